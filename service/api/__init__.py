@@ -1,0 +1,1 @@
+"""The FastAPI application: routes, dependencies, error handlers, upload streaming."""

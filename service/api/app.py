@@ -1,0 +1,159 @@
+"""The FastAPI application factory: lifespan (Redis, queue, ingest pool, model cache), middleware, routes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from service.api.deps import key_digests_from
+from service.api.errors import BodyTooLarge, install_handlers
+from service.api.predict import ModelCache
+from service.api.routes import datasets, health, jobs, models
+from service.config import Settings, get_settings
+from service.ingest.pool import IngestPool
+from service.storage.jobs import JobStore
+from service.storage.records import dataset_store, model_store
+
+log = logging.getLogger("hinge.api")
+
+DESCRIPTION = """
+Hinge trains Support Vector Machines over HTTP. Upload a data set (svmlight/libsvm or CSV, gzip or
+plain), submit a training job, follow its convergence trace while it runs, then predict.
+
+One C convention for every solver (LIBLINEAR's): minimize 0.5*|w|^2 + C * sum_i loss_i.
+Every error answer has the shape `{"error": {"code", "message", "details"}}`.
+"""
+
+
+class BodyLimitMiddleware:
+    """Refuses JSON bodies over ``max_json_body_bytes`` while they stream (uploads have their own limit)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] == "/v1/datasets":
+            return await self.app(scope, receive, send)
+        limit = self.max_bytes
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                response = JSONResponse(
+                    {"error": {"code": "payload_too_large",
+                               "message": f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
+                               "details": {"limit": "max_json_body_bytes", "value": limit}}},
+                    status_code=413,
+                )
+                return await response(scope, receive, send)
+        received = 0
+
+        async def counting_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge("max_json_body_bytes", limit)
+            return message
+
+        return await self.app(scope, counting_receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application; clients are created when it starts, not here."""
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if not settings.redis_url:
+            raise RuntimeError("REDIS_URL is not set: run `hinge serve` (it starts an embedded Redis) or set REDIS_URL")
+        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        app.state.settings = settings
+        app.state.redis = client
+        app.state.datasets = dataset_store(client, settings.chunk_bytes)
+        app.state.models = model_store(client, settings.chunk_bytes)
+        app.state.jobs = JobStore(client)
+        app.state.queue = Queue(settings.queue_name, connection=client, serializer=JSONSerializer)
+        app.state.ingest = IngestPool(settings.ingest_processes)
+        app.state.ingest.start()
+        app.state.model_cache = ModelCache(settings.model_cache_size)
+        app.state.key_digests = key_digests_from(settings)
+        try:
+            yield
+        finally:
+            app.state.ingest.close()
+            client.close()
+
+    app = FastAPI(
+        generate_unique_id_function=lambda route: route.name,
+        title="Hinge",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "datasets", "description": "Upload and manage training data."},
+            {"name": "jobs", "description": "Train models; follow their convergence; cancel."},
+            {"name": "models", "description": "Trained models and prediction."},
+            {"name": "health", "description": "Liveness and readiness."},
+        ],
+    )
+    install_handlers(app)
+
+    @app.exception_handler(redis.exceptions.ConnectionError)
+    async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
+        log.error("Redis unavailable: %s", exc)
+        return JSONResponse(
+            {"error": {"code": "storage_unavailable", "message": "storage is unavailable; try again shortly", "details": None}},
+            status_code=503,
+        )
+
+    @app.middleware("http")
+    async def request_id(request: Request, call_next):
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        request.state.request_id = rid
+        response = await call_next(request)
+        response.headers["X-Request-ID"] = rid
+        return response
+
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
+    for router in (datasets.router, jobs.router, models.router, health.router):
+        app.include_router(router)
+    install_openapi(app)
+    return app
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Document the real error shape: every 422 (and other error) answer is an ErrorResponse."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                             routes=app.routes, tags=app.openapi_tags)
+        error_ref = {"$ref": "#/components/schemas/ErrorResponse"}
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.get("responses", {})
+                if "422" in responses:
+                    responses["422"] = {
+                        "description": responses["422"].get("description", "Validation error")
+                        if responses["422"].get("description") != "Validation Error"
+                        else "Invalid request: the message and details name the field.",
+                        "content": {"application/json": {"schema": error_ref}},
+                    }
+        components = schema.get("components", {}).get("schemas", {})
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+        components.pop("ValidationErrorContext", None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi

@@ -1,0 +1,77 @@
+"""Dependencies handed to routes: settings, Redis, the stores, the queue and the caller's tenant.
+
+Clients are made in the application's lifespan (never at import time) and kept on ``app.state``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.api.errors import ApiError
+from service.config import Settings, get_settings
+from service.storage.jobs import JobStore
+from service.storage.records import RecordStore
+
+PUBLIC_TENANT = "public"
+
+_bearer = HTTPBearer(auto_error=False, description="API key, when the server has keys configured.")
+
+
+def settings_dep(request: Request) -> Settings:
+    """The settings the application was created with."""
+    return request.app.state.settings
+
+
+def datasets_dep(request: Request) -> RecordStore:
+    """The data-set store."""
+    return request.app.state.datasets
+
+
+def models_dep(request: Request) -> RecordStore:
+    """The model store."""
+    return request.app.state.models
+
+
+def jobs_dep(request: Request) -> JobStore:
+    """The job store."""
+    return request.app.state.jobs
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def tenant_dep(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
+) -> str:
+    """The tenant of the caller: 'public' when no keys are configured, else the key's tenant (401 without one).
+
+    Keys are compared by their SHA-256 digests in constant time.
+    """
+    key_digests: list[tuple[bytes, str]] = request.app.state.key_digests
+    if not key_digests:
+        return PUBLIC_TENANT
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise ApiError(401, "unauthorized", "missing API key: send `Authorization: Bearer <key>`",
+                       headers={"WWW-Authenticate": "Bearer"})
+    digest = _key_digest(credentials.credentials)
+    tenant = None
+    for known, owner in key_digests:
+        if hmac.compare_digest(known, digest):
+            tenant = owner
+    if tenant is None:
+        raise ApiError(401, "unauthorized", "invalid API key", headers={"WWW-Authenticate": "Bearer"})
+    return tenant
+
+
+def key_digests_from(settings: Settings) -> list[tuple[bytes, str]]:
+    """The configured API keys as (digest, tenant) pairs."""
+    return [(_key_digest(key), tenant) for key, tenant in settings.api_keys.items()]
+
+
+__all__ = ["settings_dep", "datasets_dep", "models_dep", "jobs_dep", "tenant_dep", "key_digests_from", "get_settings"]

@@ -1,0 +1,104 @@
+"""Domain errors and the handlers that turn every error into the one JSON shape.
+
+Every 4xx/5xx answer is ``{"error": {"code", "message", "details"}}``. Internals (tracebacks,
+Redis errors) never reach a response: a 500 says only that something failed on our side and gives
+the request id to quote.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("hinge.api")
+
+
+class ApiError(Exception):
+    """An error answered with ``status`` and the JSON error shape."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+
+def not_found(kind: str, ident: str) -> ApiError:
+    """404 for a data set, job or model that does not exist (or belongs to another tenant)."""
+    return ApiError(404, f"{kind}_not_found", f"no {kind.replace('_', ' ')} with id {ident!r}")
+
+
+def unprocessable(message: str, loc: list | None = None, code: str = "validation_error") -> ApiError:
+    """422 for a request that is well formed but says something impossible."""
+    details = [{"loc": loc, "msg": message, "type": code}] if loc is not None else None
+    return ApiError(422, code, message, details)
+
+
+def too_large(limit: str, value: int, message: str) -> ApiError:
+    """413 for a body or data set over one of the configured limits."""
+    return ApiError(413, "payload_too_large", message, {"limit": limit, "value": value})
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """Raised from inside the request stream when a body crosses its byte limit."""
+
+    def __init__(self, limit: str, value: int):
+        super().__init__(413, f"request body exceeds {limit} = {value} bytes")
+        self.limit = limit
+        self.value = value
+
+
+def _body(code: str, message: str, details: Any = None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def _loc_text(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)] if isinstance(loc, (list, tuple)) else [str(loc)]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return text or "body"
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Register the handlers that map every exception to the JSON error shape."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(_body(exc.code, exc.message, exc.details), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = []
+        for err in exc.errors():
+            loc = list(err.get("loc", ()))
+            details.append({"loc": loc, "msg": err.get("msg", ""), "type": err.get("type", "")})
+        first = details[0] if details else {"loc": [], "msg": "invalid request"}
+        where = _loc_text(first["loc"])
+        more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+        message = f"{where}: {first['msg']}{more}"
+        return JSONResponse(_body("validation_error", message, details), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
+        code = codes.get(exc.status_code, "http_error")
+        details = {"limit": exc.limit, "value": exc.value} if isinstance(exc, BodyTooLarge) else None
+        message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
+        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        request_id = getattr(request.state, "request_id", None)
+        log.exception("unhandled error on %s %s (request %s)", request.method, request.url.path, request_id)
+        message = "internal error; the request did not complete"
+        if request_id:
+            message += f" (request id {request_id})"
+        return JSONResponse(_body("internal_error", message), status_code=500)

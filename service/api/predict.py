@@ -1,0 +1,121 @@
+"""Prediction with numpy in the API process: rows from JSON to a sparse matrix, scores, labels.
+
+No numba here. Linear models score ``X @ W.T + b``; with two classes there is one weight vector
+and a positive score means the larger label.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from threading import Lock
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.api.errors import unprocessable
+from service.labels import label_value
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Weights of a linear model: one row of W and one offset per binary problem."""
+
+    meta: dict
+    weights: np.ndarray  # (n_problems, n_features)
+    offsets: np.ndarray  # (n_problems,)
+    labels: np.ndarray  # ascending class labels
+
+    @property
+    def n_features(self) -> int:
+        """Number of features of the training data."""
+        return self.weights.shape[1]
+
+
+def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_matrix:
+    """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row."""
+    indptr = [0]
+    indices: list[int] = []
+    values: list[float] = []
+    base = 0 if zero_based else 1
+    for row_number, row in enumerate(instances):
+        if isinstance(row, dict):
+            for key, value in row.items():
+                try:
+                    index = int(key)
+                except ValueError:
+                    raise unprocessable(
+                        f"instances[{row_number}]: feature index {key!r} is not an integer",
+                        ["body", "instances", row_number, key],
+                    ) from None
+                if index < base:
+                    raise unprocessable(
+                        f"instances[{row_number}]: feature index {index} is below {base} "
+                        f"(the training data was {'zero' if zero_based else 'one'}-based)",
+                        ["body", "instances", row_number, key],
+                    )
+                if not np.isfinite(value):
+                    raise unprocessable(f"instances[{row_number}][{key!r}] is not finite", ["body", "instances", row_number, key])
+                if index - base < n_features:
+                    indices.append(index - base)
+                    values.append(value)
+        else:
+            if len(row) != n_features:
+                raise unprocessable(
+                    f"instances[{row_number}] has {len(row)} values; the model has {n_features} features",
+                    ["body", "instances", row_number],
+                )
+            indices.extend(range(n_features))
+            values.extend(row)
+        indptr.append(len(indices))
+    data = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(data)):
+        bad = int(np.searchsorted(np.asarray(indptr), int(np.flatnonzero(~np.isfinite(data))[0]), side="right")) - 1
+        raise unprocessable(f"instances[{bad}] holds a value that is not finite", ["body", "instances", bad])
+    matrix = sp.csr_matrix(
+        (data, np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+        shape=(len(instances), n_features),
+    )
+    matrix.sum_duplicates()
+    return matrix
+
+
+def predict_linear(model: LinearModel, matrix: sp.csr_matrix) -> tuple[list, list]:
+    """Labels and scores of the rows: one score per row for two classes, one per class otherwise."""
+    scores = np.asarray(matrix @ model.weights.T) + model.offsets
+    if model.weights.shape[0] == 1:
+        flat = scores[:, 0]
+        chosen = np.where(flat > 0, model.labels[1], model.labels[0])
+        return [label_value(v) for v in chosen], flat.tolist()
+    chosen = model.labels[np.argmax(scores, axis=1)]
+    return [label_value(v) for v in chosen], scores.tolist()
+
+
+class ModelCache:
+    """The most recently used models, kept in memory (models never change once stored)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._items: OrderedDict[str, LinearModel] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, model_id: str) -> LinearModel | None:
+        """The cached model, marked most recently used, or None."""
+        with self._lock:
+            model = self._items.get(model_id)
+            if model is not None:
+                self._items.move_to_end(model_id)
+            return model
+
+    def put(self, model_id: str, model: LinearModel) -> None:
+        """Keep a model, evicting the least recently used beyond capacity."""
+        with self._lock:
+            self._items[model_id] = model
+            self._items.move_to_end(model_id)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def drop(self, model_id: str) -> None:
+        """Forget a model (after it was deleted)."""
+        with self._lock:
+            self._items.pop(model_id, None)

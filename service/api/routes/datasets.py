@@ -1,0 +1,148 @@
+"""Routes of /v1/datasets: upload (streamed to disk, parsed in an ingest process), list, get, delete."""
+
+from __future__ import annotations
+
+from concurrent.futures.process import BrokenProcessPool
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from service.api.deps import datasets_dep, settings_dep, tenant_dep
+from service.api.errors import ApiError, not_found
+from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
+from service.config import Settings
+from service.schemas.base import ErrorResponse
+from service.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ZeroBased
+from service.storage.jobs import utc_now
+from service.storage.keys import new_id
+from service.storage.records import RecordStore
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+ERRORS = {
+    404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+}
+
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "title": "DatasetUpload",
+                    "required": [FILE_FIELD],
+                    "properties": {
+                        FILE_FIELD: {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "The data set: svmlight/libsvm text (optional qid, # comments) or CSV with a header; gzip-compressed or plain.",
+                        }
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+def public_view(record: dict) -> dict:
+    """The fields of a stored data set that the API shows."""
+    return {key: value for key, value in record.items() if key not in ("tenant", "arrays")}
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetOut,
+    summary="Upload a data set",
+    openapi_extra=UPLOAD_BODY,
+    responses={
+        **ERRORS,
+        413: {"model": ErrorResponse, "description": "Over a size limit (bytes, decompressed bytes, rows, features, nnz)."},
+        415: {"model": ErrorResponse, "description": "Not a multipart/form-data body."},
+        422: {"model": ErrorResponse, "description": "The file could not be parsed; the message names line, column and reason."},
+    },
+)
+async def upload_dataset(
+    request: Request,
+    response: Response,
+    format: Annotated[DatasetFormat, Query(description="Text format of the file.")] = DatasetFormat.svmlight,
+    name: Annotated[str | None, Query(max_length=200, description="A name for the data set (default: the file's name).")] = None,
+    zero_based: Annotated[
+        ZeroBased,
+        Query(description="svmlight feature indices: `auto` (zero-based iff some index is 0), `true` or `false` (one-based, LIBSVM's convention)."),
+    ] = ZeroBased.auto,
+    label_column: Annotated[str, Query(min_length=1, max_length=200, description="CSV only: the header name of the label column.")] = "label",
+    settings: Settings = Depends(settings_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """Stream the multipart field `file` to disk, parse it in an ingest process and store it whole, or nothing."""
+    upload = await spool_upload(request, settings.data_dir / "uploads", settings.max_upload_bytes)
+    try:
+        dataset_id = new_id("ds")
+        meta = {
+            "id": dataset_id,
+            "tenant": tenant,
+            "name": name or upload.filename or dataset_id,
+            "format": format.value,
+            "bytes": upload.size,
+            "sha256": upload.sha256,
+            "created_at": utc_now(),
+        }
+        zero = {"auto": "auto", "true": True, "false": False}[zero_based.value]
+        try:
+            outcome = await request.app.state.ingest.ingest(
+                str(upload.path),
+                redis_url=settings.redis_url,
+                chunk_bytes=settings.chunk_bytes,
+                meta=meta,
+                format=format.value,
+                zero_based=zero,
+                label_column=label_column,
+                limits={
+                    "max_decompressed_bytes": settings.max_decompressed_bytes,
+                    "max_rows": settings.max_rows,
+                    "max_features": settings.max_features,
+                    "max_nnz": settings.max_nnz,
+                },
+            )
+        except BrokenProcessPool:
+            raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this upload; nothing was stored, try again") from None
+    finally:
+        remove_quietly(upload.path)
+    if "error" in outcome:
+        err = outcome["error"]
+        raise ApiError(err["status"], err["code"], err["message"], err["details"])
+    response.headers["Location"] = f"/v1/datasets/{dataset_id}"
+    return public_view(outcome["record"])
+
+
+@router.get("", response_model=DatasetList, summary="List data sets", responses=ERRORS)
+def list_datasets(
+    offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
+    store: RecordStore = Depends(datasets_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """The caller's data sets, newest first."""
+    records, total = store.list(tenant, offset, limit)
+    return {"items": [public_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+
+
+@router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a data set", responses=ERRORS)
+def get_dataset(dataset_id: str, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> dict:
+    """One data set's description."""
+    record = store.get(dataset_id, tenant)
+    if record is None:
+        raise not_found("dataset", dataset_id)
+    return public_view(record)
+
+
+@router.delete("/{dataset_id}", status_code=204, summary="Delete a data set", responses=ERRORS)
+def delete_dataset(dataset_id: str, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> Response:
+    """Delete a data set (models trained on it stay; queued jobs on it will fail with dataset_not_found)."""
+    if not store.delete(dataset_id, tenant):
+        raise not_found("dataset", dataset_id)
+    return Response(status_code=204)

@@ -1,0 +1,178 @@
+"""Routes of /v1/jobs: submit a training job, read its state and trace, cancel it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from rq.job import Job as RQJob
+
+from service.api.deps import datasets_dep, jobs_dep, settings_dep, tenant_dep
+from service.api.errors import ApiError, not_found, unprocessable
+from service.config import Settings
+from service.schemas.base import ErrorResponse
+from service.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
+from service.storage.jobs import FINAL_STATES, JobStore, utc_now
+from service.storage.keys import new_id
+from service.storage.records import RecordStore
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+TRAIN_FUNCTION = "worker.jobs.train"
+
+ERRORS = {
+    404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+}
+
+
+def job_view(job: dict) -> dict:
+    """The fields of a job record that the API shows."""
+    view = {
+        "id": job["id"],
+        "status": job["status"],
+        "dataset_id": job["dataset_id"],
+        "solver": job["solver"],
+        "params": job.get("params", {}),
+        "created_at": job["created_at"],
+        "progress": job.get("progress") or {},
+    }
+    for name in ("started_at", "finished_at", "model_id", "stop_reason", "error"):
+        if job.get(name) not in (None, ""):
+            view[name] = job[name]
+    return view
+
+
+def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
+    """Cross-checks that need the data set and the settings: labels, class weights, time ceiling."""
+    labels = dataset["labels"]
+    if len(labels) < 2:
+        raise unprocessable(
+            f"data set {dataset['id']} has a single label ({next(iter(labels))}); training needs at least two",
+            ["body", "dataset_id"],
+        )
+    class_weight = getattr(body.params, "class_weight", None) or {}
+    for label in class_weight:
+        if label not in labels:
+            raise unprocessable(
+                f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
+                ["body", "params", "class_weight", label],
+            )
+    max_seconds = body.params.max_seconds
+    if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
+        raise unprocessable(
+            f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds",
+            ["body", "params", "max_seconds"],
+        )
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobOut,
+    summary="Submit a training job",
+    responses={**ERRORS, 404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
+               422: {"model": ErrorResponse, "description": "Invalid request; the message names the field."}},
+)
+def submit_job(
+    request: Request,
+    response: Response,
+    body: Annotated[JobRequest, Body(description="Data set, solver and the solver's parameters.")],
+    settings: Settings = Depends(settings_dep),
+    datasets: RecordStore = Depends(datasets_dep),
+    jobs: JobStore = Depends(jobs_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """Queue a training job; poll `Location` for its state and `…/trace` for its convergence."""
+    dataset = datasets.get(body.dataset_id, tenant)
+    if dataset is None:
+        raise not_found("dataset", body.dataset_id)
+    check_request_against_dataset(body, dataset, settings)
+    job_id = new_id("job")
+    record = {
+        "id": job_id,
+        "tenant": tenant,
+        "status": JobStatus.queued.value,
+        "dataset_id": body.dataset_id,
+        "solver": body.solver,
+        "params": body.params.model_dump(mode="json"),
+        "created_at": utc_now(),
+        "attempts": 0,
+    }
+    jobs.create(record)
+    try:
+        request.app.state.queue.enqueue(
+            TRAIN_FUNCTION,
+            job_id,
+            job_id=job_id,
+            job_timeout=settings.job_timeout_s,
+            result_ttl=3600,
+            failure_ttl=7 * 24 * 3600,
+            description=f"train {body.solver} on {body.dataset_id}",
+        )
+    except Exception:
+        jobs.transition(job_id, ("queued",), "failed", finished_at=utc_now(),
+                        error={"code": "enqueue_failed", "message": "the job could not be queued"})
+        raise
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return job_view(jobs.get(job_id))
+
+
+@router.get("", response_model=JobList, summary="List jobs", responses=ERRORS)
+def list_jobs(
+    offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this status.")] = None,
+    jobs: JobStore = Depends(jobs_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """The caller's jobs, newest first."""
+    items, total = jobs.list(tenant, offset, limit, status.value if status else None)
+    return {"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit}
+
+
+@router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
+def get_job(job_id: str, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+    """A job's status, progress, model id (when done) or error (when failed)."""
+    job = jobs.get(job_id, tenant)
+    if job is None:
+        raise not_found("job", job_id)
+    return job_view(job)
+
+
+@router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
+def get_trace(
+    job_id: str,
+    since: Annotated[int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")] = 0,
+    jobs: JobStore = Depends(jobs_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """The convergence points recorded so far; they grow while the job runs."""
+    job = jobs.get(job_id, tenant)
+    if job is None:
+        raise not_found("job", job_id)
+    points = jobs.trace(job_id, since)
+    return {"job_id": job_id, "status": job["status"], "points": points, "next": since + len(points)}
+
+
+@router.post(
+    "/{job_id}/cancel",
+    status_code=202,
+    response_model=JobOut,
+    summary="Cancel a job",
+    responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job has already ended."}},
+)
+def cancel_job(request: Request, job_id: str, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+    """Cancel: a queued job never runs; a running solver stops at its next iteration check and the job ends `canceled`."""
+    job = jobs.get(job_id, tenant)
+    if job is None:
+        raise not_found("job", job_id)
+    if job["status"] in FINAL_STATES:
+        raise ApiError(409, "job_finished", f"job {job_id} has already ended ({job['status']})")
+    jobs.request_cancel(job_id)
+    if jobs.transition(job_id, ("queued",), "canceled", finished_at=utc_now(), stop_reason="canceled"):
+        try:
+            RQJob.fetch(job_id, connection=request.app.state.redis, serializer=request.app.state.queue.serializer).cancel()
+        except Exception:  # already taken by a worker or gone: the worker sees the canceled status and skips it
+            pass
+    return job_view(jobs.get(job_id))

@@ -1,0 +1,133 @@
+"""Routes of /v1/models: list, get, trace, delete, predict (numpy, model cached in memory)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from service.api.deps import jobs_dep, models_dep, settings_dep, tenant_dep
+from service.api.errors import ApiError, not_found
+from service.api.predict import LinearModel, predict_linear, rows_to_csr
+from service.config import Settings
+from service.schemas.base import ErrorResponse
+from service.schemas.jobs import TraceOut
+from service.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
+from service.storage.jobs import JobStore
+from service.storage.records import RecordStore
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+ERRORS = {
+    404: {"model": ErrorResponse, "description": "No such model (or not yours)."},
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+}
+
+
+def model_view(record: dict) -> dict:
+    """The fields of a stored model that the API shows."""
+    return {key: value for key, value in record.items() if key not in ("tenant", "arrays")}
+
+
+@router.get("", response_model=ModelList, summary="List models", responses=ERRORS)
+def list_models(
+    offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
+    store: RecordStore = Depends(models_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """The caller's models, newest first."""
+    records, total = store.list(tenant, offset, limit)
+    return {"items": [model_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+
+
+@router.get("/{model_id}", response_model=ModelOut, summary="Get a model", responses=ERRORS)
+def get_model(model_id: str, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)) -> dict:
+    """A model's metadata: labels, objective, iterations, stop reason, training seconds, accuracy."""
+    record = store.get(model_id, tenant)
+    if record is None:
+        raise not_found("model", model_id)
+    return model_view(record)
+
+
+@router.get("/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS)
+def get_model_trace(
+    model_id: str,
+    since: Annotated[int, Query(ge=0, description="Skip the first `since` points.")] = 0,
+    store: RecordStore = Depends(models_dep),
+    jobs: JobStore = Depends(jobs_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """The convergence points of the job that trained the model."""
+    record = store.get(model_id, tenant)
+    if record is None:
+        raise not_found("model", model_id)
+    job = jobs.get(record["job_id"]) or {"status": "succeeded"}
+    points = jobs.trace(record["job_id"], since)
+    return {"job_id": record["job_id"], "status": job["status"], "points": points, "next": since + len(points)}
+
+
+@router.delete("/{model_id}", status_code=204, summary="Delete a model", responses=ERRORS)
+def delete_model(
+    request: Request, model_id: str, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)
+) -> Response:
+    """Delete a model and its weights."""
+    if not store.delete(model_id, tenant):
+        raise not_found("model", model_id)
+    request.app.state.model_cache.drop(model_id)
+    return Response(status_code=204)
+
+
+def load_model(request: Request, store: RecordStore, model_id: str, tenant: str) -> LinearModel:
+    """The model from the in-memory cache (after a cheap existence check) or from Redis."""
+    cache = request.app.state.model_cache
+    model = cache.get(model_id)
+    if model is not None:
+        if model.meta.get("tenant") != tenant or not store.exists(model_id):
+            if not store.exists(model_id):
+                cache.drop(model_id)
+            raise not_found("model", model_id)
+        return model
+    record = store.get(model_id, tenant)
+    if record is None:
+        raise not_found("model", model_id)
+    arrays = store.load_arrays(record)
+    model = LinearModel(
+        meta=record,
+        weights=np.ascontiguousarray(arrays["weights"], dtype=np.float64),
+        offsets=np.asarray(arrays["offsets"], dtype=np.float64),
+        labels=np.asarray(record["labels"], dtype=np.float64),
+    )
+    cache.put(model_id, model)
+    return model
+
+
+@router.post(
+    "/{model_id}/predict",
+    response_model=PredictOut,
+    summary="Predict labels and scores",
+    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
+               422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."}},
+)
+def predict(
+    request: Request,
+    model_id: str,
+    body: PredictRequest,
+    settings: Settings = Depends(settings_dep),
+    store: RecordStore = Depends(models_dep),
+    tenant: str = Depends(tenant_dep),
+) -> JSONResponse:
+    """Score rows with a model: labels and decision values."""
+    if len(body.instances) > settings.max_predict_instances:
+        raise ApiError(
+            413,
+            "payload_too_large",
+            f"{len(body.instances)} instances exceed the limit max_predict_instances = {settings.max_predict_instances}",
+            {"limit": "max_predict_instances", "value": settings.max_predict_instances},
+        )
+    model = load_model(request, store, model_id, tenant)
+    matrix = rows_to_csr(body.instances, model.n_features, bool(model.meta.get("zero_based", False)))
+    labels, scores = predict_linear(model, matrix)
+    return JSONResponse({"labels": labels, "scores": scores})

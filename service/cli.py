@@ -1,0 +1,234 @@
+"""The `hinge` command: serve (Redis + API + workers), api, worker, openapi.
+
+`hinge serve` is a small supervisor: it starts an embedded Redis (unless REDIS_URL is set), the
+API (uvicorn) and the worker processes, restarts a worker that dies, and on Ctrl-C or SIGTERM
+stops all of them: workers and API get SIGTERM and a grace period, then SIGKILL (their whole
+process group, work horses included), and Redis last, so its append-only file is complete.
+Every child also asks the kernel to terminate it if the supervisor itself dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GRACE_S = 10.0
+OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
+
+
+def _log(message: str) -> None:
+    print(f"hinge: {message}", file=sys.stderr, flush=True)
+
+
+def openapi_document() -> dict:
+    """The OpenAPI document of the application (no Redis needed)."""
+    from service.api.app import create_app
+    from service.config import Settings
+
+    return create_app(Settings(redis_url=None)).openapi()
+
+
+def openapi_text() -> str:
+    """The OpenAPI document as the exact text kept in openapi/openapi.json."""
+    return json.dumps(openapi_document(), indent=2, ensure_ascii=False) + "\n"
+
+
+def cmd_openapi(args: argparse.Namespace) -> int:
+    """Write (or with --check, compare) openapi/openapi.json."""
+    text = openapi_text()
+    path = Path(args.output)
+    if args.check:
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            _log(f"{path} is stale: run `hinge openapi`")
+            return 1
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    _log(f"wrote {path}")
+    return 0
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    """Run the API alone (needs REDIS_URL)."""
+    if args.die_with_parent:
+        from service.ingest.entry import die_with_parent
+
+        die_with_parent()
+    import uvicorn
+
+    from service.config import get_settings
+
+    if not get_settings().redis_url:
+        _log("REDIS_URL is not set: use `hinge serve` for an embedded Redis, or set REDIS_URL")
+        return 2
+    uvicorn.run(
+        "service.api.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level.lower(),
+        access_log=not args.no_access_log,
+    )
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
+    """Replace this process with one worker (`python -m worker`)."""
+    os.execv(sys.executable, [sys.executable, "-m", "worker", *rest])
+    return 0  # pragma: no cover
+
+
+class Supervisor:
+    """Starts and stops Redis, the API and the workers of `hinge serve`."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.data_dir = Path(args.data_dir).resolve()
+        self.redis = None
+        self.api: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.stopping = False
+        self.env = dict(os.environ)
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
+
+    def _spawn_worker(self) -> subprocess.Popen:
+        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.env["HINGE_DATA_DIR"] = str(self.data_dir)
+        self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+        if not self.env.get("REDIS_URL"):
+            from service.embedded_redis import EmbeddedRedis
+
+            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port).start()
+            self.env["REDIS_URL"] = self.redis.url
+            _log(f"embedded Redis on {self.redis.url}, append-only file in {self.data_dir / 'redis'}")
+        else:
+            _log(f"using Redis at {self.env['REDIS_URL']}")
+        self.api = self._spawn([
+            sys.executable, "-m", "service.cli", "api", "--host", self.args.host, "--port", str(self.args.port),
+            "--die-with-parent", "--log-level", self.args.log_level,
+        ])
+        self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
+        _log(f"API on http://{self.args.host}:{self.args.port} with {self.args.workers} worker(s); Ctrl-C stops")
+
+    def watch(self) -> int:
+        restarts: list[float] = []
+        while not self.stopping:
+            time.sleep(0.5)
+            if self.api is not None and self.api.poll() is not None:
+                _log(f"the API exited with code {self.api.returncode}; stopping")
+                return 1
+            for i, proc in enumerate(self.workers):
+                if proc.poll() is not None and not self.stopping:
+                    now = time.monotonic()
+                    restarts = [t for t in restarts if now - t < 60] + [now]
+                    if len(restarts) > 10:
+                        _log("workers keep dying (more than 10 restarts in a minute); stopping")
+                        return 1
+                    _log(f"worker {proc.pid} exited with code {proc.returncode}; starting another")
+                    self.workers[i] = self._spawn_worker()
+        return 0
+
+    def stop(self) -> None:
+        children = [p for p in [self.api, *self.workers] if p is not None]
+        for proc in children:
+            _signal_group(proc, signal.SIGTERM)
+        end = time.monotonic() + GRACE_S
+        for proc in children:
+            try:
+                proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in children:
+            _signal_group(proc, signal.SIGKILL)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.redis is not None:
+            self.redis.stop()
+        _log("stopped")
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the whole service in the foreground."""
+    supervisor = Supervisor(args)
+
+    def _stop(signum, frame):
+        supervisor.stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    code = 0
+    try:
+        supervisor.start()
+        code = supervisor.watch()
+    finally:
+        supervisor.stop()
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `hinge`."""
+    parser = argparse.ArgumentParser(prog="hinge", description="Hinge: an HTTP service that trains SVMs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="Run Redis (embedded unless REDIS_URL is set), the API and workers.")
+    serve.add_argument("--host", default="127.0.0.1", help="Address the API listens on (default 127.0.0.1).")
+    serve.add_argument("--port", type=int, default=8000, help="Port of the API (default 8000).")
+    serve.add_argument("--workers", type=int, default=2, help="Worker processes (default 2; 0 runs the API alone).")
+    serve.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+                       help="Where Redis keeps its data and workers cache data sets (default ./hinge-data).")
+    serve.add_argument("--redis-port", type=int, default=None, help="Port of the embedded Redis (default: a free one).")
+    serve.add_argument("--log-level", default="info", help="Log level of the API and workers.")
+
+    api = sub.add_parser("api", help="Run the API only (needs REDIS_URL).")
+    api.add_argument("--host", default="127.0.0.1")
+    api.add_argument("--port", type=int, default=8000)
+    api.add_argument("--log-level", default="info")
+    api.add_argument("--no-access-log", action="store_true", help="Do not log every request.")
+    api.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
+
+    sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)
+
+    openapi = sub.add_parser("openapi", help="Write the OpenAPI document to openapi/openapi.json.")
+    openapi.add_argument("--output", default=str(OPENAPI_PATH), help="Where to write it.")
+    openapi.add_argument("--check", action="store_true", help="Fail if the file differs from the document.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `hinge` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["worker"]:
+        return cmd_worker(argparse.Namespace(), argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    if args.command == "api":
+        return cmd_api(args)
+    if args.command == "openapi":
+        return cmd_openapi(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

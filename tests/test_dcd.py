@@ -1,0 +1,450 @@
+"""Tests of the dual coordinate descent solver (worker/solvers/dcd.py, Hsieh et al. 2008).
+
+Oracles: known answers on tiny problems, the slow references in tests/naive.py, liblinear-official
+(-s 3 hinge, -s 1 squared hinge; it stops at a fixed iteration cap, which is detected from its output)
+and scikit-learn's LinearSVC (same formulation, run to a tight tolerance) where liblinear stops early.
+Objectives are compared, always in the service's convention 0.5*|w|^2 + sum_i C_i loss_i.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+
+from tests import naive
+from worker.solvers.common import SolverControl, SolverInputError, StopReason
+from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
+
+liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+
+RTOL = 1e-4
+LIBLINEAR_SOLVER = {"hinge": 3, "squared_hinge": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# data and helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _csr(X):
+    A = sp.csr_matrix(X)
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, labels = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return X, np.where(labels == 1, 1.0, -1.0)
+
+
+@pytest.fixture(scope="module")
+def sparse_problem():
+    """2,000 rows, 12,000 features, about 20 nonzeros per row, labels from a planted w with noise."""
+    rng = np.random.default_rng(12345)
+    n_rows, n_features = 2000, 12000
+    nnz_per_row = rng.integers(10, 31, size=n_rows)
+    rows = np.repeat(np.arange(n_rows), nnz_per_row)
+    cols = rng.integers(0, n_features, size=rows.size)
+    vals = rng.normal(size=rows.size)
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_features))
+    X.sum_duplicates()
+    X.sort_indices()
+    w_true = rng.normal(size=n_features)
+    scores = X @ w_true + 0.3 + rng.normal(scale=1.0, size=n_rows)
+    y = np.where(scores > 0, 1.0, -1.0)
+    return X, y
+
+
+def _run(X, y, **kwargs):
+    indptr, indices, data = _csr(X)
+    return solve_dcd(indptr, indices, data, y, n_features=X.shape[1], **kwargs)
+
+
+def _objective(X, y, w_full, *, C_neg, C_pos, loss, bias):
+    indptr, indices, data = _csr(X)
+    return primal_objective(indptr, indices, data, y, w_full, C_neg=C_neg, C_pos=C_pos, loss=loss, bias=bias)
+
+
+def _full(result, bias):
+    """w with w_B appended (w_B = b / B), as primal_objective wants it."""
+    if bias is None:
+        return result.w
+    return np.append(result.w, result.bias / bias)
+
+
+def _liblinear(X, y, options):
+    """Train liblinear-official; return (model, converged) with converged read from its own output."""
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        saved = os.dup(1)
+        os.dup2(captured.fileno(), 1)
+        try:
+            model = liblinearutil.train(y, sp.csr_matrix(X), options)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        captured.seek(0)
+        output = captured.read().decode(errors="replace")
+    return model, "reaching max number of iterations" not in output
+
+
+def _liblinear_w_full(model, bias, label_idx=0, positive_label=1.0):
+    """liblinear's (w, b) for one label as our w_full, with the sign flipped if that label is not +1."""
+    w, b = model.get_decfun(label_idx)
+    w = np.asarray(w, dtype=float)
+    sign = 1.0 if model.get_labels()[label_idx] == positive_label else -1.0
+    w_full = w if bias is None else np.append(w, b / bias)
+    return sign * w_full
+
+
+def _sklearn_objective(X, y, *, C, loss, bias, class_weight=None):
+    model = LinearSVC(dual=True, loss=loss, C=C, fit_intercept=bias is not None,
+                      intercept_scaling=1.0 if bias is None else bias, tol=1e-8, max_iter=10**6,
+                      class_weight=class_weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        A = sp.csr_matrix(X)
+        A.indices = A.indices.astype(np.int32)
+        A.indptr = A.indptr.astype(np.int32)
+        model.fit(A, y)
+    # LinearSVC's coef_ is for classes_[1] = +1
+    w_full = model.coef_.ravel() if bias is None else np.append(model.coef_.ravel(), model.intercept_[0] / bias)
+    cw = class_weight or {}
+    return _objective(X, y, w_full, C_neg=C * cw.get(-1, 1.0), C_pos=C * cw.get(1, 1.0), loss=loss, bias=bias)
+
+
+def _assert_matches_reference(ours, X, y, *, C, loss, bias, class_weight=(1.0, 1.0)):
+    """ours within RTOL of liblinear if it converged; else ours <= liblinear*(1+RTOL) and == scikit-learn."""
+    options = f"-s {LIBLINEAR_SOLVER[loss]} -c {C} -e 1e-6"
+    if bias is not None:
+        options += f" -B {bias}"
+    if class_weight != (1.0, 1.0):
+        options += f" -w-1 {class_weight[0]} -w1 {class_weight[1]}"
+    model, converged = _liblinear(X, y, options)
+    C_neg, C_pos = C * class_weight[0], C * class_weight[1]
+    reference = _objective(X, y, _liblinear_w_full(model, bias), C_neg=C_neg, C_pos=C_pos, loss=loss, bias=bias)
+    if converged:
+        assert abs(ours - reference) <= RTOL * reference, (ours, reference)
+    else:
+        assert ours <= reference * (1 + RTOL), (ours, reference)
+        sk = _sklearn_objective(X, y, C=C, loss=loss, bias=bias,
+                                class_weight={-1: class_weight[0], 1: class_weight[1]})
+        assert abs(ours - sk) <= RTOL * sk, (ours, sk)
+
+
+# ---------------------------------------------------------------------------------------------
+# known answers, naive references, KKT
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("C", [0.1, 0.25, 0.5, 3.0])
+def test_two_points_hinge_known_answer(C):
+    # x = +1 (y = +1), x = -1 (y = -1), no bias: w = alpha_1 + alpha_2 = min(2C, 1).
+    X = np.array([[1.0], [-1.0]])
+    y = np.array([1.0, -1.0])
+    result = _run(X, y, C=C, bias=None, tol=1e-10)
+    w = min(2 * C, 1.0)
+    assert result.converged and result.stop_reason is StopReason.CONVERGED
+    assert result.w[0] == pytest.approx(w, rel=1e-12)
+    assert result.objective == pytest.approx(0.5 * w * w + 2 * C * (1 - w), rel=1e-12)
+    # Q = [[1, 1], [1, 1]]: only alpha_1 + alpha_2 = w is determined, and both sit at C when 2C < 1
+    assert result.extra["alpha"].sum() == pytest.approx(w, rel=1e-12)
+    if 2 * C < 1:
+        np.testing.assert_allclose(result.extra["alpha"], [C, C], rtol=1e-12)
+
+
+@pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
+def test_two_points_squared_hinge_known_answer(C):
+    # 0.5 w^2 + 2C (1 - w)^2 is minimal at w = 4C / (1 + 4C); alpha_i = 2C (1 - w) (= xi_i / D_ii).
+    X = np.array([[1.0], [-1.0]])
+    y = np.array([1.0, -1.0])
+    result = _run(X, y, C=C, loss="squared_hinge", bias=None, tol=1e-12)
+    w = 4 * C / (1 + 4 * C)
+    assert result.converged
+    assert result.w[0] == pytest.approx(w, rel=1e-10)
+    assert result.objective == pytest.approx(0.5 * w * w + 2 * C * (1 - w) ** 2, rel=1e-10)
+    np.testing.assert_allclose(result.extra["alpha"], 2 * C * (1 - w), rtol=1e-10)
+
+
+def test_two_points_with_bias_known_answer():
+    # x = 2 (y = +1), x = 0 (y = -1), bias B = 1, large C: hard margin on (x, 1):
+    # minimize 0.5 (w^2 + v^2) s.t. 2w + v >= 1, -v >= 1  ->  v = -1, w = 1, decision(x) = x - 1.
+    X = np.array([[2.0], [0.0]])
+    y = np.array([1.0, -1.0])
+    result = _run(X, y, C=100.0, bias=1.0, tol=1e-10)
+    assert result.w[0] == pytest.approx(1.0, rel=1e-9)
+    assert result.bias == pytest.approx(-1.0, rel=1e-9)
+    assert result.objective == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+@pytest.mark.parametrize("bias", [1.0, None])
+def test_kkt_and_duality_gap_at_tight_tol(cancer, loss, bias):
+    X, y = cancer
+    C = 0.5
+    result = _run(X, y, C=C, loss=loss, bias=bias, tol=1e-7, max_iter=200000, trace_every=10**9)
+    assert result.converged
+    alpha = result.extra["alpha"]
+    # w is the primal image of alpha (eq. (11)), recomputed independently
+    Z = X if bias is None else np.hstack([X, np.full((X.shape[0], 1), bias)])
+    np.testing.assert_allclose(_full(result, bias), Z.T @ (y * alpha), atol=1e-9)
+    # KKT: projected gradient from the dense Qbar, max - min below the requested tolerance
+    PG = naive.svm_linear_dual_projected_gradient(X, y, alpha, C_neg=C, C_pos=C, loss=loss, bias=bias)
+    assert PG.max() - PG.min() < 1e-6
+    U, _ = naive.svm_linear_dual_parts(y, C_neg=C, C_pos=C, loss=loss)
+    assert np.all(alpha >= 0.0) and np.all(alpha <= U)
+    # duality gap
+    last = result.trace[-1]
+    assert last["primal"] == pytest.approx(result.objective, rel=1e-14)
+    assert last["primal"] == pytest.approx(
+        naive.svm_linear_primal(X, y, _full(result, bias), C_neg=C, C_pos=C, loss=loss, bias=bias), rel=1e-12)
+    assert -1e-9 <= last["gap"] <= 1e-6 * last["primal"]
+    assert last["max_violation"] < 1e-7
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_matches_naive_cyclic_dcd(loss):
+    X, labels = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    y = np.where(labels == 1, 1.0, -1.0)  # versicolor vs rest: not separable
+    C = 2.0
+    w_naive, _ = naive.svm_linear_dcd_cyclic(X, y, C_neg=C, C_pos=C, loss=loss, bias=1.0, n_epochs=3000)
+    reference = naive.svm_linear_primal(X, y, w_naive, C_neg=C, C_pos=C, loss=loss, bias=1.0)
+    result = _run(X, y, C=C, loss=loss, bias=1.0, tol=1e-8, max_iter=10**6, trace_every=10**9)
+    assert result.objective <= reference * (1 + 1e-9)
+    assert result.objective == pytest.approx(reference, rel=1e-6)
+
+
+def test_primal_objective_matches_naive(cancer):
+    X, y = cancer
+    rng = np.random.default_rng(3)
+    for loss in ("hinge", "squared_hinge"):
+        for bias in (None, 2.5):
+            w_full = rng.normal(scale=0.2, size=X.shape[1] + (bias is not None))
+            got = _objective(X, y, w_full, C_neg=0.7, C_pos=1.9, loss=loss, bias=bias)
+            want = naive.svm_linear_primal(X, y, w_full, C_neg=0.7, C_pos=1.9, loss=loss, bias=bias)
+            assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_zero_rows_without_bias(cancer, loss):
+    # x_i = 0: G_i = -1 + D_ii alpha_i, so alpha_i = U = C (hinge, the 1/Qbar_ii = inf case) or 1/D_ii = 2C.
+    X, y = cancer
+    C = 0.3
+    X0 = np.vstack([X[:100], np.zeros((3, X.shape[1]))])
+    y0 = np.concatenate([y[:100], [1.0, -1.0, 1.0]])
+    with_zeros = _run(X0, y0, C=C, loss=loss, bias=None, tol=1e-9, max_iter=10**5)
+    without = _run(X[:100], y[:100], C=C, loss=loss, bias=None, tol=1e-9, max_iter=10**5)
+    expected_alpha = C if loss == "hinge" else 2 * C
+    np.testing.assert_allclose(with_zeros.extra["alpha"][-3:], expected_alpha, rtol=1e-12)
+    assert with_zeros.objective == pytest.approx(without.objective + 3 * C, rel=1e-8)
+
+
+# ---------------------------------------------------------------------------------------------
+# oracle comparisons
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+@pytest.mark.parametrize("bias", [1.0, None])
+@pytest.mark.parametrize("C", [0.01, 1.0, 10.0])
+def test_breast_cancer_matches_liblinear(cancer, loss, bias, C):
+    X, y = cancer
+    result = _run(X, y, C=C, loss=loss, bias=bias, tol=1e-6, max_iter=10**6, trace_every=10**9)
+    assert result.converged
+    _assert_matches_reference(result.objective, X, y, C=C, loss=loss, bias=bias)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+@pytest.mark.parametrize("bias", [1.0, None])
+@pytest.mark.parametrize("C", [0.1, 1.0])
+def test_sparse_high_dimensional_matches_liblinear(sparse_problem, loss, bias, C):
+    X, y = sparse_problem
+    assert X.shape[1] >= 10000
+    indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+    result = solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=C, loss=loss, bias=bias,
+                       tol=1e-6, max_iter=10**5, trace_every=10**9)
+    assert result.converged
+    _assert_matches_reference(result.objective, X, y, C=C, loss=loss, bias=bias)
+
+
+def test_digits_one_vs_rest_matches_liblinear_per_class():
+    X, labels = load_digits(return_X_y=True)
+    X = X / 16.0
+    C = 0.1
+    model, converged = _liblinear(X, labels.astype(float), f"-s 3 -c {C} -e 1e-6 -B 1")
+    assert converged
+    liblinear_labels = model.get_labels()
+    indptr, indices, data = _csr(X)
+    for k in range(10):
+        y = np.where(labels == k, 1.0, -1.0)
+        ours = solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=C, bias=1.0, tol=1e-6,
+                         max_iter=10**5, trace_every=10**9)
+        w, b = model.get_decfun(liblinear_labels.index(k))  # liblinear's class k vs rest, w for class k
+        reference = primal_objective(indptr, indices, data, y, np.append(w, b), C_neg=C, C_pos=C,
+                                     loss="hinge", bias=1.0)
+        assert abs(ours.objective - reference) <= RTOL * reference, (k, ours.objective, reference)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_class_weight_matches_liblinear(cancer, loss):
+    X, y = cancer
+    weights = (0.3, 2.5)
+    result = _run(X, y, C=0.5, loss=loss, bias=1.0, class_weight=weights, tol=1e-6, max_iter=10**6)
+    unweighted = _run(X, y, C=0.5, loss=loss, bias=1.0, tol=1e-6, max_iter=10**6)
+    assert result.objective != pytest.approx(unweighted.objective, rel=1e-3)
+    _assert_matches_reference(result.objective, X, y, C=0.5, loss=loss, bias=1.0, class_weight=weights)
+    # hinge: the box of a row is C * factor(y_i)
+    if loss == "hinge":
+        alpha = result.extra["alpha"]
+        assert alpha[y < 0].max() <= 0.5 * 0.3 + 1e-15 and alpha[y > 0].max() <= 0.5 * 2.5 + 1e-15
+
+
+# ---------------------------------------------------------------------------------------------
+# determinism, options, control
+# ---------------------------------------------------------------------------------------------
+
+
+def test_same_seed_same_result_different_seed_same_objective(cancer):
+    X, y = cancer
+    runs = [_run(X, y, C=1.0, seed=seed, tol=1e-7, max_iter=10**6, trace_every=50) for seed in (7, 7, 8)]
+    np.testing.assert_array_equal(runs[0].w, runs[1].w)
+    np.testing.assert_array_equal(runs[0].extra["alpha"], runs[1].extra["alpha"])
+    assert runs[0].bias == runs[1].bias and runs[0].n_iter == runs[1].n_iter
+    assert [p["primal"] for p in runs[0].trace] == [p["primal"] for p in runs[1].trace]
+    assert not np.array_equal(runs[0].extra["alpha"], runs[2].extra["alpha"])
+    assert runs[2].objective == pytest.approx(runs[0].objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_shrinking_on_off_same_objective(cancer, loss):
+    X, y = cancer
+    on = _run(X, y, C=1.0, loss=loss, shrinking=True, tol=1e-7, max_iter=10**6, trace_every=1)
+    off = _run(X, y, C=1.0, loss=loss, shrinking=False, tol=1e-7, max_iter=10**6, trace_every=1)
+    assert on.converged and off.converged
+    assert on.objective == pytest.approx(off.objective, rel=1e-6)
+    assert min(p["active_size"] for p in on.trace) < X.shape[0]  # shrinking did shrink
+    assert all(p["active_size"] == X.shape[0] for p in off.trace)
+    assert on.trace[-1]["active_size"] == X.shape[0]  # converged on the full set
+
+
+def test_deadline_in_the_past_stops_after_one_iteration(cancer):
+    X, y = cancer
+    control = SolverControl(deadline=time.monotonic() - 1.0)
+    result = _run(X, y, C=1.0, tol=1e-9, control=control)
+    assert result.stop_reason is StopReason.DEADLINE and not result.converged
+    assert result.n_iter == 1
+    assert math.isfinite(result.objective) and np.all(np.isfinite(result.w))
+    assert len(control.points) == 1 and control.points[0]["iteration"] == 1
+
+
+def test_cancel_stops_after_one_iteration(cancer):
+    X, y = cancer
+    result = _run(X, y, C=1.0, tol=1e-9, control=SolverControl(cancel_requested=lambda: True))
+    assert result.stop_reason is StopReason.CANCELED and result.n_iter == 1
+    assert math.isfinite(result.objective)
+
+
+def test_max_iter_is_reported_not_raised(cancer):
+    X, y = cancer
+    result = _run(X, y, C=1.0, tol=1e-9, max_iter=2)
+    assert result.stop_reason is StopReason.MAX_ITER and not result.converged and result.n_iter == 2
+    assert math.isfinite(result.objective)
+
+
+def test_trace_points_and_timing(cancer):
+    X, y = cancer
+    seen = []
+    control = SolverControl(on_point=seen.append)
+    result = _run(X, y, C=1.0, tol=1e-4, max_iter=10**5, trace_every=5, control=control)
+    iterations = [p["iteration"] for p in result.trace]
+    assert iterations == [i for i in range(5, result.n_iter + 1, 5)] + ([] if result.n_iter % 5 == 0 else [result.n_iter])
+    assert len(seen) == len(result.trace)
+    keys = {"iteration", "elapsed_s", "primal", "dual", "gap", "relative_gap", "max_violation", "active_size"}
+    for point in result.trace:
+        assert keys <= set(point)
+        assert point["gap"] >= -1e-9 * abs(point["primal"])  # weak duality
+        assert point["relative_gap"] == pytest.approx(point["gap"] / point["primal"])
+    elapsed = [p["elapsed_s"] for p in result.trace]
+    assert elapsed == sorted(elapsed) and elapsed[-1] <= result.solver_seconds
+    assert result.trace_seconds > 0.0
+    assert result.trace[-1]["primal"] == result.objective
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_dense_and_sparse_storage_agree(cancer, loss):
+    X, y = cancer
+    X = X.copy()
+    X[np.abs(X) < 0.5] = 0.0  # about 40% zeros
+    A = sp.csr_matrix(X)
+    dense_indptr = np.arange(0, X.size + 1, X.shape[1], dtype=np.int64)
+    dense_indices = np.tile(np.arange(X.shape[1], dtype=np.int32), X.shape[0])
+    dense_data = X.ravel().copy()  # explicit zeros kept
+    assert A.nnz < dense_data.size
+    dense = solve_dcd(dense_indptr, dense_indices, dense_data, y, n_features=X.shape[1], C=1.0, loss=loss,
+                      tol=1e-6, max_iter=10**5)
+    sparse = solve_dcd(A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data, y, n_features=X.shape[1],
+                       C=1.0, loss=loss, tol=1e-6, max_iter=10**5)
+    assert dense.n_iter == sparse.n_iter
+    np.testing.assert_allclose(dense.w, sparse.w, rtol=1e-10, atol=1e-12)
+    assert dense.objective == pytest.approx(sparse.objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_warm_start_along_a_C_path(cancer, loss):
+    X, y = cancer
+    cold = _run(X, y, C=2.0, loss=loss, tol=1e-6, max_iter=10**6)
+    first = _run(X, y, C=1.0, loss=loss, tol=1e-6, max_iter=10**6)
+    warm = _run(X, y, C=2.0, loss=loss, tol=1e-6, max_iter=10**6, alpha0=first.extra["alpha"])
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-5)
+    again = _run(X, y, C=2.0, loss=loss, tol=1e-6, max_iter=10**6, alpha0=cold.extra["alpha"])
+    assert again.n_iter <= 2 and again.objective == pytest.approx(cold.objective, rel=1e-6)
+    # alpha0 is clipped into the box [0, U] before w is built from it
+    start = np.where(np.arange(X.shape[0]) % 2 == 0, 5.0, -5.0)
+    clipped = _run(X, y, C=0.1, loss=loss, tol=1e-3, max_iter=1, alpha0=start)
+    assert clipped.extra["alpha"].min() >= 0.0
+    if loss == "hinge":
+        assert clipped.extra["alpha"].max() <= 0.1
+
+
+def test_input_errors_name_the_parameter(cancer):
+    X, y = cancer
+    indptr, indices, data = _csr(X)
+    base = dict(n_features=X.shape[1], C=1.0)
+    cases = [
+        (dict(C=0.0), "C"),
+        (dict(C=float("nan")), "C"),
+        (dict(loss="log"), "loss"),
+        (dict(bias=-1.0), "bias"),
+        (dict(tol=0.0), "tol"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(trace_every=0), "trace_every"),
+        (dict(seed=-1), "seed"),
+        (dict(class_weight=(1.0, 0.0)), "class_weight"),
+        (dict(alpha0=np.zeros(3)), "alpha0"),
+    ]
+    for change, name in cases:
+        with pytest.raises(SolverInputError, match=name):
+            solve_dcd(indptr, indices, data, y, **{**base, **change})
+    with pytest.raises(SolverInputError, match="labels"):
+        solve_dcd(indptr, indices, data, np.where(y > 0, 1.0, 0.0), **base)
+    with pytest.raises(SolverInputError):
+        solve_dcd(indptr, indices.astype(np.int64), data, y, **base)
+    with pytest.raises(SolverInputError, match="y"):
+        solve_dcd(indptr, indices, data, y[:-1], **base)
+
+
+def test_warm_up_runs():
+    warm_up()

@@ -1,0 +1,147 @@
+"""Bad input of every kind: a 4xx in the one error shape, naming what and where; nothing stored; still up."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import redis
+
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+
+
+def assert_error(response, status: int, code: str, *fragments: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    for fragment in fragments:
+        assert fragment in body["error"]["message"], (fragment, body["error"]["message"])
+    return body["error"]
+
+
+def dataset_keys(service) -> set:
+    client = redis.Redis.from_url(service.redis_url)
+    try:
+        return {k for k in client.scan_iter("hinge:dataset:*")}
+    finally:
+        client.close()
+
+
+BAD_SVMLIGHT = [
+    (b"1 1:0.5 2:abc\n", 1, "2:abc"),
+    (b"1 1:0.5\n-1 3:nan\n", 2, "3:nan"),
+    (b"1 1:0.5\n1 2:1 2:3\n", 2, "duplicate"),
+    (b"1 1:0.5\n1 3:1 2:3\n", 2, "3:1 2:3"),
+    (b"1 1:0.5\n\n1:3 2:1\n", 3, "1:3"),
+    (b"x 1:1\n", 1, "x"),
+    (b"1 1:1\n1 2 3\n", 2, "2"),
+    (b"inf 1:1\n", 1, "inf"),
+    (b"1 qid:1 1:1\n1 2:1\n", 2, "qid"),
+]
+
+
+@pytest.mark.parametrize("content,line,fragment", BAD_SVMLIGHT)
+def test_malformed_svmlight_names_line_and_column(service, http, content, line, fragment):
+    before = dataset_keys(service)
+    count = http.get("/v1/datasets").json()["total"]
+    error = assert_error(upload(http, content), 422, "parse_error", f"line {line}")
+    assert error["details"]["line"] == line and error["details"]["column"] >= 1
+    assert dataset_keys(service) == before, "nothing stored"
+    assert http.get("/v1/datasets").json()["total"] == count
+
+
+def test_one_based_refuses_index_zero(http):
+    error = assert_error(upload(http, b"1 0:1 2:1\n", zero_based="false"), 422, "parse_error", "line 1")
+    assert error["details"]["column"] == 3
+
+
+def test_gzip_truncated_and_garbage(http):
+    whole = gzip.compress(b"1 1:1\n" * 10000)
+    assert_error(upload(http, whole[: len(whole) // 2]), 422, "parse_error")
+    assert_error(upload(http, b"\x00\x01\x02garbage\xff\n"), 422, "parse_error", "line 1")
+    assert_error(upload(http, b""), 422, "parse_error")
+
+
+def test_csv_errors(http):
+    ok = upload(http, b"a,b,label\n1,0,1\n0,2.5,-1\n", format="csv", label_column="label")
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["feature_names"] == ["a", "b"] and ok.json()["nnz"] == 2
+    assert_error(upload(http, b"a,b,label\n1,2,1\n1,2\n", format="csv"), 422, "parse_error", "line 3")
+    assert_error(upload(http, b"a,b,y\n1,2,1\n", format="csv"), 422, "parse_error", "label")
+    assert_error(upload(http, b"a,b,label\n1,zz,1\n", format="csv"), 422, "parse_error", "line 2")
+
+
+def test_upload_needs_multipart_with_file(http):
+    assert_error(http.post("/v1/datasets", content=b"1 1:1\n", headers={"content-type": "text/plain"}),
+                 415, "unsupported_media_type", "multipart/form-data")
+    response = http.post("/v1/datasets", files={"other": ("x", b"1 1:1\n")})
+    error = assert_error(response, 422, "validation_error", "file")
+    assert error["details"][0]["loc"] == ["body", "file"]
+    assert_error(http.post("/v1/datasets", params={"format": "xml"}, files={"file": ("x", b"1 1:1\n")}),
+                 422, "validation_error", "format")
+
+
+@pytest.fixture(scope="module")
+def dataset(http_module):
+    return upload(http_module, to_svmlight(*sparse_problem(100, 10, 3, seed=2))).json()
+
+
+@pytest.fixture(scope="module")
+def http_module(service):
+    with service.client() as client:
+        yield client
+
+
+def test_job_request_validation(http, dataset):
+    post = lambda body: http.post("/v1/jobs", json=body)  # noqa: E731
+    err = assert_error(post({"dataset_id": dataset["id"], "solver": "nope"}), 422, "validation_error", "solver")
+    assert err["details"]
+    err = assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": -1}}), 422,
+                       "validation_error", "params.C")
+    assert err["details"][0]["loc"][-1] == "C"
+    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"Cc": 1}}), 422,
+                 "validation_error", "params.Cc")
+    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"loss": "log"}}), 422,
+                 "validation_error", "params.loss")
+    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "extra": 1}), 422, "validation_error", "extra")
+    assert_error(post({"dataset_id": "ds_missing", "solver": "dcd"}), 404, "dataset_not_found", "ds_missing")
+    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"class_weight": {"7": 2}}}), 422,
+                 "validation_error", "class_weight")
+    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"max_seconds": 1e12}}), 422,
+                 "validation_error", "max_seconds")
+    assert_error(http.post("/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}),
+                 422, "validation_error")
+    assert_error(http.get("/v1/jobs/job_nope"), 404, "job_not_found")
+    assert_error(http.get("/v1/jobs/job_nope/trace"), 404, "job_not_found")
+    assert_error(http.post("/v1/jobs/job_nope/cancel"), 404, "job_not_found")
+
+
+def test_single_label_dataset_refused(http):
+    one = upload(http, b"1 1:1\n1 2:1\n").json()
+    assert_error(http.post("/v1/jobs", json={"dataset_id": one["id"], "solver": "dcd"}), 422,
+                 "validation_error", "two")
+
+
+def test_predict_validation(http, dataset):
+    job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+    model_id = wait_job(http, job["id"])["model_id"]
+    url = f"/v1/models/{model_id}/predict"
+    assert_error(http.post(url, json={"instances": [[1.0, 2.0]]}), 422, "validation_error", "instances[0]", "10 features")
+    assert_error(http.post(url, json={"instances": [{"a": 1.0}]}), 422, "validation_error", "instances[0]")
+    assert_error(http.post(url, json={"instances": [{"1": 1.0}, {"0": 1.0}]}), 422, "validation_error", "instances[1]")
+    assert_error(http.post(url, json={"instances": "x"}), 422, "validation_error", "instances")
+    assert_error(http.post(url, json={"rows": []}), 422, "validation_error")
+    ok = http.post(url, json={"instances": [{"1": 1.0, "999": 5.0}]})
+    assert ok.status_code == 200, ok.text
+    assert_error(http.post("/v1/models/mdl_nope/predict", json={"instances": [[1.0]]}), 404, "model_not_found")
+
+
+def test_unknown_route_and_method(http):
+    assert_error(http.get("/v1/nothing"), 404, "not_found")
+    assert_error(http.put("/v1/datasets"), 405, "method_not_allowed")
+
+
+def test_still_up_after_all_that(http):
+    assert http.get("/healthz").json()["status"] == "ok"
+    assert http.get("/readyz").status_code == 200

@@ -1,0 +1,1 @@
+"""RQ job functions, the training dispatcher and the numba solvers (worker/solvers)."""

@@ -1,0 +1,68 @@
+"""How a running job talks to Redis: buffered trace points and throttled cancel look-ups."""
+
+from __future__ import annotations
+
+import time
+
+from service.storage.jobs import JobStore
+
+
+class TraceSink:
+    """Collects convergence points and pushes them (with the job's progress) every ``flush_s`` seconds."""
+
+    def __init__(self, jobs: JobStore, job_id: str, flush_s: float, subproblems: int):
+        self.jobs = jobs
+        self.job_id = job_id
+        self.flush_s = flush_s
+        self.subproblems = subproblems
+        self.subproblem = 0
+        self._pending: list[dict] = []
+        self._last_flush = time.monotonic()
+        self._latest: dict | None = None
+
+    def add(self, point: dict) -> None:
+        """Take one point from the solver (tagged with the binary problem it belongs to)."""
+        if self.subproblems > 1:
+            point = dict(point, subproblem=self.subproblem)
+        self._pending.append(point)
+        self._latest = point
+        if time.monotonic() - self._last_flush >= self.flush_s:
+            self.flush()
+
+    def progress(self) -> dict:
+        """The job's progress as the latest point says."""
+        latest = self._latest or {}
+        return {
+            "iteration": latest.get("iteration"),
+            "elapsed_s": latest.get("elapsed_s"),
+            "primal": latest.get("primal"),
+            "gap": latest.get("gap"),
+            "subproblem": self.subproblem,
+            "subproblems": self.subproblems,
+        }
+
+    def flush(self) -> None:
+        """Push pending points and the progress now."""
+        self.jobs.append_trace(self.job_id, self._pending, self.progress())
+        self._pending = []
+        self._last_flush = time.monotonic()
+
+
+class CancelPoller:
+    """Answers 'was a cancel requested?' from Redis at most every ``interval_s`` seconds."""
+
+    def __init__(self, jobs: JobStore, job_id: str, interval_s: float):
+        self.jobs = jobs
+        self.job_id = job_id
+        self.interval_s = interval_s
+        self._next_look = 0.0
+        self._canceled = False
+
+    def __call__(self) -> bool:
+        if self._canceled:
+            return True
+        now = time.monotonic()
+        if now >= self._next_look:
+            self._canceled = self.jobs.cancel_requested(self.job_id)
+            self._next_look = now + self.interval_s
+        return self._canceled

@@ -1,0 +1,180 @@
+"""What every solver shares: its result, its stop reasons, the control it polls, input checks.
+
+A solver reports; one dispatcher (worker.training) decides what to do with the report. Solvers
+import only numpy, scipy and numba: no Redis, no HTTP, no pydantic. The service's C convention holds
+for all of them: minimize 0.5*|w|^2 + C * sum_i loss_i (each solver converts internally when its
+paper uses C/m or C/n).
+
+A solver's outer loop runs in Python between numba kernels and calls ``control.check()`` after each
+outer iteration: that is where a deadline or a cancel request stops it, and it then returns the best
+model so far as an ordinary result (``stop_reason`` says why). ``control.record(point)`` hands each
+convergence point to whoever watches (the worker streams them to Redis).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from numba import njit
+
+
+class StopReason(str, enum.Enum):
+    """Why a solver returned."""
+
+    CONVERGED = "converged"
+    MAX_ITER = "max_iter"
+    DEADLINE = "deadline"
+    CANCELED = "canceled"
+
+
+class SolverInputError(ValueError):
+    """A solver argument is out of its domain; the message names the parameter, value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class SolverResult:
+    """The outcome of one binary (or structured) training run.
+
+    ``w`` holds the weights over the data set's features; ``bias`` is the learned offset b, so that
+    the decision value of x is ``<w, x> + bias`` (for a bias feature of value B, b = B * w_B).
+    Kernel solvers fill ``dual_coef`` / ``support`` instead and leave ``w`` None.
+    ``objective`` is the primal objective of the returned model in the service's convention.
+    ``trace`` is the list of convergence points, as recorded through the control.
+    ``solver_seconds`` excludes the time spent evaluating trace points (``trace_seconds``).
+    """
+
+    w: np.ndarray | None
+    bias: float
+    n_iter: int
+    converged: bool
+    stop_reason: StopReason
+    objective: float
+    solver_seconds: float
+    trace_seconds: float = 0.0
+    trace: tuple[dict, ...] = ()
+    extra: dict = field(default_factory=dict)
+
+
+class SolverControl:
+    """Deadline, cancel flag and trace sink that a solver polls between outer iterations.
+
+    ``deadline`` is a ``time.monotonic()`` instant or None. ``cancel_requested`` is a cheap callable
+    (the worker throttles its Redis look-ups); ``on_point`` receives each trace point dict.
+    ``check()`` returns the StopReason that should stop the solver now, or None to go on.
+    """
+
+    def __init__(
+        self,
+        deadline: float | None = None,
+        cancel_requested: Callable[[], bool] | None = None,
+        on_point: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.deadline = deadline
+        self._cancel_requested = cancel_requested
+        self._on_point = on_point
+        self.points: list[dict] = []
+
+    def check(self) -> StopReason | None:
+        """Return CANCELED or DEADLINE when the solver must stop now, else None."""
+        if self._cancel_requested is not None and self._cancel_requested():
+            return StopReason.CANCELED
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return StopReason.DEADLINE
+        return None
+
+    def record(self, point: dict[str, Any]) -> None:
+        """Keep one convergence point and pass it to the watcher, if any."""
+        clean = {key: _json_number(value) for key, value in point.items()}
+        self.points.append(clean)
+        if self._on_point is not None:
+            self._on_point(clean)
+
+
+def _json_number(value: Any) -> Any:
+    """Turn numpy scalars into Python numbers and non-finite floats into None (JSON has no inf)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def check_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_features: int) -> None:
+    """Validate a CSR triple once, up front: dtypes, shapes, index range and finiteness."""
+    if indptr.dtype != np.int64 or indices.dtype != np.int32 or data.dtype != np.float64:
+        raise SolverInputError(
+            f"CSR arrays must be (int64 indptr, int32 indices, float64 data), got "
+            f"({indptr.dtype}, {indices.dtype}, {data.dtype})"
+        )
+    if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != indices.size:
+        raise SolverInputError("indptr must start at 0 and end at len(indices)")
+    if indices.size != data.size:
+        raise SolverInputError(f"indices has {indices.size} entries but data has {data.size}")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_features):
+        raise SolverInputError(f"feature indices must lie in [0, {n_features})")
+    if not np.all(np.isfinite(data)):
+        raise SolverInputError("data contains NaN or infinite values")
+
+
+def check_positive(name: str, value: float) -> float:
+    """Return value as float if it is finite and > 0, else raise naming the parameter."""
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise SolverInputError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def binary_signs(y: np.ndarray) -> np.ndarray:
+    """Map a label vector with values in {-1, +1} to float64, refusing anything else."""
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all((y == 1.0) | (y == -1.0)):
+        raise SolverInputError("binary solvers take labels in {-1, +1}; the dispatcher maps user labels")
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# Deterministic random numbers for kernels: splitmix64, one uint64 of state in a 1-element array.
+# Independent of numba's and numpy's global generators, so a seed gives the same run everywhere.
+# ---------------------------------------------------------------------------------------------
+
+
+def rng_state(seed: int) -> np.ndarray:
+    """A fresh splitmix64 state for kernels, from a non-negative integer seed."""
+    return np.array([np.uint64(seed & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+
+
+@njit(cache=True)
+def rng_next(state):
+    """Advance the splitmix64 state and return the next 64-bit value."""
+    state[0] += np.uint64(0x9E3779B97F4A7C15)
+    z = state[0]
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def rng_below(state, n):
+    """A uniform integer in [0, n) (n >= 1), by Lemire-free rejection on the top bits."""
+    bound = np.uint64(n)
+    threshold = (np.uint64(0) - bound) % bound
+    while True:
+        r = rng_next(state)
+        if r >= threshold:
+            return np.int64(r % bound)
+
+
+@njit(cache=True)
+def shuffle_prefix(index, count, state):
+    """Fisher-Yates shuffle of index[:count] in place."""
+    for i in range(count - 1, 0, -1):
+        j = rng_below(state, i + 1)
+        tmp = index[i]
+        index[i] = index[j]
+        index[j] = tmp

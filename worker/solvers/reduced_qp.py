@@ -1,0 +1,289 @@
+"""The reduced (master) problem of the cutting-plane solvers, solved in its dual over the cuts.
+
+Problem. Every cutting-plane solver here (``cpa``, ``ocas``) approximates a convex risk R(w) >= 0 from
+below by cuts R(w) >= b_j - <z_j, w>, j = 1..t, and solves the reduced problem
+
+    min_w  F_t(w) = 0.5*|w|^2 + C * max(0, max_j (b_j - <z_j, w>))                              (P_t)
+
+which is equation (3) of Franc & Sonnenburg 2008 (paper 000) with R_t of (6), and Line 4 of
+Algorithms 1 and 2 of Joachims 2006 (paper 001, OP2/OP5 restricted to the working set W), all in the
+service's convention (C multiplies a *sum* of losses; z_j = -a_j in paper 000's notation, so that
+the cut reads like OP2's constraint (1/n) w^T sum_i c_i y_i x_i >= (1/n) sum_i c_i - xi scaled by n).
+Writing (P_t) with a slack, min 0.5|w|^2 + C xi s.t. xi >= b_j - <z_j, w>, xi >= 0, the Lagrangian
+0.5|w|^2 + C xi - sum_j alpha_j (xi - b_j + <z_j, w>) - mu xi gives w = sum_j alpha_j z_j and
+C = sum_j alpha_j + mu, hence the dual (paper 001's OP3 over the working set, rescaled):
+
+    max_alpha  D(alpha) = sum_j alpha_j b_j - 0.5 * alpha^T H alpha,   H_jk = <z_j, z_k>,
+    s.t.       alpha_j >= 0,  sum_j alpha_j <= C.                                               (D_t)
+
+The feasible set is a scaled simplex once the slack ``s = C - sum_j alpha_j`` (the multiplier of the
+zero cut xi >= 0, gradient 0) is counted as one more coordinate. With the gradient g = b - H alpha
+(g_slack = 0) and G = max(0, max_j g_j), the duality gap of (P_t)/(D_t) at w = sum_j alpha_j z_j is
+
+    F_t(w) - D(alpha) = sum_j alpha_j (G - g_j) + s * G        (>= 0, and 0 exactly at the optimum),
+
+because <z_j, w> = (H alpha)_j, |w|^2 = alpha^T H alpha and max(0, max_j (b_j - <z_j, w>)) = G.
+
+Algorithm. Sequential minimal optimization on the simplex: move mass delta from a coordinate j
+with alpha_j > 0 to the coordinate i of largest gradient, delta = min(alpha_j, (g_i - g_j)/eta_ij)
+with eta_ij = H_ii + H_jj - 2 H_ij = |z_i - z_j|^2, and j chosen by the second-order rule of Fan, Chen
+& Lin 2005 (the "improved SMO" that paper 000, Section 4, uses for its reduced problem): among the
+coordinates that can decrease and have g_j < g_i, maximise (g_i - g_j)^2 / eta_ij. Each step raises
+D, so warm-starting from the previous alpha (a new cut enters with alpha = 0, which leaves D
+unchanged) makes the reduced objective non-decreasing over the outer iterations, as both papers'
+convergence proofs require. The solve stops when the gap above is <= ``tol`` (absolute, in objective
+units; the callers set it to a small fraction of the current outer gap) or after ``max_steps`` steps.
+
+Working set. Cuts whose alpha has been exactly 0 for more than ``max_inactive`` consecutive solves
+are dropped (paper 003, Yu & Joachims 2008, Section 6, removes cuts inactive for 20 iterations; we
+default to 50 in the callers because a cut costs only one dense row here and dropping a cut that
+becomes active again costs a full pass over the data). Dropping a cut with alpha = 0 does not change
+D, so the lower bound stays monotone.
+
+Inputs and outputs. ``ReducedProblem(dim, C)`` holds the cuts as dense rows (dim = number of weights,
+bias coordinate included), their Gram matrix and the warm-started alpha. ``add_cut(z, b)``,
+``solve(tol)`` -> (w, D, xi, gap, steps) and ``drop_inactive(max_inactive)`` are the whole interface.
+Nothing here runs in parallel (the reduced problem is O(t^2) per step and independent of n).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _rqp_smo(H, b, alpha, t, C, tol, max_steps, g):
+    """SMO on max b^T alpha - 0.5 alpha^T H alpha, alpha >= 0, sum(alpha) <= C (first t coordinates).
+
+    ``alpha`` is updated in place (warm start); ``g`` is scratch of length >= t and holds the
+    gradient b - H alpha on return. Returns (steps, dual value, gap, G) with G = max(0, max_j g_j).
+    """
+    # fresh gradient (no drift carried from the previous solve)
+    total = 0.0
+    for j in range(t):
+        acc = b[j]
+        for k in range(t):
+            if alpha[k] != 0.0:
+                acc -= H[j, k] * alpha[k]
+        g[j] = acc
+        total += alpha[j]
+    s = C - total
+    if s < 0.0:
+        s = 0.0
+    steps = 0
+    gap = 0.0
+    G = 0.0
+    while True:
+        # the coordinate that gains: largest gradient (slack = index t, gradient 0)
+        i = t
+        G = 0.0
+        for j in range(t):
+            if g[j] > G:
+                G = g[j]
+                i = j
+        gap = s * G
+        for j in range(t):
+            if alpha[j] > 0.0:
+                gap += alpha[j] * (G - g[j])
+        if gap <= tol or steps >= max_steps:
+            break
+        # the coordinate that gives: second-order choice among those with mass and g_j < G
+        Hii = H[i, i] if i < t else 0.0
+        best = -1.0
+        jsel = -1
+        for j in range(t + 1):
+            if j < t:
+                avail = alpha[j]
+                gj = g[j]
+                eta = Hii + H[j, j] - 2.0 * (H[i, j] if i < t else 0.0)
+            else:
+                avail = s
+                gj = 0.0
+                eta = Hii
+            if j == i or avail <= 0.0 or gj >= G:
+                continue
+            diff = G - gj
+            if eta <= 1e-12 * (Hii + 1.0):
+                eta = 1e-12 * (Hii + 1.0)
+            score = diff * diff / eta
+            if score > best:
+                best = score
+                jsel = j
+        if jsel < 0:
+            break
+        j = jsel
+        if j < t:
+            avail = alpha[j]
+            gj = g[j]
+            eta = Hii + H[j, j] - 2.0 * (H[i, j] if i < t else 0.0)
+        else:
+            avail = s
+            gj = 0.0
+            eta = Hii
+        if eta <= 1e-12 * (Hii + 1.0):
+            eta = 1e-12 * (Hii + 1.0)
+        delta = (G - gj) / eta
+        if delta >= avail:
+            delta = avail
+        if delta <= 0.0:
+            break
+        # move delta from j to i and update the gradient: g -= delta * (H[:, i] - H[:, j])
+        if i < t:
+            alpha[i] += delta
+        else:
+            s += delta
+        if j < t:
+            alpha[j] = 0.0 if delta == avail else alpha[j] - delta
+        else:
+            s = 0.0 if delta == avail else s - delta
+        for k in range(t):
+            hk = 0.0
+            if i < t:
+                hk += H[k, i]
+            if j < t:
+                hk -= H[k, j]
+            g[k] -= delta * hk
+        steps += 1
+    dual = 0.0
+    for j in range(t):
+        dual += 0.5 * alpha[j] * (b[j] + g[j])
+    return steps, dual, gap, G
+
+
+@njit(cache=True)
+def _rqp_gram_row(Z, t, z, out):
+    """out[k] = <Z[k], z> for k < t, and out[t] = <z, z>."""
+    d = z.shape[0]
+    for k in range(t):
+        acc = 0.0
+        for f in range(d):
+            acc += Z[k, f] * z[f]
+        out[k] = acc
+    acc = 0.0
+    for f in range(d):
+        acc += z[f] * z[f]
+    out[t] = acc
+
+
+@njit(cache=True)
+def _rqp_combine(Z, alpha, t, w):
+    """w = sum_k alpha_k Z[k] (cuts with alpha_k = 0 are skipped)."""
+    d = w.shape[0]
+    for f in range(d):
+        w[f] = 0.0
+    for k in range(t):
+        a = alpha[k]
+        if a != 0.0:
+            for f in range(d):
+                w[f] += a * Z[k, f]
+
+
+@njit(cache=True)
+def _rqp_compact(Z, H, b, alpha, inactive, keep, t):
+    """Keep the cuts with keep[k] true, in order, moving rows/columns down; return the new count."""
+    pos = 0
+    for k in range(t):
+        if keep[k]:
+            if pos != k:
+                Z[pos, :] = Z[k, :]
+                b[pos] = b[k]
+                alpha[pos] = alpha[k]
+                inactive[pos] = inactive[k]
+                for r in range(t):
+                    H[pos, r] = H[k, r]
+            pos += 1
+    for r in range(pos):
+        q = 0
+        for k in range(t):
+            if keep[k]:
+                H[r, q] = H[r, k]
+                q += 1
+    return pos
+
+
+class ReducedProblem:
+    """The working set of cuts R(w) >= b_j - <z_j, w> and the warm-started dual (D_t) over it."""
+
+    def __init__(self, dim: int, C: float, capacity: int = 16) -> None:
+        self.dim = int(dim)
+        self.C = float(C)
+        self.t = 0
+        self._alloc(max(int(capacity), 1))
+        self.w = np.zeros(self.dim)
+        self._g = np.zeros(self.capacity)
+        self._row = np.zeros(self.capacity + 1)
+        self.total_steps = 0
+
+    def _alloc(self, capacity: int) -> None:
+        old_t = getattr(self, "t", 0)
+        Z = np.zeros((capacity, self.dim))
+        H = np.zeros((capacity, capacity))
+        b = np.zeros(capacity)
+        alpha = np.zeros(capacity)
+        inactive = np.zeros(capacity, dtype=np.int64)
+        if old_t:
+            Z[:old_t] = self.Z[:old_t]
+            H[:old_t, :old_t] = self.H[:old_t, :old_t]
+            b[:old_t] = self.b[:old_t]
+            alpha[:old_t] = self.alpha[:old_t]
+            inactive[:old_t] = self.inactive[:old_t]
+        self.Z, self.H, self.b, self.alpha, self.inactive = Z, H, b, alpha, inactive
+        self.capacity = capacity
+        self._g = np.zeros(capacity)
+        self._row = np.zeros(capacity + 1)
+
+    def add_cut(self, z: np.ndarray, b: float) -> None:
+        """Append the cut R(w) >= b - <z, w> with alpha = 0 (so D does not change)."""
+        if self.t == self.capacity:
+            self._alloc(2 * self.capacity)
+        t = self.t
+        _rqp_gram_row(self.Z, t, z, self._row)
+        self.Z[t] = z
+        self.H[t, :t] = self._row[:t]
+        self.H[:t, t] = self._row[:t]
+        self.H[t, t] = self._row[t]
+        self.b[t] = b
+        self.alpha[t] = 0.0
+        self.inactive[t] = 0
+        self.t = t + 1
+
+    def solve(self, tol: float, max_steps: int = 0) -> tuple[np.ndarray, float, float, float, int]:
+        """Solve (D_t) to duality gap <= tol from the current alpha.
+
+        Returns (w, D, xi, gap, steps): w = sum alpha_j z_j (a view, overwritten by the next solve),
+        the dual value D (a lower bound of the full problem's optimum), xi = max(0, max_j b_j - <z_j, w>)
+        (the reduced slack at w), the remaining gap and the SMO steps taken. ``max_steps`` 0 means
+        1000 * t + 10000. Inactivity counters are updated here.
+        """
+        t = self.t
+        if t == 0:
+            self.w[:] = 0.0
+            return self.w, 0.0, 0.0, 0.0, 0
+        if max_steps <= 0:
+            max_steps = 1000 * t + 10000
+        steps, dual, gap, G = _rqp_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
+        _rqp_combine(self.Z, self.alpha, t, self.w)
+        active = self.alpha[:t] > 0.0
+        self.inactive[:t] = np.where(active, 0, self.inactive[:t] + 1)
+        self.total_steps += int(steps)
+        return self.w, float(dual), float(G), float(gap), int(steps)
+
+    def drop_inactive(self, max_inactive: int) -> int:
+        """Drop cuts whose alpha has been 0 for more than max_inactive solves; return how many."""
+        t = self.t
+        keep = self.inactive[:t] <= max_inactive
+        dropped = int(t - keep.sum())
+        if dropped:
+            self.t = int(_rqp_compact(self.Z, self.H, self.b, self.alpha, self.inactive, keep, t))
+        return dropped
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on a tiny problem."""
+    rp = ReducedProblem(3, 1.0, capacity=1)
+    rp.add_cut(np.array([1.0, 0.0, 0.5]), 1.0)
+    rp.add_cut(np.array([0.0, 1.0, 0.5]), 1.0)
+    rp.solve(1e-9)
+    rp.inactive[0] = 5
+    rp.drop_inactive(1)

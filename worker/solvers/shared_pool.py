@@ -1,0 +1,493 @@
+"""The data passes of the cutting-plane solvers, and the process pool that splits them over shared memory.
+
+What runs here. The three O(nnz) or O(n log n) subtasks of one OCAS iteration (Franc & Sonnenburg
+2008, paper 000, Section 3.1) and the two of a CPA iteration (Joachims 2006, paper 001, Lemma 1):
+
+* output computation  o_i = <x_i, w> for every row (``_pass_outputs``), split by rows;
+* line-search preparation (paper 000, Appendix A): the slopes B_i, offsets C_i and the breakpoints
+  k_i = -C_i / B_i > 0 of G(k), each process sorting its own rows' breakpoints (``_ocas_prep``);
+  the main process then merges the p sorted runs while it sweeps (``_ocas_sweep``);
+* cut sum  z = sum_i gamma_i x_i  with gamma_i = y_i pi_i (classification) or c+_i - c-_i (pairs),
+  by rows in one process (``_pass_cut_rows``) and by feature ranges over a column copy of the data
+  in several (``_pass_cut_cols``).
+
+Same answer for any number of processes. Every row-wise value is computed by the same code whatever
+the partition; every scalar sum over rows is accumulated per fixed block of rows (``block_rows_for(n)``,
+a function of n alone, at most ``BLOCK_ROWS``) and
+the blocks are added in order by the main process, and chunks start on block boundaries; the cut sum
+by columns adds the terms of each feature in increasing row order, which is exactly the order in
+which the row-wise scatter adds them; the merged breakpoint order is the stable order by (key, row).
+So one process and p processes produce bit-identical iterates (the tests check 1 vs 2 processes).
+
+The pool. ``SharedData`` copies arrays once into ``multiprocessing.shared_memory`` segments;
+``WorkerPool(shared, n_processes)`` starts n_processes - 1 helper processes with the 'spawn' start
+method (no fork of a process that may hold numba or OpenMP threads; the kernels here are serial
+anyway), each attaching to the segments once, then receiving only tiny command tuples over a pipe.
+The main process works on chunk 0 while the helpers work on theirs. ``close()`` stops and joins the
+helpers (terminating any that do not exit) and unlinks the segments; callers run it in ``finally``,
+so no helper outlives a solve. A helper whose parent dies sees its pipe close and exits.
+(multiprocessing's own resource-tracker helper, started by the spawn machinery, is the stdlib's and
+lives as long as the calling process.)
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from multiprocessing import get_context, shared_memory
+
+import numpy as np
+from numba import njit
+
+BLOCK_ROWS = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels (arrays in, arrays out; w has n_features + 1 entries, the last one the bias weight)
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _pass_outputs(indptr, indices, data, w, B, row_start, row_end, out):
+    """out[i] = <x_i, w[:-1]> + B * w[-1] for rows in [row_start, row_end)."""
+    wB = B * w[w.shape[0] - 1]
+    for i in range(row_start, row_end):
+        acc = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += data[k] * w[indices[k]]
+        out[i] = acc + wB
+
+
+@njit(cache=True)
+def _pass_cut_rows(indptr, indices, data, gamma, row_start, row_end, z):
+    """z[f] += sum_i gamma_i x_if over rows in [row_start, row_end) with gamma_i != 0 (scatter)."""
+    for i in range(row_start, row_end):
+        gi = gamma[i]
+        if gi != 0.0:
+            for k in range(indptr[i], indptr[i + 1]):
+                z[indices[k]] += gi * data[k]
+
+
+@njit(cache=True)
+def _pass_cut_cols(colptr, rowidx, colval, gamma, col_start, col_end, z):
+    """z[f] = sum_i gamma_i x_if for features in [col_start, col_end), rows in increasing order."""
+    for f in range(col_start, col_end):
+        acc = 0.0
+        for k in range(colptr[f], colptr[f + 1]):
+            gi = gamma[rowidx[k]]
+            if gi != 0.0:
+                acc += gi * colval[k]
+        z[f] = acc
+
+
+@njit(cache=True)
+def _csr_to_csc(indptr, indices, data, n_features):
+    """Column copy of a CSR matrix, entries of each column in increasing row order (no summing)."""
+    nnz = indices.shape[0]
+    n = indptr.shape[0] - 1
+    colptr = np.zeros(n_features + 1, dtype=np.int64)
+    for k in range(nnz):
+        colptr[indices[k] + 1] += 1
+    for f in range(n_features):
+        colptr[f + 1] += colptr[f]
+    fill = colptr[:-1].copy()
+    rowidx = np.empty(nnz, dtype=np.int32)
+    colval = np.empty(nnz, dtype=np.float64)
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            f = indices[k]
+            p = fill[f]
+            rowidx[p] = i
+            colval[p] = data[k]
+            fill[f] = p + 1
+    return colptr, rowidx, colval
+
+
+@njit(cache=True)
+def _ocas_prep(y, o_b, o_t, C, row_start, row_end, block_rows, slope_blocks, keys, wts):
+    """Line-search terms of paper 000, Appendix A, for rows in [row_start, row_end).
+
+    G(k) = 0.5 k^2 A0 + k B0 + C0 + sum_i max(0, k B_i + C_i) with B_i = C y_i (o_b_i - o_t_i),
+    C_i = C (1 - y_i o_b_i). Writes per block the part of the right derivative at k = 0 that the
+    rows contribute (B_i where the term is active just right of 0), and the breakpoints k_i > 0
+    (where the derivative jumps up by |B_i|) into keys/wts[row_start : row_start + count], sorted
+    stably by k_i. Returns count.
+    """
+    count = 0
+    blk = row_start // block_rows
+    acc = 0.0
+    for i in range(row_start, row_end):
+        if i // block_rows != blk:
+            slope_blocks[blk] = acc
+            acc = 0.0
+            blk = i // block_rows
+        Bi = C * y[i] * (o_b[i] - o_t[i])
+        Ci = C * (1.0 - y[i] * o_b[i])
+        if Ci > 0.0 or (Ci == 0.0 and Bi > 0.0):
+            acc += Bi
+        if (Ci > 0.0 and Bi < 0.0) or (Ci < 0.0 and Bi > 0.0):
+            keys[row_start + count] = -Ci / Bi
+            wts[row_start + count] = abs(Bi)
+            count += 1
+    if row_end > row_start:
+        slope_blocks[blk] = acc
+    if count > 1:
+        seg_k = keys[row_start:row_start + count].copy()
+        seg_w = wts[row_start:row_start + count].copy()
+        perm = np.argsort(seg_k, kind="mergesort")
+        for q in range(count):
+            keys[row_start + q] = seg_k[perm[q]]
+            wts[row_start + q] = seg_w[perm[q]]
+    return count
+
+
+@njit(cache=True)
+def _ocas_sweep(keys, wts, run_start, run_count, A0, S):
+    """argmin_{k >= 0} G(k) given the right derivative S = G'(0+) < 0 and p sorted breakpoint runs.
+
+    The derivative is A0 k + S between breakpoints and jumps up by wts at each; the runs are merged
+    on the fly (ties go to the lower run, i.e. the lower row), and the sweep stops at the first
+    point where the subdifferential contains 0.
+    """
+    p = run_start.shape[0]
+    pos = np.zeros(p, dtype=np.int64)
+    prev = 0.0
+    while True:
+        r = -1
+        kmin = 0.0
+        for q in range(p):
+            if pos[q] < run_count[q]:
+                kq = keys[run_start[q] + pos[q]]
+                if r < 0 or kq < kmin:
+                    r = q
+                    kmin = kq
+        if r < 0:
+            break
+        if A0 * kmin + S >= 0.0:
+            k = -S / A0
+            return k if k > prev else prev
+        wt = wts[run_start[r] + pos[r]]
+        if A0 * kmin + S + wt >= 0.0:
+            return kmin
+        S += wt
+        prev = kmin
+        pos[r] += 1
+    k = -S / A0
+    return k if k > prev else prev
+
+
+@njit(cache=True)
+def _ocas_update(y, o_b, o_t, k, lam, row_start, row_end, block_rows, gamma,
+                 hinge_blocks, count_blocks, gsum_blocks):
+    """Move o_b to the line-search point, pick the cut rows at w_c, and block-sum hinge and counts.
+
+    o_b <- (1 - k) o_b + k o_t (outputs of the new best-so-far w_b); o_c = (1 - lam) o_b + lam o_t
+    (outputs of w_c, eq. (8)); pi_i = [y_i o_c_i <= 1] (Algorithm 1, line 5); gamma_i = y_i pi_i.
+    Per block: sum of max(0, 1 - y_i o_b_i), number of pi_i = 1, and sum of gamma_i.
+    """
+    blk = row_start // block_rows
+    h = 0.0
+    c = 0.0
+    gs = 0.0
+    for i in range(row_start, row_end):
+        if i // block_rows != blk:
+            hinge_blocks[blk] = h
+            count_blocks[blk] = c
+            gsum_blocks[blk] = gs
+            h = 0.0
+            c = 0.0
+            gs = 0.0
+            blk = i // block_rows
+        ob = (1.0 - k) * o_b[i] + k * o_t[i]
+        o_b[i] = ob
+        oc = (1.0 - lam) * ob + lam * o_t[i]
+        margin = 1.0 - y[i] * ob
+        if margin > 0.0:
+            h += margin
+        if y[i] * oc <= 1.0:
+            gamma[i] = y[i]
+            c += 1.0
+            gs += y[i]
+        else:
+            gamma[i] = 0.0
+    if row_end > row_start:
+        hinge_blocks[blk] = h
+        count_blocks[blk] = c
+        gsum_blocks[blk] = gs
+
+
+@njit(cache=True)
+def _hinge_blocks(y, o, row_start, row_end, block_rows, hinge_blocks):
+    """Per block: sum of max(0, 1 - y_i o_i) over rows in [row_start, row_end)."""
+    blk = row_start // block_rows
+    h = 0.0
+    for i in range(row_start, row_end):
+        if i // block_rows != blk:
+            hinge_blocks[blk] = h
+            h = 0.0
+            blk = i // block_rows
+        margin = 1.0 - y[i] * o[i]
+        if margin > 0.0:
+            h += margin
+    if row_end > row_start:
+        hinge_blocks[blk] = h
+
+
+# ---------------------------------------------------------------------------------------------
+# partitions
+# ---------------------------------------------------------------------------------------------
+
+
+def block_rows_for(n: int) -> int:
+    """Rows per summation block: a function of n only (never of the process count), at most BLOCK_ROWS."""
+    return int(min(BLOCK_ROWS, max(64, -(-int(n) // 64))))
+
+
+def row_chunks(indptr: np.ndarray, n_chunks: int, block_rows: int) -> np.ndarray:
+    """Chunk boundaries over rows, on block boundaries, balancing nnz + rows; length n_chunks + 1."""
+    n = indptr.shape[0] - 1
+    n_blocks = max(1, -(-n // block_rows))
+    n_chunks = max(1, min(int(n_chunks), n_blocks))
+    starts = np.minimum(np.arange(n_blocks + 1, dtype=np.int64) * block_rows, n)
+    cost = indptr[starts].astype(np.float64) + starts  # cumulative nnz + rows at block starts
+    bounds = [0]
+    for q in range(1, n_chunks):
+        target = cost[-1] * q / n_chunks
+        b = int(np.searchsorted(cost, target))
+        b = min(max(b, bounds[-1] + 1), n_blocks - (n_chunks - q))
+        bounds.append(b)
+    bounds.append(n_blocks)
+    return np.array([starts[b] for b in bounds], dtype=np.int64)
+
+
+def col_chunks(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Feature-range boundaries balancing nnz; length n_chunks + 1 (ranges may be empty)."""
+    d = colptr.shape[0] - 1
+    n_chunks = max(1, int(n_chunks))
+    cost = colptr.astype(np.float64) + np.arange(d + 1)
+    bounds = [0]
+    for q in range(1, n_chunks):
+        b = int(np.searchsorted(cost, cost[-1] * q / n_chunks))
+        b = min(max(b, bounds[-1]), d)
+        bounds.append(b)
+    bounds.append(d)
+    return np.array(bounds, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# operations run on one chunk: op(arrays, *args) -> small picklable result
+# ---------------------------------------------------------------------------------------------
+
+
+def op_outputs_prep(a, row_start, row_end, B, C, block_rows):
+    """OCAS subtasks 'output computation' and 'line-search sort' on one row chunk."""
+    t0 = time.perf_counter()
+    _pass_outputs(a["indptr"], a["indices"], a["data"], a["w"], B, row_start, row_end, a["o_t"])
+    t1 = time.perf_counter()
+    count = _ocas_prep(a["y"], a["o_b"], a["o_t"], C, row_start, row_end, block_rows,
+                       a["slope_blocks"], a["keys"], a["wts"])
+    t2 = time.perf_counter()
+    return int(count), t1 - t0, t2 - t1
+
+
+def op_update(a, row_start, row_end, k, lam, block_rows):
+    """OCAS best-so-far outputs, cut rows at w_c and block sums on one row chunk."""
+    t0 = time.perf_counter()
+    _ocas_update(a["y"], a["o_b"], a["o_t"], k, lam, row_start, row_end, block_rows, a["gamma"],
+                 a["hinge_blocks"], a["count_blocks"], a["gsum_blocks"])
+    return time.perf_counter() - t0
+
+
+def op_cut_cols(a, col_start, col_end):
+    """OCAS subtask 'cut sum' on one feature range."""
+    t0 = time.perf_counter()
+    _pass_cut_cols(a["colptr"], a["rowidx"], a["colval"], a["gamma"], col_start, col_end, a["z"])
+    return time.perf_counter() - t0
+
+
+def op_outputs(a, row_start, row_end, B, block_rows):
+    """Outputs of w into o_t and block hinge sums (used for the final exact objective)."""
+    t0 = time.perf_counter()
+    _pass_outputs(a["indptr"], a["indices"], a["data"], a["w"], B, row_start, row_end, a["o_t"])
+    _hinge_blocks(a["y"], a["o_t"], row_start, row_end, block_rows, a["hinge_blocks"])
+    return time.perf_counter() - t0
+
+
+def op_cut_rows(a, row_start, row_end):
+    """Cut sum by rows (scatter into z; the caller zeroes z first). Used in one process."""
+    t0 = time.perf_counter()
+    _pass_cut_rows(a["indptr"], a["indices"], a["data"], a["gamma"], row_start, row_end, a["z"])
+    return time.perf_counter() - t0
+
+
+def op_ping(a):
+    """Touch the kernels so that a helper loads them from numba's cache before timing starts."""
+    warm_up()
+    return 0.0
+
+
+OPS = {
+    "outputs_prep": op_outputs_prep,
+    "update": op_update,
+    "cut_cols": op_cut_cols,
+    "cut_rows": op_cut_rows,
+    "outputs": op_outputs,
+    "ping": op_ping,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared memory and the pool
+# ---------------------------------------------------------------------------------------------
+
+
+class SharedData:
+    """Named numpy arrays living in multiprocessing.shared_memory segments owned by this process."""
+
+    def __init__(self) -> None:
+        self._segments: list[shared_memory.SharedMemory] = []
+        self.arrays: dict[str, np.ndarray] = {}
+        self.specs: dict[str, tuple[str, str, tuple[int, ...]]] = {}
+
+    def put(self, name: str, array: np.ndarray) -> np.ndarray:
+        """Copy array into a new segment and return the shared view."""
+        array = np.ascontiguousarray(array)
+        view = self.empty(name, array.shape, array.dtype)
+        view[...] = array
+        return view
+
+    def empty(self, name: str, shape, dtype) -> np.ndarray:
+        """A new shared array (zero-filled by the OS)."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(s) for s in np.atleast_1d(shape))
+        size = max(1, int(np.prod(shape)) * dtype.itemsize)
+        seg = shared_memory.SharedMemory(create=True, size=size)
+        self._segments.append(seg)
+        view = np.ndarray(shape, dtype=dtype, buffer=seg.buf)
+        self.arrays[name] = view
+        self.specs[name] = (seg.name, dtype.str, shape)
+        return view
+
+    def close(self) -> None:
+        """Drop the views, close and unlink every segment."""
+        self.arrays = {}
+        for seg in self._segments:
+            try:
+                seg.close()
+            except BufferError:  # a view is still referenced somewhere; unlink anyway
+                pass
+            try:
+                seg.unlink()
+            except FileNotFoundError:
+                pass
+        self._segments = []
+
+
+def _worker_main(conn, specs) -> None:
+    """Helper process: attach the segments once, then run commands until told to stop."""
+    segments = []
+    arrays = {}
+    try:
+        for name, (seg_name, dtype, shape) in specs.items():
+            seg = shared_memory.SharedMemory(name=seg_name)
+            segments.append(seg)
+            arrays[name] = np.ndarray(shape, dtype=np.dtype(dtype), buffer=seg.buf)
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            if msg is None:
+                break
+            op, args = msg
+            try:
+                conn.send(("ok", OPS[op](arrays, *args)))
+            except Exception:  # report, the main process raises
+                conn.send(("error", traceback.format_exc()))
+    finally:
+        arrays.clear()
+        for seg in segments:
+            try:
+                seg.close()
+            except BufferError:
+                pass
+        conn.close()
+
+
+class WorkerPool:
+    """The main process plus n_processes - 1 spawned helpers, each owning one chunk of every pass."""
+
+    def __init__(self, shared: SharedData, n_processes: int) -> None:
+        self.shared = shared
+        self.n_processes = int(n_processes)
+        self._procs = []
+        self._conns = []
+        ctx = get_context("spawn")
+        try:
+            for _ in range(self.n_processes - 1):
+                parent, child = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=_worker_main, args=(child, shared.specs), daemon=True)
+                proc.start()
+                child.close()
+                self._procs.append(proc)
+                self._conns.append(parent)
+            self.run("ping", [()] * self.n_processes)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, op: str, args_per_chunk: list[tuple]) -> list:
+        """Run op on every chunk (chunk 0 here, chunk q in helper q - 1) and return the results."""
+        for conn, args in zip(self._conns, args_per_chunk[1:]):
+            conn.send((op, args))
+        results = [OPS[op](self.shared.arrays, *args_per_chunk[0])]
+        errors = []
+        for conn in self._conns:
+            status, value = conn.recv()
+            if status != "ok":
+                errors.append(value)
+            results.append(value)
+        if errors:
+            raise RuntimeError("a cutting-plane helper process failed:\n" + errors[0])
+        return results
+
+    def close(self) -> None:
+        """Stop and join every helper; terminate those that do not exit within a few seconds."""
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        for proc in self._procs:
+            proc.join(timeout=5.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5.0)
+        for conn in self._conns:
+            conn.close()
+        self._procs = []
+        self._conns = []
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on a tiny problem."""
+    indptr = np.array([0, 2, 3, 4], dtype=np.int64)
+    indices = np.array([0, 1, 1, 0], dtype=np.int32)
+    data = np.array([1.0, -1.0, 2.0, 0.5])
+    y = np.array([1.0, -1.0, 1.0])
+    w = np.array([0.3, -0.2, 0.1])
+    o_b = np.zeros(3)
+    o_t = np.zeros(3)
+    _pass_outputs(indptr, indices, data, w, 1.0, 0, 3, o_t)
+    z = np.zeros(3)
+    _pass_cut_rows(indptr, indices, data, y, 0, 3, z)
+    colptr, rowidx, colval = _csr_to_csc(indptr, indices, data, 2)
+    _pass_cut_cols(colptr, rowidx, colval, y, 0, 2, z)
+    blocks = np.zeros(1)
+    keys = np.zeros(3)
+    wts = np.zeros(3)
+    count = _ocas_prep(y, o_b, o_t, 1.0, 0, 3, BLOCK_ROWS, blocks, keys, wts)
+    _ocas_sweep(keys, wts, np.zeros(1, dtype=np.int64), np.array([count], dtype=np.int64), 1.0, -1.0)
+    gamma = np.zeros(3)
+    _ocas_update(y, o_b, o_t, 0.5, 0.1, 0, 3, BLOCK_ROWS, gamma, blocks, blocks.copy(), blocks.copy())
+    _hinge_blocks(y, o_t, 0, 3, BLOCK_ROWS, blocks)
