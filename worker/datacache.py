@@ -33,7 +33,8 @@ def load(store: RecordStore, dataset_id: str, tenant: str, cache_dir: Path, budg
         _fetch(store, record, folder)
         _evict(cache_dir / "datasets", budget_bytes, keep=folder)
     os.utime(folder / "complete")
-    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in record["arrays"]}
+    # Copy-on-write maps: writable arrays (the type the kernels were warmed with) that never touch the file.
+    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in record["arrays"]}
     return record, arrays
 
 

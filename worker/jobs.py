@@ -31,9 +31,10 @@ def _redis() -> redis.Redis:
 
 def train(job_id: str) -> dict:
     """Run one training job end to end: load data, train, store the model, record the outcome."""
-    from service.ingest.entry import die_with_parent
+    if os.environ.get("HINGE_WORKER_PID") not in (None, str(os.getpid())):
+        from service.ingest.entry import die_with_parent
 
-    die_with_parent()
+        die_with_parent()  # a forked work horse: do not outlive the worker
     settings = get_settings()
     client = _redis()
     jobs = JobStore(client)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.api.errors import ApiError
@@ -75,3 +76,8 @@ def key_digests_from(settings: Settings) -> list[tuple[bytes, str]]:
 
 
 __all__ = ["settings_dep", "datasets_dep", "models_dep", "jobs_dep", "tenant_dep", "key_digests_from", "get_settings"]
+
+
+DatasetIdPath = Annotated[str, Path(description="Data set id (`ds_…`).", max_length=100)]
+JobIdPath = Annotated[str, Path(description="Job id (`job_…`).", max_length=100)]
+ModelIdPath = Annotated[str, Path(description="Model id (`mdl_…`).", max_length=100)]

@@ -404,8 +404,7 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
             if idx > max_idx:
                 max_idx = idx
                 max_idx_line = line
-            if idx < min_idx:
-                min_idx = idx
+            min_idx = min(min_idx, idx)
             p = q
         # ---- end of line (comment or newline or end of text)
         while p < end and buf[p] != 10:
@@ -471,6 +470,7 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, m
         col = 0
         label = 0.0
         while True:
+            cs = p  # cell start (just after the comma)
             while p < end and (buf[p] == 32 or buf[p] == 9):
                 p += 1
             fs = p
@@ -505,7 +505,7 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, m
                     if not _is_blank(buf[t]) and buf[t] != 34:
                         blank = False
                 if blank:
-                    return _set_error(st, E_CSV_EMPTY, fs, fe, line, ls, col)
+                    return _set_error(st, E_CSV_EMPTY, cs, fe, line, ls, col)
                 return _set_error(st, E_CSV_BAD_NUMBER, fs, fe, line, ls, col)
             if status == N_NONFINITE:
                 st[S_NSLOW] = nslow

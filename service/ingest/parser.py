@@ -46,8 +46,8 @@ from service.ingest import parse_kernels as K
 __all__ = [
     "ParseLimits",
     "ParsedData",
-    "UploadParseError",
     "UploadLimitError",
+    "UploadParseError",
     "parse_upload",
     "warm_up",
 ]
@@ -169,8 +169,10 @@ class _GzipSource:
                 if not pending:
                     return
                 if pending[:2] != _GZIP_MAGIC:
-                    if not pending.strip(b"\0") and not f.read(chunk).strip(b"\0"):
-                        return  # zero padding after the last member (tar-style); more zeros are not checked
+                    while not pending.strip(b"\0"):  # zero padding after the last member is ignored
+                        pending = f.read(chunk)
+                        if not pending:
+                            return
                     raise _GzipError("unexpected bytes after the end of the gzip data")
                 d = zlib.decompressobj(wbits=31)
             if not pending:
@@ -187,11 +189,15 @@ class _GzipSource:
                         yield self._emit(out)
                     if d.eof:
                         continue
-                    raise _GzipError("gzip data is truncated (the compressed stream ends before its end marker)")
+                    raise _GzipError(
+                        "gzip data is truncated (the compressed stream ends before its end marker)"
+                    )
             try:
                 out = d.decompress(pending, min(chunk, self.budget - self.total + 1))
             except zlib.error as exc:
                 raise _GzipError(f"corrupt gzip data ({exc})") from None
+            if not out and not d.eof and d.unconsumed_tail == pending:
+                raise _GzipError("corrupt gzip data (the decompressor makes no progress)")
             pending = d.unconsumed_tail
             if out:
                 yield self._emit(out)
@@ -203,6 +209,7 @@ class _GzipSource:
 
 def _quote(raw: bytes) -> str:
     text = raw.decode("utf-8", "backslashreplace")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) > _TOKEN_CHARS:
         text = text[:_TOKEN_CHARS] + "..."
     return "'" + text + "'"
@@ -258,11 +265,13 @@ class _Builder:
 
     # -- capacity ---------------------------------------------------------------------------
 
-    def _ensure(self, n_bytes: int) -> None:
+    def _ensure(self, buf: bytearray, pos: int, end: int) -> None:
+        """Make room for every row and entry that buf[pos:end] can hold (counted by separators)."""
         st = self.st
-        need_rows = min(int(st[K.S_NROWS]) + n_bytes // 2 + 1, self.max_rows)
-        per = 2 if self.csv else 3
-        need_nnz = min(int(st[K.S_NNZ]) + n_bytes // per + 1, self.max_nnz)
+        rows = buf.count(b"\n", pos, end) + 1
+        entries = buf.count(b",", pos, end) + rows if self.csv else buf.count(b":", pos, end)
+        need_rows = min(int(st[K.S_NROWS]) + rows, self.max_rows)
+        need_nnz = min(int(st[K.S_NNZ]) + entries, self.max_nnz)
         if need_rows > self.row_cap:
             cap = max(need_rows, min(self.row_cap + self.row_cap // 2, self.max_rows), 1)
             n = int(st[K.S_NROWS])
@@ -303,7 +312,7 @@ class _Builder:
             return
         st = self.st
         st[K.S_POS] = pos
-        self._ensure(end - pos)
+        self._ensure(buf, pos, end)
         arr = np.frombuffer(buf, dtype=np.uint8)
         while True:
             if self.csv:
@@ -345,7 +354,9 @@ class _Builder:
                 else:
                     what = "label" if slot < 0 else "feature value"
                 column = start - self._line_start(buf, start) + 1
-                raise UploadParseError(line, column, f"{what} {_quote(raw)} is not a finite number (overflows float64)")
+                raise UploadParseError(
+                    line, column, f"{what} {_quote(raw)} is not a finite number (overflows float64)"
+                )
             if slot < 0:
                 y[-slot - 1] = value
             else:
@@ -366,6 +377,7 @@ class _Builder:
         raw = bytes(buf[start:stop])
         tok = _quote(raw)
         hint = _binary_hint(raw)
+        no_nan = " (NaN and infinity are not allowed)"
         if code == K.E_LIMIT_ROWS:
             raise UploadLimitError("max_rows", self.limits.max_rows, line)
         if code == K.E_LIMIT_NNZ:
@@ -374,7 +386,7 @@ class _Builder:
             raise UploadLimitError("max_features", self.limits.max_features, line)
         messages = {
             K.E_BAD_LABEL: f"bad label {tok}: not a number{hint}",
-            K.E_NONFINITE_LABEL: f"label {tok} is not a finite number (NaN and infinity are not allowed)",
+            K.E_NONFINITE_LABEL: f"label {tok} is not a finite number{no_nan}",
             K.E_MISSING_LABEL: f"missing label: the line starts with the feature {tok}"
             " (expected 'label [qid:N] index:value ...')",
             K.E_BAD_QID: f"bad qid {tok}: expected qid:<integer>{hint}",
@@ -389,17 +401,19 @@ class _Builder:
             " indices must be strictly increasing within a row",
             K.E_DUPLICATE_INDEX: f"duplicate feature index {tok} in the row",
             K.E_BAD_VALUE: f"bad feature value {tok}: not a number{hint}",
-            K.E_NONFINITE_VALUE: f"feature value {tok} is not a finite number (NaN and infinity are not allowed)",
+            K.E_NONFINITE_VALUE: f"feature value {tok} is not a finite number{no_nan}",
         }
         if self.csv and code in (K.E_CSV_EMPTY, K.E_CSV_BAD_NUMBER, K.E_CSV_NONFINITE):
             where = self._column_name(aux)
             messages = {
                 K.E_CSV_EMPTY: f"empty cell in {where}",
                 K.E_CSV_BAD_NUMBER: f"bad number {tok} in {where}{hint}",
-                K.E_CSV_NONFINITE: f"{tok} in {where} is not a finite number (NaN and infinity are not allowed)",
+                K.E_CSV_NONFINITE: f"{tok} in {where} is not a finite number{no_nan}",
             }
         elif code == K.E_CSV_RAGGED:
-            messages = {K.E_CSV_RAGGED: f"wrong number of fields: expected {self.n_cols} (as in the header), got {aux}"}
+            messages = {
+                K.E_CSV_RAGGED: f"wrong number of fields: expected {self.n_cols} as in the header, got {aux}"
+            }
         reason = messages.get(code, f"unparsable text (internal error code {code})")
         raise UploadParseError(line, column, reason)
 
@@ -423,11 +437,16 @@ class _Builder:
             shown = ", ".join(_short_name(n) for n in names[:10])
             more = f" and {len(names) - 10} more" if len(names) > 10 else ""
             raise UploadParseError(
-                1, 1, f"label column {_short_name(self.label_column)} is not in the CSV header (columns: {shown}{more})"
+                1,
+                1,
+                f"label column {_short_name(self.label_column)} is not in the CSV header"
+                f" (columns: {shown}{more})",
             )
         if len(where) > 1:
             raise UploadParseError(
-                1, 1, f"label column {_short_name(self.label_column)} appears {len(where)} times in the CSV header"
+                1,
+                1,
+                f"label column {_short_name(self.label_column)} appears {len(where)} times in the CSV header",
             )
         if len(names) - 1 > self.max_features:
             raise UploadLimitError("max_features", self.limits.max_features, 1)
@@ -445,7 +464,9 @@ class _Builder:
         if n_rows == 0:
             lines = int(st[K.S_LINE])
             if self.csv and self.names is None:
-                raise UploadParseError(0, 0, "the file is empty (a CSV upload needs a header line and data rows)")
+                raise UploadParseError(
+                    0, 0, "the file is empty (a CSV upload needs a header line and data rows)"
+                )
             what = "only a header" if self.csv else "only blank or comment lines"
             raise UploadParseError(0, 0, f"no data rows: the file has {lines} line(s), {what}")
         indptr = self.indptr[: n_rows + 1].copy()
@@ -456,7 +477,9 @@ class _Builder:
             if self.csv_zero_from_slow:
                 keep = data != 0.0
                 rows = np.repeat(np.arange(n_rows), np.diff(indptr))
-                indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[keep], minlength=n_rows)))).astype(np.int64)
+                indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[keep], minlength=n_rows)))).astype(
+                    np.int64
+                )
                 indices, data = indices[keep], data[keep]
             assert self.names is not None
             names = self.names[: self.label_col] + self.names[self.label_col + 1 :]
@@ -478,7 +501,16 @@ class _Builder:
             indices -= 1
         qid = self.qid[:n_rows].copy() if st[K.S_HAS_QID] == 1 else None
         return ParsedData(
-            indptr, indices, data, y, qid, int(n_features), not one_based, None, int(text_bytes), bool(compressed)
+            indptr,
+            indices,
+            data,
+            y,
+            qid,
+            int(n_features),
+            not one_based,
+            None,
+            int(text_bytes),
+            bool(compressed),
         )
 
 
@@ -492,7 +524,9 @@ def _mode(zero_based) -> int:
     raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
 
 
-def _parse_stream(f, *, fmt: str, mode: int, label_column: str, limits: ParseLimits, chunk: int) -> ParsedData:
+def _parse_stream(
+    f, *, fmt: str, mode: int, label_column: str, limits: ParseLimits, chunk: int
+) -> ParsedData:
     budget = max(0, int(limits.max_decompressed_bytes))
     head = f.read(2)
     f.seek(0)
@@ -563,8 +597,14 @@ _WARM_CSV = b"a,label,b\n1.5,1,0\n0,-1,1e-400\n"
 def warm_up() -> None:
     """Compile (or load from numba's cache) every kernel by parsing two tiny in-memory samples."""
     limits = ParseLimits(1 << 20, 1000, 1000, 1000)
-    _parse_stream(io.BytesIO(_WARM_SVM), fmt="svmlight", mode=K.MODE_AUTO, label_column="label", limits=limits, chunk=64)
-    _parse_stream(io.BytesIO(_WARM_CSV), fmt="csv", mode=K.MODE_AUTO, label_column="label", limits=limits, chunk=64)
+    _parse_stream(
+        io.BytesIO(_WARM_SVM), fmt="svmlight", mode=K.MODE_AUTO, label_column="label", limits=limits, chunk=64
+    )
+    _parse_stream(
+        io.BytesIO(_WARM_CSV), fmt="csv", mode=K.MODE_AUTO, label_column="label", limits=limits, chunk=64
+    )
     starts = np.zeros(1, dtype=np.int64)
     ends = np.ones(1, dtype=np.int64)
-    K.parse_numbers(np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64))
+    K.parse_numbers(
+        np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64)
+    )

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from service.api.deps import datasets_dep, settings_dep, tenant_dep
+from service.api.deps import DatasetIdPath, datasets_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found
 from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
 from service.config import Settings
@@ -132,7 +132,7 @@ def list_datasets(
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a data set", responses=ERRORS)
-def get_dataset(dataset_id: str, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> dict:
+def get_dataset(dataset_id: DatasetIdPath, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> dict:
     """One data set's description."""
     record = store.get(dataset_id, tenant)
     if record is None:
@@ -141,7 +141,7 @@ def get_dataset(dataset_id: str, store: RecordStore = Depends(datasets_dep), ten
 
 
 @router.delete("/{dataset_id}", status_code=204, summary="Delete a data set", responses=ERRORS)
-def delete_dataset(dataset_id: str, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def delete_dataset(dataset_id: DatasetIdPath, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> Response:
     """Delete a data set (models trained on it stay; queued jobs on it will fail with dataset_not_found)."""
     if not store.delete(dataset_id, tenant):
         raise not_found("dataset", dataset_id)

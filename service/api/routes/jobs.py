@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from rq.job import Job as RQJob
 
-from service.api.deps import datasets_dep, jobs_dep, settings_dep, tenant_dep
+from service.api.deps import JobIdPath, datasets_dep, jobs_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found, unprocessable
 from service.config import Settings
 from service.schemas.base import ErrorResponse
@@ -132,7 +132,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
-def get_job(job_id: str, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+def get_job(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
     """A job's status, progress, model id (when done) or error (when failed)."""
     job = jobs.get(job_id, tenant)
     if job is None:
@@ -142,7 +142,7 @@ def get_job(job_id: str, jobs: JobStore = Depends(jobs_dep), tenant: str = Depen
 
 @router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
 def get_trace(
-    job_id: str,
+    job_id: JobIdPath,
     since: Annotated[int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")] = 0,
     jobs: JobStore = Depends(jobs_dep),
     tenant: str = Depends(tenant_dep),
@@ -162,7 +162,7 @@ def get_trace(
     summary="Cancel a job",
     responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job has already ended."}},
 )
-def cancel_job(request: Request, job_id: str, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+def cancel_job(request: Request, job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
     """Cancel: a queued job never runs; a running solver stops at its next iteration check and the job ends `canceled`."""
     job = jobs.get(job_id, tenant)
     if job is None:

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.api.deps import jobs_dep, models_dep, settings_dep, tenant_dep
+from service.api.deps import ModelIdPath, jobs_dep, models_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found
 from service.api.predict import LinearModel, predict_linear, rows_to_csr
 from service.config import Settings
@@ -44,7 +44,7 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelOut, summary="Get a model", responses=ERRORS)
-def get_model(model_id: str, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)) -> dict:
+def get_model(model_id: ModelIdPath, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)) -> dict:
     """A model's metadata: labels, objective, iterations, stop reason, training seconds, accuracy."""
     record = store.get(model_id, tenant)
     if record is None:
@@ -54,7 +54,7 @@ def get_model(model_id: str, store: RecordStore = Depends(models_dep), tenant: s
 
 @router.get("/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS)
 def get_model_trace(
-    model_id: str,
+    model_id: ModelIdPath,
     since: Annotated[int, Query(ge=0, description="Skip the first `since` points.")] = 0,
     store: RecordStore = Depends(models_dep),
     jobs: JobStore = Depends(jobs_dep),
@@ -71,7 +71,7 @@ def get_model_trace(
 
 @router.delete("/{model_id}", status_code=204, summary="Delete a model", responses=ERRORS)
 def delete_model(
-    request: Request, model_id: str, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)
+    request: Request, model_id: ModelIdPath, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)
 ) -> Response:
     """Delete a model and its weights."""
     if not store.delete(model_id, tenant):
@@ -113,7 +113,7 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
 )
 def predict(
     request: Request,
-    model_id: str,
+    model_id: ModelIdPath,
     body: PredictRequest,
     settings: Settings = Depends(settings_dep),
     store: RecordStore = Depends(models_dep),

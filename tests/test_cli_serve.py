@@ -1,0 +1,141 @@
+"""`hinge serve`: one command runs embedded Redis, API and workers; Ctrl-C stops all; data survives a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from service.embedded_redis import free_port
+from tests.conftest import ROOT, READY_TIMEOUT_S, wait_for
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers),
+         "--data-dir", str(data_dir), "--log-level", "warning"],
+        env=env, cwd=ROOT,
+    )
+
+
+def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, timeout: float = READY_TIMEOUT_S):
+    def check():
+        assert proc.poll() is None, f"hinge serve exited with {proc.returncode}"
+        try:
+            return httpx.get(base + path, timeout=2).status_code == status
+        except httpx.HTTPError:
+            return False
+
+    wait_for(check, timeout=timeout, interval=0.2, message=f"{base}{path} -> {status}")
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGINT) -> set[int]:
+    family = descendants(proc.pid)
+    proc.send_signal(sig)
+    assert proc.wait(60) == 0
+    return family
+
+
+def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
+    data_dir = tmp_path / "data"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = serve(data_dir, port, workers=1)
+    try:
+        wait_http(base, "/readyz", proc)
+        with httpx.Client(base_url=base, timeout=60) as http:
+            dataset = upload(http, to_svmlight(*sparse_problem(200, 8, 3, seed=9))).json()
+            job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+            model_id = wait_job(http, job["id"])["model_id"]
+            before = http.post(f"/v1/models/{model_id}/predict", json={"instances": [[1.0] * 8]}).json()
+        names = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                 for pid in descendants(proc.pid) if alive(pid)}
+        assert any("redis-server" in name for name in names), names
+    finally:
+        family = stop(proc)
+    wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="no orphans after Ctrl-C")
+    assert (data_dir / "redis").is_dir()
+
+    proc = serve(data_dir, port, workers=1)
+    try:
+        wait_http(base, "/readyz", proc)
+        with httpx.Client(base_url=base, timeout=60) as http:
+            assert http.get(f"/v1/datasets/{dataset['id']}").json()["sha256"] == dataset["sha256"]
+            assert http.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded"
+            assert len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 1
+            after = http.post(f"/v1/models/{model_id}/predict", json={"instances": [[1.0] * 8]}).json()
+            assert after == before
+    finally:
+        family = stop(proc, signal.SIGTERM)
+    wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="no orphans after SIGTERM")
+
+
+def test_serve_without_workers_and_with_external_redis(tmp_path, redis_server):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = serve(tmp_path / "d", port, workers=0, env_extra={"REDIS_URL": redis_server.url})
+    try:
+        wait_http(base, "/healthz", proc)
+        assert not any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/") and
+                       b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                       for pid in descendants(proc.pid) if alive(pid)), "no embedded Redis with REDIS_URL set"
+        with httpx.Client(base_url=base, timeout=60) as http:
+            dataset = upload(http, b"1 1:1\n-1 2:1\n").json()
+        client = redis.Redis.from_url(redis_server.url)
+        assert client.exists(f"hinge:dataset:{dataset['id']}")
+        client.close()
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGKILL])
+def test_children_die_with_a_killed_supervisor(tmp_path, signal_number):
+    port = free_port()
+    proc = serve(tmp_path / "d", port, workers=1)
+    try:
+        wait_http(f"http://127.0.0.1:{port}", "/readyz", proc)
+        family = descendants(proc.pid)
+    finally:
+        os.kill(proc.pid, signal_number)
+        proc.wait(30)
+    wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="children gone after SIGKILL")
+    time.sleep(0.1)

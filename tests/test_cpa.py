@@ -1,0 +1,282 @@
+"""cpa (Joachims 2006, Algorithm 1) and the reduced-problem QP shared by the cutting-plane solvers.
+
+Oracles: scikit-learn's LinearSVC (LIBLINEAR's dual CD, hinge loss, regularized intercept through
+intercept_scaling = B: the service's formulation) at tol 1e-8, and liblinear-official -s 3 -B.
+Objectives are compared, not coefficients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+
+from tests import naive
+from worker.solvers.common import SolverControl, SolverInputError, StopReason
+from worker.solvers.cpa import solve_cpa, warm_up
+from worker.solvers.reduced_qp import ReducedProblem
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled():
+    warm_up()
+
+
+def _csr(X):
+    A = sp.csr_matrix(X)
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
+
+
+def _primal(X, y, w, b, C, B):
+    w_full = np.append(w, b / B) if B is not None else np.asarray(w)
+    return naive.svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C,
+                                   loss="hinge", bias=B)
+
+
+def _reference(X, y, C, B):
+    """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by LinearSVC at a tight tolerance."""
+    clf = LinearSVC(dual=True, loss="hinge", C=C, tol=1e-8, max_iter=10**6, fit_intercept=B is not None,
+                    intercept_scaling=B if B is not None else 1.0).fit(X, y)
+    b = float(clf.intercept_[0]) if B is not None else 0.0
+    return _primal(X, y, clf.coef_.ravel(), b, C, B)
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, labels = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X), np.where(labels == 1, 1.0, -1.0)
+
+
+@pytest.fixture(scope="module")
+def sparse_problem():
+    """1,500 rows, 2,000 features, 5-25 nonzeros per row, labels of a planted w with 10% flipped."""
+    rng = np.random.default_rng(2024)
+    n, d = 1500, 2000
+    counts = rng.integers(5, 26, size=n)
+    rows = np.repeat(np.arange(n), counts)
+    cols = rng.integers(0, d, size=rows.size)
+    X = sp.csr_matrix((rng.normal(size=rows.size), (rows, cols)), shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(X @ rng.normal(size=d) > 0, 1.0, -1.0)
+    flip = rng.random(n) < 0.1
+    y[flip] = -y[flip]
+    return X, y
+
+
+# ---------------------------------------------------------------------------------------------
+# the reduced problem
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reduced_qp_gap_certificate_and_monotone_warm_start():
+    rng = np.random.default_rng(0)
+    d, C = 12, 3.0
+    rp = ReducedProblem(d, C, capacity=2)
+    Z, b = [], []
+    previous = -np.inf
+    for _ in range(25):
+        z = rng.normal(size=d) * rng.uniform(0.1, 10)
+        beta = float(rng.uniform(0, 5))
+        rp.add_cut(z, beta)
+        Z.append(z)
+        b.append(beta)
+        w, D, xi, gap, _ = rp.solve(1e-10)
+        alpha = rp.alpha[: rp.t].copy()
+        assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
+        np.testing.assert_allclose(w, np.array(Z).T @ alpha, rtol=1e-10, atol=1e-10)
+        assert D == pytest.approx(naive.reduced_dual(Z, b, alpha), rel=1e-10, abs=1e-10)
+        primal = naive.reduced_primal(Z, b, w, C)
+        assert primal - D <= 1e-8 * max(1.0, abs(primal))  # certified optimum of the reduced problem
+        assert xi == pytest.approx(max(0.0, max(np.array(b) - np.array(Z) @ w)), abs=1e-9)
+        assert D >= previous - 1e-12  # the lower bound never decreases
+        previous = D
+
+
+def test_reduced_qp_drop_inactive_keeps_dual_value():
+    rng = np.random.default_rng(1)
+    rp = ReducedProblem(5, 1.0)
+    for _ in range(8):
+        rp.add_cut(rng.normal(size=5), float(rng.uniform(0, 1)))
+    # a cut that can never be active: huge z pointing away, b = 0
+    rp.add_cut(np.full(5, 100.0), 0.0)
+    _, D, _, _, _ = rp.solve(1e-12)
+    inactive_before = int(np.sum(rp.alpha[: rp.t] == 0.0))
+    assert inactive_before >= 1
+    for _ in range(3):
+        rp.solve(1e-12)
+    dropped = rp.drop_inactive(2)
+    assert dropped == inactive_before
+    _, D2, _, _, _ = rp.solve(1e-12)
+    assert D2 == pytest.approx(D, rel=1e-12)
+    assert rp.t == 9 - dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# classification against the oracles
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("C,B", [(1.0, 1.0), (0.05, 2.0), (10.0, None)])
+def test_cpa_reaches_optimum_within_its_tolerance_on_breast_cancer(cancer, C, B):
+    X, y = cancer
+    best = _reference(X, y, C, B)
+    tol = 1e-3
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol=tol)
+    assert res.converged and res.stop_reason is StopReason.CONVERGED
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, B), rel=1e-10)
+    # guarantee of Algorithm 1 in service units: F(w) - F* <= C * n * tol
+    assert best * (1 - 1e-6) <= res.objective <= best + C * len(y) * tol
+    assert res.extra["lower_bound"] <= best * (1 + 1e-6)
+    if B is None:
+        assert res.bias == 0.0
+
+
+def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
+    X, y = sparse_problem
+    C = 0.5
+    best = _reference(X, y, C, 1.0)
+    tol = 1e-4
+    res = solve_cpa(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1],
+                    C=C, tol=tol)
+    assert res.converged
+    assert best * (1 - 1e-6) <= res.objective <= best + C * len(y) * tol
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, 1.0), rel=1e-10)
+
+
+def test_cpa_agrees_with_dcd(cancer):
+    dcd = pytest.importorskip("worker.solvers.dcd")
+    X, y = cancer
+    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6,
+                        max_iter=100000)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol=1e-3)
+    assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective + 1.0 * len(y) * 1e-3
+
+
+@pytest.mark.parametrize("problem", ["cancer", "sparse_problem"])
+def test_cpa_agrees_with_liblinear_official_at_tight_tolerance(problem, request):
+    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    X, y = request.getfixturevalue(problem)
+    Xs = sp.csr_matrix(X)
+    C = 1.0
+    model = liblinearutil.train(y, Xs, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
+    w_full = np.array(model.get_decfun()[0] + [model.get_decfun()[1]])
+    if model.get_labels()[0] != 1:
+        w_full = -w_full
+    ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
+    res = solve_cpa(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
+                    n_features=X.shape[1], C=C, bias=1.0, tol=1e-7)
+    assert abs(res.objective - ref) <= 1e-3 * ref
+
+
+def test_cpa_tolerance_is_the_papers_training_loss_precision(cancer):
+    """At the stop, the most violated constraint exceeds the working set's slack by <= tol per example."""
+    X, y = cancer
+    for tol in (1e-2, 1e-3):
+        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=tol)
+        last = res.trace[-1]
+        assert last["violation"] <= tol
+        assert all(p["violation"] > tol for p in res.trace[:-1])
+
+
+def test_cpa_explicit_zeros_change_nothing(cancer):
+    X, y = cancer
+    X = X.copy()
+    X[np.abs(X) < 0.5] = 0.0
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4)
+    full = sp.csr_matrix(np.ones_like(X))  # every entry stored, row-major
+    full.data[:] = X.ravel()  # ... including the zeros
+    b = solve_cpa(full.indptr.astype(np.int64), full.indices.astype(np.int32), full.data, y,
+                  n_features=X.shape[1], C=1.0, tol=1e-4)
+    assert a.n_iter == b.n_iter
+    assert b.objective == pytest.approx(a.objective, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# control: max_iter, deadline, cancel; determinism; trace; input checks
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cpa_max_iter_is_a_result(cancer):
+    X, y = cancer
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, max_iter=3)
+    assert not res.converged and res.stop_reason is StopReason.MAX_ITER
+    assert res.n_iter == 3 and len(res.trace) == 3
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
+    assert res.objective == min(p["primal"] for p in res.trace)  # best iterate so far
+
+
+def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
+    X, y = cancer
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, control=SolverControl(deadline=0.0))
+    assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1 and not res.converged
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) >= 4
+
+    control = SolverControl(cancel_requested=cancel)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, control=control)
+    assert res.stop_reason is StopReason.CANCELED and res.n_iter == 4
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
+    assert len(control.points) == 4
+
+
+def test_cpa_deterministic_and_trace(cancer):
+    X, y = cancer
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4, seed=1)
+    b = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4, seed=2)
+    np.testing.assert_array_equal(a.w, b.w)
+    assert a.bias == b.bias and a.n_iter == b.n_iter
+    keys = {"iteration", "elapsed_s", "primal", "lower_bound", "gap", "n_cuts", "qp_s", "outputs_s", "cut_s"}
+    assert keys <= set(a.trace[0])
+    lower = [p["lower_bound"] for p in a.trace]
+    assert all(l2 >= l1 for l1, l2 in zip(lower, lower[1:]))
+    elapsed = [p["elapsed_s"] for p in a.trace]
+    assert all(e2 >= e1 for e1, e2 in zip(elapsed, elapsed[1:]))
+    assert a.solver_seconds >= elapsed[-1] - 1e-9
+
+
+def test_cpa_on_digits_is_within_tolerance():
+    X, labels = load_digits(return_X_y=True)
+    X = X / 16.0
+    y = np.where(labels >= 5, 1.0, -1.0)
+    C = 0.1
+    best = _reference(X, y, C, 1.0)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol=1e-3)
+    assert best * (1 - 1e-6) <= res.objective <= best + C * len(y) * 1e-3
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"C": 0.0}, "C must be"),
+        ({"C": float("nan")}, "C must be"),
+        ({"tol": -1.0}, "tol must be"),
+        ({"bias": 0.0}, "bias must be"),
+        ({"max_iter": 0}, "max_iter must be"),
+        ({"max_inactive": 0}, "max_inactive must be"),
+        ({"objective": "regression"}, "objective must be one of"),
+        ({"qid": np.zeros(4)}, "qid is only used"),
+        ({"seed": -1}, "seed must be"),
+    ],
+)
+def test_cpa_refuses_bad_parameters(kwargs, match):
+    ip, ix, dt = _csr(np.eye(4))
+    args = {"n_features": 4, "C": 1.0} | kwargs
+    with pytest.raises(SolverInputError, match=match):
+        solve_cpa(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), **args)
+
+
+def test_cpa_refuses_bad_labels_and_shapes():
+    ip, ix, dt = _csr(np.eye(4))
+    with pytest.raises(SolverInputError, match="-1, \\+1"):
+        solve_cpa(ip, ix, dt, np.array([0.0, 1.0, 1.0, 0.0]), n_features=4, C=1.0)
+    with pytest.raises(SolverInputError, match="one entry per row"):
+        solve_cpa(ip, ix, dt, np.array([1.0, -1.0]), n_features=4, C=1.0)
+    with pytest.raises(SolverInputError, match="CSR arrays"):
+        solve_cpa(ip.astype(np.int32), ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, C=1.0)
