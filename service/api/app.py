@@ -17,6 +17,7 @@ from service.api.errors import BodyTooLarge, install_handlers
 from service.api.predict import ModelCache
 from service.api.routes import datasets, health, jobs, models
 from service.config import Settings, get_settings
+from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
 from service.storage.jobs import JobStore
 from service.storage.records import dataset_store, model_store
@@ -64,6 +65,32 @@ class BodyLimitMiddleware:
             return message
 
         return await self.app(scope, counting_receive, send)
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the caller's `X-Request-ID`, or a new one) and echoes it in the answer."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        rid = None
+        for name, value in scope.get("headers", []):
+            if name == b"x-request-id":
+                rid = value.decode("latin-1")[:64]
+                break
+        rid = rid or uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        header = (b"x-request-id", rid.encode("latin-1"))
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        return await self.app(scope, receive, send_with_id)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -114,19 +141,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status_code=503,
         )
 
-    @app.middleware("http")
-    async def request_id(request: Request, call_next):
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        request.state.request_id = rid
-        response = await call_next(request)
-        response.headers["X-Request-ID"] = rid
-        return response
-
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
     for router in (datasets.router, jobs.router, models.router, health.router):
         app.include_router(router)
     install_openapi(app)
     return app
+
+
+BODY_SCHEMAS = (PredictRequest,)
+"""Request bodies parsed by the routes themselves (pydantic's JSON parser), documented here."""
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -149,7 +173,12 @@ def install_openapi(app: FastAPI) -> None:
                         else "Invalid request: the message and details name the field.",
                         "content": {"application/json": {"schema": error_ref}},
                     }
-        components = schema.get("components", {}).get("schemas", {})
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for extra in BODY_SCHEMAS:
+            extra_schema = extra.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in extra_schema.pop("$defs", {}).items():
+                components.setdefault(name, definition)
+            components[extra.__name__] = extra_schema
         components.pop("HTTPValidationError", None)
         components.pop("ValidationError", None)
         components.pop("ValidationErrorContext", None)

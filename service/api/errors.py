@@ -55,6 +55,23 @@ class BodyTooLarge(StarletteHTTPException):
         self.value = value
 
 
+def parse_body(schema, raw: bytes):
+    """Validate a JSON body with pydantic's own JSON parser (several times faster than json.loads first).
+
+    Errors become the same 422 as FastAPI's, with locations under ``body``.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return schema.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors(include_url=False):
+            loc = ["body", *err.get("loc", ())]
+            errors.append({"loc": loc, "msg": err.get("msg", ""), "type": err.get("type", "")})
+        raise RequestValidationError(errors) from None
+
+
 def _body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 

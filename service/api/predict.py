@@ -34,6 +34,8 @@ class LinearModel:
 
 def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_matrix:
     """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row."""
+    if instances and all(isinstance(row, list) for row in instances):
+        return dense_rows_to_csr(instances, n_features)
     indptr = [0]
     indices: list[int] = []
     values: list[float] = []
@@ -78,6 +80,22 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_ma
     )
     matrix.sum_duplicates()
     return matrix
+
+
+def dense_rows_to_csr(instances: list, n_features: int) -> sp.csr_matrix:
+    """The fast path when every row is dense: one numpy conversion, then the width and finiteness checks."""
+    for row_number, row in enumerate(instances):
+        if len(row) != n_features:
+            raise unprocessable(
+                f"instances[{row_number}] has {len(row)} values; the model has {n_features} features",
+                ["body", "instances", row_number],
+            )
+    dense = np.asarray(instances, dtype=np.float64).reshape(len(instances), n_features)
+    finite = np.isfinite(dense)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise unprocessable(f"instances[{bad}] holds a value that is not finite", ["body", "instances", bad])
+    return sp.csr_matrix(dense)
 
 
 def predict_linear(model: LinearModel, matrix: sp.csr_matrix) -> tuple[list, list]:

@@ -7,9 +7,10 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import ModelIdPath, jobs_dep, models_dep, settings_dep, tenant_dep
-from service.api.errors import ApiError, not_found
+from service.api.errors import ApiError, not_found, parse_body
 from service.api.predict import LinearModel, predict_linear, rows_to_csr
 from service.config import Settings
 from service.schemas.base import ErrorResponse
@@ -110,16 +111,18 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     summary="Predict labels and scores",
     responses={**ERRORS, 413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
                422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."}},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}},
 )
-def predict(
+async def predict(
     request: Request,
     model_id: ModelIdPath,
-    body: PredictRequest,
     settings: Settings = Depends(settings_dep),
     store: RecordStore = Depends(models_dep),
     tenant: str = Depends(tenant_dep),
 ) -> JSONResponse:
     """Score rows with a model: labels and decision values."""
+    body = parse_body(PredictRequest, await request.body())
     if len(body.instances) > settings.max_predict_instances:
         raise ApiError(
             413,
@@ -127,7 +130,19 @@ def predict(
             f"{len(body.instances)} instances exceed the limit max_predict_instances = {settings.max_predict_instances}",
             {"limit": "max_predict_instances", "value": settings.max_predict_instances},
         )
+    # Small requests are scored on the event loop (a thread hop costs more than the work);
+    # large ones go to the thread pool so they do not hold up other requests.
+    if len(body.instances) <= INLINE_PREDICT_ROWS:
+        return JSONResponse(score(request, store, model_id, tenant, body.instances))
+    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances))
+
+
+INLINE_PREDICT_ROWS = 16
+
+
+def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list) -> dict:
+    """Load (or reuse) the model and score the rows."""
     model = load_model(request, store, model_id, tenant)
-    matrix = rows_to_csr(body.instances, model.n_features, bool(model.meta.get("zero_based", False)))
+    matrix = rows_to_csr(instances, model.n_features, bool(model.meta.get("zero_based", False)))
     labels, scores = predict_linear(model, matrix)
-    return JSONResponse({"labels": labels, "scores": scores})
+    return {"labels": labels, "scores": scores}
