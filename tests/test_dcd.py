@@ -453,3 +453,17 @@ def test_input_errors_name_the_parameter(cancer):
 
 def test_warm_up_runs():
     warm_up()
+
+
+def test_read_only_and_strided_inputs_give_the_same_result(cancer):
+    X, y = cancer
+    indptr, indices, data = _csr(X)
+    reference = solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=1.0, tol=1e-4)
+    frozen = [a.copy() for a in (indptr, indices, data, y)]
+    for a in frozen:
+        a.flags.writeable = False
+    strided_y = np.repeat(y, 2)[::2]  # a non-contiguous view
+    for args in (frozen, [indptr, indices, data, strided_y]):
+        result = solve_dcd(*args, n_features=X.shape[1], C=1.0, tol=1e-4)
+        np.testing.assert_array_equal(result.w, reference.w)
+        assert result.bias == reference.bias

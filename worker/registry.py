@@ -16,7 +16,12 @@ log = logging.getLogger("hinge.worker")
 
 SOLVER_MODULES = {
     "dcd": "worker.solvers.dcd",
+    "cpa": "worker.solvers.cpa",
+    "ocas": "worker.solvers.ocas",
+    "smo": "worker.solvers.smo",
+    "sampled_cuts": "worker.solvers.sampled_cuts",
 }
+KERNEL_SOLVERS = ("smo", "sampled_cuts")
 
 
 def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control):
@@ -38,7 +43,87 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control)
     )
 
 
-ADAPTERS = {"dcd": _dcd}
+def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control, qid=None):
+    from worker.solvers.cpa import solve_cpa
+
+    return solve_cpa(
+        indptr, indices, data, y,
+        n_features=n_features,
+        C=params["C"],
+        bias=params["bias"],
+        tol=params["tol"],
+        max_iter=params["max_iter"],
+        max_inactive=params["max_inactive"],
+        objective=params["objective"],
+        qid=qid,
+        seed=params["seed"],
+        control=control,
+    )
+
+
+def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control):
+    import os
+
+    from worker.solvers.ocas import solve_ocas
+
+    processes = params.get("n_processes") or len(os.sched_getaffinity(0))
+    return solve_ocas(
+        indptr, indices, data, y,
+        n_features=n_features,
+        C=params["C"],
+        bias=params["bias"],
+        tol_rel=params["tol_rel"],
+        tol_abs=params["tol_abs"],
+        lam=params["lambda"],
+        max_iter=params["max_iter"],
+        max_inactive=params["max_inactive"],
+        n_processes=processes,
+        seed=params["seed"],
+        control=control,
+    )
+
+
+def _smo(indptr, indices, data, y, *, n_features, params, class_weight, control):
+    from worker.solvers.smo import solve_smo
+
+    return solve_smo(
+        indptr, indices, data, y,
+        n_features=n_features,
+        C=params["C"],
+        kernel=params["kernel"],
+        working_set=params["working_set"],
+        tol=params["tol"],
+        cache_mb=params["cache_mb"],
+        shrinking=params["shrinking"],
+        class_weight=class_weight,
+        max_iter=params["max_iter"],
+        trace_every=params["trace_every"],
+        seed=params["seed"],
+        control=control,
+    )
+
+
+def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight, control):
+    from worker.solvers.sampled_cuts import solve_sampled_cuts
+
+    return solve_sampled_cuts(
+        indptr, indices, data, y,
+        n_features=n_features,
+        C=params["C"],
+        kernel=params["kernel"],
+        variant=params["variant"],
+        sample_size=params["sample_size"],
+        p=params["p"],
+        tol=params["tol"],
+        max_inactive=params["max_inactive"],
+        max_iter=params["max_iter"],
+        bias=params["bias"],
+        seed=params["seed"],
+        control=control,
+    )
+
+
+ADAPTERS = {"dcd": _dcd, "cpa": _cpa, "ocas": _ocas, "smo": _smo, "sampled_cuts": _sampled_cuts}
 
 
 def adapter(solver: str):

@@ -1,35 +1,17 @@
-"""Prediction with numpy in the API process: rows from JSON to a sparse matrix, scores, labels.
+"""Predict requests in the API process: JSON rows to a sparse matrix, and the cache of loaded models.
 
-No numba here. Linear models score ``X @ W.T + b``; with two classes there is one weight vector
-and a positive score means the larger label.
+No numba here: models are scored by ``service.scoring`` with numpy and scipy.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from threading import Lock
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.api.errors import unprocessable
-from service.labels import label_value
-
-
-@dataclass(frozen=True)
-class LinearModel:
-    """Weights of a linear model: one row of W and one offset per binary problem."""
-
-    meta: dict
-    weights: np.ndarray  # (n_problems, n_features)
-    offsets: np.ndarray  # (n_problems,)
-    labels: np.ndarray  # ascending class labels
-
-    @property
-    def n_features(self) -> int:
-        """Number of features of the training data."""
-        return self.weights.shape[1]
 
 
 def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_matrix:
@@ -98,26 +80,15 @@ def dense_rows_to_csr(instances: list, n_features: int) -> sp.csr_matrix:
     return sp.csr_matrix(dense)
 
 
-def predict_linear(model: LinearModel, matrix: sp.csr_matrix) -> tuple[list, list]:
-    """Labels and scores of the rows: one score per row for two classes, one per class otherwise."""
-    scores = np.asarray(matrix @ model.weights.T) + model.offsets
-    if model.weights.shape[0] == 1:
-        flat = scores[:, 0]
-        chosen = np.where(flat > 0, model.labels[1], model.labels[0])
-        return [label_value(v) for v in chosen], flat.tolist()
-    chosen = model.labels[np.argmax(scores, axis=1)]
-    return [label_value(v) for v in chosen], scores.tolist()
-
-
 class ModelCache:
     """The most recently used models, kept in memory (models never change once stored)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._items: OrderedDict[str, LinearModel] = OrderedDict()
+        self._items: OrderedDict[str, object] = OrderedDict()
         self._lock = Lock()
 
-    def get(self, model_id: str) -> LinearModel | None:
+    def get(self, model_id: str):
         """The cached model, marked most recently used, or None."""
         with self._lock:
             model = self._items.get(model_id)
@@ -125,7 +96,7 @@ class ModelCache:
                 self._items.move_to_end(model_id)
             return model
 
-    def put(self, model_id: str, model: LinearModel) -> None:
+    def put(self, model_id: str, model) -> None:
         """Keep a model, evicting the least recently used beyond capacity."""
         with self._lock:
             self._items[model_id] = model

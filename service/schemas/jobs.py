@@ -8,18 +8,55 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field
 
 from service.schemas.base import Page, StrictModel
-from service.schemas.solver_params import DcdParams
+from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
+
+DATASET_ID = Field(description="Id of the uploaded training data set.", max_length=100)
 
 
 class DcdJobRequest(StrictModel):
     """Train a linear SVM with dual coordinate descent (`dcd`)."""
 
-    dataset_id: str = Field(description="Id of the uploaded training data set.")
+    dataset_id: str = DATASET_ID
     solver: Literal["dcd"] = Field(description="The solver: `dcd`.")
     params: DcdParams = Field(default_factory=DcdParams, description="Parameters of the dcd solver.")
 
 
-JobRequest = Annotated[Union[DcdJobRequest], Field(discriminator="solver")]
+class CpaJobRequest(StrictModel):
+    """Train a linear SVM, ordinal regression, ROC-area or ranking model with SVMperf's cutting planes (`cpa`)."""
+
+    dataset_id: str = DATASET_ID
+    solver: Literal["cpa"] = Field(description="The solver: `cpa`.")
+    params: CpaParams = Field(default_factory=CpaParams, description="Parameters of the cpa solver.")
+
+
+class OcasJobRequest(StrictModel):
+    """Train a linear SVM with the optimized cutting plane algorithm (`ocas`)."""
+
+    dataset_id: str = DATASET_ID
+    solver: Literal["ocas"] = Field(description="The solver: `ocas`.")
+    params: OcasParams = Field(default_factory=OcasParams, description="Parameters of the ocas solver.")
+
+
+class SmoJobRequest(StrictModel):
+    """Train a kernel SVM with sequential minimal optimization (`smo`)."""
+
+    dataset_id: str = DATASET_ID
+    solver: Literal["smo"] = Field(description="The solver: `smo`.")
+    params: SmoParams = Field(default_factory=SmoParams, description="Parameters of the smo solver.")
+
+
+class SampledCutsJobRequest(StrictModel):
+    """Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`)."""
+
+    dataset_id: str = DATASET_ID
+    solver: Literal["sampled_cuts"] = Field(description="The solver: `sampled_cuts`.")
+    params: SampledCutsParams = Field(default_factory=SampledCutsParams, description="Parameters of the sampled_cuts solver.")
+
+
+JobRequest = Annotated[
+    Union[DcdJobRequest, CpaJobRequest, OcasJobRequest, SmoJobRequest, SampledCutsJobRequest],
+    Field(discriminator="solver"),
+]
 """The body of POST /v1/jobs: a union discriminated by `solver`."""
 
 

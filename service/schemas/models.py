@@ -17,17 +17,39 @@ class ModelOut(BaseModel):
     dataset_id: str = Field(description="The training data set.")
     solver: str = Field(description="Solver name.")
     params: dict[str, Any] = Field(description="Solver parameters used.")
-    kind: str = Field(description="`linear` (a weight vector per binary problem).")
-    labels: list[float] = Field(description="The class labels, ascending. Two labels: scores are positive for the larger one.")
+    kind: str = Field(
+        description=(
+            "`linear` (a weight vector per binary problem), `kernel` (an expansion over stored training rows) or "
+            "`ranking` (cpa's pairwise objectives: one weight vector that scores rows)."
+        )
+    )
+    labels: list[float] | None = Field(
+        description="The class labels, ascending (two labels: scores are positive for the larger one); for ordinal models the ranks; null for models that only score."
+    )
     n_features: int = Field(description="Number of features the model was trained on.")
     zero_based: bool = Field(description="Whether sparse predict rows use zero-based indices (as the training upload did).")
     n_iter: int = Field(description="Outer iterations, summed over the binary problems.")
+    n_iter_per_problem: list[int] = Field(default_factory=list, description="Outer iterations of each binary problem.")
     converged: bool = Field(description="Whether every binary problem met its stopping rule.")
     stop_reason: str = Field(description="converged, max_iter, deadline or canceled (the first non-converged reason over the binary problems).")
     training_seconds: float = Field(description="Solver seconds only (no data loading, no trace evaluation).")
     objective: float = Field(description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems).")
     objectives: list[float] = Field(description="Primal objective per binary problem (one entry for two classes).")
-    train_accuracy: float = Field(description="Accuracy of the model on its training data.")
+    trace_seconds: float | None = Field(default=None, description="Seconds spent evaluating trace points (not in training_seconds).")
+    train_accuracy: float | None = Field(
+        description="Accuracy on the training data (kernel models: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
+    )
+    train_accuracy_rows: int | None = Field(default=None, description="Rows the training accuracy was measured on, when a sample.")
+    task: str = Field(default="classification", description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.")
+    kernel: dict | None = Field(default=None, description="Kernel models: the kernel with gamma resolved to a number.")
+    n_support: int | None = Field(default=None, description="Kernel models: stored expansion rows (union over the binary problems).")
+    n_support_per_problem: list[int] | None = Field(default=None, description="Kernel models: support vectors (or basis rows) per binary problem.")
+    n_bounded_support_per_problem: list[int | None] | None = Field(default=None, description="Kernel models: support vectors at the upper bound C per binary problem (smo).")
+    ranks: list[float] | None = Field(default=None, description="Ordinal models: the rank values, ascending.")
+    thresholds: list[float] | None = Field(default=None, description="Ordinal models: score thresholds between adjacent ranks (a score above thresholds[k] ranks above ranks[k]).")
+    n_pairs: int | None = Field(default=None, description="Pairwise objectives: number of ordered pairs in the training loss.")
+    train_pairwise_accuracy: float | None = Field(default=None, description="Pairwise objectives: fraction of training pairs ordered correctly (ties count one half).")
+    train_roc_auc: float | None = Field(default=None, description="roc_area models: area under the ROC curve on the training data.")
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 
 
@@ -52,7 +74,7 @@ class PredictRequest(StrictModel):
 class PredictOut(BaseModel):
     """Predicted labels and decision values."""
 
-    labels: list[float] = Field(description="Predicted label per row.")
+    labels: list[float] | None = Field(description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking).")
     scores: list[float] | list[list[float]] = Field(
         description="Two classes: one score per row, positive meaning the larger label. More: one score per class per row (one-vs-rest)."
     )

@@ -7,7 +7,7 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator
 
@@ -28,6 +28,15 @@ class CommonParams(StrictModel):
     )
     seed: int = Field(
         default=0, ge=0, le=2**63 - 1, description="Seed of every random choice of the solver: the same seed gives the same model."
+    )
+    retries: int = Field(
+        default=1,
+        ge=0,
+        le=10,
+        description=(
+            "How many times the job is started again on another worker when its worker dies while "
+            "running it (crash, kill -9, lost machine). After that the job fails with error code `worker_lost`."
+        ),
     )
 
 
@@ -81,3 +90,163 @@ class DcdParams(CommonParams):
                 if not (math.isfinite(factor) and factor > 0):
                     raise ValueError(f"the factor for label {label!r} must be a finite number > 0, got {factor}")
         return value
+
+
+class CpaParams(CommonParams):
+    """SVMperf's 1-slack cutting-plane algorithm (Joachims, KDD 2006, Algorithms 1 and 2)."""
+
+    C: float = Field(
+        default=1.0,
+        gt=0,
+        description=(
+            "Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i (classification) or "
+            "C * sum over ordered pairs (i, j) of max(0, 1 - <w, x_i - x_j>) (pairwise objectives)."
+        ),
+    )
+    objective: Literal["classification", "ordinal", "roc_area", "ranking"] = Field(
+        default="classification",
+        description=(
+            "`classification` (hinge loss, two labels or one-vs-rest); `ordinal` (labels are ordered ranks: every "
+            "pair with y_i > y_j must be ordered); `roc_area` (two labels: maximizes the area under the ROC curve); "
+            "`ranking` (pairs within each qid only, as SVMrank; the data set needs qid)."
+        ),
+    )
+    bias: float | None = Field(
+        default=1.0,
+        description="Value B of the constant feature (classification only; it cancels in pairwise differences and is ignored there). Null: no offset.",
+    )
+    tol: float = Field(
+        default=0.001,
+        gt=0,
+        description=(
+            "The paper's epsilon: stop when the most violated constraint exceeds the working set's slack by at most "
+            "tol per example (per pair for pairwise objectives); the objective is then within C*n*tol of the optimum."
+        ),
+    )
+    max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
+    max_inactive: int = Field(
+        default=50, ge=1, le=10**6, description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set."
+    )
+
+    @field_validator("bias", "C")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class OcasParams(CommonParams):
+    """Optimized cutting plane algorithm (Franc & Sonnenburg, ICML 2008) with parallel subtasks."""
+
+    model_config = {"extra": "forbid", "populate_by_name": True}
+
+    C: float = Field(default=1.0, gt=0, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
+    bias: float | None = Field(default=1.0, description="Value B of the constant feature appended to every row (regularized). Null: no offset.")
+    tol_rel: float = Field(
+        default=0.01,
+        ge=0,
+        description="Stop when primal - lower bound <= tol_rel * |primal| (the paper's rule (9), relative part).",
+    )
+    tol_abs: float = Field(default=0.0, ge=0, description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part).")
+    lam: float = Field(
+        default=0.1,
+        alias="lambda",
+        gt=0,
+        le=1,
+        description="Where the new cut is taken between the best-so-far and the reduced-problem solution: w_c = (1 - lambda) w_b + lambda w_t (paper's (8)).",
+    )
+    max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
+    max_inactive: int = Field(default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
+    n_processes: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Processes sharing the output computation, cut sum and line-search sort (Section 3.1). Null: the worker's cores.",
+    )
+
+    @field_validator("bias", "C")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+PositiveGamma = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class LinearKernel(StrictModel):
+    """K(x, z) = <x, z>."""
+
+    type: Literal["linear"] = Field(description="`linear`.")
+
+
+class RbfKernel(StrictModel):
+    """K(x, z) = exp(-gamma |x - z|^2)."""
+
+    type: Literal["rbf"] = Field(description="`rbf`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Width; `scale` means 1 / (n_features * variance of the data), as scikit-learn."
+    )
+
+
+class PolyKernel(StrictModel):
+    """K(x, z) = (gamma <x, z> + coef0)^degree."""
+
+    type: Literal["poly"] = Field(description="`poly`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(default="scale", description="Scale of the inner product; `scale` as for rbf.")
+    coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
+    degree: int = Field(default=3, ge=1, le=20, description="Degree of the polynomial.")
+
+
+class SigmoidKernel(StrictModel):
+    """K(x, z) = tanh(gamma <x, z> + coef0)."""
+
+    type: Literal["sigmoid"] = Field(description="`sigmoid`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(default="scale", description="Scale of the inner product; `scale` as for rbf.")
+    coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
+
+
+Kernel = Annotated[Union[LinearKernel, RbfKernel, PolyKernel, SigmoidKernel], Field(discriminator="type")]
+
+
+class SmoParams(CommonParams):
+    """Sequential minimal optimization (Platt 1998) for kernel SVMs, with a kernel cache and shrinking."""
+
+    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i (LIBSVM's C-SVC, with an unregularized offset b).")
+    kernel: Kernel = Field(default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`).")
+    working_set: Literal["second_order", "platt"] = Field(
+        default="second_order",
+        description="`second_order`: maximal violating pair with second-order gain (as LIBSVM). `platt`: the paper's heuristics of Section 2.2.",
+    )
+    tol: float = Field(default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).")
+    cache_mb: float = Field(default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB.")
+    shrinking: bool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
+    class_weight: dict[str, float] | None = Field(
+        default=None, description="Factor on C per label, keyed by the label as the data set lists it."
+    )
+    max_iter: int | None = Field(default=None, ge=1, description="Most two-variable steps per binary problem. Null: no limit.")
+    trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
+
+    @field_validator("class_weight")
+    @classmethod
+    def _positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return DcdParams._positive_weights(value)
+
+
+class SampledCutsParams(CommonParams):
+    """Cutting-plane training of kernel SVMs with sampled cuts (Yu & Joachims, KDD 2008)."""
+
+    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
+    kernel: Kernel = Field(default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`).")
+    variant: Literal["linear", "constant"] = Field(
+        default="linear",
+        description="`linear` (Algorithm 3: exact cut decides stopping, samples among the examples with non-zero loss) or `constant` (Algorithm 2: r uniform samples per cut, stop after p non-violated sampled cuts).",
+    )
+    sample_size: int = Field(default=400, ge=1, le=1_000_000, description="r: examples sampled per cut; the model is an expansion over the sampled basis.")
+    p: int = Field(default=4, ge=1, le=1000, description="`constant` variant: stop after this many consecutive non-violated sampled cuts.")
+    tol: float = Field(default=0.001, gt=0, description="The paper's epsilon: precision of the training loss per example.")
+    max_inactive: int = Field(default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
+    max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
+    bias: float | None = Field(default=1.0, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")

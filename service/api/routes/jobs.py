@@ -8,7 +8,8 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from rq.job import Job as RQJob
 
 from service.api.deps import JobIdPath, datasets_dep, jobs_dep, settings_dep, tenant_dep
-from service.api.errors import ApiError, not_found, unprocessable
+from service.api.errors import ApiError, not_found
+from service.api.job_checks import check_request_against_dataset, stored_params
 from service.config import Settings
 from service.schemas.base import ErrorResponse
 from service.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
@@ -43,29 +44,6 @@ def job_view(job: dict) -> dict:
     return view
 
 
-def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
-    """Cross-checks that need the data set and the settings: labels, class weights, time ceiling."""
-    labels = dataset["labels"]
-    if len(labels) < 2:
-        raise unprocessable(
-            f"data set {dataset['id']} has a single label ({next(iter(labels))}); training needs at least two",
-            ["body", "dataset_id"],
-        )
-    class_weight = getattr(body.params, "class_weight", None) or {}
-    for label in class_weight:
-        if label not in labels:
-            raise unprocessable(
-                f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
-                ["body", "params", "class_weight", label],
-            )
-    max_seconds = body.params.max_seconds
-    if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
-        raise unprocessable(
-            f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds",
-            ["body", "params", "max_seconds"],
-        )
-
-
 @router.post(
     "",
     status_code=202,
@@ -95,7 +73,7 @@ def submit_job(
         "status": JobStatus.queued.value,
         "dataset_id": body.dataset_id,
         "solver": body.solver,
-        "params": body.params.model_dump(mode="json"),
+        "params": stored_params(body),
         "created_at": utc_now(),
         "attempts": 0,
     }

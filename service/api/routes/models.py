@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import ModelIdPath, jobs_dep, models_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found, parse_body
-from service.api.predict import LinearModel, predict_linear, rows_to_csr
+from service.api.predict import rows_to_csr
+from service.scoring.models import Scorer
 from service.config import Settings
 from service.schemas.base import ErrorResponse
 from service.schemas.jobs import TraceOut
@@ -81,7 +81,7 @@ def delete_model(
     return Response(status_code=204)
 
 
-def load_model(request: Request, store: RecordStore, model_id: str, tenant: str) -> LinearModel:
+def load_model(request: Request, store: RecordStore, model_id: str, tenant: str) -> Scorer:
     """The model from the in-memory cache (after a cheap existence check) or from Redis."""
     cache = request.app.state.model_cache
     model = cache.get(model_id)
@@ -94,13 +94,7 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
-    arrays = store.load_arrays(record)
-    model = LinearModel(
-        meta=record,
-        weights=np.ascontiguousarray(arrays["weights"], dtype=np.float64),
-        offsets=np.asarray(arrays["offsets"], dtype=np.float64),
-        labels=np.asarray(record["labels"], dtype=np.float64),
-    )
+    model = Scorer(record, store.load_arrays(record))
     cache.put(model_id, model)
     return model
 
@@ -144,5 +138,5 @@ def score(request: Request, store: RecordStore, model_id: str, tenant: str, inst
     """Load (or reuse) the model and score the rows."""
     model = load_model(request, store, model_id, tenant)
     matrix = rows_to_csr(instances, model.n_features, bool(model.meta.get("zero_based", False)))
-    labels, scores = predict_linear(model, matrix)
+    labels, scores = model.predict(matrix)
     return {"labels": labels, "scores": scores}

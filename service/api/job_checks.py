@@ -1,0 +1,47 @@
+"""Checks of a training request that need the data set and the settings (the schema alone cannot know them)."""
+
+from __future__ import annotations
+
+from service.api.errors import unprocessable
+from service.config import Settings
+
+PAIRWISE_OBJECTIVES = ("ordinal", "roc_area", "ranking")
+
+
+def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
+    """Labels, class weights, objective-specific needs (qid, two ranks) and the time ceiling."""
+    labels = dataset["labels"]
+    if len(labels) < 2:
+        raise unprocessable(
+            f"data set {dataset['id']} has a single label ({next(iter(labels))}); training needs at least two",
+            ["body", "dataset_id"],
+        )
+    class_weight = getattr(body.params, "class_weight", None) or {}
+    for label in class_weight:
+        if label not in labels:
+            raise unprocessable(
+                f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
+                ["body", "params", "class_weight", label],
+            )
+    objective = getattr(body.params, "objective", "classification")
+    if objective == "ranking" and not dataset.get("has_qid"):
+        raise unprocessable(
+            f"params.objective: `ranking` compares rows within a query, but data set {dataset['id']} has no qid",
+            ["body", "params", "objective"],
+        )
+    if objective == "roc_area" and len(labels) != 2:
+        raise unprocessable(
+            f"params.objective: `roc_area` needs exactly two labels; data set {dataset['id']} has {len(labels)}",
+            ["body", "params", "objective"],
+        )
+    max_seconds = body.params.max_seconds
+    if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
+        raise unprocessable(
+            f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds",
+            ["body", "params", "max_seconds"],
+        )
+
+
+def stored_params(body) -> dict:
+    """The parameters as stored with the job and shown back: defaults filled in, JSON names (`lambda`)."""
+    return body.params.model_dump(mode="json", by_alias=True)

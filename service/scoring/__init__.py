@@ -1,0 +1,1 @@
+"""Scoring stored models with numpy and scipy only: used by the API (predict, evaluate) and the workers."""
