@@ -14,11 +14,16 @@ from rq.serializers import JSONSerializer
 
 from service.api.deps import key_digests_from
 from service.api.errors import BodyTooLarge, install_handlers
+from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
-from service.api.routes import datasets, health, jobs, models
+from service.api.routes import datasets, evaluation, health, jobs, models
 from service.config import Settings, get_settings
 from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
+from service.lifecycle import start_reaper_thread
+from service.logs import request_id_var
+from service.queueing import JobQueue
+from service.storage.connection import resilient_client
 from service.storage.jobs import JobStore
 from service.storage.records import dataset_store, model_store
 
@@ -90,7 +95,11 @@ class RequestIdMiddleware:
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
-        return await self.app(scope, receive, send_with_id)
+        token = request_id_var.set(rid)  # every log line of this request carries its id
+        try:
+            return await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -101,13 +110,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         if not settings.redis_url:
             raise RuntimeError("REDIS_URL is not set: run `hinge serve` (it starts an embedded Redis) or set REDIS_URL")
-        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        # Short retries: a request waits a few seconds for a restarting Redis, then gets a 503.
+        client = resilient_client(settings.redis_url, min(settings.redis_retry_s, 5.0), health_check_interval=30)
         app.state.settings = settings
         app.state.redis = client
         app.state.datasets = dataset_store(client, settings.chunk_bytes)
         app.state.models = model_store(client, settings.chunk_bytes)
         app.state.jobs = JobStore(client)
         app.state.queue = Queue(settings.queue_name, connection=client, serializer=JSONSerializer)
+        app.state.job_queue = JobQueue(client, settings)
+        reaper, reaper_stop = start_reaper_thread(client, settings)
         app.state.ingest = IngestPool(settings.ingest_processes)
         app.state.ingest.start()
         app.state.model_cache = ModelCache(settings.model_cache_size)
@@ -115,6 +127,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            reaper_stop.set()
+            reaper.join(5)
             app.state.ingest.close()
             client.close()
 
@@ -143,7 +157,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
     app.add_middleware(RequestIdMiddleware)
-    for router in (datasets.router, jobs.router, models.router, health.router):
+    app.state.metrics_registry, requests_total, latency = build_registry(app)
+    app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)
+    for router in (datasets.router, jobs.router, models.router, evaluation.router, health.router):
         app.include_router(router)
     install_openapi(app)
     return app

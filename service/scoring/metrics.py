@@ -49,3 +49,76 @@ def predicted_ranks(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
     """The rank of each score: ranks[#{k : score > thresholds[k]}] (thresholds ascending)."""
     index = np.searchsorted(np.asarray(thresholds, dtype=np.float64), np.asarray(scores, dtype=np.float64), side="left")
     return np.asarray(ranks)[index]
+
+
+def prbep(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Precision/recall break-even point: precision (= recall) among the k highest scores, k = number of positives."""
+    positive = np.asarray(positive, dtype=bool)
+    k = int(positive.sum())
+    if k == 0:
+        return None
+    top = np.argsort(-np.asarray(scores, dtype=np.float64), kind="mergesort")[:k]
+    return float(positive[top].sum() / k)
+
+
+def kendall_tau(scores: np.ndarray, y: np.ndarray, qid: np.ndarray | None = None) -> float | None:
+    """Kendall's tau-b between scores and y (with qid: the mean over queries whose y is not constant)."""
+    from scipy.stats import kendalltau
+
+    scores = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    groups = [np.arange(y.size)] if qid is None else [np.flatnonzero(qid == q) for q in np.unique(qid)]
+    taus = []
+    for members in groups:
+        if np.unique(y[members]).size < 2 or np.unique(scores[members]).size < 2:
+            continue
+        tau = kendalltau(scores[members], y[members]).statistic
+        if np.isfinite(tau):
+            taus.append(float(tau))
+    return float(np.mean(taus)) if taus else None
+
+
+def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.ndarray, model_labels: np.ndarray) -> dict:
+    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and the confusion matrix.
+
+    Two model labels: the larger is the positive class and ``scores`` has one column. More: precision,
+    recall and F1 are macro averages over the model's classes (per class in ``per_class``), ROC AUC is
+    the macro average of one-vs-rest AUCs over the classes present, and PRBEP is left out.
+    """
+    true = np.asarray(true, dtype=np.float64)
+    predicted = np.asarray(predicted, dtype=np.float64)
+    all_labels = np.union1d(np.asarray(model_labels, dtype=np.float64), np.unique(true))
+    index = {value: i for i, value in enumerate(all_labels)}
+    confusion = np.zeros((all_labels.size, all_labels.size), dtype=np.int64)
+    np.add.at(confusion, (np.array([index[v] for v in true], dtype=np.int64),
+                          np.array([index[v] for v in predicted], dtype=np.int64)), 1)
+    per_class = []
+    for value in model_labels:
+        tp = int(np.sum((predicted == value) & (true == value)))
+        fp = int(np.sum((predicted == value) & (true != value)))
+        fn = int(np.sum((predicted != value) & (true == value)))
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        per_class.append({"label": float(value), "precision": precision, "recall": recall, "f1": f1,
+                          "support": int(np.sum(true == value))})
+    accuracy = float(np.mean(predicted == true))
+    report = {"accuracy": accuracy, "error_rate": 1.0 - accuracy,
+              "confusion_matrix": {"labels": [float(v) for v in all_labels], "matrix": confusion.tolist()},
+              "per_class": per_class}
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(model_labels) == 2:
+        positive_class = per_class[1]
+        report.update(precision=positive_class["precision"], recall=positive_class["recall"], f1=positive_class["f1"])
+        positive = true == model_labels[1]
+        report["roc_auc"] = roc_auc(scores.reshape(-1), positive)
+        report["prbep"] = prbep(scores.reshape(-1), positive)
+    else:
+        report.update(precision=float(np.mean([c["precision"] for c in per_class])),
+                      recall=float(np.mean([c["recall"] for c in per_class])),
+                      f1=float(np.mean([c["f1"] for c in per_class])))
+        aucs = [roc_auc(scores[:, k], true == value) for k, value in enumerate(model_labels)]
+        aucs = [a for a in aucs if a is not None]
+        report["roc_auc"] = float(np.mean(aucs)) if aucs else None
+        report["prbep"] = None
+    return report

@@ -1,0 +1,78 @@
+"""POST /v1/models/{id}/evaluate: metrics of a model on a data set of the same tenant."""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from service.api.deps import ModelIdPath, datasets_dep, models_dep, tenant_dep
+from service.api.errors import not_found
+from service.api.routes.models import ERRORS, load_model
+from service.schemas.base import ErrorResponse
+from service.schemas.evaluation import EvaluateRequest, EvaluationOut
+from service.scoring import metrics
+from service.scoring.models import Scorer, csr
+from service.storage.records import RecordStore
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+def aligned_matrix(arrays: dict, dataset: dict, n_model_features: int):
+    """The data set's rows with the model's feature count: unseen features dropped, missing ones zero."""
+    matrix = csr(arrays, dataset["n_features"])
+    if dataset["n_features"] > n_model_features:
+        return matrix[:, :n_model_features].tocsr()
+    if dataset["n_features"] < n_model_features:
+        matrix.resize((matrix.shape[0], n_model_features))
+    return matrix
+
+
+def evaluate_arrays(model: Scorer, arrays: dict, dataset: dict) -> dict:
+    """Every metric that applies to the model's task."""
+    matrix = aligned_matrix(arrays, dataset, model.n_features)
+    y = np.asarray(arrays["y"], dtype=np.float64)
+    predicted, scores = model.predict_values(matrix)
+    task = model.meta.get("task", "classification")
+    result: dict = {"n_samples": int(y.size), "task": task}
+    if task == "classification":
+        result.update(metrics.classification_report(y, predicted, scores, model.labels))
+        return result
+    qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None
+    result["pairwise_accuracy"] = metrics.pairwise_accuracy(scores, y, qid)
+    result["kendall_tau"] = metrics.kendall_tau(scores, y, qid)
+    if predicted is not None:
+        result["accuracy"] = float(np.mean(predicted == y))
+        result["error_rate"] = 1.0 - result["accuracy"]
+    if task == "roc_area":
+        positive = y == y.max()
+        result["roc_auc"] = metrics.roc_auc(scores, positive)
+        result["prbep"] = metrics.prbep(scores, positive)
+    return result
+
+
+@router.post(
+    "/{model_id}/evaluate",
+    response_model=EvaluationOut,
+    summary="Evaluate a model on a data set",
+    responses={**ERRORS, 404: {"model": ErrorResponse, "description": "No such model or data set (or not yours)."}},
+)
+async def evaluate(
+    request: Request,
+    model_id: ModelIdPath,
+    body: EvaluateRequest,
+    models: RecordStore = Depends(models_dep),
+    datasets: RecordStore = Depends(datasets_dep),
+    tenant: str = Depends(tenant_dep),
+) -> dict:
+    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and confusion matrix; pairwise accuracy and Kendall's tau for ordinal and ranking models."""
+
+    def work() -> dict:
+        model = load_model(request, models, model_id, tenant)
+        dataset = datasets.get(body.dataset_id, tenant)
+        if dataset is None:
+            raise not_found("dataset", body.dataset_id)
+        arrays = datasets.load_arrays(dataset)
+        return dict(evaluate_arrays(model, arrays, dataset), model_id=model_id, dataset_id=body.dataset_id)
+
+    return await run_in_threadpool(work)
