@@ -122,7 +122,7 @@ def test_pairwise_objectives_reach_brute_force_optimum(objective, n_ranks, n_gro
     # the reported objective is the true OP4 objective of the returned w
     assert res.objective == pytest.approx(naive.pairwise_primal(X, y, res.w, C, qid), rel=1e-10)
     # within the stopping guarantee C * m * tol of the optimum, never meaningfully below it
-    assert res.objective <= best + C * m * tol + 1e-9 * best
+    assert res.objective <= best + 1.001 * C * m * tol
     assert res.objective >= best * (1 - 1e-7)
     assert res.extra["lower_bound"] <= best * (1 + 1e-7)
     assert abs(res.objective - best) <= 1e-3 * best
@@ -166,8 +166,11 @@ def test_thresholds_minimise_split_errors():
     ranks, raw = fit_thresholds(scores, y, monotone=False)
     grid = np.concatenate(([scores.min() - 1], np.sort(scores)))  # every distinct split by brute force
     for k in range(ranks.size - 1):
-        def errors(t):
-            return int(np.sum((y <= ranks[k]) & (scores > t)) + np.sum((y > ranks[k]) & (scores <= t)))
+        low = y <= ranks[k]
+
+        def errors(t, low=low):
+            return int(np.sum(low & (scores > t)) + np.sum(~low & (scores <= t)))
+
         assert errors(raw[k]) == min(errors(t) for t in grid)
     np.testing.assert_array_equal(fit_thresholds(scores, y)[1], np.maximum.accumulate(raw))
     # separable scores: every example gets its rank back
@@ -179,7 +182,7 @@ def test_thresholds_minimise_split_errors():
 def test_thresholds_each_minimise_errors_when_already_monotone():
     y = np.array([0, 0, 1, 0, 1, 1, 2, 1, 2, 2], dtype=float)
     s = np.arange(10, dtype=float)
-    ranks, thetas = fit_thresholds(s, y)
+    _, thetas = fit_thresholds(s, y)
     assert thetas[0] == pytest.approx(1.5) or thetas[0] == pytest.approx(3.5)
     assert thetas[1] == pytest.approx(5.5) or thetas[1] == pytest.approx(7.5)
     assert np.all(np.diff(thetas) >= 0)

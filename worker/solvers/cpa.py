@@ -29,9 +29,11 @@ Stopping rule in the user's terms. ``tol`` is the paper's epsilon: the precision
 loss in OP2's units (average hinge loss per example; per pair for OP5). With R(w) the loss sum at
 the current iterate and xi = max(0, max_{j in W} b_j - <z_j, w>) the slack the working set asks
 for, Algorithm 1 stops when (R(w) - xi) / n <= tol (n -> m, the number of pairs, for OP5), which in
-the service's objective means F(w) - F_W(w) <= C * n * tol: the returned objective is within
-C * n * tol (plus the reduced problem's own tiny gap) of the optimum. The paper's default 0.001
-(Section 4.4) is ours. ``max_iter`` (default 10000: far above the few hundred iterations the paper
+the service's objective means F(w) - F_W(w) <= C * n * tol. The reduced problem is solved loosely
+while far from the end (duality gap <= 0.1 x the current outer gap); when the test passes, it is
+re-solved to a gap <= 1e-3 * C * n * tol and the test repeated at that solution, so at the stop
+F(w) - F(w*) <= 1.001 * C * n * tol (Theorem 3 of paper 001 plus the reduced problem's residual
+gap). The paper's default 0.001 (Section 4.4) is ours. ``max_iter`` (default 10000: far above the few hundred iterations the paper
 reports, Figure 2) ends the run with converged=False; the deadline and cancel flag of ``control``
 are checked after every iteration.
 
@@ -71,9 +73,11 @@ from worker.solvers.shared_pool import _pass_cut_rows, _pass_outputs
 OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
 
 # The reduced problem is solved to a duality gap of QP_REL times the current outer gap
-# (F(w) - lower bound of the previous iteration), but never looser than needed to keep the
-# lower bound exact to ~1e-13 relative.
-QP_REL = 1e-3
+# (F(w) - lower bound of the previous iteration; 0.1 costs no more outer iterations than 1e-3 in
+# our measurements and a tenth of the SMO steps), and not tighter than 1e-13 relative.
+# cpa confirms a passed stopping test at a reduced solution precise to QP_FINE * C * m * tol.
+QP_REL = 0.1
+QP_FINE = 1e-3
 
 
 @njit(cache=True)
@@ -171,38 +175,50 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
     seconds = {"qp": 0.0, "outputs": 0.0, "cut": 0.0}
     n_iter = 0
     points = []
+    fine_tol = QP_FINE * C * m * tol
     for it in range(max_iter):
         n_iter = it + 1
-        t0 = time.perf_counter()
+        t_qp = t_out = t_cut = 0.0
         qp_tol = QP_REL * prev_gap if math.isfinite(prev_gap) else 0.0
         qp_tol = max(qp_tol, 1e-13 * max(1.0, abs(best_F) if math.isfinite(best_F) else 1.0))
-        w, D, xi, _, _ = rp.solve(qp_tol)
-        lower = max(lower, D)
-        t1 = time.perf_counter()
-        _pass_outputs(indptr, indices, data, w, B, 0, n, o)
-        t2 = time.perf_counter()
-        if classification:
-            b_cut, risk, gsum = _cpa_class_cut(y, o, gamma)
-        else:
-            b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
-            gsum = 0.0
-        F = 0.5 * float(w @ w) + C * risk
-        if F < best_F:
-            best_F = F
-            best_w[:] = w
-        violation = (risk - xi) / m
-        converged = violation <= tol
+        while True:
+            t0 = time.perf_counter()
+            w, D, xi, _, _ = rp.solve(qp_tol)
+            lower = max(lower, D)
+            t1 = time.perf_counter()
+            _pass_outputs(indptr, indices, data, w, B, 0, n, o)
+            t2 = time.perf_counter()
+            if classification:
+                b_cut, risk, gsum = _cpa_class_cut(y, o, gamma)
+            else:
+                b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
+                gsum = 0.0
+            F = 0.5 * float(w @ w) + C * risk
+            if F < best_F:
+                best_F = F
+                best_w[:] = w
+            violation = (risk - xi) / m
+            converged = violation <= tol
+            t3 = time.perf_counter()
+            t_qp += t1 - t0
+            t_out += t2 - t1
+            t_cut += t3 - t2
+            # Line 9 passed on a loosely solved reduced problem: confirm it at the precise solution
+            if not converged or qp_tol <= fine_tol:
+                break
+            qp_tol = fine_tol
+        t3 = time.perf_counter()
         if not converged:
             z[:] = 0.0
             _pass_cut_rows(indptr, indices, data, gamma, 0, n, z)
             z[d - 1] = B * gsum
             rp.add_cut(z, b_cut)
             rp.drop_inactive(max_inactive)
-        t3 = time.perf_counter()
+        t_cut += time.perf_counter() - t3
         prev_gap = max(F - lower, 0.0)
-        seconds["qp"] += t1 - t0
-        seconds["outputs"] += t2 - t1
-        seconds["cut"] += t3 - t2
+        seconds["qp"] += t_qp
+        seconds["outputs"] += t_out
+        seconds["cut"] += t_cut
         r0 = time.perf_counter()
         control.record({
             "iteration": n_iter,
@@ -213,9 +229,9 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
             "gap": F - lower,
             "violation": violation,
             "n_cuts": rp.t,
-            "qp_s": t1 - t0,
-            "outputs_s": t2 - t1,
-            "cut_s": t3 - t2,
+            "qp_s": t_qp,
+            "outputs_s": t_out,
+            "cut_s": t_cut,
         })
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0

@@ -38,16 +38,23 @@ What runs in parallel (paper 000, Section 3.1, Table 4). With ``n_processes`` p 
 pool of ``worker.solvers.shared_pool`` (the data copied once into shared memory, spawned helpers,
 shut down in ``finally``) splits by rows the output computation <x_i, w_t> and the line-search
 preparation with its sort (each process sorts its rows' breakpoints; the main process merges the
-sorted runs while sweeping), and by feature ranges the cut sum (over a column copy of the data).
+sorted runs while sweeping), and by fixed row segments the cut sum (each segment into its own
+buffer; the main process adds the buffers in segment order).
 p = 1 (the default: an RQ work horse should not start processes unless asked; the service may pass
 the number of cores) runs the same kernels in the calling process with no pool. p = None means the
 cores available to this process. Row sums are accumulated in fixed blocks and merged in order, so
 one and several processes give bit-identical results.
 
 Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, n_cuts,
-step k*, and seconds: qp_s, output_s and sort_s (slowest process), sweep_s, line_search_s
-(sort + sweep), update_s, cut_s, with the per-process lists output_s_by_process,
-sort_s_by_process, cut_s_by_process. ``extra["seconds"]`` holds their totals (Table 4's rows).
+step k*, and seconds: qp_s; output_s, sort_s and cut_s (the slowest process's own time for that
+subtask); sweep_s, line_search_s (sort + sweep); update_s (moving o_b, picking the cut rows: a
+round trip); cut_reduce_s (the rest of the cut step: waiting, adding the segment buffers, the new
+Gram row of the reduced problem); with the per-process lists output_s_by_process,
+sort_s_by_process, cut_s_by_process (wall seconds measured inside each process).
+``extra["seconds"]`` holds their totals (Table 4's rows), ``extra["seconds_by_process"]`` and
+``extra["cpu_seconds_by_process"]`` the per-process wall and thread-CPU totals of the parallel
+subtasks (CPU < wall means the process waited for a core: the machine was shared), and
+``extra["pool_start_s"]`` the time to start the helpers (included in solver_seconds).
 The algorithm uses no randomness; ``seed`` is kept for the common interface.
 """
 
@@ -73,11 +80,12 @@ from worker.solvers.shared_pool import (
     OPS,
     SharedData,
     WorkerPool,
-    _csr_to_csc,
     _ocas_sweep,
+    _sum_parts,
     block_rows_for,
-    col_chunks,
+    cut_segments,
     row_chunks,
+    segment_groups,
 )
 
 
@@ -146,6 +154,7 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
     n_blocks = -(-n // block_rows)
     rows = row_chunks(indptr, int(n_processes), block_rows)
     p = rows.shape[0] - 1
+    seg_bounds = cut_segments(indptr, n_features)
     shared = None
     pool = None
     try:
@@ -154,15 +163,12 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
             a = shared.arrays
             for name, arr in (("indptr", indptr), ("indices", indices), ("data", data), ("y", y)):
                 shared.put(name, arr)
-            colptr, rowidx, colval = _csr_to_csc(indptr, indices, data, n_features)
-            for name, arr in (("colptr", colptr), ("rowidx", rowidx), ("colval", colval)):
-                shared.put(name, arr)
-            del colptr, rowidx, colval
             for name, size in (("w", d), ("z", d), ("o_b", n), ("o_t", n), ("gamma", n), ("keys", n),
                                ("wts", n), ("slope_blocks", n_blocks), ("hinge_blocks", n_blocks),
                                ("count_blocks", n_blocks), ("gsum_blocks", n_blocks)):
                 shared.empty(name, (size,), np.float64)
-            cols = col_chunks(a["colptr"], p)
+            shared.put("seg_bounds", seg_bounds)
+            shared.empty("z_parts", (seg_bounds.shape[0] - 1, n_features), np.float64)
             pool_start = time.perf_counter()
             pool = WorkerPool(shared, p)
             pool_seconds = time.perf_counter() - pool_start
@@ -172,10 +178,11 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
                                ("wts", n), ("slope_blocks", n_blocks), ("hinge_blocks", n_blocks),
                                ("count_blocks", n_blocks), ("gsum_blocks", n_blocks)):
                 a[name] = np.zeros(size)
-            cols = None
+            a["seg_bounds"] = seg_bounds
+            a["z_parts"] = np.zeros((seg_bounds.shape[0] - 1, n_features))
             pool = _LocalPool(a)
             pool_seconds = 0.0
-        return _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
+        return _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
                           block_rows, w_start, control, start, pool_seconds)
     finally:
         if pool is not None:
@@ -184,7 +191,7 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
             shared.close()
 
 
-def _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
+def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
                block_rows, w_b, control, start, pool_seconds) -> SolverResult:
     """Algorithm 1 of paper 000 around the pool's passes; returns the SolverResult."""
     p = rows.shape[0] - 1
@@ -202,8 +209,9 @@ def _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter,
     lower = 0.0
     converged = False
     stop_reason = StopReason.MAX_ITER
-    totals = {k: 0.0 for k in ("qp", "output", "sort", "sweep", "line_search", "update", "cut")}
+    totals = {k: 0.0 for k in ("qp", "output", "sort", "sweep", "line_search", "update", "cut", "cut_reduce")}
     by_process = {k: [0.0] * p for k in ("output", "sort", "cut")}
+    cpu_by_process = {k: [0.0] * p for k in ("output", "sort", "cut")}
     points = []
     n_iter = 0
     k_star = 0.0
@@ -222,6 +230,8 @@ def _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter,
         counts = np.array([r[0] for r in res], dtype=np.int64)
         out_s = [r[1] for r in res]
         sort_s = [r[2] for r in res]
+        out_cpu = [r[3] for r in res]
+        sort_cpu = [r[4] for r in res]
         diff = w_t - w_b
         A0 = float(diff @ diff)
         B0 = float(w_b @ diff)
@@ -240,30 +250,33 @@ def _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter,
 
         gap = F_b - lower
         converged = gap <= max(tol_abs, tol_rel * F_b)
-        cut_s = [0.0] * p
+        cut_res = [(0.0, 0.0)] * p
         if not converged:
             z = a["z"]
-            if cols is None:
-                z[:] = 0.0
-                cut_s = pool.run("cut_rows", [(0, n)])
-            else:
-                cut_s = pool.run("cut_cols", [(int(cols[q]), int(cols[q + 1])) for q in range(p)])
+            cut_res = pool.run("cut_parts", segment_groups(a["z_parts"].shape[0], p))
+            _sum_parts(a["z_parts"], z)
             z[d - 1] = B * float(np.sum(a["gsum_blocks"]))
             rp.add_cut(z, float(np.sum(a["count_blocks"])))
             rp.drop_inactive(max_inactive)
+        cut_s = [r[0] for r in cut_res]
+        cut_cpu = [r[1] for r in cut_res]
         t5 = time.perf_counter()
 
         for q in range(p):
             by_process["output"][q] += out_s[q]
             by_process["sort"][q] += sort_s[q]
             by_process["cut"][q] += cut_s[q]
+            cpu_by_process["output"][q] += out_cpu[q]
+            cpu_by_process["sort"][q] += sort_cpu[q]
+            cpu_by_process["cut"][q] += cut_cpu[q]
         step = {
             "qp": t1 - t0,
             "output": max(out_s),
             "sort": max(sort_s),
             "sweep": t3 - t2,
             "update": t4 - t3,
-            "cut": t5 - t4,
+            "cut": max(cut_s),
+            "cut_reduce": max(t5 - t4 - max(cut_s), 0.0),
         }
         step["line_search"] = step["sort"] + step["sweep"]
         for key, value in step.items():
@@ -316,6 +329,7 @@ def _ocas_loop(pool, a, rows, cols, n, d, B, C, tol_rel, tol_abs, lam, max_iter,
             "pool_start_s": pool_seconds,
             "seconds": totals,
             "seconds_by_process": by_process,
+            "cpu_seconds_by_process": cpu_by_process,
         },
     )
 

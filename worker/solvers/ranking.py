@@ -186,10 +186,11 @@ def pairwise_cut(o: np.ndarray, setup: PairwiseSetup, cplus: np.ndarray, cminus:
     return float(b), float(risk)
 
 
-def fit_thresholds(scores: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fit_thresholds(scores: np.ndarray, y: np.ndarray, monotone: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(ranks, thresholds): per adjacent rank pair, the split of the scores with fewest training errors.
 
-    See the module docstring; thresholds are non-decreasing, len(thresholds) == len(ranks) - 1.
+    See the module docstring; len(thresholds) == len(ranks) - 1; with ``monotone`` (the default, what
+    the solver stores) the per-split optima are made non-decreasing by a running maximum.
     """
     scores = np.asarray(scores, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -220,7 +221,7 @@ def fit_thresholds(scores: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.nd
             thetas[k] = s[n - 1] + 1.0
         else:
             thetas[k] = 0.5 * (s[q - 1] + s[q])
-    if thetas.size:
+    if monotone and thetas.size:
         thetas = np.maximum.accumulate(thetas)
     return ranks, thetas
 

@@ -137,13 +137,16 @@ def _rqp_smo(H, b, alpha, t, C, tol, max_steps, g):
             alpha[j] = 0.0 if delta == avail else alpha[j] - delta
         else:
             s = 0.0 if delta == avail else s - delta
-        for k in range(t):
-            hk = 0.0
-            if i < t:
-                hk += H[k, i]
-            if j < t:
-                hk -= H[k, j]
-            g[k] -= delta * hk
+        # H is symmetric: read rows i and j (contiguous) instead of columns
+        if i < t and j < t:
+            for k in range(t):
+                g[k] -= delta * (H[i, k] - H[j, k])
+        elif i < t:
+            for k in range(t):
+                g[k] -= delta * H[i, k]
+        else:
+            for k in range(t):
+                g[k] += delta * H[j, k]
         steps += 1
     dual = 0.0
     for j in range(t):

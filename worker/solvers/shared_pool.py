@@ -7,17 +7,23 @@ What runs here. The three O(nnz) or O(n log n) subtasks of one OCAS iteration (F
 * line-search preparation (paper 000, Appendix A): the slopes B_i, offsets C_i and the breakpoints
   k_i = -C_i / B_i > 0 of G(k), each process sorting its own rows' breakpoints (``_ocas_prep``);
   the main process then merges the p sorted runs while it sweeps (``_ocas_sweep``);
-* cut sum  z = sum_i gamma_i x_i  with gamma_i = y_i pi_i (classification) or c+_i - c-_i (pairs),
-  by rows in one process (``_pass_cut_rows``) and by feature ranges over a column copy of the data
-  in several (``_pass_cut_cols``).
+* cut sum  z = sum_i gamma_i x_i  with gamma_i = y_i pi_i (classification) or c+_i - c-_i (pairs):
+  by rows in one process for cpa (``_pass_cut_rows``); for ocas over a fixed set of row segments
+  (``cut_segments``: at most 8, balanced by nnz, chosen from the data alone), each segment summed
+  into its own buffer (``_pass_cut_parts``), the processes taking contiguous groups of segments,
+  and the main process adding the buffers in segment order (``_sum_parts``).
 
 Same answer for any number of processes. Every row-wise value is computed by the same code whatever
-the partition; every scalar sum over rows is accumulated per fixed block of rows (``block_rows_for(n)``,
-a function of n alone, at most ``BLOCK_ROWS``) and
-the blocks are added in order by the main process, and chunks start on block boundaries; the cut sum
-by columns adds the terms of each feature in increasing row order, which is exactly the order in
-which the row-wise scatter adds them; the merged breakpoint order is the stable order by (key, row).
-So one process and p processes produce bit-identical iterates (the tests check 1 vs 2 processes).
+the partition. Every scalar sum over rows is accumulated per fixed block of rows (``block_rows_for(n)``,
+a function of n alone, at most ``BLOCK_ROWS``), chunks start on block boundaries, and the main
+process adds the blocks in order. The cut sum uses the same fixed segments and the same order of
+additions whatever the number of processes. The breakpoints are sorted stably (LSD radix sort) and
+the merge breaks ties towards the lower chunk, so
+the merged order is the stable order by (key, row). Hence one process and p processes produce
+bit-identical iterates (the tests check 1 vs 2 processes).
+
+The caller's main module must be importable without side effects (the usual rule of the 'spawn'
+start method: scripts guard their entry point with ``if __name__ == "__main__":``).
 
 The pool. ``SharedData`` copies arrays once into ``multiprocessing.shared_memory`` segments;
 ``WorkerPool(shared, n_processes)`` starts n_processes - 1 helper processes with the 'spawn' start
@@ -40,6 +46,8 @@ import numpy as np
 from numba import njit
 
 BLOCK_ROWS = 4096
+MAX_CUT_SEGMENTS = 8
+CUT_BUFFER_ENTRIES = 1 << 24  # 128 MB of float64 at most for the cut's per-segment buffers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,38 +77,29 @@ def _pass_cut_rows(indptr, indices, data, gamma, row_start, row_end, z):
 
 
 @njit(cache=True)
-def _pass_cut_cols(colptr, rowidx, colval, gamma, col_start, col_end, z):
-    """z[f] = sum_i gamma_i x_if for features in [col_start, col_end), rows in increasing order."""
-    for f in range(col_start, col_end):
-        acc = 0.0
-        for k in range(colptr[f], colptr[f + 1]):
-            gi = gamma[rowidx[k]]
+def _pass_cut_parts(indptr, indices, data, gamma, seg_bounds, seg_start, seg_end, z_parts):
+    """For each row segment k in [seg_start, seg_end): z_parts[k] = sum over its rows of gamma_i x_i."""
+    d = z_parts.shape[1]
+    for k in range(seg_start, seg_end):
+        zk = z_parts[k]
+        for f in range(d):
+            zk[f] = 0.0
+        for i in range(seg_bounds[k], seg_bounds[k + 1]):
+            gi = gamma[i]
             if gi != 0.0:
-                acc += gi * colval[k]
-        z[f] = acc
+                for e in range(indptr[i], indptr[i + 1]):
+                    zk[indices[e]] += gi * data[e]
 
 
 @njit(cache=True)
-def _csr_to_csc(indptr, indices, data, n_features):
-    """Column copy of a CSR matrix, entries of each column in increasing row order (no summing)."""
-    nnz = indices.shape[0]
-    n = indptr.shape[0] - 1
-    colptr = np.zeros(n_features + 1, dtype=np.int64)
-    for k in range(nnz):
-        colptr[indices[k] + 1] += 1
-    for f in range(n_features):
-        colptr[f + 1] += colptr[f]
-    fill = colptr[:-1].copy()
-    rowidx = np.empty(nnz, dtype=np.int32)
-    colval = np.empty(nnz, dtype=np.float64)
-    for i in range(n):
-        for k in range(indptr[i], indptr[i + 1]):
-            f = indices[k]
-            p = fill[f]
-            rowidx[p] = i
-            colval[p] = data[k]
-            fill[f] = p + 1
-    return colptr, rowidx, colval
+def _sum_parts(z_parts, z):
+    """z[f] = ((z_parts[0, f] + z_parts[1, f]) + ...) in segment order, for f < z_parts.shape[1]."""
+    K, d = z_parts.shape
+    for f in range(d):
+        acc = 0.0
+        for k in range(K):
+            acc += z_parts[k, f]
+        z[f] = acc
 
 
 @njit(cache=True)
@@ -132,13 +131,54 @@ def _ocas_prep(y, o_b, o_t, C, row_start, row_end, block_rows, slope_blocks, key
     if row_end > row_start:
         slope_blocks[blk] = acc
     if count > 1:
-        seg_k = keys[row_start:row_start + count].copy()
-        seg_w = wts[row_start:row_start + count].copy()
-        perm = np.argsort(seg_k, kind="mergesort")
-        for q in range(count):
-            keys[row_start + q] = seg_k[perm[q]]
-            wts[row_start + q] = seg_w[perm[q]]
+        _radix_sort_pairs(keys[row_start:row_start + count], wts[row_start:row_start + count])
     return count
+
+
+@njit(cache=True)
+def _radix_sort_pairs(keys, wts):
+    """Sort keys (positive float64, +inf allowed) ascending in place, carrying wts; stable.
+
+    For positive IEEE doubles the bit patterns read as uint64 are ordered like the values, so an
+    LSD radix sort over 8 bytes (passes where every key has the same byte are skipped) sorts them
+    in O(8 m), stably: equal keys keep their row order, which makes the merged order of several
+    processes' runs equal to the order of one process.
+    """
+    m = keys.shape[0]
+    a_k = keys.view(np.uint64)
+    a_w = wts
+    b_k = np.empty(m, dtype=np.uint64)
+    b_w = np.empty(m, dtype=np.float64)
+    count = np.zeros(256, dtype=np.int64)
+    src_is_a = True
+    for byte in range(8):
+        shift = np.uint64(8 * byte)
+        if src_is_a:
+            src_k, src_w, dst_k, dst_w = a_k, a_w, b_k, b_w
+        else:
+            src_k, src_w, dst_k, dst_w = b_k, b_w, a_k, a_w
+        for b in range(256):
+            count[b] = 0
+        for q in range(m):
+            count[(src_k[q] >> shift) & np.uint64(255)] += 1
+        if count[(src_k[0] >> shift) & np.uint64(255)] == m:
+            continue
+        total = 0
+        for b in range(256):
+            c = count[b]
+            count[b] = total
+            total += c
+        for q in range(m):
+            b = (src_k[q] >> shift) & np.uint64(255)
+            pos = count[b]
+            dst_k[pos] = src_k[q]
+            dst_w[pos] = src_w[q]
+            count[b] = pos + 1
+        src_is_a = not src_is_a
+    if not src_is_a:
+        for q in range(m):
+            a_k[q] = b_k[q]
+            a_w[q] = b_w[q]
 
 
 @njit(cache=True)
@@ -260,18 +300,27 @@ def row_chunks(indptr: np.ndarray, n_chunks: int, block_rows: int) -> np.ndarray
     return np.array([starts[b] for b in bounds], dtype=np.int64)
 
 
-def col_chunks(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
-    """Feature-range boundaries balancing nnz; length n_chunks + 1 (ranges may be empty)."""
-    d = colptr.shape[0] - 1
-    n_chunks = max(1, int(n_chunks))
-    cost = colptr.astype(np.float64) + np.arange(d + 1)
+def cut_segments(indptr: np.ndarray, n_features: int) -> np.ndarray:
+    """Fixed row segments of the cut sum, balanced by nnz: a function of the data only, never of p.
+
+    MAX_CUT_SEGMENTS segments, fewer when the (segments x features) buffers would exceed
+    CUT_BUFFER_ENTRIES floats (then fewer processes share the cut sum).
+    """
+    n = indptr.shape[0] - 1
+    K = int(max(1, min(MAX_CUT_SEGMENTS, n, CUT_BUFFER_ENTRIES // max(1, n_features))))
+    cost = indptr.astype(np.float64) + np.arange(n + 1)
     bounds = [0]
-    for q in range(1, n_chunks):
-        b = int(np.searchsorted(cost, cost[-1] * q / n_chunks))
-        b = min(max(b, bounds[-1]), d)
-        bounds.append(b)
-    bounds.append(d)
+    for k in range(1, K):
+        b = int(np.searchsorted(cost, cost[-1] * k / K))
+        bounds.append(min(max(b, bounds[-1]), n))
+    bounds.append(n)
     return np.array(bounds, dtype=np.int64)
+
+
+def segment_groups(n_segments: int, n_processes: int) -> list[tuple[int, int]]:
+    """Contiguous groups of segments, one per process (some empty when segments < processes)."""
+    edges = np.linspace(0, n_segments, n_processes + 1).round().astype(int)
+    return [(int(edges[q]), int(edges[q + 1])) for q in range(n_processes)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,14 +329,18 @@ def col_chunks(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
 
 
 def op_outputs_prep(a, row_start, row_end, B, C, block_rows):
-    """OCAS subtasks 'output computation' and 'line-search sort' on one row chunk."""
-    t0 = time.perf_counter()
+    """OCAS subtasks 'output computation' and 'line-search sort' on one row chunk.
+
+    Returns (count, output wall s, sort wall s, output CPU s, sort CPU s): CPU seconds of this
+    thread show how much of the wall time the process actually ran (the machine may be shared).
+    """
+    t0, c0 = time.perf_counter(), time.thread_time()
     _pass_outputs(a["indptr"], a["indices"], a["data"], a["w"], B, row_start, row_end, a["o_t"])
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.thread_time()
     count = _ocas_prep(a["y"], a["o_b"], a["o_t"], C, row_start, row_end, block_rows,
                        a["slope_blocks"], a["keys"], a["wts"])
-    t2 = time.perf_counter()
-    return int(count), t1 - t0, t2 - t1
+    t2, c2 = time.perf_counter(), time.thread_time()
+    return int(count), t1 - t0, t2 - t1, c1 - c0, c2 - c1
 
 
 def op_update(a, row_start, row_end, k, lam, block_rows):
@@ -298,25 +351,19 @@ def op_update(a, row_start, row_end, k, lam, block_rows):
     return time.perf_counter() - t0
 
 
-def op_cut_cols(a, col_start, col_end):
-    """OCAS subtask 'cut sum' on one feature range."""
-    t0 = time.perf_counter()
-    _pass_cut_cols(a["colptr"], a["rowidx"], a["colval"], a["gamma"], col_start, col_end, a["z"])
-    return time.perf_counter() - t0
+def op_cut_parts(a, seg_start, seg_end):
+    """OCAS subtask 'cut sum' for the fixed row segments [seg_start, seg_end). Returns (wall s, CPU s)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    _pass_cut_parts(a["indptr"], a["indices"], a["data"], a["gamma"], a["seg_bounds"], seg_start, seg_end,
+                    a["z_parts"])
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 def op_outputs(a, row_start, row_end, B, block_rows):
-    """Outputs of w into o_t and block hinge sums (used for the final exact objective)."""
+    """Outputs of w into o_t and block hinge sums (used for the start and the final exact objective)."""
     t0 = time.perf_counter()
     _pass_outputs(a["indptr"], a["indices"], a["data"], a["w"], B, row_start, row_end, a["o_t"])
     _hinge_blocks(a["y"], a["o_t"], row_start, row_end, block_rows, a["hinge_blocks"])
-    return time.perf_counter() - t0
-
-
-def op_cut_rows(a, row_start, row_end):
-    """Cut sum by rows (scatter into z; the caller zeroes z first). Used in one process."""
-    t0 = time.perf_counter()
-    _pass_cut_rows(a["indptr"], a["indices"], a["data"], a["gamma"], row_start, row_end, a["z"])
     return time.perf_counter() - t0
 
 
@@ -329,8 +376,7 @@ def op_ping(a):
 OPS = {
     "outputs_prep": op_outputs_prep,
     "update": op_update,
-    "cut_cols": op_cut_cols,
-    "cut_rows": op_cut_rows,
+    "cut_parts": op_cut_parts,
     "outputs": op_outputs,
     "ping": op_ping,
 }
@@ -481,8 +527,10 @@ def warm_up() -> None:
     _pass_outputs(indptr, indices, data, w, 1.0, 0, 3, o_t)
     z = np.zeros(3)
     _pass_cut_rows(indptr, indices, data, y, 0, 3, z)
-    colptr, rowidx, colval = _csr_to_csc(indptr, indices, data, 2)
-    _pass_cut_cols(colptr, rowidx, colval, y, 0, 2, z)
+    seg = np.array([0, 2, 3], dtype=np.int64)
+    parts = np.zeros((2, 2))
+    _pass_cut_parts(indptr, indices, data, y, seg, 0, 2, parts)
+    _sum_parts(parts, z)
     blocks = np.zeros(1)
     keys = np.zeros(3)
     wts = np.zeros(3)

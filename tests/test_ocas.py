@@ -1,0 +1,315 @@
+"""ocas (Franc & Sonnenburg 2008, Algorithm 1): oracle objectives, fewer iterations than cpa,
+the exact line search of Appendix A, and 1 vs 2 processes over shared memory.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
+
+from tests import naive
+from worker.solvers.common import SolverControl, SolverInputError, StopReason
+from worker.solvers.cpa import solve_cpa
+from worker.solvers.ocas import solve_ocas, warm_up
+from worker.solvers.shared_pool import SharedData, WorkerPool, _ocas_prep, _ocas_sweep
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled():
+    warm_up()
+
+
+def _csr(X):
+    A = sp.csr_matrix(X)
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
+
+
+def _primal(X, y, w, b, C, B):
+    w_full = np.append(w, b / B) if B is not None else np.asarray(w)
+    return naive.svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C,
+                                   loss="hinge", bias=B)
+
+
+def _reference(X, y, C, B):
+    clf = LinearSVC(dual=True, loss="hinge", C=C, tol=1e-8, max_iter=10**6, fit_intercept=B is not None,
+                    intercept_scaling=B if B is not None else 1.0).fit(X, y)
+    b = float(clf.intercept_[0]) if B is not None else 0.0
+    return _primal(X, y, clf.coef_.ravel(), b, C, B)
+
+
+def _cancer():
+    X, labels = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X), np.where(labels == 1, 1.0, -1.0)
+
+
+def _sparse(n=1500, d=2000, seed=2024):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(5, 26, size=n)
+    rows = np.repeat(np.arange(n), counts)
+    cols = rng.integers(0, d, size=rows.size)
+    X = sp.csr_matrix((rng.normal(size=rows.size), (rows, cols)), shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(X @ rng.normal(size=d) > 0, 1.0, -1.0)
+    flip = rng.random(n) < 0.1
+    y[flip] = -y[flip]
+    return X, y
+
+
+def _digits():
+    X, labels = load_digits(return_X_y=True)
+    return X / 16.0, np.where(labels >= 5, 1.0, -1.0)
+
+
+def _wine():
+    X, labels = load_wine(return_X_y=True)
+    return StandardScaler().fit_transform(X), np.where(labels == 0, 1.0, -1.0)
+
+
+PROBLEMS = {"cancer": _cancer, "sparse": _sparse, "digits": _digits, "wine": _wine}
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return {name: make() for name, make in PROBLEMS.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# the line search of Appendix A
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_line_search_is_exact_and_independent_of_the_split(seed):
+    rng = np.random.default_rng(seed)
+    n = 200
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    o_b = rng.normal(size=n) * 2
+    o_t = rng.normal(size=n) * 2
+    if seed % 2:
+        o_b = np.round(o_b, 1)  # ties among breakpoints and exact zeros of C_i
+        o_t = np.round(o_t, 1)
+    C = float(rng.uniform(0.1, 3))
+    A0 = float(rng.uniform(0.5, 50))
+    B0 = float(-rng.uniform(0, 100))
+    Bi = C * y * (o_b - o_t)
+    Ci = C * (1 - y * o_b)
+    k_ref, G_ref = naive.line_search_min(A0, B0, Bi, Ci)
+
+    def run(bounds):
+        keys = np.zeros(n)
+        wts = np.zeros(n)
+        blocks = np.zeros(n)
+        counts = []
+        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+            counts.append(_ocas_prep(y, o_b, o_t, C, r0, r1, 8, blocks, keys, wts))
+        S = B0 + float(np.sum(blocks))
+        if S >= 0:
+            return 0.0
+        return _ocas_sweep(keys, wts, np.array(bounds[:-1], dtype=np.int64), np.array(counts, dtype=np.int64), A0, S)
+
+    k1 = run([0, n])
+    k3 = run([0, 64, 136, n])
+    assert k1 == k3  # merged runs give the very same answer
+    G = lambda k: 0.5 * A0 * k * k + B0 * k + float(np.maximum(0.0, k * Bi + Ci).sum())
+    assert G(k1) <= G_ref + 1e-9 * max(1.0, abs(G_ref))
+    assert k1 == pytest.approx(k_ref, rel=1e-7, abs=1e-9) or G(k1) == pytest.approx(G_ref, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# against the oracles
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("C,B", [(1.0, 1.0), (0.05, 2.0), (10.0, None)])
+def test_ocas_reaches_optimum_within_tolerance_on_breast_cancer(problems, C, B):
+    X, y = problems["cancer"]
+    best = _reference(X, y, C, B)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol_rel=1e-3)
+    assert res.converged and res.stop_reason is StopReason.CONVERGED
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, B), rel=1e-10)
+    # stopping rule (9): certified within tol_rel of the optimum
+    assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
+    assert res.extra["lower_bound"] <= best * (1 + 1e-6)
+    assert res.objective - res.extra["lower_bound"] <= 1e-3 * res.objective * (1 + 1e-9)
+
+
+def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
+    X, y = problems["sparse"]
+    C = 0.5
+    best = _reference(X, y, C, 1.0)
+    res = solve_ocas(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1],
+                     C=C, tol_rel=1e-3)
+    assert res.converged
+    assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
+
+
+def test_ocas_agrees_with_dcd(problems):
+    dcd = pytest.importorskip("worker.solvers.dcd")
+    X, y = problems["cancer"]
+    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6,
+                        max_iter=100000)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=1e-3)
+    assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("name", ["cancer", "sparse"])
+def test_ocas_agrees_with_liblinear_official_at_tight_tolerance(problems, name):
+    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    X, y = problems[name]
+    Xs = sp.csr_matrix(X)
+    C = 1.0
+    model = liblinearutil.train(y, Xs, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
+    w_full = np.array(model.get_decfun()[0] + [model.get_decfun()[1]])
+    if model.get_labels()[0] != 1:
+        w_full = -w_full
+    ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
+    res = solve_ocas(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
+                     n_features=X.shape[1], C=C, bias=1.0, tol_rel=1e-6)
+    assert abs(res.objective - ref) <= 1e-3 * ref
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+@pytest.mark.parametrize("eps_rel", [1e-2, 1e-4])
+def test_ocas_needs_fewer_iterations_than_cpa(problems, name, eps_rel):
+    """Paper 000's central claim: to the same absolute precision eps, OCAS stops in fewer iterations.
+
+    Both rules read 'upper bound - lower bound <= eps': cpa's F(w_t) - F_W(w_t) <= C n tol with
+    tol = eps / (C n), ocas's F(w_b) - D_t <= tol_abs = eps.
+    """
+    X, y = problems[name]
+    C = 1.0
+    eps = eps_rel * _reference(X, y, C, 1.0)
+    args = _csr(X)
+    cpa = solve_cpa(*args, y, n_features=X.shape[1], C=C, tol=eps / (C * len(y)))
+    ocas = solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol_abs=eps)
+    assert cpa.converged and ocas.converged
+    assert ocas.n_iter < cpa.n_iter
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_one_and_two_processes_give_the_same_model(problems):
+    X, y = problems["sparse"]
+    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
+    one = solve_ocas(*args, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=1)
+    two = solve_ocas(*args, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=2)
+    assert two.extra["n_processes"] == 2 and one.extra["n_processes"] == 1
+    assert two.objective == pytest.approx(one.objective, rel=1e-9)
+    assert two.n_iter == one.n_iter
+    # the blocked sums make the runs bit-identical, not only close
+    np.testing.assert_array_equal(two.w, one.w)
+    assert two.bias == one.bias
+    assert len(two.trace[0]["output_s_by_process"]) == 2
+    assert multiprocessing.active_children() == []  # the pool is gone
+
+
+def test_two_processes_on_unsorted_rows_with_duplicates():
+    """Rows not sorted by feature, repeated features in a row: the cut's sorted copy must add alike."""
+    rng = np.random.default_rng(3)
+    n, d = 700, 60
+    counts = rng.integers(3, 12, size=n)
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    indices = rng.integers(0, d, size=indptr[-1]).astype(np.int32)  # unsorted, with repeats
+    data = rng.normal(size=indptr[-1])
+    X = sp.csr_matrix((data, indices, indptr), shape=(n, d))  # scipy sums the repeats when multiplying
+    y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    one = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=1)
+    two = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=2)
+    np.testing.assert_array_equal(two.w, one.w)
+    assert two.objective == one.objective and two.n_iter == one.n_iter
+    assert one.objective == pytest.approx(_primal(X, y, one.w, one.bias, 0.5, 1.0), rel=1e-10)
+    assert multiprocessing.active_children() == []
+
+
+def test_pool_is_shut_down_when_an_operation_fails():
+    shared = SharedData()
+    try:
+        shared.put("x", np.arange(10.0))
+        pool = WorkerPool(shared, 2)
+        try:
+            with pytest.raises(KeyError):
+                pool.run("no_such_operation", [(), ()])
+        finally:
+            pool.close()
+        assert multiprocessing.active_children() == []
+    finally:
+        shared.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# control, warm start, trace, input checks
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ocas_max_iter_deadline_cancel(problems):
+    X, y = problems["cancer"]
+    args = _csr(X)
+    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9, max_iter=4)
+    assert res.stop_reason is StopReason.MAX_ITER and not res.converged and res.n_iter == 4
+    assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
+    assert res.objective == pytest.approx(res.trace[-1]["primal"], rel=1e-10)  # best so far = w_b
+    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9, control=SolverControl(deadline=0.0))
+    assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1
+    calls = []
+    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9,
+                     control=SolverControl(cancel_requested=lambda: calls.append(1) or len(calls) >= 3))
+    assert res.stop_reason is StopReason.CANCELED and res.n_iter == 3
+
+
+def test_ocas_trace_is_monotone_and_complete(problems):
+    X, y = problems["digits"]
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    primal = [p["primal"] for p in res.trace]
+    lower = [p["lower_bound"] for p in res.trace]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(primal, primal[1:]))  # F(w_b) never increases
+    assert all(b >= a for a, b in zip(lower, lower[1:]))  # the lower bound never decreases
+    for key in ("iteration", "elapsed_s", "gap", "n_cuts", "qp_s", "output_s", "sort_s", "sweep_s",
+                "line_search_s", "update_s", "cut_s", "output_s_by_process", "cut_s_by_process"):
+        assert key in res.trace[0]
+    assert set(res.extra["seconds"]) >= {"qp", "output", "sort", "line_search", "cut"}
+
+
+def test_ocas_warm_start_from_the_optimum(problems):
+    X, y = problems["cancer"]
+    cold = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-6)
+    warm = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-3, w0=np.append(cold.w, cold.bias))
+    assert warm.objective <= cold.objective * (1 + 1e-12)
+    assert warm.n_iter < cold.n_iter
+    with pytest.raises(SolverInputError, match="w0 must be"):
+        solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, w0=np.zeros(3))
+
+
+def test_ocas_deterministic(problems):
+    X, y = problems["wine"]
+    a = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, seed=0)
+    b = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, seed=9)
+    np.testing.assert_array_equal(a.w, b.w)
+    assert a.n_iter == b.n_iter and a.bias == b.bias
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lam": 0.0}, "lam must be"),
+        ({"lam": 1.5}, "lam must lie"),
+        ({"tol_rel": 0.0, "tol_abs": 0.0}, "both 0"),
+        ({"tol_rel": -1.0}, "tol_rel must be"),
+        ({"n_processes": 0}, "n_processes must be"),
+        ({"C": -1.0}, "C must be"),
+        ({"bias": -1.0}, "bias must be"),
+    ],
+)
+def test_ocas_refuses_bad_parameters(kwargs, match):
+    ip, ix, dt = _csr(np.eye(4))
+    with pytest.raises(SolverInputError, match=match):
+        solve_ocas(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), **({"n_features": 4, "C": 1.0} | kwargs))
