@@ -1,4 +1,7 @@
-"""The `hinge` command: serve (Redis + API + workers), api, worker, openapi.
+"""The `hinge` command: serve (Redis + API + workers), api, worker, keys, openapi.
+
+`hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
+(hashed) in Redis (see service/storage/apikeys.py); it needs REDIS_URL.
 
 `hinge serve` is a small supervisor: it starts an embedded Redis (unless REDIS_URL is set), the
 API (uvicorn) and the worker processes, restarts a worker that dies, and on Ctrl-C or SIGTERM
@@ -18,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-GRACE_S = 10.0
+GRACE_S = 30.0  # as docker/compose.yaml's stop_grace_period: a stopping worker checkpoints its job
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
 
@@ -64,8 +67,10 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.config import get_settings
+    from service.logs import uvicorn_log_config
 
-    if not get_settings().redis_url:
+    settings = get_settings()
+    if not settings.redis_url:
         _log("REDIS_URL is not set: use `hinge serve` for an embedded Redis, or set REDIS_URL")
         return 2
     uvicorn.run(
@@ -74,9 +79,57 @@ def cmd_api(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level.lower(),
+        log_config=uvicorn_log_config(args.log_level, settings.log_format),
         access_log=not args.no_access_log,
     )
     return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Create, list or revoke API keys (kept hashed in Redis)."""
+    import redis
+
+    from service.config import get_settings
+    from service.storage.apikeys import ApiKeyStore
+
+    url = get_settings().redis_url
+    if not url:
+        _log("REDIS_URL is not set: point it at the service's Redis (hinge serve prints it)")
+        return 2
+    client = redis.Redis.from_url(url)
+    store = ApiKeyStore(client)
+    try:
+        if args.keys_command == "create":
+            try:
+                key_id, key = store.create(args.tenant, args.name or "")
+            except ValueError as exc:
+                _log(str(exc))
+                return 2
+            if args.json:
+                print(json.dumps({"key_id": key_id, "tenant": args.tenant, "key": key}))
+            else:
+                print(key)
+                _log(f"key {key_id} for tenant {args.tenant!r} created; it is shown only this once")
+            return 0
+        if args.keys_command == "list":
+            records = store.list()
+            if args.json:
+                print(json.dumps(records))
+            else:
+                print(f"{'key_id':<18}{'tenant':<20}{'status':<10}{'created_at':<30}name")
+                for r in records:
+                    status = "active" if r["active"] else "revoked"
+                    print(f"{r['key_id']:<18}{r['tenant']:<20}{status:<10}{r['created_at']:<30}{r.get('name', '')}")
+            return 0
+        if args.keys_command == "revoke":
+            if not store.revoke(args.key_id):
+                _log(f"no key with id {args.key_id!r}")
+                return 1
+            _log(f"key {args.key_id} revoked")
+            return 0
+    finally:
+        client.close()
+    return 2
 
 
 def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
@@ -101,6 +154,7 @@ class Supervisor:
         return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
 
     def _spawn_worker(self) -> subprocess.Popen:
+        # The worker gets SIGTERM from stop() and forwards it to its running solver (checkpoint).
         return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
 
     def start(self) -> None:
@@ -110,7 +164,10 @@ class Supervisor:
         if not self.env.get("REDIS_URL"):
             from service.embedded_redis import EmbeddedRedis
 
-            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port).start()
+            from service.config import get_settings
+
+            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port,
+                                       appendfsync=get_settings().redis_appendfsync).start()
             self.env["REDIS_URL"] = self.redis.url
             _log(f"embedded Redis on {self.redis.url}, append-only file in {self.data_dir / 'redis'}")
         else:
@@ -209,6 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)
 
+    keys_parser = sub.add_parser("keys", help="Manage API keys (needs REDIS_URL): create, list, revoke.")
+    keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="Create a key for a tenant; prints the key once.")
+    create.add_argument("--tenant", required=True, help="Tenant the key acts for (letters, digits, _ . -).")
+    create.add_argument("--name", default="", help="A note to recognise the key by in listings.")
+    create.add_argument("--json", action="store_true", help="Print {key_id, tenant, key} as JSON.")
+    listing = keys_sub.add_parser("list", help="List keys (never the secrets).")
+    listing.add_argument("--json", action="store_true", help="Print JSON.")
+    revoke = keys_sub.add_parser("revoke", help="Revoke a key by its id.")
+    revoke.add_argument("key_id", help="The key's id (as `list` shows it).")
+
     openapi = sub.add_parser("openapi", help="Write the OpenAPI document to openapi/openapi.json.")
     openapi.add_argument("--output", default=str(OPENAPI_PATH), help="Where to write it.")
     openapi.add_argument("--check", action="store_true", help="Fail if the file differs from the document.")
@@ -227,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_api(args)
     if args.command == "openapi":
         return cmd_openapi(args)
+    if args.command == "keys":
+        return cmd_keys(args)
     return 2
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -74,6 +75,38 @@ class Settings(BaseSettings):
     cancel_poll_s: float = Field(
         default=0.1, gt=0, description="How often a running solver looks for a cancel request in Redis."
     )
+    # -- issue 6: crash recovery, fairness, limits, observability (see worker/heartbeat.py, service/lifecycle.py)
+    max_line_bytes: int = Field(
+        default=256 * MiB, ge=1024, description="Longest line of an uploaded text file (the parser never holds more of one line)."
+    )
+    max_queued_jobs_per_tenant: int = Field(
+        default=1000, ge=0, description="Most queued jobs one tenant may have; more submissions get 429 (0: no limit)."
+    )
+    max_running_jobs_per_tenant: int = Field(
+        default=0, ge=0, description="Most jobs of one tenant that run at once; the others wait queued (0: no limit)."
+    )
+    heartbeat_s: float = Field(default=2.0, gt=0, description="How often a worker's heartbeat process refreshes its liveness key.")
+    worker_lease_s: float = Field(
+        default=10.0, gt=0, description="Time-to-live of a worker's liveness key: a worker silent this long is dead."
+    )
+    reap_interval_s: float = Field(
+        default=2.0, gt=0, description="How often the reaper (in the API and in every worker) looks for jobs of dead workers."
+    )
+    shutdown_policy: Literal["checkpoint", "requeue"] = Field(
+        default="checkpoint",
+        description="On SIGTERM a worker stops its running solver and stores the best model (`checkpoint`, "
+        "stop_reason `interrupted`) or puts the job back in the queue (`requeue`).",
+    )
+    dequeue_poll_s: float = Field(
+        default=1.0, gt=0, description="An idle worker re-reads the list of tenant queues at least this often."
+    )
+    redis_retry_s: float = Field(
+        default=60.0, ge=0, description="How long workers and the API retry a Redis command while Redis restarts."
+    )
+    redis_appendfsync: Literal["always", "everysec"] = Field(
+        default="always", description="fsync policy of the embedded Redis's append-only file (see README, Operations)."
+    )
+    log_format: Literal["json", "text"] = Field(default="json", description="Log lines as JSON objects or plain text.")
 
 
 @functools.lru_cache(maxsize=1)

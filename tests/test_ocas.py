@@ -159,12 +159,17 @@ def test_ocas_agrees_with_dcd(problems):
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective * (1 + 1e-3)
 
 
+LIBLINEAR_CONVERGES_AT = {"cancer": 0.05, "sparse": 1.0}
+
+
 @pytest.mark.parametrize("name", ["cancer", "sparse"])
 def test_ocas_agrees_with_liblinear_official_at_tight_tolerance(problems, name):
     liblinearutil = pytest.importorskip("liblinear.liblinearutil")
     X, y = problems[name]
     Xs = sp.csr_matrix(X)
-    C = 1.0
+    # liblinear-official stops its dual solver at 300 iterations whatever -e says (and its random
+    # permutation depends on earlier calls in the process): use a C at which it converges.
+    C = LIBLINEAR_CONVERGES_AT[name]
     model = liblinearutil.train(y, Xs, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
     w_full = np.array(model.get_decfun()[0] + [model.get_decfun()[1]])
     if model.get_labels()[0] != 1:

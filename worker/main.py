@@ -1,10 +1,24 @@
-"""`hinge worker`: warm the numba kernels, then take jobs from the RQ queue.
+"""`hinge worker`: warm the numba kernels, then take jobs from the tenants' RQ queues, fairly.
 
 By default a job runs inside the worker process (RQ's SimpleWorker): the kernels compiled at
 warm-up stay loaded and a job starts in about 10 ms. ``--execution fork`` uses RQ's forking
 Worker instead (a fresh work horse per job: more isolation, about 50 ms more per job). numba's
 default threading layer (GNU OpenMP) is not fork-safe, so the worker selects the 'workqueue'
 layer before numba is imported, which keeps both modes and process pools inside jobs working.
+
+What the worker adds to RQ's loop (``HingeWorker``):
+
+* Fair dequeue: before each dequeue it lists the tenants' queues least recently served first,
+  leaving out tenants at ``max_running_jobs_per_tenant`` (see ``service/queueing.py``), and
+  re-reads that list at least every ``dequeue_poll_s`` while idle.
+* A heartbeat process (``worker/heartbeat.py``) that proves the worker alive and reaps the jobs
+  of dead workers (``service/lifecycle.py``).
+* SIGTERM reaches the solver: RQ's warm shutdown would wait for the job to end; here it also sets
+  ``worker.progress.INTERRUPT`` (inline) or forwards SIGTERM to the work horse (fork), so the
+  solver stops at its next iteration check and the job checkpoints its model or is requeued.
+* A work horse that dies (fork mode) releases its job at once (retry or ``worker_lost``).
+* Redis restarts: the worker's client retries commands for ``redis_retry_s``; if RQ's loop still
+  gives up (it quits on errors outside its dequeue), the worker starts the loop again.
 """
 
 from __future__ import annotations
@@ -12,7 +26,96 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import socket
 import sys
+import time
+import uuid
+
+
+def make_worker_class(base):
+    """A worker class on top of RQ's SimpleWorker or Worker (see the module docstring)."""
+    import redis
+
+    from service.config import get_settings
+    from service.lifecycle import release_lost_job
+    from service.queueing import JobQueue
+    from service.storage import keys
+    from service.storage.jobs import JobStore
+    from worker.progress import INTERRUPT
+
+    class HingeWorker(base):
+        hinge_queue: JobQueue
+
+        # -- fair dequeue ------------------------------------------------------------------
+
+        def refresh_queues(self) -> None:
+            """Listen on the tenants' queues, least recently served first; the base queue last."""
+            settings = get_settings()
+            client = self.connection
+            tenants = sorted(raw.decode() for raw in client.smembers(keys.fair_tenants(settings.queue_name)))
+            served: list = []
+            running: list = []
+            if tenants:
+                with client.pipeline(transaction=False) as pipe:
+                    pipe.zmscore(keys.fair_served(settings.queue_name), tenants)
+                    for tenant in tenants:
+                        pipe.scard(keys.tenant_jobs_in(tenant, "running"))
+                    answers = pipe.execute()
+                served, running = answers[0], answers[1:]
+            cap = settings.max_running_jobs_per_tenant
+            order = sorted(
+                (score or 0.0, tenant)
+                for tenant, score, n in zip(tenants, served, running)
+                if cap == 0 or n < cap
+            )
+            queues = [self.hinge_queue.tenant_queue(tenant) for _, tenant in order]
+            queues.append(self.hinge_queue.base_queue())
+            self.queues = queues
+            self._ordered_queues = queues[:]
+
+        def reorder_queues(self, reference_queue) -> None:
+            settings = get_settings()
+            prefix = keys.tenant_queue_name(settings.queue_name, "")
+            if reference_queue.name.startswith(prefix):
+                tenant = reference_queue.name[len(prefix):]
+                self.connection.zadd(keys.fair_served(settings.queue_name), {tenant: time.time()})
+
+        def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+            poll = get_settings().dequeue_poll_s
+            while True:
+                self.refresh_queues()
+                if timeout is None:  # burst: one non-blocking look
+                    return super().dequeue_job_and_maintain_ttl(None, max_idle_time)
+                result = super().dequeue_job_and_maintain_ttl(poll, max_idle_time=poll)
+                if result is not None or self._stop_requested:
+                    return result
+
+        # -- SIGTERM reaches the solver ----------------------------------------------------------
+
+        def handle_warm_shutdown_request(self) -> None:
+            INTERRUPT.set()
+            horse = getattr(self, "horse_pid", 0)
+            if horse:
+                try:
+                    os.kill(horse, signal.SIGTERM)  # the horse's handler sets its own INTERRUPT
+                except ProcessLookupError:
+                    pass
+            self.log.info("Worker %s: stop requested; the running solver stops at its next check", self.name)
+
+        # -- a dead work horse (fork mode) releases its job at once ----------------------------------
+
+        def handle_work_horse_killed(self, job, retpid, ret_val, rusage) -> None:
+            super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+            job_id = (job.args or [None])[0]
+            if not job_id:
+                return
+            jobs = JobStore(self.connection)
+            record = jobs.get(job_id)
+            if record is not None and record.get("status") == "running" and record.get("worker") == os.environ.get("HINGE_WORKER_ID"):
+                release_lost_job(jobs, self.hinge_queue, record, f"work horse died (wait status {ret_val})")
+
+    return HingeWorker
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     parser = argparse.ArgumentParser(prog="hinge worker", description="Run one training worker.")
     parser.add_argument("--burst", action="store_true", help="Quit when the queue is empty.")
-    parser.add_argument("--name", default=None, help="Worker name (default: host and pid).")
+    parser.add_argument("--name", default=None, help="Worker name (default: host, pid and a random suffix).")
     parser.add_argument(
         "--execution",
         choices=("inline", "fork"),
@@ -30,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--log-level", default=os.environ.get("HINGE_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    from service.config import get_settings
+    from service.logs import configure_logging
+
+    settings = get_settings()
+    configure_logging(args.log_level, settings.log_format)
     log = logging.getLogger("hinge.worker")
 
     if args.die_with_parent:
@@ -38,26 +146,56 @@ def main(argv: list[str] | None = None) -> int:
 
         die_with_parent()
 
-    import redis
-    from rq import Queue, SimpleWorker, Worker
+    from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
 
-    from service.config import get_settings
+    from service.queueing import JobQueue
+    from service.storage.connection import resilient_client
+    from worker.heartbeat import Heartbeat
     from worker.registry import warm_up_all
 
     os.environ["HINGE_WORKER_PID"] = str(os.getpid())
-    settings = get_settings()
     if not settings.redis_url:
         print("hinge worker: REDIS_URL is not set", file=sys.stderr)
         return 2
+    name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
+    os.environ["HINGE_WORKER_ID"] = name
+    beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
     seconds = warm_up_all()
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)
-    client = redis.Redis.from_url(settings.redis_url)
-    queue = Queue(settings.queue_name, connection=client, serializer=JSONSerializer)
-    worker_class = SimpleWorker if args.execution == "inline" else Worker
-    worker = worker_class([queue], connection=client, serializer=JSONSerializer, name=args.name)
-    worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)
+    client = resilient_client(settings.redis_url, settings.redis_retry_s)
+    worker_class = make_worker_class(SimpleWorker if args.execution == "inline" else Worker)
+    if not beat.wait_ready():
+        log.error("the heartbeat process did not start (is Redis reachable?)")
+        beat.stop()
+        return 1
+    beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
+    import redis
+
+    from worker.progress import INTERRUPT
+
+    loops = 0
+    try:
+        while not INTERRUPT.is_set():
+            # RQ's own worker name changes when its loop is restarted (RQ refuses a live name twice);
+            # the heartbeat's worker id (`name`, recorded in running jobs) stays.
+            rq_name = name if loops == 0 else f"{name}-{loops}"
+            loops += 1
+            worker = worker_class([JobQueue(client, settings).base_queue()], connection=client,
+                                  serializer=JSONSerializer, name=rq_name)
+            worker.hinge_queue = JobQueue(client, settings)
+            try:
+                worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)
+            except redis.exceptions.RedisError as exc:
+                log.warning("worker loop stopped on a Redis error (%s)", exc)
+            if args.burst or worker._stop_requested or worker._shutdown_requested_date is not None:
+                break
+            # RQ's loop quits on a Redis error outside its dequeue (e.g. Redis restarting): go again.
+            log.warning("worker loop ended without a stop request; starting it again in 1 s")
+            time.sleep(1.0)
+    finally:
+        beat.stop()
     return 0
 
 

@@ -1,8 +1,19 @@
-"""How a running job talks to Redis: buffered trace points and throttled cancel look-ups."""
+"""How a running job talks to Redis: buffered trace points and throttled cancel look-ups.
+
+It also carries the worker's shutdown request to the solver: ``INTERRUPT`` is set by the worker's
+SIGTERM handling (``worker.main``; in a forked work horse by its own SIGTERM handler) and the
+cancel poller answers True as soon as it is set, so the solver stops at its next iteration check
+exactly as for a cancel, and the job function stores the model with stop_reason ``interrupted``
+(or puts the job back in the queue), well within a container's stop grace period.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+
+INTERRUPT = threading.Event()
+"""Set when this worker process was asked to stop (SIGTERM): running solvers stop at their next check."""
 
 from service.storage.jobs import JobStore
 
@@ -16,6 +27,7 @@ class TraceSink:
         self.flush_s = flush_s
         self.subproblems = subproblems
         self.subproblem = 0
+        self.run = 1  # run number of the job: points of a retried job carry `attempt` (from 2 on)
         self._pending: list[dict] = []
         self._last_flush = time.monotonic()
         self._latest: dict | None = None
@@ -24,6 +36,8 @@ class TraceSink:
         """Take one point from the solver (tagged with the binary problem it belongs to)."""
         if self.subproblems > 1:
             point = dict(point, subproblem=self.subproblem)
+        if self.run > 1:
+            point = dict(point, attempt=self.run)
         self._pending.append(point)
         self._latest = point
         if time.monotonic() - self._last_flush >= self.flush_s:
@@ -59,7 +73,7 @@ class CancelPoller:
         self._canceled = False
 
     def __call__(self) -> bool:
-        if self._canceled:
+        if self._canceled or INTERRUPT.is_set():
             return True
         now = time.monotonic()
         if now >= self._next_look:

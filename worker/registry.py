@@ -9,6 +9,8 @@ importing the registry is cheap; ``warm_up_all`` compiles every kernel before a 
 from __future__ import annotations
 
 import importlib
+
+import numpy as np
 import logging
 import time
 
@@ -24,7 +26,7 @@ SOLVER_MODULES = {
 KERNEL_SOLVERS = ("smo", "sampled_cuts")
 
 
-def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control):
+def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control, alpha0=None):
     from worker.solvers.dcd import solve_dcd
 
     return solve_dcd(
@@ -40,6 +42,7 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control)
         seed=params["seed"],
         trace_every=params["trace_every"],
         control=control,
+        alpha0=alpha0,
     )
 
 
@@ -61,7 +64,7 @@ def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control,
     )
 
 
-def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control):
+def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control, w0=None):
     import os
 
     from worker.solvers.ocas import solve_ocas
@@ -80,6 +83,7 @@ def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control
         n_processes=processes,
         seed=params["seed"],
         control=control,
+        w0=w0,
     )
 
 
@@ -124,6 +128,18 @@ def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight,
 
 
 ADAPTERS = {"dcd": _dcd, "cpa": _cpa, "ocas": _ocas, "smo": _smo, "sampled_cuts": _sampled_cuts}
+
+
+def warm_start_arguments(solver: str, previous, params: dict) -> dict:
+    """Keyword arguments that start a solver from a previous result (dcd: dual variables; ocas: weights)."""
+    if previous is None:
+        return {}
+    if solver == "dcd" and "alpha" in previous.extra:
+        return {"alpha0": previous.extra["alpha"]}
+    if solver == "ocas" and previous.w is not None:
+        bias = params.get("bias")
+        return {"w0": np.append(previous.w, previous.bias / bias) if bias else np.asarray(previous.w)}
+    return {}
 
 
 def adapter(solver: str):

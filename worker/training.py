@@ -10,10 +10,11 @@ problem and row. Pairwise objectives of ``cpa`` (ordinal, roc_area, ranking) are
 the label values as ranks (and the qids for ranking); the model scores rows, and ordinal models also
 predict a rank through thresholds between adjacent ranks.
 
-Deadline: it is the job's. A problem that hits it returns its best model so far; problems not yet
-started then get a single iteration each, so that a one-vs-rest model is complete. Cancel: the
-current problem stops; the model is kept when it is complete (always for a single problem),
-otherwise the job ends without a model.
+Problems run as parallel subtasks (``worker.subtasks``) when the job has several and
+``n_processes`` > 1. Deadline: it is the job's. A problem that hits it returns its best model so
+far; a problem that starts after it stops after its first iteration, so a one-vs-rest model is
+always complete. Cancel: running problems stop; the model is kept when every problem has a result
+(always for a single problem), otherwise the job ends without a model.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
 from worker import registry
 from worker.solvers.common import SolverControl, SolverResult, StopReason
+from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 
 TRAIN_SCORE_ROWS = 20_000
 """Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
@@ -68,6 +70,65 @@ def resolve_kernel(kernel: dict, arrays: dict, n_features: int) -> dict:
     return dict(kernel, gamma=float(gamma))
 
 
+def fit_problems(
+    solver: str,
+    params: dict,
+    arrays: dict,
+    n_features: int,
+    *,
+    deadline: float | None,
+    cancel_requested,
+    on_point,
+    n_processes: int = 1,
+    warm: list | None = None,
+    on_subtask_done=None,
+) -> tuple[np.ndarray, list[SolverResult | None]]:
+    """Fit every binary problem of the labels (in parallel subtasks when n_processes > 1).
+
+    Returns the sorted labels and one result per problem; a problem never started because of a
+    cancel is None. ``warm`` gives a previous result per problem to start from (dcd: its dual
+    variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
+    the trace points of problem k.
+    """
+    fit = registry.adapter(solver)
+    indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
+    y = np.asarray(arrays["y"])
+    labels, problems = binary_problems(y)
+    pairs = class_weight_pairs(labels, params.get("class_weight"))
+    # ocas parallelizes inside a single problem; with several problems the processes go to the problems.
+    inner_params = params
+    if solver == "ocas":
+        inner_params = dict(params, n_processes=n_processes if len(problems) == 1 else 1)
+
+    def fit_one(k: int, context: SubtaskContext) -> SolverResult:
+        control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested,
+                                on_point=context.record_point)
+        start = registry.warm_start_arguments(solver, warm[k] if warm else None, params)
+        return fit(indptr, indices, data, problems[k], n_features=n_features, params=inner_params,
+                   class_weight=pairs[k], control=control, **start)
+
+    if n_processes > 1 and len(problems) > 1:
+        done: set[int] = set()
+
+        def finished(index: int, result) -> None:
+            done.add(index)
+            if on_subtask_done is not None:
+                on_subtask_done(len(done), len(problems))
+
+        results = run_subtasks(fit_one, list(range(len(problems))), n_processes=n_processes, deadline=deadline,
+                               cancel_requested=cancel_requested, on_point=on_point, on_done=finished)
+        return labels, results
+    results: list[SolverResult | None] = [None] * len(problems)
+    for k in range(len(problems)):
+        context = SubtaskContext(k, deadline, cancel_requested, lambda point, k=k: on_point(k, point))
+        results[k] = fit_one(k, context)
+        if on_subtask_done is not None and len(problems) > 1:
+            on_subtask_done(k + 1, len(problems))
+        if results[k].stop_reason is StopReason.CANCELED:
+            break
+    return labels, results
+
+
 def train_model(
     solver: str,
     params: dict,
@@ -77,34 +138,36 @@ def train_model(
     deadline: float | None,
     cancel_requested,
     sink,
+    n_processes: int | None = None,
 ) -> TrainingOutcome:
     """Train every problem of the job with the solver and assemble the model."""
+    n_processes = n_processes or params.get("n_processes") or available_cores()
     if solver == "cpa" and params.get("objective", "classification") != "classification":
         return _train_pairwise(params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink)
     if solver in registry.KERNEL_SOLVERS:
         params = dict(params, kernel=resolve_kernel(params["kernel"], arrays, n_features))
-    fit = registry.adapter(solver)
-    indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
-    y = np.asarray(arrays["y"])
-    labels, problems = binary_problems(y)
-    pairs = class_weight_pairs(labels, params.get("class_weight"))
-    results: list[SolverResult] = []
-    deadline_hit = False
-    for k, (signs, pair) in enumerate(zip(problems, pairs)):
+
+    def on_point(k: int, point: dict) -> None:
         sink.subproblem = k
-        run_params, run_deadline = params, deadline
-        if deadline_hit:
-            run_params, run_deadline = dict(params, max_iter=1), None
-        control = SolverControl(deadline=run_deadline, cancel_requested=cancel_requested, on_point=sink.add)
-        result = fit(indptr, indices, data, signs, n_features=n_features, params=run_params, class_weight=pair,
-                     control=control)
-        results.append(result)
-        if result.stop_reason is StopReason.CANCELED and len(results) < len(problems):
-            sink.flush()
-            return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in results)})
-        if result.stop_reason is StopReason.DEADLINE:
-            deadline_hit = True
+        sink.add(point)
+
+    def on_subtask_done(done: int, total: int) -> None:
+        sink.jobs.update(sink.job_id, subtasks={"done": done, "total": total})
+
+    labels, results = fit_problems(solver, params, arrays, n_features, deadline=deadline,
+                                   cancel_requested=cancel_requested, on_point=on_point, n_processes=n_processes,
+                                   on_subtask_done=on_subtask_done)
     sink.flush()
+    if any(r is None for r in results):
+        done = [r for r in results if r is not None]
+        return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
+    model_arrays, meta = assemble_model(solver, params, results, labels, arrays, n_features)
+    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
+
+
+def assemble_model(solver: str, params: dict, results: list[SolverResult], labels: np.ndarray, arrays: dict,
+                   n_features: int, *, with_accuracy: bool = True) -> tuple[dict, dict]:
+    """The stored arrays and metadata of a classification model from its problems' results."""
     if solver in registry.KERNEL_SOLVERS:
         model_arrays, extra_meta = _kernel_model(results, arrays, n_features)
         extra_meta["kernel"] = params["kernel"]
@@ -114,10 +177,12 @@ def train_model(
             "offsets": np.array([r.bias for r in results], dtype=np.float64),
         }
         extra_meta = {"kind": "linear"}
+    deadline_hit = any(r.stop_reason is StopReason.DEADLINE for r in results)
     meta = dict(_summary(results, deadline_hit), **extra_meta)
-    meta.update(labels=[float(v) for v in labels], n_features=int(n_features))
-    meta["train_accuracy"] = _train_accuracy(meta, model_arrays, arrays, n_features, y)
-    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
+    meta.update(labels=[float(v) for v in labels], n_features=int(n_features), task="classification")
+    if with_accuracy:
+        meta["train_accuracy"] = _train_accuracy(meta, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
+    return model_arrays, meta
 
 
 def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
@@ -207,5 +272,19 @@ def _train_pairwise(params: dict, arrays: dict, n_features: int, *, deadline, ca
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
 
-train_linear = train_model
-"""Former name of ``train_model`` (kept for callers written before kernel and ranking models)."""
+def train_job(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
+    """A job's training: a model selection when ``params.search`` is set, else one model."""
+    if params.get("search"):
+        from worker.search import run_search
+
+        def publish(results_table: dict, subtasks: dict) -> None:
+            sink.jobs.update(sink.job_id, search_results=results_table, subtasks=subtasks)
+
+        return run_search(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
+                          sink=sink, publish=publish)
+    return train_model(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
+                       sink=sink)
+
+
+train_linear = train_job
+"""Former name of ``train_job`` (the job function calls it by this name)."""

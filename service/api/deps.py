@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -52,10 +53,11 @@ def tenant_dep(
 ) -> str:
     """The tenant of the caller: 'public' when no keys are configured, else the key's tenant (401 without one).
 
-    Keys are compared by their SHA-256 digests in constant time.
+    Keys come from the HINGE_API_KEYS setting and from Redis (`hinge keys create`); both are
+    compared by their SHA-256 digests in constant time (see service/storage/apikeys.py).
     """
     key_digests: list[tuple[bytes, str]] = request.app.state.key_digests
-    if not key_digests:
+    if not key_digests and not _redis_keys_active(request):
         return PUBLIC_TENANT
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise ApiError(401, "unauthorized", "missing API key: send `Authorization: Bearer <key>`",
@@ -66,8 +68,29 @@ def tenant_dep(
         if hmac.compare_digest(known, digest):
             tenant = owner
     if tenant is None:
+        from service.storage.apikeys import ApiKeyStore
+
+        tenant = ApiKeyStore(request.app.state.redis).tenant_of(credentials.credentials)
+    if tenant is None:
         raise ApiError(401, "unauthorized", "invalid API key", headers={"WWW-Authenticate": "Bearer"})
     return tenant
+
+
+_ACTIVE_CACHE_S = 2.0
+
+
+def _redis_keys_active(request: Request) -> bool:
+    """Whether Redis holds an active API key (cached for a couple of seconds per process)."""
+    state = request.app.state
+    cached = getattr(state, "redis_keys_active", None)
+    now = time.monotonic()
+    if cached is not None and now - cached[1] < _ACTIVE_CACHE_S:
+        return cached[0]
+    from service.storage.apikeys import ApiKeyStore
+
+    active = ApiKeyStore(state.redis).any_active()
+    state.redis_keys_active = (active, now)
+    return active
 
 
 def key_digests_from(settings: Settings) -> list[tuple[bytes, str]]:

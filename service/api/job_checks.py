@@ -34,11 +34,45 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
             f"params.objective: `roc_area` needs exactly two labels; data set {dataset['id']} has {len(labels)}",
             ["body", "params", "objective"],
         )
+    check_search(body, dataset)
     max_seconds = body.params.max_seconds
     if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
         raise unprocessable(
             f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds",
             ["body", "params", "max_seconds"],
+        )
+
+
+KERNEL_SOLVERS = ("smo", "sampled_cuts")
+METRICS_BY_TASK = {
+    "classification": ("accuracy", "roc_auc", "f1"),
+    "ordinal": ("accuracy", "pairwise_accuracy"),
+    "roc_area": ("roc_auc", "pairwise_accuracy"),
+    "ranking": ("pairwise_accuracy",),
+}
+
+
+def check_search(body, dataset: dict) -> None:
+    """A search's grid and metric must fit the solver and the task; every fold must be able to hold a row of each label."""
+    search = body.params.search
+    if search is None:
+        return
+    if search.gamma is not None and body.solver not in KERNEL_SOLVERS:
+        raise unprocessable(
+            f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",
+            ["body", "params", "search", "gamma"],
+        )
+    task = getattr(body.params, "objective", "classification")
+    allowed = METRICS_BY_TASK[task]
+    if search.metric is not None and search.metric not in allowed:
+        raise unprocessable(
+            f"params.search.metric: {search.metric} does not apply to {task}; use one of {', '.join(allowed)}",
+            ["body", "params", "search", "metric"],
+        )
+    if search.cv_folds > dataset["n_samples"]:
+        raise unprocessable(
+            f"params.search.cv_folds: {search.cv_folds} folds for {dataset['n_samples']} rows",
+            ["body", "params", "search", "cv_folds"],
         )
 
 

@@ -13,7 +13,8 @@ How a file is read:
 2. The text arrives in chunks of ``_CHUNK_BYTES``. The complete lines of the carried-over text plus
    the new chunk go to a numba kernel (``parse_kernels.svm_chunk`` / ``csv_chunk``) which appends
    rows to growing CSR arrays; the unfinished last line is carried into the next round. A line
-   longer than a chunk just makes the carry grow (bounded by the decompressed-bytes limit).
+   longer than a chunk just makes the carry grow, up to ``max_line_bytes`` (then the upload is
+   refused, so a 2 GB line is never held in memory).
 3. Numbers the kernel cannot compute exactly (see ``parse_kernels``) are recorded by byte span and
    replaced here with Python's ``float`` before the chunk is dropped, so every value is exactly
    ``float(token)``.
@@ -68,6 +69,7 @@ class ParseLimits:
     max_rows: int
     max_features: int  # largest feature count allowed
     max_nnz: int
+    max_line_bytes: int = 1 << 62  # longest line: the carried-over unfinished line never grows past it
 
 
 @dataclass(frozen=True)
@@ -547,6 +549,9 @@ def _parse_stream(
             buf += block
             nl = buf.rfind(b"\n", start)
             if nl < 0:
+                if len(buf) > limits.max_line_bytes:
+                    line = int(builder.st[K.S_LINE]) + 1
+                    raise UploadLimitError("max_line_bytes", limits.max_line_bytes, line)
                 continue
             builder.feed(buf, nl + 1)
             del buf[: nl + 1]

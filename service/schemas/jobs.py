@@ -79,6 +79,8 @@ class JobProgress(BaseModel):
     gap: float | None = Field(default=None, description="Latest duality gap (primal minus dual or lower bound).")
     subproblem: int | None = Field(default=None, description="Index of the binary problem being solved (one-vs-rest), from 0.")
     subproblems: int | None = Field(default=None, description="Number of binary problems of the job.")
+    subtasks_done: int | None = Field(default=None, description="Subtasks finished (one-vs-rest classes, or folds and settings of a search).")
+    subtasks_total: int | None = Field(default=None, description="Subtasks of the job.")
 
 
 class JobError(BaseModel):
@@ -103,6 +105,13 @@ class JobOut(BaseModel):
     model_id: str | None = Field(default=None, description="Id of the trained model (also set for a canceled job that had a model to return).")
     stop_reason: str | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline or canceled.")
     error: JobError | None = Field(default=None, description="Set when the job failed.")
+    search_results: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Model selection: {metric, cv_folds, warm_start, settings: [{C, gamma, mean, std, fold_scores, folds_done, "
+            "n_iter, seconds, warm_started_fits}], best: {C, gamma, mean, std}}; fills while the search runs."
+        ),
+    )
 
 
 class JobList(Page):

@@ -50,6 +50,8 @@ class ModelOut(BaseModel):
     n_pairs: int | None = Field(default=None, description="Pairwise objectives: number of ordered pairs in the training loss.")
     train_pairwise_accuracy: float | None = Field(default=None, description="Pairwise objectives: fraction of training pairs ordered correctly (ties count one half).")
     train_roc_auc: float | None = Field(default=None, description="roc_area models: area under the ROC curve on the training data.")
+    search_results: dict[str, Any] | None = Field(default=None, description="Model selection: the cross-validation table and the best setting (see the job's search_results).")
+    refit_params: dict[str, Any] | None = Field(default=None, description="Model selection: the C (and gamma) of the best setting, refit on all the data.")
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 
 

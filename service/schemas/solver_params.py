@@ -14,8 +14,52 @@ from pydantic import Field, field_validator
 from service.schemas.base import StrictModel
 
 
+class SearchParams(StrictModel):
+    """Model selection by cross-validation: every setting of the grid is scored, the best refit on all the data."""
+
+    C: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        default=None, min_length=1, max_length=100, description="Values of C to try (default: the job's C only)."
+    )
+    gamma: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        default=None, min_length=1, max_length=100,
+        description="Kernel solvers: values of the kernel's gamma to try (default: the job's kernel gamma only).",
+    )
+    cv_folds: int = Field(default=5, ge=2, le=50, description="Number of cross-validation folds (stratified by label; grouped by qid for ranking).")
+    metric: Literal["accuracy", "roc_auc", "f1", "pairwise_accuracy"] | None = Field(
+        default=None,
+        description=(
+            "What the folds are scored by (higher is better). Default: accuracy for classification, "
+            "pairwise_accuracy for cpa's pairwise objectives. roc_auc and f1 are macro averages over classes "
+            "when there are more than two."
+        ),
+    )
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
+    warm_start: bool = Field(
+        default=True,
+        description="dcd and ocas: along increasing C, start each fit from the previous solution (the iterations are reported per setting).",
+    )
+    distribute: bool = Field(
+        default=False,
+        description="Run each setting as its own RQ job, so that every worker of the deployment takes part; a final job refits the best.",
+    )
+
+
 class CommonParams(StrictModel):
     """Parameters every solver accepts."""
+
+    search: SearchParams | None = Field(
+        default=None,
+        description="Model selection: cross-validate a grid of C (and gamma) values and keep the best, refit on all the data.",
+    )
+    n_processes: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description=(
+            "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
+            "sharing the data set. Null: the worker's cores. ocas also uses them inside a single binary problem."
+        ),
+    )
 
     max_seconds: float | None = Field(
         default=None,
@@ -158,12 +202,6 @@ class OcasParams(CommonParams):
     )
     max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
     max_inactive: int = Field(default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
-    n_processes: int | None = Field(
-        default=None,
-        ge=1,
-        le=256,
-        description="Processes sharing the output computation, cut sum and line-search sort (Section 3.1). Null: the worker's cores.",
-    )
 
     @field_validator("bias", "C")
     @classmethod

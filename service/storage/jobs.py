@@ -1,9 +1,16 @@
 """Training jobs: their state (a Redis hash), their convergence trace (a list) and cancel flags.
 
-A job moves queued -> running -> succeeded | failed | canceled, and queued -> canceled. Every
-change of status goes through ``transition``, a Lua script that checks the current status first,
-so the API and a worker never overwrite each other (a job canceled while queued is never run).
-Structured fields (params, progress, error) are JSON strings inside the hash.
+A job moves queued -> running -> succeeded | failed | canceled, and queued -> canceled; a running
+job whose worker is lost (or that a stopping worker hands back) goes back to queued. Every change of
+status goes through ``transition``, a Lua script that checks the current status first (and, when
+asked, a fencing field such as the run number), so the API, the workers and the reaper never
+overwrite each other: a job canceled while queued is never run, and a worker that was declared lost
+but comes back cannot overwrite the run that replaced it.
+
+The same script keeps the bookkeeping that limits, the reaper and the metrics read, in the same
+atomic step: the per-tenant sets of queued and running job ids, the global sorted set of running
+jobs, and a hash counting jobs per status. Structured fields (params, progress, error) are JSON
+strings inside the hash.
 """
 
 from __future__ import annotations
@@ -19,19 +26,69 @@ from service.storage import keys
 FINAL_STATES = ("succeeded", "failed", "canceled")
 JSON_FIELDS = ("params", "progress", "error", "search_results", "subtasks")
 
+# KEYS: job hash, running zset, stats hash, tenant's queued set, tenant's running set, outbox
+# ARGV: job id, fence field ('' for none), fence value, now, running cap (0: none),
+#       n_from, from states..., n_del, fields to delete..., field/value pairs (status among them)
+# Returns -1 (no such job), 0 (status or fence did not match), 1 (done), 2 (refused: running cap).
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return -1 end
-for i = 1, tonumber(ARGV[1]) do
-  if current == ARGV[1 + i] then
-    local n = tonumber(ARGV[1])
-    for j = n + 2, #ARGV, 2 do
-      redis.call('HSET', KEYS[1], ARGV[j], ARGV[j + 1])
-    end
-    return 1
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
+local n = tonumber(ARGV[6])
+local allowed = false
+for i = 1, n do
+  if current == ARGV[6 + i] then allowed = true end
+end
+if not allowed then return 0 end
+local pos = 7 + n
+local new = current
+for j = pos + tonumber(ARGV[pos]) + 1, #ARGV, 2 do
+  if ARGV[j] == 'status' then new = ARGV[j + 1] end
+end
+local cap = tonumber(ARGV[5])
+if new == 'running' and current ~= 'running' and cap > 0 and redis.call('SCARD', KEYS[5]) >= cap then
+  return 2
+end
+for i = 1, tonumber(ARGV[pos]) do
+  redis.call('HDEL', KEYS[1], ARGV[pos + i])
+end
+for j = pos + tonumber(ARGV[pos]) + 1, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[j], ARGV[j + 1])
+end
+if new ~= current then
+  redis.call('HINCRBY', KEYS[3], current, -1)
+  redis.call('HINCRBY', KEYS[3], new, 1)
+  if current == 'queued' then redis.call('SREM', KEYS[4], ARGV[1]) end
+  if current == 'running' then
+    redis.call('SREM', KEYS[5], ARGV[1])
+    redis.call('ZREM', KEYS[2], ARGV[1])
+  end
+  if new == 'queued' then
+    redis.call('SADD', KEYS[4], ARGV[1])
+    redis.call('ZADD', KEYS[6], ARGV[4], ARGV[1])
+  end
+  if new == 'running' then
+    redis.call('SADD', KEYS[5], ARGV[1])
+    redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
   end
 end
-return 0
+return 1
+"""
+
+# KEYS: job hash, tenant index, stats hash, tenant's queued set, outbox
+# ARGV: job id, now, queued limit (0: none), field/value pairs
+# Returns 1 (created) or 0 (the tenant already has `limit` queued jobs).
+_CREATE = """
+local limit = tonumber(ARGV[3])
+if limit > 0 and redis.call('SCARD', KEYS[4]) >= limit then return 0 end
+for j = 4, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[j], ARGV[j + 1])
+end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'queued', 1)
+redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
+return 1
 """
 
 
@@ -46,14 +103,42 @@ class JobStore:
     def __init__(self, client: redis.Redis):
         self.client = client
         self._transition = client.register_script(_TRANSITION)
+        self._create = client.register_script(_CREATE)
 
-    def create(self, job: dict) -> None:
-        """Store a new job record (``id``, ``tenant``, ``status`` and the rest) and index it."""
-        fields = _encode(job)
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.job(job["id"]), mapping=fields)
-            pipe.zadd(keys.tenant_index(job["tenant"], "jobs"), {job["id"]: time.time()})
-            pipe.execute()
+    def create(self, job: dict, max_queued: int = 0) -> bool:
+        """Store a new queued job record (``id``, ``tenant`` and the rest), index it and put it in the outbox.
+
+        Returns False (and stores nothing) when the tenant already has ``max_queued`` queued jobs
+        (0: no limit). The outbox entry is removed once the job is in an RQ queue; the reaper
+        enqueues entries left behind by an API that died in between.
+        """
+        fields = _encode(dict(job, status="queued"))
+        args: list = [job["id"], time.time(), int(max_queued)]
+        for name, value in fields.items():
+            args.extend([name, value])
+        tenant = job["tenant"]
+        created = self._create(
+            keys=[keys.job(job["id"]), keys.tenant_index(tenant, "jobs"), keys.job_stats(),
+                  keys.tenant_jobs_in(tenant, "queued"), keys.jobs_outbox()],
+            args=args,
+        )
+        return created == 1
+
+    def count_in(self, tenant: str, status: str) -> int:
+        """How many of the tenant's jobs are in ``status`` (`queued` or `running`)."""
+        return int(self.client.scard(keys.tenant_jobs_in(tenant, status)))
+
+    def running_ids(self) -> list[str]:
+        """Ids of every running job (of all tenants)."""
+        return [raw.decode() for raw in self.client.zrange(keys.jobs_running(), 0, -1)]
+
+    def stats(self) -> dict[str, float]:
+        """Jobs per status and the life-cycle counters (lost, retried, interrupted)."""
+        return {k.decode(): float(v) for k, v in self.client.hgetall(keys.job_stats()).items()}
+
+    def count_event(self, name: str, amount: int = 1) -> None:
+        """Add to a life-cycle counter of the stats hash (`lost`, `retried`, `interrupted`)."""
+        self.client.hincrby(keys.job_stats(), f"event:{name}", amount)
 
     def get(self, job_id: str, tenant: str | None = None) -> dict | None:
         """The job record, or None if missing or (when ``tenant`` is given) another tenant's."""
@@ -70,6 +155,8 @@ class JobStore:
         index = keys.tenant_index(tenant, "jobs")
         if status is None:
             total = self.client.zcard(index)
+            if offset >= total:  # also keeps Redis's 64-bit range arguments in range for huge offsets
+                return [], total
             ids = [i.decode() for i in self.client.zrevrange(index, offset, offset + limit - 1)]
             return [job for job in (self.get(i) for i in ids) if job is not None], total
         matching = []
@@ -80,13 +167,55 @@ class JobStore:
         page = matching[offset : offset + limit]
         return [job for job in (self.get(i) for i in page) if job is not None], len(matching)
 
-    def transition(self, job_id: str, from_states: tuple[str, ...], to_state: str, **fields) -> bool:
-        """Set status to ``to_state`` (and other fields) only if the status is one of ``from_states``."""
+    def transition(
+        self,
+        job_id: str,
+        from_states: tuple[str, ...],
+        to_state: str,
+        *,
+        fence: tuple[str, str] | None = None,
+        delete: tuple[str, ...] = (),
+        **fields,
+    ) -> bool:
+        """Set status to ``to_state`` (and other fields) only if the status is one of ``from_states``.
+
+        ``fence=(field, value)``: only if that field holds that value too (a run number, an RQ job
+        id). ``delete``: fields to remove from the record in the same step. A move back to
+        ``queued`` also puts the job in the enqueue outbox (the caller enqueues it; the reaper does
+        if the caller dies first).
+        """
+        return self.transition_code(job_id, from_states, to_state, fence=fence, delete=delete, **fields) == 1
+
+    def transition_code(
+        self,
+        job_id: str,
+        from_states: tuple[str, ...],
+        to_state: str,
+        *,
+        fence: tuple[str, str] | None = None,
+        delete: tuple[str, ...] = (),
+        running_cap: int = 0,
+        **fields,
+    ) -> int:
+        """``transition`` returning the script's code: -1 no job, 0 no match, 1 done, 2 refused by ``running_cap``.
+
+        ``running_cap`` > 0 refuses a move to running while the tenant has that many running jobs.
+        """
+        raw_tenant = self.client.hget(keys.job(job_id), "tenant")
+        if raw_tenant is None:
+            return -1
+        tenant = raw_tenant.decode()
         encoded = _encode(dict(fields, status=to_state))
-        args: list = [len(from_states), *from_states]
+        fence_field, fence_value = fence if fence is not None else ("", "")
+        args: list = [job_id, fence_field, str(fence_value), time.time(), int(running_cap),
+                      len(from_states), *from_states, len(delete), *delete]
         for name, value in encoded.items():
             args.extend([name, value])
-        return self._transition(keys=[keys.job(job_id)], args=args) == 1
+        return int(self._transition(
+            keys=[keys.job(job_id), keys.jobs_running(), keys.job_stats(),
+                  keys.tenant_jobs_in(tenant, "queued"), keys.tenant_jobs_in(tenant, "running"), keys.jobs_outbox()],
+            args=args,
+        ))
 
     def update(self, job_id: str, **fields) -> None:
         """Overwrite some fields of a job (progress, subtasks, ...), never its status."""
@@ -107,6 +236,8 @@ class JobStore:
 
     def trace(self, job_id: str, start: int = 0, stop: int = -1) -> list[dict]:
         """The job's convergence points from index ``start`` on."""
+        if start >= 2**62:
+            return []
         return [json.loads(p) for p in self.client.lrange(keys.job_trace(job_id), start, stop)]
 
     def trace_length(self, job_id: str) -> int:

@@ -45,3 +45,82 @@ def job_cancel(job_id: str) -> str:
 def tenant_index(tenant: str, kind: str) -> str:
     """Sorted set (score: creation time) of a tenant's data sets, jobs or models."""
     return f"{PREFIX}:tenant:{tenant}:{kind}"
+
+
+# -- job life cycle bookkeeping (maintained by the transition scripts in service.storage.jobs) -----
+
+
+def jobs_running() -> str:
+    """Sorted set of running job ids (score: start time), scanned by the reaper."""
+    return f"{PREFIX}:jobs:running"
+
+
+def jobs_outbox() -> str:
+    """Sorted set of queued job ids whose RQ job may not exist yet (score: when they were put there)."""
+    return f"{PREFIX}:jobs:outbox"
+
+
+def tenant_jobs_in(tenant: str, status: str) -> str:
+    """Set of a tenant's job ids in one status (`queued` or `running`), for the per-tenant limits."""
+    return f"{PREFIX}:tenant:{tenant}:jobs:{status}"
+
+
+def job_stats() -> str:
+    """Hash: status -> number of jobs in it; also `lost`, `retried`, `interrupted` counters."""
+    return f"{PREFIX}:stats:jobs"
+
+
+def solver_stats() -> str:
+    """Hash: solver -> total solver seconds (workers add to it after each job)."""
+    return f"{PREFIX}:stats:solver_seconds"
+
+
+def dataset_stats() -> str:
+    """Hash: `count` and `bytes` (stored array bytes) of the data sets in Redis."""
+    return f"{PREFIX}:stats:datasets"
+
+
+# -- workers: liveness (heartbeats) and fair queues --------------------------------------------------
+
+
+def workers() -> str:
+    """Set of worker ids that registered a heartbeat (pruned when their heartbeat key is gone)."""
+    return f"{PREFIX}:workers"
+
+
+def worker_alive(worker_id: str) -> str:
+    """A worker's heartbeat: JSON {pid, host, job, ts}, with a TTL its heartbeat process refreshes."""
+    return f"{PREFIX}:worker:{worker_id}"
+
+
+def tenant_queue_name(base: str, tenant: str) -> str:
+    """Name of the RQ queue holding one tenant's jobs (RQ stores it under `rq:queue:<name>`)."""
+    return f"{base}.tenant.{tenant}"
+
+
+def fair_tenants(base: str) -> str:
+    """Set of tenants that have (or had) a queue under the base queue name."""
+    return f"{PREFIX}:fair:{base}:tenants"
+
+
+def fair_served(base: str) -> str:
+    """Sorted set tenant -> when a worker last took one of its jobs (least recently served goes first)."""
+    return f"{PREFIX}:fair:{base}:served"
+
+
+# -- API keys ------------------------------------------------------------------------------------------
+
+
+def api_key(key_id: str) -> str:
+    """Hash of one API key: tenant, name, sha256 digest of the secret, created_at, revoked_at."""
+    return f"{PREFIX}:apikey:{key_id}"
+
+
+def api_keys() -> str:
+    """Sorted set of every API key id (score: creation time)."""
+    return f"{PREFIX}:apikeys"
+
+
+def api_keys_active() -> str:
+    """Set of the ids of API keys not revoked (non-empty: every request needs a key)."""
+    return f"{PREFIX}:apikeys:active"

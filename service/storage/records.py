@@ -21,11 +21,13 @@ from service.storage import arrays, keys
 class RecordStore:
     """Data sets or models: ``kind`` is the tenant-index name, ``key_of`` builds the metadata key."""
 
-    def __init__(self, client: redis.Redis, kind: str, key_of: Callable[[str], str], chunk_bytes: int):
+    def __init__(self, client: redis.Redis, kind: str, key_of: Callable[[str], str], chunk_bytes: int,
+                 stats_key: str | None = None):
         self.client = client
         self.kind = kind
         self.key_of = key_of
         self.chunk_bytes = chunk_bytes
+        self.stats_key = stats_key  # hash with `count` and `bytes` of stored records, kept in the same transactions
 
     def create(self, meta: dict, array_map: Mapping[str, np.ndarray]) -> dict:
         """Store arrays and metadata atomically; ``meta`` must hold ``id`` and ``tenant``. Returns meta."""
@@ -38,8 +40,13 @@ class RecordStore:
                 arrays.persist_commands(pipe, owner, manifest)
                 pipe.set(owner, json.dumps(record))
                 pipe.zadd(keys.tenant_index(meta["tenant"], self.kind), {meta["id"]: time.time()})
+                trailing = 2
+                if self.stats_key is not None:
+                    pipe.hincrby(self.stats_key, "count", 1)
+                    pipe.hincrby(self.stats_key, "bytes", _manifest_bytes(manifest))
+                    trailing = 4
                 results = pipe.execute()
-            if not all(results[: len(results) - 2]):
+            if not all(results[: len(results) - trailing]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
         except BaseException:
             self._remove(meta["id"], meta["tenant"], manifest)
@@ -64,6 +71,8 @@ class RecordStore:
         """A page of the tenant's records, newest first, and the total count."""
         index = keys.tenant_index(tenant, self.kind)
         total = self.client.zcard(index)
+        if offset >= total:  # also keeps Redis's 64-bit range arguments in range for huge offsets
+            return [], total
         ids = self.client.zrevrange(index, offset, offset + limit - 1)
         if not ids:
             return [], total
@@ -79,12 +88,15 @@ class RecordStore:
         record = self.get(record_id, tenant)
         if record is None:
             return False
-        self._remove(record_id, tenant, record.get("arrays", {}))
+        self._remove(record_id, tenant, record.get("arrays", {}), counted=True)
         return True
 
-    def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict]) -> None:
+    def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False) -> None:
         owner = self.key_of(record_id)
         with self.client.pipeline(transaction=True) as pipe:
+            if counted and self.stats_key is not None:
+                # Only the DEL that actually removes the metadata may decrement (two deletes can race).
+                pipe.eval(_UNCOUNT, 2, owner, self.stats_key, _manifest_bytes(manifest))
             pipe.delete(owner)
             pipe.zrem(keys.tenant_index(tenant, self.kind), record_id)
             names = arrays.chunk_keys(owner, manifest)
@@ -93,9 +105,28 @@ class RecordStore:
             pipe.execute()
 
 
+_UNCOUNT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[2], 'count', -1)
+  redis.call('HINCRBY', KEYS[2], 'bytes', -tonumber(ARGV[1]))
+end
+return 1
+"""
+
+
+def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
+    total = 0
+    for entry in manifest.values():
+        count = 1
+        for extent in entry["shape"]:
+            count *= int(extent)
+        total += count * np.dtype(entry["dtype"]).itemsize
+    return total
+
+
 def dataset_store(client: redis.Redis, chunk_bytes: int) -> RecordStore:
-    """The store of uploaded data sets."""
-    return RecordStore(client, "datasets", keys.dataset, chunk_bytes)
+    """The store of uploaded data sets (counted in the data-set stats: count and stored bytes)."""
+    return RecordStore(client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats())
 
 
 def model_store(client: redis.Redis, chunk_bytes: int) -> RecordStore:

@@ -26,9 +26,10 @@ The caller's main module must be importable without side effects (the usual rule
 start method: scripts guard their entry point with ``if __name__ == "__main__":``).
 
 The pool. ``SharedData`` copies arrays once into ``multiprocessing.shared_memory`` segments;
-``WorkerPool(shared, n_processes)`` starts n_processes - 1 helper processes with the 'spawn' start
-method (no fork of a process that may hold numba or OpenMP threads; the kernels here are serial
-anyway), each attaching to the segments once, then receiving only tiny command tuples over a pipe.
+``WorkerPool(shared, n_processes)`` starts n_processes - 1 helper processes, forked when numba runs
+on its fork-safe 'workqueue' threading layer (as in the workers: milliseconds, kernels already
+loaded), else with the 'spawn' start method (no fork of a process that may hold OpenMP threads),
+each attaching to the segments once, then receiving only tiny command tuples over a pipe.
 The main process works on chunk 0 while the helpers work on theirs. ``close()`` stops and joins the
 helpers (terminating any that do not exit) and unlinks the segments; callers run it in ``finally``,
 so no helper outlives a solve. A helper whose parent dies sees its pipe close and exits.
@@ -429,8 +430,27 @@ class SharedData:
         self._segments = []
 
 
+def start_method() -> str:
+    """'fork' when numba runs on its fork-safe 'workqueue' threading layer (as in the workers), else 'spawn'.
+
+    A forked helper starts in milliseconds with every kernel already loaded; a spawned one imports
+    numba and loads the kernels from the cache first (one to three seconds).
+    """
+    import os
+    import sys
+
+    if sys.platform.startswith("linux") and os.environ.get("NUMBA_THREADING_LAYER") == "workqueue":
+        return "fork"
+    return "spawn"
+
+
 def _worker_main(conn, specs) -> None:
     """Helper process: attach the segments once, then run commands until told to stop."""
+    import signal
+
+    # A forked helper inherits the worker's Python signal handlers: it must simply die when told to.
+    for number in (signal.SIGTERM, signal.SIGALRM):
+        signal.signal(number, signal.SIG_DFL)
     segments = []
     arrays = {}
     try:
@@ -468,7 +488,7 @@ class WorkerPool:
         self.n_processes = int(n_processes)
         self._procs = []
         self._conns = []
-        ctx = get_context("spawn")
+        ctx = get_context(start_method())
         try:
             for _ in range(self.n_processes - 1):
                 parent, child = ctx.Pipe(duplex=True)

@@ -60,7 +60,7 @@ def public_view(record: dict) -> dict:
     openapi_extra=UPLOAD_BODY,
     responses={
         **ERRORS,
-        413: {"model": ErrorResponse, "description": "Over a size limit (bytes, decompressed bytes, rows, features, nnz)."},
+        413: {"model": ErrorResponse, "description": "Over a size limit (bytes, decompressed bytes, line bytes, rows, features, nnz)."},
         415: {"model": ErrorResponse, "description": "Not a multipart/form-data body."},
         422: {"model": ErrorResponse, "description": "The file could not be parsed; the message names line, column and reason."},
     },
@@ -106,6 +106,7 @@ async def upload_dataset(
                     "max_rows": settings.max_rows,
                     "max_features": settings.max_features,
                     "max_nnz": settings.max_nnz,
+                    "max_line_bytes": settings.max_line_bytes,
                 },
             )
         except BrokenProcessPool:

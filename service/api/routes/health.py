@@ -1,11 +1,13 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and Prometheus metrics."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
-from rq import Worker
+
+from service.lifecycle import live_worker_count
 
 router = APIRouter(tags=["health"])
 
@@ -15,7 +17,7 @@ class Health(BaseModel):
 
     status: str = Field(description="`ok`, or `unavailable` with the reason in `detail`.")
     redis: bool | None = Field(default=None, description="Whether Redis answered.")
-    workers: int | None = Field(default=None, description="Number of live workers on the queue.")
+    workers: int | None = Field(default=None, description="Number of workers with a current heartbeat.")
     detail: str | None = Field(default=None, description="What is missing when not ready.")
 
 
@@ -28,12 +30,23 @@ def healthz() -> dict:
 @router.get("/readyz", response_model=Health, summary="Readiness: Redis reachable and at least one worker",
             responses={503: {"model": Health, "description": "Not ready."}})
 def readyz(request: Request):
-    """Ready when Redis answers and at least one worker listens on the queue."""
+    """Ready when Redis answers and at least one worker's heartbeat is current."""
     try:
         request.app.state.redis.ping()
-        workers = Worker.count(queue=request.app.state.queue)
+        workers = live_worker_count(request.app.state.redis)
     except Exception:
         return JSONResponse({"status": "unavailable", "redis": False, "detail": "Redis does not answer"}, status_code=503)
     if workers < 1:
         return JSONResponse({"status": "unavailable", "redis": True, "workers": 0, "detail": "no worker is running"}, status_code=503)
     return {"status": "ok", "redis": True, "workers": workers}
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"description": "Metrics in the Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+def metrics(request: Request) -> Response:
+    """Requests and latencies by route and status; jobs by status; queue depth; workers; solver seconds; data sets."""
+    return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,11 +1,15 @@
-"""Routes of /v1/jobs: submit a training job, read its state and trace, cancel it."""
+"""Routes of /v1/jobs: submit a training job, read its state and trace, cancel it.
+
+A submission is stored and put in the enqueue outbox in one atomic step, refused with 429 when the
+tenant already has ``max_queued_jobs_per_tenant`` queued jobs, then enqueued into the tenant's own
+RQ queue (``service/queueing.py``: per-tenant queues served least recently served first).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from rq.job import Job as RQJob
 
 from service.api.deps import JobIdPath, datasets_dep, jobs_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found
@@ -19,7 +23,7 @@ from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-TRAIN_FUNCTION = "worker.jobs.train"
+TRAIN_FUNCTION = "worker.jobs.train"  # kept for readers; service.queueing enqueues it
 
 ERRORS = {
     404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
@@ -38,9 +42,12 @@ def job_view(job: dict) -> dict:
         "created_at": job["created_at"],
         "progress": job.get("progress") or {},
     }
-    for name in ("started_at", "finished_at", "model_id", "stop_reason", "error"):
+    for name in ("started_at", "finished_at", "model_id", "stop_reason", "error", "search_results"):
         if job.get(name) not in (None, ""):
             view[name] = job[name]
+    subtasks = job.get("subtasks")
+    if subtasks:
+        view["progress"] = dict(view["progress"], subtasks_done=subtasks["done"], subtasks_total=subtasks["total"])
     return view
 
 
@@ -50,7 +57,10 @@ def job_view(job: dict) -> dict:
     response_model=JobOut,
     summary="Submit a training job",
     responses={**ERRORS, 404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
-               422: {"model": ErrorResponse, "description": "Invalid request; the message names the field."}},
+               413: {"model": ErrorResponse, "description": "Body over max_json_body_bytes."},
+               422: {"model": ErrorResponse, "description": "Invalid request; the message names the field."},
+               429: {"model": ErrorResponse, "description": "You have max_queued_jobs_per_tenant queued jobs already; "
+                     "retry after some finish (Retry-After)."}},
 )
 def submit_job(
     request: Request,
@@ -77,21 +87,22 @@ def submit_job(
         "created_at": utc_now(),
         "attempts": 0,
     }
-    jobs.create(record)
-    try:
-        request.app.state.queue.enqueue(
-            TRAIN_FUNCTION,
-            job_id,
-            job_id=job_id,
-            job_timeout=settings.job_timeout_s,
-            result_ttl=3600,
-            failure_ttl=7 * 24 * 3600,
-            description=f"train {body.solver} on {body.dataset_id}",
+    limit = settings.max_queued_jobs_per_tenant
+    if not jobs.create(record, max_queued=limit):
+        raise ApiError(
+            429, "too_many_queued_jobs",
+            f"you have {limit} queued jobs, the limit max_queued_jobs_per_tenant = {limit}; "
+            "submit again when some have started"
+            + (f" (at most {settings.max_running_jobs_per_tenant} of your jobs run at once: "
+               "max_running_jobs_per_tenant)" if settings.max_running_jobs_per_tenant else ""),
+            {"limit": "max_queued_jobs_per_tenant", "value": limit},
+            headers={"Retry-After": "5"},
         )
+    try:
+        request.app.state.job_queue.enqueue(job_id, tenant, description=f"train {body.solver} on {body.dataset_id}")
     except Exception:
-        jobs.transition(job_id, ("queued",), "failed", finished_at=utc_now(),
-                        error={"code": "enqueue_failed", "message": "the job could not be queued"})
-        raise
+        # The record and its outbox entry stay: the reaper enqueues it once Redis answers again.
+        pass
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return job_view(jobs.get(job_id))
 
@@ -149,8 +160,6 @@ def cancel_job(request: Request, job_id: JobIdPath, jobs: JobStore = Depends(job
         raise ApiError(409, "job_finished", f"job {job_id} has already ended ({job['status']})")
     jobs.request_cancel(job_id)
     if jobs.transition(job_id, ("queued",), "canceled", finished_at=utc_now(), stop_reason="canceled"):
-        try:
-            RQJob.fetch(job_id, connection=request.app.state.redis, serializer=request.app.state.queue.serializer).cancel()
-        except Exception:  # already taken by a worker or gone: the worker sees the canceled status and skips it
-            pass
+        # Already taken by a worker or gone: the worker sees the canceled status and skips it.
+        request.app.state.job_queue.cancel(job.get("rq_job_id"))
     return job_view(jobs.get(job_id))

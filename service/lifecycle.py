@@ -1,0 +1,170 @@
+"""Crash recovery: worker heartbeats, the reaper, and what happens to a job whose worker is gone.
+
+Design. Every worker process has a small heartbeat process (``worker/heartbeat.py``) that is not
+slowed by the worker's Python (numba kernels hold the GIL for a whole pass over the data, so a
+thread in the worker could stay silent for minutes). Every ``heartbeat_s`` it writes the worker's
+liveness key ``hinge:worker:<id>`` = ``{pid, host, job, ts}`` with a time-to-live of
+``worker_lease_s``; ``job`` is the job the worker is running right now (shared memory between the
+worker and its heartbeat process, so it is right even while Redis is unreachable). When the worker
+dies the heartbeat process notices within a fraction of a second (its parent changed) and deletes
+the key at once; when both die (kill -9 of the process group, a lost machine) the key expires
+after ``worker_lease_s``.
+
+The reaper runs in the API (a thread) and in every heartbeat process, every ``reap_interval_s``.
+A running job is lost when its worker's liveness key is gone, or when the key says the worker
+runs another job (or none) in a heartbeat written after the job started (the job's function
+ended without recording an outcome). A lost job goes back to the queue when its ``retries``
+allow (``lost`` counts the losses so far), else it fails with error code ``worker_lost``. Every
+reaper may find the same job: the status change is a fenced transition (status ``running`` and
+the same run number), so exactly one acts. Detection takes about ``reap_interval_s`` after a
+kill of the worker alone, at most ``worker_lease_s + reap_interval_s`` (12 s with the defaults)
+when the heartbeat process dies too.
+
+Redis restarts. Keys with a TTL keep their absolute expiry time in the append-only file, so after
+Redis was down for longer than a lease every liveness key is gone when it comes back. The reaper
+therefore does nothing while Redis's uptime is below ``worker_lease_s``: live workers have
+rewritten their keys by then.
+
+The reaper also sweeps the enqueue outbox (``service.queueing``): a job accepted by an API that
+died before it reached RQ is enqueued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import redis
+
+from service.config import Settings
+from service.queueing import JobQueue
+from service.storage import keys
+from service.storage.jobs import JobStore, utc_now
+
+log = logging.getLogger("hinge.lifecycle")
+
+
+def worker_beats(client: redis.Redis) -> dict[str, dict]:
+    """The liveness record of every worker whose key exists (and prune the dead from the worker set)."""
+    ids = [raw.decode() for raw in client.smembers(keys.workers())]
+    if not ids:
+        return {}
+    values = client.mget([keys.worker_alive(i) for i in ids])
+    live = {}
+    dead = []
+    for worker_id, value in zip(ids, values):
+        if value is None:
+            dead.append(worker_id)
+        else:
+            try:
+                live[worker_id] = json.loads(value)
+            except ValueError:
+                live[worker_id] = {}
+    if dead:
+        client.srem(keys.workers(), *dead)
+    return live
+
+
+def live_worker_count(client: redis.Redis, ready_only: bool = True) -> int:
+    """Workers whose heartbeat is current (and, by default, that have warmed up and take jobs)."""
+    beats = worker_beats(client)
+    return sum(1 for beat in beats.values() if beat.get("ready", True) or not ready_only)
+
+
+def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) -> str | None:
+    """Requeue (retries left) or fail (`worker_lost`) a running job whose worker is gone.
+
+    Fenced on the run number seen in ``job``: returns "requeued", "failed", or None when the job
+    had already moved on (another reaper or the worker itself got there first).
+    """
+    job_id = job["id"]
+    run = str(job.get("attempts", "0"))
+    lost = int(job.get("lost", 0) or 0) + 1
+    retries = int((job.get("params") or {}).get("retries", 1))
+    if lost <= retries:
+        moved = jobs.transition(job_id, ("running",), "queued", fence=("attempts", run),
+                                delete=("started_at", "worker", "started_ts"), lost=lost,
+                                last_loss=json.dumps({"reason": reason, "at": utc_now()}))
+        if not moved:
+            return None
+        jobs.count_event("lost")
+        jobs.count_event("retried")
+        queue.enqueue(job_id, job["tenant"], at_front=True,
+                      description=f"retry {lost} of {job_id} ({reason})")
+        log.warning("job %s lost (%s); queued again (retry %d of %d)", job_id, reason, lost, retries,
+                    extra={"job_id": job_id})
+        return "requeued"
+    message = (f"the worker running this job stopped ({reason}) and the job's retries ({retries}) "
+               f"are used up")
+    moved = jobs.transition(job_id, ("running",), "failed", fence=("attempts", run), lost=lost,
+                            finished_at=utc_now(), error={"code": "worker_lost", "message": message})
+    if moved:
+        jobs.count_event("lost")
+        log.warning("job %s lost (%s); failed with worker_lost", job_id, reason, extra={"job_id": job_id})
+        return "failed"
+    return None
+
+
+class Reaper:
+    """Finds running jobs whose worker is gone and releases them; sweeps the enqueue outbox."""
+
+    def __init__(self, client: redis.Redis, settings: Settings):
+        self.client = client
+        self.settings = settings
+        self.jobs = JobStore(client)
+        self.queue = JobQueue(client, settings)
+
+    def redis_uptime(self) -> float:
+        """Seconds since the Redis server started."""
+        return float(self.client.info("server").get("uptime_in_seconds", 0))
+
+    def pass_once(self) -> dict[str, int]:
+        """One look at every running job; returns counts of what was done."""
+        done = {"requeued": 0, "failed": 0, "enqueued": 0}
+        if self.redis_uptime() < self.settings.worker_lease_s:
+            return done  # Redis just came back: live workers have not rewritten their keys yet
+        beats = worker_beats(self.client)
+        for job_id in self.jobs.running_ids():
+            job = self.jobs.get(job_id)
+            if job is None or job.get("status") != "running":
+                continue
+            reason = self._lost_reason(job, beats)
+            if reason is None:
+                continue
+            outcome = release_lost_job(self.jobs, self.queue, job, reason)
+            if outcome:
+                done[outcome] += 1
+        done["enqueued"] = self.queue.sweep_outbox(older_than_s=max(5.0, 2 * self.settings.reap_interval_s))
+        return done
+
+    def _lost_reason(self, job: dict, beats: dict[str, dict]) -> str | None:
+        worker_id = job.get("worker")
+        if not worker_id:
+            return None
+        beat = beats.get(worker_id)
+        if beat is None:
+            return "worker heartbeat stopped"
+        started = float(job.get("started_ts", 0) or 0)
+        if beat.get("job") != job["id"] and float(beat.get("ts", 0)) > started + 1.0:
+            return "worker no longer runs the job"
+        return None
+
+    def run(self, stop: threading.Event) -> None:
+        """Reap every ``reap_interval_s`` until ``stop`` is set; Redis errors are logged and retried."""
+        while not stop.wait(self.settings.reap_interval_s):
+            try:
+                self.pass_once()
+            except redis.exceptions.RedisError as exc:
+                log.info("reaper: Redis unavailable (%s); trying again", exc)
+            except Exception:  # never let the reaper die
+                log.exception("reaper pass failed")
+
+
+def start_reaper_thread(client: redis.Redis, settings: Settings) -> tuple[threading.Thread, threading.Event]:
+    """Run a Reaper in a daemon thread; set the returned event to stop it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=Reaper(client, settings).run, args=(stop,), name="hinge-reaper", daemon=True)
+    thread.start()
+    return thread, stop

@@ -1,0 +1,202 @@
+"""Sampled-cut cutting-plane kernel SVMs (Yu & Joachims 2008): accuracy against SMO, exactness, master QP."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from tests import naive
+from worker.solvers.common import SolverControl, SolverInputError, StopReason
+from worker.solvers.kernel_predict import KernelExpansion
+from worker.solvers.sampled_cuts import _sampled_cuts_qp, solve_sampled_cuts
+from worker.solvers.smo import solve_smo
+
+
+def _csr(matrix):
+    matrix = sp.csr_matrix(matrix)
+    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data.astype(np.float64)
+
+
+def disc(n_rows: int, seed: int):
+    """Points in [-1, 1]^2, +1 inside the circle of radius 0.6, then jittered (sigma 0.05): ~4% Bayes error."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n_rows, 2))
+    y = np.where(np.hypot(X[:, 0], X[:, 1]) < 0.6, 1.0, -1.0)
+    return X + rng.normal(scale=0.05, size=X.shape), y
+
+
+KERNEL = {"type": "rbf", "gamma": 2.0}
+
+
+def _test_error(result, X, X_test, y_test):
+    support = sp.csr_matrix(X)[result.extra["support_indices"]]
+    model = KernelExpansion(support.indptr, support.indices, support.data, result.extra["dual_coef"], result.bias,
+                            KERNEL, n_features=2)
+    decision = model.decision_function(*_csr(X_test))
+    return 100.0 * float(np.mean(np.where(decision > 0, 1.0, -1.0) != y_test))
+
+
+@pytest.fixture(scope="module")
+def large():
+    X, y = disc(20_000, 0)
+    X_test, y_test = disc(10_000, 1)
+    smo = solve_smo(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL)
+    assert smo.converged
+    return X, y, X_test, y_test, _test_error(smo, X, X_test, y_test)
+
+
+@pytest.mark.parametrize("variant", ["linear", "constant"])
+def test_test_error_within_half_a_point_of_smo(large, variant):
+    # paper 003, Table 1: with r = 400 both algorithms stay within ~0.5 points of the exact solver
+    X, y, X_test, y_test, smo_error = large
+    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant, sample_size=400)
+    assert result.converged and result.stop_reason == StopReason.CONVERGED
+    error = _test_error(result, X, X_test, y_test)
+    assert error <= smo_error + 0.5, (error, smo_error)
+    assert result.extra["n_sv"] == result.extra["support_indices"].size > 0
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = disc(500, 2)
+    K = naive.kernel_dense(X, X, KERNEL)
+    coef, _ = naive.svc_no_threshold_dual(K, y, 1.0, B=1.0, n_sweeps=4000, tol=1e-10)
+    optimum = naive.svc_primal_value(K + 1.0, y, coef, 0.0, np.ones(y.size))
+    return X, y, K, optimum
+
+
+def _primal_of(result, K, y, B=1.0):
+    coef = np.zeros(y.size)
+    coef[result.extra["support_indices"]] = result.extra["dual_coef"]
+    assert result.bias == pytest.approx(B * B * coef.sum(), rel=1e-12, abs=1e-12)
+    return naive.svc_primal_value(K + B * B, y, coef, 0.0, np.ones(y.size))
+
+
+def test_linear_variant_reports_the_exact_primal_and_meets_its_stopping_rule(small):
+    X, y, K, optimum = small
+    control = SolverControl()
+    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=200,
+                                control=control)
+    assert result.converged and not result.extra["objective_is_estimate"]
+    assert result.objective == pytest.approx(_primal_of(result, K, y), rel=1e-9)
+    assert result.objective >= optimum * (1 - 1e-9)
+    last = control.points[-1]
+    assert last["cut_value"] <= last["xi"] + 1e-3  # the exact cut is not violated by more than tol
+    for key in ("iteration", "elapsed_s", "primal", "dual", "gap", "xi", "cut_value", "n_cuts", "basis_size"):
+        assert key in last
+
+
+@pytest.mark.parametrize("variant", ["linear", "constant"])
+def test_large_samples_approach_the_exact_optimum(small, variant):
+    X, y, K, optimum = small
+    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant,
+                                sample_size=4000, seed=1)
+    primal = _primal_of(result, K, y)
+    assert optimum * (1 - 1e-9) <= primal <= optimum * 1.025
+    if variant == "constant":
+        assert result.extra["objective_is_estimate"]
+
+
+def test_without_bias_feature(small):
+    X, y, K, _ = small
+    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", bias=None,
+                                sample_size=200)
+    assert result.bias == 0.0
+    coef = np.zeros(y.size)
+    coef[result.extra["support_indices"]] = result.extra["dual_coef"]
+    assert result.objective == pytest.approx(naive.svc_primal_value(K, y, coef, 0.0, np.ones(y.size)), rel=1e-9)
+
+
+def test_inactive_cuts_are_removed(small):
+    X, y, _, _ = small
+    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=100,
+                                max_inactive=1)
+    # after every master solve, a cut whose alpha is 0 is dropped at once
+    assert np.all(result.extra["cut_alpha"] > 0)
+    assert result.n_iter > result.extra["n_cuts"]
+
+
+def test_same_seed_same_model(small):
+    X, y, _, _ = small
+    runs = [solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=v, sample_size=150, seed=s)
+            for v, s in (("constant", 4), ("constant", 4), ("constant", 5))]
+    np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
+    np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])
+    assert runs[0].n_iter == runs[1].n_iter
+    assert not np.array_equal(runs[0].extra["support_indices"], runs[2].extra["support_indices"])
+
+
+def test_master_qp_matches_a_generic_solver():
+    rng = np.random.default_rng(3)
+    for t, C in ((1, 2.0), (6, 0.5), (12, 3.0), (12, 50.0)):
+        Z = rng.normal(size=(t, 5))
+        H = Z @ Z.T
+        h = rng.uniform(0, 1, size=t)
+        alpha = np.zeros(t)
+        grad = np.zeros(t)
+        steps, value, xi = _sampled_cuts_qp(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
+        assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
+        reference = minimize(lambda a: 0.5 * a @ H @ a - h @ a, np.full(t, C / (2 * t)), jac=lambda a: H @ a - h,
+                             bounds=[(0, None)] * t, constraints=[{"type": "ineq", "fun": lambda a: C - a.sum()}],
+                             method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
+        assert value == pytest.approx(-reference.fun, rel=1e-7, abs=1e-10)
+        assert value == pytest.approx(h @ alpha - 0.5 * alpha @ H @ alpha, rel=1e-12, abs=1e-12)
+        # KKT: positive coordinates share the largest gradient, which is xi when the budget is used
+        np.testing.assert_allclose(grad, h - H @ alpha, atol=1e-9)
+        assert np.all(grad[alpha > 0] >= grad.max() - 1e-9)
+        assert xi == pytest.approx(max(0.0, grad.max()), abs=1e-12)
+        # a warm start from the optimum takes no step
+        again = _sampled_cuts_qp(H, h, alpha, t, C, 1e-9, 1_000_000, grad)
+        assert again[0] == 0
+
+
+def test_stop_reasons(small):
+    X, y, _, _ = small
+    args = dict(n_features=2, C=1.0, kernel=KERNEL, sample_size=50)
+    capped = solve_sampled_cuts(*_csr(X), y, max_iter=3, **args)
+    assert capped.stop_reason == StopReason.MAX_ITER and not capped.converged and capped.n_iter == 3
+    late = solve_sampled_cuts(*_csr(X), y, control=SolverControl(deadline=time.monotonic() - 1), **args)
+    assert late.stop_reason == StopReason.DEADLINE and late.n_iter == 1
+    # the first cut's kernel row is interrupted: the model so far is w = 0, P(0) = C * N
+    assert late.extra["n_sv"] == 0 and late.objective == pytest.approx(y.size)
+    calls = {"n": 0}
+
+    def cancel_soon() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    for variant in ("linear", "constant"):
+        calls["n"] = 0
+        canceled = solve_sampled_cuts(*_csr(X), y, variant=variant,
+                                      control=SolverControl(cancel_requested=cancel_soon), **args)
+        assert canceled.stop_reason == StopReason.CANCELED and not canceled.converged
+        assert canceled.n_iter <= 3
+
+
+@pytest.mark.parametrize(
+    "change, word",
+    [
+        ({"C": -1.0}, "C"),
+        ({"variant": "quadratic"}, "variant"),
+        ({"sample_size": 0}, "sample_size"),
+        ({"p": 0}, "p must"),
+        ({"tol": 0.0}, "tol"),
+        ({"max_inactive": 0}, "max_inactive"),
+        ({"max_iter": 2.5}, "max_iter"),
+        ({"bias": -1.0}, "bias"),
+        ({"seed": -3}, "seed"),
+        ({"kernel": {"type": "rbf"}}, "gamma"),
+        ({"y": np.array([1.0, 0.0, 1.0, -1.0])}, "labels"),
+    ],
+)
+def test_bad_arguments_are_refused(change, word):
+    indptr, indices, data = _csr(np.array([[1.0, 0], [0, 1.0], [1.0, 1.0], [0, 2.0]]))
+    args = {"y": np.array([1.0, -1.0, 1.0, -1.0]), "n_features": 2, "C": 1.0, "kernel": KERNEL}
+    args.update(change)
+    y = args.pop("y")
+    with pytest.raises(SolverInputError, match=word):
+        solve_sampled_cuts(indptr, indices, data, y, **args)

@@ -1,0 +1,124 @@
+"""Model selection: folds, the same table with 1 and 2 processes, warm starts, and the search over HTTP."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer
+
+from tests.helpers import to_svmlight, upload, wait_job
+from worker.search import make_folds, run_search
+
+
+def test_folds_are_stratified_and_keep_queries_whole():
+    y = np.array([1.0] * 30 + [-1.0] * 70)
+    folds = make_folds(y, None, 5, seed=3)
+    for fold in range(5):
+        assert (y[folds == fold] == 1).sum() == 6 and (y[folds == fold] == -1).sum() == 14
+    qid = np.repeat(np.arange(20), 5)
+    grouped = make_folds(np.zeros(100), qid, 4, seed=1)
+    for q in range(20):
+        assert np.unique(grouped[qid == q]).size == 1
+    assert np.array_equal(make_folds(y, None, 5, seed=3), folds)
+
+
+class _Sink:
+    """A trace sink that keeps everything in memory (no Redis)."""
+
+    class _Jobs:
+        def update(self, job_id, **fields):
+            pass
+
+    jobs, job_id, subproblem = _Jobs(), "job_test", 0
+
+    def add(self, point):
+        pass
+
+    def flush(self):
+        pass
+
+
+def cancer_arrays():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    matrix = sp.csr_matrix(X)
+    return {"indptr": matrix.indptr.astype(np.int64), "indices": matrix.indices.astype(np.int32),
+            "data": matrix.data, "y": np.where(y == 1, 1.0, -1.0)}, X.shape[1]
+
+
+def search_table(processes: int, warm: bool = True) -> dict:
+    arrays, n_features = cancer_arrays()
+    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
+              "shrinking": True, "trace_every": 1, "seed": 0, "max_seconds": None, "n_processes": processes,
+              "search": {"C": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0], "gamma": None, "cv_folds": 5, "metric": "accuracy",
+                         "seed": 7, "warm_start": warm, "distribute": False}}
+    tables = []
+    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
+                         sink=_Sink(), publish=lambda table, subtasks: tables.append((table, subtasks)))
+    assert tables[-1][1]["done"] == tables[-1][1]["total"]
+    return outcome.meta
+
+
+def strip_timing(table: dict) -> list:
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in table["settings"]]
+
+
+def test_same_table_with_one_and_two_processes():
+    one = search_table(1)
+    two = search_table(2)
+    assert strip_timing(one["search_results"]) == strip_timing(two["search_results"])
+    assert one["search_results"]["best"] == two["search_results"]["best"]
+    assert len(one["search_results"]["settings"]) == 6
+    assert all(row["folds_done"] == 5 and len(row["fold_scores"]) == 5 for row in one["search_results"]["settings"])
+    best = one["search_results"]["best"]
+    assert best["mean"] == max(row["mean"] for row in one["search_results"]["settings"])
+    assert one["refit_params"]["C"] == best["C"] and one["objectives"]
+
+
+def test_warm_start_saves_iterations_along_c():
+    warm = search_table(1, warm=True)["search_results"]
+    cold = search_table(1, warm=False)["search_results"]
+    assert warm["warm_start"] is True and cold["warm_start"] is False
+    warm_iterations = sum(row["n_iter"] for row in warm["settings"])
+    cold_iterations = sum(row["n_iter"] for row in cold["settings"])
+    assert warm_iterations < cold_iterations
+    assert sum(row["warm_started_fits"] for row in warm["settings"]) > 0
+
+
+def test_search_over_http(http):
+    arrays, n_features = cancer_arrays()
+    content = to_svmlight(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+    dataset = upload(http, content).json()
+    body = {"dataset_id": dataset["id"], "solver": "dcd",
+            "params": {"search": {"C": [0.01, 0.1, 1.0], "cv_folds": 3, "metric": "f1"}}}
+    job = http.post("/v1/jobs", json=body).json()
+    done = wait_job(http, job["id"], timeout=120)
+    assert done["status"] == "succeeded", done
+    results = done["search_results"]
+    assert results["metric"] == "f1" and len(results["settings"]) == 3 and results["best"] is not None
+    assert done["progress"]["subtasks_done"] == done["progress"]["subtasks_total"] >= 3
+    model = http.get(f"/v1/models/{done['model_id']}").json()
+    assert model["search_results"]["best"] == results["best"]
+    assert model["refit_params"]["C"] == results["best"]["C"] == model["params"]["C"] or model["refit_params"]["C"] == results["best"]["C"]
+
+    kernel = {"dataset_id": dataset["id"], "solver": "smo",
+              "params": {"kernel": {"type": "rbf"}, "search": {"C": [0.1, 1.0], "gamma": [0.01, 0.1], "cv_folds": 3}}}
+    done = wait_job(http, http.post("/v1/jobs", json=kernel).json()["id"], timeout=300)
+    assert done["status"] == "succeeded", done
+    assert {(row["C"], row["gamma"]) for row in done["search_results"]["settings"]} == {
+        (0.1, 0.01), (0.1, 0.1), (1.0, 0.01), (1.0, 0.1)}
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"search": {"gamma": [0.1]}}, "gamma"),
+    ({"search": {"metric": "pairwise_accuracy"}}, "metric"),
+    ({"search": {"cv_folds": 1}}, "cv_folds"),
+    ({"search": {"C": []}}, "C"),
+    ({"search": {"C": [-1]}}, "C"),
+])
+def test_search_validation(http, params, field):
+    dataset = upload(http, b"1 1:1\n-1 1:-1\n1 1:2\n-1 1:-2\n").json()
+    response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params})
+    assert response.status_code == 422, response.text
+    assert field in response.json()["error"]["message"]

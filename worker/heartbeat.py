@@ -1,0 +1,146 @@
+"""A worker's heartbeat process: proves the worker is alive, says which job it runs, reaps the dead.
+
+Why a process and not a thread: solver kernels are numba functions that hold the GIL for a whole
+pass over the data, so a thread in the worker could not beat while a pass runs. This process is
+spawned by the worker before it takes jobs and shares two small pieces of memory with it: the id of
+the job running now (written by ``worker.jobs.train``, also from a forked work horse, without
+touching Redis) and a stop flag.
+
+Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready}`` with a TTL of
+``worker_lease_s``. Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
+checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
+the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
+exits. SIGTERM while the worker lives (``docker stop``, Ctrl-C to the process group) is ignored: the
+worker is checkpointing its job and still needs its heartbeat; the worker stops this process last.
+See ``service/lifecycle.py`` for the whole crash-recovery design.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+
+JOB_ID_BYTES = 128
+
+log = logging.getLogger("hinge.heartbeat")
+
+_handle: "Heartbeat | None" = None
+
+
+class Heartbeat:
+    """The worker's side: set and clear the current job, stop the process."""
+
+    def __init__(self, worker_id: str, settings):
+        ctx = multiprocessing.get_context("spawn")
+        self.worker_id = worker_id
+        self.current = ctx.RawArray(ctypes.c_char, JOB_ID_BYTES)
+        self.stop_flag = ctx.RawValue(ctypes.c_bool, False)
+        self.ready = ctx.RawValue(ctypes.c_bool, False)
+        self.accepting = ctx.RawValue(ctypes.c_bool, False)  # kernels warm: the worker takes jobs
+        self.process = ctx.Process(
+            target=run,
+            name="hinge-heartbeat",
+            args=(os.getpid(), worker_id, settings.model_dump(mode="json"), self.current, self.stop_flag, self.ready,
+                  self.accepting),
+        )
+
+    def start(self) -> "Heartbeat":
+        global _handle
+        self.process.start()
+        _handle = self
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Wait for the first beat (a worker takes no job before the reaper can see it alive)."""
+        end = time.monotonic() + timeout
+        while not self.ready.value:
+            if not self.process.is_alive() or time.monotonic() > end:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def set_job(self, job_id: str | None) -> None:
+        """Record the job the worker runs now (None: no job)."""
+        self.current.value = (job_id or "").encode()[: JOB_ID_BYTES - 1]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop beating (the worker is leaving): the process deletes the liveness key and exits."""
+        self.stop_flag.value = True
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(1)
+
+
+def current_job(job_id: str | None) -> None:
+    """Tell the heartbeat process (if this worker has one) which job runs now."""
+    if _handle is not None:
+        _handle.set_job(job_id)
+
+
+def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting) -> None:
+    """Body of the heartbeat process."""
+    import redis
+
+    from service.config import Settings
+    from service.ingest.entry import die_with_parent
+    from service.lifecycle import Reaper
+    from service.logs import configure_logging
+    from service.storage import keys
+
+    die_with_parent()  # SIGTERM when the worker dies; the handler below only wakes the loop
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    signal.signal(signal.SIGINT, lambda *_: None)
+    settings = Settings.model_validate(settings_data)
+    configure_logging(os.environ.get("HINGE_LOG_LEVEL", "WARNING"), settings.log_format)
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    reaper = Reaper(client, settings)
+    key = keys.worker_alive(worker_id)
+    host = socket.gethostname()
+    lease_ms = max(1, int(settings.worker_lease_s * 1000))
+    next_beat = 0.0
+    next_reap = time.monotonic() + settings.reap_interval_s
+
+    def gone() -> bool:
+        return os.getppid() != parent_pid or stop_flag.value
+
+    while not gone():
+        now = time.monotonic()
+        if now >= next_beat:
+            beat = {"pid": parent_pid, "host": host, "job": current.value.decode(errors="replace"), "ts": time.time(),
+                    "ready": bool(accepting.value)}
+            try:
+                with client.pipeline(transaction=False) as pipe:
+                    pipe.set(key, json.dumps(beat), px=lease_ms)
+                    pipe.sadd(keys.workers(), worker_id)
+                    pipe.execute()
+                ready.value = True
+                next_beat = now + settings.heartbeat_s
+            except redis.exceptions.RedisError as exc:
+                log.info("heartbeat: Redis unavailable (%s)", exc)
+                next_beat = now + min(settings.heartbeat_s, 0.5)
+        if now >= next_reap:
+            try:
+                reaper.pass_once()
+            except redis.exceptions.RedisError as exc:
+                log.info("reaper: Redis unavailable (%s)", exc)
+            except Exception:
+                log.exception("reaper pass failed")
+            next_reap = now + settings.reap_interval_s
+        time.sleep(0.1)
+    # The worker is gone (or leaving): say so at once instead of letting the key expire.
+    for _ in range(3):
+        try:
+            client.delete(key)
+            client.srem(keys.workers(), worker_id)
+            break
+        except redis.exceptions.RedisError:
+            time.sleep(0.2)
+    sys.exit(0)

@@ -1,0 +1,634 @@
+"""Cutting-plane training of kernel SVMs with sampled cuts (Yu & Joachims, KDD 2008), binary case.
+
+Problem
+-------
+Rows x_i (CSR), labels y_i in {-1, +1}, a kernel K with feature map phi (``worker.solvers.kernels``).
+The service's problem, with the threshold handled as LIBLINEAR's bias (a constant feature of value
+B appended to every phi(x), regularized like the rest; ``bias=None`` drops it), is
+
+    min_w  P(w) = 0.5 * |w|^2 + C * sum_i max(0, 1 - y_i <w, phi'(x_i)>),   phi'(x) = (phi(x), B),
+
+i.e. the kernel seen by the solver is K'(x, z) = K(x, z) + B^2, and the decision value of the model
+w = sum_u gamma_u phi'(x_u) is f(x) = sum_u gamma_u K(x_u, x) + b with b = B^2 * sum_u gamma_u.
+(The paper's structural SVM has no threshold; SMO's unregularized b cannot be expressed as a cut.)
+
+Paper 003 (Section 6.1) uses binary classification with Psi(x, y) = y phi(x) and the zero-one loss
+Delta. We take Psi(x, y) = y phi'(x) / 2, which makes the margin-rescaled constraint of OP1 for
+y_hat = -y_i read 1 - y_i <w, phi'(x_i)> <= xi_i: the hinge loss, with no factor 2. OP1 is then
+
+    min 0.5 |w|^2 + (C_paper / N) sum_i xi_i,
+
+so the paper's C is C_paper = C * N for the service's C (this is the conversion from the C/n
+convention). The 1-slack form solved by Algorithm 1 is min 0.5 |w|^2 + C_paper * xi subject to the
+cuts c + <w, g> <= xi, where for binary labels the argmax of line 13 picks y_hat_i = -y_i exactly
+when y_i f(x_i) < 1, giving the cut (c, g) = ((1/N) sum_i l_i, -(1/N) sum_i l_i y_i phi'(x_i)),
+l_i = [y_i f(x_i) < 1]; c + <w, g> is the mean hinge loss at w.
+
+Master problem (OP2): with cuts (c_k, g_k), k = 1..t, H_kl = <g_k, g_l> and h_k = c_k,
+
+    max_alpha  h' alpha - 0.5 alpha' H alpha   s.t.  alpha >= 0,  sum_k alpha_k <= C_paper,
+
+and w = -sum_k alpha_k g_k. Every cut here is a kernel expansion g_k = -sum_u beta_ku phi'(x_u) over a
+few rows, so w = sum_u gamma_u phi'(x_u) with gamma = sum_k alpha_k beta_k. OP2 is solved by
+sequential minimal optimization on the simplex (the slack C_paper - sum alpha is one more coordinate
+with gradient 0): move mass from a coordinate with alpha_j > 0 to the one of largest gradient
+h - H alpha, step (g_i - g_j) / (H_ii + H_jj - 2 H_ij) clipped to alpha_j, j chosen by second-order gain,
+warm-started from the previous alpha; it stops when the largest gradient exceeds the smallest gradient
+of a positive coordinate by at most tol / 1000. The gradient of cut k is its value c_k + <w, g_k> at w,
+and xi = max(0, max_k (c_k + <w, g_k>)).
+
+Algorithms
+----------
+* ``variant="constant"``, Algorithm 2: a cut is built from r = ``sample_size`` rows S_1..S_r drawn
+  uniformly with replacement (seeded splitmix64): c = (1/r) sum_j l_{S_j},
+  beta = (1/r) sum_j l_{S_j} y_{S_j} e_{S_j}. The values f(x_{S_j}) need K'(x_u, x_{S_j}) for every basis
+  row u of the active cuts (|U| * r kernel values); the same block gives the new column of H
+  (H_kt = sum_j beta_tj a_k(x_{S_j}), a_k(x) = sum_u beta_ku K'(x_u, x)), and H_tt takes r^2 more values.
+  Stopping (Section 6.1): after ``p`` consecutive sampled cuts that are not violated by more than
+  ``tol`` (c + <w, g> <= xi + tol); a violated one is added and resets the count.
+* ``variant="linear"``, Algorithm 3: f(x_i) for all N rows comes from the cached A_ki = a_k(x_i)
+  (f = sum_k alpha_k A_k, no kernel values). The exact cut's value (the mean hinge) decides stopping:
+  stop when it is <= xi + tol. Otherwise r rows are drawn uniformly with replacement from
+  I = {i : y_i f(x_i) < 1} and the cut is c = |I| / N, beta = |I| / (N r) sum_j y_{S_j} e_{S_j} (line 19);
+  drawing repeats until this cut is violated (line 20; after 50 draws the cut made of the single most
+  violating row, which is violated whenever the exact cut is, as in the proof of Corollary 2).
+  A new cut costs N * r kernel values for its row A_t; its Gram entries then come from A:
+  H_kt = sum_j beta_tj A_k(S_j), without kernel evaluations (Section 4.2.1).
+* Cuts whose alpha has been 0 for ``max_inactive`` (paper: 20) consecutive iterations are removed.
+
+Stopping rule in the user's terms: ``tol`` is in units of the mean hinge loss (paper: 0.001); the
+linear variant stops when the exact mean hinge loss at w exceeds the model's slack xi by at most tol;
+the constant variant when p sampled estimates in a row do; both stop after ``max_iter`` cutting-plane
+iterations (oracle calls), or at a deadline or cancel (checked after every iteration and between
+chunks of the N * r kernel evaluations of the linear variant).
+
+Inputs and outputs
+------------------
+``SolverResult`` with ``w`` None, ``bias`` = B^2 * sum(gamma), ``n_iter`` = oracle calls,
+``objective`` = P(w) exactly for the linear variant (its hinge losses are known for all rows); for the
+constant variant computing P would cost N * |U| kernel values, so ``objective`` is the estimate
+0.5 |w|^2 + C N * (mean hinge over the rows drawn by the last p oracle calls) and
+``extra["objective_is_estimate"]`` is True. ``extra``: "support_indices" (int64 row ids of the basis
+rows, ascending), "dual_coef" (gamma over them: decision(x) = sum dual_coef K(x_u, x) + bias), "n_sv"
+(basis size), "n_bounded_sv" None (no box per example in this formulation), "n_cuts", "C_paper",
+"xi", "master_dual", "kernel", "kernel_values_computed". Trace points: iteration, elapsed_s,
+dual (OP2's value: a lower bound on the master's primal, not on P for sampled cuts), primal (linear:
+exact; constant: estimate), gap, xi, cut_value, n_cuts, basis_size.
+
+Nothing runs in parallel: one thread, deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+from worker.solvers.common import (
+    SolverControl,
+    SolverInputError,
+    SolverResult,
+    StopReason,
+    binary_signs,
+    check_csr,
+    check_positive,
+    rng_below,
+    rng_state,
+)
+from worker.solvers.kernels import clear_row, gather_dot, kernel_from_dot, kernel_params, row_sq_norms, scatter_row
+
+VARIANTS = ("linear", "constant")
+_DENSE_LIMIT = 1 << 22
+_MAX_REDRAWS = 50
+SLICE_VALUES = 4_000_000  # kernel values per chunk of the linear variant's A row
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _sampled_cuts_dense_t(indptr, indices, data, rows, n_features):
+    """Dense transposed copy (n_features, len(rows)) of the given rows."""
+    out = np.zeros((n_features, rows.size))
+    for j in range(rows.size):
+        r = rows[j]
+        for k in range(indptr[r], indptr[r + 1]):
+            out[indices[k], j] += data[k]
+    return out
+
+
+@njit(cache=True)
+def _sampled_cuts_kvals(o, inner, dense_t, use_dense, indptr, indices, data, sq, kp, shift, xbuf, kvals):
+    """kvals[j] = K(x_o, x_inner[j]) + shift."""
+    code, gamma, coef0, degree = kp
+    m = inner.size
+    if use_dense:
+        for j in range(m):
+            kvals[j] = 0.0
+        for k in range(indptr[o], indptr[o + 1]):
+            v = data[k]
+            col = dense_t[indices[k]]
+            for j in range(m):
+                kvals[j] += v * col[j]
+        for j in range(m):
+            kvals[j] = kernel_from_dot(code, gamma, coef0, degree, kvals[j], sq[o], sq[inner[j]]) + shift
+    else:
+        scatter_row(indptr, indices, data, o, xbuf)
+        for j in range(m):
+            b = inner[j]
+            dot = gather_dot(indptr, indices, data, b, xbuf)
+            kvals[j] = kernel_from_dot(code, gamma, coef0, degree, dot, sq[o], sq[b]) + shift
+        clear_row(indptr, indices, o, xbuf)
+
+
+@njit(cache=True)
+def _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets,
+                           n_features, out):
+    """out[k, j] += sum over basis entries e of cut k: coef_e * K'(x_row(e), x_targets[j]).
+
+    The basis is grouped by unique row (urows, with entries uptr[u]:uptr[u+1] of (ucut, ucoef)), so
+    each kernel value is computed once however many cuts share the row.
+    """
+    m = targets.size
+    use_dense = n_features * m <= _DENSE_LIMIT
+    dense_t = _sampled_cuts_dense_t(indptr, indices, data, targets, n_features) if use_dense else np.zeros((1, 1))
+    xbuf = np.zeros(n_features)
+    kvals = np.empty(m)
+    for u in range(urows.size):
+        _sampled_cuts_kvals(urows[u], targets, dense_t, use_dense, indptr, indices, data, sq, kp, shift,
+                            xbuf, kvals)
+        for e in range(uptr[u], uptr[u + 1]):
+            k = ucut[e]
+            c = ucoef[e]
+            for j in range(m):
+                out[k, j] += c * kvals[j]
+
+
+@njit(cache=True)
+def _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, targets, start, stop,
+                            n_features, out):
+    """out[t] = sum_v basis_coef[v] * K'(x_basis_rows[v], x_targets[t]) for t in [start, stop)."""
+    m = basis_rows.size
+    use_dense = n_features * m <= _DENSE_LIMIT
+    dense_t = _sampled_cuts_dense_t(indptr, indices, data, basis_rows, n_features) if use_dense else np.zeros((1, 1))
+    xbuf = np.zeros(n_features)
+    kvals = np.empty(m)
+    for t in range(start, stop):
+        _sampled_cuts_kvals(targets[t], basis_rows, dense_t, use_dense, indptr, indices, data, sq, kp, shift,
+                            xbuf, kvals)
+        acc = 0.0
+        for v in range(m):
+            acc += basis_coef[v] * kvals[v]
+        out[t] = acc
+
+
+@njit(cache=True)
+def _sampled_cuts_draw(rng, pool, pool_size, count, out):
+    """out[:count] = pool[j] for j drawn uniformly from [0, pool_size), with replacement (seeded splitmix64)."""
+    for j in range(count):
+        out[j] = pool[rng_below(rng, pool_size)]
+
+
+@njit(cache=True)
+def _sampled_cuts_qp(H, h, alpha, t, C, tol, max_steps, grad):
+    """max h'a - 0.5 a'Ha, a >= 0, sum(a) <= C over the first t coordinates; alpha warm-started in place.
+
+    Returns (steps, dual value, xi) with xi = max(0, max_k grad_k) and grad = h - H alpha left in grad.
+    """
+    total = 0.0
+    for k in range(t):
+        acc = h[k]
+        for l in range(t):
+            if alpha[l] != 0.0:
+                acc -= H[k, l] * alpha[l]
+        grad[k] = acc
+        total += alpha[k]
+    slack = C - total
+    if slack < 0.0:
+        slack = 0.0
+    steps = 0
+    while steps < max_steps:
+        # coordinate that gains: the largest gradient; -1 stands for the slack (gradient 0)
+        i = -1
+        gi = 0.0
+        for k in range(t):
+            if grad[k] > gi:
+                gi = grad[k]
+                i = k
+        # coordinate that gives: positive, smaller gradient, best second-order gain
+        low = np.inf
+        j = -2
+        best = -1.0
+        if slack > 0.0:
+            low = 0.0
+            if i >= 0 and gi > 0.0:
+                eta = H[i, i] if H[i, i] > 1e-12 else 1e-12
+                best = gi * gi / eta
+                j = -1
+        for k in range(t):
+            if alpha[k] > 0.0:
+                if grad[k] < low:
+                    low = grad[k]
+                if k != i and grad[k] < gi:
+                    diff = gi - grad[k]
+                    if i >= 0:
+                        eta = H[i, i] + H[k, k] - 2.0 * H[i, k]
+                    else:
+                        eta = H[k, k]
+                    if eta < 1e-12:
+                        eta = 1e-12
+                    gain = diff * diff / eta
+                    if gain > best:
+                        best = gain
+                        j = k
+        if j == -2 or gi - low <= tol:
+            break
+        gj = 0.0 if j == -1 else grad[j]
+        if i >= 0 and j >= 0:
+            eta = H[i, i] + H[j, j] - 2.0 * H[i, j]
+        elif i >= 0:
+            eta = H[i, i]
+        else:
+            eta = H[j, j]
+        avail = slack if j == -1 else alpha[j]
+        delta = avail if eta <= 1e-12 else min(avail, (gi - gj) / eta)
+        if delta <= 0.0:
+            break
+        if i >= 0:
+            alpha[i] += delta
+        else:
+            slack += delta
+        if j >= 0:
+            if delta >= alpha[j]:
+                alpha[j] = 0.0
+            else:
+                alpha[j] -= delta
+        else:
+            slack = 0.0 if delta >= slack else slack - delta
+        for k in range(t):
+            d = 0.0
+            if i >= 0:
+                d += H[k, i]
+            if j >= 0:
+                d -= H[k, j]
+            grad[k] -= delta * d
+        steps += 1
+    value = 0.0
+    xi = 0.0
+    for k in range(t):
+        # h'a - 0.5 a'Ha = 0.5 * sum_k a_k (h_k + grad_k)
+        value += 0.5 * alpha[k] * (h[k] + grad[k])
+        if grad[k] > xi:
+            xi = grad[k]
+    return steps, value, xi
+
+
+# ---------------------------------------------------------------------------------------------
+# the working set of cuts
+# ---------------------------------------------------------------------------------------------
+
+
+class _Cuts:
+    """Cuts as kernel expansions: rows, coefficients (beta), offset c, Gram matrix H, alpha, A rows."""
+
+    def __init__(self, n_rows: int, keep_a: bool) -> None:
+        self.rows: list[np.ndarray] = []
+        self.coef: list[np.ndarray] = []
+        self.c: list[float] = []
+        self.inactive: list[int] = []
+        self.H = np.zeros((16, 16))
+        self.alpha = np.zeros(16)
+        self.grad = np.zeros(16)
+        self.keep_a = keep_a
+        self.A = np.zeros((16 if keep_a else 0, n_rows if keep_a else 0))
+
+    @property
+    def t(self) -> int:
+        return len(self.c)
+
+    def _grow(self) -> None:
+        t = self.t
+        if t < self.H.shape[0]:
+            return
+        size = 2 * self.H.shape[0]
+        H = np.zeros((size, size))
+        H[:t, :t] = self.H[:t, :t]
+        self.H = H
+        for name in ("alpha", "grad"):
+            old = getattr(self, name)
+            new = np.zeros(size)
+            new[:t] = old[:t]
+            setattr(self, name, new)
+        if self.keep_a:
+            A = np.zeros((size, self.A.shape[1]))
+            A[:t] = self.A[:t]
+            self.A = A
+
+    def add(self, rows: np.ndarray, coef: np.ndarray, c: float, column: np.ndarray, self_dot: float,
+            a_row: np.ndarray | None) -> None:
+        self._grow()
+        t = self.t
+        self.H[t, :t] = column
+        self.H[:t, t] = column
+        self.H[t, t] = self_dot
+        self.alpha[t] = 0.0
+        if self.keep_a:
+            self.A[t] = a_row
+        self.rows.append(rows)
+        self.coef.append(coef)
+        self.c.append(float(c))
+        self.inactive.append(0)
+
+    def drop_inactive(self, max_inactive: int) -> None:
+        t = self.t
+        for k in range(t):
+            self.inactive[k] = self.inactive[k] + 1 if self.alpha[k] <= 0.0 else 0
+        keep = [k for k in range(t) if self.inactive[k] < max_inactive]
+        if len(keep) == t:
+            return
+        idx = np.asarray(keep, dtype=np.int64)
+        m = idx.size
+        self.H[:m, :m] = self.H[np.ix_(idx, idx)]
+        self.alpha[:m] = self.alpha[idx]
+        self.alpha[m:] = 0.0
+        if self.keep_a:
+            self.A[:m] = self.A[idx]
+        self.rows = [self.rows[k] for k in keep]
+        self.coef = [self.coef[k] for k in keep]
+        self.c = [self.c[k] for k in keep]
+        self.inactive = [self.inactive[k] for k in keep]
+
+    def grouped_basis(self):
+        """Unique basis rows with CSR-like lists of (cut, coef) entries."""
+        if self.t == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0)
+        rows = np.concatenate(self.rows)
+        cuts = np.concatenate([np.full(r.size, k, dtype=np.int64) for k, r in enumerate(self.rows)])
+        coef = np.concatenate(self.coef)
+        urows, inverse = np.unique(rows, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        counts = np.bincount(inverse, minlength=urows.size)
+        uptr = np.zeros(urows.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=uptr[1:])
+        return urows.astype(np.int64), uptr, cuts[order], coef[order]
+
+    def expansion(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, gamma) with gamma = sum_k alpha_k beta_k, rows ascending, zeros dropped."""
+        if self.t == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        rows = np.concatenate(self.rows)
+        coef = np.concatenate([self.alpha[k] * self.coef[k] for k in range(self.t)])
+        urows, inverse = np.unique(rows, return_inverse=True)
+        gamma = np.bincount(inverse, weights=coef, minlength=urows.size)
+        keep = gamma != 0.0
+        return urows[keep].astype(np.int64), gamma[keep]
+
+
+def _combine(rows: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge repeated rows of a sampled basis (sum their coefficients)."""
+    urows, inverse = np.unique(rows, return_inverse=True)
+    return urows.astype(np.int64), np.bincount(inverse, weights=coef, minlength=urows.size)
+
+
+# ---------------------------------------------------------------------------------------------
+# public wrapper
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size, p, tol, max_inactive,
+                max_iter, bias, trace_every, seed):
+    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
+        raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
+    check_csr(indptr, indices, data, int(n_features))
+    y = binary_signs(y)
+    n = indptr.size - 1
+    if y.shape != (n,):
+        raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
+    if n < 2 or np.all(y == y[0]):
+        raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
+    C = check_positive("C", C)
+    kp = kernel_params(kernel)
+    if variant not in VARIANTS:
+        raise SolverInputError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+    for name, value, low in (("sample_size", sample_size, 1), ("p", p, 1), ("max_inactive", max_inactive, 1),
+                             ("max_iter", max_iter, 1), ("trace_every", trace_every, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise SolverInputError(f"{name} must be an integer >= {low}, got {value!r}")
+    tol = check_positive("tol", tol)
+    if bias is not None:
+        bias = float(bias)
+        if not (math.isfinite(bias) and bias > 0):
+            raise SolverInputError(f"bias must be a finite number > 0 or None, got {bias!r}")
+    return y, C, kp, tol, bias
+
+
+def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict, variant="linear",
+                       sample_size=400, p=4, tol=0.001, max_inactive=20, max_iter=10_000, bias=1.0,
+                       trace_every=1, seed=0, control=None) -> SolverResult:
+    """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
+    y, C, kp, tol, bias = _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size,
+                                      p, tol, max_inactive, max_iter, bias, trace_every, seed)
+    control = control if control is not None else SolverControl()
+    started = time.perf_counter()
+    trace_seconds = 0.0
+    n = y.size
+    n_features = int(n_features)
+    r = int(sample_size)
+    C_paper = C * n
+    shift = 0.0 if bias is None else bias * bias
+    code, gamma, coef0, degree = kp
+    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    sq = row_sq_norms(indptr, data)
+    rng = rng_state(int(seed))
+    linear = variant == "linear"
+    cuts = _Cuts(n, keep_a=linear)
+    all_rows = np.arange(n, dtype=np.int64)
+    draw = np.empty(r, dtype=np.int64)
+    qp_tol = tol * 1e-3
+    qp_max_steps = 1_000_000
+    computed = 0
+    xi = 0.0
+    master_dual = 0.0
+    quiet = 0  # consecutive non-violated sampled cuts (constant variant)
+    recent_hinge: list[float] = []  # mean hinge of the last p samples (constant variant)
+    f_all = np.zeros(n)
+    last_primal = float(C * n)  # P(0) = C * N * 1
+    iteration = 0
+    converged = False
+    stop_reason = StopReason.MAX_ITER
+
+    def record(point: dict) -> None:
+        nonlocal trace_seconds
+        t0 = time.perf_counter()
+        point["elapsed_s"] = t0 - started - trace_seconds
+        control.record(point)
+        trace_seconds += time.perf_counter() - t0
+
+    def solve_master() -> None:
+        nonlocal xi, master_dual
+        t = cuts.t
+        steps, master_dual, xi = _sampled_cuts_qp(cuts.H, np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
+                                                  cuts.alpha, t, C_paper, qp_tol, qp_max_steps, cuts.grad)
+        cuts.drop_inactive(int(max_inactive))
+
+    while iteration < max_iter:
+        iteration += 1
+        t = cuts.t
+        alpha = cuts.alpha[:t]
+        w_sq = float(alpha @ cuts.H[:t, :t] @ alpha) if t else 0.0
+        if linear:
+            f_all = alpha @ cuts.A[:t] if t else np.zeros(n)
+            margins = y * f_all
+            violators = np.flatnonzero(margins < 1.0)
+            exact_value = float(np.sum(1.0 - margins[violators])) / n
+            last_primal = 0.5 * w_sq + C_paper * exact_value
+            point = {"iteration": iteration, "primal": last_primal, "dual": master_dual,
+                     "gap": last_primal - master_dual, "xi": xi, "cut_value": exact_value, "n_cuts": t}
+            if exact_value <= xi + tol:
+                converged = True
+                stop_reason = StopReason.CONVERGED
+                point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                record(point)
+                break
+            frac = violators.size / n
+            best_rows = None
+            for attempt in range(_MAX_REDRAWS):
+                _sampled_cuts_draw(rng, violators, violators.size, r, draw)
+                value = frac * float(np.mean(1.0 - margins[draw]))
+                if value > xi + tol:
+                    best_rows = draw.copy()
+                    break
+            if best_rows is None:
+                worst = violators[np.argmin(margins[violators])]
+                rows, coef = np.array([worst], dtype=np.int64), np.array([frac * y[worst]])
+            else:
+                rows, coef = _combine(best_rows, y[best_rows] * (frac / r))
+            c_new = frac
+            # A_t over all rows, in chunks between control checks
+            a_row = np.empty(n)
+            chunk = max(1, SLICE_VALUES // max(1, rows.size))
+            stopped = None
+            for start in range(0, n, chunk):
+                _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, all_rows, start,
+                                        min(n, start + chunk), n_features, a_row)
+                stopped = control.check()
+                if stopped is not None:
+                    break
+            computed += n * rows.size
+            if stopped is not None:
+                stop_reason = stopped
+                break
+            column = cuts.A[:t, rows] @ coef if t else np.zeros(0)
+            self_dot = float(a_row[rows] @ coef)
+            cuts.add(rows, coef, c_new, column, self_dot, a_row)
+            solve_master()
+        else:
+            _sampled_cuts_draw(rng, all_rows, n, r, draw)
+            urows, uptr, ucut, ucoef = cuts.grouped_basis()
+            a_at = np.zeros((max(t, 1), r))
+            if t:
+                _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, draw,
+                                       n_features, a_at)
+                computed += urows.size * r
+            f_draw = alpha @ a_at[:t] if t else np.zeros(r)
+            margins = y[draw] * f_draw
+            hinge = np.maximum(0.0, 1.0 - margins)
+            value = float(hinge.mean())
+            recent_hinge = (recent_hinge + [value])[-int(p):]
+            estimate = 0.5 * w_sq + C_paper * float(np.mean(recent_hinge))
+            point = {"iteration": iteration, "primal": estimate, "dual": master_dual,
+                     "gap": estimate - master_dual, "xi": xi, "cut_value": value, "n_cuts": t}
+            if value <= xi + tol:
+                quiet += 1
+                if quiet >= p:
+                    converged = True
+                    stop_reason = StopReason.CONVERGED
+                    point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                    record(point)
+                    break
+            else:
+                quiet = 0
+                loss = margins < 1.0
+                rows, coef = _combine(draw[loss], y[draw[loss]] / r)
+                c_new = float(np.count_nonzero(loss)) / r
+                # H_kt = sum_j beta_tj a_k(x_Sj): a_at columns of the loss rows, merged like rows
+                weights = y[draw[loss]] / r
+                column = a_at[:t, np.flatnonzero(loss)] @ weights if t else np.zeros(0)
+                self_vals = np.empty(rows.size)
+                _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, rows, 0, rows.size,
+                                        n_features, self_vals)
+                computed += rows.size * rows.size
+                self_dot = float(self_vals @ coef)
+                cuts.add(rows, coef, c_new, column, self_dot, None)
+                solve_master()
+        point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+        if iteration % int(trace_every) == 0:
+            record(point)
+        reason = control.check()
+        if reason is not None:
+            stop_reason = reason
+            break
+
+    # the returned model is the current alpha; its objective
+    t = cuts.t
+    alpha = cuts.alpha[:t]
+    w_sq = float(alpha @ cuts.H[:t, :t] @ alpha) if t else 0.0
+    if linear:
+        f_all = alpha @ cuts.A[:t] if t else np.zeros(n)
+        objective = 0.5 * w_sq + C * float(np.sum(np.maximum(0.0, 1.0 - y * f_all)))
+        is_estimate = False
+    else:
+        objective = 0.5 * w_sq + C_paper * (float(np.mean(recent_hinge)) if recent_hinge else 1.0)
+        is_estimate = True
+    rows, gamma_coef = cuts.expansion()
+    b = shift * float(gamma_coef.sum())
+    solver_seconds = time.perf_counter() - started - trace_seconds
+    extra = {
+        "support_indices": rows,
+        "dual_coef": gamma_coef,
+        "n_sv": int(rows.size),
+        "n_bounded_sv": None,
+        "n_cuts": t,
+        "cut_alpha": cuts.alpha[:t].copy(),
+        "C_paper": C_paper,
+        "xi": xi,
+        "master_dual": master_dual,
+        "objective_is_estimate": is_estimate,
+        "kernel": dict(kernel),
+        "bias_feature": bias,
+        "variant": variant,
+        "sample_size": r,
+        "kernel_values_computed": int(computed),
+    }
+    return SolverResult(
+        w=None,
+        bias=b,
+        n_iter=iteration,
+        converged=converged,
+        stop_reason=stop_reason,
+        objective=float(objective),
+        solver_seconds=solver_seconds,
+        trace_seconds=trace_seconds,
+        trace=tuple(control.points),
+        extra=extra,
+    )
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on a tiny problem (both variants, dense and sparse paths)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(60, 3))
+    y = np.where(dense[:, 0] + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
+    matrix = sp.csr_matrix(dense)
+    indptr = matrix.indptr.astype(np.int64)
+    indices = matrix.indices.astype(np.int32)
+    for variant in VARIANTS:
+        solve_sampled_cuts(indptr, indices, matrix.data, y, n_features=3, C=1.0,
+                           kernel={"type": "rbf", "gamma": 0.5}, variant=variant, sample_size=20, max_iter=5)

@@ -1,0 +1,1136 @@
+"""Sequential minimal optimization (SMO) for the kernel C-SVC, with a kernel row cache and shrinking.
+
+Problem
+-------
+Rows x_i (CSR), labels y_i in {-1, +1}, a kernel K (``worker.solvers.kernels``) with feature map phi,
+per-row costs C_i = C * class_weight(y_i). The primal is LIBSVM's C-SVC, in the service's convention
+(C multiplies a sum of losses) with an unregularized threshold b:
+
+    min_{w, b}  P(w, b) = 0.5 * |w|^2 + sum_i C_i * max(0, 1 - y_i (<w, phi(x_i)> + b)).
+
+Its dual (Platt's (3)-(5), written as a minimization with Q_ij = y_i y_j K(x_i, x_j)) is
+
+    min_alpha  f(alpha) = 0.5 * alpha' Q alpha - sum_i alpha_i,
+    s.t.       0 <= alpha_i <= C_i,   sum_i y_i alpha_i = 0,
+
+and the model is decision(x) = sum_i y_i alpha_i K(x_i, x) + b. (Platt writes u = ... - b; here b is
+added, as everywhere in the service, so Platt's b is our -b.) We keep the gradient G = Q alpha - 1 of
+f for every variable. With F_t = -y_t G_t, and the index sets
+
+    I_up  = {t : y_t = +1, alpha_t < C_t}  U  {t : y_t = -1, alpha_t > 0}
+    I_low = {t : y_t = -1, alpha_t < C_t}  U  {t : y_t = +1, alpha_t > 0},
+
+the KKT conditions (Platt's (6): alpha_t = 0 => y_t u_t >= 1, 0 < alpha_t < C => y_t u_t = 1,
+alpha_t = C => y_t u_t <= 1, with y_t u_t - 1 = G_t + y_t b) hold for some b exactly when
+m(alpha) = max_{I_up} F  <=  M(alpha) = min_{I_low} F, and then every b in [m, M] is optimal.
+m - M is "the maximal KKT violation" (LIBSVM's -e criterion).
+
+Two-variable step (Platt, Section 2.1, eq. (7)-(9))
+----------------------------------------------------
+For a pair (1, 2), s = y_1 y_2, E_t = u_t - y_t, so E_1 - E_2 = y_1 G_1 - y_2 G_2 (b cancels):
+
+    alpha_2' = alpha_2 + y_2 (E_1 - E_2) / eta,   eta = K_11 + K_22 - 2 K_12             (8)
+    alpha_2' clipped to [L, H],
+        L = max(0, alpha_2 + s alpha_1 - (s + 1) C_1 / 2),
+        H = min(C_2, alpha_2 + s alpha_1 - (s - 1) C_1 / 2)                             (7)
+    alpha_1' = alpha_1 + s (alpha_2 - alpha_2')                                          (9)
+
+(7) is the paper's with the two box sizes kept apart (C_1 for the bounds that come from alpha_1's
+box, C_2 for alpha_2's own box), which is what per-class costs need; with C_1 = C_2 it is the paper's
+formula. When eta <= 0 (a non-PSD sigmoid kernel or duplicated rows) eta is replaced by 1e-12, which
+sends alpha_2' to the end of [L, H] that lowers f, as Platt's evaluation of both ends would. After the
+step G moves by Q[:, 1] d_1 + Q[:, 2] d_2 (two kernel rows), and f by
+G_1 d_1 + G_2 d_2 + 0.5 (Q_11 d_1^2 + Q_22 d_2^2) + Q_12 d_1 d_2, so the dual value is tracked exactly
+without extra kernel work.
+
+Working-set selection ``working_set``
+-------------------------------------
+* ``"second_order"`` (default): i = argmax_{t in I_up} F_t; j = argmax over t in I_low with F_t < F_i
+  of (F_i - F_t)^2 / eta_it (the second-order gain of the pair, Fan, Chen & Lin 2005, the rule LIBSVM
+  uses); stop when m - M < tol.
+* ``"platt"`` (Section 2.2): the outer loop alternates one pass over all (active) examples with
+  repeated passes over the non-bound ones until none of them changes, then a full pass again; it ends
+  when a full pass changes nothing. An example is examined when it violates the KKT conditions
+  against the current threshold b by more than eps = tol / 2 (if no example does, m - M <= 2 eps = tol,
+  so both modes stop on the same criterion). The second choice maximises |E_1 - E_2| over the non-bound
+  examples; if that step makes no progress, the non-bound examples are tried from a random start, then
+  all examples from a random start (seeded splitmix64). b is set after each step so that the KKT
+  conditions hold for the two examples (b = F_t of a non-bound one, the mean of both ends otherwise).
+  Platt's error cache holds the errors of the non-bound examples and evaluates the others on demand;
+  here every active error comes from the maintained G (the same two-row update the second-order mode
+  needs), so the choices are the paper's and only the bookkeeping differs. A step counts as progress
+  when it moves alpha_2 by more than 1e-12 * (alpha_2 + alpha_2' + 1e-12) (Platt's test with a smaller
+  constant: his 1e-3 would refuse steps that the 1e-3 violation criterion still needs). If a full pass
+  ever ends with m - M > tol, one step on the maximal violating pair is taken and the passes resume
+  (a safety net; with the test above it is not expected to fire).
+
+Kernel cache ``cache_mb``
+-------------------------
+A least-recently-used cache of rows of Q (float32, as LIBSVM's Qfloat) in a pool of ``cache_mb``
+MiB split into equal slots; a row of the active problem has length ``active_size`` (see shrinking),
+the variables being kept permuted so that the active ones come first. When the active set shrinks
+well below the slot length while the pool is full, the pool is re-cut into shorter, more numerous
+slots (rows keep their prefix), and re-cut back to full rows (keeping the most recently used ones)
+when everything is made active again; the rows of the free variables used to rebuild the gradient
+then go through the cache at full length. Moving a variable out of the active prefix swaps two columns in every cached row (or
+truncates a row that holds only one of them). At least two rows are always kept, whatever cache_mb.
+Rows needed beyond the slot length (the G_bar update below while shrunk) are computed without caching.
+
+Shrinking ``shrinking``
+-----------------------
+Every min(n, 1000) steps (second_order) or after every full pass (platt), a variable at a bound
+leaves the active set when it cannot be part of any violating pair: t in I_up only with F_t < M, or
+t in I_low only with F_t > m (Joachims' heuristic, cited in Section 2.2: "examples which fulfill the
+KKT conditions more than the worst example failed"). G is then updated only for active variables; to
+rebuild it for the others, G_bar_t = sum_{j: alpha_j = C_j} C_j Q_tj is maintained for all t (a full row
+whenever a variable reaches or leaves its upper bound), and G_t = G_bar_t - 1 + sum_{j free} alpha_j Q_tj.
+When m - M first falls below 10 * tol every variable is made active again (gradient rebuilt) and
+shrinking resumes; when the active problem has converged, the gradient is rebuilt, every variable
+made active and the stopping test repeated on the whole problem (the final un-shrunk check). The
+rebuild runs in chunks between control checks.
+
+Kernel rows are computed from sparse dot products (scatter one row, gather the others, see
+``kernels``) over a copy of the rows kept in position order (rewritten after each shrinking pass,
+so a row walks memory sequentially); when the data have at most 256 features and at least a quarter
+of the entries stored (e.g. ijcnn1), a dense position-ordered copy is used instead (contiguous dot
+products, about twice as fast there).
+
+Linear kernel (Section 2.3): the result also carries the folded weight vector w = sum_i y_i alpha_i x_i
+(prediction then costs one sparse dot product); the kernel rows themselves are the same dot products.
+
+Stopping rule in the user's terms: training stops when the largest KKT violation m - M over ALL
+examples is below ``tol`` (LIBSVM's -e, default 1e-3), or after ``max_iter`` two-variable steps
+(default max(10^7, 100 n), LIBSVM's cap), or at a deadline or cancel (checked between slices of at
+most ~0.1 s of numba work, so a cancel is honoured within a fraction of a second).
+
+Outputs
+-------
+``SolverResult``: ``w`` None (the folded weight vector for the linear kernel), ``bias`` = b (the mean
+of F_t over the free support vectors, or the middle of [m, M] if there are none), ``objective`` = the
+primal P(w, b), computed from G (y_t u_t = G_t + 1 + y_t b, |w|^2 = alpha' (G + 1)) whenever G is
+complete (NaN after a deadline or cancel that stops a shrunk run, since the rebuild costs time),
+``n_iter`` = number of two-variable steps. ``extra``: "support_indices" (int64 row ids with alpha > 0,
+ascending), "dual_coef" (y_i alpha_i there), "n_sv", "n_bounded_sv" (alpha_i = C_i), "dual_objective"
+(the dual value D = sum alpha - 0.5 alpha' Q alpha, which LIBSVM prints negated as "obj"),
+"objective_kind", "max_violation", "cache_hit_rate", "kernel", "alpha" (all n dual variables, row
+order), "active_size", "min_active_size", "working_set", "safety_steps" (platt's safety-net steps),
+and counters "kernel_values_computed" (all kernel values evaluated), "kernel_values_full_rows" (of
+them, computed beyond the slot length for G_bar), "kernel_values_reconstruct" (during gradient
+rebuilds), "full_row_updates".
+Trace points (every ``trace_every`` steps and at the end): iteration, elapsed_s, dual, max_violation
+(over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap when no
+variable is shrunk.
+
+Nothing runs in parallel: one thread, deterministic for a given seed (only ``platt`` draws numbers).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from worker.solvers.common import (
+    SolverControl,
+    SolverInputError,
+    SolverResult,
+    StopReason,
+    binary_signs,
+    check_csr,
+    check_positive,
+    rng_below,
+    rng_state,
+)
+from worker.solvers.kernels import (
+    KERNEL_LINEAR,
+    clear_row,
+    gather_dot,
+    kernel_diagonal,
+    kernel_from_dot,
+    kernel_params,
+    row_sq_norms,
+    scatter_row,
+)
+
+# variable status
+LOWER = 0
+UPPER = 1
+FREE = 2
+
+# istate slots
+IS_ITER = 0
+IS_ACTIVE = 1
+IS_HITS = 2
+IS_MISSES = 3
+IS_UNSHRUNK = 4
+IS_SHRINK_COUNTER = 5
+IS_SLOT_LEN = 6
+IS_N_SLOTS = 7
+IS_LRU_HEAD = 8
+IS_LRU_TAIL = 9
+IS_FREE_TOP = 10
+IS_EXAMINE_ALL = 11
+IS_PASS_POS = 12
+IS_NUM_CHANGED = 13
+IS_COMPUTED = 14
+IS_SAFETY_STEPS = 15
+IS_MIN_ACTIVE = 16
+IS_UNCACHED = 17
+IS_FULL_ROWS = 18
+IS_RECONSTRUCTED = 19
+IS_SIZE = 20
+
+# fstate slots
+FS_F = 0  # dual f(alpha) (minimization form)
+FS_B = 1  # Platt's running threshold
+FS_VIOL = 2  # m - M at the last selection
+FS_SIZE = 3
+
+# run codes
+RUN_BUDGET = 0
+RUN_CONVERGED = 1
+RUN_RECONSTRUCT = 2
+
+TAU = 1e-12
+SLICE_SECONDS = 0.1
+# rows are also kept dense (position order) when n_features <= this and nnz >= fill * n * n_features
+_DENSE_MAX_FEATURES = 256
+_DENSE_MIN_FILL = 0.25
+
+WORKING_SETS = ("second_order", "platt")
+
+
+# ---------------------------------------------------------------------------------------------
+# LRU cache of Q rows
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _smo_lru_unlink(s, lru_prev, lru_next, istate):
+    p = lru_prev[s]
+    q = lru_next[s]
+    if p >= 0:
+        lru_next[p] = q
+    else:
+        istate[IS_LRU_HEAD] = q
+    if q >= 0:
+        lru_prev[q] = p
+    else:
+        istate[IS_LRU_TAIL] = p
+    lru_prev[s] = -1
+    lru_next[s] = -1
+
+
+@njit(cache=True)
+def _smo_lru_push_front(s, lru_prev, lru_next, istate):
+    head = istate[IS_LRU_HEAD]
+    lru_prev[s] = -1
+    lru_next[s] = head
+    if head >= 0:
+        lru_prev[head] = s
+    else:
+        istate[IS_LRU_TAIL] = s
+    istate[IS_LRU_HEAD] = s
+
+
+@njit(cache=True)
+def _smo_get_row(p, length, X, kp, ca, istate, xbuf):
+    """Make row p of Q (positions [0, length), length <= slot length) valid in the cache; return its offset."""
+    indptr, indices, data, sq, y, dense = X
+    code, gamma, coef0, degree = kp
+    cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
+    L = istate[IS_SLOT_LEN]
+    s = slot_of[p]
+    if s >= 0:
+        if istate[IS_LRU_HEAD] != s:
+            _smo_lru_unlink(s, lru_prev, lru_next, istate)
+            _smo_lru_push_front(s, lru_prev, lru_next, istate)
+    else:
+        if istate[IS_FREE_TOP] > 0:
+            istate[IS_FREE_TOP] -= 1
+            s = free_stack[istate[IS_FREE_TOP]]
+        else:
+            s = istate[IS_LRU_TAIL]
+            _smo_lru_unlink(s, lru_prev, lru_next, istate)
+            slot_of[slot_owner[s]] = -1
+        slot_owner[s] = p
+        slot_of[p] = s
+        slot_fill[s] = 0
+        _smo_lru_push_front(s, lru_prev, lru_next, istate)
+    base = s * L
+    fill = slot_fill[s]
+    if fill < length:
+        istate[IS_MISSES] += 1
+        yp = y[p]
+        sq_p = sq[p]
+        if dense.shape[0] > 1:
+            xp = dense[p]
+            d = xp.size
+            for t in range(fill, length):
+                xt = dense[t]
+                dot = 0.0
+                for k in range(d):
+                    dot += xp[k] * xt[k]
+                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
+        else:
+            scatter_row(indptr, indices, data, p, xbuf)
+            for t in range(fill, length):
+                dot = gather_dot(indptr, indices, data, t, xbuf)
+                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
+            clear_row(indptr, indices, p, xbuf)
+        slot_fill[s] = length
+        istate[IS_COMPUTED] += length - fill
+    else:
+        istate[IS_HITS] += 1
+    return base
+
+
+@njit(cache=True)
+def _smo_cache_reslot(L_new, n_slots_new, ca, istate):
+    """Re-cut the pool into n_slots_new slots of length L_new, keeping row prefixes (MRU rows first when growing)."""
+    cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
+    L_old = istate[IS_SLOT_LEN]
+    n_old = istate[IS_N_SLOTS]
+    if L_new < L_old:
+        # more, shorter slots: slot s moves from s*L_old to s*L_new <= s*L_old, copy ascending
+        for s in range(n_old):
+            if slot_owner[s] >= 0:
+                keep = min(slot_fill[s], L_new)
+                src = s * L_old
+                dst = s * L_new
+                for k in range(keep):
+                    cache[dst + k] = cache[src + k]
+                slot_fill[s] = keep
+        top = istate[IS_FREE_TOP]
+        for s in range(n_slots_new - 1, n_old - 1, -1):
+            slot_owner[s] = -1
+            slot_fill[s] = 0
+            lru_prev[s] = -1
+            lru_next[s] = -1
+            free_stack[top] = s
+            top += 1
+        istate[IS_FREE_TOP] = top
+    else:
+        # fewer, longer slots: keep the n_slots_new most recently used rows in slots 0..n_keep-1
+        owners = np.empty(n_slots_new, dtype=np.int64)
+        n_keep = 0
+        s = istate[IS_LRU_HEAD]
+        while s >= 0 and n_keep < n_slots_new:
+            owners[n_keep] = slot_owner[s]
+            n_keep += 1
+            s = lru_next[s]
+        for k in range(n_keep):
+            s = slot_of[owners[k]]
+            if s != k:
+                other = slot_owner[k]
+                base_s = s * L_old
+                base_k = k * L_old
+                for e in range(L_old):
+                    tmp = cache[base_s + e]
+                    cache[base_s + e] = cache[base_k + e]
+                    cache[base_k + e] = tmp
+                fill_k = slot_fill[k]
+                slot_fill[k] = slot_fill[s]
+                slot_fill[s] = fill_k
+                slot_owner[k] = owners[k]
+                slot_of[owners[k]] = k
+                slot_owner[s] = other
+                if other >= 0:
+                    slot_of[other] = s
+        for s in range(n_keep, n_old):
+            if slot_owner[s] >= 0:
+                slot_of[slot_owner[s]] = -1
+            slot_owner[s] = -1
+            slot_fill[s] = 0
+        for k in range(n_keep - 1, -1, -1):
+            src = k * L_old
+            dst = k * L_new
+            if dst != src:
+                for e in range(slot_fill[k] - 1, -1, -1):
+                    cache[dst + e] = cache[src + e]
+        for s in range(n_old):
+            lru_prev[s] = -1
+            lru_next[s] = -1
+        istate[IS_LRU_HEAD] = -1
+        istate[IS_LRU_TAIL] = -1
+        for k in range(n_keep - 1, -1, -1):
+            _smo_lru_push_front(k, lru_prev, lru_next, istate)
+        top = 0
+        for s in range(n_slots_new - 1, n_keep - 1, -1):
+            free_stack[top] = s
+            top += 1
+        istate[IS_FREE_TOP] = top
+    istate[IS_SLOT_LEN] = L_new
+    istate[IS_N_SLOTS] = n_slots_new
+
+
+# ---------------------------------------------------------------------------------------------
+# the step, shared by both working-set rules
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _smo_in_up(yt, st):
+    return (yt > 0.0 and st != UPPER) or (yt < 0.0 and st != LOWER)
+
+
+@njit(cache=True, inline="always")
+def _smo_in_low(yt, st):
+    return (yt < 0.0 and st != UPPER) or (yt > 0.0 and st != LOWER)
+
+
+@njit(cache=True, inline="always")
+def _smo_status(a, c):
+    if a >= c:
+        return UPPER
+    if a <= 0.0:
+        return LOWER
+    return FREE
+
+
+@njit(cache=True)
+def _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y):
+    """The clipped optimum (alpha_i', alpha_j') of the pair by (7)-(9), with "1" = i and "2" = j."""
+    yi = y[i]
+    yj = y[j]
+    s = yi * yj
+    ai = alpha[i]
+    aj = alpha[j]
+    Ci = Cp[i]
+    Cj = Cp[j]
+    eta = QD[i] + QD[j] - 2.0 * Kij
+    if eta <= 0.0:
+        eta = TAU
+    aj_new = aj + yj * (yi * G[i] - yj * G[j]) / eta
+    if s > 0.0:
+        lo = max(0.0, ai + aj - Ci)
+        hi = min(Cj, ai + aj)
+    else:
+        lo = max(0.0, aj - ai)
+        hi = min(Cj, Ci + aj - ai)
+    if aj_new < lo:
+        aj_new = lo
+    elif aj_new > hi:
+        aj_new = hi
+    ai_new = ai + s * (aj - aj_new)
+    # snap rounding residue onto the bounds
+    if ai_new <= 1e-12 * Ci:
+        ai_new = 0.0
+    elif ai_new >= Ci * (1.0 - 1e-12):
+        ai_new = Ci
+    if aj_new <= 1e-12 * Cj:
+        aj_new = 0.0
+    elif aj_new >= Cj * (1.0 - 1e-12):
+        aj_new = Cj
+    return ai_new, aj_new, lo, hi
+
+
+@njit(cache=True)
+def _smo_gbar_row(p, coef, n, X, kp, ca, istate, G_bar, xbuf):
+    """G_bar[t] += coef * Q[p, t] for all t in [0, n) (the part beyond the slot length is not cached)."""
+    indptr, indices, data, sq, y, dense = X
+    code, gamma, coef0, degree = kp
+    cache = ca[0]
+    L = istate[IS_SLOT_LEN]
+    lim = min(n, L)
+    istate[IS_FULL_ROWS] += 1
+    base = _smo_get_row(p, lim, X, kp, ca, istate, xbuf)
+    for t in range(lim):
+        G_bar[t] += coef * cache[base + t]
+    if lim < n:
+        yp = y[p]
+        if dense.shape[0] > 1:
+            xp = dense[p]
+            for t in range(lim, n):
+                xt = dense[t]
+                dot = 0.0
+                for k in range(xp.size):
+                    dot += xp[k] * xt[k]
+                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
+        else:
+            scatter_row(indptr, indices, data, p, xbuf)
+            for t in range(lim, n):
+                dot = gather_dot(indptr, indices, data, t, xbuf)
+                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
+            clear_row(indptr, indices, p, xbuf)
+        istate[IS_COMPUTED] += n - lim
+        istate[IS_UNCACHED] += n - lim
+
+
+@njit(cache=True)
+def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status,
+               istate, fstate, xbuf):
+    """Move (alpha_i, alpha_j) to the new values: update f, G (active part), status and G_bar."""
+    cache = ca[0]
+    active = istate[IS_ACTIVE]
+    di = ai_new - alpha[i]
+    dj = aj_new - alpha[j]
+    Qij = cache[base_i + j]
+    fstate[FS_F] += G[i] * di + G[j] * dj + 0.5 * (QD[i] * di * di + QD[j] * dj * dj) + Qij * di * dj
+    for t in range(active):
+        G[t] += cache[base_i + t] * di + cache[base_j + t] * dj
+    alpha[i] = ai_new
+    alpha[j] = aj_new
+    old_ui = status[i] == UPPER
+    old_uj = status[j] == UPPER
+    status[i] = _smo_status(ai_new, Cp[i])
+    status[j] = _smo_status(aj_new, Cp[j])
+    new_ui = status[i] == UPPER
+    new_uj = status[j] == UPPER
+    if old_ui != new_ui:
+        _smo_gbar_row(i, Cp[i] if new_ui else -Cp[i], n, X, kp, ca, istate, G_bar, xbuf)
+    if old_uj != new_uj:
+        _smo_gbar_row(j, Cp[j] if new_uj else -Cp[j], n, X, kp, ca, istate, G_bar, xbuf)
+    istate[IS_ITER] += 1
+
+
+@njit(cache=True)
+def _smo_extremes(y, G, status, active):
+    """(m, M, i_max) over the active variables: m = max_{I_up} F, M = min_{I_low} F."""
+    m = -np.inf
+    M = np.inf
+    i_max = -1
+    for t in range(active):
+        yt = y[t]
+        st = status[t]
+        F = -yt * G[t]
+        if _smo_in_up(yt, st) and F > m:
+            m = F
+            i_max = t
+        if _smo_in_low(yt, st) and F < M:
+            M = F
+    return m, M, i_max
+
+
+@njit(cache=True)
+def _smo_select_j(i, m, base_i, y, G, QD, status, cache, active):
+    """Second-order choice of j given i (F_i = m): argmax (m - F_t)^2 / eta_it over I_low with F_t < m."""
+    j = -1
+    best = -np.inf
+    yi = y[i]
+    for t in range(active):
+        yt = y[t]
+        if _smo_in_low(yt, status[t]):
+            diff = m + yt * G[t]
+            if diff > 0.0:
+                Kit = yi * yt * cache[base_i + t]
+                eta = QD[i] + QD[t] - 2.0 * Kit
+                if eta <= 0.0:
+                    eta = TAU
+                gain = diff * diff / eta
+                if gain > best:
+                    best = gain
+                    j = t
+    return j
+
+
+@njit(cache=True)
+def _smo_swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, slot_of, slot_owner):
+    perm[p], perm[q] = perm[q], perm[p]
+    y[p], y[q] = y[q], y[p]
+    alpha[p], alpha[q] = alpha[q], alpha[p]
+    G[p], G[q] = G[q], G[p]
+    G_bar[p], G_bar[q] = G_bar[q], G_bar[p]
+    Cp[p], Cp[q] = Cp[q], Cp[p]
+    QD[p], QD[q] = QD[q], QD[p]
+    status[p], status[q] = status[q], status[p]
+    sp_ = slot_of[p]
+    sq_ = slot_of[q]
+    slot_of[p] = sq_
+    slot_of[q] = sp_
+    if sp_ >= 0:
+        slot_owner[sp_] = q
+    if sq_ >= 0:
+        slot_owner[sq_] = p
+
+
+@njit(cache=True)
+def _smo_reorder(orig, X):
+    """Rewrite the position-ordered copy of the rows from the original CSR and the permutation.
+
+    Kernel rows then walk memory in position order (about 4x faster than gathering rows through the
+    permutation once shrinking has scrambled it).
+    """
+    indptr, indices, data, sq, perm = orig
+    pindptr, pindices, pdata, psq, y, dense = X
+    is_dense = dense.shape[0] > 1
+    k = 0
+    for p in range(perm.size):
+        r = perm[p]
+        if is_dense:
+            for c in range(dense.shape[1]):
+                dense[p, c] = 0.0
+        for e in range(indptr[r], indptr[r + 1]):
+            pindices[k] = indices[e]
+            pdata[k] = data[e]
+            if is_dense:
+                dense[p, indices[e]] += data[e]
+            k += 1
+        pindptr[p + 1] = k
+        psq[p] = sq[r]
+
+
+@njit(cache=True, inline="always")
+def _smo_shrinkable(t, m, M, y, G, status):
+    st = status[t]
+    if st == FREE:
+        return False
+    yt = y[t]
+    F = -yt * G[t]
+    if _smo_in_up(yt, st):
+        return F < M
+    return F > m
+
+
+@njit(cache=True)
+def _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate, swap_p, swap_q, tol):
+    """One shrinking pass. Returns RUN_RECONSTRUCT when the 10*tol un-shrink is due, else RUN_BUDGET."""
+    y = X[4]
+    perm = orig[4]
+    cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
+    active = istate[IS_ACTIVE]
+    m, M, i_max = _smo_extremes(y, G, status, active)
+    if istate[IS_UNSHRUNK] == 0 and m - M <= 10.0 * tol:
+        istate[IS_UNSHRUNK] = 1
+        if active < n:
+            return RUN_RECONSTRUCT
+    n_swaps = 0
+    i = 0
+    a = active
+    while i < a:
+        if _smo_shrinkable(i, m, M, y, G, status):
+            a -= 1
+            while a > i and _smo_shrinkable(a, m, M, y, G, status):
+                a -= 1
+            if a > i:
+                _smo_swap(i, a, perm, y, alpha, G, G_bar, Cp, QD, status, slot_of, slot_owner)
+                swap_p[n_swaps] = i
+                swap_q[n_swaps] = a
+                n_swaps += 1
+                i += 1
+        else:
+            i += 1
+    if n_swaps > 0:
+        _smo_reorder(orig, X)
+        L = istate[IS_SLOT_LEN]
+        s = istate[IS_LRU_HEAD]
+        while s >= 0:
+            base = s * L
+            fill = slot_fill[s]
+            for k in range(n_swaps):
+                p = swap_p[k]
+                if p >= fill:
+                    continue
+                q = swap_q[k]
+                if q < fill:
+                    tmp = cache[base + p]
+                    cache[base + p] = cache[base + q]
+                    cache[base + q] = tmp
+                else:
+                    fill = p
+            slot_fill[s] = fill
+            s = lru_next[s]
+    istate[IS_ACTIVE] = a
+    if a < istate[IS_MIN_ACTIVE]:
+        istate[IS_MIN_ACTIVE] = a
+    # re-cut the pool into shorter slots when the active rows have become much shorter and the pool
+    # is full (while it has free slots, the longer rows it holds are worth keeping)
+    L = istate[IS_SLOT_LEN]
+    L_new = max(a, (budget + n - 1) // n, 1)
+    if L_new < 0.75 * L and istate[IS_FREE_TOP] == 0:
+        n_slots_new = min(n, max(2, budget // L_new))
+        _smo_cache_reslot(L_new, n_slots_new, ca, istate)
+    return RUN_BUDGET
+
+
+# ---------------------------------------------------------------------------------------------
+# the two run loops: each returns after at most ~max_work units or at stop_iter steps
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _smo_run_second_order(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, status, istate, fstate,
+                          xbuf, swap_p, swap_q, tol, shrinking, max_work, stop_iter):
+    y = X[4]
+    cache = ca[0]
+    work = 0
+    while True:
+        if istate[IS_ITER] >= stop_iter or work >= max_work:
+            return RUN_BUDGET
+        computed0 = istate[IS_COMPUTED]
+        if shrinking:
+            istate[IS_SHRINK_COUNTER] -= 1
+            if istate[IS_SHRINK_COUNTER] <= 0:
+                istate[IS_SHRINK_COUNTER] = min(n, 1000)
+                work += istate[IS_ACTIVE]
+                code = _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate,
+                                   swap_p, swap_q, tol)
+                if code != RUN_BUDGET:
+                    return code
+        active = istate[IS_ACTIVE]
+        m, M, i = _smo_extremes(y, G, status, active)
+        fstate[FS_VIOL] = m - M
+        if i < 0 or m - M < tol:
+            return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
+        base_i = _smo_get_row(i, active, X, kp, ca, istate, xbuf)
+        j = _smo_select_j(i, m, base_i, y, G, QD, status, cache, active)
+        if j < 0:
+            return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
+        base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
+        Kij = y[i] * y[j] * cache[base_i + j]
+        ai_new, aj_new, lo, hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
+        _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_bar, Cp, QD,
+                   status, istate, fstate, xbuf)
+        work += 2 * active + 4 * (istate[IS_COMPUTED] - computed0)
+
+
+@njit(cache=True)
+def _smo_platt_take_step(i1, i2, base2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status, istate, fstate, xbuf):
+    """Platt's takeStep: optimise the pair (i1, i2) if that makes progress; returns 1 on a step."""
+    if i1 == i2:
+        return 0
+    y = X[4]
+    cache = ca[0]
+    K12 = y[i1] * y[i2] * cache[base2 + i1]
+    a1_new, a2_new, lo, hi = _smo_pair_target(i1, i2, K12, alpha, G, Cp, QD, y)
+    if hi - lo <= 0.0:
+        return 0
+    a2 = alpha[i2]
+    if abs(a2_new - a2) <= 1e-12 * (a2 + a2_new + 1e-12):
+        return 0
+    active = istate[IS_ACTIVE]
+    base1 = _smo_get_row(i1, active, X, kp, ca, istate, xbuf)
+    _smo_apply(i1, i2, a1_new, a2_new, base1, base2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status,
+               istate, fstate, xbuf)
+    F1 = -y[i1] * G[i1]
+    F2 = -y[i2] * G[i2]
+    if status[i1] == FREE:
+        fstate[FS_B] = F1
+    elif status[i2] == FREE:
+        fstate[FS_B] = F2
+    else:
+        fstate[FS_B] = 0.5 * (F1 + F2)
+    return 1
+
+
+@njit(cache=True)
+def _smo_platt_examine(i2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status, istate, fstate, xbuf, rng, eps):
+    """Platt's examineExample: returns 1 if a step was taken with i2 as second variable."""
+    y = X[4]
+    active = istate[IS_ACTIVE]
+    y2 = y[i2]
+    F2 = -y2 * G[i2]
+    r2 = y2 * (fstate[FS_B] - F2)
+    st = status[i2]
+    if not ((r2 < -eps and st != UPPER) or (r2 > eps and st != LOWER)):
+        return 0
+    base2 = _smo_get_row(i2, active, X, kp, ca, istate, xbuf)
+    best = -1
+    best_v = -1.0
+    n_free = 0
+    for t in range(active):
+        if status[t] == FREE:
+            n_free += 1
+            v = abs(-y[t] * G[t] - F2)
+            if t != i2 and v > best_v:
+                best_v = v
+                best = t
+    if n_free > 1 and best >= 0:
+        if _smo_platt_take_step(best, i2, base2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status, istate,
+                                fstate, xbuf):
+            return 1
+    if n_free > 0:
+        start = rng_below(rng, active)
+        for k in range(active):
+            t = (start + k) % active
+            if status[t] == FREE:
+                if _smo_platt_take_step(t, i2, base2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status,
+                                        istate, fstate, xbuf):
+                    return 1
+    start = rng_below(rng, active)
+    for k in range(active):
+        t = (start + k) % active
+        if _smo_platt_take_step(t, i2, base2, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status, istate,
+                                fstate, xbuf):
+            return 1
+    return 0
+
+
+@njit(cache=True)
+def _smo_run_platt(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, status, istate, fstate,
+                   xbuf, swap_p, swap_q, tol, shrinking, max_work, stop_iter, rng):
+    y = X[4]
+    cache = ca[0]
+    eps = 0.5 * tol
+    work = 0
+    while True:
+        if istate[IS_ITER] >= stop_iter or work >= max_work:
+            return RUN_BUDGET
+        active = istate[IS_ACTIVE]
+        if istate[IS_PASS_POS] >= active:
+            # a pass has ended
+            changed = istate[IS_NUM_CHANGED]
+            was_all = istate[IS_EXAMINE_ALL] == 1
+            istate[IS_PASS_POS] = 0
+            istate[IS_NUM_CHANGED] = 0
+            if was_all:
+                if changed == 0:
+                    m, M, i = _smo_extremes(y, G, status, active)
+                    fstate[FS_VIOL] = m - M
+                    if i < 0 or m - M < tol:
+                        return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
+                    # safety net: one step on the maximal violating pair, then full passes again
+                    base_i = _smo_get_row(i, active, X, kp, ca, istate, xbuf)
+                    j = _smo_select_j(i, m, base_i, y, G, QD, status, cache, active)
+                    if j < 0:
+                        return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
+                    base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
+                    Kij = y[i] * y[j] * cache[base_i + j]
+                    ai_new, aj_new, lo, hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
+                    _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_bar, Cp,
+                               QD, status, istate, fstate, xbuf)
+                    istate[IS_SAFETY_STEPS] += 1
+                    continue
+                if shrinking:
+                    work += active
+                    code = _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate,
+                                       swap_p, swap_q, tol)
+                    if code != RUN_BUDGET:
+                        return code
+                istate[IS_EXAMINE_ALL] = 0
+            elif changed == 0:
+                istate[IS_EXAMINE_ALL] = 1
+            continue
+        p = istate[IS_PASS_POS]
+        istate[IS_PASS_POS] = p + 1
+        work += 1
+        if istate[IS_EXAMINE_ALL] == 0 and status[p] != FREE:
+            continue
+        computed0 = istate[IS_COMPUTED]
+        iter0 = istate[IS_ITER]
+        istate[IS_NUM_CHANGED] += _smo_platt_examine(p, n, X, kp, ca, alpha, G, G_bar, Cp, QD, status,
+                                                      istate, fstate, xbuf, rng, eps)
+        work += 4 * (istate[IS_COMPUTED] - computed0) + 2 * active * (istate[IS_ITER] - iter0 + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient reconstruction and statistics
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, stop, active, n, xbuf):
+    """G[t] += sum over free_pos[start:stop] of alpha_j Q_tj, for the inactive t in [active, n).
+
+    The rows of the free variables go through the cache at full length (the slots are full length by
+    then), so the values computed here are the ones the un-shrunk iterations ask for next.
+    """
+    cache = ca[0]
+    for idx in range(start, stop):
+        j = free_pos[idx]
+        base = _smo_get_row(j, n, X, kp, ca, istate, xbuf)
+        a = alpha[j]
+        for t in range(active, n):
+            G[t] += a * cache[base + t]
+
+
+@njit(cache=True)
+def _smo_stats(y, alpha, G, Cp, status, active, n):
+    """(m, M, b, n_sv, n_bounded, sum_alpha_G_plus_1, hinge_sum) with G over [0, active)."""
+    m, M, i_max = _smo_extremes(y, G, status, active)
+    n_free = 0
+    sum_free = 0.0
+    for t in range(active):
+        if status[t] == FREE:
+            n_free += 1
+            sum_free += -y[t] * G[t]
+    if n_free > 0:
+        b = sum_free / n_free
+    elif m > -np.inf and M < np.inf:
+        b = 0.5 * (m + M)
+    elif m > -np.inf:
+        b = m
+    elif M < np.inf:
+        b = M
+    else:
+        b = 0.0
+    n_sv = 0
+    n_bounded = 0
+    for t in range(n):
+        if status[t] != LOWER:
+            n_sv += 1
+            if status[t] == UPPER:
+                n_bounded += 1
+    quad = 0.0
+    hinge = 0.0
+    for t in range(active):
+        quad += alpha[t] * (G[t] + 1.0)
+        loss = -G[t] - y[t] * b
+        if loss > 0.0:
+            hinge += Cp[t] * loss
+    return m, M, b, n_sv, n_bounded, quad, hinge
+
+
+# ---------------------------------------------------------------------------------------------
+# public wrapper
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
+                class_weight, max_iter, trace_every, seed):
+    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
+        raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
+    check_csr(indptr, indices, data, int(n_features))
+    y = binary_signs(y)
+    n = indptr.size - 1
+    if y.shape != (n,):
+        raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
+    if n < 2 or np.all(y == y[0]):
+        raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
+    C = check_positive("C", C)
+    kp = kernel_params(kernel)
+    if working_set not in WORKING_SETS:
+        raise SolverInputError(f"working_set must be one of {list(WORKING_SETS)}, got {working_set!r}")
+    tol = check_positive("tol", tol)
+    cache_mb = float(cache_mb)
+    if not (math.isfinite(cache_mb) and cache_mb >= 0):
+        raise SolverInputError(f"cache_mb must be a finite number >= 0, got {cache_mb!r}")
+    if not isinstance(shrinking, (bool, np.bool_)):
+        raise SolverInputError(f"shrinking must be true or false, got {shrinking!r}")
+    try:
+        w_neg, w_pos = (float(v) for v in class_weight)
+    except (TypeError, ValueError):
+        raise SolverInputError(f"class_weight must be a pair (weight for y=-1, weight for y=+1), got {class_weight!r}") from None
+    for name, value in (("class_weight[0]", w_neg), ("class_weight[1]", w_pos)):
+        check_positive(name, value)
+    if max_iter is None:
+        max_iter = max(10_000_000, 100 * n)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise SolverInputError(f"max_iter must be an integer >= 1 or None, got {max_iter!r}")
+    if isinstance(trace_every, bool) or not isinstance(trace_every, (int, np.integer)) or trace_every < 1:
+        raise SolverInputError(f"trace_every must be an integer >= 1, got {trace_every!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SolverInputError(f"seed must be an integer >= 0, got {seed!r}")
+    return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
+
+
+def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
+              tol=1e-3, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
+              trace_every=1000, seed=0, control=None) -> SolverResult:
+    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs)."""
+    y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
+        indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
+        class_weight, max_iter, trace_every, seed)
+    control = control if control is not None else SolverControl()
+    trace_every = int(trace_every)
+    started = time.perf_counter()
+    trace_seconds = 0.0
+
+    n = y.size
+    code, gamma, coef0, degree = kp
+    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    sq = row_sq_norms(indptr, data)
+    perm = np.arange(n, dtype=np.int64)
+    yp = y.copy()
+    Cp = np.where(yp > 0, C * w_pos, C * w_neg)
+    QD = kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree)
+    alpha = np.zeros(n)
+    G = -np.ones(n)
+    G_bar = np.zeros(n)
+    status = np.zeros(n, dtype=np.int8)
+    n_features = int(n_features)
+    if n_features <= _DENSE_MAX_FEATURES and data.size >= _DENSE_MIN_FILL * n * n_features:
+        # few, mostly filled columns: contiguous dense dot products beat the sparse gather
+        dense = np.asarray(sp.csr_matrix((data, indices, indptr), shape=(n, n_features)).toarray(), dtype=np.float64)
+    else:
+        dense = np.zeros((1, 1))
+    X = (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense)  # rows in position order
+    orig = (indptr, indices, data, sq, perm)
+
+    budget = int(cache_mb * (1 << 20) / 4)
+    n_slots = int(min(n, max(2, budget // n)))
+    pool = max(budget, 2 * n)
+    cache = np.empty(pool, dtype=np.float32)
+    slot_of = np.full(n, -1, dtype=np.int64)
+    slot_owner = np.full(n, -1, dtype=np.int64)
+    slot_fill = np.zeros(n, dtype=np.int64)
+    lru_prev = np.full(n, -1, dtype=np.int64)
+    lru_next = np.full(n, -1, dtype=np.int64)
+    free_stack = np.empty(n, dtype=np.int64)
+    free_stack[:n_slots] = np.arange(n_slots - 1, -1, -1)
+    ca = (cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack)
+    istate = np.zeros(IS_SIZE, dtype=np.int64)
+    istate[IS_ACTIVE] = n
+    istate[IS_MIN_ACTIVE] = n
+    istate[IS_SLOT_LEN] = n
+    istate[IS_N_SLOTS] = n_slots
+    istate[IS_LRU_HEAD] = -1
+    istate[IS_LRU_TAIL] = -1
+    istate[IS_FREE_TOP] = n_slots
+    istate[IS_SHRINK_COUNTER] = min(n, 1000)
+    istate[IS_EXAMINE_ALL] = 1
+    fstate = np.zeros(FS_SIZE)
+    xbuf = np.zeros(n_features)
+    swap_p = np.empty(n, dtype=np.int64)
+    swap_q = np.empty(n, dtype=np.int64)
+    rng = rng_state(int(seed))
+    platt = working_set == "platt"
+
+    def record(final: bool = False) -> None:
+        nonlocal trace_seconds
+        t0 = time.perf_counter()
+        active = int(istate[IS_ACTIVE])
+        m, M, b, n_sv, n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
+        lookups = istate[IS_HITS] + istate[IS_MISSES]
+        point = {
+            "iteration": int(istate[IS_ITER]),
+            "elapsed_s": t0 - started - trace_seconds,
+            "dual": -fstate[FS_F],
+            "max_violation": m - M,
+            "n_sv": int(n_sv),
+            "n_bounded_sv": int(n_bounded),
+            "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
+            "active_size": active,
+        }
+        if active == n:
+            primal = 0.5 * quad + hinge
+            point["primal"] = primal
+            point["gap"] = primal + fstate[FS_F]
+        if final:
+            point["final"] = True
+        control.record(point)
+        trace_seconds += time.perf_counter() - t0
+
+    def reconstruct() -> StopReason | None:
+        """Rebuild G for the inactive variables in chunks, then make every variable active."""
+        active = int(istate[IS_ACTIVE])
+        if istate[IS_SLOT_LEN] < n:
+            _smo_cache_reslot(n, int(min(n, max(2, budget // n))), ca, istate)
+        if active < n:
+            computed0 = int(istate[IS_COMPUTED])
+            G[active:] = G_bar[active:] - 1.0
+            free_pos = np.flatnonzero(status[:active] == FREE).astype(np.int64)
+            chunk = max(1, int(2_000_000 // n))  # a row fetched here costs up to n kernel values
+            last_check = time.perf_counter()
+            for start in range(0, free_pos.size, chunk):
+                _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, min(free_pos.size, start + chunk),
+                                 active, n, xbuf)
+                if time.perf_counter() - last_check > SLICE_SECONDS:
+                    last_check = time.perf_counter()
+                    reason = control.check()
+                    if reason is not None:
+                        istate[IS_RECONSTRUCTED] += int(istate[IS_COMPUTED]) - computed0
+                        return reason
+            istate[IS_RECONSTRUCTED] += int(istate[IS_COMPUTED]) - computed0
+            istate[IS_ACTIVE] = n
+        return None
+
+    work_budget = 50_000
+    next_trace = trace_every
+    stop_reason = StopReason.MAX_ITER
+    converged = False
+    while True:
+        stop_iter = min(next_trace, max_iter)
+        t0 = time.perf_counter()
+        if platt:
+            run_code = _smo_run_platt(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, status, istate, fstate,
+                                      xbuf, swap_p, swap_q, tol, shrinking, work_budget, stop_iter, rng)
+        else:
+            run_code = _smo_run_second_order(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, status, istate,
+                                             fstate, xbuf, swap_p, swap_q, tol, shrinking, work_budget, stop_iter)
+        took = time.perf_counter() - t0
+        if run_code == RUN_BUDGET and took > 0:
+            work_budget = int(min(max(work_budget * min(4.0, SLICE_SECONDS / max(took, 1e-4)), 10_000), 5e9))
+        if run_code == RUN_CONVERGED:
+            converged = True
+            stop_reason = StopReason.CONVERGED
+            break
+        if run_code == RUN_RECONSTRUCT:
+            reason = reconstruct()
+            if reason is not None:
+                stop_reason = reason
+                break
+            # test the whole problem before shrinking again (shrinking first could loop forever)
+            istate[IS_SHRINK_COUNTER] = 2
+            istate[IS_EXAMINE_ALL] = 1
+            istate[IS_PASS_POS] = 0
+            istate[IS_NUM_CHANGED] = 0
+        if istate[IS_ITER] >= next_trace:
+            record()
+            next_trace += trace_every
+        if istate[IS_ITER] >= max_iter:
+            stop_reason = StopReason.MAX_ITER
+            reason = reconstruct()
+            if reason is not None:
+                stop_reason = reason
+            break
+        reason = control.check()
+        if reason is not None:
+            stop_reason = reason
+            break
+
+    active = int(istate[IS_ACTIVE])
+    m, M, b, n_sv, n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
+    complete = active == n
+    objective = 0.5 * quad + hinge if complete else float("nan")
+    dual_value = float(alpha.sum() - 0.5 * quad) if complete else -float(fstate[FS_F])
+    record(final=True)
+
+    alpha_rows = np.empty(n)
+    alpha_rows[perm] = alpha
+    support = np.flatnonzero(alpha_rows > 0).astype(np.int64)
+    dual_coef = y[support] * alpha_rows[support]
+    w = None
+    if code == KERNEL_LINEAR:
+        matrix = sp.csr_matrix((data, indices, indptr), shape=(n, int(n_features)))
+        w = np.asarray(matrix[support].T @ dual_coef).reshape(-1)
+    lookups = istate[IS_HITS] + istate[IS_MISSES]
+    solver_seconds = time.perf_counter() - started - trace_seconds
+    extra = {
+        "support_indices": support,
+        "dual_coef": dual_coef,
+        "n_sv": int(support.size),
+        "n_bounded_sv": int(np.count_nonzero(alpha_rows[support] >= np.where(y[support] > 0, C * w_pos, C * w_neg))),
+        "dual_objective": dual_value,
+        "objective_kind": "primal" if complete else "unavailable (stopped while shrunk)",
+        "max_violation": float(m - M),
+        "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
+        "kernel_values_computed": int(istate[IS_COMPUTED]),
+        "kernel_values_full_rows": int(istate[IS_UNCACHED]),
+        "kernel_values_reconstruct": int(istate[IS_RECONSTRUCTED]),
+        "full_row_updates": int(istate[IS_FULL_ROWS]),
+        "kernel": dict(kernel),
+        "alpha": alpha_rows,
+        "active_size": active,
+        "min_active_size": int(istate[IS_MIN_ACTIVE]),
+        "working_set": working_set,
+        "safety_steps": int(istate[IS_SAFETY_STEPS]),
+    }
+    return SolverResult(
+        w=w,
+        bias=float(b),
+        n_iter=int(istate[IS_ITER]),
+        converged=converged,
+        stop_reason=stop_reason,
+        objective=float(objective),
+        solver_seconds=solver_seconds,
+        trace_seconds=trace_seconds,
+        trace=tuple(control.points),
+        extra=extra,
+    )
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on a tiny problem (both working-set rules, with shrinking)."""
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(40, 3))
+    y = np.where(dense[:, 0] + 0.3 * rng.normal(size=40) > 0, 1.0, -1.0)
+    matrix = sp.csr_matrix(dense)
+    indptr = matrix.indptr.astype(np.int64)
+    indices = matrix.indices.astype(np.int32)
+    for working_set in WORKING_SETS:
+        solve_smo(indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel={"type": "rbf", "gamma": 0.5},
+                  working_set=working_set, cache_mb=0.0, trace_every=5)
