@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     )
     max_nnz: int = Field(default=2_000_000_000, ge=1, description="Most stored (index, value) pairs in a data set.")
     max_json_body_bytes: int = Field(default=64 * MiB, ge=1024, description="Largest JSON request body.")
+    max_predict_body_bytes: int = Field(
+        default=16 * MiB, ge=1024,
+        description="Largest predict request body (parsed rows take about 15 times their JSON size in memory).",
+    )
     max_predict_instances: int = Field(default=100_000, ge=1, description="Most rows in one predict request.")
     max_seconds_ceiling: float = Field(
         default=7 * 24 * 3600.0, gt=0, description="Largest `max_seconds` a training request may ask for."

@@ -11,8 +11,14 @@ import scipy.sparse as sp
 
 from tests import naive
 from worker.solvers.common import SolverInputError
-from worker.solvers.kernel_predict import KernelExpansion, decision_function
-from worker.solvers.kernels import _kernel_row, kernel_block, kernel_params, resolve_gamma, row_sq_norms
+from service.scoring.kernel import KernelExpansion, decision_function
+from worker.solvers.kernels import (
+    _kernel_row,
+    kernel_block,
+    kernel_params,
+    resolve_gamma,
+    row_sq_norms,
+)
 
 KERNELS = [
     {"type": "linear"},
@@ -103,7 +109,7 @@ def test_resolve_gamma_scale_matches_scikit_learn():
     matrix.data = np.abs(matrix.data) + 0.5
     y = np.where(np.arange(80) % 2 == 0, 1, -1)
     model = SVC(gamma="scale").fit(matrix, y)
-    indptr, indices, data = _csr(matrix)
+    indptr, _indices, data = _csr(matrix)
     assert resolve_gamma("scale", indptr, data, 15) == pytest.approx(model._gamma, rel=1e-12)
     dense_model = SVC(gamma="scale").fit(matrix.toarray(), y)
     assert resolve_gamma("scale", indptr, data, 15) == pytest.approx(dense_model._gamma, rel=1e-9)
@@ -181,10 +187,12 @@ def test_kernel_expansion_empty_model_predicts_bias():
     np.testing.assert_array_equal(got, np.full(5, -1.5))
 
 
-def test_kernel_predict_imports_no_numba():
+def test_scoring_and_the_api_import_no_numba():
+    """Prediction runs in the API process, which must never load numba (nor anything from worker/)."""
     code = (
         "import sys\n"
-        "import worker.solvers.kernel_predict\n"
+        "import service.scoring.kernel, service.scoring.models, service.api.app\n"
+        "assert not [m for m in sys.modules if m == 'worker' or m.startswith('worker.')]\n"
         "bad = [m for m in sys.modules if m == 'numba' or m.startswith('numba.')]\n"
         "assert not bad, bad\n"
     )

@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 
 from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
-from worker.solvers.kernel_predict import KernelExpansion
+from service.scoring.kernel import KernelExpansion
 from worker.solvers.sampled_cuts import _sampled_cuts_qp, solve_sampled_cuts
 from worker.solvers.smo import solve_smo
 
@@ -138,10 +138,11 @@ def test_master_qp_matches_a_generic_solver():
         h = rng.uniform(0, 1, size=t)
         alpha = np.zeros(t)
         grad = np.zeros(t)
-        steps, value, xi = _sampled_cuts_qp(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
+        _steps, value, xi = _sampled_cuts_qp(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
         assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
-        reference = minimize(lambda a: 0.5 * a @ H @ a - h @ a, np.full(t, C / (2 * t)), jac=lambda a: H @ a - h,
-                             bounds=[(0, None)] * t, constraints=[{"type": "ineq", "fun": lambda a: C - a.sum()}],
+        reference = minimize(lambda a, H=H, h=h: 0.5 * a @ H @ a - h @ a, np.full(t, C / (2 * t)),
+                             jac=lambda a, H=H, h=h: H @ a - h, bounds=[(0, None)] * t,
+                             constraints=[{"type": "ineq", "fun": lambda a, C=C: C - a.sum()}],
                              method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
         assert value == pytest.approx(-reference.fun, rel=1e-7, abs=1e-10)
         assert value == pytest.approx(h @ alpha - 0.5 * alpha @ H @ alpha, rel=1e-12, abs=1e-12)
@@ -156,7 +157,7 @@ def test_master_qp_matches_a_generic_solver():
 
 def test_stop_reasons(small):
     X, y, _, _ = small
-    args = dict(n_features=2, C=1.0, kernel=KERNEL, sample_size=50)
+    args = {"n_features": 2, "C": 1.0, "kernel": KERNEL, "sample_size": 50}
     capped = solve_sampled_cuts(*_csr(X), y, max_iter=3, **args)
     assert capped.stop_reason == StopReason.MAX_ITER and not capped.converged and capped.n_iter == 3
     late = solve_sampled_cuts(*_csr(X), y, control=SolverControl(deadline=time.monotonic() - 1), **args)

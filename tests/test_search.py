@@ -122,3 +122,29 @@ def test_search_validation(http, params, field):
     response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params})
     assert response.status_code == 422, response.text
     assert field in response.json()["error"]["message"]
+
+
+def test_distributed_search_spreads_over_the_workers(service, http):
+    from tests.helpers import sparse_problem
+
+    problem = sparse_problem(3000, 200, 20, seed=21, noise=1.0)
+    dataset = upload(http, to_svmlight(*problem)).json()
+    grid = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
+    body = {"dataset_id": dataset["id"], "solver": "dcd",
+            "params": {"tol": 0.01, "search": {"C": grid, "cv_folds": 4, "distribute": True}}}
+    job = http.post("/v1/jobs", json=body).json()
+    done = wait_job(http, job["id"], timeout=300)
+    assert done["status"] == "succeeded", done
+    results = done["search_results"]
+    assert results["distributed"] is True and len(results["settings"]) == len(grid)
+    assert all(row["folds_done"] == 4 for row in results["settings"])
+    assert done["progress"]["subtasks_done"] == done["progress"]["subtasks_total"] == len(grid)
+    assert len(results["workers"]) == len(service.workers), results["workers"]
+    model = http.get(f"/v1/models/{done['model_id']}").json()
+    assert model["refit_params"]["C"] == results["best"]["C"]
+
+    in_process = dict(body, params=dict(body["params"], search=dict(body["params"]["search"], distribute=False,
+                                                                    warm_start=False)))
+    local = wait_job(http, http.post("/v1/jobs", json=in_process).json()["id"], timeout=300)
+    strip = lambda table: [{k: row[k] for k in ("C", "mean", "std", "fold_scores")} for row in table["settings"]]  # noqa: E731
+    assert strip(local["search_results"]) == strip(results), "same folds, same fits, same table"

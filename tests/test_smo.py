@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -11,14 +12,14 @@ import scipy.sparse as sp
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # libsvm-official is built with OpenMP; keep it to one thread
 
-from libsvm import svmutil  # noqa: E402
-from sklearn.datasets import load_breast_cancer  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
+from libsvm import svmutil
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
 
-from tests import naive  # noqa: E402
-from worker.solvers.common import SolverControl, SolverInputError, StopReason  # noqa: E402
-from worker.solvers.kernels import kernel_block  # noqa: E402
-from worker.solvers.smo import solve_smo  # noqa: E402
+from tests import naive
+from worker.solvers.common import SolverControl, SolverInputError, StopReason
+from worker.solvers.kernels import kernel_block
+from worker.solvers.smo import solve_smo
 
 
 def _csr(matrix):
@@ -59,7 +60,7 @@ def stand_in():
 
 
 def _libsvm(matrix, y, options):
-    """Train libsvm-official; return (dual value, n_sv, decision values on the training rows, model)."""
+    """Train libsvm-official; return (support row ids, y_i alpha_i, b) with decision = sum coef K + b."""
     model = svmutil.svm_train(y.tolist(), matrix, options + " -q")
     sv = np.array(model.get_sv_indices(), dtype=np.int64) - 1
     coef = np.array([c[0] for c in model.get_sv_coef()])
@@ -69,10 +70,6 @@ def _libsvm(matrix, y, options):
     else:
         rho = model.rho[0]
     return sv, coef, -rho
-
-
-def _kernel_from_options(kernel):
-    return kernel
 
 
 def _compare_with_libsvm(matrix, y, *, C, kernel, options, class_weight=(1.0, 1.0), working_set="second_order"):
@@ -279,7 +276,7 @@ def test_dense_and_sparse_row_paths_agree(breast_cancer, monkeypatch):
     X = rng.uniform(-1, 1, size=(4000, 3))
     labels = np.where(np.hypot(X[:, 0], X[:, 1]) < 0.6, 1.0, -1.0)
     X += rng.normal(scale=0.1, size=X.shape)
-    args = dict(n_features=3, C=10.0, kernel={"type": "rbf", "gamma": 2.0}, cache_mb=1.0)
+    args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "cache_mb": 1.0}
     sparse_disc = solve_smo(*_csr(X), labels, **args)
     monkeypatch.setattr(smo_module, "_DENSE_MIN_FILL", 0.25)
     dense_disc = solve_smo(*_csr(X), labels, **args)
@@ -334,6 +331,29 @@ def test_deadline_and_cancel_return_the_model_so_far(stand_in):
     assert support.size == canceled.extra["n_sv"] and np.all(canceled.extra["alpha"][support] > 0)
 
 
+def test_cancel_while_shrunk_still_reports_the_primal(stand_in):
+    matrix, y = stand_in
+    indptr, indices, data = _csr(matrix)
+    kernel = {"type": "rbf", "gamma": 0.0081}
+    seen = {"shrunk": False}
+
+    def watch(point: dict) -> None:
+        seen["shrunk"] = seen["shrunk"] or point["active_size"] < y.size
+
+    control = SolverControl(cancel_requested=lambda: seen["shrunk"], on_point=watch)
+    result = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, trace_every=50,
+                       control=control)
+    assert result.stop_reason == StopReason.CANCELED and result.extra["min_active_size"] < y.size
+    assert result.extra["objective_kind"] == "primal" and result.extra["active_size"] == y.size
+    support, coef = result.extra["support_indices"], result.extra["dual_coef"]
+    decision = kernel_block(indptr, indices, data, np.arange(y.size), support, n_features=123,
+                            kernel=kernel) @ coef + result.bias
+    K_sv = kernel_block(indptr, indices, data, support, support, n_features=123, kernel=kernel)
+    primal = 0.5 * coef @ K_sv @ coef + np.maximum(0.0, 1.0 - y * decision).sum()
+    assert result.objective == pytest.approx(primal, rel=1e-6)
+    _feasible(result, y, 1.0)
+
+
 def test_trace_points(stand_in):
     matrix, y = stand_in
     indptr, indices, data = _csr(matrix[:2000])
@@ -345,7 +365,7 @@ def test_trace_points(stand_in):
     for key in ("iteration", "elapsed_s", "dual", "max_violation", "n_sv", "n_bounded_sv", "cache_hit_rate"):
         assert all(key in point for point in points), key
     duals = [point["dual"] for point in points]
-    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(duals, duals[1:]))  # SMO never lowers the dual
+    assert all(b >= a - 1e-9 * abs(a) for a, b in itertools.pairwise(duals))  # SMO never lowers the dual
     assert duals[-1] == pytest.approx(result.extra["dual_objective"], rel=1e-9)
     assert points[-1]["primal"] == pytest.approx(result.objective, rel=1e-9)
     assert result.trace == tuple(points)

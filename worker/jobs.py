@@ -117,6 +117,14 @@ def _train(job_id: str) -> dict:
         return _hand_back(jobs, client, job, mine, "the worker was stopping when the job started")
     begin = time.monotonic()
     deadline = begin + params["max_seconds"] if params.get("max_seconds") else None
+    if (params.get("search") or {}).get("distribute"):
+        from worker import search_dist
+
+        try:
+            return search_dist.start(jobs, client, job, run)
+        except Exception as exc:
+            log.exception("job %s: distributing the search failed", job_id)
+            return _fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
     try:
         record, arrays = datacache.load(
             dataset_store(client, settings.chunk_bytes),
@@ -142,6 +150,13 @@ def _train(job_id: str) -> dict:
         log.exception("job %s failed", job_id)
         return _fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
 
+    return record_outcome(jobs, client, job, record, params, outcome, mine, run)
+
+
+def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict, params: dict, outcome, mine, run: int) -> dict:
+    """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
+    settings = get_settings()
+    job_id = job["id"]
     seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
     if seconds:
         client.hincrbyfloat(keys.solver_stats(), job["solver"], seconds)

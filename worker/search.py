@@ -112,62 +112,16 @@ def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, dead
                publish) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
     search = params["search"]
-    task = task_of(solver, params)
-    metric = search.get("metric") or default_metric(task)
-    base_params = {key: value for key, value in params.items() if key != "search"}
-    if solver in registry.KERNEL_SOLVERS:
-        base_params["kernel"] = resolve_kernel(base_params["kernel"], arrays, n_features)
-    Cs = search.get("C") or [params["C"]]
-    gammas = search.get("gamma") or [base_params.get("kernel", {}).get("gamma")]
+    prepared = prepare(solver, params, arrays, n_features)
+    task, metric, base_params = prepared["task"], prepared["metric"], prepared["base_params"]
+    warm, folds = prepared["warm"], prepared["folds"]
     processes = params.get("n_processes") or available_cores()
-    warm = bool(search.get("warm_start", True)) and solver in WARM_SOLVERS
-    y = np.asarray(arrays["y"])
-    qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None
-    folds = make_folds(y, qid, search["cv_folds"], search.get("seed", 0))
-    plan = plan_subtasks(search["cv_folds"], gammas, Cs, warm)
+    plan = plan_subtasks(search["cv_folds"], prepared["gammas"], prepared["Cs"], warm)
 
     def run_path(task_spec, context: SubtaskContext) -> list[dict]:
         fold, gamma, run = task_spec
-        train = subset(arrays, np.flatnonzero(folds != fold), n_features)
-        held_out = subset(arrays, np.flatnonzero(folds == fold), n_features)
-        previous = None
-        rows = []
-        for C in run:
-            setting = dict(base_params, C=C)
-            if gamma is not None and "kernel" in setting:
-                setting["kernel"] = dict(setting["kernel"], gamma=gamma)
-            started = time.perf_counter()
-            if task == "classification":
-                labels, results = fit_problems(
-                    solver, setting, train, n_features, deadline=context.deadline,
-                    cancel_requested=context.cancel_requested, on_point=lambda k, point: None,
-                    n_processes=1, warm=previous if warm else None,
-                )
-                if any(r is None for r in results):
-                    return rows
-                model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features,
-                                                    with_accuracy=False)
-                previous = results
-            else:
-                control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested)
-                result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
-                                                 n_features=n_features, params=setting, class_weight=(1.0, 1.0),
-                                                 control=control, qid=train.get("qid") if task == "ranking" else None)
-                results = [result]
-                model_arrays = {"weights": result.w.reshape(1, -1), "offsets": np.zeros(1)}
-                meta = {"kind": "ranking", "task": task, "n_features": n_features, "labels": None,
-                        "ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
-            score = fold_score(metric, task, Scorer(meta, model_arrays), held_out, n_features)
-            rows.append({
-                "C": C, "gamma": gamma, "fold": fold, "score": score,
-                "n_iter": int(sum(r.n_iter for r in results)),
-                "seconds": time.perf_counter() - started,
-                "warm_started": bool(warm and len(rows) > 0),
-                "stop_reason": results[0].stop_reason.value,
-            })
-            if any(r.stop_reason is StopReason.CANCELED for r in results):
-                break
-        return rows
+        return score_run(solver, base_params, arrays, n_features, folds, fold, gamma, run, task=task, metric=metric,
+                         warm=warm, deadline=context.deadline, cancel_requested=context.cancel_requested)
 
     finished: list[dict] = []
 
@@ -183,14 +137,84 @@ def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, dead
     results_table = table(finished, metric, search, warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
+    return refit_best(solver, base_params, results_table, arrays, n_features, deadline=deadline,
+                      cancel_requested=cancel_requested, sink=sink, n_processes=processes)
+
+
+def prepare(solver: str, params: dict, arrays: dict, n_features: int) -> dict:
+    """Everything a search needs besides the data: task, metric, grid, folds, base parameters."""
+    search = params["search"]
+    task = task_of(solver, params)
+    base_params = {key: value for key, value in params.items() if key != "search"}
+    if solver in registry.KERNEL_SOLVERS:
+        base_params["kernel"] = resolve_kernel(base_params["kernel"], arrays, n_features)
+    y = np.asarray(arrays["y"])
+    qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None
+    return {
+        "task": task,
+        "metric": search.get("metric") or default_metric(task),
+        "base_params": base_params,
+        "Cs": sorted(search.get("C") or [params["C"]]),
+        "gammas": search.get("gamma") or [base_params.get("kernel", {}).get("gamma")],
+        "warm": bool(search.get("warm_start", True)) and solver in WARM_SOLVERS,
+        "folds": make_folds(y, qid, search["cv_folds"], search.get("seed", 0)),
+    }
+
+
+def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, folds: np.ndarray, fold: int, gamma,
+              run: list, *, task: str, metric: str, warm: bool, deadline, cancel_requested) -> list[dict]:
+    """Fit the C values of ``run`` in increasing order on every fold but ``fold``, score each on ``fold``."""
+    train = subset(arrays, np.flatnonzero(folds != fold), n_features)
+    held_out = subset(arrays, np.flatnonzero(folds == fold), n_features)
+    previous = None
+    rows: list[dict] = []
+    for C in run:
+        setting = dict(base_params, C=C)
+        if gamma is not None and "kernel" in setting:
+            setting["kernel"] = dict(setting["kernel"], gamma=gamma)
+        started = time.perf_counter()
+        if task == "classification":
+            labels, results = fit_problems(
+                solver, setting, train, n_features, deadline=deadline, cancel_requested=cancel_requested,
+                on_point=lambda k, point: None, n_processes=1, warm=previous if warm else None,
+            )
+            if any(r is None for r in results):
+                return rows
+            model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
+            previous = results
+        else:
+            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested)
+            result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
+                                             n_features=n_features, params=setting, class_weight=(1.0, 1.0),
+                                             control=control, qid=train.get("qid") if task == "ranking" else None)
+            results = [result]
+            model_arrays = {"weights": result.w.reshape(1, -1), "offsets": np.zeros(1)}
+            meta = {"kind": "ranking", "task": task, "n_features": n_features, "labels": None,
+                    "ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
+        score = fold_score(metric, task, Scorer(meta, model_arrays), held_out, n_features)
+        rows.append({
+            "C": C, "gamma": gamma, "fold": fold, "score": score,
+            "n_iter": int(sum(r.n_iter for r in results)),
+            "seconds": time.perf_counter() - started,
+            "warm_started": bool(warm and len(rows) > 0),
+            "stop_reason": results[0].stop_reason.value,
+        })
+        if any(r.stop_reason is StopReason.CANCELED for r in results):
+            break
+    return rows
+
+
+def refit_best(solver: str, base_params: dict, results_table: dict, arrays: dict, n_features: int, *, deadline,
+               cancel_requested, sink, n_processes: int) -> TrainingOutcome:
+    """Train the best setting of the table on all the data; the table goes into the model's metadata."""
     best = results_table["best"]
     if best is None:
-        raise RuntimeError(f"no setting could be scored with metric {metric!r} (every fold lacked what it needs)")
+        raise RuntimeError(f"no setting could be scored with metric {results_table['metric']!r} (every fold lacked what it needs)")
     refit_params = dict(base_params, C=best["C"])
     if best.get("gamma") is not None and "kernel" in refit_params:
         refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
     outcome = train_model(solver, refit_params, arrays, n_features, deadline=deadline,
-                          cancel_requested=cancel_requested, sink=sink, n_processes=processes)
+                          cancel_requested=cancel_requested, sink=sink, n_processes=n_processes)
     outcome.meta["search_results"] = results_table
     outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
     return outcome

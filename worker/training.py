@@ -19,6 +19,7 @@ always complete. Cancel: running problems stop; the model is kept when every pro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -202,9 +203,15 @@ def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
         "stop_reason": overall.value,
         "training_seconds": float(sum(r.solver_seconds for r in results)),
         "trace_seconds": float(sum(r.trace_seconds for r in results)),
-        "objective": float(sum(r.objective for r in results)),
-        "objectives": [float(r.objective) for r in results],
+        "objective": _finite_or_none(sum(r.objective for r in results)),
+        "objectives": [_finite_or_none(r.objective) for r in results],
     }
+
+
+def _finite_or_none(value: float) -> float | None:
+    """JSON has no NaN: an objective a solver could not afford to evaluate (smo stopped while shrunk) is null."""
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def _kernel_model(results: list[SolverResult], arrays: dict, n_features: int) -> tuple[dict, dict]:

@@ -23,22 +23,22 @@ PUBLIC_TENANT = "public"
 _bearer = HTTPBearer(auto_error=False, description="API key, when the server has keys configured.")
 
 
-def settings_dep(request: Request) -> Settings:
+async def settings_dep(request: Request) -> Settings:
     """The settings the application was created with."""
     return request.app.state.settings
 
 
-def datasets_dep(request: Request) -> RecordStore:
+async def datasets_dep(request: Request) -> RecordStore:
     """The data-set store."""
     return request.app.state.datasets
 
 
-def models_dep(request: Request) -> RecordStore:
+async def models_dep(request: Request) -> RecordStore:
     """The model store."""
     return request.app.state.models
 
 
-def jobs_dep(request: Request) -> JobStore:
+async def jobs_dep(request: Request) -> JobStore:
     """The job store."""
     return request.app.state.jobs
 
@@ -47,7 +47,9 @@ def _key_digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-def tenant_dep(
+# Dependencies are coroutines: FastAPI would run plain functions in its thread pool, a hop that costs
+# more than the work they do. The Redis look-up of tenant_dep happens at most every few seconds.
+async def tenant_dep(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
 ) -> str:

@@ -72,6 +72,20 @@ def parse_body(schema, raw: bytes):
         raise RequestValidationError(errors) from None
 
 
+async def read_body_limited(request, limit: int, name: str) -> bytes:
+    """The request body, refused with 413 (naming the limit) as soon as it grows past ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(name, limit, f"request body of {int(declared)} bytes exceeds {name} = {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(name, limit, f"request body exceeds {name} = {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 
@@ -105,6 +119,11 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            # FastAPI's answer to a body that is not even text (bad UTF-8): the same 422 as invalid JSON.
+            message = "body: not valid JSON (it must be UTF-8 text)"
+            return JSONResponse(_body("validation_error", message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}]),
+                                status_code=422)
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
         code = codes.get(exc.status_code, "http_error")
         details = {"limit": exc.limit, "value": exc.value} if isinstance(exc, BodyTooLarge) else None

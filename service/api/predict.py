@@ -14,10 +14,15 @@ import scipy.sparse as sp
 from service.api.errors import unprocessable
 
 
+def rows_to_matrix(instances: list, n_features: int, zero_based: bool):
+    """A dense array when every row is dense (lists), else a CSR matrix; 422 names the bad row."""
+    if instances and all(isinstance(row, list) for row in instances):
+        return dense_rows(instances, n_features)
+    return rows_to_csr(instances, n_features, zero_based)
+
+
 def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_matrix:
     """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row."""
-    if instances and all(isinstance(row, list) for row in instances):
-        return dense_rows_to_csr(instances, n_features)
     indptr = [0]
     indices: list[int] = []
     values: list[float] = []
@@ -64,7 +69,7 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_ma
     return matrix
 
 
-def dense_rows_to_csr(instances: list, n_features: int) -> sp.csr_matrix:
+def dense_rows(instances: list, n_features: int) -> np.ndarray:
     """The fast path when every row is dense: one numpy conversion, then the width and finiteness checks."""
     for row_number, row in enumerate(instances):
         if len(row) != n_features:
@@ -77,7 +82,7 @@ def dense_rows_to_csr(instances: list, n_features: int) -> sp.csr_matrix:
     if not finite.all():
         bad = int(np.flatnonzero(~finite.all(axis=1))[0])
         raise unprocessable(f"instances[{bad}] holds a value that is not finite", ["body", "instances", bad])
-    return sp.csr_matrix(dense)
+    return dense
 
 
 class ModelCache:

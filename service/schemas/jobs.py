@@ -103,7 +103,7 @@ class JobOut(BaseModel):
     finished_at: str | None = Field(default=None, description="When it ended.")
     progress: JobProgress = Field(default_factory=JobProgress, description="Latest progress.")
     model_id: str | None = Field(default=None, description="Id of the trained model (also set for a canceled job that had a model to return).")
-    stop_reason: str | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline or canceled.")
+    stop_reason: str | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).")
     error: JobError | None = Field(default=None, description="Set when the job failed.")
     search_results: dict[str, Any] | None = Field(
         default=None,

@@ -31,10 +31,12 @@ class ModelOut(BaseModel):
     n_iter: int = Field(description="Outer iterations, summed over the binary problems.")
     n_iter_per_problem: list[int] = Field(default_factory=list, description="Outer iterations of each binary problem.")
     converged: bool = Field(description="Whether every binary problem met its stopping rule.")
-    stop_reason: str = Field(description="converged, max_iter, deadline or canceled (the first non-converged reason over the binary problems).")
+    stop_reason: str = Field(description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems).")
     training_seconds: float = Field(description="Solver seconds only (no data loading, no trace evaluation).")
-    objective: float = Field(description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems).")
-    objectives: list[float] = Field(description="Primal objective per binary problem (one entry for two classes).")
+    objective: float | None = Field(description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems).")
+    objectives: list[float | None] = Field(
+        description="Primal objective per binary problem (one entry for two classes); null where it was not computed (smo stopped by a deadline while shrunk, on a large problem)."
+    )
     trace_seconds: float | None = Field(default=None, description="Seconds spent evaluating trace points (not in training_seconds).")
     train_accuracy: float | None = Field(
         description="Accuracy on the training data (kernel models: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."

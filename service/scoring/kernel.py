@@ -5,8 +5,8 @@ rows for ``sampled_cuts``):
 
     decision_c(x) = sum_k coef[c, k] * K(s_k, x) + bias[c]        (c = 0..n_models-1)
 
-with K one of the kernels of ``worker.solvers.kernels`` (the formulas are repeated here on purpose so
-that this module imports nothing that compiles). ``coef`` may be one vector (one binary model) or a
+with K one of the kernels the solvers use (``worker/solvers/kernels.py``; the formulas are repeated here
+on purpose so that this module imports nothing that compiles). ``coef`` may be one vector (one binary model) or a
 matrix (several models over one shared set of rows, e.g. one-vs-rest over the union of their support
 vectors: each K(s_k, x) is computed once for all models). For the linear kernel a folded weight vector
 ``w`` (SMO paper, Section 2.3) can be given instead of rows and coefficients.
@@ -16,7 +16,8 @@ The inner products <s_k, x> come from a sparse-times-dense product against a den
 the stored rows when that copy is small (n_features * m <= ``dense_limit`` entries), else from a
 sparse-times-sparse product; squared norms are computed once per model.
 
-This module must stay free of numba (and of everything in ``worker``): the test suite checks it.
+This module must stay free of numba (and of everything in ``worker``): the test suite checks it
+(tests/test_kernels.py). The API scores kernel models with it; the workers use it for training accuracy.
 """
 
 from __future__ import annotations

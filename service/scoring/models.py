@@ -24,6 +24,7 @@ class Scorer:
 
     def __init__(self, meta: dict, arrays: dict):
         self.meta = meta
+        self.checked_at = 0.0  # when the API last saw the model still stored (monotonic seconds)
         self.kind = meta.get("kind", "linear")
         self.n_features = int(meta["n_features"])
         self.labels = np.asarray(meta["labels"], dtype=np.float64) if meta.get("labels") is not None else None
@@ -36,9 +37,11 @@ class Scorer:
         else:
             self.weights = np.ascontiguousarray(arrays["weights"], dtype=np.float64)
 
-    def decision_values(self, matrix: sp.csr_matrix) -> np.ndarray:
-        """Scores of the rows, shape (n, k)."""
+    def decision_values(self, matrix) -> np.ndarray:
+        """Scores of the rows (a CSR matrix, or a dense array of rows), shape (n, k)."""
         if self.kind == "kernel":
+            if not sp.issparse(matrix):
+                matrix = sp.csr_matrix(matrix)
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
             return values.reshape(matrix.shape[0], -1)
         return np.asarray(matrix @ self.weights.T) + self.offsets

@@ -37,6 +37,11 @@ def job_trace(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}:trace"
 
 
+def job_search_rows(job_id: str) -> str:
+    """List of JSON fold results of a distributed search, one entry per (setting, fold)."""
+    return f"{PREFIX}:job:{job_id}:search_rows"
+
+
 def job_cancel(job_id: str) -> str:
     """Flag set when a cancel of the job is requested."""
     return f"{PREFIX}:job:{job_id}:cancel"

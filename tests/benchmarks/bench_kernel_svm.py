@@ -39,14 +39,14 @@ from pathlib import Path
 
 os.environ["OMP_NUM_THREADS"] = "1"
 
-import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
-from sklearn.datasets import load_svmlight_file  # noqa: E402
+import numpy as np
+import scipy.sparse as sp
+from libsvm import svmutil
+from sklearn.datasets import load_svmlight_file
 
-from libsvm import svmutil  # noqa: E402
-from tests.benchmarks.environment import machine  # noqa: E402
-from worker.solvers import sampled_cuts, smo  # noqa: E402
-from worker.solvers.kernel_predict import KernelExpansion  # noqa: E402
+from tests.benchmarks.environment import machine
+from worker.solvers import sampled_cuts, smo
+from service.scoring.kernel import KernelExpansion
 
 DATA_DIR = Path("/work/shared/data")
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_svm.json"
@@ -226,12 +226,13 @@ def section_ijcnn1(sizes: list[int], repeats: int) -> dict:
         X, y = X_all[pick], y_all[pick]
         indptr, indices, data = _csr(X)
         entry = {"n": int(size)}
+        csr = (indptr, indices, data, y)
         solvers = {
-            "sampled_cuts_linear": lambda: sampled_cuts.solve_sampled_cuts(
-                indptr, indices, data, y, n_features=22, C=C, kernel=kernel, variant="linear", sample_size=400),
-            "sampled_cuts_constant": lambda: sampled_cuts.solve_sampled_cuts(
-                indptr, indices, data, y, n_features=22, C=C, kernel=kernel, variant="constant", sample_size=400),
-            "smo": lambda: smo.solve_smo(indptr, indices, data, y, n_features=22, C=C, kernel=kernel),
+            "sampled_cuts_linear": lambda csr=csr: sampled_cuts.solve_sampled_cuts(
+                *csr, n_features=22, C=C, kernel=kernel, variant="linear", sample_size=400),
+            "sampled_cuts_constant": lambda csr=csr: sampled_cuts.solve_sampled_cuts(
+                *csr, n_features=22, C=C, kernel=kernel, variant="constant", sample_size=400),
+            "smo": lambda csr=csr: smo.solve_smo(*csr, n_features=22, C=C, kernel=kernel),
         }
         for name, run in solvers.items():
             seconds = []
@@ -247,7 +248,7 @@ def section_ijcnn1(sizes: list[int], repeats: int) -> dict:
         problem = _libsvm_problem(X, y)
         seconds = []
         for _ in range(repeats):
-            model, sec, cpu, lines = _libsvm_train(problem, f"-s 0 -t 2 -c {C:g} -g 2 -e 0.001 -h 1 -m 200")
+            model, sec, _cpu, lines = _libsvm_train(problem, f"-s 0 -t 2 -c {C:g} -g 2 -e 0.001 -h 1 -m 200")
             seconds.append(sec)
         entry["libsvm"] = {"median_seconds": _median(seconds), "seconds": seconds, **_libsvm_summary(model, lines),
                            "test_error_pct": _libsvm_error(model, X_test, y_test)}

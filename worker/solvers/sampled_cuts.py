@@ -97,7 +97,14 @@ from worker.solvers.common import (
     rng_below,
     rng_state,
 )
-from worker.solvers.kernels import clear_row, gather_dot, kernel_from_dot, kernel_params, row_sq_norms, scatter_row
+from worker.solvers.kernels import (
+    clear_row,
+    gather_dot,
+    kernel_from_dot,
+    kernel_params,
+    row_sq_norms,
+    scatter_row,
+)
 
 VARIANTS = ("linear", "constant")
 _DENSE_LIMIT = 1 << 22
@@ -226,7 +233,7 @@ def _sampled_cuts_qp(H, h, alpha, t, C, tol, max_steps, grad):
         if slack > 0.0:
             low = 0.0
             if i >= 0 and gi > 0.0:
-                eta = H[i, i] if H[i, i] > 1e-12 else 1e-12
+                eta = max(1e-12, H[i, i])
                 best = gi * gi / eta
                 j = -1
         for k in range(t):
@@ -472,7 +479,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
     def solve_master() -> None:
         nonlocal xi, master_dual
         t = cuts.t
-        steps, master_dual, xi = _sampled_cuts_qp(cuts.H, np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
+        _steps, master_dual, xi = _sampled_cuts_qp(cuts.H, np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
                                                   cuts.alpha, t, C_paper, qp_tol, qp_max_steps, cuts.grad)
         cuts.drop_inactive(int(max_inactive))
 

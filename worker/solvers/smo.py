@@ -108,7 +108,9 @@ Outputs
 ``SolverResult``: ``w`` None (the folded weight vector for the linear kernel), ``bias`` = b (the mean
 of F_t over the free support vectors, or the middle of [m, M] if there are none), ``objective`` = the
 primal P(w, b), computed from G (y_t u_t = G_t + 1 + y_t b, |w|^2 = alpha' (G + 1)) whenever G is
-complete (NaN after a deadline or cancel that stops a shrunk run, since the rebuild costs time),
+complete (after a deadline or cancel that stops a shrunk run, G is completed first if that costs at
+most 2e7 kernel values, i.e. well under a second; otherwise ``objective`` is NaN and
+``extra["objective_kind"]`` says so),
 ``n_iter`` = number of two-variable steps. ``extra``: "support_indices" (int64 row ids with alpha > 0,
 ascending), "dual_coef" (y_i alpha_i there), "n_sv", "n_bounded_sv" (alpha_i = C_i), "dual_objective"
 (the dual value D = sum alpha - 0.5 alpha' Q alpha, which LIBSVM prints negated as "obj"),
@@ -196,6 +198,7 @@ RUN_RECONSTRUCT = 2
 
 TAU = 1e-12
 SLICE_SECONDS = 0.1
+FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
 # rows are also kept dense (position order) when n_features <= this and nnz >= fill * n * n_features
 _DENSE_MAX_FEATURES = 256
 _DENSE_MIN_FILL = 0.25
@@ -555,7 +558,7 @@ def _smo_reorder(orig, X):
     permutation once shrinking has scrambled it).
     """
     indptr, indices, data, sq, perm = orig
-    pindptr, pindices, pdata, psq, y, dense = X
+    pindptr, pindices, pdata, psq, _y, dense = X
     is_dense = dense.shape[0] > 1
     k = 0
     for p in range(perm.size):
@@ -590,9 +593,9 @@ def _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate,
     """One shrinking pass. Returns RUN_RECONSTRUCT when the 10*tol un-shrink is due, else RUN_BUDGET."""
     y = X[4]
     perm = orig[4]
-    cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
+    cache, slot_of, slot_owner, slot_fill, _lru_prev, lru_next, _free_stack = ca
     active = istate[IS_ACTIVE]
-    m, M, i_max = _smo_extremes(y, G, status, active)
+    m, M, _i_max = _smo_extremes(y, G, status, active)
     if istate[IS_UNSHRUNK] == 0 and m - M <= 10.0 * tol:
         istate[IS_UNSHRUNK] = 1
         if active < n:
@@ -681,7 +684,7 @@ def _smo_run_second_order(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, s
             return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
         base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
         Kij = y[i] * y[j] * cache[base_i + j]
-        ai_new, aj_new, lo, hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
+        ai_new, aj_new, _lo, _hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
         _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_bar, Cp, QD,
                    status, istate, fstate, xbuf)
         work += 2 * active + 4 * (istate[IS_COMPUTED] - computed0)
@@ -789,7 +792,7 @@ def _smo_run_platt(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, status, 
                         return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
                     base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
                     Kij = y[i] * y[j] * cache[base_i + j]
-                    ai_new, aj_new, lo, hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
+                    ai_new, aj_new, _lo, _hi = _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y)
                     _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_bar, Cp,
                                QD, status, istate, fstate, xbuf)
                     istate[IS_SAFETY_STEPS] += 1
@@ -840,7 +843,7 @@ def _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 @njit(cache=True)
 def _smo_stats(y, alpha, G, Cp, status, active, n):
     """(m, M, b, n_sv, n_bounded, sum_alpha_G_plus_1, hinge_sum) with G over [0, active)."""
-    m, M, i_max = _smo_extremes(y, G, status, active)
+    m, M, _i_max = _smo_extremes(y, G, status, active)
     n_free = 0
     sum_free = 0.0
     for t in range(active):
@@ -983,7 +986,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         nonlocal trace_seconds
         t0 = time.perf_counter()
         active = int(istate[IS_ACTIVE])
-        m, M, b, n_sv, n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
+        m, M, _b, n_sv, n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
         lookups = istate[IS_HITS] + istate[IS_MISSES]
         point = {
             "iteration": int(istate[IS_ITER]),
@@ -1004,7 +1007,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         control.record(point)
         trace_seconds += time.perf_counter() - t0
 
-    def reconstruct() -> StopReason | None:
+    def reconstruct(check: bool = True) -> StopReason | None:
         """Rebuild G for the inactive variables in chunks, then make every variable active."""
         active = int(istate[IS_ACTIVE])
         if istate[IS_SLOT_LEN] < n:
@@ -1018,7 +1021,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             for start in range(0, free_pos.size, chunk):
                 _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, min(free_pos.size, start + chunk),
                                  active, n, xbuf)
-                if time.perf_counter() - last_check > SLICE_SECONDS:
+                if check and time.perf_counter() - last_check > SLICE_SECONDS:
                     last_check = time.perf_counter()
                     reason = control.check()
                     if reason is not None:
@@ -1073,7 +1076,13 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             break
 
     active = int(istate[IS_ACTIVE])
-    m, M, b, n_sv, n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
+    if active < n:
+        # stopped by a deadline or cancel while shrunk: complete G (hence the primal) when that is cheap
+        n_free = int(np.count_nonzero(status[:active] == FREE))
+        if n_free * (n - active) <= FINAL_REBUILD_VALUES:
+            reconstruct(check=False)
+            active = int(istate[IS_ACTIVE])
+    m, M, b, _n_sv, _n_bounded, quad, hinge = _smo_stats(yp, alpha, G, Cp, status, active, n)
     complete = active == n
     objective = 0.5 * quad + hinge if complete else float("nan")
     dual_value = float(alpha.sum() - 0.5 * quad) if complete else -float(fstate[FS_F])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -9,8 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import ModelIdPath, jobs_dep, models_dep, settings_dep, tenant_dep
-from service.api.errors import ApiError, not_found, parse_body
-from service.api.predict import rows_to_csr
+from service.api.errors import ApiError, not_found, parse_body, read_body_limited
+from service.api.predict import rows_to_matrix
 from service.scoring.models import Scorer
 from service.config import Settings
 from service.schemas.base import ErrorResponse
@@ -81,20 +82,31 @@ def delete_model(
     return Response(status_code=204)
 
 
+EXISTENCE_RECHECK_S = 1.0
+"""A cached model is checked to still exist in Redis at most this often. A model deleted through this
+API process is dropped from its cache at once; another API process may still score it for up to this
+long."""
+
+
 def load_model(request: Request, store: RecordStore, model_id: str, tenant: str) -> Scorer:
-    """The model from the in-memory cache (after a cheap existence check) or from Redis."""
+    """The model from the in-memory cache (rechecking its existence now and then) or from Redis."""
     cache = request.app.state.model_cache
     model = cache.get(model_id)
     if model is not None:
-        if model.meta.get("tenant") != tenant or not store.exists(model_id):
+        if model.meta.get("tenant") != tenant:
+            raise not_found("model", model_id)
+        now = time.monotonic()
+        if now - model.checked_at >= EXISTENCE_RECHECK_S:
             if not store.exists(model_id):
                 cache.drop(model_id)
-            raise not_found("model", model_id)
+                raise not_found("model", model_id)
+            model.checked_at = now
         return model
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
     model = Scorer(record, store.load_arrays(record))
+    model.checked_at = time.monotonic()
     cache.put(model_id, model)
     return model
 
@@ -116,7 +128,8 @@ async def predict(
     tenant: str = Depends(tenant_dep),
 ) -> JSONResponse:
     """Score rows with a model: labels and decision values."""
-    body = parse_body(PredictRequest, await request.body())
+    raw = await read_body_limited(request, settings.max_predict_body_bytes, "max_predict_body_bytes")
+    body = parse_body(PredictRequest, raw)
     if len(body.instances) > settings.max_predict_instances:
         raise ApiError(
             413,
@@ -137,6 +150,6 @@ INLINE_PREDICT_ROWS = 16
 def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list) -> dict:
     """Load (or reuse) the model and score the rows."""
     model = load_model(request, store, model_id, tenant)
-    matrix = rows_to_csr(instances, model.n_features, bool(model.meta.get("zero_based", False)))
+    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)))
     labels, scores = model.predict(matrix)
     return {"labels": labels, "scores": scores}

@@ -1,0 +1,184 @@
+"""Distributed model selection (``params.search.distribute``): every setting of the grid is its own RQ job.
+
+The job's own RQ job (``worker.jobs.train``) only plans: it enqueues one RQ job per setting
+(``run_setting``: all folds of one (C, gamma) pair) into the tenant's queue, then a final RQ job
+(``finish``) that depends on all of them through RQ's dependencies (``allow_failure``, so it also
+runs when a setting failed). Any worker of the deployment takes settings, so a compose deployment
+with N workers spreads the search over all N. Each setting appends its fold results to a Redis list
+and republishes the job's table (``search_results``, ``subtasks`` done/total). ``finish`` builds the
+final table, fails the job if a setting is missing, else refits the best setting on all the data
+and stores the model like any job. Cancel and the deadline reach every setting (the deadline is the
+job's wall-clock start plus ``max_seconds``).
+
+While settings run, no single worker owns the job, so its ``worker`` field is cleared and the
+reaper leaves it alone; ``finish`` takes ownership again for the refit. A setting lost with its
+worker (kill -9) is noticed by RQ's own abandoned-job handling, after which ``finish`` runs and
+fails the job naming the setting. Warm starts along C apply to in-process searches only: here each
+setting is fitted cold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+
+from rq.job import Dependency
+
+from service.config import get_settings
+from service.queueing import JobQueue
+from service.storage import keys
+from service.storage.jobs import JobStore, utc_now
+from service.storage.records import dataset_store
+from worker import datacache, heartbeat
+from worker import search as search_module
+from worker.progress import CancelPoller, TraceSink
+
+log = logging.getLogger("hinge.worker")
+
+
+def grid_of(params: dict) -> list[tuple[float, float | None]]:
+    """The (C, gamma) settings of a search, in a fixed order."""
+    search = params["search"]
+    Cs = sorted(search.get("C") or [params["C"]])
+    gammas = search.get("gamma") or [None]
+    return [(C, gamma) for gamma, C in itertools.product(gammas, Cs)]
+
+
+def start(jobs: JobStore, client, job: dict, run: int) -> dict:
+    """Enqueue one RQ job per setting and a final one depending on them; the job stays running."""
+    settings = get_settings()
+    job_id = job["id"]
+    grid = grid_of(job["params"])
+    queue = JobQueue(client, settings).tenant_queue(job["tenant"])
+    client.delete(keys.job_search_rows(job_id))
+    children = []
+    for index, (C, gamma) in enumerate(grid):
+        children.append(queue.enqueue(
+            "worker.search_dist.run_setting", job_id, run, index,
+            job_id=f"{job_id}_r{run}_s{index}", job_timeout=settings.job_timeout_s, result_ttl=3600,
+            failure_ttl=7 * 24 * 3600, description=f"search {job_id}: C={C} gamma={gamma}",
+        ))
+    queue.enqueue(
+        "worker.search_dist.finish", job_id, run,
+        job_id=f"{job_id}_r{run}_finish", depends_on=Dependency(jobs=children, allow_failure=True),
+        job_timeout=settings.job_timeout_s, result_ttl=3600, failure_ttl=7 * 24 * 3600,
+        description=f"search {job_id}: refit the best setting",
+    )
+    jobs.update(job_id, subtasks={"done": 0, "total": len(grid)})
+    client.hdel(keys.job(job_id), "worker")
+    log.info("search distributed over %d settings", len(grid))
+    return {"status": "distributed", "settings": len(grid)}
+
+
+def _deadline(job: dict) -> float | None:
+    seconds = job["params"].get("max_seconds")
+    if not seconds:
+        return None
+    started = float(job.get("started_ts") or time.time())
+    return time.monotonic() + (started + seconds - time.time())
+
+
+def _load(client, job: dict):
+    settings = get_settings()
+    return datacache.load(dataset_store(client, settings.chunk_bytes), job["dataset_id"], job["tenant"],
+                          settings.data_dir / "cache", settings.worker_cache_bytes)
+
+
+def _current(jobs: JobStore, job_id: str, run: int) -> dict | None:
+    job = jobs.get(job_id)
+    if job is None or job.get("status") != "running" or str(job.get("attempts")) != str(run):
+        return None
+    return job
+
+
+def run_setting(job_id: str, run: int, index: int) -> dict:
+    """All folds of one setting; the rows go to the job's list and the table is republished."""
+    from worker.jobs import _redis
+
+    client = _redis()
+    jobs = JobStore(client)
+    job = _current(jobs, job_id, run)
+    if job is None:
+        return {"skipped": "the job is no longer running this search"}
+    params = job["params"]
+    C, gamma = grid_of(params)[index]
+    record, arrays = _load(client, job)
+    prepared = search_module.prepare(job["solver"], params, arrays, record["n_features"])
+    poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
+    deadline = _deadline(job)
+    rows = []
+    for fold in range(params["search"]["cv_folds"]):
+        rows += search_module.score_run(
+            job["solver"], prepared["base_params"], arrays, record["n_features"], prepared["folds"], fold, gamma, [C],
+            task=prepared["task"], metric=prepared["metric"], warm=False, deadline=deadline, cancel_requested=poller,
+        )
+        if poller():
+            break
+    if rows:
+        from worker.jobs import worker_id
+
+        client.rpush(keys.job_search_rows(job_id),
+                     *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows])
+    _publish(jobs, client, job, prepared["metric"])
+    return {"setting": index, "folds": len(rows)}
+
+
+def _rows(client, job_id: str) -> list[dict]:
+    return [json.loads(raw) for raw in client.lrange(keys.job_search_rows(job_id), 0, -1)]
+
+
+def _publish(jobs: JobStore, client, job: dict, metric: str) -> dict:
+    rows = _rows(client, job["id"])
+    search = job["params"]["search"]
+    results_table = search_module.table(rows, metric, search, False)
+    results_table["distributed"] = True
+    results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})
+    done = len({row["setting"] for row in rows})
+    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(grid_of(job["params"]))})
+    return results_table
+
+
+def finish(job_id: str, run: int) -> dict:
+    """Build the final table, then refit the best setting on all the data and record the job's outcome."""
+    from worker.jobs import _fail, _redis, record_outcome, worker_id
+
+    settings = get_settings()
+    client = _redis()
+    jobs = JobStore(client)
+    job = _current(jobs, job_id, run)
+    if job is None:
+        return {"skipped": "the job is no longer running this search"}
+    mine = ("attempts", str(run))
+    params = job["params"]
+    jobs.update(job_id, worker=worker_id(), started_ts=time.time())
+    heartbeat.current_job(job_id)
+    try:
+        record, arrays = _load(client, job)
+        prepared = search_module.prepare(job["solver"], params, arrays, record["n_features"])
+        results_table = _publish(jobs, client, job, prepared["metric"])
+        if jobs.cancel_requested(job_id):
+            jobs.transition(job_id, ("running",), "canceled", fence=mine, finished_at=utc_now(), stop_reason="canceled")
+            return {"status": "canceled"}
+        grid = grid_of(params)
+        scored = {(row["C"], row["gamma"]): row["folds_done"] for row in results_table["settings"]}
+        missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < params["search"]["cv_folds"]]
+        if missing:
+            return _fail(jobs, job_id, mine, "search_setting_failed",
+                         f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}")
+        sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"]))
+        sink.run = run
+        outcome = search_module.refit_best(
+            job["solver"], prepared["base_params"], results_table, arrays, record["n_features"],
+            deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s), sink=sink,
+            n_processes=params.get("n_processes") or search_module.available_cores(),
+        )
+        return record_outcome(jobs, client, job, record, params, outcome, mine, run)
+    except datacache.DatasetMissing:
+        return _fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
+    except Exception as exc:
+        log.exception("job %s: the search's refit failed", job_id)
+        return _fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
+    finally:
+        heartbeat.current_job(None)
