@@ -1,0 +1,81 @@
+"""Multi-class through the dispatcher: one-vs-rest dcd against LIBLINEAR, smo against LIBSVM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits, load_iris, load_wine
+
+from service.scoring.models import Scorer
+from worker.training import train_model
+
+
+class _Sink:
+    class _Jobs:
+        def update(self, job_id, **fields):
+            pass
+
+    jobs, job_id, subproblem = _Jobs(), "job_test", 0
+
+    def add(self, point):
+        pass
+
+    def flush(self):
+        pass
+
+
+def arrays_of(X, y):
+    matrix = sp.csr_matrix(X)
+    return {"indptr": matrix.indptr.astype(np.int64), "indices": matrix.indices.astype(np.int32),
+            "data": matrix.data.astype(np.float64), "y": y.astype(np.float64)}
+
+
+def primal(X, y_signs, w, b, C):
+    margins = y_signs * (X @ w + b)
+    return 0.5 * (w @ w + b * b) + C * np.maximum(0.0, 1.0 - margins).sum()
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_digits_one_vs_rest_matches_liblinear(processes):
+    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    C = 0.01  # liblinear-official converges within its 300-iteration cap here (at larger C it stops early)
+    params = {"C": C, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 1e-4, "max_iter": 100000,
+              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": processes}
+    outcome = train_model("dcd", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
+                          sink=_Sink(), n_processes=processes)
+    model = liblinearutil.train(y, sp.csr_matrix(X), f"-s 3 -c {C} -e 1e-4 -B 1 -q")
+    labels = model.get_labels()
+    ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
+    for k, label in enumerate(sorted(labels)):
+        position = labels.index(label)
+        w, b = model.get_decfun(position)
+        w = np.array(w)
+        signs = np.where(y == label, 1.0, -1.0)
+        theirs = primal(X, signs, w, b, C)
+        ours = primal(X, signs, ours_weights[k], ours_offsets[k], C)
+        assert ours == pytest.approx(outcome.meta["objectives"][k], rel=1e-9)
+        assert abs(ours - theirs) <= 1e-4 * theirs, (label, ours, theirs)
+    predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
+    theirs_labels, _, _ = liblinearutil.predict(y, sp.csr_matrix(X), model, "-q")
+    assert np.mean(predicted == np.array(theirs_labels)) >= 0.995
+
+
+@pytest.mark.parametrize("loader", [load_iris, load_wine])
+def test_smo_multiclass_agrees_with_libsvm(loader):
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    X, y = loader(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    gamma, C = 1.0 / X.shape[1], 1.0
+    params = {"C": C, "kernel": {"type": "rbf", "gamma": gamma}, "working_set": "second_order", "tol": 1e-3,
+              "cache_mb": 100.0, "shrinking": True, "class_weight": None, "max_iter": None, "trace_every": 1000,
+              "seed": 0, "max_seconds": None, "n_processes": 2}
+    outcome = train_model("smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
+                          sink=_Sink())
+    predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
+    model = svmutil.svm_train(y.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
+    theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")
+    agreement = np.mean(predicted == np.array(theirs))
+    assert agreement >= 0.99, agreement
