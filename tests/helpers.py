@@ -69,3 +69,19 @@ def wait_job(http, job_id: str, statuses=("succeeded", "failed", "canceled"), ti
         return job if job["status"] in statuses else None
 
     return wait_for(done, timeout=timeout, interval=0.05, message=f"job {job_id} to reach {statuses}")
+
+
+class NullSink:
+    """A trace sink for running the dispatcher in-process: points and job updates go nowhere."""
+
+    class _Jobs:
+        def update(self, job_id, **fields):
+            pass
+
+    jobs, job_id, subproblem = _Jobs(), "job_test", 0
+
+    def add(self, point):
+        pass
+
+    def flush(self):
+        pass

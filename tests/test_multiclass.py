@@ -8,21 +8,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
 from service.scoring.models import Scorer
+from tests.helpers import NullSink
 from worker.training import train_model
-
-
-class _Sink:
-    class _Jobs:
-        def update(self, job_id, **fields):
-            pass
-
-    jobs, job_id, subproblem = _Jobs(), "job_test", 0
-
-    def add(self, point):
-        pass
-
-    def flush(self):
-        pass
 
 
 def arrays_of(X, y):
@@ -45,7 +32,7 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
     params = {"C": C, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 1e-4, "max_iter": 100000,
               "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": processes}
     outcome = train_model("dcd", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=_Sink(), n_processes=processes)
+                          sink=NullSink(), n_processes=processes)
     model = liblinearutil.train(y, sp.csr_matrix(X), f"-s 3 -c {C} -e 1e-4 -B 1 -q")
     labels = model.get_labels()
     ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
@@ -73,7 +60,7 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
               "cache_mb": 100.0, "shrinking": True, "class_weight": None, "max_iter": None, "trace_every": 1000,
               "seed": 0, "max_seconds": None, "n_processes": 2}
     outcome = train_model("smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=_Sink())
+                          sink=NullSink())
     predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
     model = svmutil.svm_train(y.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")

@@ -16,14 +16,9 @@ from sklearn.svm import LinearSVC
 from tests import naive
 from worker.solvers.common import SolverInputError
 from worker.solvers.cpa import solve_cpa, warm_up
-from worker.solvers.ranking import (
-    fit_thresholds,
-    pairwise_accuracy,
-    pairwise_cut,
-    pairwise_setup,
-    predict_ranks,
-    roc_auc,
-)
+from service.scoring.metrics import pairwise_accuracy, roc_auc
+from service.scoring.metrics import predicted_ranks as predict_ranks
+from worker.solvers.ranking import fit_thresholds, pairwise_cut, pairwise_setup
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -192,13 +187,12 @@ def test_roc_auc_and_pairwise_accuracy():
     rng = np.random.default_rng(5)
     y = rng.integers(0, 2, size=300).astype(float) * 3.0 - 1.0
     s = np.round(y + rng.normal(size=300), 1)  # ties
-    assert roc_auc(s, y) == pytest.approx(roc_auc_score(y > 0, s), rel=1e-12)
-    assert pairwise_accuracy(s, y) == pytest.approx(roc_auc(s, y), rel=1e-12)
+    assert roc_auc(s, y > 0) == pytest.approx(roc_auc_score(y > 0, s), rel=1e-12)
+    assert pairwise_accuracy(s, y) == pytest.approx(roc_auc(s, y > 0), rel=1e-12)
     y5 = rng.integers(0, 5, size=90).astype(float)
     qid = rng.integers(0, 4, size=90)
     s5 = np.round(y5 + rng.normal(size=90), 1)
     pairs = naive.pairs_of(y5, qid)
     ref = sum(1.0 if s5[i] > s5[j] else 0.5 if s5[i] == s5[j] else 0.0 for i, j in pairs) / len(pairs)
     assert pairwise_accuracy(s5, y5, qid) == pytest.approx(ref, rel=1e-12)
-    with pytest.raises(SolverInputError):
-        roc_auc(s5, y5)
+    assert roc_auc(s5, np.zeros(90, dtype=bool)) is None, "undefined without both classes"

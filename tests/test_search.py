@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer
 
-from tests.helpers import to_svmlight, upload, wait_job
+from tests.helpers import NullSink, to_svmlight, upload, wait_job
 from worker.search import make_folds, run_search
 
 
@@ -21,22 +21,6 @@ def test_folds_are_stratified_and_keep_queries_whole():
     for q in range(20):
         assert np.unique(grouped[qid == q]).size == 1
     assert np.array_equal(make_folds(y, None, 5, seed=3), folds)
-
-
-class _Sink:
-    """A trace sink that keeps everything in memory (no Redis)."""
-
-    class _Jobs:
-        def update(self, job_id, **fields):
-            pass
-
-    jobs, job_id, subproblem = _Jobs(), "job_test", 0
-
-    def add(self, point):
-        pass
-
-    def flush(self):
-        pass
 
 
 def cancer_arrays():
@@ -55,7 +39,7 @@ def search_table(processes: int, warm: bool = True) -> dict:
                          "seed": 7, "warm_start": warm, "distribute": False}}
     tables = []
     outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                         sink=_Sink(), publish=lambda table, subtasks: tables.append((table, subtasks)))
+                         sink=NullSink(), publish=lambda table, subtasks: tables.append((table, subtasks)))
     assert tables[-1][1]["done"] == tables[-1][1]["total"]
     return outcome.meta
 

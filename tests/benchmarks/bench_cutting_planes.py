@@ -53,7 +53,8 @@ from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas
-from worker.solvers.ranking import pairwise_accuracy, predict_ranks
+from service.scoring.metrics import pairwise_accuracy
+from service.scoring.metrics import predicted_ranks as predict_ranks
 
 DATA_DIR = Path("/work/shared/data")
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_cutting_planes.json"

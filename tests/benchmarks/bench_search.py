@@ -29,6 +29,7 @@ from sklearn.datasets import load_svmlight_file  # noqa: E402
 
 from service.scoring import metrics  # noqa: E402
 from tests.benchmarks.environment import machine  # noqa: E402
+from tests.helpers import NullSink  # noqa: E402
 from worker import registry  # noqa: E402
 from worker.search import run_search  # noqa: E402
 from worker.solvers.common import SolverControl  # noqa: E402
@@ -36,22 +37,6 @@ from worker.solvers.common import SolverControl  # noqa: E402
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
 GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
-
-
-class NullSink:
-    """Trace sink that drops points (the benchmark times the solvers, not Redis)."""
-
-    class _Jobs:
-        def update(self, job_id, **fields):
-            pass
-
-    jobs, job_id, subproblem = _Jobs(), "bench", 0
-
-    def add(self, point):
-        pass
-
-    def flush(self):
-        pass
 
 
 def load(name: str, n_features: int | None = None):

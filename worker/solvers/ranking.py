@@ -31,8 +31,8 @@ of the widest gap between consecutive distinct scores among the minimisers (belo
 above the largest score when that is best); then theta is made non-decreasing by a running maximum.
 The predicted rank of s is ranks[#{k : s > theta_k}].
 
-Metrics: ``roc_auc`` (ties count one half) and ``pairwise_accuracy`` (fraction of the pairs of P
-ordered correctly by the scores, ties one half), both in O(n log n) per rank.
+The metrics on scores (ROC AUC, pairwise accuracy, predicted ranks) live in ``service.scoring.metrics``,
+shared by the API and the workers.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from scipy.stats import rankdata
 
 from worker.solvers.common import SolverInputError
 
@@ -224,48 +223,6 @@ def fit_thresholds(scores: np.ndarray, y: np.ndarray, monotone: bool = True) -> 
     if monotone and thetas.size:
         thetas = np.maximum.accumulate(thetas)
     return ranks, thetas
-
-
-def predict_ranks(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """ranks[#{k : s > theta_k}] for every score."""
-    idx = np.searchsorted(np.asarray(thresholds), np.asarray(scores, dtype=np.float64), side="left")
-    return np.asarray(ranks)[idx]
-
-
-def roc_auc(scores: np.ndarray, y: np.ndarray) -> float:
-    """Area under the ROC curve: the larger of the two y values is the positive class; ties count 1/2."""
-    scores = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    values = np.unique(y)
-    if values.size != 2:
-        raise SolverInputError(f"roc_auc needs exactly two distinct y values, got {values.size}")
-    pos = y == values[1]
-    n_pos = int(pos.sum())
-    n_neg = y.size - n_pos
-    r = rankdata(scores)
-    return float((r[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
-
-
-def pairwise_accuracy(scores: np.ndarray, y: np.ndarray, qid: np.ndarray | None = None) -> float:
-    """Fraction of the pairs y_i > y_j (same qid if given) with s_i > s_j; ties count one half."""
-    scores = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    groups = [np.arange(y.size)] if qid is None else [np.flatnonzero(qid == q) for q in np.unique(qid)]
-    good = 0.0
-    total = 0
-    for members in groups:
-        ys = y[members]
-        ss = scores[members]
-        for r in np.unique(ys)[1:]:
-            lower = np.sort(ss[ys < r])
-            upper = ss[ys == r]
-            less = np.searchsorted(lower, upper, side="left")
-            leq = np.searchsorted(lower, upper, side="right")
-            good += float(less.sum()) + 0.5 * float((leq - less).sum())
-            total += lower.size * upper.size
-    if total == 0:
-        raise SolverInputError("pairwise_accuracy needs at least one pair with different y values")
-    return good / total
 
 
 def warm_up() -> None:

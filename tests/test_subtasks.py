@@ -1,0 +1,74 @@
+"""The subtask runner: order, progress, trace points, failures, cancel and deadline, no process left."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.cluster import alive, descendants
+from worker.subtasks import SubtaskError, run_subtasks
+
+
+def square(task, context):
+    context.record_point({"iteration": 1, "elapsed_s": 0.0, "task": task})
+    return task * task, os.getpid()
+
+
+def test_results_in_order_with_points_and_progress():
+    points, done = [], []
+    results = run_subtasks(square, list(range(7)), n_processes=2, deadline=None, cancel_requested=lambda: False,
+                           on_point=lambda i, p: points.append((i, p["task"])), on_done=lambda i, r: done.append(i))
+    assert [r[0] for r in results] == [t * t for t in range(7)]
+    assert sorted(done) == list(range(7))
+    assert sorted(points) == [(t, t) for t in range(7)]
+    assert all(pid != os.getpid() for _, pid in results), "ran in child processes"
+    assert not [pid for pid in descendants(os.getpid()) if alive(pid) and pid in {r[1] for r in results}]
+
+
+def test_one_process_runs_in_place():
+    results = run_subtasks(square, [3], n_processes=4, deadline=None, cancel_requested=lambda: False,
+                           on_point=lambda i, p: None)
+    assert results == [(9, os.getpid())]
+
+
+def fail_on_three(task, context):
+    if task == 3:
+        raise ValueError("bad fold")
+    return task
+
+
+def test_a_failing_subtask_fails_the_run_and_leaves_no_process():
+    before = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    with pytest.raises(SubtaskError, match="subtask 3 failed: ValueError: bad fold"):
+        run_subtasks(fail_on_three, list(range(6)), n_processes=2, deadline=None, cancel_requested=lambda: False,
+                     on_point=lambda i, p: None)
+    after = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    assert after <= before
+
+
+def wait_for_stop(task, context):
+    start = time.monotonic()
+    while time.monotonic() - start < 30:
+        if context.cancel_requested():
+            return "canceled"
+        if context.deadline is not None and time.monotonic() >= context.deadline:
+            return "deadline"
+        time.sleep(0.01)
+    return "ran out"
+
+
+def test_cancel_reaches_every_subtask():
+    asked = time.monotonic() + 0.3
+    start = time.monotonic()
+    results = run_subtasks(wait_for_stop, [0, 1], n_processes=2, deadline=None,
+                           cancel_requested=lambda: time.monotonic() > asked, on_point=lambda i, p: None)
+    assert results == ["canceled", "canceled"]
+    assert time.monotonic() - start < 5
+
+
+def test_deadline_reaches_every_subtask():
+    results = run_subtasks(wait_for_stop, [0, 1, 2], n_processes=2, deadline=time.monotonic() + 0.3,
+                           cancel_requested=lambda: False, on_point=lambda i, p: None)
+    assert results == ["deadline"] * 3
