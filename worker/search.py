@@ -5,7 +5,7 @@ robin), or grouped by qid for ranking (whole queries dealt round robin), so that
 splits a query. The work is cut into subtasks for ``worker.subtasks``: one per (fold, gamma, run
 of consecutive C values). Inside a subtask the C values are fitted in increasing order and, for
 dcd and ocas with ``warm_start``, each fit starts from the previous one's solution (dcd: dual
-variables, clipped to the new box; ocas: weights); runs are cut so that there are about TARGET_SUBTASKS
+variables scaled by the ratio of the C values; ocas: weights); runs are cut so that there are about TARGET_SUBTASKS
 subtasks whatever the process count (so the table does not depend on it), which keeps the
 processes busy at the cost of a cold start per run. Each
 fit is scored on its held-out fold with the search metric; the table (mean and standard deviation
@@ -31,7 +31,7 @@ from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
 WARM_SOLVERS = ("dcd", "ocas")
-TARGET_SUBTASKS = 8
+TARGET_SUBTASKS = 16
 """Runs of C are cut so that a search has at least about this many subtasks (independent of the process
 count, so that a search gives the same table with any number of processes)."""
 
@@ -105,7 +105,10 @@ def plan_subtasks(folds: int, gammas: list, Cs: list, warm: bool) -> list[tuple[
     base = folds * len(gammas)
     pieces = min(len(Cs), max(1, math.ceil(TARGET_SUBTASKS / base))) if warm else len(Cs)
     runs = [list(run) for run in np.array_split(np.asarray(Cs), pieces) if len(run)]
-    return [(fold, gamma, [float(c) for c in run]) for fold in range(folds) for gamma in gammas for run in runs]
+    # Largest C first: fits get slower as C grows, and starting the longest subtasks first keeps the
+    # processes evenly busy to the end (longest-processing-time-first scheduling).
+    runs.sort(key=lambda run: -run[-1])
+    return [(fold, gamma, [float(c) for c in run]) for run in runs for gamma in gammas for fold in range(folds)]
 
 
 def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink,
@@ -166,7 +169,7 @@ def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, fol
     """Fit the C values of ``run`` in increasing order on every fold but ``fold``, score each on ``fold``."""
     train = subset(arrays, np.flatnonzero(folds != fold), n_features)
     held_out = subset(arrays, np.flatnonzero(folds == fold), n_features)
-    previous = None
+    previous, previous_C = None, None
     rows: list[dict] = []
     for C in run:
         setting = dict(base_params, C=C)
@@ -176,12 +179,12 @@ def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, fol
         if task == "classification":
             labels, results = fit_problems(
                 solver, setting, train, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                on_point=lambda k, point: None, n_processes=1, warm=previous if warm else None,
+                on_point=lambda k, point: None, n_processes=1, warm=previous if warm else None, warm_C=previous_C,
             )
             if any(r is None for r in results):
                 return rows
             model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
-            previous = results
+            previous, previous_C = results, C
         else:
             control = SolverControl(deadline=deadline, cancel_requested=cancel_requested)
             result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],

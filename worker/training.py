@@ -82,13 +82,14 @@ def fit_problems(
     on_point,
     n_processes: int = 1,
     warm: list | None = None,
+    warm_C: float | None = None,
     on_subtask_done=None,
 ) -> tuple[np.ndarray, list[SolverResult | None]]:
     """Fit every binary problem of the labels (in parallel subtasks when n_processes > 1).
 
     Returns the sorted labels and one result per problem; a problem never started because of a
-    cancel is None. ``warm`` gives a previous result per problem to start from (dcd: its dual
-    variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
+    cancel is None. ``warm`` gives a previous result per problem, fitted at C = ``warm_C``, to start
+    from (dcd: its dual variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
     the trace points of problem k.
     """
     fit = registry.adapter(solver)
@@ -104,7 +105,7 @@ def fit_problems(
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested,
                                 on_point=context.record_point)
-        start = registry.warm_start_arguments(solver, warm[k] if warm else None, params)
+        start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
         return fit(indptr, indices, data, problems[k], n_features=n_features, params=inner_params,
                    class_weight=pairs[k], control=control, **start)
 

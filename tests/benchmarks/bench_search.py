@@ -86,9 +86,35 @@ def speedup(repeats: int) -> dict:
         out[f"{processes}_process"] = {"median_s": statistics.median(seconds), "runs_s": seconds}
         print("search", processes, "processes", [round(s, 2) for s in seconds], flush=True)
     out["speedup"] = out["1_process"]["median_s"] / out["2_process"]["median_s"]
+    out["calibration"] = calibration(arrays, n_features, repeats)
     out["tables_identical"] = tables[1] == tables[2]
     out["settings"] = len(GRID)
     out["cv_folds"] = 5
+    return out
+
+
+def calibration(arrays: dict, n_features: int, repeats: int) -> dict:
+    """What the machine gives: eight identical, independent dcd fits on a9a with 1 and 2 processes."""
+    from worker.subtasks import run_subtasks
+
+    y = np.where(arrays["y"] > 0, 1.0, -1.0)
+    fit = registry.adapter("dcd")
+
+    def one_fit(task, context):
+        fit(arrays["indptr"], arrays["indices"], arrays["data"], y, n_features=n_features,
+            params=dcd_params(C=1.0, tol=0.01, seed=task), class_weight=(1.0, 1.0), control=SolverControl())
+
+    out = {}
+    for processes in (1, 2):
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run_subtasks(one_fit, list(range(8)), n_processes=processes, deadline=None, cancel_requested=lambda: False,
+                         on_point=lambda index, point: None)
+            seconds.append(time.perf_counter() - start)
+        out[f"{processes}_process_median_s"] = statistics.median(seconds)
+    out["speedup"] = out["1_process_median_s"] / out["2_process_median_s"]
+    print("calibration", out, flush=True)
     return out
 
 
@@ -103,14 +129,14 @@ def warm(repeats: int) -> dict:
         for mode in ("cold", "warm"):
             iterations, seconds = [], []
             for _ in range(repeats):
-                previous, total_iter, start = None, 0, time.perf_counter()
+                previous, previous_C, total_iter, start = None, None, 0, time.perf_counter()
                 for C in GRID:
                     params = make(C=C)
-                    start_args = registry.warm_start_arguments(solver, previous, params) if mode == "warm" else {}
+                    start_args = registry.warm_start_arguments(solver, previous, params, previous_C) if mode == "warm" else {}
                     result = fit(indptr, indices, data, y, n_features=n_features, params=params, class_weight=(1.0, 1.0),
                                  control=SolverControl(), **start_args)
                     total_iter += result.n_iter
-                    previous = result
+                    previous, previous_C = result, C
                 seconds.append(time.perf_counter() - start)
                 iterations.append(total_iter)
             row[mode] = {"iterations": iterations[0], "median_s": statistics.median(seconds)}
@@ -132,13 +158,13 @@ def table3(repeats: int) -> dict:
             fit = registry.adapter(solver)
             runs = []
             for _ in range(repeats):
-                start, best, previous = time.perf_counter(), None, None
+                start, best, previous, previous_C = time.perf_counter(), None, None, None
                 for C in GRID:
                     params = make(C=C)
-                    start_args = registry.warm_start_arguments(solver, previous, params)
+                    start_args = registry.warm_start_arguments(solver, previous, params, previous_C)
                     result = fit(arrays["indptr"], arrays["indices"], arrays["data"], y, n_features=n_features,
                                  params=params, class_weight=(1.0, 1.0), control=SolverControl(), **start_args)
-                    previous = result
+                    previous, previous_C = result, C
                     auc = metrics.roc_auc(Xt @ result.w + result.bias, positive)
                     if best is None or auc > best[1]:
                         best = (C, auc)
@@ -152,7 +178,7 @@ def table3(repeats: int) -> dict:
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            best_C, best_accuracy, _ = liblinearutil.train(problem, "-s 2 -C -v 5 -B 1 -q")
+            best_C, _, best_accuracy = liblinearutil.train(problem, "-s 2 -C -v 5 -B 1 -q")
             seconds.append(time.perf_counter() - start)
         rows["liblinear_-C_-s2"] = {"median_s": statistics.median(seconds), "best_C": best_C,
                                     "cv_accuracy": best_accuracy, "note": "5-fold CV over LIBLINEAR's own C grid"}
