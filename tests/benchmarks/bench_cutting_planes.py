@@ -51,6 +51,7 @@ from sklearn.svm import LinearSVC
 from tests.benchmarks.environment import machine
 from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
+from worker.solvers import shared_pool as shared_pool_module
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas
 from service.scoring.metrics import pairwise_accuracy
@@ -345,7 +346,7 @@ def main() -> None:
     results["jit"]["first_call_seconds_cache_load"] = time.perf_counter() - t0
     results["settings"] = {"repeats": opts.repeats, "numba_parallel_kernels": False,
                            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                           "process_start_method": "spawn", "qp_rel": cpa_module.QP_REL}
+                           "process_start_method": shared_pool_module.start_method(), "qp_rel": cpa_module.QP_REL}
     sections = {"classification": lambda: bench_classification(opts.repeats),
                 "processes": lambda: bench_processes(opts.repeats, opts.max_rows),
                 "ordinal": lambda: bench_ordinal(opts.repeats),
