@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import select
 import socket
@@ -40,9 +41,10 @@ def test_schemathesis_every_operation_no_5xx_and_schema_conformant(service):
     from tests.fuzzing import fuzz
 
     totals = fuzz(service.base_url, FUZZ_EXAMPLES)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fuzz_ci.json").write_text(json.dumps(dict(totals, examples_per_operation_and_mode=FUZZ_EXAMPLES),
-                                                     indent=2) + "\n")
+    if os.environ.get("HINGE_RECORD_RESULTS"):  # a plain test run leaves the repository unchanged
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "fuzz_ci.json").write_text(json.dumps(dict(totals, examples_per_operation_and_mode=FUZZ_EXAMPLES),
+                                                         indent=2) + "\n")
     assert totals["status_5xx"] == 0
     document = json.loads((Path(__file__).resolve().parent.parent / "openapi" / "openapi.json").read_text())
     assert totals["operations"] == sum(len(ops) for ops in document["paths"].values())
