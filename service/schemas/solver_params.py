@@ -87,13 +87,14 @@ class CommonParams(StrictModel):
 class DcdParams(CommonParams):
     """Dual coordinate descent (Hsieh et al., ICML 2008) for linear SVMs with L1 or L2 loss."""
 
-    C: float = Field(default=1.0, gt=0, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.")
+    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.")
     loss: Literal["hinge", "squared_hinge"] = Field(
         default="hinge",
         description="`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1).",
     )
     bias: float | None = Field(
         default=1.0,
+        allow_inf_nan=False,
         description=(
             "Value B of a constant feature appended to every row, so the model learns an offset b = B*w_B "
             "(regularized like the other weights, as LIBLINEAR's -B). Null: no offset."
@@ -119,12 +120,6 @@ class DcdParams(CommonParams):
         description="Record a convergence point every this many outer iterations (each point costs one pass over the data, not counted in training_seconds).",
     )
 
-    @field_validator("bias", "C")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
 
     @field_validator("class_weight")
     @classmethod
@@ -142,6 +137,7 @@ class CpaParams(CommonParams):
     C: float = Field(
         default=1.0,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i (classification) or "
             "C * sum over ordered pairs (i, j) of max(0, 1 - <w, x_i - x_j>) (pairwise objectives)."
@@ -157,6 +153,7 @@ class CpaParams(CommonParams):
     )
     bias: float | None = Field(
         default=1.0,
+        allow_inf_nan=False,
         description="Value B of the constant feature (classification only; it cancels in pairwise differences and is ignored there). Null: no offset.",
     )
     tol: float = Field(
@@ -172,12 +169,6 @@ class CpaParams(CommonParams):
         default=50, ge=1, le=10**6, description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set."
     )
 
-    @field_validator("bias", "C")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
 
 
 class OcasParams(CommonParams):
@@ -185,8 +176,8 @@ class OcasParams(CommonParams):
 
     model_config = {"extra": "forbid", "populate_by_name": True}
 
-    C: float = Field(default=1.0, gt=0, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
-    bias: float | None = Field(default=1.0, description="Value B of the constant feature appended to every row (regularized). Null: no offset.")
+    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
+    bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value B of the constant feature appended to every row (regularized). Null: no offset.")
     tol_rel: float = Field(
         default=0.01,
         ge=0,
@@ -203,12 +194,6 @@ class OcasParams(CommonParams):
     max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
     max_inactive: int = Field(default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
 
-    @field_validator("bias", "C")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
 
 
 PositiveGamma = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -287,4 +272,4 @@ class SampledCutsParams(CommonParams):
     tol: float = Field(default=0.001, gt=0, description="The paper's epsilon: precision of the training loss per example.")
     max_inactive: int = Field(default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
-    bias: float | None = Field(default=1.0, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")
+    bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")
