@@ -276,3 +276,36 @@ def line_search_min(A0, B0, Bi, Ci):
             if np.isfinite(cand) and G(cand) < best_G:
                 best_k, best_G = cand, G(cand)
     return best_k, best_G
+
+
+# ---------------------------------------------------------------------------------------------
+# shared by the linear solver tests (dcd, cpa, ocas, ranking)
+# ---------------------------------------------------------------------------------------------
+
+
+def csr_parts(X):
+    """(indptr int64, indices int32, data float64) of a dense or sparse matrix, indices sorted."""
+    import scipy.sparse as sp
+
+    A = sp.csr_matrix(X)
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
+
+
+def hinge_primal(X, y, w, b, C, B):
+    """0.5|w|^2 + 0.5 w_B^2 + C sum hinge for weights w and offset b = B * w_B (B None: no bias)."""
+    import scipy.sparse as sp
+
+    w_full = np.append(w, b / B) if B is not None else np.asarray(w)
+    return svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C,
+                             loss="hinge", bias=B)
+
+
+def linear_svc_optimum(X, y, C, B):
+    """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by scikit-learn's LinearSVC at a tight tolerance."""
+    from sklearn.svm import LinearSVC
+
+    clf = LinearSVC(dual=True, loss="hinge", C=C, tol=1e-8, max_iter=10**6, fit_intercept=B is not None,
+                    intercept_scaling=B if B is not None else 1.0).fit(X, y)
+    b = float(clf.intercept_[0]) if B is not None else 0.0
+    return hinge_primal(X, y, clf.coef_.ravel(), b, C, B)

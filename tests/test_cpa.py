@@ -19,30 +19,20 @@ from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa, warm_up
 from worker.solvers.reduced_qp import ReducedProblem
 
+_csr = naive.csr_parts
+_primal = naive.hinge_primal
+_reference = naive.linear_svc_optimum
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():
     warm_up()
 
 
-def _csr(X):
-    A = sp.csr_matrix(X)
-    A.sort_indices()
-    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
 
 
-def _primal(X, y, w, b, C, B):
-    w_full = np.append(w, b / B) if B is not None else np.asarray(w)
-    return naive.svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C,
-                                   loss="hinge", bias=B)
 
 
-def _reference(X, y, C, B):
-    """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by LinearSVC at a tight tolerance."""
-    clf = LinearSVC(dual=True, loss="hinge", C=C, tol=1e-8, max_iter=10**6, fit_intercept=B is not None,
-                    intercept_scaling=B if B is not None else 1.0).fit(X, y)
-    b = float(clf.intercept_[0]) if B is not None else 0.0
-    return _primal(X, y, clf.coef_.ravel(), b, C, B)
 
 
 @pytest.fixture(scope="module")

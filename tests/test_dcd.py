@@ -26,6 +26,8 @@ from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
 
+_csr = naive.csr_parts
+
 liblinearutil = pytest.importorskip("liblinear.liblinearutil")
 
 RTOL = 1e-4
@@ -37,10 +39,6 @@ LIBLINEAR_SOLVER = {"hinge": 3, "squared_hinge": 1}
 # ---------------------------------------------------------------------------------------------
 
 
-def _csr(X):
-    A = sp.csr_matrix(X)
-    A.sort_indices()
-    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
 
 
 @pytest.fixture(scope="module")

@@ -20,16 +20,14 @@ from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.metrics import predicted_ranks as predict_ranks
 from worker.solvers.ranking import fit_thresholds, pairwise_cut, pairwise_setup
 
+_csr = naive.csr_parts
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():
     warm_up()
 
 
-def _csr(X):
-    A = sp.csr_matrix(X)
-    A.sort_indices()
-    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data.astype(np.float64)
 
 
 def _ranked_problem(n, d, n_ranks, seed, n_groups=None):

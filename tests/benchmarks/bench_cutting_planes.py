@@ -48,7 +48,7 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.svm import LinearSVC
 
-from tests.benchmarks.environment import machine
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
 from worker.solvers import shared_pool as shared_pool_module
@@ -57,7 +57,7 @@ from worker.solvers.ocas import solve_ocas
 from service.scoring.metrics import pairwise_accuracy
 from service.scoring.metrics import predicted_ranks as predict_ranks
 
-DATA_DIR = Path("/work/shared/data")
+DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_cutting_planes.json"
 ANCHORS = {"a9a": 11433.8077, "w8a": 6604.8866, "ijcnn1": 8596.0042}
 RANK_ANCHOR = 9.706853  # lightgbm_rank, pairs within each qid, C per pair 0.001

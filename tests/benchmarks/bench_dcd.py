@@ -7,7 +7,7 @@ For each data set, bias (none, B = 1) and loss (hinge = liblinear -s 3, squared 
 
 * reference optimum: scikit-learn LinearSVC (dual, tol 1e-6, max_iter 1e6), objective computed by
   ``primal_objective`` in the service convention; our solver at tol 1e-6 is run as a cross-check and the
-  lower of the two is the reference; the certified optima of /work/shared/ANCHORS.md are compared.
+  lower of the two is the reference; the certified optima of ../shared/ANCHORS.md are compared.
 * time to 1% relative primal objective (Hsieh et al. 2008, eq. (20)):
   ours: one traced run gives the first outer iteration k within 1%; then ``repeats`` runs
   with max_iter = k and no intermediate trace points; solver_seconds (trace time excluded) median.
@@ -48,7 +48,9 @@ from liblinear import liblinearutil
 from worker.solvers.common import SolverControl
 from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
 
-DATA_DIR = Path("/work/shared/data")
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, cpu_model  # noqa: E402
+
+DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_dcd.json"
 ANCHORS = {"a9a": 11433.8077, "w8a": 6604.8866, "ijcnn1": 8596.0042}  # hinge, C = 1, no bias
 LIBLINEAR_SOLVER = {"hinge": 3, "squared_hinge": 1}
@@ -56,14 +58,6 @@ EPS_LADDER = [0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4, 3e-5, 1e-5, 1e-6]
 C = 1.0
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _load(name):
@@ -277,7 +271,7 @@ def main(argv=None):
         "reference": "liblinear-official (timed liblinearutil.train(prob, param)), scikit-learn LinearSVC for the optimum",
         "repeats": args.repeats,
         "statistic": "median",
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,

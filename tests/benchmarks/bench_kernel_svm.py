@@ -44,11 +44,11 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
-from tests.benchmarks.environment import machine
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 from worker.solvers import sampled_cuts, smo
 from service.scoring.kernel import KernelExpansion
 
-DATA_DIR = Path("/work/shared/data")
+DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_svm.json"
 
 

@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_parse [--repeats 5] [--datasets a9a,w8a,ijcnn1,sector.scale]
 
-For each data set of /work/shared/data, the .svm.gz file is inflated to a temporary plain file;
+For each data set of ../shared/data, the .svm.gz file is inflated to a temporary plain file;
 both readers parse that same file (medians of ``--repeats`` runs, MB/s of text), the service
 parser also parses the .gz directly. The results must agree (same CSR, labels, n_features).
 JIT compile time is measured apart, in fresh processes: once with an empty numba cache (compile)
@@ -27,19 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path("/work/shared/data")
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, cpu_model  # noqa: E402
+
+DATA = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_parse.json"
 LIMITS = dict(max_decompressed_bytes=1 << 34, max_rows=1 << 40, max_features=1 << 30, max_nnz=1 << 40)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _startup_seconds(cache_dir: str) -> float:
@@ -144,7 +138,7 @@ def main(argv=None) -> int:
         compile_seconds_empty_cache=compile_s,
         startup_seconds_cached=cached_start_s,
         warm_up_seconds_this_process=warm_up_here_s,
-        cpu=_cpu_model(),
+        cpu=cpu_model(),
         cpu_count=os.cpu_count(),
         numba=numba.__version__,
         numpy=np.__version__,

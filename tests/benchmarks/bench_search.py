@@ -28,13 +28,13 @@ import numpy as np  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
 
 from service.scoring import metrics  # noqa: E402
-from tests.benchmarks.environment import machine  # noqa: E402
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine  # noqa: E402
 from tests.helpers import NullSink  # noqa: E402
 from worker import registry  # noqa: E402
 from worker.search import run_search  # noqa: E402
 from worker.solvers.common import SolverControl  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results"
 GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
 

@@ -28,10 +28,10 @@ import httpx
 import numpy as np
 
 from service.embedded_redis import EmbeddedRedis, free_port
-from tests.benchmarks.environment import machine
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

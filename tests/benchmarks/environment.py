@@ -5,18 +5,26 @@ from __future__ import annotations
 import os
 import platform
 from datetime import datetime, timezone
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
+"""The benchmark data sets (../shared/data next to the repository)."""
+
+
+def cpu_model() -> str:
+    """The CPU's model name."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def machine() -> dict:
     """CPU, cores, Python/numba versions, thread settings and the date."""
-    cpu = platform.processor()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     try:
         import numba
 
