@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 
-import numpy as np
 import logging
 import time
+
+import numpy as np
+
+from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
@@ -48,8 +51,6 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control,
 
 
 def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control, qid=None):
-    import os
-
     from worker.solvers.cpa import solve_cpa
 
     return solve_cpa(
@@ -63,18 +64,16 @@ def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control,
         max_inactive=params["max_inactive"],
         objective=params["objective"],
         qid=qid,
-        n_processes=params.get("n_processes") or len(os.sched_getaffinity(0)),
+        n_processes=params.get("n_processes") or available_cores(),
         seed=params["seed"],
         control=control,
     )
 
 
 def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control, w0=None):
-    import os
-
     from worker.solvers.ocas import solve_ocas
 
-    processes = params.get("n_processes") or len(os.sched_getaffinity(0))
+    processes = params.get("n_processes") or available_cores()
     return solve_ocas(
         indptr, indices, data, y,
         n_features=n_features,
