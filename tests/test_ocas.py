@@ -91,13 +91,13 @@ def test_line_search_is_exact_and_independent_of_the_chunks(seed):
     Ci = C * (1 - y * o_b)
     k_ref, G_ref = naive.line_search_min(A0, B0, Bi, Ci)
 
-    def run(bounds):
+    def run(bounds, serial=True):
         chunks = np.array(bounds, dtype=np.int64)
         keys = np.zeros(n)
         wts = np.zeros(n)
         slope = np.zeros(len(bounds) - 1)
         counts = np.zeros(len(bounds) - 1, dtype=np.int64)
-        line_search.prepare(y, o_b, o_t, C, chunks, slope, counts, keys, wts)
+        line_search.prepare(y, o_b, o_t, C, chunks, slope, counts, keys, wts, serial)
         S = B0 + float(np.sum(slope))
         if S >= 0:
             return 0.0, S
@@ -106,7 +106,8 @@ def test_line_search_is_exact_and_independent_of_the_chunks(seed):
 
     k1, S1 = run([0, n])
     k3, S3 = run([0, 64, 136, n])
-    assert k1 == k3  # other chunks, the very same answer
+    k3p, _ = run([0, 64, 136, n], serial=False)
+    assert k1 == k3 == k3p  # other chunks, threads or not: the very same answer
     G = lambda k: 0.5 * A0 * k * k + B0 * k + float(np.maximum(0.0, k * Bi + Ci).sum())
     assert G(k1) <= G_ref + 1e-9 * max(1.0, abs(G_ref))
     assert k1 == pytest.approx(k_ref, rel=1e-7, abs=1e-9) or G(k1) == pytest.approx(G_ref, rel=1e-12)

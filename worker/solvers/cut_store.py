@@ -54,28 +54,43 @@ from worker.solvers.reduced_qp import ReducedProblem
 # ---------------------------------------------------------------------------------------------
 
 
+@njit(cache=True)
+def _dense_dot(Z, s, new):
+    acc = 0.0
+    for f in range(Z.shape[1]):
+        acc += Z[s, f] * Z[new, f]
+    return acc
+
+
 @njit(cache=True, parallel=True)
-def _dense_gram_row(Z, slots, t, new, out):
+def _dense_gram_row(Z, slots, t, new, out, serial):
     """out[k] = <Z[slots[k]], Z[new]> for k < t."""
-    d = Z.shape[1]
-    for k in prange(t):
-        s = slots[k]
-        acc = 0.0
-        for f in range(d):
-            acc += Z[s, f] * Z[new, f]
-        out[k] = acc
+    if serial:
+        for k in range(t):
+            out[k] = _dense_dot(Z, slots[k], new)
+    else:
+        for k in prange(t):
+            out[k] = _dense_dot(Z, slots[k], new)
+
+
+@njit(cache=True)
+def _sel_dot(outs, s, gamma, rows, n_rows):
+    acc = 0.0
+    for q in range(n_rows):
+        i = rows[q]
+        acc += gamma[i] * outs[s, i]
+    return acc
 
 
 @njit(cache=True, parallel=True)
-def _output_gram_row(outs, slots, t, gamma, rows, n_rows, out):
+def _output_gram_row(outs, slots, t, gamma, rows, n_rows, out, serial):
     """out[k] = sum_q gamma[rows[q]] * outs[slots[k], rows[q]] for k < t (= <z_new, z_k>)."""
-    for k in prange(t):
-        s = slots[k]
-        acc = 0.0
-        for q in range(n_rows):
-            i = rows[q]
-            acc += gamma[i] * outs[s, i]
-        out[k] = acc
+    if serial:
+        for k in range(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
+    else:
+        for k in prange(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
 
 
 @njit(cache=True)
@@ -88,23 +103,30 @@ def _dot_rows(gamma, rows, n_rows, v):
     return acc
 
 
+@njit(cache=True)
+def _combine_chunk(table, slots, weights, t, i0, i1, base, c):
+    for i in range(i0, i1):
+        c[i] = base[i]
+    for k in range(t):
+        a = weights[k]
+        if a != 0.0:
+            s = slots[k]
+            for i in range(i0, i1):
+                c[i] += a * table[s, i]
+
+
 @njit(cache=True, parallel=True)
-def _combine_rows(table, slots, weights, t, chunks, base, c):
+def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
     """c[i] = base[i] + sum_k weights[k] table[slots[k], i] (weights 0 skipped; k in order), by row chunks.
 
     With ``table`` the cuts' outputs this gives the outputs of w = sum_k weights_k z_k; with the
-    cuts' row coefficients, the row coefficients of w."""
-    for ch in prange(chunks.shape[0] - 1):
-        i0 = chunks[ch]
-        i1 = chunks[ch + 1]
-        for i in range(i0, i1):
-            c[i] = base[i]
-        for k in range(t):
-            a = weights[k]
-            if a != 0.0:
-                s = slots[k]
-                for i in range(i0, i1):
-                    c[i] += a * table[s, i]
+    cuts' row coefficients, the row coefficients of w; with dense cuts and feature parts, w itself."""
+    if serial:
+        for ch in range(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+    else:
+        for ch in prange(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,11 +148,13 @@ class Data:
         self.franges = franges
         self.sorted_rows = bool(sorted_rows)
         self.n_threads = int(n_threads)
+        self.serial = self.n_threads == 1
         self.all_rows = None
 
     def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
-        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out)
+        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out,
+                       self.serial)
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
         """X_aug^T coef as a dense vector of length d + 1 (one scatter over all rows)."""
@@ -138,7 +162,7 @@ class Data:
             self.all_rows = np.arange(self.n, dtype=np.int64)
         w = np.zeros(self.d + 1)
         scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, self.franges,
-                     self.sorted_rows, w)
+                     self.sorted_rows, w, self.serial)
         w[self.d] = self.B * float(np.sum(coef))
         return w
 
@@ -190,7 +214,7 @@ class DenseCuts:
         self.w_b = np.zeros(self.d1)
         self.best = np.zeros(self.d1)
         self._row = np.zeros(capacity)
-        self._parts = max(1, X.n_threads)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         self._fparts = np.linspace(0, self.d1, self._parts + 1).astype(np.int64)
         self._zero_d = np.zeros(self.d1)
 
@@ -206,12 +230,12 @@ class DenseCuts:
         X = self.X
         z = self.Z[slot]
         fill(z, 0.0, self._parts)
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z)
+        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
         z[X.d] = X.B * gsum
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row)
+        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, X.serial)
         self.rp.add_cut(self._row, float(z @ z), b, slot)
 
     def drop_inactive(self, max_inactive: int) -> int:
@@ -226,7 +250,7 @@ class DenseCuts:
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
         rp = self.rp
-        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t)
+        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
         self.X.outputs(self.w_t, o_t)
 
     def sq_norm_t(self) -> float:
@@ -287,7 +311,7 @@ class OutputCuts:
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
         self.z = np.zeros(X.d + 1)
         self._row = np.zeros(capacity)
-        self._parts = max(1, X.n_threads)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         # OCAS's best-so-far point: w_b = s0 w0 + X^T (rho + sum_k beta[slot_k] gamma_k)
         self.beta = np.zeros(capacity)
         self.u = np.zeros(capacity)
@@ -323,12 +347,12 @@ class OutputCuts:
             self._grow()
         X = self.X
         z = self.z
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z)
+        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
         z[X.d] = X.B * gsum
         X.outputs(z, self.outs[slot])
         # clear the scratch row by row, or all at once when that is cheaper
         if X.indptr[-1] > 0 and n_rows * (X.indptr[-1] / max(X.n, 1)) < z.shape[0] / 4:
-            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z)
+            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z, X.serial)
             z[X.d] = 0.0
         else:
             fill(z, 0.0, self._parts)
@@ -336,7 +360,7 @@ class OutputCuts:
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _output_gram_row(self.outs, self.rp.slot, t, gamma, rows, n_rows, self._row)
+        _output_gram_row(self.outs, self.rp.slot, t, gamma, rows, n_rows, self._row, X.serial)
         h_self = _dot_rows(gamma, rows, n_rows, self.outs[slot])
         self.rp.add_cut(self._row, h_self, b, slot)
         self.beta[slot] = 0.0
@@ -359,7 +383,7 @@ class OutputCuts:
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """o_t = sum_k alpha_k X_aug z_k: no pass over the data."""
         rp = self.rp
-        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t)
+        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
 
     def sq_norm_t(self) -> float:
         """|w_t|^2 = alpha^T H alpha."""
@@ -411,7 +435,7 @@ class OutputCuts:
         base = self.rho if self.rho.shape[0] else self._zero_n
         coef = np.empty(self.X.n)
         weights = self.beta[rp.slot[: rp.t]].copy()
-        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef)
+        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef, self.X.serial)
         w = self.X.weights(coef)
         if self.w0 is not None and self.s0 != 0.0:
             w += self.s0 * self.w0
@@ -422,7 +446,8 @@ class OutputCuts:
     def keep_t(self) -> None:
         """Remember the current w_t as the best iterate (its row coefficients, O(n t_a))."""
         rp = self.rp
-        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef)
+        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef,
+                      self.X.serial)
 
     def kept_weights(self) -> np.ndarray:
         """The remembered iterate as a dense vector (d + 1 entries): one scatter pass."""
@@ -441,11 +466,13 @@ def warm_up() -> None:
     Z = np.arange(12, dtype=np.float64).reshape(4, 3)
     slots = np.array([0, 1, 2, 3], dtype=np.int64)
     out = np.zeros(4)
-    _dense_gram_row(Z, slots, 3, 3, out)
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.array([0, 2], dtype=np.int64)
-    for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
-        _output_gram_row(Z, slots, 3, gamma, rows, 2, out)
-        _dot_rows(gamma, rows, 2, Z[0])
-    for coefs in (Z, Z.astype(np.int8)):
-        _combine_rows(coefs, slots, np.array([0.5, 0.0, 0.25, 0.0]), 3, chunks, np.zeros(3), np.zeros(3))
+    weights = np.array([0.5, 0.0, 0.25, 0.0])
+    for serial in (True, False):
+        _dense_gram_row(Z, slots, 3, 3, out, serial)
+        for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
+            _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
+            _dot_rows(gamma, rows, 2, Z[0])
+        for table in (Z, Z.astype(np.int8)):
+            _combine_rows(table, slots, weights, 3, chunks, np.zeros(3), np.zeros(3), serial)
