@@ -16,7 +16,7 @@ from service.api.deps import key_digests_from
 from service.api.errors import BodyTooLarge, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
-from service.api.routes import datasets, evaluation, health, jobs, models
+from service.api.routes import datasets, evaluation, health, job_events, jobs, models, plots
 from service.config import Settings, get_settings
 from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
@@ -142,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "datasets", "description": "Upload and manage training data."},
             {"name": "jobs", "description": "Train models; follow their convergence; cancel."},
             {"name": "models", "description": "Trained models and prediction."},
+            {"name": "plots", "description": "Pictures of convergence traces and searches (SVG, PNG)."},
             {"name": "health", "description": "Liveness and readiness."},
         ],
     )
@@ -159,7 +160,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics_registry, requests_total, latency = build_registry(app)
     app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)
-    for router in (datasets.router, jobs.router, models.router, evaluation.router, health.router):
+    for router in (datasets.router, jobs.router, job_events.router, models.router, plots.router, evaluation.router,
+                   health.router):
         app.include_router(router)
     install_openapi(app)
     return app
