@@ -59,7 +59,7 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
     last_status = None
     last_progress = None
     last_write = time.monotonic()
-    yield "retry: 1000\n\n"
+    retry = "retry: 1000\n"  # reconnect after 1 s; sent with the first event (a block of its own is an empty event to some clients)
     while True:
         job = await run_in_threadpool(jobs.get, job_id)  # the status first: if final, the trace is complete
         if job is None:
@@ -78,7 +78,8 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
             yield sse_event("end", view, sent)
             return
         if view["status"] != last_status:
-            yield sse_event("status", view, sent)
+            yield retry + sse_event("status", view, sent)
+            retry = ""
             last_status, last_progress = view["status"], view["progress"]
             last_write = time.monotonic()
         elif view["progress"] != last_progress:
