@@ -13,7 +13,7 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from service.api.deps import key_digests_from
-from service.api.errors import BodyTooLarge, install_handlers
+from service.api.errors import BodyTooLarge, error_body, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
 from service.api.routes import datasets, evaluation, health, job_events, jobs, models, plots
@@ -52,9 +52,8 @@ class BodyLimitMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 response = JSONResponse(
-                    {"error": {"code": "payload_too_large",
-                               "message": f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
-                               "details": {"limit": "max_json_body_bytes", "value": limit}}},
+                    error_body("payload_too_large", f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
+                               {"limit": "max_json_body_bytes", "value": limit}),
                     status_code=413,
                 )
                 return await response(scope, receive, send)
