@@ -16,6 +16,7 @@ from service.api.deps import key_digests_from
 from service.api.errors import BodyTooLarge, error_body, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
+from service.api.routes.ui import install_ui
 from service.api.routes import datasets, evaluation, health, job_events, jobs, models, plots
 from service.config import Settings, get_settings
 from service.schemas.models import PredictRequest
@@ -137,6 +138,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from service.api.routes.ui, with vendored scripts
+        redoc_url=None,
         openapi_tags=[
             {"name": "datasets", "description": "Upload and manage training data."},
             {"name": "jobs", "description": "Train models; follow their convergence; cancel."},
@@ -162,6 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (datasets.router, jobs.router, job_events.router, models.router, plots.router, evaluation.router,
                    health.router):
         app.include_router(router)
+    install_ui(app)
     install_openapi(app)
     return app
 
