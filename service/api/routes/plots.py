@@ -30,8 +30,9 @@ def _image(figure, fmt: str) -> Response:
 
 
 def _responses(fmt: str) -> dict:
-    schema = {"type": "string", "format": "binary"} if fmt == "png" else {"type": "string"}
-    return {**ERRORS, 200: {"description": f"The picture ({fmt.upper()}).", "content": {MEDIA[fmt]: {"schema": schema}}}}
+    # The media type is named in the description, not as `content`: generated clients (openapi-python-client)
+    # refuse image/* content types, and a picture is for browsers and people, not for typed clients.
+    return {**ERRORS, 200: {"description": f"The picture ({fmt.upper()}, `{MEDIA[fmt]}`)."}}
 
 
 def _trace_picture(job_id: str, fmt: str, jobs: JobStore, tenant: str) -> Response:
