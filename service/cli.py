@@ -253,7 +253,7 @@ class Readiness:
     directory), or KERNEL_SECONDS_GUESS before any.
     """
 
-    KERNEL_SECONDS_GUESS = 60
+    KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
     TIMES_FILE = "kernel-seconds.json"
 
     def __init__(self, supervisor: "Supervisor"):
