@@ -37,6 +37,7 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control,
         bias=params["bias"],
         class_weight=class_weight,
         tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
         max_iter=params["max_iter"],
         shrinking=params["shrinking"],
         seed=params["seed"],
@@ -47,6 +48,8 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control,
 
 
 def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control, qid=None):
+    import os
+
     from worker.solvers.cpa import solve_cpa
 
     return solve_cpa(
@@ -54,11 +57,13 @@ def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control,
         n_features=n_features,
         C=params["C"],
         bias=params["bias"],
-        tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
+        tol=params.get("tol"),
         max_iter=params["max_iter"],
         max_inactive=params["max_inactive"],
         objective=params["objective"],
         qid=qid,
+        n_processes=params.get("n_processes") or len(os.sched_getaffinity(0)),
         seed=params["seed"],
         control=control,
     )

@@ -224,7 +224,19 @@ def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
         "trace_seconds": float(sum(r.trace_seconds for r in results)),
         "objective": _finite_or_none(sum(r.objective for r in results)),
         "objectives": [_finite_or_none(r.objective) for r in results],
+        **_certified_gap(results),
     }
+
+
+def _certified_gap(results: list[SolverResult]) -> dict:
+    """gap_rel (the largest over the problems), per problem, and how it was certified."""
+    gaps = [r.extra.get("gap_rel") for r in results]
+    gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
+    note = results[0].extra.get("gap_note") if results else None
+    if any(g is None for g in gaps) or not gaps:
+        return {"gap_rel": None, "gap_rel_per_problem": gaps,
+                "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with"}
+    return {"gap_rel": max(gaps), "gap_rel_per_problem": gaps, "gap_rel_note": note}
 
 
 def _finite_or_none(value: float) -> float | None:
