@@ -55,9 +55,9 @@ def _measure(solver: str, params: dict, point: dict) -> tuple[float | None, floa
     """(measure, target) of the solver's stopping rule at this point; None when the point lacks it."""
     if solver in ("dcd", "smo"):
         return _positive(point.get("max_violation")), params.get("tol")
-    if solver == "cpa":
+    if solver == "cpa" and params.get("tol") is not None:
         return _positive(point.get("violation")), params.get("tol")
-    if solver == "ocas":
+    if solver in ("ocas", "cpa"):  # cpa without the paper's tol stops on the relative gap, as ocas
         primal = point.get("primal")
         if primal is None:
             return None, None
