@@ -118,7 +118,11 @@ class Settings(BaseSettings):
     redis_appendfsync: Literal["always", "everysec"] = Field(
         default="always", description="fsync policy of the embedded Redis's append-only file (see README, Operations)."
     )
-    log_format: Literal["json", "text"] = Field(default="json", description="Log lines as JSON objects or plain text.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="Log lines as plain text (`text`), JSON objects (`json`), or `auto`: text when stderr is a "
+        "terminal, JSON otherwise (a log collector reads JSON; a person reads text).",
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -160,13 +160,22 @@ def adapter(solver: str):
         raise KeyError(f"unknown solver {solver!r}; known: {', '.join(sorted(ADAPTERS))}") from None
 
 
-def warm_up_all() -> dict[str, float]:
-    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver."""
-    seconds = {}
-    for name, module_name in SOLVER_MODULES.items():
+def warm_up_all(on_progress=None) -> dict[str, float]:
+    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver.
+
+    ``on_progress({"done": {solver: seconds}, "left": [solvers], "current": solver})`` is called before
+    each solver and at the end.
+    """
+    seconds: dict[str, float] = {}
+    names = list(SOLVER_MODULES)
+    for index, (name, module_name) in enumerate(SOLVER_MODULES.items()):
+        if on_progress is not None:
+            on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": names[index:], "current": name})
         start = time.perf_counter()
         module = importlib.import_module(module_name)
         module.warm_up()
         seconds[name] = time.perf_counter() - start
         log.info("warmed %s in %.2f s", name, seconds[name])
+    if on_progress is not None:
+        on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": [], "current": None})
     return seconds
