@@ -32,7 +32,10 @@ rows whose coefficient changed, so that a cut costs the non-zeros of the rows th
 of all its rows.
 
 The cut data live in slots; the reduced problem remembers each cut's slot and hands back the slots
-of the cuts it drops.
+of the cuts it drops. The stored cuts may use a quarter of the data's own bytes (``cut_budget``, at
+least 32 cuts): at 2,000,000 rows x 10^6 features a dense cut is 8 MB, so past the budget the cuts with
+alpha = 0 go first (this never lowers the lower bound), and the store grows only when every cut is
+active.
 """
 
 from __future__ import annotations
@@ -204,18 +207,33 @@ def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: 
                 feature_ranges(indices, n_features, n_threads), rows_sorted(indptr, indices), n_threads)
 
 
-class _Slots:
-    """Slot numbers for cut data; capacity doubles when full (callers reallocate their arrays)."""
+MEMORY_SHARE = 0.25
+"""The stored cuts may take this share of the data's own bytes (at least MIN_CUTS cuts): past it, cuts
+whose alpha is 0 at the last solve are dropped before a new one is added (their loss changes no lower
+bound). Only when every stored cut is active does the store grow beyond it."""
+MIN_CUTS = 32
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.free = list(range(capacity - 1, -1, -1))
+
+def cut_budget(X: Data, bytes_per_cut: int) -> int:
+    """How many cuts fit in MEMORY_SHARE of the data's bytes (at least MIN_CUTS)."""
+    data_bytes = int(X.indptr[-1]) * (X.indices.itemsize + X.data.itemsize)
+    return max(MIN_CUTS, int(MEMORY_SHARE * data_bytes) // max(1, bytes_per_cut))
+
+
+class _Slots:
+    """Slot numbers for cut data; when full, capacity doubles up to the budget, then grows by a quarter
+    (callers reallocate their arrays)."""
+
+    def __init__(self, capacity: int, budget: int) -> None:
+        self.capacity = min(capacity, budget)
+        self.budget = budget
+        self.free = list(range(self.capacity - 1, -1, -1))
 
     def take(self) -> tuple[int, bool]:
         grew = False
         if not self.free:
             old = self.capacity
-            self.capacity = 2 * old
+            self.capacity = min(2 * old, self.budget) if old < self.budget else old + max(1, old // 4)
             self.free = list(range(self.capacity - 1, old - 1, -1))
             grew = True
         return self.free.pop(), grew
@@ -277,8 +295,9 @@ class DenseCuts:
         self.X = X
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
-        self.slots = _Slots(capacity)
-        self.Z = np.zeros((capacity, self.d1))
+        self.budget = cut_budget(X, 8 * self.d1)
+        self.slots = _Slots(capacity, self.budget)
+        self.Z = np.zeros((self.slots.capacity, self.d1))
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
         self.best = np.zeros(self.d1)
@@ -292,6 +311,8 @@ class DenseCuts:
 
     def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
         """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             Z = np.zeros((self.slots.capacity, self.d1))
@@ -372,9 +393,11 @@ class OutputCuts:
     def __init__(self, X: Data, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
-        self.slots = _Slots(capacity)
         self.coef_dtype = np.dtype(coef_dtype)
         n = X.n
+        self.budget = cut_budget(X, n * (8 + self.coef_dtype.itemsize))
+        self.slots = _Slots(capacity, self.budget)
+        capacity = self.slots.capacity
         self.outs = np.zeros((capacity, n))
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
         self.current = CurrentCut(X)
@@ -410,6 +433,8 @@ class OutputCuts:
 
         ``o_b`` (OCAS): the outputs of w_b, for u_new = <w_b, z_new>.
         """
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             self._grow()
