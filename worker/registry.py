@@ -148,6 +148,23 @@ def warm_start_arguments(solver: str, previous, params: dict, previous_C: float 
     return {}
 
 
+def data_for(solver: str, data: np.ndarray) -> np.ndarray:
+    """The feature values as ``solver`` takes them.
+
+    Data sets store values as float64 or float32 (``value_dtype``). A solver module that computes on
+    float32 values directly lists the value dtypes it takes in ``DATA_DTYPES`` (numba compiles one
+    specialization per dtype, at warm-up); such a solver gets the stored array itself (a memory map
+    of the worker's cache, no copy). Every other solver gets a float64 copy: exactly the values
+    float64(float32(v)) the data set holds, widened, at 8 bytes per stored value for the time of the
+    fit. Indices are int32 and indptr int64 for every solver.
+    """
+    module = importlib.import_module(SOLVER_MODULES[solver])
+    accepted = tuple(np.dtype(t) for t in getattr(module, "DATA_DTYPES", (np.float64,)))
+    if data.dtype in accepted:
+        return data
+    return np.asarray(data, dtype=np.float64)
+
+
 def adapter(solver: str):
     """The adapter for a solver name (KeyError names the solver)."""
     try:

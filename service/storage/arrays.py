@@ -36,6 +36,82 @@ def write_staged(
     return manifest
 
 
+class StagedArrays:
+    """Arrays written to Redis piece by piece as they are produced (a parser's sink), staged like ``write_staged``.
+
+    ``append(name, piece)`` adds to array ``name``; every ``chunk_bytes`` of it go to Redis at once
+    (with the staging TTL), so the writer never holds more than one chunk per array. ``manifest()``
+    writes the last partial chunks and returns the manifest for the owner's commit; ``reset()`` and
+    ``discard()`` delete what was written (a parse that starts over, a failed upload).
+    """
+
+    def __init__(self, client: redis.Redis, owner_key: str, chunk_bytes: int):
+        self.client = client
+        self.owner_key = owner_key
+        self.chunk_bytes = max(8, int(chunk_bytes) // 8 * 8)
+        self._state: dict[str, dict] = {}
+
+    def append(self, name: str, piece: np.ndarray) -> None:
+        """Add the next elements of array ``name`` (1-D; every piece of an array has the same dtype)."""
+        flat = np.ascontiguousarray(piece).reshape(-1)
+        if flat.dtype.byteorder == ">":
+            flat = flat.astype(flat.dtype.newbyteorder("<"))
+        state = self._state.get(name)
+        if state is None:
+            state = self._state[name] = {"dtype": flat.dtype.str, "count": 0, "chunks": 0, "buffer": None, "fill": 0}
+        elif state["dtype"] != flat.dtype.str:
+            raise ValueError(f"array {name!r} is {state['dtype']}, got a piece of {flat.dtype.str}")
+        state["count"] += flat.size
+        raw = flat.view(np.uint8)
+        while raw.size:
+            fill = state["fill"]
+            take = min(self.chunk_bytes - fill, raw.size)
+            if fill == 0 and take == self.chunk_bytes:
+                self._put(name, state, memoryview(raw[:take]))  # a whole chunk straight from the piece
+            else:
+                if state["buffer"] is None:
+                    state["buffer"] = np.empty(self.chunk_bytes, dtype=np.uint8)
+                state["buffer"][fill : fill + take] = raw[:take]
+                state["fill"] = fill + take
+                if state["fill"] == self.chunk_bytes:
+                    self._flush(name, state)
+            raw = raw[take:]
+
+    def _flush(self, name: str, state: dict) -> None:
+        self._put(name, state, memoryview(state["buffer"][: state["fill"]]))
+        state["fill"] = 0
+
+    def _put(self, name: str, state: dict, payload) -> None:
+        self.client.set(keys.array_chunk(self.owner_key, name, state["chunks"]), payload, ex=STAGING_TTL_S)
+        state["chunks"] += 1
+
+    def manifest(self) -> dict[str, dict]:
+        """Write what is left and return ``{name: {"dtype", "shape", "chunks"}}``."""
+        out = {}
+        for name, state in self._state.items():
+            if state["fill"] or state["chunks"] == 0:
+                if state["buffer"] is None:
+                    state["buffer"] = np.empty(0, dtype=np.uint8)
+                self._flush(name, state)
+            state["buffer"] = None
+            out[name] = {"dtype": state["dtype"], "shape": [state["count"]], "chunks": state["chunks"]}
+        return out
+
+    def reset(self) -> None:
+        """Delete everything written so far and start empty."""
+        self.discard()
+        self._state = {}
+
+    def discard(self) -> None:
+        """Delete the chunks written so far (best effort)."""
+        written = {name: {"chunks": state["chunks"]} for name, state in self._state.items()}
+        discard(self.client, self.owner_key, written)
+        for state in self._state.values():
+            state["chunks"] = 0
+            state["fill"] = 0
+            state["buffer"] = None
+
+
 def chunk_keys(owner_key: str, manifest: Mapping[str, dict]) -> list[str]:
     """Every Redis key holding a chunk of the arrays in the manifest."""
     return [
@@ -66,6 +142,15 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
             raise KeyError(f"array {name!r} under {owner_key} has {offset} bytes, expected {target.size}")
         out[name] = result.reshape(entry["shape"])
     return out
+
+
+def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
+    """Yield the chunks of one array as bytes, in order; raises KeyError if one is missing."""
+    for index in range(entry["chunks"]):
+        piece = client.get(keys.array_chunk(owner_key, name, index))
+        if piece is None:
+            raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+        yield piece
 
 
 def persist_commands(pipe, owner_key: str, manifest: Mapping[str, dict]) -> None:

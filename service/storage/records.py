@@ -35,7 +35,22 @@ class RecordStore:
         manifest: dict = {}
         try:
             manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
-            record = dict(meta, arrays=manifest)
+        except BaseException:
+            self._remove(meta["id"], meta["tenant"], manifest)
+            raise
+        return self.commit(meta, manifest)
+
+    def staging(self, record_id: str) -> arrays.StagedArrays:
+        """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest)."""
+        return arrays.StagedArrays(self.client, self.key_of(record_id), self.chunk_bytes)
+
+    def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
+        """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
+
+        On failure everything staged under the record is removed."""
+        owner = self.key_of(meta["id"])
+        try:
+            record = dict(meta, arrays=dict(manifest))
             with self.client.pipeline(transaction=True) as pipe:
                 arrays.persist_commands(pipe, owner, manifest)
                 pipe.set(owner, json.dumps(record))
@@ -82,6 +97,10 @@ class RecordStore:
     def load_arrays(self, record: dict, names=None) -> dict[str, np.ndarray]:
         """The record's binary arrays (all, or the names given)."""
         return arrays.read(self.client, self.key_of(record["id"]), record["arrays"], names)
+
+    def iter_array_chunks(self, record: dict, name: str):
+        """The raw bytes of one of the record's arrays, chunk by chunk (KeyError if a chunk is missing)."""
+        return arrays.iter_chunks(self.client, self.key_of(record["id"]), name, record["arrays"][name])
 
     def delete(self, record_id: str, tenant: str) -> bool:
         """Remove a record of this tenant; False when there was none."""
