@@ -612,18 +612,18 @@ def nearest_float32(text: bytes | str) -> float:
     Rounds the exact decimal once (``fractions.Fraction``), never the double first.
     """
     exact = Fraction(text.decode() if isinstance(text, bytes) else text)
-    first = float(np.float32(float(exact)))  # within one float32 step of the answer
-    if math.isinf(first):
-        # beyond the largest float32 plus half a step: infinity; else the largest float32
-        half_step = Fraction(2) ** 103  # half the spacing of float32 at its top binade (2**104)
-        return math.copysign(math.inf if abs(exact) >= Fraction(_F32_MAX) + half_step else _F32_MAX, float(exact))
-    candidates = {first}
-    for direction in (math.inf, -math.inf):
-        neighbour = float(np.nextafter(np.float32(first), np.float32(direction)))
-        if math.isfinite(neighbour):
-            candidates.add(neighbour)
-    best = min(candidates, key=lambda c: (abs(Fraction(c) - exact), _odd_mantissa(c)))
-    return best
+    with np.errstate(over="ignore"):
+        first = float(np.float32(float(exact)))  # within one float32 step of the answer
+        if math.isinf(first):
+            # beyond the largest float32 plus half its step (2**104): infinity; else the largest float32
+            limit = Fraction(_F32_MAX) + Fraction(2) ** 103
+            return math.copysign(math.inf if abs(exact) >= limit else _F32_MAX, float(exact))
+        candidates = {first}
+        for direction in (math.inf, -math.inf):
+            neighbour = float(np.nextafter(np.float32(first), np.float32(direction)))
+            if math.isfinite(neighbour):
+                candidates.add(neighbour)
+    return min(candidates, key=lambda c: (abs(Fraction(c) - exact), _odd_mantissa(c)))
 
 
 def _odd_mantissa(value: float) -> int:
