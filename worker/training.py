@@ -93,8 +93,10 @@ def fit_problems(
     the trace points of problem k.
     """
     fit = registry.adapter(solver)
-    indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
-    data = registry.data_for(solver, np.asarray(arrays["data"]))
+    # np.asanyarray keeps the worker cache's memory maps as np.memmap (file name and offset known), so a
+    # solver that shares the data with helper processes can map the same file instead of copying it.
+    indptr, indices = (np.asanyarray(arrays[name]) for name in ("indptr", "indices"))
+    data = registry.data_for(solver, np.asanyarray(arrays["data"]))
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
     pairs = class_weight_pairs(labels, params.get("class_weight"))

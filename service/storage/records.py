@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 import redis
 
-from service.storage import arrays, keys
+from service.storage import aof, arrays, keys
 
 
 class RecordStore:
@@ -66,6 +66,7 @@ class RecordStore:
         except BaseException:
             self._remove(meta["id"], meta["tenant"], manifest)
             raise
+        aof.compact_if_due(self.client)
         return record
 
     def get(self, record_id: str, tenant: str) -> dict | None:
@@ -108,6 +109,7 @@ class RecordStore:
         if record is None:
             return False
         self._remove(record_id, tenant, record.get("arrays", {}), counted=True)
+        aof.compact_if_due(self.client)
         return True
 
     def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False) -> None:

@@ -77,16 +77,24 @@ def process_tree(root: int) -> list[int]:
     return out
 
 
-def pss_kib(pid: int) -> int | None:
-    """Proportional set size of a process in KiB (None when it is gone)."""
+def pss_parts_kib(pid: int) -> dict[str, int] | None:
+    """Proportional set size of a process in KiB: total, and its anonymous, file-mapped and shared-memory parts."""
+    out = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
+                name = line.split(":", 1)[0]
+                if name in ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem"):
+                    out[name] = int(line.split()[1])
     except OSError:
         return None
-    return None
+    return out if "Pss" in out else None
+
+
+def pss_kib(pid: int) -> int | None:
+    """Proportional set size of a process in KiB (None when it is gone)."""
+    parts = pss_parts_kib(pid)
+    return None if parts is None else parts["Pss"]
 
 
 def role(pid: int, parent_roles: dict[int, str]) -> str:
@@ -104,6 +112,8 @@ def role(pid: int, parent_roles: dict[int, str]) -> str:
     if "redis" in text and ("redis-server" in text or "redis-rdb" in text or "redis-aof" in text):
         return "redis" if not parent.startswith("redis") else "redis rewrite child"
     if "spawn_main" in text or "multiprocessing" in text:
+        if "resource_tracker" in text:
+            return "resource tracker"
         if parent == "api":
             return "ingest"
         if parent == "worker":
@@ -128,32 +138,39 @@ class PssSampler(threading.Thread):
         self.root = root
         self.phase = "start"
         self.samples: list[dict] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._roles: dict[int, str] = {}
 
     def run(self) -> None:
         start = time.monotonic()
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             tick = time.monotonic()
             pids = process_tree(self.root)
             per: dict[str, float] = {}
+            kinds: dict[str, dict[str, float]] = {}
             total = 0
             for pid in pids:
-                kib = pss_kib(pid)
-                if kib is None:
+                parts = pss_parts_kib(pid)
+                if parts is None:
                     continue
                 if pid not in self._roles:
                     self._roles[pid] = role(pid, self._roles)
                 name = self._roles[pid]
-                per[name] = per.get(name, 0.0) + kib / 1024.0
-                total += kib
+                per[name] = per.get(name, 0.0) + parts["Pss"] / 1024.0
+                split = kinds.setdefault(name, {"anon": 0.0, "file": 0.0, "shmem": 0.0})
+                for key, field in (("anon", "Pss_Anon"), ("file", "Pss_File"), ("shmem", "Pss_Shmem")):
+                    split[key] += parts.get(field, 0) / 1024.0
+                total += parts["Pss"]
             self.samples.append({"t": round(tick - start, 2), "phase": self.phase, "total_mib": round(total / 1024.0, 1),
-                                 "by_role_mib": {k: round(v, 1) for k, v in sorted(per.items())}})
-            self._stop.wait(max(0.0, SAMPLE_S - (time.monotonic() - tick)))
+                                 "by_role_mib": {k: round(v, 1) for k, v in sorted(per.items())},
+                                 "by_role_kind_mib": {k: {kk: round(vv, 1) for kk, vv in v.items()}
+                                                      for k, v in sorted(kinds.items())}})
+            self._halt.wait(max(0.0, SAMPLE_S - (time.monotonic() - tick)))
 
     def stop(self) -> None:
-        self._stop.set()
-        self.join()
+        self._halt.set()
+        if self.is_alive():
+            self.join()
 
     def peaks(self) -> dict:
         """The largest total per phase and overall, with the per-process figures of that sample."""
@@ -321,8 +338,10 @@ def main(argv=None) -> int:
         sampler.phase = "idle"
         time.sleep(2.0)
     finally:
-        sampler.stop()
-        os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            sampler.stop()
+        finally:
+            os.killpg(serve.pid, signal.SIGTERM)
         try:
             serve.wait(60)
         except subprocess.TimeoutExpired:
