@@ -121,6 +121,9 @@ _TWO53 = 9007199254740992
 _POW10_F = np.array([10.0**k for k in range(23)], dtype=np.float64)  # all exact doubles
 _POW10_I = np.array([10**k for k in range(19)], dtype=np.int64)
 _BIG = 1 << 62
+_POW10_MIN_E = -60  # _POW10_ANY[e - _POW10_MIN_E] = 10**e (to within 1e-16) for e in [-60, 40]
+_POW10_MAX_E = 40
+_POW10_ANY = np.array([10.0**e for e in range(_POW10_MIN_E, _POW10_MAX_E + 1)], dtype=np.float64)
 
 
 @njit(cache=True)
@@ -272,18 +275,18 @@ def _f32_value(val, nd, k, vmode):
     if np.isinf(fd):
         return f, (V_WIDEN if vmode == VAL_AUTO else V_OVERFLOW)
     if fd != val:
-        if fd < val:
-            other = np.float64(np.nextafter(f, np.float32(np.inf)))
-        else:
-            other = np.float64(np.nextafter(f, np.float32(-np.inf)))
-        if not np.isinf(other) and (fd + other) * 0.5 == val:
+        # val is the midpoint between f and its neighbour g iff g = 2 val - f is a float32 (both steps exact then)
+        g = 2.0 * val - fd
+        if np.float64(np.float32(g)) == g:
             return f, (V_WIDEN if vmode == VAL_AUTO else V_SLOW)
     if vmode == VAL_AUTO and val != 0.0:
         if nd > AUTO_MAX_DIGITS:
             return f, V_WIDEN
         E = nd - 1 + k
-        half = 5.0 * 10.0 ** (E - 7)
-        if abs(fd) < 10.0**E:
+        if E < _POW10_MIN_E + 7 or E > _POW10_MAX_E:
+            return f, V_WIDEN  # beyond float32's normal range anyway
+        half = 5.0 * _POW10_ANY[E - 7 - _POW10_MIN_E]
+        if abs(fd) < _POW10_ANY[E - _POW10_MIN_E]:
             half *= 0.1
         if not abs(fd - val) < half * (1.0 - AUTO_MARGIN):
             return f, V_WIDEN
