@@ -92,3 +92,30 @@ def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_pa
     finally:
         connection.close()
         server.stop()
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, background):
+    rng = np.random.default_rng(3)
+    data = rng.normal(size=5_000).astype(np.float32)
+    indices = rng.integers(0, 1000, size=5_000, dtype=np.int32)
+    store = dataset_store(client, chunk_bytes=1_000)
+    staged = store.staging("ds_storage_p", background=background)
+    try:
+        for start in range(0, 5_000, 333):  # pieces that straddle chunk boundaries
+            staged.append("data", data[start : start + 333])
+            staged.append("indices", indices[start : start + 333])
+        staged.reset()  # a parse that starts over: nothing of the first attempt stays
+        assert not list(client.scan_iter("hinge:dataset:ds_storage_p*"))
+        for start in range(0, 5_000, 777):
+            staged.append("data", data[start : start + 777])
+            staged.append("indices", indices[start : start + 777])
+        manifest = staged.manifest()
+    finally:
+        staged.close()
+    assert manifest["data"] == {"dtype": "<f4", "shape": [5_000], "chunks": 20}
+    assert all(0 < client.ttl(key) for key in arrays.chunk_keys(keys.dataset("ds_storage_p"), manifest))
+    record = store.commit({"id": "ds_storage_p", "tenant": "t1", "name": "p"}, manifest)
+    back = store.load_arrays(record)
+    assert np.array_equal(back["data"], data) and np.array_equal(back["indices"], indices)
+    assert back["data"].dtype == np.float32

@@ -77,7 +77,7 @@ def ingest(
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
     store = dataset_store(client, chunk_bytes)
-    staged = store.staging(meta["id"])
+    staged = store.staging(meta["id"], background=True)
     followed: list[FollowedFile] = []
 
     def open_text():
@@ -142,6 +142,7 @@ def ingest(
         stored = store.commit(record, manifest)
         return {"record": stored}
     finally:
+        staged.close()
         if follow_marker is not None:
             for name in (path, follow_marker):
                 try:

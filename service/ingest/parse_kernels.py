@@ -20,6 +20,9 @@ significant digits, large exponents, subnormals...) are recorded in ``slow`` as 
 (slot, start, end, line): slot >= 0 is a position in ``data``, slot < 0 is the label of row
 -slot-1. The caller replaces them with ``float(bytes(buf[start:end]))`` before the buffer goes.
 
+The two chunk kernels release the GIL, so the ingest process's writer thread sends the previous
+Redis chunk while the next text is parsed.
+
 Stored values (``vmode``). ``VAL_F64``: ``data`` is float64 and holds float(token). ``VAL_F32``
 (asked for): ``data`` is float32 and holds the float32 nearest to the decimal text (rounded once,
 from the text: a double that lies exactly halfway between two float32 is sent to the slow path,
@@ -305,7 +308,7 @@ def _set_error(st, code, start, stop, line, line_start, aux):
     return ST_ERROR
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, max_rows, max_features, max_nnz):
     """Parse the svmlight lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL, ST_ERROR, ST_WIDEN or ST_ZERO_BASED.
 
@@ -527,7 +530,7 @@ def _csv_field_end(buf, p, end):
     return p
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, vmode, max_rows, max_nnz):
     """Parse the CSV data lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL, ST_ERROR or ST_WIDEN.
 

@@ -40,9 +40,9 @@ class RecordStore:
             raise
         return self.commit(meta, manifest)
 
-    def staging(self, record_id: str) -> arrays.StagedArrays:
+    def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
         """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest)."""
-        return arrays.StagedArrays(self.client, self.key_of(record_id), self.chunk_bytes)
+        return arrays.StagedArrays(self.client, self.key_of(record_id), self.chunk_bytes, background=background)
 
     def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
         """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
