@@ -734,6 +734,11 @@ def _parse_once(f, *, fmt: str, mode: int, vmode: int, label_column: str, limits
                 sink) -> ParseSummary:
     budget = max(0, int(limits.max_decompressed_bytes))
     head = f.read(2)
+    while 0 < len(head) < 2:  # a followed upload may so far hold a single byte
+        more = f.read(1)
+        if not more:
+            break
+        head += more
     f.seek(0)
     compressed = head == _GZIP_MAGIC
     if not compressed and not getattr(f, "growing", False):

@@ -97,6 +97,20 @@ def pss_kib(pid: int) -> int | None:
     return None if parts is None else parts["Pss"]
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def role(pid: int, parent_roles: dict[int, str]) -> str:
     """A short name for a process of the service tree, from its command line and its parent."""
     try:
@@ -140,6 +154,7 @@ class PssSampler(threading.Thread):
         self.samples: list[dict] = []
         self._halt = threading.Event()
         self._roles: dict[int, str] = {}
+        self._cpu: dict[int, float] = {}  # last CPU seconds seen per process (kept after it exits)
 
     def run(self) -> None:
         start = time.monotonic()
@@ -161,7 +176,14 @@ class PssSampler(threading.Thread):
                 for key, field in (("anon", "Pss_Anon"), ("file", "Pss_File"), ("shmem", "Pss_Shmem")):
                     split[key] += parts.get(field, 0) / 1024.0
                 total += parts["Pss"]
-            self.samples.append({"t": round(tick - start, 2), "phase": self.phase, "total_mib": round(total / 1024.0, 1),
+                used = cpu_seconds(pid)
+                if used is not None:
+                    self._cpu[pid] = used
+            cpu: dict[str, float] = {}
+            for pid, used in self._cpu.items():
+                name = self._roles.get(pid, "?")
+                cpu[name] = cpu.get(name, 0.0) + used
+            self.samples.append({"cpu_s": {k: round(v, 2) for k, v in sorted(cpu.items())},"t": round(tick - start, 2), "phase": self.phase, "total_mib": round(total / 1024.0, 1),
                                  "by_role_mib": {k: round(v, 1) for k, v in sorted(per.items())},
                                  "by_role_kind_mib": {k: {kk: round(vv, 1) for kk, vv in v.items()}
                                                       for k, v in sorted(kinds.items())}})
@@ -171,6 +193,21 @@ class PssSampler(threading.Thread):
         self._halt.set()
         if self.is_alive():
             self.join()
+
+    def cpu_by_phase(self) -> dict:
+        """CPU seconds each kind of process used during each phase (from the samples that open and close it)."""
+        out: dict = {}
+        starts: dict = {}
+        last: dict = {}
+        for s in self.samples:
+            starts.setdefault(s["phase"], s["cpu_s"])
+            last[s["phase"]] = s["cpu_s"]
+        phases = list(starts)
+        for i, phase in enumerate(phases):
+            end = starts[phases[i + 1]] if i + 1 < len(phases) else last[phase]
+            begin = starts[phase]
+            out[phase] = {k: round(v - begin.get(k, 0.0), 2) for k, v in end.items() if v - begin.get(k, 0.0) > 0.05}
+        return out
 
     def peaks(self) -> dict:
         """The largest total per phase and overall, with the per-process figures of that sample."""
@@ -361,6 +398,7 @@ def main(argv=None) -> int:
         "peak_phase": peaks["overall"]["phase"],
         "peak_over_csr": round(peaks["overall"]["total_mib"] * 2**20 / result["csr_bytes"], 2),
         "peaks_by_phase": {k: v for k, v in peaks.items() if k != "overall"},
+        "cpu_s_by_phase": sampler.cpu_by_phase(),
         "samples": sampler.samples,
     }
     result["load_average_before"] = load_before
@@ -369,6 +407,7 @@ def main(argv=None) -> int:
           f"({result['memory']['peak_over_csr']}x the 12-byte CSR; budget {result['budget_mib']} MiB)")
     for phase, sample in result["memory"]["peaks_by_phase"].items():
         print(f"  {phase:<16} {sample['total_mib']:>8.0f} MiB  {sample['by_role_mib']}")
+        print(f"  {'':<16} CPU s {result['memory']['cpu_s_by_phase'].get(phase)}")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
     return 0
