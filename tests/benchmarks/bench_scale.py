@@ -277,10 +277,11 @@ def parser_alone(path: Path, value_dtype: str | None) -> dict:
         "    def reset(self): pass\n"
         "    def append(self, name, piece): pass\n"
         "limits = parser.ParseLimits(1 << 34, 1 << 40, 1 << 30, 1 << 40)\n"
-        "t = time.perf_counter()\n"
+        "t, c = time.perf_counter(), time.process_time()\n"
         "s = parser.parse_into(Drop(), lambda: open(sys.argv[1], 'rb'), value_dtype=sys.argv[2], limits=limits)\n"
-        "d = time.perf_counter() - t\n"
+        "d, cpu = time.perf_counter() - t, time.process_time() - c\n"
         "print(json.dumps({'seconds': round(d, 2), 'mb_per_s': round(s.text_bytes / d / 1e6, 1), 'nnz': s.nnz,"
+        " 'cpu_s': round(cpu, 2), 'mb_per_cpu_s': round(s.text_bytes / cpu / 1e6, 1),"
         " 'value_dtype': s.value_dtype, 'max_rss_mib': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(path), value_dtype or "auto"], cwd=ROOT, capture_output=True,
@@ -399,7 +400,9 @@ def main(argv=None) -> int:
         "peak_over_csr": round(peaks["overall"]["total_mib"] * 2**20 / result["csr_bytes"], 2),
         "peaks_by_phase": {k: v for k, v in peaks.items() if k != "overall"},
         "cpu_s_by_phase": sampler.cpu_by_phase(),
-        "samples": sampler.samples,
+        # the totals as "t phase total" every 2 s, the per-process figures every 60 s (peaks: from all samples)
+        "samples_t_phase_total_mib": [f'{x["t"]} {x["phase"]} {x["total_mib"]}' for x in sampler.samples[::4]],
+        "samples_by_role_every_60s": [x for x in sampler.samples if int(x["t"] / 60) != int((x["t"] - SAMPLE_S) / 60)],
     }
     result["load_average_before"] = load_before
     result["load_average_after"] = os.getloadavg()
