@@ -291,3 +291,20 @@ def test_float32_data_set_trains_on_the_widened_values(http, solver):
     model_double, scores_double = _train(http, double["id"], solver)
     assert model_single["n_iter"] == model_double["n_iter"]
     np.testing.assert_allclose(scores_single, scores_double, rtol=1e-12, atol=1e-12)
+
+
+def test_linear_scores_by_row_blocks_equal_the_whole_product(monkeypatch):
+    """Scoring a large float32 matrix goes by blocks of rows (no float64 copy of all of it): same scores, bit for bit."""
+    import scipy.sparse as sp
+
+    from service.scoring import models
+
+    rng = np.random.default_rng(5)
+    matrix = sp.random(3000, 200, density=0.05, format="csr", random_state=6, dtype=np.float32)
+    scorer = models.Scorer({"kind": "linear", "n_features": 200, "labels": [-1.0, 1.0, 2.0]},
+                           {"weights": rng.normal(size=(3, 200)), "offsets": rng.normal(size=3)})
+    whole = scorer.decision_values(matrix)
+    monkeypatch.setattr(models, "SCORE_BLOCK_NNZ", 100)
+    blocked = scorer.decision_values(matrix)
+    assert np.array_equal(blocked, whole)
+    assert np.array_equal(blocked, matrix.astype(np.float64) @ scorer.weights.T + scorer.offsets)
