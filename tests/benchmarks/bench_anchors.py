@@ -15,7 +15,8 @@ tol_rel 1e-6 (its lower bound is reported too).
 For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLINEAR):
 
 * ``default``: both with default settings: solver seconds (theirs: their own; ours: ``solver_seconds``,
-  threads = the cores, as the service runs a single problem), iterations, precision, our gap_rel;
+  with the threads a job gets from ``./dev serve`` by default: cores // 2 workers, one on this machine;
+  ``--threads`` changes it), iterations, precision, our gap_rel;
 * ``equal_precision``: our seconds to reach the anchor's objective (read from the trace of a run at a
   tighter tolerance: the first point whose objective is <= theirs), 1 thread and all cores, and the
   ratio ours / theirs (the bars: <= 1);
@@ -136,7 +137,7 @@ def _anchor(name: str, path: Path, C: float, n_rows: int, n_features: int) -> di
     return anchors.liblinear(str(path), C, n_features)
 
 
-def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd")) -> dict:
+def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd"), threads: int = 1) -> dict:
     """One (data set, C) row: optimum, then every pair interleaved ``repeats`` times."""
     from worker.solvers.data_passes import available_cores
 
@@ -147,7 +148,8 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
     exact = _ours("ocas", arrays, n_features, C, cores, tol_rel=1e-6, max_iter=100000)
     F_star = exact.objective
     row = {"data": data_name, "C": C, "n_rows": int(len(y)), "n_features": n_features, "nnz": int(indptr[-1]),
-           "optimum": F_star, "optimum_lower_bound": exact.extra["lower_bound"], "cores": cores}
+           "optimum": F_star, "optimum_lower_bound": exact.extra["lower_bound"], "cores": cores,
+           "default_threads": threads, "load_average": os.getloadavg()}
     precision = lambda F: (F - F_star) / F_star  # noqa: E731
     for solver in solvers:
         anchor_name, tight, key = PAIRS[solver]
@@ -158,7 +160,7 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
             runs["anchor"].append({"seconds": a["seconds"], "iterations": a["iterations"], "objective": F_a,
                                    "precision": precision(F_a), **({"hit_iteration_cap": a["hit_iteration_cap"]}
                                                                    if "hit_iteration_cap" in a else {})})
-            d = _ours(solver, arrays, n_features, C, cores)
+            d = _ours(solver, arrays, n_features, C, threads)
             runs["ours_default"].append({"seconds": d.solver_seconds, "iterations": d.n_iter, "objective": d.objective,
                                          "precision": precision(d.objective), "gap_rel": d.extra.get("gap_rel"),
                                          "stop_reason": d.stop_reason.value})
@@ -230,6 +232,8 @@ def main(argv=None) -> int:
     parser.add_argument("--Cs", default="0.1,1,10,100", help="C values for sector1 (the others run at C = 1)")
     parser.add_argument("--solvers", default="ocas,cpa,dcd")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of our default runs (default: cores // 2, what ./dev serve gives a job)")
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
     args = parser.parse_args(argv)
@@ -246,13 +250,16 @@ def main(argv=None) -> int:
     dcd.warm_up()
     warm_s = time.perf_counter() - t0
     solvers = tuple(args.solvers.split(","))
+    from worker.solvers.data_passes import available_cores
+
+    threads = args.threads or max(1, available_cores() // 2)
     rows = []
     sets = args.sets.split(",") + (["syn2m"] if args.big else [])
     for name in sets:
         Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
         for C in Cs:
             repeats = 1 if name == "syn2m" else args.repeats
-            rows.append(bench_row(name, C, repeats, solvers))
+            rows.append(bench_row(name, C, repeats, solvers, threads))
     result = {"machine": machine(), "load_average_start": os.getloadavg(), "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
         result["sector_all"] = bench_sector_all(args.repeats)

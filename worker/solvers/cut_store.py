@@ -14,8 +14,8 @@ active, n rows, d features, one pass = the non-zeros of the data):
 * ``OutputCuts`` keeps every cut as its row coefficients gamma (n small integers) and its outputs
   X z_k (n numbers), never as a vector over the features. New Gram row: H_tk = <z_t, z_k> =
   sum_i gamma_ti <x_i, z_k> = sum over the cut's rows of gamma_ti (X z_k)_i, so t sums over the new
-  cut's rows; the new cut's own outputs cost one gather pass (after a scatter into a scratch vector
-  that is cleared again row by row); outputs of w_t: sum_k alpha_k X z_k (t_a * n), no pass at all.
+  cut's rows; the new cut's own outputs cost one gather pass; outputs of w_t: sum_k alpha_k X z_k
+  (t_a * n), no pass at all.
   No cost grows with d x t: this is the form for data with more features than rows (text, hashed
   features), where dense cuts made OCAS and CPA spend most of their time on the reduced problem.
 
@@ -26,6 +26,10 @@ vector. ``OutputCuts`` keeps it implicitly, as w_b = s0 w0 + X^T (rho + sum_k be
 coefficients beta_k of every cut, u_k = <w_b, z_k>, |w_b|^2, and in rho the coefficients of cuts
 already dropped from the working set; every update is O(t) or O(n), and w_b is built as a vector
 over the features once, at the end (one scatter pass).
+
+Both forms build each new cut's vector incrementally (``CurrentCut``): from the previous cut, by the
+rows whose coefficient changed, so that a cut costs the non-zeros of the rows that flipped rather than
+of all its rows.
 
 The cut data live in slots; the reduced problem remembers each cut's slot and hands back the slots
 of the cuts it drops.
@@ -38,7 +42,6 @@ from numba import njit, prange
 
 from worker.solvers.data_passes import (
     available_cores,
-    clear_rows,
     feature_ranges,
     fill,
     gather_outputs,
@@ -54,23 +57,35 @@ from worker.solvers.reduced_qp import ReducedProblem
 # ---------------------------------------------------------------------------------------------
 
 
+DENSE_BLOCK = 4096
+"""Features per block of the dense kernels: a block of the new cut (or of w) stays in cache while every
+stored cut's block streams past it, so a Gram row or a combination reads each stored cut once."""
+
+
 @njit(cache=True)
-def _dense_dot(Z, s, new):
-    acc = 0.0
-    for f in range(Z.shape[1]):
-        acc += Z[s, f] * Z[new, f]
-    return acc
+def _dense_dots(Z, slots, k0, k1, new, out):
+    """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features."""
+    d = Z.shape[1]
+    for k in range(k0, k1):
+        out[k] = 0.0
+    for f0 in range(0, d, DENSE_BLOCK):
+        f1 = min(f0 + DENSE_BLOCK, d)
+        for k in range(k0, k1):
+            s = slots[k]
+            acc = 0.0
+            for f in range(f0, f1):
+                acc += Z[s, f] * Z[new, f]
+            out[k] += acc
 
 
 @njit(cache=True, parallel=True)
-def _dense_gram_row(Z, slots, t, new, out, serial):
-    """out[k] = <Z[slots[k]], Z[new]> for k < t."""
-    if serial:
-        for k in range(t):
-            out[k] = _dense_dot(Z, slots[k], new)
+def _dense_gram_row(Z, slots, t, new, out, n_parts):
+    """out[k] = <Z[slots[k]], Z[new]> for k < t; the cuts split into n_parts groups (1: serial)."""
+    if n_parts <= 1:
+        _dense_dots(Z, slots, 0, t, new, out)
     else:
-        for k in prange(t):
-            out[k] = _dense_dot(Z, slots[k], new)
+        for p in prange(n_parts):
+            _dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)
 
 
 @njit(cache=True)
@@ -127,6 +142,21 @@ def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
     else:
         for ch in prange(chunks.shape[0] - 1):
             _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+
+
+@njit(cache=True)
+def _changed_rows(gamma, previous, flips, delta):
+    """Rows where gamma differs from previous: their numbers into flips, gamma - previous into delta
+    (at the row), previous updated; returns how many."""
+    m = 0
+    for i in range(gamma.shape[0]):
+        g = gamma[i]
+        if g != previous[i]:
+            delta[i] = g - previous[i]
+            previous[i] = g
+            flips[m] = i
+            m += 1
+    return m
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,6 +224,45 @@ class _Slots:
         self.free.append(int(slot))
 
 
+class CurrentCut:
+    """The newest cut as a dense vector z = X_aug^T gamma, updated by the rows whose coefficient changed.
+
+    Consecutive cuts of a cutting-plane run differ in few rows (paper 001, Section 3.1, as SVMperf
+    updates its cut by the examples that flipped): adding (gamma_i - previous_i) x_i over those rows
+    costs their non-zeros instead of all the cut's rows plus clearing the vector. Sums kept this way
+    drift by rounding, so the vector is rebuilt from scratch every REFRESH cuts, and whenever more rows
+    changed than the new cut has (the decision counts rows, not non-zeros, so that explicit zeros in
+    the data change nothing).
+    """
+
+    REFRESH = 64
+
+    def __init__(self, X: Data) -> None:
+        self.X = X
+        self.z = np.zeros(X.d + 1)
+        self.previous = np.zeros(X.n)
+        self.delta = np.zeros(X.n)
+        self.flips = np.zeros(X.n, dtype=np.int64)
+        self.since_refresh = self.REFRESH
+        self._parts = max(1, X.n_threads)
+
+    def update(self, gamma, rows, n_rows, gsum) -> np.ndarray:
+        """z for the new coefficients gamma (non-zero exactly at rows[:n_rows]); returns the vector."""
+        X = self.X
+        n_flips = _changed_rows(gamma, self.previous, self.flips, self.delta)
+        if self.since_refresh >= self.REFRESH or n_flips >= n_rows:
+            fill(self.z, 0.0, self._parts)
+            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, self.z,
+                         X.serial)
+            self.since_refresh = 0
+        else:
+            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, X.franges, X.sorted_rows,
+                         self.z, X.serial)
+            self.since_refresh += 1
+        self.z[X.d] = X.B * gsum
+        return self.z
+
+
 # ---------------------------------------------------------------------------------------------
 # dense cuts
 # ---------------------------------------------------------------------------------------------
@@ -215,8 +284,9 @@ class DenseCuts:
         self.best = np.zeros(self.d1)
         self._row = np.zeros(capacity)
         self._parts = max(1, X.n_threads)  # fill() runs serially for one part
-        self._fparts = np.linspace(0, self.d1, self._parts + 1).astype(np.int64)
+        self._fparts = np.append(np.arange(0, self.d1, DENSE_BLOCK), self.d1).astype(np.int64)  # feature blocks
         self._zero_d = np.zeros(self.d1)
+        self.current = CurrentCut(X)
 
     # -- cuts --------------------------------------------------------------------------------------
 
@@ -229,13 +299,11 @@ class DenseCuts:
             self.Z = Z
         X = self.X
         z = self.Z[slot]
-        fill(z, 0.0, self._parts)
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
-        z[X.d] = X.B * gsum
+        z[:] = self.current.update(gamma, rows, n_rows, gsum)
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, X.serial)
+        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, 1 if X.serial else X.n_threads)
         self.rp.add_cut(self._row, float(z @ z), b, slot)
 
     def drop_inactive(self, max_inactive: int) -> int:
@@ -309,7 +377,7 @@ class OutputCuts:
         n = X.n
         self.outs = np.zeros((capacity, n))
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
-        self.z = np.zeros(X.d + 1)
+        self.current = CurrentCut(X)
         self._row = np.zeros(capacity)
         self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         # OCAS's best-so-far point: w_b = s0 w0 + X^T (rho + sum_k beta[slot_k] gamma_k)
@@ -346,16 +414,7 @@ class OutputCuts:
         if grew:
             self._grow()
         X = self.X
-        z = self.z
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
-        z[X.d] = X.B * gsum
-        X.outputs(z, self.outs[slot])
-        # clear the scratch row by row, or all at once when that is cheaper
-        if X.indptr[-1] > 0 and n_rows * (X.indptr[-1] / max(X.n, 1)) < z.shape[0] / 4:
-            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z, X.serial)
-            z[X.d] = 0.0
-        else:
-            fill(z, 0.0, self._parts)
+        X.outputs(self.current.update(gamma, rows, n_rows, gsum), self.outs[slot])
         self.coefs[slot] = gamma
         t = self.rp.t
         if self._row.shape[0] < t + 1:
@@ -469,8 +528,9 @@ def warm_up() -> None:
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.array([0, 2], dtype=np.int64)
     weights = np.array([0.5, 0.0, 0.25, 0.0])
+    _changed_rows(np.array([1.0, 0.0, -1.0]), np.zeros(3), np.zeros(3, dtype=np.int64), np.zeros(3))
     for serial in (True, False):
-        _dense_gram_row(Z, slots, 3, 3, out, serial)
+        _dense_gram_row(Z, slots, 3, 3, out, 1 if serial else 2)
         for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
             _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
             _dot_rows(gamma, rows, 2, Z[0])
