@@ -269,13 +269,7 @@ def test_a_data_set_stored_before_value_types_trains_as_before(service, http):
         assert np.array_equal(scores_legacy, scores_fresh)
 
 
-@pytest.mark.parametrize("solver", [
-    "ocas",
-    "cpa",
-    pytest.param("dcd", marks=pytest.mark.xfail(strict=True, reason=(
-        "dcd's _dcd_diagonal squares float32 values in float32 (s += data[p] * data[p]); widened first, "
-        "QD would be that of float64(float32(v))"))),
-])
+@pytest.mark.parametrize("solver", ["ocas", "cpa", "dcd"])
 def test_float32_data_set_trains_on_the_widened_values(http, solver):
     """Training sees float64(float32(v)): the same model as a float64 data set holding exactly those values."""
     text = _text(FOUR_DECIMALS)
