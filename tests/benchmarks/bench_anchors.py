@@ -93,10 +93,11 @@ def prepare(name: str) -> Path:
 
 
 def load(path: Path):
-    """(indptr, indices, data, y, n_features) by the service's parser (float64 values, int32 indices)."""
+    """(indptr, indices, data, y, n_features) by the service's parser, stored as the service stores an
+    upload by default (``value_dtype=auto``: float32 when the text holds every value exactly)."""
     from service.ingest.parser import parse_upload
 
-    parsed = parse_upload(str(path), limits=_limits())
+    parsed = parse_upload(str(path), limits=_limits(), value_dtype="auto")
     return parsed.indptr, parsed.indices, parsed.data, parsed.y, int(parsed.n_features)
 
 
