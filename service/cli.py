@@ -177,6 +177,8 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
+            self.env.setdefault(name, "1")
         # workers x threads <= cores: each worker's jobs get an equal share of the machine
         self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
         if not self.env.get("REDIS_URL"):

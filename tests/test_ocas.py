@@ -259,7 +259,7 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
 def test_unsorted_rows_with_duplicates_and_two_threads():
     """Rows not sorted by feature, repeated features in a row: the scatter adds them all, in order."""
     rng = np.random.default_rng(3)
-    n, d = 700, 900  # more features than rows: cuts kept as outputs, scatter by feature ranges
+    n, d = 700, 900  # more features than rows: cuts kept as outputs
     counts = rng.integers(3, 12, size=n)
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     indices = rng.integers(0, d, size=indptr[-1]).astype(np.int32)  # unsorted, with repeats
