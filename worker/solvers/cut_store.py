@@ -195,9 +195,16 @@ class Data:
         return w
 
 
+PARALLEL_NNZ = 4_000_000
+"""Non-zeros per thread below which more threads do not pay: each iteration starts several parallel
+regions (tens of microseconds each), and on sector.scale (10^6 non-zeros, 2 ms an iteration) two
+threads were slower than one."""
+
+
 def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: int) -> Data:
-    """The data with its partitions for ``n_processes`` threads (at most the cores of this process)."""
-    n_threads = int(min(int(n_processes), available_cores()))
+    """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
+    process, and one per PARALLEL_NNZ non-zeros."""
+    n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
     return Data(indptr, indices, data, n_features, B, row_chunks(indptr),
                 n_threads)
 
