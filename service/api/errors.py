@@ -8,6 +8,7 @@ the request id to quote.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -90,12 +91,44 @@ def _body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+UNION_TAGS = {"body": ("dcd", "cpa", "ocas", "smo", "sampled_cuts"), "kernel": ("linear", "poly", "rbf", "sigmoid")}
+"""Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
+_TYPE_TAG = re.compile(r"^(float|int|str|bool|none|[a-z_-]+\[.*\])$")
+"""Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""
+
+
+def user_loc(loc) -> list:
+    """A validation location as the user wrote the request: without the union tags pydantic adds.
+
+    ``body.dcd.params.C`` becomes ``body.params.C``; ``params.kernel.rbf.gamma.float`` becomes
+    ``params.kernel.gamma``.
+    """
+    out: list = []
+    for index, part in enumerate(loc):
+        previous = loc[index - 1] if index else None
+        if isinstance(part, str) and (part in UNION_TAGS.get(previous, ()) and (previous != "body" or index == 1)
+                                      or _TYPE_TAG.match(part)):
+            continue
+        out.append(part)
+    return out
+
+
 def _loc_text(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body",)] if isinstance(loc, (list, tuple)) else [str(loc)]
     text = ""
     for part in parts:
         text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
     return text or "body"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers on this path (Starlette's 405 names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and getattr(route, "methods", None) and regex.match(request.url.path):
+            methods.update(route.methods)
+    return sorted(methods)
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -109,7 +142,7 @@ def install_handlers(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = []
         for err in exc.errors():
-            loc = list(err.get("loc", ()))
+            loc = user_loc(list(err.get("loc", ())))
             details.append({"loc": loc, "msg": err.get("msg", ""), "type": err.get("type", "")})
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = _loc_text(first["loc"])
@@ -124,11 +157,14 @@ def install_handlers(app: FastAPI) -> None:
             message = "body: not valid JSON (it must be UTF-8 text)"
             return JSONResponse(_body("validation_error", message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}]),
                                 status_code=422)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = dict(headers or {}, Allow=", ".join(allowed_methods(request)))
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
         code = codes.get(exc.status_code, "http_error")
         details = {"limit": exc.limit, "value": exc.value} if isinstance(exc, BodyTooLarge) else None
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
-        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

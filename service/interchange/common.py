@@ -54,6 +54,18 @@ def open_text(stream: IO[bytes]) -> IO[str]:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline=None)
 
 
+def read_all(stream: IO[bytes]) -> bytes:
+    """The whole uploaded file as bytes, gunzipped when it starts with gzip's magic bytes."""
+    head = stream.read(2)
+    stream.seek(0)
+    if head == b"\x1f\x8b":
+        try:
+            return gzip.GzipFile(fileobj=stream).read()
+        except (OSError, EOFError) as exc:
+            raise ModelFileError(None, f"the gzip stream is damaged: {exc}") from None
+    return stream.read()
+
+
 def numbered_lines(text: IO[str]) -> Iterator[tuple[int, str]]:
     """(line number from 1, line without its end) for every line; bad UTF-8 or gzip becomes a ModelFileError."""
     number_ = 0

@@ -105,6 +105,8 @@ def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
             )
         if key in header:
             raise ModelFileError(last, f"{key} is given twice (first on line {header[key][0]})")
+        if key == "solver_type" and values and values[0] in OTHER_TYPES:
+            raise ModelFileError(last, f"solver_type {values[0]} is a regression or one-class model; Hinge imports classifiers")
         header[key] = (last, values)
     else:
         raise ModelFileError(last or 1, "no `w` line: this is not a LIBLINEAR model file (or it is cut short)")

@@ -181,6 +181,8 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
             raise ModelFileError(last, f"unknown header field {key!r}: a LIBSVM model file has {', '.join(HEADER_FIELDS)}, then `SV`")
         if key in header:
             raise ModelFileError(last, f"{key} is given twice (first on line {header[key][0]})")
+        if key == "svm_type" and values and values[0] in OTHER_SVM_TYPES:
+            raise ModelFileError(last, f"svm_type {values[0]} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)")
         header[key] = (last, values)
     else:
         raise ModelFileError(last or 1, "no `SV` line: this is not a LIBSVM model file (or it is cut short)")

@@ -41,6 +41,7 @@ class Calibration(BaseModel):
     B: list[float] = Field(description="Offset per score column.")
     cv_folds: int | None = Field(default=None, description="Cross-validation folds the decision values were taken from (models trained here).")
     seed: int | None = Field(default=None, description="Seed of the fold assignment (models trained here).")
+    seconds: float | None = Field(default=None, description="Seconds the cross-validation fits took (models trained here).")
     source: str | None = Field(default=None, description="Where the sigmoids come from when imported (e.g. LIBSVM's probA/probB).")
 
 
