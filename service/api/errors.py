@@ -93,7 +93,7 @@ def _body(code: str, message: str, details: Any = None) -> dict:
 
 UNION_TAGS = {"body": ("dcd", "cpa", "ocas", "smo", "sampled_cuts"), "kernel": ("linear", "poly", "rbf", "sigmoid")}
 """Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
-_TYPE_TAG = re.compile(r"^(float|int|str|bool|none|[a-z_-]+\[.*\])$")
+_TYPE_TAG = re.compile(r"^(float|int|str|bool|none|\[key\]|[a-z_-]+\[.*\])$")
 """Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""
 
 

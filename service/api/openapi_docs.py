@@ -12,8 +12,8 @@ and serves generated clients (TypeScript, Python, ...) and stateful fuzzers well
   503, ``WWW-Authenticate`` on 401;
 - an example on every request body (schemathesis sends them first; readers copy them);
 - links between operations (upload -> data set, job; job -> trace, cancel, model; model -> predict,
-  evaluate, export, ...), so that stateful testing and generated clients can follow ids from answer
-  to request.
+  evaluate, export, ...; a list's first item -> the same), so that stateful testing and generated
+  clients can follow ids from answer to request.
 """
 
 from __future__ import annotations
@@ -87,10 +87,23 @@ JOB_MODEL_LINKS = {
                  "description": "Evaluate the job's model on its training data."},
 }
 
+def first_item(links: dict) -> dict:
+    """The same links taken from the first item of a page (`items/0`)."""
+    out = deepcopy(links)
+    for link in out.values():
+        link["parameters"] = {k: v.replace("$response.body#/", "$response.body#/items/0/") for k, v in link.get("parameters", {}).items()}
+        if "requestBody" in link:
+            link["requestBody"] = {k: v.replace("$response.body#/", "$response.body#/items/0/") if isinstance(v, str) else v
+                                   for k, v in link["requestBody"].items()}
+    return out
+
+
 # operationId -> {status: {"links": ..., "headers": ...}} for answers that create or name resources
 RESPONSE_EXTRAS = {
     "upload_dataset": {"201": {"links": DATASET_LINKS, "headers": LOCATION}},
-    "list_datasets": {},
+    "list_datasets": {"200": {"links": first_item(DATASET_LINKS)}},
+    "list_jobs": {"200": {"links": first_item({**JOB_LINKS, **JOB_MODEL_LINKS})}},
+    "list_models": {"200": {"links": first_item(model_links())}},
     "get_dataset": {"200": {"links": {"SubmitJob": DATASET_LINKS["SubmitJob"]}}},
     "submit_job": {"202": {"links": JOB_LINKS, "headers": LOCATION}},
     "get_job": {"200": {"links": JOB_MODEL_LINKS}},

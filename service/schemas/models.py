@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 
 from service.schemas.base import Page, ResponseModel, StrictModel
 from service.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, SolverName, StopReason, Task
@@ -70,17 +70,25 @@ class ModelList(Page):
     items: list[ModelOut] = Field(description="The models of this page.")
 
 
+FeatureIndex = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,10}$")]
+"""A sparse row's key: a feature index as the training upload numbered it, in decimal digits."""
+SparseRow = Annotated[dict[FeatureIndex, float], WithJsonSchema({
+    "type": "object", "propertyNames": {"pattern": "^[0-9]{1,10}$"}, "additionalProperties": {"type": "number"},
+    "description": "A sparse row: {\"feature index\": value}.",
+})]
+
+
 class PredictRequest(StrictModel):
     """Rows to score."""
 
-    instances: list[list[float] | dict[str, float]] = Field(
+    instances: list[list[float] | SparseRow] = Field(
         description=(
             "Rows to predict: dense rows (lists of n_features numbers) or sparse rows "
             "({\"index\": value} maps, indices numbered as in the training upload). Features the model "
             "never saw (index beyond n_features) have weight 0."
         ),
     )
-    probabilities: bool = Field(
+    probabilities: StrictBool = Field(
         default=False,
         description="Also answer class probabilities (the model must be calibrated: trained with `probability: true`); 409 otherwise.",
     )

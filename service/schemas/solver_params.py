@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from service.schemas.base import StrictModel
 
@@ -37,11 +37,11 @@ class SearchParams(StrictModel):
         ),
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
-    warm_start: bool = Field(
+    warm_start: StrictBool = Field(
         default=True,
         description="dcd and ocas: along increasing C, start each fit from the previous solution (the iterations are reported per setting).",
     )
-    distribute: bool = Field(
+    distribute: StrictBool = Field(
         default=False,
         description="Run each setting as its own RQ job, so that every worker of the deployment takes part; a final job refits the best.",
     )
@@ -76,7 +76,7 @@ class CommonParams(StrictModel):
     seed: int = Field(
         default=0, ge=0, le=2**63 - 1, description="Seed of every random choice of the solver: the same seed gives the same model."
     )
-    probability: bool = Field(
+    probability: StrictBool = Field(
         default=False,
         description=(
             "Classification: after training, fit Platt's sigmoid to decision values from a 5-fold cross-validation "
@@ -125,7 +125,7 @@ class DcdParams(CommonParams):
         description="Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); LIBLINEAR's -e).",
     )
     max_iter: int = Field(default=1000, ge=1, le=10**7, description="Most outer iterations (passes over the data) per binary problem.")
-    shrinking: bool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
+    shrinking: StrictBool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
     trace_every: int = Field(
         default=1,
         ge=1,
@@ -248,7 +248,7 @@ class SmoParams(CommonParams):
     )
     tol: float = Field(default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).")
     cache_mb: float = Field(default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB.")
-    shrinking: bool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
+    shrinking: StrictBool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
     class_weight: dict[str, PositiveFactor] | None = Field(
         default=None, description="Factor on C per label, keyed by the label as the data set lists it."
     )

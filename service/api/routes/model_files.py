@@ -130,8 +130,7 @@ async def export_model(
         pieces = _writer(format)(record, arrays)
         first = await run_in_threadpool(next, pieces)  # refusals happen before the first piece
     except ExportRefused as exc:
-        raise ApiError(409, "export_not_possible", f"model {model_id} cannot be exported as {format.value}: {exc}",
-                       {"format": format.value, "reason": str(exc)}) from None
+        raise ApiError(409, "export_not_possible", f"model {model_id} cannot be exported as {format.value}: {exc}") from None
     return StreamingResponse(itertools.chain([first], pieces), media_type=MEDIA_TYPES[format], headers=headers)
 
 
