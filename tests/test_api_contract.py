@@ -58,8 +58,9 @@ def test_schemathesis_all_checks_all_phases_find_nothing(service, seeded, tmp_pa
     assert summary["failures"] == [] and summary["errors"] == [], tail
     assert result.returncode == 0, tail
     assert summary["operations"]["tested"] == summary["operations"]["total"]
-    # stateful testing reached jobs and models: no operation only ever saw 404
-    assert summary["warnings"]["missing_test_data"] == [], summary["warnings"]
+    # stateful testing reached jobs and models: no operation only ever saw 404, except cancel: the fuzzing
+    # phases cannot know a job id, and the jobs the stateful phase reaches have ended (cancel answers 409)
+    assert set(summary["warnings"]["missing_test_data"]) <= {"POST /v1/jobs/{job_id}/cancel"}, summary["warnings"]
 
 
 def test_options_allow_lists_every_documented_method(http, seeded):
