@@ -14,6 +14,8 @@
 - ``HingeClassifier`` / ``HingeRanker`` (``hinge_client.estimators``, needs scikit-learn): estimators
   whose fit, predict, decision_function and predict_proba run on the service.
 
+- ``hingectl`` (``hinge_client.cli``): the command line.
+
 The package talks to the service over HTTP only; it shares no code with ``service`` or ``worker``.
 """
 
