@@ -31,11 +31,14 @@ EXAMPLES = 12
 
 @pytest.fixture(scope="module")
 def seeded(service):
-    """A data set, a finished job and its model on the service."""
+    """A data set, a finished job with a model (a model selection, so that its plots exist), a kernel model."""
     indptr, indices, data, y = sparse_problem(200, 3, 3, seed=2)
     with service.client() as http:
         dataset = upload(http, to_svmlight(indptr, indices, data, y)).json()
-        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": 1.0}}).json()
+        kernel = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo", "params": {"C": 1.0}}).json()
+        assert wait_job(http, kernel["id"])["status"] == "succeeded"
+        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
+                                          "params": {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 2}}}).json()
         job = wait_job(http, job["id"])
     assert job["status"] == "succeeded"
     return dataset, job
@@ -53,6 +56,8 @@ def test_schemathesis_all_checks_all_phases_find_nothing(service, seeded, tmp_pa
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=1800,
                             env=dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=str(tmp_path / "hypothesis")))
     summary = json.loads(report.read_text())
+    (ROOT / "tests" / ".cache").mkdir(exist_ok=True)
+    (ROOT / "tests" / ".cache" / "schemathesis.log").write_text(result.stdout)  # the whole report, for a failure
     tail = result.stdout[-6000:]
     assert summary["phases"]["stateful"]["status"] in ("success", "failure"), summary["phases"]
     assert summary["failures"] == [] and summary["errors"] == [], tail

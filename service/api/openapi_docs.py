@@ -3,6 +3,7 @@ and serves generated clients (TypeScript, Python, ...) and stateful fuzzers well
 
 ``finish_document`` runs once on FastAPI's generated document:
 
+- optional query and header parameters are absent, not null (their schemas offer no `null`);
 - security: every /v1 operation accepts a bearer key *or* nothing (``[{"HTTPBearer": []}, {}]``):
   an open deployment (no keys configured) needs none, a keyed one answers 401 without a valid key;
 - honest response lists: 500 on every operation; 503 (Redis unavailable, with ``Retry-After``) on
@@ -131,6 +132,25 @@ def _has_id(operation: dict, path: str) -> bool:
     return bool(body)  # JSON bodies of this API that name a resource: POST /v1/jobs (dataset_id)
 
 
+def _no_null(parameter: dict) -> None:
+    """An optional query or header parameter is null by being absent: its schema does not offer `null`
+    (a client would send the text "null", which the route rightly refuses)."""
+    schema = parameter.get("schema", {})
+    options = schema.get("anyOf")
+    if parameter.get("required") or parameter.get("in") not in ("query", "header") or not options:
+        return
+    kept = [option for option in options if option != {"type": "null"}]
+    if len(kept) == len(options):
+        return
+    del schema["anyOf"]
+    if len(kept) == 1:
+        schema.update(kept[0])
+    else:
+        schema["anyOf"] = kept
+    if schema.get("default", 0) is None:
+        del schema["default"]
+
+
 def finish_document(schema: dict) -> dict:
     """Apply the rules of the module docstring to a generated document (in place); returns it."""
     components = schema.setdefault("components", {})
@@ -138,6 +158,8 @@ def finish_document(schema: dict) -> dict:
         for method, operation in operations.items():
             if method not in ("get", "post", "put", "patch", "delete"):
                 continue
+            for parameter in operation.get("parameters", []):
+                _no_null(parameter)
             responses = operation.setdefault("responses", {})
             versioned = path.startswith("/v1/")
             if versioned:

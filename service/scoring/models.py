@@ -60,7 +60,7 @@ class Scorer:
             if not sp.issparse(matrix):
                 matrix = sp.csr_matrix(matrix)
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
-            return values.reshape(matrix.shape[0], -1)
+            return values.reshape(matrix.shape[0], self.offsets.size)  # explicit width: a request may have no rows
         return np.asarray(matrix @ self.weights.T) + self.offsets
 
     def predict_values(self, matrix: sp.csr_matrix) -> tuple[np.ndarray | None, np.ndarray]:
