@@ -128,7 +128,7 @@ async def _explain(request: Request, detail: dict) -> str:
 
 UNION_TAGS = {"body": ("dcd", "cpa", "ocas", "smo", "sampled_cuts"), "kernel": ("linear", "poly", "rbf", "sigmoid")}
 """Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
-_TYPE_TAG = re.compile(r"^(float|int|str|bool|none|\[key\]|[a-z_-]+\[.*\])$")
+_TYPE_TAG = re.compile(r"^((constrained-)?(float|int|str|bool|bytes|none)|\[key\]|[a-z_-]+\[.*\])$")
 """Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""
 
 
@@ -158,12 +158,14 @@ def _loc_text(loc: Any) -> str:
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route answers on this path (Starlette's 405 names only the first route's)."""
-    methods: set[str] = set()
-    for route in request.app.routes:
-        regex = getattr(route, "path_regex", None)
-        if regex is not None and getattr(route, "methods", None) and regex.match(request.url.path):
-            methods.update(route.methods)
-    return sorted(methods)
+    from starlette.routing import Match
+
+    allowed = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        scope = dict(request.scope, method=method)
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 def install_handlers(app: FastAPI) -> None:
