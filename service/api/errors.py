@@ -104,8 +104,8 @@ async def _explain(request: Request, detail: dict) -> str:
     """The message of one validation error, with how to fix it where we can tell."""
     from service.api import hints
 
-    loc, kind = detail["loc"], detail.get("type", "")
-    message = f"{_loc_text(loc)}: {detail['msg']}"
+    loc, kind = detail["loc"], detail.get("type", "")  # pydantic's location, union tags included (hints need them)
+    message = f"{_loc_text(user_loc(loc))}: {detail['msg']}"
     if loc == ["body"] and kind in ("model_attributes_type", "dict_type", "model_type", "missing"):
         sent = request.headers.get("content-type")
         if not sent or "json" not in sent.lower():
@@ -179,7 +179,7 @@ def install_handlers(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = []
         for err in exc.errors():
-            loc = user_loc(list(err.get("loc", ())))
+            loc = list(err.get("loc", ()))
             details.append({"loc": loc, "msg": err.get("msg", ""), "type": err.get("type", "")})
             ctx = err.get("ctx")
             if err.get("type") == "json_invalid" and isinstance(ctx, dict) and isinstance(ctx.get("error"), str):
@@ -189,6 +189,7 @@ def install_handlers(app: FastAPI) -> None:
         message = (await _explain(request, first) if details else "body: invalid request") + more
         for detail in details:
             detail.pop("ctx", None)
+            detail["loc"] = user_loc(detail["loc"])
         return JSONResponse(_body("validation_error", message, details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
