@@ -78,6 +78,46 @@ def numbered_lines(text: IO[str]) -> Iterator[tuple[int, str]]:
         raise ModelFileError(number_ + 1, f"the gzip stream is damaged: {exc}") from None
 
 
+class Header:
+    """The key-value lines before a model file's body (`w` for LIBLINEAR, `SV` for LIBSVM), with their lines."""
+
+    def __init__(self, lines: Iterator[tuple[int, str]], terminator: str, fields: tuple[str, ...], format_name: str,
+                 refuse=lambda key, values: None):
+        self.values: dict[str, tuple[int, list[str]]] = {}
+        self.end = 0
+        for self.end, line in lines:
+            parts = line.split()
+            if not parts:
+                continue
+            key, values = parts[0], parts[1:]
+            if key == terminator:
+                if values:
+                    raise ModelFileError(self.end, f"`{terminator}` must stand alone on its line, found {line.strip()!r}")
+                return
+            if key not in fields:
+                raise ModelFileError(self.end, f"unknown header field {key!r}: a {format_name} model file has "
+                                               f"{', '.join(fields)}, then `{terminator}`")
+            if key in self.values:
+                raise ModelFileError(self.end, f"{key} is given twice (first on line {self.values[key][0]})")
+            reason = refuse(key, values)
+            if reason:
+                raise ModelFileError(self.end, reason)
+            self.values[key] = (self.end, values)
+        raise ModelFileError(self.end or 1, f"no `{terminator}` line: this is not a {format_name} model file (or it is cut short)")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def field(self, name: str, count: int | None = 1) -> tuple[int, list[str]]:
+        """(line, values) of a header field, which must be there with ``count`` values."""
+        if name not in self.values:
+            raise ModelFileError(self.end, f"the header has no {name} line (needed before the body)")
+        where, values = self.values[name]
+        if count is not None and len(values) != count:
+            raise ModelFileError(where, f"{name} takes {count} value{'s' if count != 1 else ''}, found {len(values)}")
+        return where, values
+
+
 def parse_float(token: str, line: int, what: str) -> float:
     """A finite number, or a ModelFileError naming the line and what the token should have been."""
     try:

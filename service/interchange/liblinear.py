@@ -30,7 +30,7 @@ from typing import IO, Iterator
 import numpy as np
 
 from service.interchange.common import (
-    ROWS_PER_PIECE, ExportRefused, ModelFileError, format_matrix, integral_labels, number, numbered_lines,
+    ROWS_PER_PIECE, ExportRefused, Header, ModelFileError, format_matrix, integral_labels, number, numbered_lines,
     parse_float, parse_int,
 )
 
@@ -88,37 +88,14 @@ def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
 def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
     """(metadata, arrays) of a LIBLINEAR model file; ModelFileError names the line of anything wrong."""
     lines = numbered_lines(text)
-    header: dict[str, tuple[int, list[str]]] = {}
-    last = 0
-    for last, line in lines:
-        parts = line.split()
-        if not parts:
-            continue
-        key, values = parts[0], parts[1:]
-        if key == "w":
-            if values:
-                raise ModelFileError(last, f"`w` must stand alone on its line, found {line.strip()!r}")
-            break
-        if key not in HEADER_FIELDS:
-            raise ModelFileError(
-                last, f"unknown header field {key!r}: a LIBLINEAR model file has {', '.join(HEADER_FIELDS)}, then `w`"
-            )
-        if key in header:
-            raise ModelFileError(last, f"{key} is given twice (first on line {header[key][0]})")
+
+    def refuse(key: str, values: list[str]) -> str | None:
         if key == "solver_type" and values and values[0] in OTHER_TYPES:
-            raise ModelFileError(last, f"solver_type {values[0]} is a regression or one-class model; Hinge imports classifiers")
-        header[key] = (last, values)
-    else:
-        raise ModelFileError(last or 1, "no `w` line: this is not a LIBLINEAR model file (or it is cut short)")
+            return f"solver_type {values[0]} is a regression or one-class model; Hinge imports classifiers"
+        return None
 
-    def field(name: str, count: int | None = 1) -> tuple[int, list[str]]:
-        if name not in header:
-            raise ModelFileError(last, f"the header has no {name} line (needed before `w`)")
-        where, values = header[name]
-        if count is not None and len(values) != count:
-            raise ModelFileError(where, f"{name} takes {count} value{'s' if count > 1 else ''}, found {len(values)}")
-        return where, values
-
+    header = Header(lines, "w", HEADER_FIELDS, "LIBLINEAR", refuse)
+    field, last = header.field, header.end
     where, (solver_type,) = field("solver_type")
     if solver_type in OTHER_TYPES:
         raise ModelFileError(where, f"solver_type {solver_type} is a regression or one-class model; Hinge imports classifiers")

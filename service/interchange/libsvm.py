@@ -42,7 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.interchange.common import (
-    ROWS_PER_PIECE, ExportRefused, ModelFileError, integral_labels, number, numbered_lines, parse_float, parse_int,
+    ROWS_PER_PIECE, ExportRefused, Header, ModelFileError, integral_labels, number, numbered_lines, parse_float,
+    parse_int,
 )
 
 KERNEL_TYPES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid": "sigmoid"}
@@ -168,33 +169,14 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
     LIBSVM would count them in the distance.
     """
     lines = numbered_lines(text)
-    header: dict[str, tuple[int, list[str]]] = {}
-    last = 0
-    for last, line in lines:
-        parts = line.split()
-        if not parts:
-            continue
-        key, values = parts[0], parts[1:]
-        if key == "SV":
-            break
-        if key not in HEADER_FIELDS:
-            raise ModelFileError(last, f"unknown header field {key!r}: a LIBSVM model file has {', '.join(HEADER_FIELDS)}, then `SV`")
-        if key in header:
-            raise ModelFileError(last, f"{key} is given twice (first on line {header[key][0]})")
+
+    def refuse(key: str, values: list[str]) -> str | None:
         if key == "svm_type" and values and values[0] in OTHER_SVM_TYPES:
-            raise ModelFileError(last, f"svm_type {values[0]} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)")
-        header[key] = (last, values)
-    else:
-        raise ModelFileError(last or 1, "no `SV` line: this is not a LIBSVM model file (or it is cut short)")
+            return f"svm_type {values[0]} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)"
+        return None
 
-    def field(name: str, count: int | None = 1) -> tuple[int, list[str]]:
-        if name not in header:
-            raise ModelFileError(last, f"the header has no {name} line (needed before `SV`)")
-        where, values = header[name]
-        if count is not None and len(values) != count:
-            raise ModelFileError(where, f"{name} takes {count} value{'s' if count != 1 else ''}, found {len(values)}")
-        return where, values
-
+    header = Header(lines, "SV", HEADER_FIELDS, "LIBSVM", refuse)
+    field, last = header.field, header.end
     where, (svm_type,) = field("svm_type")
     if svm_type in OTHER_SVM_TYPES:
         raise ModelFileError(where, f"svm_type {svm_type} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)")
@@ -273,7 +255,7 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
     return meta, arrays
 
 
-def _read_kernel(header: dict, field) -> dict:
+def _read_kernel(header: Header, field) -> dict:
     where, (name,) = field("kernel_type")
     types = {v: k for k, v in KERNEL_TYPES.items()}
     if name == "precomputed":
