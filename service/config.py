@@ -62,6 +62,11 @@ class Settings(BaseSettings):
         default=0, ge=0, description="Seconds finished job records are kept; 0 keeps them until deleted."
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
+    follow_upload_bytes: int = Field(
+        default=16 * MiB, ge=0,
+        description="Uploads whose Content-Length is at least this are parsed while they arrive (an ingest process "
+        "follows the spooled file); smaller ones, and bodies without a length, are parsed once received.",
+    )
     model_cache_size: int = Field(default=64, ge=1, description="Models kept in memory by the API for predict.")
     worker_cores: int | None = Field(
         default=None,

@@ -81,6 +81,11 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str((self.directory / "redis.log").resolve()),
             "--maxmemory-policy", "noeviction",
+            # No automatic rewrite of the append-only file: Redis 6 would buffer every write made during
+            # one in memory (a whole upload, twice); the service compacts after large writes instead
+            # (service/storage/aof.py). Rewrites store strings uncompressed (binary arrays barely compress).
+            "--auto-aof-rewrite-percentage", "0",
+            "--rdbcompression", "no",
         ]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)

@@ -152,6 +152,24 @@ def warm_start_arguments(solver: str, previous, params: dict, previous_C: float 
     return {}
 
 
+FLOAT32_SOLVERS = ("dcd", "cpa", "ocas")
+"""Solvers whose kernels read float32 values directly (their warm-up compiles both value types)."""
+
+
+def data_for(solver: str, data: np.ndarray) -> np.ndarray:
+    """The feature values as ``solver`` takes them.
+
+    Data sets store values as float64 or float32 (``value_dtype``). The linear solvers (FLOAT32_SOLVERS)
+    get the stored array itself, float32 or float64 (the worker cache's memory map: no copy; they
+    accumulate in float64). smo and sampled_cuts get float64: a float32 data set is widened into a
+    copy holding exactly float64(float32(v)), 8 bytes per stored value, for the time of the fit.
+    Indices (int32) and indptr (int64) go to every solver as stored.
+    """
+    if solver in FLOAT32_SOLVERS or data.dtype == np.float64:
+        return data
+    return np.asarray(data, dtype=np.float64)
+
+
 def adapter(solver: str):
     """The adapter for a solver name (KeyError names the solver)."""
     try:

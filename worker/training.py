@@ -104,7 +104,8 @@ def fit_problems(
     the trace points of problem k.
     """
     fit = registry.adapter(solver)
-    indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
+    indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
+    data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
     pairs = class_weight_pairs(labels, params.get("class_weight"))
@@ -294,7 +295,8 @@ def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: in
 def _train_pairwise(params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
     """cpa with an ordinal, ROC-area or ranking objective: one problem over the labels as ranks."""
     objective = params["objective"]
-    indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
+    indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
+    data = registry.data_for("cpa", np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"], dtype=np.float64)
     qid = np.asarray(arrays["qid"]) if objective == "ranking" else None
     estimator = ProblemsEstimator("cpa", params, 1)

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 import redis
 
-from service.storage import arrays, keys
+from service.storage import aof, arrays, keys
 
 
 class RecordStore:
@@ -35,7 +35,22 @@ class RecordStore:
         manifest: dict = {}
         try:
             manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
-            record = dict(meta, arrays=manifest)
+        except BaseException:
+            self._remove(meta["id"], meta["tenant"], manifest)
+            raise
+        return self.commit(meta, manifest)
+
+    def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
+        """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest)."""
+        return arrays.StagedArrays(self.client, self.key_of(record_id), self.chunk_bytes, background=background)
+
+    def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
+        """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
+
+        On failure everything staged under the record is removed."""
+        owner = self.key_of(meta["id"])
+        try:
+            record = dict(meta, arrays=dict(manifest))
             with self.client.pipeline(transaction=True) as pipe:
                 arrays.persist_commands(pipe, owner, manifest)
                 pipe.set(owner, json.dumps(record))
@@ -51,6 +66,7 @@ class RecordStore:
         except BaseException:
             self._remove(meta["id"], meta["tenant"], manifest)
             raise
+        aof.compact_if_due(self.client)
         return record
 
     def get(self, record_id: str, tenant: str) -> dict | None:
@@ -83,12 +99,17 @@ class RecordStore:
         """The record's binary arrays (all, or the names given)."""
         return arrays.read(self.client, self.key_of(record["id"]), record["arrays"], names)
 
+    def iter_array_chunks(self, record: dict, name: str):
+        """The raw bytes of one of the record's arrays, chunk by chunk (KeyError if a chunk is missing)."""
+        return arrays.iter_chunks(self.client, self.key_of(record["id"]), name, record["arrays"][name])
+
     def delete(self, record_id: str, tenant: str) -> bool:
         """Remove a record of this tenant; False when there was none."""
         record = self.get(record_id, tenant)
         if record is None:
             return False
         self._remove(record_id, tenant, record.get("arrays", {}), counted=True)
+        aof.compact_if_due(self.client)
         return True
 
     def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False) -> None:

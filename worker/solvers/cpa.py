@@ -318,6 +318,7 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
             "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
             "violation": violation,
             "n_cuts": rp.t,
+            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
             "qp_s": t_qp,
             "outputs_s": t_out,
             "cut_s": t_cut,

@@ -14,8 +14,8 @@ active, n rows, d features, one pass = the non-zeros of the data):
 * ``OutputCuts`` keeps every cut as its row coefficients gamma (n small integers) and its outputs
   X z_k (n numbers), never as a vector over the features. New Gram row: H_tk = <z_t, z_k> =
   sum_i gamma_ti <x_i, z_k> = sum over the cut's rows of gamma_ti (X z_k)_i, so t sums over the new
-  cut's rows; the new cut's own outputs cost one gather pass (after a scatter into a scratch vector
-  that is cleared again row by row); outputs of w_t: sum_k alpha_k X z_k (t_a * n), no pass at all.
+  cut's rows; the new cut's own outputs cost one gather pass; outputs of w_t: sum_k alpha_k X z_k
+  (t_a * n), no pass at all.
   No cost grows with d x t: this is the form for data with more features than rows (text, hashed
   features), where dense cuts made OCAS and CPA spend most of their time on the reduced problem.
 
@@ -27,8 +27,15 @@ coefficients beta_k of every cut, u_k = <w_b, z_k>, |w_b|^2, and in rho the coef
 already dropped from the working set; every update is O(t) or O(n), and w_b is built as a vector
 over the features once, at the end (one scatter pass).
 
+Both forms build each new cut's vector incrementally (``CurrentCut``): from the previous cut, by the
+rows whose coefficient changed, so that a cut costs the non-zeros of the rows that flipped rather than
+of all its rows.
+
 The cut data live in slots; the reduced problem remembers each cut's slot and hands back the slots
-of the cuts it drops.
+of the cuts it drops. The stored cuts may use a quarter of the data's own bytes (``cut_budget``, at
+least 32 cuts): at 2,000,000 rows x 10^6 features a dense cut is 8 MB, so past the budget the cuts with
+alpha = 0 go first (this never lowers the lower bound), and the store grows only when every cut is
+active.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from numba import njit, prange
 
 from worker.solvers.data_passes import (
     available_cores,
-    clear_rows,
     feature_ranges,
     fill,
     gather_outputs,
@@ -54,23 +60,35 @@ from worker.solvers.reduced_qp import ReducedProblem
 # ---------------------------------------------------------------------------------------------
 
 
+DENSE_BLOCK = 4096
+"""Features per block of the dense kernels: a block of the new cut (or of w) stays in cache while every
+stored cut's block streams past it, so a Gram row or a combination reads each stored cut once."""
+
+
 @njit(cache=True)
-def _dense_dot(Z, s, new):
-    acc = 0.0
-    for f in range(Z.shape[1]):
-        acc += Z[s, f] * Z[new, f]
-    return acc
+def _dense_dots(Z, slots, k0, k1, new, out):
+    """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features."""
+    d = Z.shape[1]
+    for k in range(k0, k1):
+        out[k] = 0.0
+    for f0 in range(0, d, DENSE_BLOCK):
+        f1 = min(f0 + DENSE_BLOCK, d)
+        for k in range(k0, k1):
+            s = slots[k]
+            acc = 0.0
+            for f in range(f0, f1):
+                acc += Z[s, f] * Z[new, f]
+            out[k] += acc
 
 
 @njit(cache=True, parallel=True)
-def _dense_gram_row(Z, slots, t, new, out, serial):
-    """out[k] = <Z[slots[k]], Z[new]> for k < t."""
-    if serial:
-        for k in range(t):
-            out[k] = _dense_dot(Z, slots[k], new)
+def _dense_gram_row(Z, slots, t, new, out, n_parts):
+    """out[k] = <Z[slots[k]], Z[new]> for k < t; the cuts split into n_parts groups (1: serial)."""
+    if n_parts <= 1:
+        _dense_dots(Z, slots, 0, t, new, out)
     else:
-        for k in prange(t):
-            out[k] = _dense_dot(Z, slots[k], new)
+        for p in prange(n_parts):
+            _dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)
 
 
 @njit(cache=True)
@@ -129,6 +147,21 @@ def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
             _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
 
 
+@njit(cache=True)
+def _changed_rows(gamma, previous, flips, delta):
+    """Rows where gamma differs from previous: their numbers into flips, gamma - previous into delta
+    (at the row), previous updated; returns how many."""
+    m = 0
+    for i in range(gamma.shape[0]):
+        g = gamma[i]
+        if g != previous[i]:
+            delta[i] = g - previous[i]
+            previous[i] = g
+            flips[m] = i
+            m += 1
+    return m
+
+
 # ---------------------------------------------------------------------------------------------
 # the data and its partitions, shared by both forms
 # ---------------------------------------------------------------------------------------------
@@ -174,24 +207,78 @@ def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: 
                 feature_ranges(indices, n_features, n_threads), rows_sorted(indptr, indices), n_threads)
 
 
-class _Slots:
-    """Slot numbers for cut data; capacity doubles when full (callers reallocate their arrays)."""
+MEMORY_SHARE = 0.25
+"""The stored cuts may take this share of the data's own bytes (at least MIN_CUTS cuts): past it, cuts
+whose alpha is 0 at the last solve are dropped before a new one is added (their loss changes no lower
+bound). Only when every stored cut is active does the store grow beyond it."""
+MIN_CUTS = 32
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.free = list(range(capacity - 1, -1, -1))
+
+def cut_budget(X: Data, bytes_per_cut: int) -> int:
+    """How many cuts fit in MEMORY_SHARE of the data's bytes (at least MIN_CUTS)."""
+    data_bytes = int(X.indptr[-1]) * (X.indices.itemsize + X.data.itemsize)
+    return max(MIN_CUTS, int(MEMORY_SHARE * data_bytes) // max(1, bytes_per_cut))
+
+
+class _Slots:
+    """Slot numbers for cut data; when full, capacity doubles up to the budget, then grows by a quarter
+    (callers reallocate their arrays)."""
+
+    def __init__(self, capacity: int, budget: int) -> None:
+        self.capacity = min(capacity, budget)
+        self.budget = budget
+        self.free = list(range(self.capacity - 1, -1, -1))
 
     def take(self) -> tuple[int, bool]:
         grew = False
         if not self.free:
             old = self.capacity
-            self.capacity = 2 * old
+            self.capacity = min(2 * old, self.budget) if old < self.budget else old + max(1, old // 4)
             self.free = list(range(self.capacity - 1, old - 1, -1))
             grew = True
         return self.free.pop(), grew
 
     def give(self, slot: int) -> None:
         self.free.append(int(slot))
+
+
+class CurrentCut:
+    """The newest cut as a dense vector z = X_aug^T gamma, updated by the rows whose coefficient changed.
+
+    Consecutive cuts of a cutting-plane run differ in few rows (paper 001, Section 3.1, as SVMperf
+    updates its cut by the examples that flipped): adding (gamma_i - previous_i) x_i over those rows
+    costs their non-zeros instead of all the cut's rows plus clearing the vector. Sums kept this way
+    drift by rounding, so the vector is rebuilt from scratch every REFRESH cuts, and whenever more rows
+    changed than the new cut has (the decision counts rows, not non-zeros, so that explicit zeros in
+    the data change nothing).
+    """
+
+    REFRESH = 64
+
+    def __init__(self, X: Data) -> None:
+        self.X = X
+        self.z = np.zeros(X.d + 1)
+        self.previous = np.zeros(X.n)
+        self.delta = np.zeros(X.n)
+        self.flips = np.zeros(X.n, dtype=np.int64)
+        self.since_refresh = self.REFRESH
+        self._parts = max(1, X.n_threads)
+
+    def update(self, gamma, rows, n_rows, gsum) -> np.ndarray:
+        """z for the new coefficients gamma (non-zero exactly at rows[:n_rows]); returns the vector."""
+        X = self.X
+        n_flips = _changed_rows(gamma, self.previous, self.flips, self.delta)
+        if self.since_refresh >= self.REFRESH or n_flips >= n_rows:
+            fill(self.z, 0.0, self._parts)
+            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, self.z,
+                         X.serial)
+            self.since_refresh = 0
+        else:
+            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, X.franges, X.sorted_rows,
+                         self.z, X.serial)
+            self.since_refresh += 1
+        self.z[X.d] = X.B * gsum
+        return self.z
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,20 +295,24 @@ class DenseCuts:
         self.X = X
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
-        self.slots = _Slots(capacity)
-        self.Z = np.zeros((capacity, self.d1))
+        self.budget = cut_budget(X, 8 * self.d1)
+        self.slots = _Slots(capacity, self.budget)
+        self.Z = np.zeros((self.slots.capacity, self.d1))
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
         self.best = np.zeros(self.d1)
         self._row = np.zeros(capacity)
         self._parts = max(1, X.n_threads)  # fill() runs serially for one part
-        self._fparts = np.linspace(0, self.d1, self._parts + 1).astype(np.int64)
+        self._fparts = np.append(np.arange(0, self.d1, DENSE_BLOCK), self.d1).astype(np.int64)  # feature blocks
         self._zero_d = np.zeros(self.d1)
+        self.current = CurrentCut(X)
 
     # -- cuts --------------------------------------------------------------------------------------
 
     def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
         """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             Z = np.zeros((self.slots.capacity, self.d1))
@@ -229,13 +320,11 @@ class DenseCuts:
             self.Z = Z
         X = self.X
         z = self.Z[slot]
-        fill(z, 0.0, self._parts)
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
-        z[X.d] = X.B * gsum
+        z[:] = self.current.update(gamma, rows, n_rows, gsum)
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, X.serial)
+        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, 1 if X.serial else X.n_threads)
         self.rp.add_cut(self._row, float(z @ z), b, slot)
 
     def drop_inactive(self, max_inactive: int) -> int:
@@ -304,12 +393,14 @@ class OutputCuts:
     def __init__(self, X: Data, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
-        self.slots = _Slots(capacity)
         self.coef_dtype = np.dtype(coef_dtype)
         n = X.n
+        self.budget = cut_budget(X, n * (8 + self.coef_dtype.itemsize))
+        self.slots = _Slots(capacity, self.budget)
+        capacity = self.slots.capacity
         self.outs = np.zeros((capacity, n))
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
-        self.z = np.zeros(X.d + 1)
+        self.current = CurrentCut(X)
         self._row = np.zeros(capacity)
         self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         # OCAS's best-so-far point: w_b = s0 w0 + X^T (rho + sum_k beta[slot_k] gamma_k)
@@ -342,20 +433,13 @@ class OutputCuts:
 
         ``o_b`` (OCAS): the outputs of w_b, for u_new = <w_b, z_new>.
         """
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             self._grow()
         X = self.X
-        z = self.z
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
-        z[X.d] = X.B * gsum
-        X.outputs(z, self.outs[slot])
-        # clear the scratch row by row, or all at once when that is cheaper
-        if X.indptr[-1] > 0 and n_rows * (X.indptr[-1] / max(X.n, 1)) < z.shape[0] / 4:
-            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z, X.serial)
-            z[X.d] = 0.0
-        else:
-            fill(z, 0.0, self._parts)
+        X.outputs(self.current.update(gamma, rows, n_rows, gsum), self.outs[slot])
         self.coefs[slot] = gamma
         t = self.rp.t
         if self._row.shape[0] < t + 1:
@@ -469,8 +553,9 @@ def warm_up() -> None:
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.array([0, 2], dtype=np.int64)
     weights = np.array([0.5, 0.0, 0.25, 0.0])
+    _changed_rows(np.array([1.0, 0.0, -1.0]), np.zeros(3), np.zeros(3, dtype=np.int64), np.zeros(3))
     for serial in (True, False):
-        _dense_gram_row(Z, slots, 3, 3, out, serial)
+        _dense_gram_row(Z, slots, 3, 3, out, 1 if serial else 2)
         for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
             _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
             _dot_rows(gamma, rows, 2, Z[0])

@@ -49,9 +49,10 @@ itself is O(m) and serial, see ``worker.solvers.line_search``), the cut sum by f
 chunk order, so one thread and several give bit-identical results.
 
 Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, gap_rel
-= gap / primal, n_cuts, step k*, and the seconds of the phases: qp_s (reduced problem), output_s
-(outputs of w_t), line_search_s, update_s (moving o_b, choosing the cut's rows, the loss at w_b),
-cut_s (the new cut: its sum, its outputs or Gram row, dropping inactive cuts). ``extra["seconds"]``
+= gap / primal, n_cuts, n_active_cuts (alpha > 0), step k*, and the seconds of the phases: qp_s
+(reduced problem), output_s (outputs of w_t), line_search_s, update_s (moving o_b, choosing the
+cut's rows, the loss at w_b), cut_s (the new cut: its sum, its outputs or Gram row, dropping
+inactive cuts). ``extra["seconds"]``
 holds their totals, ``extra["cut_form"]`` the form of the cuts ("dense" or "outputs"),
 ``extra["threads"]`` the threads used, ``extra["gap_rel"]`` the certified relative gap of the
 returned model: (F(w) - D) / F(w), an upper bound on how far above the optimum it lies.
@@ -254,6 +255,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
             "gap": gap,
             "gap_rel": gap / F_b if F_b > 0 else 0.0,
             "n_cuts": rp.t,
+            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
             "step": k_star,
             **{f"{key}_s": value for key, value in step.items()},
         })
