@@ -267,6 +267,7 @@ class Readiness:
         self.announced = False
         self.reported: set[str] = set()
         self.slowest: dict[str, float] = {}
+        self.known: list[str] = []  # every solver a warming beat named, in the order named
         self._client = None
 
     def _beats(self) -> dict:
@@ -297,6 +298,12 @@ class Readiness:
         except (OSError, ValueError, KeyError, TypeError):
             return self.KERNEL_SECONDS_GUESS
 
+    def _report(self, name: str, how_long: str) -> None:
+        if name in self.reported:
+            return
+        self.reported.add(name)
+        _log(f"  kernels of {name} ready ({how_long}) [{len(self.reported)}/{max(len(self.known), 1)}]")
+
     def poll(self) -> None:
         """Look once; print what changed."""
         if self.ready:
@@ -313,15 +320,20 @@ class Readiness:
                 for name, seconds in state.get("done", {}).items():
                     self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
             still = {name for state in warming for name in state.get("left", [])}
-            total = len(self.slowest) + len(still - set(self.slowest))
+            for name in [*self.slowest, *sorted(still)]:
+                if name not in self.known:
+                    self.known.append(name)
             for name in list(self.slowest):
-                if name not in still and name not in self.reported:
-                    self.reported.add(name)
-                    _log(f"  kernels of {name} ready ({self.slowest[name]:.1f} s) [{len(self.reported)}/{max(total, 1)}]")
+                if name not in still:
+                    self._report(name, f"{self.slowest[name]:.1f} s")
         ready_workers = sum(1 for b in beats.values() if b.get("ready"))
         if ready_workers >= wanted and self._api_up():
             self.ready = True
             if self.announced:
+                # A worker may finish its last solvers and turn ready between two looks (its final warming
+                # beat is replaced by the ready one): what was named and not yet reported is done now.
+                for name in self.known:
+                    self._report(name, "done")
                 try:
                     (self.supervisor.data_dir / self.TIMES_FILE).write_text(json.dumps({"seconds": elapsed}))
                 except OSError:

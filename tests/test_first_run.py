@@ -117,3 +117,28 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
     gone = subprocess.run([sys.executable, "-m", "service.cli", "keys", "list"], env=dict(env, HINGE_DATA_DIR=str(data_dir)),
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert gone.returncode == 2 and "hinge serve" in gone.stderr
+
+
+def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_looks(tmp_path, monkeypatch, capsys):
+    """A worker can compile its last solvers and turn ready between two looks (its final warming beat is
+    replaced by the ready one): the ready line still comes after one line per solver named while warming."""
+    from service import cli
+
+    class Supervisor:
+        workers = [object()]
+        data_dir = tmp_path
+        api_url = "http://127.0.0.1:1"
+
+    readiness = cli.Readiness(Supervisor())
+    readiness.started -= 5.0  # past the one-second grace before "compiling" is said
+    beats = [{"w": {"warming": {"done": {"dcd": 1.0}, "left": ["cpa", "ocas", "smo", "sampled_cuts"]}}},
+             {"w": {"warming": {"done": {"dcd": 1.0, "cpa": 2.0}, "left": ["ocas", "smo", "sampled_cuts"]}}},
+             {"w": {"ready": True}}]
+    monkeypatch.setattr(readiness, "_beats", lambda: beats.pop(0))
+    monkeypatch.setattr(readiness, "_api_up", lambda: True)
+    for _ in range(3):
+        readiness.poll()
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hinge: ")]
+    kernels = [line for line in said if "kernels of" in line]
+    assert [line.split()[3] for line in kernels] == ["dcd", "cpa", "ocas", "sampled_cuts", "smo"]
+    assert kernels[-1].endswith("[5/5]") and said[-1].startswith("hinge: ready: ")
