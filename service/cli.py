@@ -3,11 +3,9 @@
 `hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
 (hashed) in Redis (see service/storage/apikeys.py); it needs REDIS_URL.
 
-`hinge serve` is a small supervisor: it starts an embedded Redis (unless REDIS_URL is set), the
-API (uvicorn) and the worker processes, restarts a worker that dies, and on Ctrl-C or SIGTERM
-stops all of them: workers and API get SIGTERM and a grace period, then SIGKILL (their whole
-process group, work horses included), and Redis last, so its append-only file is complete.
-Every child also asks the kernel to terminate it if the supervisor itself dies.
+`hinge serve` runs a small supervisor (service/supervisor.py): it starts an embedded Redis (unless
+REDIS_URL is set), the API (uvicorn) and the worker processes, replaces a worker that dies, and on
+Ctrl-C, SIGTERM or SIGHUP stops the workers (they checkpoint their jobs), then the API, then Redis.
 """
 
 from __future__ import annotations
@@ -15,13 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-GRACE_S = 30.0  # as docker/compose.yaml's stop_grace_period: a stopping worker checkpoints its job
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
 
@@ -68,6 +62,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     from service.config import get_settings
     from service.logs import uvicorn_log_config
+    from service.supervisor import API_GRACE_S
 
     settings = get_settings()
     if not settings.redis_url:
@@ -81,6 +76,8 @@ def cmd_api(args: argparse.Namespace) -> int:
         log_level=args.log_level.lower(),
         log_config=uvicorn_log_config(args.log_level, settings.log_format),
         access_log=not args.no_access_log,
+        workers=args.processes if args.processes > 1 else None,
+        timeout_graceful_shutdown=API_GRACE_S,
     )
     return 0
 
@@ -138,109 +135,11 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # pragma: no cover
 
 
-class Supervisor:
-    """Starts and stops Redis, the API and the workers of `hinge serve`."""
-
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.data_dir = Path(args.data_dir).resolve()
-        self.redis = None
-        self.api: subprocess.Popen | None = None
-        self.workers: list[subprocess.Popen] = []
-        self.stopping = False
-        self.env = dict(os.environ)
-
-    def _spawn(self, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
-
-    def _spawn_worker(self) -> subprocess.Popen:
-        # The worker gets SIGTERM from stop() and forwards it to its running solver (checkpoint).
-        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
-
-    def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.env["HINGE_DATA_DIR"] = str(self.data_dir)
-        self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-        if not self.env.get("REDIS_URL"):
-            from service.embedded_redis import EmbeddedRedis
-
-            from service.config import get_settings
-
-            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port,
-                                       appendfsync=get_settings().redis_appendfsync).start()
-            self.env["REDIS_URL"] = self.redis.url
-            _log(f"embedded Redis on {self.redis.url}, append-only file in {self.data_dir / 'redis'}")
-        else:
-            _log(f"using Redis at {self.env['REDIS_URL']}")
-        self.api = self._spawn([
-            sys.executable, "-m", "service.cli", "api", "--host", self.args.host, "--port", str(self.args.port),
-            "--die-with-parent", "--log-level", self.args.log_level,
-        ])
-        self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
-        _log(f"API on http://{self.args.host}:{self.args.port} with {self.args.workers} worker(s); Ctrl-C stops")
-
-    def watch(self) -> int:
-        restarts: list[float] = []
-        while not self.stopping:
-            time.sleep(0.5)
-            if self.api is not None and self.api.poll() is not None:
-                _log(f"the API exited with code {self.api.returncode}; stopping")
-                return 1
-            for i, proc in enumerate(self.workers):
-                if proc.poll() is not None and not self.stopping:
-                    now = time.monotonic()
-                    restarts = [t for t in restarts if now - t < 60] + [now]
-                    if len(restarts) > 10:
-                        _log("workers keep dying (more than 10 restarts in a minute); stopping")
-                        return 1
-                    _log(f"worker {proc.pid} exited with code {proc.returncode}; starting another")
-                    self.workers[i] = self._spawn_worker()
-        return 0
-
-    def stop(self) -> None:
-        children = [p for p in [self.api, *self.workers] if p is not None]
-        for proc in children:
-            _signal_group(proc, signal.SIGTERM)
-        end = time.monotonic() + GRACE_S
-        for proc in children:
-            try:
-                proc.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for proc in children:
-            _signal_group(proc, signal.SIGKILL)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-        if self.redis is not None:
-            self.redis.stop()
-        _log("stopped")
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the whole service in the foreground."""
-    supervisor = Supervisor(args)
+    """Run the whole service in the foreground (see service/supervisor.py for the stop sequence)."""
+    from service.supervisor import serve
 
-    def _stop(signum, frame):
-        supervisor.stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    code = 0
-    try:
-        supervisor.start()
-        code = supervisor.watch()
-    finally:
-        supervisor.stop()
-    return code
+    return serve(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
                        help="Where Redis keeps its data and workers cache data sets (default ./hinge-data).")
     serve.add_argument("--redis-port", type=int, default=None, help="Port of the embedded Redis (default: a free one).")
+    serve.add_argument("--api-processes", type=int, default=1,
+                       help="API processes sharing the port (default 1).")
     serve.add_argument("--log-level", default="info", help="Log level of the API and workers.")
 
     api = sub.add_parser("api", help="Run the API only (needs REDIS_URL).")
@@ -262,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=8000)
     api.add_argument("--log-level", default="info")
     api.add_argument("--no-access-log", action="store_true", help="Do not log every request.")
+    api.add_argument("--processes", type=int, default=1, help="API processes sharing the port (default 1).")
     api.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
 
     sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)

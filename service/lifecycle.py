@@ -26,13 +26,15 @@ therefore does nothing while Redis's uptime is below ``worker_lease_s``: live wo
 rewritten their keys by then.
 
 The reaper also sweeps the enqueue outbox (``service.queueing``): a job accepted by an API that
-died before it reached RQ is enqueued.
+died before it reached RQ is enqueued. With ``job_ttl_s`` set it deletes the jobs that finished
+longer ago than that (record, trace, cancel flag; their models stay).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 
@@ -107,6 +109,46 @@ def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) ->
     return None
 
 
+def hand_back_job(jobs: JobStore, queue: JobQueue, job: dict, why: str) -> bool:
+    """Put a running job back at the front of its queue; its retries are not used up (it was stopped, not lost).
+
+    Fenced on the run number in ``job``: False when the job had already moved on.
+    """
+    run = str(job.get("attempts", "0"))
+    moved = jobs.transition(job["id"], ("running",), "queued", fence=("attempts", run),
+                            delete=("started_at", "worker", "started_ts"))
+    if moved:
+        jobs.count_event("requeued_on_shutdown")
+        queue.enqueue(job["id"], job["tenant"], at_front=True,
+                      description=f"train {job['solver']} on {job['dataset_id']} (handed back)")
+        log.warning("job handed back to the queue: %s", why, extra={"job_id": job["id"]})
+    return moved
+
+
+def worker_pid(worker_id: str) -> int | None:
+    """The process id in a worker id of `hinge worker` (``<host>.<pid>.<suffix>``), or None."""
+    parts = worker_id.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def hand_back_jobs_of_workers(client: redis.Redis, settings: Settings, pids: set[int], why: str) -> list[str]:
+    """Hand back (see ``hand_back_job``) every running job of the workers with these pids on this host."""
+    jobs = JobStore(client)
+    queue = JobQueue(client, settings)
+    host = socket.gethostname()
+    moved = []
+    for job_id in jobs.running_ids():
+        job = jobs.get(job_id)
+        if job is None or job.get("status") != "running":
+            continue
+        worker_id = job.get("worker", "")
+        if worker_pid(worker_id) in pids and worker_id.rsplit(".", 2)[0] == host and hand_back_job(jobs, queue, job, why):
+            moved.append(job_id)
+    return moved
+
+
 class Reaper:
     """Finds running jobs whose worker is gone and releases them; sweeps the enqueue outbox."""
 
@@ -137,6 +179,8 @@ class Reaper:
             if outcome:
                 done[outcome] += 1
         done["enqueued"] = self.queue.sweep_outbox(older_than_s=max(5.0, 2 * self.settings.reap_interval_s))
+        if self.settings.job_ttl_s > 0:
+            done["expired"] = self.jobs.expire_finished(self.settings.job_ttl_s)
         return done
 
     def _lost_reason(self, job: dict, beats: dict[str, dict]) -> str | None:

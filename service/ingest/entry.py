@@ -7,7 +7,9 @@ kernel. Results cross the process boundary as plain dicts, errors included.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import os
 import signal
 import sys
 
@@ -15,11 +17,17 @@ _clients: dict = {}
 
 
 def init_process() -> None:
-    """Initializer of an ingest process: die with the parent, then load the parser kernels."""
+    """Initializer of an ingest process: die with the parent, then load the parser kernels.
+
+    When the pool stops it, the process leaves without the interpreter's finalization (about two
+    seconds with numba loaded, which a stopping API would wait for): registered last, this exit
+    handler runs first. Results have been written by then (the pool's result queue is synchronous).
+    """
     die_with_parent()
     from service.ingest import parser
 
     parser.warm_up()
+    atexit.register(os._exit, 0)
 
 
 def die_with_parent() -> None:
@@ -47,6 +55,7 @@ def ingest(
     zero_based: str | bool,
     label_column: str,
     limits: dict,
+    reserve_fraction: float = 0.0,
 ) -> dict:
     """Parse the spooled upload at ``path`` and store it; returns {"record": meta} or {"error": {...}}."""
     import numpy as np
@@ -54,6 +63,7 @@ def ingest(
 
     from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
     from service.labels import label_key
+    from service.storage.capacity import StorageFull
     from service.storage.records import dataset_store
 
     try:
@@ -97,5 +107,8 @@ def ingest(
     client = _clients.get(redis_url)
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
-    stored = dataset_store(client, chunk_bytes).create(record, arrays)
+    try:
+        stored = dataset_store(client, chunk_bytes, reserve_fraction).create(record, arrays)
+    except StorageFull as exc:
+        return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
     return {"record": stored}

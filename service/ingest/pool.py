@@ -46,8 +46,8 @@ class IngestPool:
             self.close()
             raise
 
-    def close(self) -> None:
-        """Stop the processes."""
+    def close(self, wait: bool = False) -> None:
+        """Stop the processes (``wait``: until they have exited, as the API does when it stops)."""
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.shutdown(wait=wait, cancel_futures=True)
             self._executor = None

@@ -69,8 +69,16 @@ class PredictRequest(StrictModel):
     instances: list[list[float] | dict[str, float]] = Field(
         description=(
             "Rows to predict: dense rows (lists of n_features numbers) or sparse rows "
-            "({\"index\": value} maps, indices numbered as in the training upload). Features the model "
-            "never saw (index beyond n_features) have weight 0."
+            "({\"index\": value} maps, indices numbered as in the training upload). A sparse index beyond "
+            "the model's features is refused (422 naming the row and the index) unless "
+            "`ignore_unknown_features` is true."
+        ),
+    )
+    ignore_unknown_features: bool = Field(
+        default=False,
+        description=(
+            "Score sparse rows that name features the model never saw (index beyond its n_features) as if those "
+            "values were 0, instead of refusing the request."
         ),
     )
 

@@ -199,6 +199,9 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
                 best_w[:] = w
             violation = (risk - xi) / m
             converged = violation <= tol
+            stopped = None if converged else control.check()  # before the cut's pass over the data
+            if stopped is not None:
+                break
             t3 = time.perf_counter()
             t_qp += t1 - t0
             t_out += t2 - t1
@@ -207,6 +210,9 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
             if not converged or qp_tol <= fine_tol:
                 break
             qp_tol = fine_tol
+        if stopped is not None:  # best_w is the best point so far
+            stop_reason = stopped
+            break
         t3 = time.perf_counter()
         if not converged:
             z[:] = 0.0

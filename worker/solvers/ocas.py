@@ -226,6 +226,10 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
         # output computation and line-search sort (parallel), then the sweep (main process)
         a["w"][:] = w_t
         res = pool.run("outputs_prep", [(r0, r1, B, C, block_rows) for r0, r1 in row_args])
+        stopped = control.check()  # each phase is a pass over the data: look between them (issue 9)
+        if stopped is not None:  # w_b and F_b are still the best point's
+            stop_reason = stopped
+            break
         t2 = time.perf_counter()
         counts = np.array([r[0] for r in res], dtype=np.int64)
         out_s = [r[1] for r in res]
@@ -250,8 +254,9 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
 
         gap = F_b - lower
         converged = gap <= max(tol_abs, tol_rel * F_b)
+        stopped = None if converged else control.check()
         cut_res = [(0.0, 0.0)] * p
-        if not converged:
+        if not converged and stopped is None:
             z = a["z"]
             cut_res = pool.run("cut_parts", segment_groups(a["z_parts"].shape[0], p))
             _sum_parts(a["z_parts"], z)
@@ -300,15 +305,18 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
         if converged:
             stop_reason = StopReason.CONVERGED
             break
-        reason = control.check()
+        reason = stopped or control.check()
         if reason is not None:
             stop_reason = reason
             break
 
-    # the returned objective from fresh outputs of w_b (not from the running convex combinations)
-    a["w"][:] = w_b
-    pool.run("outputs", [(r0, r1, B, block_rows) for r0, r1 in row_args])
-    objective = 0.5 * float(w_b @ w_b) + C * float(np.sum(a["hinge_blocks"]))
+    if stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
+        objective = F_b  # no further pass when asked to stop: F_b is w_b's objective (running outputs)
+    else:
+        # the returned objective from fresh outputs of w_b (not from the running convex combinations)
+        a["w"][:] = w_b
+        pool.run("outputs", [(r0, r1, B, block_rows) for r0, r1 in row_args])
+        objective = 0.5 * float(w_b @ w_b) + C * float(np.sum(a["hinge_blocks"]))
     solver_seconds = time.perf_counter() - start - trace_time
     return SolverResult(
         w=w_b[: d - 1].copy(),

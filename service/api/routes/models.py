@@ -140,16 +140,18 @@ async def predict(
     # Small requests are scored on the event loop (a thread hop costs more than the work);
     # large ones go to the thread pool so they do not hold up other requests.
     if len(body.instances) <= INLINE_PREDICT_ROWS:
-        return JSONResponse(score(request, store, model_id, tenant, body.instances))
-    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances))
+        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.ignore_unknown_features))
+    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances,
+                                                body.ignore_unknown_features))
 
 
 INLINE_PREDICT_ROWS = 16
 
 
-def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list) -> dict:
+def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list,
+          ignore_unknown: bool = False) -> dict:
     """Load (or reuse) the model and score the rows."""
     model = load_model(request, store, model_id, tenant)
-    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)))
+    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)), ignore_unknown)
     labels, scores = model.predict(matrix)
     return {"labels": labels, "scores": scores}

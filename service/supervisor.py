@@ -1,0 +1,351 @@
+"""`hinge serve`'s supervisor: starts embedded Redis, the API and the workers, and stops them in order.
+
+Process arrangement. The supervisor is the only process of `hinge serve` left in the process group
+(and session) it was started in. Redis, the API and every worker run in sessions of their own
+(``start_new_session``), so a Ctrl-C (SIGINT to the terminal's foreground process group), the SIGHUP
+of a closing terminal and a SIGTERM to the process group (``kill -- -PGID``) reach the supervisor
+alone, and it stops the others one after the other. Leaving them in the terminal's group would let
+every process act on the signal at the same moment: Redis would exit first and the workers could
+not store the jobs they were checkpointing (what happened before this design). Every child asks the
+kernel for a signal when the supervisor dies (PR_SET_PDEATHSIG), so even a SIGKILL of the
+supervisor leaves no process behind.
+
+A process manager may also signal every process of the service at once (systemd's default
+``KillMode=control-group``). Two rules keep that an orderly stop too: Redis runs with SIGTERM
+blocked (see ``service.embedded_redis``) and is stopped by the supervisor with Redis's SHUTDOWN
+command; a worker takes a repeated SIGTERM as the same request (``worker.main``).
+
+Orderly stop, on the first SIGINT, SIGTERM or SIGHUP, one log line per step saying what it waits for:
+
+1. the workers: SIGTERM to each worker process. Its running solver stops at its next check (within
+   a second) and the job stores its best model (``stop_reason: interrupted``) or goes back to the
+   queue (``HINGE_SHUTDOWN_POLICY``). A worker still running after ``shutdown_grace_s`` is killed
+   with its process group and its job is handed back to the queue (no retry is used up).
+2. the API: SIGTERM; uvicorn finishes the requests in flight (for at most ``API_GRACE_S``).
+3. Redis, last, once nothing writes to it: SHUTDOWN fsyncs the append-only file, then it exits.
+
+A second signal while stopping forces the stop: workers and API are killed with their process
+groups (work horses, subtask and ingest processes included), the jobs they ran go back to the
+queue, and Redis is stopped as in step 3. While the service runs, a worker that exits is replaced
+and an embedded Redis that dies is restarted from its append-only file on the same port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+API_GRACE_S = 2.0
+"""How long the API gets to finish the requests in flight when it is stopped."""
+POLL_S = 0.05
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def log(message: str) -> None:
+    """One line on stderr; a terminal that went away (SIGHUP) must not stop the shutdown."""
+    try:
+        print(f"hinge: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        try:
+            sys.stderr = open(os.devnull, "w")
+        except OSError:
+            pass
+
+
+class Supervisor:
+    """Starts and stops Redis, the API and the workers of `hinge serve` (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace):
+        from service.config import get_settings
+
+        self.args = args
+        self.settings = get_settings()
+        self.data_dir = Path(args.data_dir).resolve()
+        self.redis = None
+        self.api: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.signals = 0  # stop signals received: 1 orderly stop, 2 or more force it
+        self.env = dict(os.environ)
+        self._client = None
+
+    # -- signals ------------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        """SIGINT, SIGTERM and SIGHUP stop the service; a second one forces the stop."""
+        logging.getLogger("hinge").addHandler(logging.NullHandler())  # the supervisor says it with log()
+        for number in STOP_SIGNALS:
+            signal.signal(number, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signals += 1
+        self.last_signal = signal.Signals(signum).name
+        if self.signals == 2:
+            log(f"{self.last_signal} again: stopping at once")
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was requested."""
+        return self.signals >= 1
+
+    @property
+    def forced(self) -> bool:
+        """A second stop signal arrived: stop without waiting."""
+        return self.signals >= 2
+
+    # -- start --------------------------------------------------------------------------------
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
+
+    def _spawn_worker(self) -> subprocess.Popen:
+        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
+
+    def start(self) -> None:
+        """Start Redis (embedded unless REDIS_URL is set), the API and the workers."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.env["HINGE_DATA_DIR"] = str(self.data_dir)
+        self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+        if not self.env.get("REDIS_URL"):
+            from service.embedded_redis import EmbeddedRedis
+
+            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port,
+                                       appendfsync=self.settings.redis_appendfsync,
+                                       maxmemory=self.settings.redis_maxmemory).start()
+            self.env["REDIS_URL"] = self.redis.url
+            limit = f"{self.settings.redis_maxmemory / 2**20:.0f} MiB" if self.settings.redis_maxmemory else "none"
+            log(f"embedded Redis on {self.redis.url} (maxmemory {limit}), append-only file in {self.data_dir / 'redis'}")
+        else:
+            log(f"using Redis at {self.env['REDIS_URL']}")
+        if self.stopping:
+            return
+        self.api = self._spawn([
+            sys.executable, "-m", "service.cli", "api", "--host", self.args.host, "--port", str(self.args.port),
+            "--die-with-parent", "--log-level", self.args.log_level,
+            "--processes", str(getattr(self.args, "api_processes", 1)),
+        ])
+        self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
+        log(f"API on http://{self.args.host}:{self.args.port} with {self.args.workers} worker(s); Ctrl-C stops")
+
+    # -- run ----------------------------------------------------------------------------------
+
+    def watch(self) -> int:
+        """Replace workers that exit and an embedded Redis that dies, until a stop is requested."""
+        worker_restarts = RestartBudget(10)
+        redis_restarts = RestartBudget(3)
+        while not self.stopping:
+            time.sleep(0.1)
+            if self.stopping:
+                break
+            if self.api is not None and self.api.poll() is not None:
+                log(f"the API exited with code {self.api.returncode}; stopping")
+                return 1
+            if self.redis is not None and not self.redis.running():
+                if not redis_restarts.take():
+                    log("Redis keeps dying (more than 3 restarts in a minute); stopping")
+                    return 1
+                log(f"Redis exited with code {self.redis.process.returncode}; restarting it from its append-only file")
+                try:
+                    self.redis.start()
+                except RuntimeError as exc:
+                    log(f"Redis did not restart ({exc}); stopping")
+                    return 1
+            for i, proc in enumerate(self.workers):
+                if proc.poll() is not None and not self.stopping:
+                    if not worker_restarts.take():
+                        log("workers keep dying (more than 10 restarts in a minute); stopping")
+                        return 1
+                    log(f"worker {proc.pid} exited with code {proc.returncode}; starting another")
+                    _kill_group(proc)  # its heartbeat or subtask processes, if any are left
+                    self.workers[i] = self._spawn_worker()
+        return 0
+
+    # -- stop ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop workers, then the API, then Redis (see the module docstring); a second signal forces it."""
+        begin = time.monotonic()
+        reason = getattr(self, "last_signal", None)
+        workers = [p for p in self.workers if p.poll() is None]
+        if workers:
+            jobs = self._running_jobs(workers)
+            what = ", ".join(f"{p.pid} ({'job ' + jobs[p.pid] if p.pid in jobs else 'idle'})" for p in workers)
+            log(f"stopping{f' ({reason})' if reason else ''}: waiting up to {self.settings.shutdown_grace_s:g} s "
+                f"for worker(s) {what} to checkpoint their jobs and exit"
+                + ("; Ctrl-C again stops at once" if not self.forced else ""))
+            for proc in workers:
+                _signal(proc, signal.SIGTERM)
+            self._wait(workers, begin + self.settings.shutdown_grace_s)
+            stuck = [p for p in workers if p.poll() is None]
+            for proc in workers:
+                _kill_group(proc)  # what is left of each: heartbeat, work horse, subtask processes
+            for proc in workers:
+                _wait_quietly(proc, 5)
+                _wait_group_gone(proc.pid, 5)
+            if stuck:
+                log(f"worker(s) {', '.join(str(p.pid) for p in stuck)} "
+                    f"{'killed' if self.forced else 'did not stop in time: killed'}")
+                self._hand_back_jobs(stuck)
+            else:
+                log(f"workers stopped ({time.monotonic() - begin:.1f} s)")
+        if self.api is not None and self.api.poll() is None:
+            step = time.monotonic()
+            log(f"waiting up to {API_GRACE_S:g} s for the API (pid {self.api.pid}) to finish the requests in flight")
+            _signal(self.api, signal.SIGTERM)
+            self._wait([self.api], step + API_GRACE_S + 1.0)
+            killed = self.api.poll() is None
+            _kill_group(self.api)  # ingest processes
+            _wait_quietly(self.api, 5)
+            _wait_group_gone(self.api.pid, 5)  # an ingest process may write to Redis until it is gone
+            log("API killed" if killed else f"API stopped ({time.monotonic() - step:.1f} s)")
+        if self.redis is not None and self.redis.running():
+            step = time.monotonic()
+            log("stopping Redis last: waiting for it to write its append-only file and exit")
+            self._close_client()
+            self.redis.stop()
+            log(f"Redis stopped ({time.monotonic() - step:.1f} s)")
+        self._close_client()
+        log(f"stopped in {time.monotonic() - begin:.1f} s")
+
+    def _wait(self, procs: list[subprocess.Popen], until: float) -> None:
+        """Wait until every process exited, the time is up, or a second signal forces the stop."""
+        while any(p.poll() is None for p in procs):
+            if self.forced:
+                for proc in procs:
+                    _kill_group(proc)
+                return
+            if time.monotonic() >= until:
+                return
+            time.sleep(POLL_S)
+
+    # -- Redis look-ups for the stop ------------------------------------------------------------
+
+    def _redis_client(self):
+        if self._client is None:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+
+            self._client = redis.Redis.from_url(self.env["REDIS_URL"], socket_timeout=2.0, socket_connect_timeout=1.0,
+                                                retry=Retry(NoBackoff(), 0))
+        return self._client
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                pass
+            self._client = None
+
+    def _running_jobs(self, workers: list[subprocess.Popen]) -> dict[int, str]:
+        """pid -> id of the job the worker runs now (from the running jobs' records); empty if Redis is away."""
+        from service.lifecycle import worker_pid
+        from service.storage.jobs import JobStore
+
+        pids = {p.pid for p in workers}
+        found: dict[int, str] = {}
+        try:
+            jobs = JobStore(self._redis_client())
+            for job_id in jobs.running_ids():
+                pid = worker_pid((jobs.get(job_id) or {}).get("worker", ""))
+                if pid in pids:
+                    found[pid] = job_id
+        except Exception:
+            return {}
+        return found
+
+    def _hand_back_jobs(self, killed: list[subprocess.Popen]) -> None:
+        """Put the running jobs of killed workers back in the queue (no retry used up: they were stopped, not lost)."""
+        from service.lifecycle import hand_back_jobs_of_workers
+
+        try:
+            moved = hand_back_jobs_of_workers(self._redis_client(), self.settings, {p.pid for p in killed},
+                                              "hinge serve was stopped before the worker could checkpoint the job")
+        except Exception as exc:
+            log(f"could not hand back the jobs of the killed workers ({exc}); the reaper will requeue them")
+            return
+        for job_id in moved:
+            log(f"job {job_id} handed back to the queue")
+
+
+class RestartBudget:
+    """At most ``per_minute`` restarts in any minute (a child that dies at once must not spin forever)."""
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self.times: list[float] = []
+
+    def take(self) -> bool:
+        """Count a restart; False when it is one too many."""
+        now = time.monotonic()
+        self.times = [t for t in self.times if now - t < 60] + [now]
+        return len(self.times) <= self.per_minute
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.kill(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group the child leads (its own session: nothing else is in it)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process group still has a member that is not a zombie."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():  # not Linux: a zombie counts as alive
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while _group_alive(pgid) and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _wait_quietly(proc: subprocess.Popen, timeout: float) -> None:
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the whole service in the foreground until a stop signal (the body of `hinge serve`)."""
+    supervisor = Supervisor(args)
+    supervisor.install_signal_handlers()
+    code = 0
+    try:
+        supervisor.start()
+        code = supervisor.watch()
+    finally:
+        supervisor.stop()
+    return code
