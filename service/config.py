@@ -143,6 +143,11 @@ class Settings(BaseSettings):
         "use it (they are work already done) down to a fifth of it, which stays for job records, traces and status "
         "changes, so a full store keeps running jobs and serving predictions.",
     )
+    batch_nice: int = Field(
+        default=10, ge=0, le=19,
+        description="Niceness added to the processes that do batch work (workers, the API's parser processes), so "
+        "that requests are answered first when they compete for the cores; 0: same priority as the API.",
+    )
     body_timeout_s: float = Field(
         default=20.0, gt=0,
         description="A request body must start arriving, and keep arriving, within this many seconds (408).",

@@ -27,7 +27,8 @@ def data_dir(tmp_path_factory):
 
 
 def start_with_running_job(data_dir, env_extra=None) -> tuple[ServeRun, dict]:
-    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env_extra)
+    env = {"HINGE_REDIS_MAXMEMORY": str(256 * 2**20), **(env_extra or {})}
+    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env)
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:
@@ -77,6 +78,7 @@ def test_every_way_of_stopping_checkpoints_the_running_job(data_dir, how):
     assert "lost" not in record
     if how != "sighup":  # after SIGHUP the terminal is gone: nothing can be read from it
         lines = run.supervisor_lines()
+        assert "maxmemory 256 MiB" in lines[0], lines[0]  # HINGE_REDIS_MAXMEMORY reaches the embedded Redis
         assert any("waiting up to" in line and "checkpoint" in line and job["id"] in line for line in lines), \
             "\n".join(lines)
         assert any("stopping Redis last" in line for line in lines), lines

@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     os.environ["HINGE_WORKER_ID"] = name
     beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
+    from service.ingest.entry import lower_priority
+
+    lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     seconds = warm_up_all()
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)

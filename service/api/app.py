@@ -111,8 +111,9 @@ class BodyTimeoutMiddleware:
             if wait <= 0:
                 raise BodyTimeout(received, self.timeout_s, self.min_rate, slow=True)
             try:
-                message = await asyncio.wait_for(receive(), wait)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(wait):  # a timer on this task (wait_for would start another task)
+                    message = await receive()
+            except TimeoutError:
                 raise BodyTimeout(received, self.timeout_s, self.min_rate,
                                   slow=loop.time() - now < self.timeout_s - 1e-3) from None
             if message["type"] == "http.request":

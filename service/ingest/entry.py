@@ -24,6 +24,9 @@ def init_process() -> None:
     handler runs first. Results have been written by then (the pool's result queue is synchronous).
     """
     die_with_parent()
+    from service.config import get_settings
+
+    lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
     from service.ingest import parser
 
     parser.warm_up()
@@ -36,6 +39,16 @@ def die_with_parent() -> None:
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def lower_priority(nice: int) -> None:
+    """Add ``nice`` to this process's niceness (batch work: parsing, training), so that the API's
+    requests go first when they compete for the cores; on an otherwise idle machine it changes nothing."""
+    if nice > 0:
+        try:
+            os.nice(nice)
         except OSError:
             pass
 
