@@ -112,6 +112,8 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+        # workers x threads <= cores: each worker's jobs get an equal share of the machine
+        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
         if not self.env.get("REDIS_URL"):
             from service.embedded_redis import EmbeddedRedis
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 
-import numpy as np
 import logging
 import time
+
+import numpy as np
+
+from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
@@ -37,6 +40,7 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control,
         bias=params["bias"],
         class_weight=class_weight,
         tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
         max_iter=params["max_iter"],
         shrinking=params["shrinking"],
         seed=params["seed"],
@@ -54,22 +58,22 @@ def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control,
         n_features=n_features,
         C=params["C"],
         bias=params["bias"],
-        tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
+        tol=params.get("tol"),
         max_iter=params["max_iter"],
         max_inactive=params["max_inactive"],
         objective=params["objective"],
         qid=qid,
+        n_processes=params.get("n_processes") or available_cores(),
         seed=params["seed"],
         control=control,
     )
 
 
 def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control, w0=None):
-    import os
-
     from worker.solvers.ocas import solve_ocas
 
-    processes = params.get("n_processes") or len(os.sched_getaffinity(0))
+    processes = params.get("n_processes") or available_cores()
     return solve_ocas(
         indptr, indices, data, y,
         n_features=n_features,

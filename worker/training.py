@@ -34,9 +34,10 @@ from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 TRAIN_SCORE_ROWS = 20_000
 """Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
 STOPPED_SCORE_VALUES = 5_000_000
-"""A kernel model stopped by a cancel, a shutdown or its deadline measures its training accuracy on
-fewer rows: at most this many kernel values (rows x support rows, a fraction of a second), so the
-job ends within about a second of the stop instead of scoring 20,000 rows against every support row."""
+"""A model stopped by a cancel, a shutdown or its deadline measures its training accuracy on fewer
+rows: at most this much work (rows x support rows for a kernel model, stored values for a linear
+one: a fraction of a second), so the job ends within about a second of the stop instead of scoring
+20,000 rows against every support row, or every row of a large data set."""
 
 
 @dataclass
@@ -210,7 +211,19 @@ def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
         "trace_seconds": float(sum(r.trace_seconds for r in results)),
         "objective": _finite_or_none(sum(r.objective for r in results)),
         "objectives": [_finite_or_none(r.objective) for r in results],
+        **_certified_gap(results),
     }
+
+
+def _certified_gap(results: list[SolverResult]) -> dict:
+    """gap_rel (the largest over the problems), per problem, and how it was certified."""
+    gaps = [r.extra.get("gap_rel") for r in results]
+    gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
+    note = results[0].extra.get("gap_note") if results else None
+    if any(g is None for g in gaps) or not gaps:
+        return {"gap_rel": None, "gap_rel_per_problem": gaps,
+                "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with"}
+    return {"gap_rel": max(gaps), "gap_rel_per_problem": gaps, "gap_rel_note": note}
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -248,10 +261,11 @@ def _kernel_model(results: list[SolverResult], arrays: dict, n_features: int) ->
 def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
     matrix = csr(arrays, n_features)
     rows = np.arange(y.size)
-    limit = TRAIN_SCORE_ROWS
-    if meta["kind"] == "kernel" and meta["stop_reason"] in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
-        limit = max(200, min(TRAIN_SCORE_ROWS, STOPPED_SCORE_VALUES // max(1, int(meta.get("n_support") or 1))))
-    if meta["kind"] == "kernel" and y.size > limit:
+    limit = TRAIN_SCORE_ROWS if meta["kind"] == "kernel" else y.size
+    if meta["stop_reason"] in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
+        per_row = int(meta.get("n_support") or 1) if meta["kind"] == "kernel" else matrix.nnz // max(1, y.size)
+        limit = max(200, min(limit, STOPPED_SCORE_VALUES // max(1, per_row)))
+    if y.size > limit:
         rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
         meta["train_accuracy_rows"] = limit
         matrix = matrix[rows]
