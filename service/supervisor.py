@@ -350,4 +350,11 @@ def serve(args: argparse.Namespace) -> int:
         code = supervisor.watch()
     finally:
         supervisor.stop()
-    return code
+    # Everything is stopped: leave without the interpreter's finalization (up to two seconds on a busy
+    # machine), the last wait of whoever stopped the service.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
