@@ -157,6 +157,7 @@ class Reaper:
         self.settings = settings
         self.jobs = JobStore(client)
         self.queue = JobQueue(client, settings)
+        self._intermediate_seen: dict[str, float] = {}  # RQ job id -> when this reaper first saw it dequeued
 
     def redis_uptime(self) -> float:
         """Seconds since the Redis server started."""
@@ -178,10 +179,62 @@ class Reaper:
             outcome = release_lost_job(self.jobs, self.queue, job, reason)
             if outcome:
                 done[outcome] += 1
+        done["rescued"] = self.rescue_dequeued(beats)
         done["enqueued"] = self.queue.sweep_outbox(older_than_s=max(5.0, 2 * self.settings.reap_interval_s))
         if self.settings.job_ttl_s > 0:
             done["expired"] = self.jobs.expire_finished(self.settings.job_ttl_s)
         return done
+
+    def rescue_dequeued(self, beats: dict[str, dict]) -> int:
+        """Enqueue again the jobs whose worker died after taking them from RQ but before starting them.
+
+        Between RQ's dequeue and the job's move to ``running`` a worker holds a job that only RQ
+        knows about: in the queue's intermediate list (right after the dequeue), then in its started
+        registry. A kill -9 in that window leaves the job ``queued`` with an RQ job that no worker
+        will take (the soak test of issue 9 lost 4 jobs in 1,018 that way). Such a job is put back in
+        its queue (under a new RQ job id; no retry is used: it never ran) when its RQ job is in the
+        started registry of a worker without a heartbeat, or has sat in the intermediate list for
+        longer than a lease. Fenced on the job's status and RQ job id: a job that moved on is left alone.
+        """
+        from rq.intermediate_queue import IntermediateQueue
+        from rq.job import Job as RQJob
+
+        live = list(beats)
+        now = time.monotonic()
+        seen_now: dict[str, float] = {}
+        rescued = 0
+        for queue in [self.queue.tenant_queue(t) for t in self.queue.tenants()] + [self.queue.base_queue()]:
+            candidates = []
+            for entry in self.client.zrange(queue.started_job_registry.key, 0, -1):
+                rq_job_id = entry.decode().rsplit(":", 1)[0]
+                try:
+                    worker_name = RQJob.fetch(rq_job_id, connection=self.client, serializer=queue.serializer).worker_name
+                except Exception:
+                    worker_name = None
+                if not worker_name or not any(worker_name == w or worker_name.startswith(w + "-") for w in live):
+                    candidates.append((rq_job_id, "registry", entry))
+            intermediate = IntermediateQueue(queue.key, connection=self.client)
+            for rq_job_id in intermediate.get_job_ids():
+                first = self._intermediate_seen.get(rq_job_id, now)
+                seen_now[rq_job_id] = first
+                if now - first > self.settings.worker_lease_s:
+                    candidates.append((rq_job_id, "intermediate", intermediate))
+            for rq_job_id, where, handle in candidates:
+                job_id = rq_job_id.rsplit("_r", 1)[0]
+                job = self.jobs.get(job_id)
+                if job is None or job.get("status") != "queued" or job.get("rq_job_id") != rq_job_id:
+                    continue
+                self.queue.enqueue(job_id, job["tenant"], at_front=True,
+                                   description=f"{job_id} again (its worker died before starting it)")
+                if where == "registry":
+                    self.client.zrem(queue.started_job_registry.key, handle)
+                else:
+                    handle.remove(rq_job_id)
+                self.jobs.count_event("rescued")
+                log.warning("job %s: its worker died before starting it; queued again", job_id, extra={"job_id": job_id})
+                rescued += 1
+        self._intermediate_seen = seen_now
+        return rescued
 
     def _lost_reason(self, job: dict, beats: dict[str, dict]) -> str | None:
         worker_id = job.get("worker")

@@ -267,3 +267,54 @@ def test_worker_disk_full_fails_the_job_clearly_and_the_worker_goes_on(cluster, 
         ok = wait_job(http, http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()["id"])
         assert ok["status"] == "succeeded", ok
         assert cluster.live_workers() == 1
+
+
+# -- found by the soak run: a worker killed between RQ's dequeue and the job's start --------------------
+
+
+def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_path):
+    from service.config import Settings
+    from service.embedded_redis import EmbeddedRedis
+    from service.lifecycle import Reaper
+    from service.queueing import JobQueue
+    from service.storage.jobs import JobStore
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        settings = Settings(redis_url=server.url, worker_lease_s=0.2)
+        jobs, queue = JobStore(client), JobQueue(client, settings)
+        ids = []
+        for n in range(2):
+            job_id = f"job_rescue{n}"
+            jobs.create({"id": job_id, "tenant": "t", "dataset_id": "ds_x", "solver": "dcd", "params": {},
+                         "created_at": "now", "attempts": 0})
+            queue.enqueue(job_id, "t")
+            ids.append(job_id)
+        rq_queue = queue.tenant_queue("t")
+        # job 0: taken by a worker that died right after RQ's dequeue (still in the intermediate list)
+        client.lmove(rq_queue.key, f"{rq_queue.key}:intermediate", "LEFT", "RIGHT")
+        # job 1: taken, in the started registry of a worker whose heartbeat is gone
+        first = client.lpop(rq_queue.key).decode()
+        client.hset(f"rq:job:{first}", "worker_name", "gone-host.4242.abcdef")
+        client.zadd(rq_queue.started_job_registry.key, {f"{first}:exec1": time.time() + 600})
+        assert client.llen(rq_queue.key) == 0
+        reaper = Reaper(client, settings)
+        wait_for(lambda: int(client.info("server")["uptime_in_seconds"]) >= 1, timeout=10, message="Redis uptime")
+        reaper.pass_once()  # sees the intermediate entry for the first time, rescues the registry one
+        time.sleep(0.3)  # longer than the (0.2 s) lease
+        reaper.pass_once()
+        for job_id in ids:
+            job = jobs.get(job_id)
+            assert job["status"] == "queued" and job["attempts"] == "0", job
+            assert job["rq_job_id"] == f"{job_id}_r2", job  # enqueued again under a new RQ job id
+        waiting = [raw.decode() for raw in client.lrange(rq_queue.key, 0, -1)]
+        assert sorted(waiting) == sorted(f"{j}_r2" for j in ids)
+        assert client.llen(f"{rq_queue.key}:intermediate") == 0
+        assert client.zcard(rq_queue.started_job_registry.key) == 0
+        assert int(client.hget("hinge:stats:jobs", "event:rescued")) == 2
+        reaper.pass_once()  # nothing more to do
+        assert int(client.hget("hinge:stats:jobs", "event:rescued")) == 2
+        client.close()
+    finally:
+        server.stop()
