@@ -1,7 +1,8 @@
 """The `hinge` command: serve (Redis + API + workers), api, worker, keys, openapi.
 
 `hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
-(hashed) in Redis (see service/storage/apikeys.py); it needs REDIS_URL.
+(hashed) in Redis (see service/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
+`hinge serve` running with the same data directory (it writes ``serve.json`` there).
 
 `hinge serve` runs a small supervisor (service/supervisor.py): it starts an embedded Redis (unless
 REDIS_URL is set), the API (uvicorn) and the worker processes, replaces a worker that dies, and on
@@ -15,6 +16,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from service.supervisor import SERVE_FILE
 
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
@@ -89,9 +92,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from service.config import get_settings
     from service.storage.apikeys import ApiKeyStore
 
-    url = get_settings().redis_url
+    url = get_settings().redis_url or running_serve_redis(Path(args.data_dir))
     if not url:
-        _log("REDIS_URL is not set: point it at the service's Redis (hinge serve prints it)")
+        _log(f"no Redis to keep keys in: start `hinge serve` (it writes {Path(args.data_dir) / SERVE_FILE}, found "
+             "from the same directory or --data-dir), or set REDIS_URL to the service's Redis")
         return 2
     client = redis.Redis.from_url(url)
     store = ApiKeyStore(client)
@@ -127,6 +131,18 @@ def cmd_keys(args: argparse.Namespace) -> int:
     finally:
         client.close()
     return 2
+
+
+
+
+def running_serve_redis(data_dir: Path) -> str | None:
+    """The Redis URL of the `hinge serve` running with this data directory, if one runs."""
+    try:
+        info = json.loads((data_dir / SERVE_FILE).read_text())
+        os.kill(int(info["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info.get("redis_url")
 
 
 def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
@@ -168,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)
 
-    keys_parser = sub.add_parser("keys", help="Manage API keys (needs REDIS_URL): create, list, revoke.")
+    keys_parser = sub.add_parser("keys", help="Manage API keys (the Redis of a running `hinge serve`, or REDIS_URL): "
+                                              "create, list, revoke.")
+    keys_parser.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+                             help="Data directory of the running `hinge serve` (default ./hinge-data).")
     keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="Create a key for a tenant; prints the key once.")
     create.add_argument("--tenant", required=True, help="Tenant the key acts for (letters, digits, _ . -).")

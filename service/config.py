@@ -78,6 +78,11 @@ class Settings(BaseSettings):
         "Models stay.",
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
+    follow_upload_bytes: int = Field(
+        default=16 * MiB, ge=0,
+        description="Uploads whose Content-Length is at least this are parsed while they arrive (an ingest process "
+        "follows the spooled file); smaller ones, and bodies without a length, are parsed once received.",
+    )
     model_cache_size: int = Field(default=64, ge=1, description="Models kept in memory by the API for predict.")
     worker_cores: int | None = Field(
         default=None,
@@ -165,7 +170,11 @@ class Settings(BaseSettings):
         description="After the first body_timeout_s, a request body must keep an average of at least this many "
         "bytes per second (408): a client sending 1 byte/s cannot hold a connection for hours. 0: no rate.",
     )
-    log_format: Literal["json", "text"] = Field(default="json", description="Log lines as JSON objects or plain text.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="Log lines as plain text (`text`), JSON objects (`json`), or `auto`: text when stderr is a "
+        "terminal, JSON otherwise (a log collector reads JSON; a person reads text).",
+    )
 
 
 @functools.lru_cache(maxsize=1)

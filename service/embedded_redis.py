@@ -95,10 +95,15 @@ class EmbeddedRedis:
             "--logfile", str((self.directory / "redis.log").resolve()),
             "--maxmemory", str(self.maxmemory),
             "--maxmemory-policy", "noeviction",
+            # No automatic rewrite of the append-only file: Redis 6 would buffer every write made during
+            # one in memory (a whole upload, twice); the service compacts after large writes instead
+            # (service/storage/aof.py). Rewrites store strings uncompressed (binary arrays barely compress).
+            "--auto-aof-rewrite-percentage", "0",
+            "--rdbcompression", "no",
         ]
         # A session of its own: a Ctrl-C or SIGHUP meant for the terminal's process group does not
         # reach Redis, which must outlive everything that writes to it; whoever started it stops it
-        # (last), and it gets SIGTERM from the kernel if that process dies.
+        # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies.
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child,
                                         start_new_session=True)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)

@@ -33,6 +33,7 @@ and an embedded Redis that dies is restarted from its append-only file on the sa
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -41,6 +42,9 @@ import sys
 import time
 from pathlib import Path
 
+SERVE_FILE = "serve.json"
+"""Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url} (`hinge keys` finds
+the service's Redis through it)."""
 API_GRACE_S = 2.0
 """How long the API gets to finish the requests in flight when it is stopped."""
 POLL_S = 0.05
@@ -133,7 +137,11 @@ class Supervisor:
             "--processes", str(getattr(self.args, "api_processes", 1)),
         ])
         self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
-        log(f"API on http://{self.args.host}:{self.args.port} with {self.args.workers} worker(s); Ctrl-C stops")
+        self.api_url = f"http://{self.args.host}:{self.args.port}"
+        (self.data_dir / SERVE_FILE).write_text(json.dumps(
+            {"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url}))
+        log(f"starting the API on {self.api_url} and {self.args.workers} worker(s)")
+        self.readiness = Readiness(self)
 
     # -- run ----------------------------------------------------------------------------------
 
@@ -141,10 +149,14 @@ class Supervisor:
         """Replace workers that exit and an embedded Redis that dies, until a stop is requested."""
         worker_restarts = RestartBudget(10)
         redis_restarts = RestartBudget(3)
+        next_look = 0.0
         while not self.stopping:
             time.sleep(0.1)
             if self.stopping:
                 break
+            if time.monotonic() >= next_look:
+                self.readiness.poll()
+                next_look = time.monotonic() + 0.5
             if self.api is not None and self.api.poll() is not None:
                 log(f"the API exited with code {self.api.returncode}; stopping")
                 return 1
@@ -213,6 +225,10 @@ class Supervisor:
             self.redis.stop()
             log(f"Redis stopped ({time.monotonic() - step:.1f} s)")
         self._close_client()
+        try:
+            (self.data_dir / SERVE_FILE).unlink()
+        except OSError:
+            pass
         log(f"stopped in {time.monotonic() - begin:.1f} s")
 
     def _wait(self, procs: list[subprocess.Popen], until: float) -> None:
@@ -275,6 +291,92 @@ class Supervisor:
             return
         for job_id in moved:
             log(f"job {job_id} handed back to the queue")
+
+
+class Readiness:
+    """Tells the person at the terminal what `hinge serve` is doing until it can train, then says so once.
+
+    Reads the workers' heartbeats in Redis (``warming``: kernels done and left, see worker/heartbeat.py)
+    and asks the API's /healthz. Lines: "compiling solver kernels (first run only, about N s)" when a
+    worker is still compiling after a second, one line per solver as the slowest worker finishes it,
+    then "ready: API on ..., N workers". N is the last measured compile time (kept in the data
+    directory), or KERNEL_SECONDS_GUESS before any.
+    """
+
+    KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
+    TIMES_FILE = "kernel-seconds.json"
+
+    def __init__(self, supervisor: "Supervisor"):
+        self.supervisor = supervisor
+        self.started = time.monotonic()
+        self.ready = False
+        self.announced = False
+        self.reported: set[str] = set()
+        self.slowest: dict[str, float] = {}
+        self._client = None
+
+    def _beats(self) -> dict:
+        import redis
+
+        from service.lifecycle import worker_beats
+
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.supervisor.env["REDIS_URL"], socket_timeout=1.0)
+        pids = {proc.pid for proc in self.supervisor.workers}
+        try:
+            return {k: v for k, v in worker_beats(self._client).items() if v.get("pid") in pids}
+        except redis.exceptions.RedisError:
+            return {}
+
+    def _api_up(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.supervisor.api_url + "/healthz", timeout=1.0) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def _guess(self) -> int:
+        try:
+            return int(round(json.loads((self.supervisor.data_dir / self.TIMES_FILE).read_text())["seconds"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.KERNEL_SECONDS_GUESS
+
+    def poll(self) -> None:
+        """Look once; print what changed."""
+        if self.ready:
+            return
+        wanted = len(self.supervisor.workers)
+        beats = self._beats() if wanted else {}
+        warming = [b["warming"] for b in beats.values() if not b.get("ready") and b.get("warming")]
+        elapsed = time.monotonic() - self.started
+        if warming and not self.announced and elapsed > 1.0:
+            self.announced = True
+            log(f"compiling solver kernels (first run only, about {self._guess()} s; cached afterwards)")
+        if self.announced:
+            for state in warming:
+                for name, seconds in state.get("done", {}).items():
+                    self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
+            still = {name for state in warming for name in state.get("left", [])}
+            total = len(self.slowest) + len(still - set(self.slowest))
+            for name in list(self.slowest):
+                if name not in still and name not in self.reported:
+                    self.reported.add(name)
+                    log(f"  kernels of {name} ready ({self.slowest[name]:.1f} s) [{len(self.reported)}/{max(total, 1)}]")
+        ready_workers = sum(1 for b in beats.values() if b.get("ready"))
+        if ready_workers >= wanted and self._api_up():
+            self.ready = True
+            if self.announced:
+                try:
+                    (self.supervisor.data_dir / self.TIMES_FILE).write_text(json.dumps({"seconds": elapsed}))
+                except OSError:
+                    pass
+            url = self.supervisor.api_url
+            log(f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
+                 f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops")
+            if self._client is not None:
+                self._client.close()
 
 
 class RestartBudget:

@@ -138,6 +138,8 @@ def service(redis_server, tmp_path_factory):
         "NUMBA_THREADING_LAYER": "workqueue",
         "HINGE_LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        # uploads over 4 KiB are parsed while they arrive (the default threshold is 16 MiB)
+        "HINGE_FOLLOW_UPLOAD_BYTES": "4096",
     })
     env.pop("HINGE_API_KEYS", None)
     port = free_port()

@@ -91,13 +91,13 @@ def test_line_search_is_exact_and_independent_of_the_chunks(seed):
     Ci = C * (1 - y * o_b)
     k_ref, G_ref = naive.line_search_min(A0, B0, Bi, Ci)
 
-    def run(bounds):
+    def run(bounds, serial=True):
         chunks = np.array(bounds, dtype=np.int64)
         keys = np.zeros(n)
         wts = np.zeros(n)
         slope = np.zeros(len(bounds) - 1)
         counts = np.zeros(len(bounds) - 1, dtype=np.int64)
-        line_search.prepare(y, o_b, o_t, C, chunks, slope, counts, keys, wts)
+        line_search.prepare(y, o_b, o_t, C, chunks, slope, counts, keys, wts, serial)
         S = B0 + float(np.sum(slope))
         if S >= 0:
             return 0.0, S
@@ -106,7 +106,8 @@ def test_line_search_is_exact_and_independent_of_the_chunks(seed):
 
     k1, S1 = run([0, n])
     k3, S3 = run([0, 64, 136, n])
-    assert k1 == k3  # other chunks, the very same answer
+    k3p, _ = run([0, 64, 136, n], serial=False)
+    assert k1 == k3 == k3p  # other chunks, threads or not: the very same answer
     G = lambda k: 0.5 * A0 * k * k + B0 * k + float(np.maximum(0.0, k * Bi + Ci).sum())
     assert G(k1) <= G_ref + 1e-9 * max(1.0, abs(G_ref))
     assert k1 == pytest.approx(k_ref, rel=1e-7, abs=1e-9) or G(k1) == pytest.approx(G_ref, rel=1e-12)
@@ -357,3 +358,20 @@ def test_ocas_refuses_bad_parameters(kwargs, match):
     ip, ix, dt = _csr(np.eye(4))
     with pytest.raises(SolverInputError, match=match):
         solve_ocas(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), **({"n_features": 4, "C": 1.0} | kwargs))
+
+
+@pytest.mark.parametrize("name", ["sparse", "cancer"])
+def test_a_small_cut_budget_still_converges(problems, monkeypatch, name):
+    """With room for only 4 stored cuts (memory budget), cuts with alpha = 0 are dropped before each new
+    one: the lower bound stays monotone and the certified optimum is reached."""
+    monkeypatch.setattr(cut_store, "MIN_CUTS", 4)
+    monkeypatch.setattr(cut_store, "MEMORY_SHARE", 0.0)
+    X, y = problems[name]
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-3)
+    lower = [p["lower_bound"] for p in res.trace]
+    assert all(b >= a for a, b in zip(lower, lower[1:]))
+    assert res.converged
+    best = _reference(X, y, 1.0, 1.0)
+    assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
+    # cuts beyond the budget exist only while every stored cut is active
+    assert all(p["n_cuts"] <= max(4, p["n_active_cuts"] + 1) for p in res.trace)

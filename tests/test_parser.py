@@ -310,7 +310,8 @@ def test_empty_and_comment_only_files(tmp_path):
         with pytest.raises(UploadParseError) as info:
             _parse(tmp_path, text)
         assert (info.value.line, info.value.column) == (0, 0)
-        assert "no data rows" in info.value.reason
+        assert ("the uploaded file is empty" if text == "" else "no data rows") in info.value.reason
+        assert "line 0" not in str(info.value)  # no position for a file without rows
 
 
 def test_errors_pickle():
@@ -545,3 +546,67 @@ def test_csv_limits_and_label_column(tmp_path):
 
 def test_warm_up_runs():
     parser.warm_up()
+
+
+# ---------------------------------------------------------------------------------------------
+# following an upload that is still being written
+
+
+def _write_slowly(path, marker, content: bytes, pieces: list[int], status: dict):
+    import json
+    import os
+    import threading
+    import time
+
+    def run():
+        with open(path, "ab") as out:
+            start = 0
+            for size in pieces + [len(content)]:
+                out.write(content[start : start + size])
+                out.flush()
+                start += size
+                time.sleep(0.01)
+                if start >= len(content):
+                    break
+        tmp = str(marker) + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps(status))
+        os.replace(tmp, marker)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_followed_upload_parses_as_the_whole_file(tmp_path, gz):
+    text = _random_svmlight(11, n_rows=300, n_features=30, zero_based=False, qid=False, messy=True).encode()
+    content = gzip.compress(text) if gz else text
+    path, marker = tmp_path / "upload.part", tmp_path / "upload.done"
+    path.write_bytes(b"")
+    writer = _write_slowly(path, marker, content, [1, 1, 50, 999, 3000], {"status": "complete", "meta": {"bytes": 1}})
+    sink = parser.ArrayCollector()
+    followed = []
+
+    def open_text():
+        followed.append(parser.FollowedFile(path, marker))
+        return followed[-1]
+
+    summary = parser.parse_into(sink, open_text, limits=BIG, _chunk_bytes=257)
+    writer.join()
+    whole = _parse(tmp_path, content, chunk=257)
+    got = sink.arrays()
+    assert summary.compressed is gz and summary.n_rows == whole.y.size
+    assert np.array_equal(got["indptr"], whole.indptr) and np.array_equal(got["indices"], whole.indices)
+    assert np.array_equal(_bits(got["data"]), _bits(whole.data)) and np.array_equal(got["y"], whole.y)
+    assert followed[-1].outcome == {"status": "complete", "meta": {"bytes": 1}}
+
+
+def test_followed_upload_that_is_abandoned_raises(tmp_path):
+    text = _random_svmlight(12, n_rows=100, n_features=10, zero_based=False, qid=False, messy=False).encode()
+    path, marker = tmp_path / "upload.part", tmp_path / "upload.done"
+    path.write_bytes(b"")
+    writer = _write_slowly(path, marker, text[: len(text) // 2], [100], {"status": "aborted", "reason": "client gone"})
+    with pytest.raises(parser.UploadAborted, match="client gone"):
+        parser.parse_into(parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, _chunk_bytes=64)
+    writer.join()

@@ -410,6 +410,6 @@ def test_bad_arguments_are_refused(change, word):
 
 def test_bad_csr_dtypes_are_refused():
     indptr, indices, data = _csr(np.eye(3))
-    with pytest.raises(SolverInputError, match="int32 indices"):
-        solve_smo(indptr, indices.astype(np.int64), data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
+    with pytest.raises(SolverInputError, match="int64 indptr"):
+        solve_smo(indptr.astype(np.int32), indices, data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
                   kernel={"type": "linear"})

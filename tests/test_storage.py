@@ -61,3 +61,61 @@ def test_records_are_per_tenant(client):
     assert store.get("ds_storage_c", "t1") is not None
     assert store.delete("ds_storage_c", "t1") is True
     assert list(client.scan_iter("hinge:dataset:ds_storage_c*")) == []
+
+
+def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_path):
+    """The embedded Redis never starts a rewrite on its own; the store starts one after a record once the file has doubled."""
+    import time
+
+    from service.embedded_redis import EmbeddedRedis
+    from service.storage import aof
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    connection = redis.Redis.from_url(server.url)
+    try:
+        assert connection.config_get("auto-aof-rewrite-percentage")["auto-aof-rewrite-percentage"] == "0"
+        store = dataset_store(connection, chunk_bytes=1 << 20)
+        payload = {"data": np.arange(1_000_000, dtype=np.float64)}  # 8 MB
+        for i in range(3):  # 24 MB written: Redis's own rule (64 MB minimum) would not rewrite yet
+            store.create({"id": f"ds_aof{i}", "tenant": "t"}, payload)
+        info = connection.info("persistence")
+        assert info["aof_base_size"] == 0 and info["aof_current_size"] > 24e6  # no rewrite so far
+        # with a 16 MB minimum the next record's commit finds the file doubled since the last rewrite
+        assert aof.compact_if_due(connection, min_bytes=16 << 20)
+        deadline = time.monotonic() + 30
+        while connection.info("persistence")["aof_rewrite_in_progress"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        info = connection.info("persistence")
+        assert info["aof_base_size"] > 24e6 and info["aof_last_bgrewrite_status"] == "ok"
+        assert not aof.compact_if_due(connection, min_bytes=16 << 20)  # base = current now: not due
+        assert np.array_equal(store.load_arrays(store.get("ds_aof2", "t"))["data"], payload["data"])
+    finally:
+        connection.close()
+        server.stop()
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, background):
+    rng = np.random.default_rng(3)
+    data = rng.normal(size=5_000).astype(np.float32)
+    indices = rng.integers(0, 1000, size=5_000, dtype=np.int32)
+    store = dataset_store(client, chunk_bytes=1_000)
+    staged = store.staging("ds_storage_p", background=background)
+    try:
+        for start in range(0, 5_000, 333):  # pieces that straddle chunk boundaries
+            staged.append("data", data[start : start + 333])
+            staged.append("indices", indices[start : start + 333])
+        staged.reset()  # a parse that starts over: nothing of the first attempt stays
+        assert not list(client.scan_iter("hinge:dataset:ds_storage_p*"))
+        for start in range(0, 5_000, 777):
+            staged.append("data", data[start : start + 777])
+            staged.append("indices", indices[start : start + 777])
+        manifest = staged.manifest()
+    finally:
+        staged.close()
+    assert manifest["data"] == {"dtype": "<f4", "shape": [5_000], "chunks": 20}
+    assert all(0 < client.ttl(key) for key in arrays.chunk_keys(keys.dataset("ds_storage_p"), manifest))
+    record = store.commit({"id": "ds_storage_p", "tenant": "t1", "name": "p"}, manifest)
+    back = store.load_arrays(record)
+    assert np.array_equal(back["data"], data) and np.array_equal(back["indices"], indices)
+    assert back["data"].dtype == np.float32

@@ -108,9 +108,7 @@ def _fetch(store: RecordStore, record: dict, folder: Path) -> None:
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{record['id']}-"))
     try:
         for name in record["arrays"]:
-            array = store.load_arrays(record, names=(name,))[name]
-            np.save(staging / f"{name}.npy", array)
-            del array
+            _fetch_array(store, record, name, staging / f"{name}.npy")
         (staging / "complete").touch()
         try:
             os.rename(staging, folder)
@@ -119,6 +117,23 @@ def _fetch(store: RecordStore, record: dict, folder: Path) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fetch_array(store: RecordStore, record: dict, name: str, path: Path) -> None:
+    """Write one stored array to an .npy file chunk by chunk (never the whole array in memory)."""
+    entry = record["arrays"][name]
+    dtype = np.dtype(entry["dtype"])
+    shape = tuple(int(n) for n in entry["shape"])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    written = 0
+    with open(path, "wb") as out:
+        np.lib.format.write_array_header_2_0(out, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                   "fortran_order": False, "shape": shape})
+        for piece in store.iter_array_chunks(record, name):
+            out.write(piece)
+            written += len(piece)
+    if written != expected:
+        raise KeyError(f"array {name!r} of data set {record['id']} has {written} bytes, expected {expected}")
 
 
 def _evict(root: Path, budget_bytes: int, keep: Path) -> None:

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from service.ingest.entry import lower_priority
 
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
-    seconds = warm_up_all()
+    seconds = warm_up_all(on_progress=beat.set_warming)
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         beat.stop()
         return 1
     beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
+    beat.set_warming(None)
     import redis
 
     from worker.progress import INTERRUPT

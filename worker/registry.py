@@ -152,6 +152,24 @@ def warm_start_arguments(solver: str, previous, params: dict, previous_C: float 
     return {}
 
 
+FLOAT32_SOLVERS = ("dcd", "cpa", "ocas")
+"""Solvers whose kernels read float32 values directly (their warm-up compiles both value types)."""
+
+
+def data_for(solver: str, data: np.ndarray) -> np.ndarray:
+    """The feature values as ``solver`` takes them.
+
+    Data sets store values as float64 or float32 (``value_dtype``). The linear solvers (FLOAT32_SOLVERS)
+    get the stored array itself, float32 or float64 (the worker cache's memory map: no copy; they
+    accumulate in float64). smo and sampled_cuts get float64: a float32 data set is widened into a
+    copy holding exactly float64(float32(v)), 8 bytes per stored value, for the time of the fit.
+    Indices (int32) and indptr (int64) go to every solver as stored.
+    """
+    if solver in FLOAT32_SOLVERS or data.dtype == np.float64:
+        return data
+    return np.asarray(data, dtype=np.float64)
+
+
 def adapter(solver: str):
     """The adapter for a solver name (KeyError names the solver)."""
     try:
@@ -160,13 +178,22 @@ def adapter(solver: str):
         raise KeyError(f"unknown solver {solver!r}; known: {', '.join(sorted(ADAPTERS))}") from None
 
 
-def warm_up_all() -> dict[str, float]:
-    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver."""
-    seconds = {}
-    for name, module_name in SOLVER_MODULES.items():
+def warm_up_all(on_progress=None) -> dict[str, float]:
+    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver.
+
+    ``on_progress({"done": {solver: seconds}, "left": [solvers], "current": solver})`` is called before
+    each solver and at the end.
+    """
+    seconds: dict[str, float] = {}
+    names = list(SOLVER_MODULES)
+    for index, (name, module_name) in enumerate(SOLVER_MODULES.items()):
+        if on_progress is not None:
+            on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": names[index:], "current": name})
         start = time.perf_counter()
         module = importlib.import_module(module_name)
         module.warm_up()
         seconds[name] = time.perf_counter() - start
         log.info("warmed %s in %.2f s", name, seconds[name])
+    if on_progress is not None:
+        on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": [], "current": None})
     return seconds

@@ -124,24 +124,46 @@ def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, dead
     def run_path(task_spec, context: SubtaskContext) -> list[dict]:
         fold, gamma, run = task_spec
         return score_run(solver, base_params, arrays, n_features, folds, fold, gamma, run, task=task, metric=metric,
-                         warm=warm, deadline=context.deadline, cancel_requested=context.cancel_requested)
+                         warm=warm, deadline=context.deadline, cancel_requested=context.cancel_requested,
+                         record_point=context.record_point)
 
     finished: list[dict] = []
+    done_indices: set[int] = set()
+    cv = SubtaskCount(len(plan))
+    n_fits = len(prepared["Cs"]) * len(prepared["gammas"]) * search["cv_folds"]
+    sink.estimator, sink.base, sink.span = cv, 0.0, n_fits / (n_fits + 1.0)  # the refit weighs one fit
 
     def on_done(index: int, rows: list[dict]) -> None:
         finished.extend(rows)
         done_indices.add(index)
+        cv.done = len(done_indices)
         publish(table(finished, metric, search, warm), {"done": len(done_indices), "total": len(plan)})
+        sink.flush()
 
-    done_indices: set[int] = set()
     publish(table([], metric, search, warm), {"done": 0, "total": len(plan)})
+    sink.set_phase("cross-validating")
     run_subtasks(run_path, plan, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested,
-                 on_point=lambda index, point: None, on_done=on_done)
+                 on_point=lambda index, point: sink.add(point, subproblem=point.get("subproblem", 0)), on_done=on_done)
+    sink.flush()
     results_table = table(finished, metric, search, warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
+    sink.base, sink.span = sink.span, 1.0 - sink.span
+    sink.tags = {"stage": "refit"}
     return refit_best(solver, base_params, results_table, arrays, n_features, deadline=deadline,
                       cancel_requested=cancel_requested, sink=sink, n_processes=processes)
+
+
+class SubtaskCount:
+    """The fraction of a search's cross-validation done: subtasks finished over subtasks."""
+
+    def __init__(self, total: int):
+        self.total = max(1, total)
+        self.done = 0
+
+    def fraction(self) -> float:
+        """Subtasks done over all."""
+        return self.done / self.total
 
 
 def prepare(solver: str, params: dict, arrays: dict, n_features: int) -> dict:
@@ -165,8 +187,14 @@ def prepare(solver: str, params: dict, arrays: dict, n_features: int) -> dict:
 
 
 def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, folds: np.ndarray, fold: int, gamma,
-              run: list, *, task: str, metric: str, warm: bool, deadline, cancel_requested) -> list[dict]:
-    """Fit the C values of ``run`` in increasing order on every fold but ``fold``, score each on ``fold``."""
+              run: list, *, task: str, metric: str, warm: bool, deadline, cancel_requested,
+              record_point=None) -> list[dict]:
+    """Fit the C values of ``run`` in increasing order on every fold but ``fold``, score each on ``fold``.
+
+    ``record_point(point)`` receives every fit's trace points, tagged with ``stage: search``, the fold,
+    C and gamma (and the binary problem, in one-vs-rest).
+    """
+    record = record_point or (lambda point: None)
     train = subset(arrays, np.flatnonzero(folds != fold), n_features)
     held_out = subset(arrays, np.flatnonzero(folds == fold), n_features)
     previous, previous_C = None, None
@@ -176,17 +204,20 @@ def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, fol
         if gamma is not None and "kernel" in setting:
             setting["kernel"] = dict(setting["kernel"], gamma=gamma)
         started = time.perf_counter()
+        tags = {"stage": "search", "fold": fold, "C": C, "gamma": gamma}
         if task == "classification":
             labels, results = fit_problems(
                 solver, setting, train, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                on_point=lambda k, point: None, n_processes=1, warm=previous if warm else None, warm_C=previous_C,
+                on_point=lambda k, point: record(dict(point, subproblem=k, **tags)), n_processes=1,
+                warm=previous if warm else None, warm_C=previous_C,
             )
             if any(r is None for r in results):
                 return rows
             model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
             previous, previous_C = results, C
         else:
-            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested)
+            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested,
+                                    on_point=lambda point: record(dict(point, **tags)))
             result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
                                              n_features=n_features, params=setting, class_weight=(1.0, 1.0),
                                              control=control, qid=train.get("qid") if task == "ranking" else None)
@@ -217,7 +248,8 @@ def refit_best(solver: str, base_params: dict, results_table: dict, arrays: dict
     if best.get("gamma") is not None and "kernel" in refit_params:
         refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
     outcome = train_model(solver, refit_params, arrays, n_features, deadline=deadline,
-                          cancel_requested=cancel_requested, sink=sink, n_processes=n_processes)
+                          cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
+                          phase="refitting the best setting")
     outcome.meta["search_results"] = results_table
     outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
     return outcome

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -103,8 +104,40 @@ class _FilePartWriter:
         self._in_file = False
 
 
-async def spool_upload(request: Request, upload_dir: Path, max_bytes: int) -> SpooledUpload:
-    """Write the ``file`` part of a multipart body to a new file under ``upload_dir``; the caller deletes it."""
+def new_spool_file(upload_dir: Path) -> Path:
+    """A new empty file under ``upload_dir`` to spool an upload to (a name the user cannot choose)."""
+    upload_dir.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile(dir=upload_dir, prefix="upload-", suffix=".part", delete=False)
+    handle.close()
+    return Path(handle.name)
+
+
+def marker_path(spool: Path) -> Path:
+    """Where the end of a followed upload is announced (see ``write_marker``)."""
+    return spool.with_suffix(".done")
+
+
+def write_marker(spool: Path, status: dict) -> None:
+    """Announce the end of the upload spooled to ``spool`` to the process following it: written once, by rename."""
+    target = marker_path(spool)
+    staging = target.with_suffix(".done-tmp")
+    staging.write_text(json.dumps(status))
+    os.replace(staging, target)
+
+
+def declared_length(request: Request) -> int | None:
+    """The request's Content-Length, when it sends one."""
+    declared = request.headers.get("content-length")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+async def spool_upload(
+    request: Request, upload_dir: Path, max_bytes: int, *, path: Path | None = None, keep_on_error: bool = False
+) -> SpooledUpload:
+    """Write the ``file`` part of a multipart body to a new file under ``upload_dir`` (or to ``path``).
+
+    The caller deletes the file; on an error it is deleted here unless ``keep_on_error`` (a file
+    that another process follows is deleted by that process)."""
     content_type = request.headers.get("content-type", "")
     mime, options = parse_options_header(content_type)
     if mime != b"multipart/form-data" or b"boundary" not in options:
@@ -118,9 +151,9 @@ async def spool_upload(request: Request, upload_dir: Path, max_bytes: int) -> Sp
         raise too_large(
             "max_upload_bytes", max_bytes, f"upload of {int(declared)} bytes exceeds the limit max_upload_bytes = {max_bytes} bytes"
         )
-    upload_dir.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=upload_dir, prefix="upload-", suffix=".part", delete=False)
-    path = Path(handle.name)
+    if path is None:
+        path = new_spool_file(upload_dir)
+    handle = open(path, "wb")
     try:
         with handle:
             writer = _FilePartWriter(handle, max_bytes)
@@ -151,7 +184,8 @@ async def spool_upload(request: Request, upload_dir: Path, max_bytes: int) -> Sp
             raise disk_full(exc, 0) from None
         raise
     except BaseException:
-        path.unlink(missing_ok=True)
+        if not keep_on_error:
+            path.unlink(missing_ok=True)
         raise
 
 

@@ -68,60 +68,116 @@ def ingest(
     zero_based: str | bool,
     label_column: str,
     limits: dict,
+    value_dtype: str = "float64",
+    follow_marker: str | None = None,
     reserve_fraction: float = 0.0,
 ) -> dict:
-    """Parse the spooled upload at ``path`` and store it; returns {"record": meta} or {"error": {...}}."""
-    import numpy as np
+    """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
+
+    The arrays go to Redis chunk by chunk while the text is parsed (staged, then committed with the
+    metadata in one transaction; nothing is left behind on an error). With ``follow_marker`` the
+    upload is still being written by the API: the parser reads it as it grows until the marker
+    file says it is complete (its ``meta`` fields, such as the size and SHA-256, are then added to
+    the record) or aborted; this process then deletes the spool file and the marker.
+    """
+    import os
+
     import redis
 
-    from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
+    from service.ingest.parser import (
+        FollowedFile,
+        ParseLimits,
+        UploadAborted,
+        UploadLimitError,
+        UploadParseError,
+        parse_into,
+    )
     from service.labels import label_key
-    from service.storage.capacity import StorageFull
+    from service.storage.capacity import StorageFull, is_out_of_memory
     from service.storage.records import dataset_store
 
-    try:
-        parsed = parse_upload(
-            path, format=format, zero_based=zero_based, label_column=label_column, limits=ParseLimits(**limits)
-        )
-    except UploadParseError as exc:
-        return {
-            "error": {
-                "status": 422,
-                "code": "parse_error",
-                "message": str(exc),
-                "details": {"line": exc.line, "column": exc.column, "reason": exc.reason},
-            }
-        }
-    except UploadLimitError as exc:
-        return {
-            "error": {
-                "status": 413,
-                "code": "payload_too_large",
-                "message": str(exc),
-                "details": {"limit": exc.limit, "value": exc.value},
-            }
-        }
-    values, counts = np.unique(parsed.y, return_counts=True)
-    record = dict(
-        meta,
-        n_samples=int(parsed.y.size),
-        n_features=int(parsed.n_features),
-        nnz=int(parsed.indices.size),
-        labels={label_key(v): int(c) for v, c in zip(values, counts)},
-        has_qid=parsed.qid is not None,
-        zero_based=bool(parsed.zero_based),
-        compressed=bool(parsed.compressed),
-        text_bytes=int(parsed.text_bytes),
-        feature_names=parsed.feature_names,
-    )
-    arrays = {"indptr": parsed.indptr, "indices": parsed.indices, "data": parsed.data, "y": parsed.y}
-    if parsed.qid is not None:
-        arrays["qid"] = parsed.qid
     client = _clients.get(redis_url)
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
+    store = dataset_store(client, chunk_bytes, reserve_fraction)
+    staged = store.staging(meta["id"], background=True)
+    followed: list[FollowedFile] = []
+
+    def open_text():
+        if follow_marker is None:
+            return open(path, "rb")
+        try:
+            text = FollowedFile(path, follow_marker)
+        except FileNotFoundError:
+            raise UploadAborted("the spooled upload is gone") from None
+        followed.append(text)
+        return text
+
     try:
-        stored = dataset_store(client, chunk_bytes, reserve_fraction).create(record, arrays)
-    except StorageFull as exc:
-        return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
-    return {"record": stored}
+        try:
+            summary = parse_into(
+                staged, open_text, format=format, zero_based=zero_based, value_dtype=value_dtype,
+                label_column=label_column, limits=ParseLimits(**limits),
+            )
+            manifest = staged.manifest()
+        except UploadParseError as exc:
+            staged.discard()
+            return {
+                "error": {
+                    "status": 422,
+                    "code": "parse_error",
+                    "message": str(exc),
+                    "details": {"line": exc.line or None, "column": exc.column or None, "reason": exc.reason},
+                }
+            }
+        except UploadLimitError as exc:
+            staged.discard()
+            return {
+                "error": {
+                    "status": 413,
+                    "code": "payload_too_large",
+                    "message": str(exc),
+                    "details": {"limit": exc.limit, "value": exc.value},
+                }
+            }
+        except UploadAborted as exc:
+            staged.discard()
+            return {"aborted": str(exc)}
+        except (StorageFull, redis.exceptions.ResponseError) as exc:  # no room in Redis: nothing stays
+            staged.discard()
+            if isinstance(exc, redis.exceptions.ResponseError) and not is_out_of_memory(exc):
+                raise
+            full = exc if isinstance(exc, StorageFull) else StorageFull(f"data set {meta['id']}", 0, 0, 0)
+            return {"error": {"status": 507, "code": "storage_full", "message": str(full), "details": full.details()}}
+        except BaseException:
+            staged.discard()
+            raise
+        final = dict(meta)
+        if followed and followed[-1].outcome is not None:
+            final.update(followed[-1].outcome.get("meta") or {})
+        record = dict(
+            final,
+            n_samples=int(summary.n_rows),
+            n_features=int(summary.n_features),
+            nnz=int(summary.nnz),
+            labels={label_key(v): int(c) for v, c in sorted(summary.label_counts.items())},
+            has_qid=bool(summary.has_qid),
+            zero_based=bool(summary.zero_based),
+            compressed=bool(summary.compressed),
+            text_bytes=int(summary.text_bytes),
+            feature_names=summary.feature_names,
+            value_dtype=summary.value_dtype,
+        )
+        try:
+            stored = store.commit(record, manifest)
+        except StorageFull as exc:
+            return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
+        return {"record": stored}
+    finally:
+        staged.close()
+        if follow_marker is not None:
+            for name in (path, follow_marker):
+                try:
+                    os.unlink(name)
+                except FileNotFoundError:
+                    pass

@@ -19,6 +19,23 @@ still an exact integer <= 2**53), or reports the token as "slow". Slow tokens (m
 significant digits, large exponents, subnormals...) are recorded in ``slow`` as rows
 (slot, start, end, line): slot >= 0 is a position in ``data``, slot < 0 is the label of row
 -slot-1. The caller replaces them with ``float(bytes(buf[start:end]))`` before the buffer goes.
+
+The two chunk kernels release the GIL, so the ingest process's writer thread sends the previous
+Redis chunk while the next text is parsed.
+
+Stored values (``vmode``). ``VAL_F64``: ``data`` is float64 and holds float(token). ``VAL_F32``
+(asked for): ``data`` is float32 and holds the float32 nearest to the decimal text (rounded once,
+from the text: a double that lies exactly halfway between two float32 is sent to the slow path,
+where Python rounds the exact decimal). ``VAL_AUTO``: float32 as long as every value is *recoverable*
+from its float32: the text has at most 7 significant digits and rounding the float32 to 7
+significant digits gives back the text's value (checked with a safety margin, see ``_f32_value``);
+the first value that is not makes the kernel stop with ``ST_WIDEN`` and the caller parses again
+into float64. Labels are always float64.
+
+Indices are stored zero-based as they are read: one-based files (``MODE_ONE_BASED`` and
+``MODE_AUTO``) have 1 subtracted. In ``MODE_AUTO`` the first index 0 makes the kernel stop with
+``ST_ZERO_BASED`` and the caller parses again with ``MODE_ZERO_BASED`` (zero-based iff some
+index is 0, as scikit-learn decides).
 """
 
 from __future__ import annotations
@@ -49,6 +66,8 @@ N_STATE = 16
 ST_DONE = 0  # every line of buf[pos:end] consumed
 ST_FULL = 1  # the slow-token buffer is full: flush it and call again from st[S_POS]
 ST_ERROR = 2  # see st[S_ERR] and friends
+ST_WIDEN = 3  # VAL_AUTO met a value that float32 cannot hold recoverably: parse again into float64
+ST_ZERO_BASED = 4  # MODE_AUTO met the index 0: parse again with MODE_ZERO_BASED
 
 # -- error codes -----------------------------------------------------------------------------
 E_NONE = 0
@@ -74,11 +93,25 @@ E_CSV_EMPTY = 19  # aux: field number (0-based)
 E_CSV_RAGGED = 20  # aux: number of fields found
 E_CSV_BAD_NUMBER = 21  # aux: field number
 E_CSV_NONFINITE = 22  # aux: field number
+E_F32_OVERFLOW = 23  # value_dtype float32: the value is beyond float32's range; aux: CSV field number
 
 # -- zero_based modes --------------------------------------------------------------------------
 MODE_ONE_BASED = 0
 MODE_ZERO_BASED = 1
 MODE_AUTO = 2
+
+# -- stored value types (vmode) ------------------------------------------------------------------
+VAL_F64 = 0
+VAL_F32 = 1
+VAL_AUTO = 2
+AUTO_MAX_DIGITS = 7  # VAL_AUTO: most significant digits a value may have to be stored as float32
+AUTO_MARGIN = 1e-6  # VAL_AUTO: |float32 - value| must stay below (1 - AUTO_MARGIN) x half a unit of the 7th digit
+
+# -- value check outcomes (_f32_value)
+V_OK = 0
+V_SLOW = 1  # exact float32 rounding needs Python (the double is a float32 midpoint)
+V_WIDEN = 2  # VAL_AUTO: not recoverable from float32
+V_OVERFLOW = 3  # VAL_F32: beyond float32's range
 
 # -- number parse status -----------------------------------------------------------------------
 N_OK = 0
@@ -91,6 +124,9 @@ _TWO53 = 9007199254740992
 _POW10_F = np.array([10.0**k for k in range(23)], dtype=np.float64)  # all exact doubles
 _POW10_I = np.array([10**k for k in range(19)], dtype=np.int64)
 _BIG = 1 << 62
+_POW10_MIN_E = -60  # _POW10_ANY[e - _POW10_MIN_E] = 10**e (to within 1e-16) for e in [-60, 40]
+_POW10_MAX_E = 40
+_POW10_ANY = np.array([10.0**e for e in range(_POW10_MIN_E, _POW10_MAX_E + 1)], dtype=np.float64)
 
 
 @njit(cache=True)
@@ -127,9 +163,10 @@ def _match_word(buf, p, end, w0, w1, w2):
 def _parse_number(buf, p, end):
     """Parse a decimal floating-point number starting at p.
 
-    Returns (q, status, value): q is just past the characters taken (the caller checks that a
-    delimiter follows), status is N_OK (value exact), N_SLOW (syntax fine, value to be computed
-    by Python's float), N_BAD or N_NONFINITE (nan/inf words).
+    Returns (q, status, value, nd, k): q is just past the characters taken (the caller checks
+    that a delimiter follows), status is N_OK (value exact), N_SLOW (syntax fine, value to be
+    computed by Python's float), N_BAD or N_NONFINITE (nan/inf words). For N_OK, the text's value
+    is m * 10**k with m an integer of nd significant digits (trailing zeros stripped; nd = 0 for zero).
     """
     neg = False
     if p < end:
@@ -173,10 +210,10 @@ def _parse_number(buf, p, end):
             break
     if ndig == 0:
         if infrac:
-            return p, N_BAD, 0.0
+            return p, N_BAD, 0.0, 0, 0
         # nan, inf, infinity (any case)
         if _match_word(buf, p, end, 110, 97, 110):  # nan
-            return p + 3, N_NONFINITE, 0.0
+            return p + 3, N_NONFINITE, 0.0, 0, 0
         if _match_word(buf, p, end, 105, 110, 102):  # inf
             if (
                 _match_word(buf, p + 3, end, 105, 110, 105)
@@ -184,9 +221,9 @@ def _parse_number(buf, p, end):
                 and (buf[p + 6] | 32) == 116
                 and (buf[p + 7] | 32) == 121
             ):  # infinity
-                return p + 8, N_NONFINITE, 0.0
-            return p + 3, N_NONFINITE, 0.0
-        return p, N_BAD, 0.0
+                return p + 8, N_NONFINITE, 0.0, 0, 0
+            return p + 3, N_NONFINITE, 0.0, 0, 0
+        return p, N_BAD, 0.0, 0, 0
     e10 = 0
     if p < end and (buf[p] == 101 or buf[p] == 69):
         p += 1
@@ -200,27 +237,63 @@ def _parse_number(buf, p, end):
                 e10 = e10 * 10 + (buf[p] - 48)
             p += 1
         if p == es:
-            return p, N_BAD, 0.0
+            return p, N_BAD, 0.0, 0, 0
         if eneg:
             e10 = -e10
     if m == 0:
-        return p, N_OK, (-0.0 if neg else 0.0)
+        return p, N_OK, (-0.0 if neg else 0.0), 0, 0
     if many:
-        return p, N_SLOW, 0.0
+        return p, N_SLOW, 0.0, 19, 0
     k = e10 - nfrac + pz
     if m <= _TWO53:
         if k >= 0:
             if k <= 22:
                 v = float(m) * _POW10_F[k]
-                return p, N_OK, (-v if neg else v)
+                return p, N_OK, (-v if neg else v), nd, k
             j = k - 22
             if j <= 16 and m <= _TWO53 // _POW10_I[j]:
                 v = float(m * _POW10_I[j]) * _POW10_F[22]
-                return p, N_OK, (-v if neg else v)
+                return p, N_OK, (-v if neg else v), nd, k
         elif k >= -22:
             v = float(m) / _POW10_F[-k]
-            return p, N_OK, (-v if neg else v)
-    return p, N_SLOW, 0.0
+            return p, N_OK, (-v if neg else v), nd, k
+    return p, N_SLOW, 0.0, nd, k
+
+
+@njit(cache=True)
+def _f32_value(val, nd, k, vmode):
+    """The float32 to store for the exact double ``val`` of a text m * 10**k (m of nd digits), and V_*.
+
+    The float32 nearest to ``val`` is the float32 nearest to the text unless ``val`` lies exactly
+    halfway between two float32 (rounding twice could then go the wrong way): V_SLOW, Python rounds
+    the text. VAL_AUTO also asks for recoverability: nd <= 7 and |f - text| < half a unit of the
+    7th significant digit of f's decade (a value 10**E whose float32 falls below it is judged on
+    the finer grid of the decade below). The test runs on doubles: |f - val| is exact (Sterbenz),
+    |val - text| <= 2**-53 |text| is below 3e-9 of the half unit, and the half unit 5 * 10**(E-7)
+    is computed to about 1e-15; the margin AUTO_MARGIN covers both, so a value passes only if it
+    truly is recoverable (some values just inside the bound are refused: they go to float64).
+    """
+    f = np.float32(val)
+    fd = np.float64(f)
+    if np.isinf(fd):
+        return f, (V_WIDEN if vmode == VAL_AUTO else V_OVERFLOW)
+    if fd != val:
+        # val is the midpoint between f and its neighbour g iff g = 2 val - f is a float32 (both steps exact then)
+        g = 2.0 * val - fd
+        if np.float64(np.float32(g)) == g:
+            return f, (V_WIDEN if vmode == VAL_AUTO else V_SLOW)
+    if vmode == VAL_AUTO and val != 0.0:
+        if nd > AUTO_MAX_DIGITS:
+            return f, V_WIDEN
+        E = nd - 1 + k
+        if E < _POW10_MIN_E + 7 or E > _POW10_MAX_E:
+            return f, V_WIDEN  # beyond float32's normal range anyway
+        half = 5.0 * _POW10_ANY[E - 7 - _POW10_MIN_E]
+        if abs(fd) < _POW10_ANY[E - _POW10_MIN_E]:
+            half *= 0.1
+        if not abs(fd - val) < half * (1.0 - AUTO_MARGIN):
+            return f, V_WIDEN
+    return f, V_OK
 
 
 @njit(cache=True)
@@ -235,9 +308,13 @@ def _set_error(st, code, start, stop, line, line_start, aux):
     return ST_ERROR
 
 
-@njit(cache=True)
-def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows, max_features, max_nnz):
-    """Parse the svmlight lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL or ST_ERROR."""
+@njit(cache=True, nogil=True)
+def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, max_rows, max_features, max_nnz):
+    """Parse the svmlight lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL, ST_ERROR, ST_WIDEN or ST_ZERO_BASED.
+
+    Row and entry counters in ``st`` index the output arrays (the caller empties them between calls
+    and keeps the totals); ``max_rows`` and ``max_nnz`` are what is left of the limits.
+    """
     pos = st[S_POS]
     nrows = st[S_NROWS]
     nnz = st[S_NNZ]
@@ -270,7 +347,7 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
             continue
         # ---- label
         tok = p
-        q, status, label = _parse_number(buf, p, end)
+        q, status, label, _, _ = _parse_number(buf, p, end)
         if status == N_BAD or not _is_svm_end(buf, q, end):
             te = _svm_token_end(buf, tok, end)
             for r in range(tok, te):
@@ -368,6 +445,10 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
             if idx == 0 and mode == MODE_ONE_BASED:
                 st[S_NSLOW] = nslow
                 return _set_error(st, E_ZERO_INDEX, tok, p, line, ls, 0)
+            if idx == 0 and mode == MODE_AUTO:
+                st[S_NSLOW] = row_slow0
+                st[S_STATUS] = ST_ZERO_BASED
+                return ST_ZERO_BASED
             if idx <= prev:
                 st[S_NSLOW] = nslow
                 if idx == prev:
@@ -378,7 +459,7 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
                 return _set_error(st, E_LIMIT_FEATURES, tok, p, line, ls, idx)
             p += 1  # the colon
             vs = p
-            q, status, val = _parse_number(buf, p, end)
+            q, status, val, nd, k10 = _parse_number(buf, p, end)
             if status == N_BAD or not _is_svm_end(buf, q, end):
                 st[S_NSLOW] = nslow
                 return _set_error(st, E_BAD_VALUE, vs, _svm_token_end(buf, vs, end), line, ls, 0)
@@ -388,6 +469,18 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
             if nnz >= max_nnz:
                 st[S_NSLOW] = row_slow0
                 return _set_error(st, E_LIMIT_NNZ, tok, q, line, ls, 0)
+            if status == N_OK and vmode != VAL_F64:
+                f32, vcheck = _f32_value(val, nd, k10, vmode)
+                if vcheck == V_WIDEN:
+                    st[S_NSLOW] = row_slow0
+                    st[S_STATUS] = ST_WIDEN
+                    return ST_WIDEN
+                if vcheck == V_OVERFLOW:
+                    st[S_NSLOW] = nslow
+                    return _set_error(st, E_F32_OVERFLOW, vs, q, line, ls, 0)
+                if vcheck == V_SLOW:
+                    status = N_SLOW
+                val = np.float64(f32)
             if status == N_SLOW:
                 if nslow >= slow_cap:
                     st[S_STATUS] = ST_FULL
@@ -397,7 +490,7 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, max_rows,
                 slow[nslow, 2] = q
                 slow[nslow, 3] = line
                 nslow += 1
-            indices[nnz] = idx
+            indices[nnz] = idx if mode == MODE_ZERO_BASED else idx - 1
             data[nnz] = val
             nnz += 1
             prev = idx
@@ -437,9 +530,9 @@ def _csv_field_end(buf, p, end):
     return p
 
 
-@njit(cache=True)
-def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, max_rows, max_nnz):
-    """Parse the CSV data lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL or ST_ERROR.
+@njit(cache=True, nogil=True)
+def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, vmode, max_rows, max_nnz):
+    """Parse the CSV data lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL, ST_ERROR or ST_WIDEN.
 
     Fields are numbers (optionally in double quotes, spaces and tabs around them ignored),
     separated by commas; column ``label_col`` is the label, the others are features
@@ -488,7 +581,7 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, m
             if quoted:
                 p += 1
             ns = p
-            q, status, val = _parse_number(buf, p, end)
+            q, status, val, nd, k10 = _parse_number(buf, p, end)
             r = q
             if quoted:
                 if r < end and buf[r] == 34:
@@ -525,6 +618,18 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, m
                 if nnz >= max_nnz:
                     st[S_NSLOW] = row_slow0
                     return _set_error(st, E_LIMIT_NNZ, fs, r, line, ls, 0)
+                if status == N_OK and vmode != VAL_F64:
+                    f32, vcheck = _f32_value(val, nd, k10, vmode)
+                    if vcheck == V_WIDEN:
+                        st[S_NSLOW] = row_slow0
+                        st[S_STATUS] = ST_WIDEN
+                        return ST_WIDEN
+                    if vcheck == V_OVERFLOW:
+                        st[S_NSLOW] = nslow
+                        return _set_error(st, E_F32_OVERFLOW, fs, r, line, ls, col)
+                    if vcheck == V_SLOW:
+                        status = N_SLOW
+                    val = np.float64(f32)
                 if status == N_SLOW:
                     if nslow >= slow_cap:
                         st[S_STATUS] = ST_FULL
@@ -563,8 +668,26 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, m
 def parse_numbers(buf, starts, ends, out, status):
     """Test helper: parse each token buf[starts[i]:ends[i]] (must be taken whole) into out/status."""
     for i in range(starts.shape[0]):
-        q, s, v = _parse_number(buf, starts[i], ends[i])
+        q, s, v, _, _ = _parse_number(buf, starts[i], ends[i])
         if s != N_BAD and q != ends[i]:
             s = N_BAD
         out[i] = v
         status[i] = s
+
+
+@njit(cache=True)
+def f32_values(buf, starts, ends, vmode, out, check):
+    """Test helper: the float32 each token would be stored as under ``vmode`` and the V_* outcome
+    (tokens the kernel sends to the slow path report V_SLOW; unparsable ones -1)."""
+    for i in range(starts.shape[0]):
+        q, s, v, nd, k = _parse_number(buf, starts[i], ends[i])
+        if s == N_OK and q == ends[i]:
+            f, c = _f32_value(v, nd, k, vmode)
+            out[i] = f
+            check[i] = c
+        elif s == N_SLOW and q == ends[i]:
+            out[i] = 0.0
+            check[i] = V_SLOW
+        else:
+            out[i] = 0.0
+            check[i] = -1

@@ -24,6 +24,21 @@ class ZeroBased(str, Enum):
     false = "false"
 
 
+class ValueDtype(str, Enum):
+    """How the feature values of an upload are stored."""
+
+    auto = "auto"
+    float32 = "float32"
+    float64 = "float64"
+
+
+class StoredValueDtype(str, Enum):
+    """How a stored data set's feature values are held."""
+
+    float32 = "float32"
+    float64 = "float64"
+
+
 class DatasetOut(BaseModel):
     """A stored data set."""
 
@@ -41,6 +56,12 @@ class DatasetOut(BaseModel):
     text_bytes: int = Field(description="Size of the text after decompression.")
     sha256: str = Field(description="SHA-256 of the uploaded file, as sent (hex).")
     feature_names: list[str] | None = Field(default=None, description="CSV header names of the feature columns; null for svmlight.")
+    value_dtype: StoredValueDtype = Field(
+        default=StoredValueDtype.float64,
+        description="How feature values are stored: `float32` (each value is the float32 nearest to its text; "
+        "training sees that float32 widened to float64) or `float64` (each value is the double nearest to its "
+        "text). Indices are always int32.",
+    )
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 
 

@@ -19,6 +19,10 @@ from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
 
 
+SCORE_BLOCK_NNZ = 1 << 22
+"""Linear models score a sparse matrix by blocks of rows holding about this many stored values."""
+
+
 class Scorer:
     """A stored model, ready to score rows many times (the API keeps these in its cache)."""
 
@@ -44,7 +48,19 @@ class Scorer:
                 matrix = sp.csr_matrix(matrix)
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
             return values.reshape(matrix.shape[0], -1)
-        return np.asarray(matrix @ self.weights.T) + self.offsets
+        if not sp.issparse(matrix) or matrix.nnz <= SCORE_BLOCK_NNZ:
+            return np.asarray(matrix @ self.weights.T) + self.offsets
+        # By blocks of rows: scipy widens float32 values to a float64 copy for the product, and a
+        # training set of 10^8 stored values must not be copied whole (800 MB) to score it.
+        out = np.empty((matrix.shape[0], self.weights.shape[0]))
+        indptr = matrix.indptr
+        start, n = 0, matrix.shape[0]
+        while start < n:
+            stop = int(np.searchsorted(indptr, indptr[start] + SCORE_BLOCK_NNZ, side="right")) - 1
+            stop = min(n, max(stop, start + 1))
+            out[start:stop] = matrix[start:stop] @ self.weights.T
+            start = stop
+        return out + self.offsets
 
     def predict_values(self, matrix: sp.csr_matrix) -> tuple[np.ndarray | None, np.ndarray]:
         """Predicted label values (None for models that only score) and scores ((n,) or (n, k))."""

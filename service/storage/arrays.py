@@ -8,6 +8,8 @@ so an upload that dies half-way leaves nothing that lasts.
 
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Mapping
 
 import numpy as np
@@ -34,6 +36,140 @@ def write_staged(
             client.set(keys.array_chunk(owner_key, name, index), piece.tobytes(), ex=STAGING_TTL_S)
         manifest[name] = {"dtype": flat.dtype.str, "shape": list(array.shape), "chunks": n_chunks}
     return manifest
+
+
+class StagedArrays:
+    """Arrays written to Redis piece by piece as they are produced (a parser's sink), staged like ``write_staged``.
+
+    ``append(name, piece)`` adds to array ``name``; every ``chunk_bytes`` of it go to Redis as one
+    value (with the staging TTL), so the writer holds about one chunk per array. With
+    ``background=True`` a thread sends the full chunks (at most one waiting behind the one being
+    sent) while the caller goes on producing: with ``appendfsync always`` each SET waits for Redis's
+    fsync, which then overlaps the parse. ``manifest()`` writes the last partial chunks, waits for
+    the thread and returns the manifest for the owner's commit; ``reset()`` and ``discard()`` delete
+    what was written (a parse that starts over, a failed upload). A failed SET is raised by the next
+    call.
+    """
+
+    def __init__(self, client: redis.Redis, owner_key: str, chunk_bytes: int, *, background: bool = False,
+                 before_chunk=None):
+        self.client = client
+        self.before_chunk = before_chunk  # called with each chunk's size before it is written (a room check)
+        self.owner_key = owner_key
+        self.chunk_bytes = max(8, int(chunk_bytes) // 8 * 8)
+        self._state: dict[str, dict] = {}
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=1)
+            self._thread = threading.Thread(target=self._send_loop, name="staged-arrays", daemon=True)
+            self._thread.start()
+
+    def append(self, name: str, piece: np.ndarray) -> None:
+        """Add the next elements of array ``name`` (1-D; every piece of an array has the same dtype)."""
+        self._raise_error()
+        flat = np.ascontiguousarray(piece).reshape(-1)
+        if flat.dtype.byteorder == ">":
+            flat = flat.astype(flat.dtype.newbyteorder("<"))
+        state = self._state.get(name)
+        if state is None:
+            state = self._state[name] = {"dtype": flat.dtype.str, "count": 0, "chunks": 0, "buffer": None, "fill": 0}
+        elif state["dtype"] != flat.dtype.str:
+            raise ValueError(f"array {name!r} is {state['dtype']}, got a piece of {flat.dtype.str}")
+        state["count"] += flat.size
+        raw = flat.view(np.uint8)
+        while raw.size:
+            fill = state["fill"]
+            take = min(self.chunk_bytes - fill, raw.size)
+            if fill == 0 and take == self.chunk_bytes and self._queue is None:
+                self._put(name, state, raw[:take])  # a whole chunk straight from the piece
+            else:
+                if state["buffer"] is None:
+                    state["buffer"] = np.empty(self.chunk_bytes, dtype=np.uint8)
+                state["buffer"][fill : fill + take] = raw[:take]
+                state["fill"] = fill + take
+                if state["fill"] == self.chunk_bytes:
+                    self._flush(name, state)
+            raw = raw[take:]
+
+    def _flush(self, name: str, state: dict) -> None:
+        payload = state["buffer"][: state["fill"]]
+        if self._queue is not None:
+            state["buffer"] = None  # handed to the thread; the next piece gets a new buffer
+        self._put(name, state, payload)
+        state["fill"] = 0
+
+    def _put(self, name: str, state: dict, payload: np.ndarray) -> None:
+        if self.before_chunk is not None:
+            self.before_chunk(int(payload.nbytes))
+        key = keys.array_chunk(self.owner_key, name, state["chunks"])
+        state["chunks"] += 1
+        if self._queue is None:
+            self.client.set(key, memoryview(payload), ex=STAGING_TTL_S)
+        else:
+            self._queue.put((key, payload))
+
+    def _send_loop(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    key, payload = item
+                    self.client.set(key, memoryview(payload), ex=STAGING_TTL_S)
+            except BaseException as exc:  # raised in the caller's thread by the next call
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _wait(self) -> None:
+        if self._queue is not None:
+            self._queue.join()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def manifest(self) -> dict[str, dict]:
+        """Write what is left and return ``{name: {"dtype", "shape", "chunks"}}``."""
+        out = {}
+        for name, state in self._state.items():
+            if state["fill"] or state["chunks"] == 0:
+                if state["buffer"] is None:
+                    state["buffer"] = np.empty(0, dtype=np.uint8)
+                self._flush(name, state)
+            state["buffer"] = None
+            out[name] = {"dtype": state["dtype"], "shape": [state["count"]], "chunks": state["chunks"]}
+        self._wait()
+        self._raise_error()
+        return out
+
+    def reset(self) -> None:
+        """Delete everything written so far and start empty."""
+        self.discard()
+        self._state = {}
+
+    def discard(self) -> None:
+        """Delete the chunks written so far (best effort)."""
+        self._wait()
+        self._error = None
+        written = {name: {"chunks": state["chunks"]} for name, state in self._state.items()}
+        discard(self.client, self.owner_key, written)
+        for state in self._state.values():
+            state["chunks"] = 0
+            state["fill"] = 0
+            state["buffer"] = None
+
+    def close(self) -> None:
+        """Stop the background thread (after ``manifest`` or ``discard``)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
 
 def chunk_keys(owner_key: str, manifest: Mapping[str, dict]) -> list[str]:
@@ -66,6 +202,15 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
             raise KeyError(f"array {name!r} under {owner_key} has {offset} bytes, expected {target.size}")
         out[name] = result.reshape(entry["shape"])
     return out
+
+
+def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
+    """Yield the chunks of one array as bytes, in order; raises KeyError if one is missing."""
+    for index in range(entry["chunks"]):
+        piece = client.get(keys.array_chunk(owner_key, name, index))
+        if piece is None:
+            raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+        yield piece
 
 
 def persist_commands(pipe, owner_key: str, manifest: Mapping[str, dict]) -> None:

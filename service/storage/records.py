@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 import redis
 
-from service.storage import arrays, capacity, keys
+from service.storage import aof, arrays, capacity, keys
 
 
 class RecordStore:
@@ -38,12 +38,33 @@ class RecordStore:
         """
         owner = self.key_of(meta["id"])
         manifest: dict = {}
-        what = f"{self.kind[:-1].replace('dataset', 'data set')} {meta['id']}"
         nbytes = sum(int(np.asarray(a).nbytes) for a in array_map.values())
-        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, what)
+        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(meta["id"]))
         try:
             manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
-            record = dict(meta, arrays=manifest)
+        except BaseException as exc:
+            self._remove(meta["id"], meta["tenant"], manifest or _names_only(array_map, self.chunk_bytes))
+            self._raise_if_full(exc, meta["id"], nbytes)
+            raise
+        return self.commit(meta, manifest)
+
+    def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
+        """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest).
+
+        Each chunk is checked for room first (``StorageFull``, as ``create``)."""
+        what = self._what(record_id)
+        return arrays.StagedArrays(
+            self.client, self.key_of(record_id), self.chunk_bytes, background=background,
+            before_chunk=lambda nbytes: capacity.ensure_room(self.client, nbytes, self.reserve_fraction, what),
+        )
+
+    def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
+        """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
+
+        On failure everything staged under the record is removed."""
+        owner = self.key_of(meta["id"])
+        try:
+            record = dict(meta, arrays=dict(manifest))
             with self.client.pipeline(transaction=True) as pipe:
                 arrays.persist_commands(pipe, owner, manifest)
                 pipe.set(owner, json.dumps(record))
@@ -57,13 +78,21 @@ class RecordStore:
             if not all(results[: len(results) - trailing]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
         except BaseException as exc:
-            self._remove(meta["id"], meta["tenant"], manifest or _names_only(array_map, self.chunk_bytes))
-            if capacity.is_out_of_memory(exc):
-                used, maxmemory = capacity.memory(self.client)
-                raise capacity.StorageFull(what, nbytes, int(maxmemory * (1 - self.reserve_fraction)) - used,
-                                           maxmemory) from exc
+            self._remove(meta["id"], meta["tenant"], manifest)
+            self._raise_if_full(exc, meta["id"], _manifest_bytes(manifest))
             raise
+        aof.compact_if_due(self.client)
         return record
+
+    def _what(self, record_id: str) -> str:
+        return f"{self.kind[:-1].replace('dataset', 'data set')} {record_id}"
+
+    def _raise_if_full(self, exc: BaseException, record_id: str, nbytes: int) -> None:
+        """Redis refused a write for want of memory: say so as ``StorageFull`` (the caller removed what was written)."""
+        if capacity.is_out_of_memory(exc):
+            used, maxmemory = capacity.memory(self.client)
+            raise capacity.StorageFull(self._what(record_id), nbytes,
+                                       int(maxmemory * (1 - self.reserve_fraction)) - used, maxmemory) from exc
 
     def get(self, record_id: str, tenant: str) -> dict | None:
         """The metadata of a record of this tenant, or None (missing or another tenant's)."""
@@ -95,12 +124,17 @@ class RecordStore:
         """The record's binary arrays (all, or the names given)."""
         return arrays.read(self.client, self.key_of(record["id"]), record["arrays"], names)
 
+    def iter_array_chunks(self, record: dict, name: str):
+        """The raw bytes of one of the record's arrays, chunk by chunk (KeyError if a chunk is missing)."""
+        return arrays.iter_chunks(self.client, self.key_of(record["id"]), name, record["arrays"][name])
+
     def delete(self, record_id: str, tenant: str) -> bool:
         """Remove a record of this tenant; False when there was none."""
         record = self.get(record_id, tenant)
         if record is None:
             return False
         self._remove(record_id, tenant, record.get("arrays", {}), counted=True)
+        aof.compact_if_due(self.client)
         return True
 
     def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False) -> None:

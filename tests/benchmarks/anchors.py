@@ -80,7 +80,10 @@ def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.0
 
 
 def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: int = 3) -> dict:
-    """LIBLINEAR ``train -s 3 -c C -B 1 -e eps``; solver seconds from strace (see the module docstring)."""
+    """LIBLINEAR ``train -s 3 -c C -B 1 -e eps``; solver seconds from strace (see the module docstring).
+
+    Two labels: ``w``/``w_bias`` for the label 1 (+1). More: ``per_class[label] = (w, w_bias)``, one-vs-rest.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
         run = subprocess.run(["strace", "-ttt", "-e", "trace=openat,close", str(BIN / "liblinear-train"),
@@ -94,10 +97,18 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
         text = Path(model).read_text().splitlines()
     labels = next(line for line in text if line.startswith("label")).split()[1:]
     start = text.index("w") + 1
-    values = np.array([float(v.split()[0]) for v in text[start:]])
-    if labels[0] != "1":
-        values = -values
-    w = np.zeros(n_features)
-    w[: min(n_features, values.size - 1)] = values[: min(n_features, values.size - 1)]
-    return {"seconds": seconds, "iterations": int(iterations.group(1)) if iterations else None, "w": w,
-            "w_bias": float(values[-1]), "hit_iteration_cap": "reaching max number of iterations" in run.stdout}
+    table = np.array([[float(v) for v in line.split()] for line in text[start:]])  # (features + 1) x columns
+    result = {"seconds": seconds, "iterations": int(iterations.group(1)) if iterations else None,
+              "hit_iteration_cap": "reaching max number of iterations" in run.stdout}
+    if len(labels) == 2:  # one column, for the first label
+        values = table[:, 0] if labels[0] == "1" else -table[:, 0]
+        w = np.zeros(n_features)
+        w[: min(n_features, values.size - 1)] = values[: min(n_features, values.size - 1)]
+        result.update(w=w, w_bias=float(values[-1]))
+    else:  # one-vs-rest: a column per label
+        result["per_class"] = {}
+        for k, label in enumerate(labels):
+            w = np.zeros(n_features)
+            w[: min(n_features, table.shape[0] - 1)] = table[: min(n_features, table.shape[0] - 1), k]
+            result["per_class"][label] = (w, float(table[-1, k]))
+    return result

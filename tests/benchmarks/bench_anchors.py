@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.bench_anchors [--sets sector1,a9a,w8a,ijcnn1,syn20k] [--Cs 0.1,1,10,100]
         [--repeats 3] [--big]          # --big adds the 2,000,000 x 10^6 synthetic set (10^8 non-zeros)
-        [--sector-all]                 # all 105 classes of sector.scale, one-vs-rest, C = 1
+        [--sector-all [--sector-all-Cs 0.1,1,10,100]]   # sector.scale, 105 classes one-vs-rest
 
 Anchors (``tests/benchmarks/anchors.py``, built by ../shared/tools/build-anchors.sh): libocas
 ``svmocas`` (TolRel 0.01, its default), SVMperf ``svm_perf_learn -w 9 -e 0.01`` (C_perf = C n / 100),
@@ -15,7 +15,8 @@ tol_rel 1e-6 (its lower bound is reported too).
 For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLINEAR):
 
 * ``default``: both with default settings: solver seconds (theirs: their own; ours: ``solver_seconds``,
-  threads = the cores, as the service runs a single problem), iterations, precision, our gap_rel;
+  with the threads a job gets from ``./dev serve`` by default: cores // 2 workers, one on this machine;
+  ``--threads`` changes it), iterations, precision, our gap_rel;
 * ``equal_precision``: our seconds to reach the anchor's objective (read from the trace of a run at a
   tighter tolerance: the first point whose objective is <= theirs), 1 thread and all cores, and the
   ratio ours / theirs (the bars: <= 1);
@@ -136,7 +137,7 @@ def _anchor(name: str, path: Path, C: float, n_rows: int, n_features: int) -> di
     return anchors.liblinear(str(path), C, n_features)
 
 
-def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd")) -> dict:
+def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd"), threads: int = 1) -> dict:
     """One (data set, C) row: optimum, then every pair interleaved ``repeats`` times."""
     from worker.solvers.data_passes import available_cores
 
@@ -147,7 +148,8 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
     exact = _ours("ocas", arrays, n_features, C, cores, tol_rel=1e-6, max_iter=100000)
     F_star = exact.objective
     row = {"data": data_name, "C": C, "n_rows": int(len(y)), "n_features": n_features, "nnz": int(indptr[-1]),
-           "optimum": F_star, "optimum_lower_bound": exact.extra["lower_bound"], "cores": cores}
+           "optimum": F_star, "optimum_lower_bound": exact.extra["lower_bound"], "cores": cores,
+           "default_threads": threads, "load_average": os.getloadavg()}
     precision = lambda F: (F - F_star) / F_star  # noqa: E731
     for solver in solvers:
         anchor_name, tight, key = PAIRS[solver]
@@ -158,7 +160,7 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
             runs["anchor"].append({"seconds": a["seconds"], "iterations": a["iterations"], "objective": F_a,
                                    "precision": precision(F_a), **({"hit_iteration_cap": a["hit_iteration_cap"]}
                                                                    if "hit_iteration_cap" in a else {})})
-            d = _ours(solver, arrays, n_features, C, cores)
+            d = _ours(solver, arrays, n_features, C, threads)
             runs["ours_default"].append({"seconds": d.solver_seconds, "iterations": d.n_iter, "objective": d.objective,
                                          "precision": precision(d.objective), "gap_rel": d.extra.get("gap_rel"),
                                          "stop_reason": d.stop_reason.value})
@@ -192,35 +194,68 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
     return row
 
 
-def bench_sector_all(repeats: int, C: float = 1.0) -> dict:
-    """sector.scale, all 105 classes one-vs-rest: per-class anchors summed, ours summed (1 thread)."""
+def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
+    """sector.scale, all 105 classes one-vs-rest at C: per-class binary problems for svmocas, SVMperf and
+    ours (summed solver seconds, ``threads`` threads each), LIBLINEAR's own one-vs-rest in one run; the
+    precision of each summed objective against the summed certified optima."""
+    from worker.solvers.cpa import solve_cpa
+    from worker.solvers.dcd import solve_dcd
     from worker.solvers.ocas import solve_ocas
 
     classes = [str(k) for k in range(1, 106)]
-    totals = {"svmocas_s": [], "ours_ocas_s": [], "ours_ocas_2threads_s": []}
-    precision = {"svmocas": 0.0, "ours_ocas": 0.0, "optimum": 0.0}
+    problems = {}
+    for k in classes:
+        path = prepare(f"sector_class{k}")
+        problems[k] = (path, load(path))
+    multi = WORK / "sector_all.svm"
+    if not multi.exists():
+        with gzip.open(DATA_DIR / "sector.scale.svm.gz", "rt") as f, open(multi, "w") as out:
+            out.write(f.read())
+    seconds = {key: [] for key in ("svmocas", "ours_ocas", "svm_perf", "ours_cpa", "liblinear", "ours_dcd")}
+    objective = {key: 0.0 for key in seconds}
+    optimum = 0.0
     for rep in range(repeats):
-        sums = {k: 0.0 for k in totals}
+        sums = {key: 0.0 for key in seconds}
         for k in classes:
-            path = prepare(f"sector_class{k}")
-            indptr, indices, data, y, n_features = load(path)
-            a = anchors.svmocas(str(path), C, n_features)
-            sums["svmocas_s"] += a["seconds"]
-            ours = solve_ocas(indptr, indices, data, y, n_features=n_features, C=C, n_processes=1)
-            sums["ours_ocas_s"] += ours.solver_seconds
-            sums["ours_ocas_2threads_s"] += solve_ocas(indptr, indices, data, y, n_features=n_features, C=C,
-                                                       n_processes=2).solver_seconds
+            path, (indptr, indices, data, y, n_features) = problems[k]
+            args = (indptr, indices, data, y)
+            runs = {
+                "svmocas": lambda: anchors.svmocas(str(path), C, n_features),
+                "ours_ocas": lambda: solve_ocas(*args, n_features=n_features, C=C, n_processes=threads),
+                "svm_perf": lambda: anchors.svm_perf(str(path), C, len(y), n_features, eps=0.01),
+                "ours_cpa": lambda: solve_cpa(*args, n_features=n_features, C=C, n_processes=threads),
+                "ours_dcd": lambda: solve_dcd(*args, n_features=n_features, C=C),
+            }
+            for key, run in runs.items():
+                out = run()
+                if isinstance(out, dict):
+                    sums[key] += out["seconds"]
+                    if rep == 0:
+                        objective[key] += anchors.objective(*args, out["w"], out["w_bias"], C)
+                else:
+                    sums[key] += out.solver_seconds
+                    if rep == 0:
+                        objective[key] += out.objective
             if rep == 0:
-                precision["svmocas"] += anchors.objective(indptr, indices, data, y, a["w"], a["w_bias"], C)
-                precision["ours_ocas"] += ours.objective
-                precision["optimum"] += solve_ocas(indptr, indices, data, y, n_features=n_features, C=C,
-                                                   tol_rel=1e-6, n_processes=2).objective
+                optimum += solve_ocas(*args, n_features=n_features, C=C, tol_rel=1e-6, n_processes=2).objective
+        lib = anchors.liblinear(str(multi), C, problems["1"][1][4])
+        sums["liblinear"] = lib["seconds"]
+        if rep == 0:
+            for k in classes:
+                _, (indptr, indices, data, y, _) = problems[k]
+                w, w_bias = lib["per_class"][k]
+                objective["liblinear"] += anchors.objective(indptr, indices, data, y, w, w_bias, C)
         for key, value in sums.items():
-            totals[key].append(value)
-    F = precision.pop("optimum")
-    return {"data": "sector_all_ovr", "C": C, "classes": len(classes),
-            "seconds": {k: statistics.median(v) for k, v in totals.items()}, "runs": totals,
-            "precision_of_summed_objective": {k: (v - F) / F for k, v in precision.items()}, "optimum_sum": F}
+            seconds[key].append(value)
+        print(json.dumps({"sector_all_rep": rep, **{k: round(v, 3) for k, v in sums.items()}}), flush=True)
+    median = {k: statistics.median(v) for k, v in seconds.items()}
+    return {"data": "sector_all_ovr", "C": C, "classes": len(classes), "threads": threads,
+            "seconds_median": median, "runs": seconds,
+            "ratios": {"ocas_to_svmocas": median["ours_ocas"] / median["svmocas"],
+                       "cpa_to_svm_perf": median["ours_cpa"] / median["svm_perf"],
+                       "dcd_to_liblinear": median["ours_dcd"] / median["liblinear"]},
+            "precision_of_summed_objective": {k: (v - optimum) / optimum for k, v in objective.items()},
+            "optimum_sum": optimum}
 
 
 def main(argv=None) -> int:
@@ -230,8 +265,11 @@ def main(argv=None) -> int:
     parser.add_argument("--Cs", default="0.1,1,10,100", help="C values for sector1 (the others run at C = 1)")
     parser.add_argument("--solvers", default="ocas,cpa,dcd")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of our default runs (default: cores // 2, what ./dev serve gives a job)")
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
+    parser.add_argument("--sector-all-Cs", default="1", help="C values of the one-vs-rest runs")
     args = parser.parse_args(argv)
     missing = [k for k, ok in anchors.available().items() if not ok]
     if missing:
@@ -246,16 +284,20 @@ def main(argv=None) -> int:
     dcd.warm_up()
     warm_s = time.perf_counter() - t0
     solvers = tuple(args.solvers.split(","))
+    from worker.solvers.data_passes import available_cores
+
+    threads = args.threads or max(1, available_cores() // 2)
     rows = []
     sets = args.sets.split(",") + (["syn2m"] if args.big else [])
     for name in sets:
         Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
         for C in Cs:
             repeats = 1 if name == "syn2m" else args.repeats
-            rows.append(bench_row(name, C, repeats, solvers))
+            rows.append(bench_row(name, C, repeats, solvers, threads))
     result = {"machine": machine(), "load_average_start": os.getloadavg(), "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
-        result["sector_all"] = bench_sector_all(args.repeats)
+        result["sector_all"] = {str(C): bench_sector_all(args.repeats, C, threads)
+                                for C in [float(c) for c in args.sector_all_Cs.split(",")]}
     result["load_average_end"] = os.getloadavg()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

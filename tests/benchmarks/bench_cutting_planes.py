@@ -11,11 +11,10 @@ alone replaces only its own entry). Sections:
   model within 1e-3 of F* ("to the same objective"). Reference in the same run: liblinear-official
   -s 3 (-e 0.1, its default, and -e 0.001; timed on a prebuilt problem), and scikit-learn's LinearSVC
   at tol 1e-6 (the certified optimum F*).
-* ``processes`` -- ocas with 1 and 2 processes on ijcnn1 and on 400,000 rows of the generated problem
-  (runs interleaved 1, 2, 1, 2, ... so that load from other users hits both alike): per-subtask
-  seconds (output computation, line-search sort, cut sum, summed over iterations, the slowest
-  process per iteration) as in Table 4 of paper 000, per-process wall and thread-CPU seconds, total
-  solver seconds, pool start seconds.
+* ``threads`` -- ocas with 1 and 2 numba threads on ijcnn1 and on 400,000 rows of the generated problem
+  (runs interleaved 1, 2, 1, 2, ... so that load from other users hits both alike): phase seconds
+  (output computation, line search, update, cut) and total solver seconds, the speedup of each, and
+  whether the two models are bit-identical.
 * ``ordinal`` -- cpa objective="ordinal" on abalone_scale (28 ranks, all pairs, C = 1e-3 per pair):
   full data, and a 1,000-row subset where the brute-force formulation (explicit difference vectors,
   LinearSVC without intercept) is solved too, in the same run.
@@ -51,7 +50,6 @@ from sklearn.svm import LinearSVC
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
-from worker.solvers import shared_pool as shared_pool_module
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas
 from service.scoring.metrics import pairwise_accuracy
@@ -157,7 +155,7 @@ def bench_classification(repeats):
             runs = []
             for _ in range(repeats):
                 if solver == "cpa":
-                    r = solve_cpa(*args, y, n_features=d, C=C, bias=None, tol=eps / (C * n))
+                    r = solve_cpa(*args, y, n_features=d, C=C, bias=None, tol_rel=0.0, tol=eps / (C * n))
                 else:
                     r = solve_ocas(*args, y, n_features=d, C=C, bias=None, tol_rel=0.0, tol_abs=eps)
                 runs.append(r)
@@ -178,7 +176,8 @@ def bench_classification(repeats):
     return out
 
 
-def bench_processes(repeats, max_rows):
+def bench_threads(repeats, max_rows):
+    """ocas with 1 and 2 numba threads (interleaved 1, 2, 1, 2, ...): phase seconds and total speedup."""
     out = {}
     cases = [("ijcnn1", None), ("generated_400k", min(400_000, max_rows))]
     for name, rows in cases:
@@ -199,25 +198,17 @@ def bench_processes(repeats, max_rows):
         for p, runs in runs_by_p.items():
             r = runs[0]
             results[p] = {
-                "n_iter": r.n_iter, "objective": r.objective,
+                "n_iter": r.n_iter, "objective": r.objective, "threads": r.extra["threads"],
+                "cut_form": r.extra["cut_form"],
                 "solver_seconds_median": _median([x.solver_seconds for x in runs]),
-                "pool_start_s_median": _median([x.extra["pool_start_s"] for x in runs]),
-                "subtask_seconds_median": {k: _median([x.extra["seconds"][k] for x in runs])
-                                           for k in ("output", "sort", "line_search", "cut", "update", "qp")},
-                "subtask_wall_seconds_by_process_median": {
-                    k: [_median([x.extra["seconds_by_process"][k][q] for x in runs]) for q in range(p)]
-                    for k in ("output", "sort", "cut")},
-                "subtask_cpu_seconds_by_process_median": {
-                    k: [_median([x.extra["cpu_seconds_by_process"][k][q] for x in runs]) for q in range(p)]
-                    for k in ("output", "sort", "cut")},
+                "phase_seconds_median": {k: _median([x.extra["seconds"][k] for x in runs])
+                                         for k in ("output", "line_search", "update", "cut", "qp")},
             }
-        row["p1"], row["p2"] = results[1], results[2]
-        row["same_objective_rel_diff"] = abs(results[2]["objective"] - results[1]["objective"]) / results[1]["objective"]
-        row["speedup"] = {k: results[1]["subtask_seconds_median"][k] / max(results[2]["subtask_seconds_median"][k], 1e-12)
-                          for k in ("output", "sort", "cut")}
-        row["speedup"]["total_without_pool_start"] = (
-            results[1]["solver_seconds_median"]
-            / max(results[2]["solver_seconds_median"] - results[2]["pool_start_s_median"], 1e-12))
+        row["t1"], row["t2"] = results[1], results[2]
+        row["bit_identical"] = bool(np.array_equal(runs_by_p[1][0].w, runs_by_p[2][0].w))
+        row["speedup"] = {k: results[1]["phase_seconds_median"][k] / max(results[2]["phase_seconds_median"][k], 1e-12)
+                          for k in ("output", "line_search", "update", "cut")}
+        row["speedup"]["total"] = results[1]["solver_seconds_median"] / max(results[2]["solver_seconds_median"], 1e-12)
         out[name] = row
         print(name, json.dumps(row["speedup"]), flush=True)
     return out
@@ -230,7 +221,7 @@ def bench_ordinal(repeats):
     for label, rows in (("full", X.shape[0]), ("subset_1000", 1000)):
         Xs, ys = X[:rows], y[:rows]
         args = _csr(Xs)
-        runs = [solve_cpa(*args, ys, n_features=X.shape[1], C=C, tol=1e-3, objective="ordinal")
+        runs = [solve_cpa(*args, ys, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3, objective="ordinal")
                 for _ in range(repeats)]
         r = runs[0]
         scores = Xs @ r.w
@@ -266,7 +257,7 @@ def bench_ranking(repeats):
     args = _csr(X)
     out = {"n": X.shape[0], "queries": int(np.unique(qid).size), "C_per_pair": C, "anchor_optimum": RANK_ANCHOR}
     for tol in (1e-3, 1e-4):
-        runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol=tol, objective="ranking", qid=qid)
+        runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=tol, objective="ranking", qid=qid)
                 for _ in range(repeats)]
         r = runs[0]
         out[f"cpa_tol_{tol}"] = {
@@ -313,7 +304,7 @@ def bench_scaling(repeats, max_rows):
         args = _csr(X)
         C = 1e4 / n
         ocas_runs = [solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=1e-3) for _ in range(repeats)]
-        cpa_runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol=1e-3)
+        cpa_runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
                     for _ in range(max(1, repeats if n <= 300_000 else 1))]
         for name, runs in (("ocas", ocas_runs), ("cpa", cpa_runs)):
             out[name].append({"n": n, "nnz": int(X.nnz), "n_iter": runs[0].n_iter, "objective": runs[0].objective,
@@ -332,7 +323,7 @@ def bench_scaling(repeats, max_rows):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="classification,processes,ordinal,ranking,scaling")
+    parser.add_argument("--sections", default="classification,threads,ordinal,ranking,scaling")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-rows", type=int, default=1_000_000)
     opts = parser.parse_args()
@@ -344,11 +335,10 @@ def main() -> None:
     cpa_module.warm_up()
     ocas_module.warm_up()
     results["jit"]["first_call_seconds_cache_load"] = time.perf_counter() - t0
-    results["settings"] = {"repeats": opts.repeats, "numba_parallel_kernels": False,
-                           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                           "process_start_method": shared_pool_module.start_method(), "qp_rel": cpa_module.QP_REL}
+    results["settings"] = {"repeats": opts.repeats, "numba_parallel_kernels": True,
+                           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "qp_rel": cpa_module.QP_REL}
     sections = {"classification": lambda: bench_classification(opts.repeats),
-                "processes": lambda: bench_processes(opts.repeats, opts.max_rows),
+                "threads": lambda: bench_threads(opts.repeats, opts.max_rows),
                 "ordinal": lambda: bench_ordinal(opts.repeats),
                 "ranking": lambda: bench_ranking(opts.repeats),
                 "scaling": lambda: bench_scaling(opts.repeats, opts.max_rows)}

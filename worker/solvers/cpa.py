@@ -91,43 +91,61 @@ QP_REL = 0.1
 QP_FINE = 1e-3
 
 
+@njit(cache=True)
+def _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts):
+    base = chunks[c]
+    cnt = 0
+    risk = 0.0
+    gs = 0.0
+    for i in range(chunks[c], chunks[c + 1]):
+        margin = 1.0 - y[i] * o[i]
+        if margin > 0.0:
+            gamma[i] = y[i]
+            rows[base + cnt] = i
+            cnt += 1
+            risk += margin
+            gs += y[i]
+        else:
+            gamma[i] = 0.0
+    count_parts[c] = cnt
+    risk_parts[c] = risk
+    gsum_parts[c] = gs
+
+
 @njit(cache=True, parallel=True)
-def _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts):
+def _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, serial):
     """Most violated constraint of OP2 at outputs o: c_i = [y_i o_i < 1], gamma_i = y_i c_i.
 
     Per chunk: the number of c_i = 1 (and those rows at rows[chunks[c]:]), the risk
     sum_i max(0, 1 - y_i o_i) and sum_i gamma_i.
     """
-    for c in prange(chunks.shape[0] - 1):
-        base = chunks[c]
-        cnt = 0
-        risk = 0.0
-        gs = 0.0
-        for i in range(chunks[c], chunks[c + 1]):
-            margin = 1.0 - y[i] * o[i]
-            if margin > 0.0:
-                gamma[i] = y[i]
-                rows[base + cnt] = i
-                cnt += 1
-                risk += margin
-                gs += y[i]
-            else:
-                gamma[i] = 0.0
-        count_parts[c] = cnt
-        risk_parts[c] = risk
-        gsum_parts[c] = gs
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
+
+
+@njit(cache=True)
+def _hinge_chunk(y, o, i0, i1):
+    h = 0.0
+    for i in range(i0, i1):
+        margin = 1.0 - y[i] * o[i]
+        if margin > 0.0:
+            h += margin
+    return h
 
 
 @njit(cache=True, parallel=True)
-def hinge_parts(y, o, chunks, parts):
+def hinge_parts(y, o, chunks, parts, serial):
     """parts[c] = sum over chunk c of max(0, 1 - y_i o_i)."""
-    for c in prange(chunks.shape[0] - 1):
-        h = 0.0
-        for i in range(chunks[c], chunks[c + 1]):
-            margin = 1.0 - y[i] * o[i]
-            if margin > 0.0:
-                h += margin
-        parts[c] = h
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -247,7 +265,7 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
             store.outputs_of_wt(o)
             t2 = time.perf_counter()
             if classification:
-                _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
+                _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
                 risk = float(np.sum(risk_parts))
                 gsum = float(np.sum(gsum_parts))
                 b_cut = float(np.sum(count_parts))
@@ -304,6 +322,7 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
             "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
             "violation": violation,
             "n_cuts": rp.t,
+            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
             "qp_s": t_qp,
             "outputs_s": t_out,
             "cut_s": t_cut,

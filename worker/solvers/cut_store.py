@@ -14,8 +14,8 @@ active, n rows, d features, one pass = the non-zeros of the data):
 * ``OutputCuts`` keeps every cut as its row coefficients gamma (n small integers) and its outputs
   X z_k (n numbers), never as a vector over the features. New Gram row: H_tk = <z_t, z_k> =
   sum_i gamma_ti <x_i, z_k> = sum over the cut's rows of gamma_ti (X z_k)_i, so t sums over the new
-  cut's rows; the new cut's own outputs cost one gather pass (after a scatter into a scratch vector
-  that is cleared again row by row); outputs of w_t: sum_k alpha_k X z_k (t_a * n), no pass at all.
+  cut's rows; the new cut's own outputs cost one gather pass; outputs of w_t: sum_k alpha_k X z_k
+  (t_a * n), no pass at all.
   No cost grows with d x t: this is the form for data with more features than rows (text, hashed
   features), where dense cuts made OCAS and CPA spend most of their time on the reduced problem.
 
@@ -27,8 +27,15 @@ coefficients beta_k of every cut, u_k = <w_b, z_k>, |w_b|^2, and in rho the coef
 already dropped from the working set; every update is O(t) or O(n), and w_b is built as a vector
 over the features once, at the end (one scatter pass).
 
+Both forms build each new cut's vector incrementally (``CurrentCut``): from the previous cut, by the
+rows whose coefficient changed, so that a cut costs the non-zeros of the rows that flipped rather than
+of all its rows.
+
 The cut data live in slots; the reduced problem remembers each cut's slot and hands back the slots
-of the cuts it drops.
+of the cuts it drops. The stored cuts may use a quarter of the data's own bytes (``cut_budget``, at
+least 32 cuts): at 2,000,000 rows x 10^6 features a dense cut is 8 MB, so past the budget the cuts with
+alpha = 0 go first (this never lowers the lower bound), and the store grows only when every cut is
+active.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from numba import njit, prange
 
 from worker.solvers.data_passes import (
     available_cores,
-    clear_rows,
     feature_ranges,
     fill,
     gather_outputs,
@@ -54,28 +60,55 @@ from worker.solvers.reduced_qp import ReducedProblem
 # ---------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, parallel=True)
-def _dense_gram_row(Z, slots, t, new, out):
-    """out[k] = <Z[slots[k]], Z[new]> for k < t."""
+DENSE_BLOCK = 4096
+"""Features per block of the dense kernels: a block of the new cut (or of w) stays in cache while every
+stored cut's block streams past it, so a Gram row or a combination reads each stored cut once."""
+
+
+@njit(cache=True)
+def _dense_dots(Z, slots, k0, k1, new, out):
+    """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features."""
     d = Z.shape[1]
-    for k in prange(t):
-        s = slots[k]
-        acc = 0.0
-        for f in range(d):
-            acc += Z[s, f] * Z[new, f]
-        out[k] = acc
+    for k in range(k0, k1):
+        out[k] = 0.0
+    for f0 in range(0, d, DENSE_BLOCK):
+        f1 = min(f0 + DENSE_BLOCK, d)
+        for k in range(k0, k1):
+            s = slots[k]
+            acc = 0.0
+            for f in range(f0, f1):
+                acc += Z[s, f] * Z[new, f]
+            out[k] += acc
 
 
 @njit(cache=True, parallel=True)
-def _output_gram_row(outs, slots, t, gamma, rows, n_rows, out):
+def _dense_gram_row(Z, slots, t, new, out, n_parts):
+    """out[k] = <Z[slots[k]], Z[new]> for k < t; the cuts split into n_parts groups (1: serial)."""
+    if n_parts <= 1:
+        _dense_dots(Z, slots, 0, t, new, out)
+    else:
+        for p in prange(n_parts):
+            _dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)
+
+
+@njit(cache=True)
+def _sel_dot(outs, s, gamma, rows, n_rows):
+    acc = 0.0
+    for q in range(n_rows):
+        i = rows[q]
+        acc += gamma[i] * outs[s, i]
+    return acc
+
+
+@njit(cache=True, parallel=True)
+def _output_gram_row(outs, slots, t, gamma, rows, n_rows, out, serial):
     """out[k] = sum_q gamma[rows[q]] * outs[slots[k], rows[q]] for k < t (= <z_new, z_k>)."""
-    for k in prange(t):
-        s = slots[k]
-        acc = 0.0
-        for q in range(n_rows):
-            i = rows[q]
-            acc += gamma[i] * outs[s, i]
-        out[k] = acc
+    if serial:
+        for k in range(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
+    else:
+        for k in prange(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
 
 
 @njit(cache=True)
@@ -88,23 +121,45 @@ def _dot_rows(gamma, rows, n_rows, v):
     return acc
 
 
+@njit(cache=True)
+def _combine_chunk(table, slots, weights, t, i0, i1, base, c):
+    for i in range(i0, i1):
+        c[i] = base[i]
+    for k in range(t):
+        a = weights[k]
+        if a != 0.0:
+            s = slots[k]
+            for i in range(i0, i1):
+                c[i] += a * table[s, i]
+
+
 @njit(cache=True, parallel=True)
-def _combine_rows(table, slots, weights, t, chunks, base, c):
+def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
     """c[i] = base[i] + sum_k weights[k] table[slots[k], i] (weights 0 skipped; k in order), by row chunks.
 
     With ``table`` the cuts' outputs this gives the outputs of w = sum_k weights_k z_k; with the
-    cuts' row coefficients, the row coefficients of w."""
-    for ch in prange(chunks.shape[0] - 1):
-        i0 = chunks[ch]
-        i1 = chunks[ch + 1]
-        for i in range(i0, i1):
-            c[i] = base[i]
-        for k in range(t):
-            a = weights[k]
-            if a != 0.0:
-                s = slots[k]
-                for i in range(i0, i1):
-                    c[i] += a * table[s, i]
+    cuts' row coefficients, the row coefficients of w; with dense cuts and feature parts, w itself."""
+    if serial:
+        for ch in range(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+    else:
+        for ch in prange(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+
+
+@njit(cache=True)
+def _changed_rows(gamma, previous, flips, delta):
+    """Rows where gamma differs from previous: their numbers into flips, gamma - previous into delta
+    (at the row), previous updated; returns how many."""
+    m = 0
+    for i in range(gamma.shape[0]):
+        g = gamma[i]
+        if g != previous[i]:
+            delta[i] = g - previous[i]
+            previous[i] = g
+            flips[m] = i
+            m += 1
+    return m
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,11 +181,13 @@ class Data:
         self.franges = franges
         self.sorted_rows = bool(sorted_rows)
         self.n_threads = int(n_threads)
+        self.serial = self.n_threads == 1
         self.all_rows = None
 
     def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
-        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out)
+        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out,
+                       self.serial)
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
         """X_aug^T coef as a dense vector of length d + 1 (one scatter over all rows)."""
@@ -138,7 +195,7 @@ class Data:
             self.all_rows = np.arange(self.n, dtype=np.int64)
         w = np.zeros(self.d + 1)
         scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, self.franges,
-                     self.sorted_rows, w)
+                     self.sorted_rows, w, self.serial)
         w[self.d] = self.B * float(np.sum(coef))
         return w
 
@@ -150,24 +207,78 @@ def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: 
                 feature_ranges(indices, n_features, n_threads), rows_sorted(indptr, indices), n_threads)
 
 
-class _Slots:
-    """Slot numbers for cut data; capacity doubles when full (callers reallocate their arrays)."""
+MEMORY_SHARE = 0.25
+"""The stored cuts may take this share of the data's own bytes (at least MIN_CUTS cuts): past it, cuts
+whose alpha is 0 at the last solve are dropped before a new one is added (their loss changes no lower
+bound). Only when every stored cut is active does the store grow beyond it."""
+MIN_CUTS = 32
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.free = list(range(capacity - 1, -1, -1))
+
+def cut_budget(X: Data, bytes_per_cut: int) -> int:
+    """How many cuts fit in MEMORY_SHARE of the data's bytes (at least MIN_CUTS)."""
+    data_bytes = int(X.indptr[-1]) * (X.indices.itemsize + X.data.itemsize)
+    return max(MIN_CUTS, int(MEMORY_SHARE * data_bytes) // max(1, bytes_per_cut))
+
+
+class _Slots:
+    """Slot numbers for cut data; when full, capacity doubles up to the budget, then grows by a quarter
+    (callers reallocate their arrays)."""
+
+    def __init__(self, capacity: int, budget: int) -> None:
+        self.capacity = min(capacity, budget)
+        self.budget = budget
+        self.free = list(range(self.capacity - 1, -1, -1))
 
     def take(self) -> tuple[int, bool]:
         grew = False
         if not self.free:
             old = self.capacity
-            self.capacity = 2 * old
+            self.capacity = min(2 * old, self.budget) if old < self.budget else old + max(1, old // 4)
             self.free = list(range(self.capacity - 1, old - 1, -1))
             grew = True
         return self.free.pop(), grew
 
     def give(self, slot: int) -> None:
         self.free.append(int(slot))
+
+
+class CurrentCut:
+    """The newest cut as a dense vector z = X_aug^T gamma, updated by the rows whose coefficient changed.
+
+    Consecutive cuts of a cutting-plane run differ in few rows (paper 001, Section 3.1, as SVMperf
+    updates its cut by the examples that flipped): adding (gamma_i - previous_i) x_i over those rows
+    costs their non-zeros instead of all the cut's rows plus clearing the vector. Sums kept this way
+    drift by rounding, so the vector is rebuilt from scratch every REFRESH cuts, and whenever more rows
+    changed than the new cut has (the decision counts rows, not non-zeros, so that explicit zeros in
+    the data change nothing).
+    """
+
+    REFRESH = 64
+
+    def __init__(self, X: Data) -> None:
+        self.X = X
+        self.z = np.zeros(X.d + 1)
+        self.previous = np.zeros(X.n)
+        self.delta = np.zeros(X.n)
+        self.flips = np.zeros(X.n, dtype=np.int64)
+        self.since_refresh = self.REFRESH
+        self._parts = max(1, X.n_threads)
+
+    def update(self, gamma, rows, n_rows, gsum) -> np.ndarray:
+        """z for the new coefficients gamma (non-zero exactly at rows[:n_rows]); returns the vector."""
+        X = self.X
+        n_flips = _changed_rows(gamma, self.previous, self.flips, self.delta)
+        if self.since_refresh >= self.REFRESH or n_flips >= n_rows:
+            fill(self.z, 0.0, self._parts)
+            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, self.z,
+                         X.serial)
+            self.since_refresh = 0
+        else:
+            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, X.franges, X.sorted_rows,
+                         self.z, X.serial)
+            self.since_refresh += 1
+        self.z[X.d] = X.B * gsum
+        return self.z
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,20 +295,24 @@ class DenseCuts:
         self.X = X
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
-        self.slots = _Slots(capacity)
-        self.Z = np.zeros((capacity, self.d1))
+        self.budget = cut_budget(X, 8 * self.d1)
+        self.slots = _Slots(capacity, self.budget)
+        self.Z = np.zeros((self.slots.capacity, self.d1))
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
         self.best = np.zeros(self.d1)
         self._row = np.zeros(capacity)
-        self._parts = max(1, X.n_threads)
-        self._fparts = np.linspace(0, self.d1, self._parts + 1).astype(np.int64)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
+        self._fparts = np.append(np.arange(0, self.d1, DENSE_BLOCK), self.d1).astype(np.int64)  # feature blocks
         self._zero_d = np.zeros(self.d1)
+        self.current = CurrentCut(X)
 
     # -- cuts --------------------------------------------------------------------------------------
 
     def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
         """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             Z = np.zeros((self.slots.capacity, self.d1))
@@ -205,13 +320,11 @@ class DenseCuts:
             self.Z = Z
         X = self.X
         z = self.Z[slot]
-        fill(z, 0.0, self._parts)
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z)
-        z[X.d] = X.B * gsum
+        z[:] = self.current.update(gamma, rows, n_rows, gsum)
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row)
+        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, 1 if X.serial else X.n_threads)
         self.rp.add_cut(self._row, float(z @ z), b, slot)
 
     def drop_inactive(self, max_inactive: int) -> int:
@@ -226,7 +339,7 @@ class DenseCuts:
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
         rp = self.rp
-        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t)
+        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
         self.X.outputs(self.w_t, o_t)
 
     def sq_norm_t(self) -> float:
@@ -280,14 +393,16 @@ class OutputCuts:
     def __init__(self, X: Data, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
-        self.slots = _Slots(capacity)
         self.coef_dtype = np.dtype(coef_dtype)
         n = X.n
+        self.budget = cut_budget(X, n * (8 + self.coef_dtype.itemsize))
+        self.slots = _Slots(capacity, self.budget)
+        capacity = self.slots.capacity
         self.outs = np.zeros((capacity, n))
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
-        self.z = np.zeros(X.d + 1)
+        self.current = CurrentCut(X)
         self._row = np.zeros(capacity)
-        self._parts = max(1, X.n_threads)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         # OCAS's best-so-far point: w_b = s0 w0 + X^T (rho + sum_k beta[slot_k] gamma_k)
         self.beta = np.zeros(capacity)
         self.u = np.zeros(capacity)
@@ -318,25 +433,18 @@ class OutputCuts:
 
         ``o_b`` (OCAS): the outputs of w_b, for u_new = <w_b, z_new>.
         """
+        if self.rp.t >= self.budget:
+            self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
             self._grow()
         X = self.X
-        z = self.z
-        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z)
-        z[X.d] = X.B * gsum
-        X.outputs(z, self.outs[slot])
-        # clear the scratch row by row, or all at once when that is cheaper
-        if X.indptr[-1] > 0 and n_rows * (X.indptr[-1] / max(X.n, 1)) < z.shape[0] / 4:
-            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z)
-            z[X.d] = 0.0
-        else:
-            fill(z, 0.0, self._parts)
+        X.outputs(self.current.update(gamma, rows, n_rows, gsum), self.outs[slot])
         self.coefs[slot] = gamma
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
-        _output_gram_row(self.outs, self.rp.slot, t, gamma, rows, n_rows, self._row)
+        _output_gram_row(self.outs, self.rp.slot, t, gamma, rows, n_rows, self._row, X.serial)
         h_self = _dot_rows(gamma, rows, n_rows, self.outs[slot])
         self.rp.add_cut(self._row, h_self, b, slot)
         self.beta[slot] = 0.0
@@ -359,7 +467,7 @@ class OutputCuts:
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """o_t = sum_k alpha_k X_aug z_k: no pass over the data."""
         rp = self.rp
-        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t)
+        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
 
     def sq_norm_t(self) -> float:
         """|w_t|^2 = alpha^T H alpha."""
@@ -411,7 +519,7 @@ class OutputCuts:
         base = self.rho if self.rho.shape[0] else self._zero_n
         coef = np.empty(self.X.n)
         weights = self.beta[rp.slot[: rp.t]].copy()
-        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef)
+        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef, self.X.serial)
         w = self.X.weights(coef)
         if self.w0 is not None and self.s0 != 0.0:
             w += self.s0 * self.w0
@@ -422,7 +530,8 @@ class OutputCuts:
     def keep_t(self) -> None:
         """Remember the current w_t as the best iterate (its row coefficients, O(n t_a))."""
         rp = self.rp
-        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef)
+        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef,
+                      self.X.serial)
 
     def kept_weights(self) -> np.ndarray:
         """The remembered iterate as a dense vector (d + 1 entries): one scatter pass."""
@@ -441,11 +550,14 @@ def warm_up() -> None:
     Z = np.arange(12, dtype=np.float64).reshape(4, 3)
     slots = np.array([0, 1, 2, 3], dtype=np.int64)
     out = np.zeros(4)
-    _dense_gram_row(Z, slots, 3, 3, out)
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.array([0, 2], dtype=np.int64)
-    for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
-        _output_gram_row(Z, slots, 3, gamma, rows, 2, out)
-        _dot_rows(gamma, rows, 2, Z[0])
-    for coefs in (Z, Z.astype(np.int8)):
-        _combine_rows(coefs, slots, np.array([0.5, 0.0, 0.25, 0.0]), 3, chunks, np.zeros(3), np.zeros(3))
+    weights = np.array([0.5, 0.0, 0.25, 0.0])
+    _changed_rows(np.array([1.0, 0.0, -1.0]), np.zeros(3), np.zeros(3, dtype=np.int64), np.zeros(3))
+    for serial in (True, False):
+        _dense_gram_row(Z, slots, 3, 3, out, 1 if serial else 2)
+        for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
+            _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
+            _dot_rows(gamma, rows, 2, Z[0])
+        for table in (Z, Z.astype(np.int8)):
+            _combine_rows(table, slots, weights, 3, chunks, np.zeros(3), np.zeros(3), serial)

@@ -19,7 +19,9 @@ float32 (numba compiles one version per dtype; sums are accumulated in float64).
 arrays and scalars only, allocate nothing in their loops, and are ``@njit(cache=True)``; the parallel
 ones use ``prange`` over chunks or feature ranges (numba's threading layer must be fork-safe in a
 worker: 'workqueue', set by the worker before numba is imported). The caller picks the number of
-threads with ``numba.set_num_threads`` (``threads(n)`` below).
+threads with ``numba.set_num_threads`` (``threads(n)`` below) and passes ``serial=True`` for one
+thread: the same loops then run in the calling thread, because starting a parallel region costs
+tens of microseconds on an idle machine and milliseconds on a busy one, even for one thread.
 """
 
 from __future__ import annotations
@@ -119,15 +121,24 @@ def compact_chunks(chunks, count_parts, values):
 # ---------------------------------------------------------------------------------------------
 
 
+@njit(cache=True)
+def _gather_rows(indptr, indices, data, w, w_bias, i0, i1, out):
+    for i in range(i0, i1):
+        acc = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += data[k] * w[indices[k]]
+        out[i] = acc + w_bias
+
+
 @njit(cache=True, parallel=True)
-def gather_outputs(indptr, indices, data, w, w_bias, chunks, out):
+def gather_outputs(indptr, indices, data, w, w_bias, chunks, out, serial):
     """out[i] = <x_i, w> + w_bias for every row (w over the real features; w_bias = B * w_B)."""
-    for c in prange(chunks.shape[0] - 1):
-        for i in range(chunks[c], chunks[c + 1]):
-            acc = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                acc += data[k] * w[indices[k]]
-            out[i] = acc + w_bias
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _gather_rows(indptr, indices, data, w, w_bias, chunks[c], chunks[c + 1], out)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _gather_rows(indptr, indices, data, w, w_bias, chunks[c], chunks[c + 1], out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,59 +158,78 @@ def _first_at_least(indices, lo, hi, f):
     return lo
 
 
-@njit(cache=True, parallel=True)
-def scatter_rows(indptr, indices, data, coef, rows, n_rows, franges, sorted_rows, z):
-    """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows (z is not cleared first).
-
-    Split by feature ranges ``franges``; with ``sorted_rows`` each row's part in a range is found by
-    binary search, else every entry is tested.
-    """
-    n_ranges = franges.shape[0] - 1
-    for r in prange(n_ranges):
-        f0 = franges[r]
-        f1 = franges[r + 1]
-        for q in range(n_rows):
-            i = rows[q]
-            c = coef[i]
-            k0 = indptr[i]
-            k1 = indptr[i + 1]
-            if n_ranges == 1:
-                for k in range(k0, k1):
-                    z[indices[k]] += c * data[k]
-            elif sorted_rows:
-                for k in range(_first_at_least(indices, k0, k1, f0), k1):
-                    f = indices[k]
-                    if f >= f1:
-                        break
-                    z[f] += c * data[k]
-            else:
-                for k in range(k0, k1):
-                    f = indices[k]
-                    if f >= f0 and f < f1:
-                        z[f] += c * data[k]
-
-
-@njit(cache=True, parallel=True)
-def clear_rows(indptr, indices, rows, n_rows, franges, z):
-    """z[f] = 0 at every feature f of the listed rows (undoes a scatter into a zero vector)."""
-    for r in prange(franges.shape[0] - 1):
-        f0 = franges[r]
-        f1 = franges[r + 1]
-        for q in range(n_rows):
-            i = rows[q]
-            for k in range(indptr[i], indptr[i + 1]):
+@njit(cache=True)
+def _scatter_range(indptr, indices, data, coef, rows, n_rows, f0, f1, whole, sorted_rows, z):
+    """z[f] += coef_i x_if for the listed rows i and the features f in [f0, f1) (all when ``whole``)."""
+    for q in range(n_rows):
+        i = rows[q]
+        c = coef[i]
+        k0 = indptr[i]
+        k1 = indptr[i + 1]
+        if whole:
+            for k in range(k0, k1):
+                z[indices[k]] += c * data[k]
+        elif sorted_rows:
+            for k in range(_first_at_least(indices, k0, k1, f0), k1):
+                f = indices[k]
+                if f >= f1:
+                    break
+                z[f] += c * data[k]
+        else:
+            for k in range(k0, k1):
                 f = indices[k]
                 if f >= f0 and f < f1:
-                    z[f] = 0.0
+                    z[f] += c * data[k]
+
+
+@njit(cache=True, parallel=True)
+def scatter_rows(indptr, indices, data, coef, rows, n_rows, franges, sorted_rows, z, serial):
+    """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows (z is not cleared first).
+
+    Split by feature ranges ``franges`` (serially: one pass over all features); with ``sorted_rows``
+    each row's part in a range is found by binary search, else every entry is tested.
+    """
+    n_ranges = franges.shape[0] - 1
+    if serial or n_ranges == 1:
+        _scatter_range(indptr, indices, data, coef, rows, n_rows, 0, 0, True, sorted_rows, z)
+    else:
+        for r in prange(n_ranges):
+            _scatter_range(indptr, indices, data, coef, rows, n_rows, franges[r], franges[r + 1], False,
+                           sorted_rows, z)
+
+
+@njit(cache=True)
+def _clear_range(indptr, indices, rows, n_rows, f0, f1, whole, z):
+    for q in range(n_rows):
+        i = rows[q]
+        for k in range(indptr[i], indptr[i + 1]):
+            f = indices[k]
+            if whole or (f >= f0 and f < f1):
+                z[f] = 0.0
+
+
+@njit(cache=True, parallel=True)
+def clear_rows(indptr, indices, rows, n_rows, franges, z, serial):
+    """z[f] = 0 at every feature f of the listed rows (undoes a scatter into a zero vector)."""
+    n_ranges = franges.shape[0] - 1
+    if serial or n_ranges == 1:
+        _clear_range(indptr, indices, rows, n_rows, 0, 0, True, z)
+    else:
+        for r in prange(n_ranges):
+            _clear_range(indptr, indices, rows, n_rows, franges[r], franges[r + 1], False, z)
 
 
 @njit(cache=True, parallel=True)
 def fill(x, value, n_parts):
-    """x[:] = value, in n_parts contiguous parts."""
+    """x[:] = value, in n_parts contiguous parts (serially when n_parts is 1)."""
     m = x.shape[0]
-    for p in prange(n_parts):
-        for f in range(m * p // n_parts, m * (p + 1) // n_parts):
+    if n_parts <= 1:
+        for f in range(m):
             x[f] = value
+    else:
+        for p in prange(n_parts):
+            for f in range(m * p // n_parts, m * (p + 1) // n_parts):
+                x[f] = value
 
 
 def csr_variants(indptr, indices, data):
@@ -231,14 +261,15 @@ def warm_up() -> None:
     for indptr, indices, data in csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
         rows_sorted(indptr, indices)
         out = np.zeros(3)
-        gather_outputs(indptr, indices, data, np.array([0.3, -0.2]), 0.1, chunks, out)
         z = np.zeros(2)
         coef = np.array([1.0, -1.0, 1.0])
-        for sorted_rows in (True, False):
-            scatter_rows(indptr, indices, data, coef, rows, 3, franges, sorted_rows, z)
-            scatter_rows(indptr, indices, data, coef, rows, 3, franges[::2].copy(), sorted_rows, z)
-        clear_rows(indptr, indices, rows, 3, franges, z)
+        for serial in (True, False):
+            gather_outputs(indptr, indices, data, np.array([0.3, -0.2]), 0.1, chunks, out, serial)
+            for sorted_rows in (True, False):
+                scatter_rows(indptr, indices, data, coef, rows, 3, franges, sorted_rows, z, serial)
+            clear_rows(indptr, indices, rows, 3, franges, z, serial)
     fill(np.zeros(4), 0.0, 2)
+    fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)
     two = np.array([0, 2, 3], dtype=np.int64)
     compact_chunks(two, counts, np.arange(3, dtype=np.int64))

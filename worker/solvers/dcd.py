@@ -152,7 +152,8 @@ def _dcd_diagonal(indptr, indices, data, y, B, D_neg, D_pos, QD):
     for i in range(n_rows):
         s = B * B
         for p in range(indptr[i], indptr[i + 1]):
-            s += data[p] * data[p]
+            v = np.float64(data[p])  # float32 data: square in float64, as every other product here
+            s += v * v
         QD[i] = s + (D_pos if y[i] > 0 else D_neg)
     return QD
 

@@ -33,25 +33,34 @@ from numba import njit, prange
 from worker.solvers.data_passes import compact_chunks
 
 
+@njit(cache=True)
+def _prepare_chunk(y, o_b, o_t, C, c, chunks, slope_parts, count_parts, keys, wts):
+    base = chunks[c]
+    acc = 0.0
+    count = 0
+    for i in range(chunks[c], chunks[c + 1]):
+        Bi = C * y[i] * (o_b[i] - o_t[i])
+        Ci = C * (1.0 - y[i] * o_b[i])
+        if Ci > 0.0 or (Ci == 0.0 and Bi > 0.0):
+            acc += Bi
+        if (Ci > 0.0 and Bi < 0.0) or (Ci < 0.0 and Bi > 0.0):
+            keys[base + count] = -Ci / Bi
+            wts[base + count] = abs(Bi)
+            count += 1
+    slope_parts[c] = acc
+    count_parts[c] = count
+
+
 @njit(cache=True, parallel=True)
-def prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts):
+def prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts, serial):
     """Per chunk c: slope_parts[c] = sum of B_i over the terms active just right of k = 0; the chunk's
     breakpoints (k_i, |B_i|) at keys/wts[chunks[c] : chunks[c] + count_parts[c]], in row order."""
-    for c in prange(chunks.shape[0] - 1):
-        base = chunks[c]
-        acc = 0.0
-        count = 0
-        for i in range(chunks[c], chunks[c + 1]):
-            Bi = C * y[i] * (o_b[i] - o_t[i])
-            Ci = C * (1.0 - y[i] * o_b[i])
-            if Ci > 0.0 or (Ci == 0.0 and Bi > 0.0):
-                acc += Bi
-            if (Ci > 0.0 and Bi < 0.0) or (Ci < 0.0 and Bi > 0.0):
-                keys[base + count] = -Ci / Bi
-                wts[base + count] = abs(Bi)
-                count += 1
-        slope_parts[c] = acc
-        count_parts[c] = count
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _prepare_chunk(y, o_b, o_t, C, c, chunks, slope_parts, count_parts, keys, wts)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _prepare_chunk(y, o_b, o_t, C, c, chunks, slope_parts, count_parts, keys, wts)
 
 
 def compact(chunks, count_parts, keys, wts) -> int:
@@ -139,7 +148,8 @@ def warm_up() -> None:
     counts = np.zeros(2, dtype=np.int64)
     keys = np.zeros(4)
     wts = np.zeros(4)
-    prepare(y, o_b, o_t, 1.0, chunks, slope, counts, keys, wts)
+    prepare(y, o_b, o_t, 1.0, chunks, slope, counts, keys, wts, False)
+    prepare(y, o_b, o_t, 1.0, chunks, slope, counts, keys, wts, True)
     m = compact(chunks, counts, keys, wts)
     minimize(keys, wts, m, 1.0, -1.0)
     _sweep_sorted(keys, wts, 0, m, 1.0, -1.0)

@@ -49,9 +49,10 @@ itself is O(m) and serial, see ``worker.solvers.line_search``), the cut sum by f
 chunk order, so one thread and several give bit-identical results.
 
 Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, gap_rel
-= gap / primal, n_cuts, step k*, and the seconds of the phases: qp_s (reduced problem), output_s
-(outputs of w_t), line_search_s, update_s (moving o_b, choosing the cut's rows, the loss at w_b),
-cut_s (the new cut: its sum, its outputs or Gram row, dropping inactive cuts). ``extra["seconds"]``
+= gap / primal, n_cuts, n_active_cuts (alpha > 0), step k*, and the seconds of the phases: qp_s
+(reduced problem), output_s (outputs of w_t), line_search_s, update_s (moving o_b, choosing the
+cut's rows, the loss at w_b), cut_s (the new cut: its sum, its outputs or Gram row, dropping
+inactive cuts). ``extra["seconds"]``
 holds their totals, ``extra["cut_form"]`` the form of the cuts ("dense" or "outputs"),
 ``extra["threads"]`` the threads used, ``extra["gap_rel"]`` the certified relative gap of the
 returned model: (F(w) - D) / F(w), an upper bound on how far above the optimum it lies.
@@ -80,8 +81,33 @@ from worker.solvers.cut_store import choose, prepare_data
 from worker.solvers.data_passes import available_cores, compact_chunks, threads
 
 
+@njit(cache=True)
+def _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts):
+    base = chunks[c]
+    h = 0.0
+    cnt = 0
+    gs = 0.0
+    for i in range(chunks[c], chunks[c + 1]):
+        ob = (1.0 - k) * o_b[i] + k * o_t[i]
+        o_b[i] = ob
+        oc = (1.0 - lam) * ob + lam * o_t[i]
+        margin = 1.0 - y[i] * ob
+        if margin > 0.0:
+            h += margin
+        if y[i] * oc <= 1.0:
+            gamma[i] = y[i]
+            rows[base + cnt] = i
+            cnt += 1
+            gs += y[i]
+        else:
+            gamma[i] = 0.0
+    hinge_parts[c] = h
+    count_parts[c] = cnt
+    gsum_parts[c] = gs
+
+
 @njit(cache=True, parallel=True)
-def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts):
+def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts, serial):
     """Move o_b to the line-search point, pick the cut rows at w_c, and sum the loss per chunk.
 
     o_b <- (1 - k) o_b + k o_t (outputs of the new best-so-far w_b); o_c = (1 - lam) o_b + lam o_t
@@ -89,28 +115,12 @@ def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_pa
     Per chunk: sum of max(0, 1 - y_i o_b_i), number of pi_i = 1 and sum of gamma_i; the chunk's
     cut rows go to rows[chunks[c] : chunks[c] + count_parts[c]].
     """
-    for c in prange(chunks.shape[0] - 1):
-        base = chunks[c]
-        h = 0.0
-        cnt = 0
-        gs = 0.0
-        for i in range(chunks[c], chunks[c + 1]):
-            ob = (1.0 - k) * o_b[i] + k * o_t[i]
-            o_b[i] = ob
-            oc = (1.0 - lam) * ob + lam * o_t[i]
-            margin = 1.0 - y[i] * ob
-            if margin > 0.0:
-                h += margin
-            if y[i] * oc <= 1.0:
-                gamma[i] = y[i]
-                rows[base + cnt] = i
-                cnt += 1
-                gs += y[i]
-            else:
-                gamma[i] = 0.0
-        hinge_parts[c] = h
-        count_parts[c] = cnt
-        gsum_parts[c] = gs
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
 
 
 def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol_abs=0.0, lam=0.1,
@@ -184,7 +194,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
     if np.any(w_b):
         X.outputs(w_b, o_b)
     sq_b = store.start_best(w_b)
-    hinge_parts(y, o_b, chunks, loss_parts)
+    hinge_parts(y, o_b, chunks, loss_parts, X.serial)
     F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
 
     rp = store.rp
@@ -213,7 +223,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
 
         # exact line search between w_b and w_t (eq. (7), Appendix A)
         A0, B0 = store.line_terms()
-        line_search.prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts)
+        line_search.prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts, X.serial)
         S = B0 + float(np.sum(slope_parts))
         if A0 > 0.0 and S < 0.0:
             m = line_search.compact(chunks, count_parts, keys, wts)
@@ -224,7 +234,8 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
 
         # new best-so-far point, cut rows at w_c, objective at w_b
         sq_b = store.move_best(k_star)
-        _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts)
+        _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts,
+                     X.serial)
         F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
         t4 = time.perf_counter()
 
@@ -249,6 +260,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
             "gap": gap,
             "gap_rel": gap / F_b if F_b > 0 else 0.0,
             "n_cuts": rp.t,
+            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
             "step": k_star,
             **{f"{key}_s": value for key, value in step.items()},
         })
@@ -268,7 +280,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
     else:
         # the returned objective from fresh outputs of w_b (not from the running convex combinations)
         X.outputs(w, o_t)
-        hinge_parts(y, o_t, chunks, loss_parts)
+        hinge_parts(y, o_t, chunks, loss_parts, X.serial)
         objective = 0.5 * float(w @ w) + C * float(np.sum(loss_parts))
     solver_seconds = time.perf_counter() - start - trace_time
     d = X.d + 1

@@ -215,7 +215,7 @@ def _sampled_cuts_qp(H, h, alpha, t, C, tol, max_steps, grad):
         grad[k] = acc
         total += alpha[k]
     slack = C - total
-    if slack < 0.0:
+    if slack < 1e-12 * C:  # a budget used up to rounding is used up (a warm start must not step on 1e-16)
         slack = 0.0
     steps = 0
     while steps < max_steps:

@@ -120,8 +120,10 @@ and counters "kernel_values_computed" (all kernel values evaluated), "kernel_val
 them, computed beyond the slot length for G_bar), "kernel_values_reconstruct" (during gradient
 rebuilds), "full_row_updates".
 Trace points (every ``trace_every`` steps and at the end): iteration, elapsed_s, dual, max_violation
-(over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap when no
-variable is shrunk.
+(over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap: at every
+point when no variable is shrunk; while shrunk, at most every PRIMAL_EVERY_S seconds (the shrunk
+variables' gradients are then computed outside the cache, at most about a fifth of the run's time,
+counted as trace time).
 
 Nothing runs in parallel: one thread, deterministic for a given seed (only ``platt`` draws numbers).
 """
@@ -199,6 +201,7 @@ RUN_RECONSTRUCT = 2
 TAU = 1e-12
 SLICE_SECONDS = 0.1
 FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
+PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see record())
 # rows are also kept dense (position order) when n_features <= this and nnz >= fill * n * n_features
 _DENSE_MAX_FEATURES = 256
 _DENSE_MIN_FILL = 0.25
@@ -841,6 +844,34 @@ def _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 
 
 @njit(cache=True)
+def _smo_inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, xbuf, out):
+    """out[t - active] += sum over free_pos[start:stop] of alpha_j Q_tj, for t in [active, n), outside the cache.
+
+    For the trace's primal while shrunk: the shrunk variables' gradients without touching G, the
+    cache or any counter the solver steers by.
+    """
+    indptr, indices, data, sq, y, dense = X
+    code, gamma, coef0, degree = kp
+    for idx in range(start, stop):
+        j = free_pos[idx]
+        coef = alpha[j] * y[j]
+        if dense.shape[0] > 1:
+            xj = dense[j]
+            for t in range(active, n):
+                xt = dense[t]
+                dot = 0.0
+                for k in range(xj.size):
+                    dot += xj[k] * xt[k]
+                out[t - active] += coef * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[j], sq[t])
+        else:
+            scatter_row(indptr, indices, data, j, xbuf)
+            for t in range(active, n):
+                dot = gather_dot(indptr, indices, data, t, xbuf)
+                out[t - active] += coef * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[j], sq[t])
+            clear_row(indptr, indices, j, xbuf)
+
+
+@njit(cache=True)
 def _smo_stats(y, alpha, G, Cp, status, active, n):
     """(m, M, b, n_sv, n_bounded, sum_alpha_G_plus_1, hinge_sum) with G over [0, active)."""
     m, M, _i_max = _smo_extremes(y, G, status, active)
@@ -998,7 +1029,9 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
             "active_size": active,
         }
-        if active == n:
+        if active < n:
+            quad, hinge = (None, None) if final else shrunk_primal_parts(active, _b, quad, hinge)
+        if quad is not None:
             primal = 0.5 * quad + hinge
             point["primal"] = primal
             point["gap"] = primal + fstate[FS_F]
@@ -1006,6 +1039,34 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             point["final"] = True
         control.record(point)
         trace_seconds += time.perf_counter() - t0
+
+    primal_clock = {"next": 0.0, "cost": 0.0}
+
+    def shrunk_primal_parts(active: int, b: float, quad: float, hinge: float):
+        """The primal's |w|^2 and loss sums over ALL rows while shrunk, or (None, None) when not due.
+
+        It needs the shrunk variables' gradients: G_bar - 1 plus the free variables' kernel rows over
+        the shrunk positions, computed outside the cache. Due every PRIMAL_EVERY_S seconds, and no
+        sooner than 4 times its own last cost after the previous one, so it takes at most about a
+        fifth of the run (its time counts as trace time, not solver time); a stop request abandons it.
+        """
+        now = time.perf_counter()
+        if now < primal_clock["next"]:
+            return None, None
+        free_pos = np.flatnonzero(status[:active] == FREE).astype(np.int64)
+        rest = np.zeros(n - active)
+        chunk = max(1, int(2_000_000 // max(1, n - active)))
+        for start in range(0, free_pos.size, chunk):
+            _smo_inactive_gradient(X, kp, alpha, free_pos, start, min(free_pos.size, start + chunk), active, n, xbuf,
+                                   rest)
+            if control.check() is not None:
+                return None, None
+        G_rest = G_bar[active:] - 1.0 + rest
+        quad += float(alpha[active:] @ (G_rest + 1.0))
+        hinge += float(Cp[active:] @ np.maximum(0.0, -G_rest - yp[active:] * b))
+        cost = time.perf_counter() - now
+        primal_clock["next"] = time.perf_counter() + max(PRIMAL_EVERY_S, 4.0 * cost)
+        return quad, hinge
 
     def reconstruct(check: bool = True) -> StopReason | None:
         """Rebuild G for the inactive variables in chunks, then make every variable active."""
@@ -1143,3 +1204,7 @@ def warm_up() -> None:
     for working_set in WORKING_SETS:
         solve_smo(indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel={"type": "rbf", "gamma": 0.5},
                   working_set=working_set, cache_mb=0.0, trace_every=5)
+    sq = row_sq_norms(indptr, matrix.data)
+    X = (indptr, indices, matrix.data, sq, y, np.zeros((1, 1)))
+    kp = (np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
+    _smo_inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, np.zeros(3), np.zeros(10))

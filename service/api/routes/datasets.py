@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
@@ -9,15 +10,28 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from service.api.deps import DatasetIdPath, datasets_dep, settings_dep, tenant_dep
 from service.api.errors import ApiError, not_found
-from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
+from service.api.uploads import (
+    FILE_FIELD,
+    declared_length,
+    marker_path,
+    new_spool_file,
+    remove_quietly,
+    spool_upload,
+    write_marker,
+)
 from service.config import Settings
 from service.schemas.base import ErrorResponse
-from service.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ZeroBased
+from service.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
 from service.storage.jobs import utc_now
 from service.storage.keys import new_id
 from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+def _ignore_outcome(task: asyncio.Future) -> None:
+    """Collect the result of an ingest whose upload failed (so no 'exception never retrieved' warning)."""
+    if not task.cancelled():
+        task.exception()
 
 ERRORS = {
     404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
@@ -78,45 +92,80 @@ async def upload_dataset(
         Query(description="svmlight feature indices: `auto` (zero-based iff some index is 0), `true` or `false` (one-based, LIBSVM's convention)."),
     ] = ZeroBased.auto,
     label_column: Annotated[str, Query(min_length=1, max_length=200, description="CSV only: the header name of the label column.")] = "label",
+    value_dtype: Annotated[
+        ValueDtype,
+        Query(description="How feature values are stored. `auto`: float32 when every value has at most 7 significant "
+              "digits and rounding its float32 to 7 significant digits gives back the text exactly (half the memory; "
+              "training then sees each value as that float32 widened to float64), else float64. `float32`: the float32 "
+              "nearest to each value, always (422 for a value beyond float32's range). `float64`: the double nearest "
+              "to each value."),
+    ] = ValueDtype.auto,
     settings: Settings = Depends(settings_dep),
     tenant: str = Depends(tenant_dep),
 ) -> dict:
-    """Stream the multipart field `file` to disk, parse it in an ingest process and store it whole, or nothing."""
-    upload = await spool_upload(request, settings.data_dir / "uploads", settings.max_upload_bytes)
-    try:
-        dataset_id = new_id("ds")
-        meta = {
-            "id": dataset_id,
-            "tenant": tenant,
-            "name": name or upload.filename or dataset_id,
-            "format": format.value,
-            "bytes": upload.size,
-            "sha256": upload.sha256,
-            "created_at": utc_now(),
-        }
-        zero = {"auto": "auto", "true": True, "false": False}[zero_based.value]
+    """Stream the multipart field `file` to disk, parse it in an ingest process and store it whole, or nothing.
+
+    A large upload (Content-Length of at least ``follow_upload_bytes``) is parsed while it arrives: the
+    ingest process follows the spool file as it grows and stores the arrays chunk by chunk, so the
+    answer comes about as soon as the last byte is in.
+    """
+    upload_dir = settings.data_dir / "uploads"
+    dataset_id = new_id("ds")
+    zero = {"auto": "auto", "true": True, "false": False}[zero_based.value]
+    length = declared_length(request)
+    follow = length is not None and length >= settings.follow_upload_bytes
+    options = dict(
+        redis_url=settings.redis_url,
+        chunk_bytes=settings.chunk_bytes,
+        format=format.value,
+        zero_based=zero,
+        value_dtype=value_dtype.value,
+        label_column=label_column,
+        limits={
+            "max_decompressed_bytes": settings.max_decompressed_bytes,
+            "max_rows": settings.max_rows,
+            "max_features": settings.max_features,
+            "max_nnz": settings.max_nnz,
+            "max_line_bytes": settings.max_line_bytes,
+        },
+        reserve_fraction=settings.storage_reserve_fraction,
+    )
+    base_meta = {"id": dataset_id, "tenant": tenant, "format": format.value, "created_at": utc_now()}
+    ingest = request.app.state.ingest
+    if follow:
+        spool = new_spool_file(upload_dir)
+        task = asyncio.ensure_future(
+            ingest.ingest(str(spool), meta=dict(base_meta, name=name or dataset_id, bytes=0, sha256=""),
+                          follow_marker=str(marker_path(spool)), **options)
+        )
         try:
-            outcome = await request.app.state.ingest.ingest(
-                str(upload.path),
-                redis_url=settings.redis_url,
-                chunk_bytes=settings.chunk_bytes,
-                meta=meta,
-                format=format.value,
-                zero_based=zero,
-                label_column=label_column,
-                limits={
-                    "max_decompressed_bytes": settings.max_decompressed_bytes,
-                    "max_rows": settings.max_rows,
-                    "max_features": settings.max_features,
-                    "max_nnz": settings.max_nnz,
-                    "max_line_bytes": settings.max_line_bytes,
-                },
-                reserve_fraction=settings.storage_reserve_fraction,
-            )
+            upload = await spool_upload(request, upload_dir, settings.max_upload_bytes, path=spool, keep_on_error=True)
+        except BaseException as exc:
+            # the ingest process stops at the marker, discards what it stored and deletes the files
+            write_marker(spool, {"status": "aborted", "reason": f"the upload failed ({type(exc).__name__})"})
+            task.add_done_callback(_ignore_outcome)
+            raise
+        write_marker(spool, {"status": "complete", "meta": {
+            "name": name or upload.filename or dataset_id, "bytes": upload.size, "sha256": upload.sha256}})
+        try:
+            outcome = await task
         except BrokenProcessPool:
             raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this upload; nothing was stored, try again") from None
-    finally:
-        remove_quietly(upload.path)
+        finally:
+            remove_quietly(spool)
+            remove_quietly(marker_path(spool))
+    else:
+        upload = await spool_upload(request, upload_dir, settings.max_upload_bytes)
+        try:
+            meta = dict(base_meta, name=name or upload.filename or dataset_id, bytes=upload.size, sha256=upload.sha256)
+            try:
+                outcome = await ingest.ingest(str(upload.path), meta=meta, **options)
+            except BrokenProcessPool:
+                raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this upload; nothing was stored, try again") from None
+        finally:
+            remove_quietly(upload.path)
+    if "aborted" in outcome:  # only when the marker says so, which this request did not write
+        raise ApiError(503, "ingest_unavailable", "the upload was abandoned while it was parsed; nothing was stored")
     if "error" in outcome:
         err = outcome["error"]
         raise ApiError(err["status"], err["code"], err["message"], err["details"])
