@@ -148,6 +148,7 @@ def test_predict_validation(http, dataset):
                                "type": "extra_forbidden"}]
     assert_error(http.get("/v1/datasets?limit=5&ofset=2"), 422, "validation_error", "ofset", "offset")
     assert http.get("/v1/datasets?limit=5&offset=0").status_code == 200
+    assert http.get("/docs/oauth2-redirect?code=x&state=y").status_code == 200  # pages for people are not checked
     assert_error(http.post("/v1/models/mdl_nope/predict", json={"instances": [[1.0]]}), 404, "model_not_found")
 
 

@@ -116,11 +116,15 @@ def _declared_query_names(route) -> frozenset[str]:
 async def reject_unknown_query(request: Request) -> None:
     """422 naming every query parameter the route does not take (a typo or a wish must not pass silently).
 
-    Applied to every route (an application-wide dependency); `?probability=true` on predict is refused.
+    Applied to every route of the API (an application-wide dependency; the pages for people, left out
+    of the OpenAPI document, are not checked); `?probability=true` on predict is refused.
     """
-    if not request.query_params:
+    if not request.scope.get("query_string"):  # most requests: nothing to check, nothing to parse
         return
-    allowed = _declared_query_names(request.scope.get("route"))
+    route = request.scope.get("route")
+    if not getattr(route, "include_in_schema", True):
+        return  # pages for people (dashboard, /docs and its OAuth redirect): not part of the API
+    allowed = _declared_query_names(route)
     unknown = list(dict.fromkeys(name for name in request.query_params.keys() if name not in allowed))
     if unknown:
         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
