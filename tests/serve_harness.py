@@ -188,9 +188,10 @@ class ServeRun:
         end = since + timeout
         while time.monotonic() < end:
             self.proc.poll()
+            tick = time.monotonic() - since  # one instant per look: processes found gone in one look tie
             for pid in self.family:
                 if pid not in gone and not alive(pid):
-                    gone[pid] = time.monotonic() - since
+                    gone[pid] = tick
             if len(gone) == len(self.family):
                 break
             time.sleep(0.01)
