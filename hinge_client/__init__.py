@@ -1,1 +1,36 @@
-"""Hinge's clients: the `hingectl` command line (hinge_client.cli)."""
+"""A Python client of the Hinge service, and scikit-learn estimators on it.
+
+    from hinge_client import HingeClassifier
+    clf = HingeClassifier(solver="dcd", C=1.0, probability=True)   # url: HINGE_URL, key: HINGE_API_KEY
+    clf.fit(X_train, y_train)                                      # uploads, trains remotely
+    clf.predict(X_test), clf.predict_proba(X_test)                 # the service's predict route
+    Client().export_model(clf.model_id_, "onnx")                   # the model, for onnxruntime
+
+- ``Client`` / ``AsyncClient`` (``hinge_client.client``): one method per operation of the OpenAPI
+  document, plus ``train`` (submit, wait, return the model), ``wait_job`` and ``export_to``; answers
+  are dicts typed in ``hinge_client.types``; 429 and 503 are retried with backoff (``Retry-After``
+  honoured); errors raise ``HingeError`` (status, code, message, details); ``JobFailed`` for a job that
+  ended without a model.
+- ``HingeClassifier`` / ``HingeRanker`` (``hinge_client.estimators``, needs scikit-learn): estimators
+  whose fit, predict, decision_function and predict_proba run on the service.
+
+- ``hingectl`` (``hinge_client.cli``): the command line.
+
+The package talks to the service over HTTP only; it shares no code with ``service`` or ``worker``.
+"""
+
+from __future__ import annotations
+
+from hinge_client.client import AsyncClient, Client, RetryPolicy
+from hinge_client.errors import HingeError, JobFailed
+
+__all__ = ["Client", "AsyncClient", "RetryPolicy", "HingeError", "JobFailed", "HingeClassifier", "HingeRanker"]
+
+
+def __getattr__(name: str):
+    # the estimators need scikit-learn; the client does not, so they load on first use
+    if name in ("HingeClassifier", "HingeRanker"):
+        from hinge_client import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module 'hinge_client' has no attribute {name!r}")

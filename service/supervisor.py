@@ -118,6 +118,8 @@ class Supervisor:
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
         # workers x threads <= cores: each worker's jobs get an equal share of the machine
         self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
+            self.env.setdefault(name, "1")
         if not self.env.get("REDIS_URL"):
             from service.embedded_redis import EmbeddedRedis
 

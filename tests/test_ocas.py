@@ -215,7 +215,8 @@ def test_ocas_needs_fewer_iterations_than_cpa(problems, name, eps_rel):
 
 
 @pytest.mark.parametrize("name", ["sparse", "cancer"])  # cuts as outputs (n <= d), dense cuts (n > d)
-def test_one_and_two_threads_give_the_same_model(problems, name):
+def test_one_and_two_threads_give_the_same_model(problems, name, monkeypatch):
+    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)  # small problems get one thread otherwise
     X, y = problems[name]
     args = _csr(X)
     one = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=1)
@@ -256,10 +257,11 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
     assert outputs.objective == pytest.approx(dense.objective, rel=1e-5)
 
 
-def test_unsorted_rows_with_duplicates_and_two_threads():
+def test_unsorted_rows_with_duplicates_and_two_threads(monkeypatch):
     """Rows not sorted by feature, repeated features in a row: the scatter adds them all, in order."""
+    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)
     rng = np.random.default_rng(3)
-    n, d = 700, 900  # more features than rows: cuts kept as outputs, scatter by feature ranges
+    n, d = 700, 900  # more features than rows: cuts kept as outputs
     counts = rng.integers(3, 12, size=n)
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     indices = rng.integers(0, d, size=indptr[-1]).astype(np.int32)  # unsorted, with repeats
@@ -268,6 +270,7 @@ def test_unsorted_rows_with_duplicates_and_two_threads():
     y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     one = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=1)
     two = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=2)
+    assert two.extra["threads"] == min(2, cut_store_cores())
     np.testing.assert_array_equal(two.w, one.w)
     assert two.objective == one.objective and two.n_iter == one.n_iter
     assert one.objective == pytest.approx(_primal(X, y, one.w, one.bias, 0.5, 1.0), rel=1e-10)
@@ -375,3 +378,10 @@ def test_a_small_cut_budget_still_converges(problems, monkeypatch, name):
     assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
     # cuts beyond the budget exist only while every stored cut is active
     assert all(p["n_cuts"] <= max(4, p["n_active_cuts"] + 1) for p in res.trace)
+
+
+def test_small_problems_run_on_one_thread(problems):
+    """Below PARALLEL_NNZ non-zeros per thread the parallel regions cost more than they save."""
+    X, y = problems["sparse"]
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, n_processes=2)
+    assert res.extra["threads"] == 1

@@ -63,8 +63,9 @@ def generated_client(tmp_path_factory):
     """A client package generated from openapi/openapi.json by openapi-python-client."""
     out = tmp_path_factory.mktemp("generated")
     config = out / "config.yaml"
-    config.write_text("post_hooks: []\nproject_name_override: hinge_client\npackage_name_override: hinge_client\n")
-    target = out / "hinge_client"
+    # named apart from this repository's own hinge_client package
+    config.write_text("post_hooks: []\nproject_name_override: hinge_generated\npackage_name_override: hinge_generated\n")
+    target = out / "hinge_generated"
     result = subprocess.run(
         [sys.executable, "-m", "openapi_python_client", "generate", "--path", str(OPENAPI_PATH), "--meta", "none",
          "--output-path", str(target), "--config", str(config), "--fail-on-warning"],
@@ -73,22 +74,22 @@ def generated_client(tmp_path_factory):
     assert result.returncode == 0, result.stdout + result.stderr
     sys.path.insert(0, str(out))
     try:
-        yield importlib.import_module("hinge_client")
+        yield importlib.import_module("hinge_generated")
     finally:
         sys.path.remove(str(out))
 
 
 def test_generated_client_uploads_trains_polls_predicts(service, generated_client):
-    from hinge_client import Client
-    from hinge_client.api.datasets import upload_dataset
-    from hinge_client.api.jobs import get_job, get_trace, submit_job
-    from hinge_client.api.models import predict
-    from hinge_client.models import DcdJobRequest, DcdParams, PredictRequest
-    from hinge_client.types import File
+    from hinge_generated import Client
+    from hinge_generated.api.datasets import upload_dataset
+    from hinge_generated.api.jobs import get_job, get_trace, submit_job
+    from hinge_generated.api.models import predict
+    from hinge_generated.models import DcdJobRequest, DcdParams, PredictRequest
+    from hinge_generated.types import File
 
     upload_body = next(
-        getattr(importlib.import_module("hinge_client.models"), name)
-        for name in dir(importlib.import_module("hinge_client.models")) if "Upload" in name
+        getattr(importlib.import_module("hinge_generated.models"), name)
+        for name in dir(importlib.import_module("hinge_generated.models")) if "DatasetUpload" in name
     )
     indptr, indices, data, y = sparse_problem(300, 12, 4, seed=11)
     text = to_svmlight(indptr, indices, data, y)

@@ -24,6 +24,14 @@ What the worker adds to RQ's loop (``HingeWorker``):
 
 from __future__ import annotations
 
+import os as _os
+
+# Before numpy is imported: its BLAS keeps a pool of threads that spin for a while after every call
+# (OpenBLAS does, on the cores it sees), which took one of two cores from the solver's own threads
+# and from the other worker. A worker's parallelism is numba's threads and the subtask processes.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    _os.environ.setdefault(_name, "1")
+
 import argparse
 import logging
 import os

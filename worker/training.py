@@ -15,6 +15,9 @@ Problems run as parallel subtasks (``worker.subtasks``) when the job has several
 far; a problem that starts after it stops after its first iteration, so a one-vs-rest model is
 always complete. Cancel: running problems stop; the model is kept when every problem has a result
 (always for a single problem), otherwise the job ends without a model.
+
+``params.probability``: once the model is assembled, ``worker.calibration`` fits Platt's sigmoid per
+binary problem on cross-validated decision values and stores it on the model (``meta["probability"]``).
 """
 
 from __future__ import annotations
@@ -188,6 +191,12 @@ def train_model(
         return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
     sink.set_phase("scoring training data")
     model_arrays, meta = assemble_model(solver, params, results, labels, arrays, n_features)
+    if params.get("probability") and not cancel_requested():
+        from worker.calibration import calibrate
+
+        sink.set_phase("calibrating probabilities")
+        meta["probability"] = calibrate(solver, params, arrays, n_features, deadline=deadline,
+                                        cancel_requested=cancel_requested, n_processes=n_processes)
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
 

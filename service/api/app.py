@@ -18,8 +18,9 @@ from service.api.errors import BodyTimeout, BodyTooLarge, error_body, install_ha
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
 from service.api.routes.ui import install_ui
-from service.api.routes import datasets, evaluation, health, job_events, jobs, models, plots
+from service.api.routes import datasets, evaluation, health, job_events, jobs, model_files, models, plots
 from service.config import Settings, get_settings, model_reserve_fraction
+from service.schemas.model_files import ModelDocument
 from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
 from service.lifecycle import start_reaper_thread
@@ -209,6 +210,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(
             {"error": {"code": "storage_unavailable", "message": "storage is unavailable; try again shortly", "details": None}},
             status_code=503,
+            headers={"Retry-After": "5"},
         )
 
     @app.exception_handler(StorageFull)
@@ -235,21 +237,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics_registry, requests_total, latency = build_registry(app)
     app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)
-    for router in (datasets.router, jobs.router, job_events.router, models.router, plots.router, evaluation.router,
-                   health.router):
+    for router in (datasets.router, jobs.router, job_events.router, models.router, model_files.router, plots.router,
+                   evaluation.router, health.router):
         app.include_router(router)
     install_ui(app)
     install_openapi(app)
     return app
 
 
-BODY_SCHEMAS = (PredictRequest,)
-"""Request bodies parsed by the routes themselves (pydantic's JSON parser), documented here."""
+BODY_SCHEMAS = (PredictRequest, ModelDocument)
+"""Bodies parsed by the routes themselves (pydantic's JSON parser), documented here (ModelDocument: the
+body of a JSON export, and the file of a JSON import)."""
 
 
 def install_openapi(app: FastAPI) -> None:
     """Document the real error shape: every 422 (and other error) answer is an ErrorResponse."""
     from fastapi.openapi.utils import get_openapi
+
+    from service.api.openapi_docs import finish_document
 
     def openapi() -> dict:
         if app.openapi_schema:
@@ -276,6 +281,7 @@ def install_openapi(app: FastAPI) -> None:
         components.pop("HTTPValidationError", None)
         components.pop("ValidationError", None)
         components.pop("ValidationErrorContext", None)
+        finish_document(schema)
         app.openapi_schema = schema
         return schema
 

@@ -8,6 +8,7 @@ the request id to quote.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -119,8 +120,8 @@ async def _explain(request: Request, detail: dict) -> str:
     """The message of one validation error, with how to fix it where we can tell."""
     from service.api import hints
 
-    loc, kind = detail["loc"], detail.get("type", "")
-    message = f"{_loc_text(loc)}: {detail['msg']}"
+    loc, kind = detail["loc"], detail.get("type", "")  # pydantic's location, union tags included (hints need them)
+    message = f"{_loc_text(user_loc(loc))}: {detail['msg']}"
     if loc == ["body"] and kind in ("model_attributes_type", "dict_type", "model_type", "missing"):
         sent = request.headers.get("content-type")
         if not sent or "json" not in sent.lower():
@@ -141,12 +142,46 @@ async def _explain(request: Request, detail: dict) -> str:
     return message
 
 
+UNION_TAGS = {"body": ("dcd", "cpa", "ocas", "smo", "sampled_cuts"), "kernel": ("linear", "poly", "rbf", "sigmoid")}
+"""Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
+_TYPE_TAG = re.compile(r"^((constrained-)?(float|int|str|bool|bytes|none)|\[key\]|[a-z_-]+\[.*\])$")
+"""Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""
+
+
+def user_loc(loc) -> list:
+    """A validation location as the user wrote the request: without the union tags pydantic adds.
+
+    ``body.dcd.params.C`` becomes ``body.params.C``; ``params.kernel.rbf.gamma.float`` becomes
+    ``params.kernel.gamma``.
+    """
+    out: list = []
+    for index, part in enumerate(loc):
+        previous = loc[index - 1] if index else None
+        if isinstance(part, str) and (part in UNION_TAGS.get(previous, ()) and (previous != "body" or index == 1)
+                                      or _TYPE_TAG.match(part)):
+            continue
+        out.append(part)
+    return out
+
+
 def _loc_text(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body",)] if isinstance(loc, (list, tuple)) else [str(loc)]
     text = ""
     for part in parts:
         text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
     return text or "body"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers on this path (Starlette's 405 names only the first route's)."""
+    from starlette.routing import Match
+
+    allowed = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        scope = dict(request.scope, method=method)
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -170,6 +205,7 @@ def install_handlers(app: FastAPI) -> None:
         message = (await _explain(request, first) if details else "body: invalid request") + more
         for detail in details:
             detail.pop("ctx", None)
+            detail["loc"] = user_loc(detail["loc"])
         return JSONResponse(_body("validation_error", message, details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -179,6 +215,9 @@ def install_handlers(app: FastAPI) -> None:
             message = "body: not valid JSON (it must be UTF-8 text)"
             return JSONResponse(_body("validation_error", message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}]),
                                 status_code=422)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = dict(headers or {}, Allow=", ".join(allowed_methods(request)))
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized",
                  408: "request_timeout"}
         code = codes.get(exc.status_code, "http_error")
@@ -188,7 +227,7 @@ def install_handlers(app: FastAPI) -> None:
         elif isinstance(exc, BodyTimeout):
             details = {"limit": exc.limit, "value": exc.value, "received_bytes": exc.received}
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
-        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

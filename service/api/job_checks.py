@@ -29,6 +29,11 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
             f"params.objective: `ranking` compares rows within a query, but data set {dataset['id']} has no qid",
             ["body", "params", "objective"],
         )
+    if objective != "classification" and body.params.probability:
+        raise unprocessable(
+            f"params.probability: class probabilities apply to classification; objective `{objective}` only scores or ranks",
+            ["body", "params", "probability"],
+        )
     if objective == "roc_area" and len(labels) != 2:
         raise unprocessable(
             f"params.objective: `roc_area` needs exactly two labels; data set {dataset['id']} has {len(labels)}",

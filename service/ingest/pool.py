@@ -47,6 +47,16 @@ class IngestPool:
             self.close()
             raise
 
+    async def run(self, function, *args, **kwargs):
+        """Run another picklable function (e.g. a model file reader) in an ingest process."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool(), functools.partial(function, *args, **kwargs))
+        except BrokenProcessPool:
+            log.error("an ingest process died while running %s; starting a new pool", getattr(function, "__name__", function))
+            self.close()
+            raise
+
     def close(self, wait: bool = False, timeout: float = 1.0) -> None:
         """Stop the processes (``wait``: until they have exited, at most ``timeout`` seconds, then kill them).
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,24 +12,56 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ErrorBody(BaseModel):
+class ResponseModel(BaseModel):
+    """An answer: every field is always present (fields with a default are listed as required in the document)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class ValidationIssue(ResponseModel):
+    """One invalid field of a request."""
+
+    loc: list[str | int] = Field(description="Where: `body`, `query` or `path`, then field names and list indices, as the request wrote them.")
+    msg: str = Field(description="What is wrong with it.")
+    type: str = Field(description="Machine-readable kind of problem, e.g. `missing`, `greater_than`, `json_invalid`.")
+
+
+class ParseErrorDetails(ResponseModel):
+    """Where an uploaded file (data set or model) is malformed."""
+
+    line: int | None = Field(description="Line of the file, from 1 (null when the whole file is at fault).")
+    column: int | None = Field(default=None, description="Column (byte) of the line, from 1, when known.")
+    reason: str = Field(description="What is wrong there.")
+
+
+class LimitDetails(ResponseModel):
+    """Which configured limit a request crossed."""
+
+    limit: str = Field(description="Name of the limit (setting), e.g. `max_upload_bytes`, `max_queued_jobs_per_tenant`.")
+    value: int = Field(description="The limit's value.")
+
+
+class ErrorBody(ResponseModel):
     """What went wrong, for a machine (code) and for a person (message)."""
 
     code: str = Field(description="Stable machine-readable error code, e.g. `validation_error`, `not_found`.")
     message: str = Field(description="A sentence saying what is wrong and where (field, line, column).")
-    details: Any = Field(
+    details: list[ValidationIssue] | ParseErrorDetails | LimitDetails | None = Field(
         default=None,
-        description="Structured details: for validation errors a list of {loc, msg, type}; for parse errors {line, column, reason}.",
+        description=(
+            "Structured details: validation errors (422) a list of {loc, msg, type}; malformed files (422) "
+            "{line, column, reason}; limits (413, 429) {limit, value}; null otherwise."
+        ),
     )
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(ResponseModel):
     """The one JSON shape of every 4xx and 5xx answer."""
 
     error: ErrorBody = Field(description="The error.")
 
 
-class Page(BaseModel):
+class Page(ResponseModel):
     """Paging information of a list answer."""
 
     total: int = Field(description="How many items exist in all.")

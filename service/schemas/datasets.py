@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from service.schemas.base import Page
+from service.schemas.base import Page, ResponseModel
 
 
 class DatasetFormat(str, Enum):
@@ -39,7 +39,7 @@ class StoredValueDtype(str, Enum):
     float64 = "float64"
 
 
-class DatasetOut(BaseModel):
+class DatasetOut(ResponseModel):
     """A stored data set."""
 
     id: str = Field(description="Data set id (`ds_…`).")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from service.schemas.base import StrictModel
+from service.schemas.base import ResponseModel, StrictModel
 
 
 class EvaluateRequest(StrictModel):
@@ -13,7 +13,7 @@ class EvaluateRequest(StrictModel):
     dataset_id: str = Field(description="Id of a data set of yours with the same feature numbering as the training data.", max_length=100)
 
 
-class ClassMetrics(BaseModel):
+class ClassMetrics(ResponseModel):
     """Precision, recall and F1 of one class."""
 
     label: float = Field(description="The class label.")
@@ -23,14 +23,14 @@ class ClassMetrics(BaseModel):
     support: int = Field(description="Rows of this class in the data set.")
 
 
-class ConfusionMatrix(BaseModel):
+class ConfusionMatrix(ResponseModel):
     """Counts of (true label, predicted label)."""
 
     labels: list[float] = Field(description="Row and column labels: the model's labels and any other label found in the data.")
     matrix: list[list[int]] = Field(description="matrix[i][j]: rows with true label labels[i] predicted as labels[j].")
 
 
-class EvaluationOut(BaseModel):
+class EvaluationOut(ResponseModel):
     """Metrics of a model on a data set. Fields that do not apply to the model's task are null."""
 
     model_id: str = Field(description="The model.")

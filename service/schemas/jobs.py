@@ -5,9 +5,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from service.schemas.base import Page, StrictModel
+from service.schemas.base import Page, ResponseModel, StrictModel
+from service.schemas.enums import SolverName, StopReason
 from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
 
 DATASET_ID = Field(description="Id of the uploaded training data set.", max_length=100)
@@ -70,7 +71,7 @@ class JobStatus(str, Enum):
     canceled = "canceled"
 
 
-class JobProgress(BaseModel):
+class JobProgress(ResponseModel):
     """How far a job has come: its phase, the fraction done with an estimate of the time left, and its
     latest convergence point.
 
@@ -87,7 +88,7 @@ class JobProgress(BaseModel):
     phase: str | None = Field(
         default=None,
         description="What the job is doing: `loading data`, `training`, `cross-validating`, "
-        "`refitting the best setting`, `scoring training data`, `storing model`, or `done` once the job succeeded.",
+        "`refitting the best setting`, `scoring training data`, `calibrating probabilities`, `storing model`, or `done` once the job succeeded.",
     )
     fraction: float | None = Field(default=None, ge=0.0, le=1.0, description="Fraction done, 0 to 1 (see the schema's description); it never goes back.")
     eta_s: float | None = Field(
@@ -106,27 +107,27 @@ class JobProgress(BaseModel):
     subtasks_total: int | None = Field(default=None, description="Subtasks of the job.")
 
 
-class JobError(BaseModel):
+class JobError(ResponseModel):
     """Why a job failed."""
 
     code: str = Field(description="Machine-readable cause, e.g. `dataset_not_found`, `solver_error`, `worker_lost`.")
     message: str = Field(description="What went wrong, in a sentence.")
 
 
-class JobOut(BaseModel):
+class JobOut(ResponseModel):
     """A training job."""
 
     id: str = Field(description="Job id (`job_…`).")
     status: JobStatus = Field(description="queued, running, succeeded, failed or canceled.")
     dataset_id: str = Field(description="Id of the training data set.")
-    solver: str = Field(description="Solver name.")
+    solver: SolverName = Field(description="Solver name.")
     params: dict[str, Any] = Field(description="The solver parameters, with defaults filled in.")
     created_at: str = Field(description="When the job was submitted (ISO 8601 UTC).")
     started_at: str | None = Field(default=None, description="When a worker started it.")
     finished_at: str | None = Field(default=None, description="When it ended.")
     progress: JobProgress = Field(default_factory=JobProgress, description="Latest progress.")
     model_id: str | None = Field(default=None, description="Id of the trained model (also set for a canceled job that had a model to return).")
-    stop_reason: str | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).")
+    stop_reason: StopReason | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).")
     error: JobError | None = Field(default=None, description="Set when the job failed.")
     search_results: dict[str, Any] | None = Field(
         default=None,
@@ -143,7 +144,7 @@ class JobList(Page):
     items: list[JobOut] = Field(description="The jobs of this page.")
 
 
-class TracePoint(BaseModel):
+class TracePoint(ResponseModel):
     """One convergence point. Solvers add their own fields (e.g. `max_violation`, `active_size`, `n_cuts`)."""
 
     model_config = {"extra": "allow"}
@@ -156,10 +157,10 @@ class TracePoint(BaseModel):
     subproblem: int | None = Field(default=None, description="Binary problem (one-vs-rest class index) the point belongs to.")
 
 
-class TraceOut(BaseModel):
+class TraceOut(ResponseModel):
     """The convergence points recorded so far (while the job runs, the list grows)."""
 
-    job_id: str = Field(description="The job.")
-    status: JobStatus = Field(description="The job's status when the trace was read.")
+    job_id: str | None = Field(description="The job (null for an imported model, which has no trace).")
+    status: JobStatus | None = Field(description="The job's status when the trace was read (null for an imported model).")
     points: list[TracePoint] = Field(description="Points from index `since` on, in the order recorded.")
     next: int = Field(description="Pass this as `since` to get only the points recorded after these.")

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 
-from service.schemas.base import Page, StrictModel
+from service.schemas.base import Page, ResponseModel, StrictModel
+from service.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, SolverName, StopReason, Task
+from service.schemas.model_files import Calibration
 
 
-class ModelOut(BaseModel):
+class ModelOut(ResponseModel):
     """A trained model (its weights stay in binary in Redis)."""
 
     id: str = Field(description="Model id (`mdl_…`).")
-    job_id: str = Field(description="The job that trained it.")
-    dataset_id: str = Field(description="The training data set.")
-    solver: str = Field(description="Solver name.")
-    params: dict[str, Any] = Field(description="Solver parameters used.")
-    kind: str = Field(
+    source: ModelSource = Field(default=ModelSource.trained, description="`trained` by a job here, or `imported` (POST /v1/models).")
+    import_format: ImportFormat | None = Field(default=None, description="Imported models: the format of the file.")
+    job_id: str | None = Field(description="The job that trained it (null for imported models).")
+    dataset_id: str | None = Field(description="The training data set (null for imported models).")
+    solver: SolverName | None = Field(description="Solver name (null for models imported from LIBLINEAR or LIBSVM).")
+    params: dict[str, Any] = Field(description="Solver parameters used (imported models: what the file states, e.g. the bias or kernel).")
+    kind: ModelKind = Field(
         description=(
             "`linear` (a weight vector per binary problem), `kernel` (an expansion over stored training rows) or "
             "`ranking` (cpa's pairwise objectives: one weight vector that scores rows)."
@@ -28,13 +32,16 @@ class ModelOut(BaseModel):
     )
     n_features: int = Field(description="Number of features the model was trained on.")
     zero_based: bool = Field(description="Whether sparse predict rows use zero-based indices (as the training upload did).")
-    n_iter: int = Field(description="Outer iterations, summed over the binary problems.")
+    multiclass: Multiclass | None = Field(default=None, description="More than two labels: `ovr` (one score per label, argmax) or `ovo` (LIBSVM imports: one decision per pair of labels, vote).")
+    probability: Calibration | None = Field(default=None, description="Calibrated models (trained with `probability: true`, or imported with probabilities): the sigmoids behind `predict` with `probabilities: true`.")
+    n_iter: int | None = Field(description="Outer iterations, summed over the binary problems (null for imported models).")
     n_iter_per_problem: list[int] = Field(default_factory=list, description="Outer iterations of each binary problem.")
-    converged: bool = Field(description="Whether every binary problem met its stopping rule.")
-    stop_reason: str = Field(description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems).")
-    training_seconds: float = Field(description="Solver seconds only (no data loading, no trace evaluation).")
+    converged: bool | None = Field(description="Whether every binary problem met its stopping rule (null for imported models).")
+    stop_reason: StopReason | None = Field(description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems); null for imported models.")
+    training_seconds: float | None = Field(description="Solver seconds only (no data loading, no trace evaluation); null for imported models.")
     objective: float | None = Field(description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems).")
     objectives: list[float | None] = Field(
+        default_factory=list,
         description="Primal objective per binary problem (one entry for two classes); null where it was not computed (smo stopped by a deadline while shrunk, on a large problem)."
     )
     trace_seconds: float | None = Field(default=None, description="Seconds spent evaluating trace points (not in training_seconds).")
@@ -52,7 +59,7 @@ class ModelOut(BaseModel):
         description="Accuracy on the training data (kernel models, and models stopped by a cancel, a shutdown or their deadline: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
     )
     train_accuracy_rows: int | None = Field(default=None, description="Rows the training accuracy was measured on, when a sample.")
-    task: str = Field(default="classification", description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.")
+    task: Task = Field(default=Task.classification, description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.")
     kernel: dict | None = Field(default=None, description="Kernel models: the kernel with gamma resolved to a number.")
     n_support: int | None = Field(default=None, description="Kernel models: stored expansion rows (union over the binary problems).")
     n_support_per_problem: list[int] | None = Field(default=None, description="Kernel models: support vectors (or basis rows) per binary problem.")
@@ -73,10 +80,18 @@ class ModelList(Page):
     items: list[ModelOut] = Field(description="The models of this page.")
 
 
+FeatureIndex = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,10}$")]
+"""A sparse row's key: a feature index as the training upload numbered it, in decimal digits."""
+SparseRow = Annotated[dict[FeatureIndex, float], WithJsonSchema({
+    "type": "object", "propertyNames": {"pattern": "^[0-9]{1,10}$"}, "additionalProperties": {"type": "number"},
+    "description": "A sparse row: {\"feature index\": value}.",
+})]
+
+
 class PredictRequest(StrictModel):
     """Rows to score."""
 
-    instances: list[list[float] | dict[str, float]] = Field(
+    instances: list[list[float] | SparseRow] = Field(
         description=(
             "Rows to predict: dense rows (lists of n_features numbers) or sparse rows "
             "({\"index\": value} maps, indices numbered as in the training upload). A sparse index beyond "
@@ -91,12 +106,20 @@ class PredictRequest(StrictModel):
             "values were 0, instead of refusing the request."
         ),
     )
+    probabilities: StrictBool = Field(
+        default=False,
+        description="Also answer class probabilities (the model must be calibrated: trained with `probability: true`); 409 otherwise.",
+    )
 
 
-class PredictOut(BaseModel):
+class PredictOut(ResponseModel):
     """Predicted labels and decision values."""
 
     labels: list[float] | None = Field(description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking).")
     scores: list[float] | list[list[float]] = Field(
         description="Two classes: one score per row, positive meaning the larger label. More: one score per class per row (one-vs-rest)."
+    )
+    probabilities: list[list[float]] | None = Field(
+        default=None,
+        description="With `probabilities: true`: per row, the probability of each label (in the order of the model's `labels`), summing to 1; else null.",
     )

@@ -6,12 +6,15 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from service.schemas.base import StrictModel
+
+
+PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
 
 
 class SearchParams(StrictModel):
@@ -34,11 +37,11 @@ class SearchParams(StrictModel):
         ),
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
-    warm_start: bool = Field(
+    warm_start: StrictBool = Field(
         default=True,
         description="dcd and ocas: along increasing C, start each fit from the previous solution (the iterations are reported per setting).",
     )
-    distribute: bool = Field(
+    distribute: StrictBool = Field(
         default=False,
         description="Run each setting as its own RQ job, so that every worker of the deployment takes part; a final job refits the best.",
     )
@@ -74,6 +77,15 @@ class CommonParams(StrictModel):
     seed: int = Field(
         default=0, ge=0, le=2**63 - 1, description="Seed of every random choice of the solver: the same seed gives the same model."
     )
+    probability: StrictBool = Field(
+        default=False,
+        description=(
+            "Classification: after training, fit Platt's sigmoid to decision values from a 5-fold cross-validation "
+            "(folds stratified by label and drawn with `seed`, as LIBSVM's -b 1), so that predict with "
+            "`probabilities: true` answers class probabilities (more than two labels: the one-vs-rest sigmoids "
+            "divided by their sum). Costs five more trainings on 4/5 of the data."
+        ),
+    )
     retries: int = Field(
         default=1,
         ge=0,
@@ -101,7 +113,7 @@ class DcdParams(CommonParams):
             "(regularized like the other weights, as LIBLINEAR's -B). Null: no offset."
         ),
     )
-    class_weight: dict[str, float] | None = Field(
+    class_weight: dict[str, PositiveFactor] | None = Field(
         default=None,
         description=(
             "Factor on C per label, keyed by the label as the data set lists it (e.g. {\"1\": 5}). "
@@ -132,22 +144,13 @@ class DcdParams(CommonParams):
             "C = 100); a model stopped here says so (`stop_reason: max_iter`)."
         ),
     )
-    shrinking: bool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
+    shrinking: StrictBool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
     trace_every: int = Field(
         default=1,
         ge=1,
         description="Record a convergence point every this many outer iterations (each point costs one pass over the data, not counted in training_seconds).",
     )
 
-
-    @field_validator("class_weight")
-    @classmethod
-    def _positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        if value is not None:
-            for label, factor in value.items():
-                if not (math.isfinite(factor) and factor > 0):
-                    raise ValueError(f"the factor for label {label!r} must be a finite number > 0, got {factor}")
-        return value
 
 
 class CpaParams(CommonParams):
@@ -287,17 +290,12 @@ class SmoParams(CommonParams):
     )
     tol: float = Field(default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).")
     cache_mb: float = Field(default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB.")
-    shrinking: bool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
-    class_weight: dict[str, float] | None = Field(
+    shrinking: StrictBool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
+    class_weight: dict[str, PositiveFactor] | None = Field(
         default=None, description="Factor on C per label, keyed by the label as the data set lists it."
     )
     max_iter: int | None = Field(default=None, ge=1, description="Most two-variable steps per binary problem. Null: no limit.")
     trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
-
-    @field_validator("class_weight")
-    @classmethod
-    def _positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        return DcdParams._positive_weights(value)
 
 
 class SampledCutsParams(CommonParams):

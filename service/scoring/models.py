@@ -7,6 +7,16 @@ Kinds (``meta["kind"]``) and their arrays:
   support vectors or basis rows), ``coef`` (k, m) and ``offsets`` (k,); ``meta["kernel"]`` has gamma resolved.
 - ``ranking``: ``weights`` (1, n_features): scores only; ordinal models also map scores to ranks with
   ``meta["thresholds"]`` between adjacent ``meta["ranks"]``.
+
+Kernel models imported from LIBSVM with more than two classes are one-vs-one (``meta["multiclass"] =
+"ovo"``): ``coef`` (n_pairs, m) and ``offsets`` (n_pairs,) give one decision value per pair of classes
+(0,1), (0,2), ..., (1,2), ... of ``meta["ovo_labels"]`` (the labels in the LIBSVM file's order),
+positive for the first class of the pair; the label is LIBSVM's vote (ties go to the class listed
+first in the file), and the per-class scores (columns in the order of ``labels``, ascending) are the
+votes plus the summed pairwise confidences squashed into (-1/3, 1/3) (scikit-learn's one-vs-rest
+shape of a one-vs-one model), so that their argmax is the voted label whenever the vote is not tied.
+
+Calibrated models (``meta["probability"]``) also give class probabilities; see ``service.scoring.probability``.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import scipy.sparse as sp
 from service.labels import label_value
 from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
+from service.scoring.probability import ovr_probabilities, pairwise_coupling
 
 
 SCORE_BLOCK_NNZ = 1 << 22
@@ -33,6 +44,12 @@ class Scorer:
         self.n_features = int(meta["n_features"])
         self.labels = np.asarray(meta["labels"], dtype=np.float64) if meta.get("labels") is not None else None
         self.offsets = np.asarray(arrays["offsets"], dtype=np.float64)
+        self.one_vs_one = meta.get("multiclass") == "ovo"
+        if self.one_vs_one:
+            self.vote_labels = np.asarray(meta["ovo_labels"], dtype=np.float64)
+            n_classes = self.vote_labels.size
+            self.pairs = [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
+            self.to_ascending = np.argsort(self.vote_labels, kind="stable")  # column r of the answer: class to_ascending[r]
         if self.kind == "kernel":
             self.expansion = KernelExpansion(
                 arrays["sv_indptr"], arrays["sv_indices"], arrays["sv_data"], arrays["coef"], self.offsets,
@@ -47,7 +64,7 @@ class Scorer:
             if not sp.issparse(matrix):
                 matrix = sp.csr_matrix(matrix)
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
-            return values.reshape(matrix.shape[0], -1)
+            return values.reshape(matrix.shape[0], self.offsets.size)  # explicit width: a request may have no rows
         if not sp.issparse(matrix) or matrix.nnz <= SCORE_BLOCK_NNZ:
             return np.asarray(matrix @ self.weights.T) + self.offsets
         # By blocks of rows: scipy widens float32 values to a float64 copy for the product, and a
@@ -70,10 +87,40 @@ class Scorer:
             if self.meta.get("thresholds") is None:
                 return None, flat
             return predicted_ranks(flat, np.asarray(self.meta["ranks"]), np.asarray(self.meta["thresholds"])), flat
+        if self.one_vs_one:
+            return self._vote(scores)
         if scores.shape[1] == 1:
             flat = scores[:, 0]
             return np.where(flat > 0, self.labels[1], self.labels[0]), flat
         return self.labels[np.argmax(scores, axis=1)], scores
+
+    def _vote(self, pairwise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One-vs-one: the voted labels, and per-class scores (votes + squashed summed confidences)."""
+        n_classes = self.vote_labels.size
+        votes = np.zeros((pairwise.shape[0], n_classes))
+        confidence = np.zeros_like(votes)
+        for index, (i, j) in enumerate(self.pairs):
+            wins = pairwise[:, index] > 0
+            votes[wins, i] += 1
+            votes[~wins, j] += 1
+            confidence[:, i] += pairwise[:, index]
+            confidence[:, j] -= pairwise[:, index]
+        scores = votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
+        return self.vote_labels[np.argmax(votes, axis=1)], scores[:, self.to_ascending]
+
+    @property
+    def has_probabilities(self) -> bool:
+        """Whether the model was calibrated (trained with ``probability: true``, or imported with a calibration)."""
+        return bool(self.meta.get("probability"))
+
+    def probabilities(self, matrix) -> np.ndarray:
+        """Class probabilities (n, n_classes), columns in the order of ``labels``; the model must be calibrated."""
+        calibration = self.meta["probability"]
+        scores = self.decision_values(matrix)
+        if calibration.get("method") == "pairwise_coupling":
+            coupled = pairwise_coupling(scores, calibration["A"], calibration["B"], self.vote_labels.size)
+            return coupled[:, self.to_ascending]
+        return ovr_probabilities(scores, calibration["A"], calibration["B"])
 
     def predict(self, matrix: sp.csr_matrix) -> tuple[list | None, list]:
         """JSON-ready labels (None for score-only models) and scores."""

@@ -93,10 +93,11 @@ def prepare(name: str) -> Path:
 
 
 def load(path: Path):
-    """(indptr, indices, data, y, n_features) by the service's parser (float64 values, int32 indices)."""
+    """(indptr, indices, data, y, n_features) by the service's parser, stored as the service stores an
+    upload by default (``value_dtype=auto``: float32 when the text holds every value exactly)."""
     from service.ingest.parser import parse_upload
 
-    parsed = parse_upload(str(path), limits=_limits())
+    parsed = parse_upload(str(path), limits=_limits(), value_dtype="auto")
     return parsed.indptr, parsed.indices, parsed.data, parsed.y, int(parsed.n_features)
 
 
@@ -258,6 +259,52 @@ def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
             "optimum_sum": optimum}
 
 
+def _fmt(value, digits=3):
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def report(result: dict) -> str:
+    """Markdown tables of a results JSON: one row per (data set, C) and pair."""
+    lines = ["| data | C | pair | anchor s (it., above opt.) | ours default s (it., above opt., gap_rel) "
+             "| ours to anchor's objective: 1 thread / all cores | ratio (1 thread) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in result.get("rows", []):
+        for solver in ("ocas", "cpa", "dcd"):
+            if solver not in row:
+                continue
+            sm = row[solver]["summary"]
+            a, d = sm["anchor"], sm["ours_default"]
+            t1, t2 = sm["ours_1thread_tight"], sm["ours_tight"]
+            lines.append(
+                f"| {row['data']} | {_fmt(row['C'])} | {solver} / {row[solver]['anchor']} "
+                f"| {_fmt(a['seconds'])} ({_fmt(a['iterations'])}, {_fmt(100 * a['precision'], 2)}%) "
+                f"| {_fmt(d['seconds'])} ({_fmt(d['iterations'])}, {_fmt(100 * d['precision'], 2)}%, "
+                f"{_fmt(100 * d['gap_rel'], 2)}%) "
+                f"| {_fmt(t1['seconds_to_anchor_objective'])} / {_fmt(t2['seconds_to_anchor_objective'])} "
+                f"| {_fmt(t1['ratio_to_anchor'], 2)} |")
+    iters = ["", "| data | C | ocas iterations / libocas, TolRel 0.01 | TolRel 0.001 |", "| --- | --- | --- | --- |"]
+    for row in result.get("rows", []):
+        same = row.get("ocas", {}).get("iterations_same_tol_rel")
+        if same:
+            iters.append(f"| {row['data']} | {_fmt(row['C'])} | {same['0.01']['ours']} / {same['0.01']['libocas']} "
+                         f"| {same['0.001']['ours']} / {same['0.001']['libocas']} |")
+    out = lines + iters
+    for C, block in (result.get("sector_all") or {}).items():
+        m = block["seconds_median"]
+        p = block["precision_of_summed_objective"]
+        out += ["", f"sector.scale, 105 classes one-vs-rest, C = {C} (summed solver seconds, precision of the summed "
+                    "objective):", "",
+                "| pair | anchor | ours (1 thread) | ratio |", "| --- | --- | --- | --- |"]
+        for ours, theirs in (("ours_ocas", "svmocas"), ("ours_cpa", "svm_perf"), ("ours_dcd", "liblinear")):
+            out.append(f"| {ours[5:]} / {theirs} | {_fmt(m[theirs])} s ({_fmt(100 * p[theirs], 2)}%) "
+                       f"| {_fmt(m[ours])} s ({_fmt(100 * p[ours], 2)}%) | {_fmt(m[ours] / m[theirs], 2)} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     """Run the benchmark and write its JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -270,7 +317,11 @@ def main(argv=None) -> int:
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
     parser.add_argument("--sector-all-Cs", default="1", help="C values of the one-vs-rest runs")
+    parser.add_argument("--report", action="store_true", help="print the tables of the last results and exit")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(json.loads(RESULTS.read_text())))
+        return 0
     missing = [k for k, ok in anchors.available().items() if not ok]
     if missing:
         print(f"anchor programs missing in {anchors.BIN}: {missing}; run ../shared/tools/build-anchors.sh",

@@ -45,11 +45,9 @@ from numba import njit, prange
 
 from worker.solvers.data_passes import (
     available_cores,
-    feature_ranges,
     fill,
     gather_outputs,
     row_chunks,
-    rows_sorted,
     scatter_rows,
 )
 from worker.solvers.reduced_qp import ReducedProblem
@@ -168,9 +166,9 @@ def _changed_rows(gamma, previous, flips, delta):
 
 
 class Data:
-    """The CSR triple with its fixed partitions: row chunks, feature ranges for scatters."""
+    """The CSR triple with its fixed row chunks and the number of threads."""
 
-    def __init__(self, indptr, indices, data, n_features, B, chunks, franges, sorted_rows, n_threads):
+    def __init__(self, indptr, indices, data, n_features, B, chunks, n_threads):
         self.indptr = indptr
         self.indices = indices
         self.data = data
@@ -178,8 +176,6 @@ class Data:
         self.d = int(n_features)
         self.B = float(B)
         self.chunks = chunks
-        self.franges = franges
-        self.sorted_rows = bool(sorted_rows)
         self.n_threads = int(n_threads)
         self.serial = self.n_threads == 1
         self.all_rows = None
@@ -194,17 +190,23 @@ class Data:
         if self.all_rows is None:
             self.all_rows = np.arange(self.n, dtype=np.int64)
         w = np.zeros(self.d + 1)
-        scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, self.franges,
-                     self.sorted_rows, w, self.serial)
+        scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, w)
         w[self.d] = self.B * float(np.sum(coef))
         return w
 
 
+PARALLEL_NNZ = 4_000_000
+"""Non-zeros per thread below which more threads do not pay: each iteration starts several parallel
+regions (tens of microseconds each), and on sector.scale (10^6 non-zeros, 2 ms an iteration) two
+threads were slower than one."""
+
+
 def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: int) -> Data:
-    """The data with its partitions for ``n_processes`` threads (at most the cores of this process)."""
-    n_threads = int(min(int(n_processes), available_cores()))
+    """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
+    process, and one per PARALLEL_NNZ non-zeros."""
+    n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
     return Data(indptr, indices, data, n_features, B, row_chunks(indptr),
-                feature_ranges(indices, n_features, n_threads), rows_sorted(indptr, indices), n_threads)
+                n_threads)
 
 
 MEMORY_SHARE = 0.25
@@ -270,12 +272,10 @@ class CurrentCut:
         n_flips = _changed_rows(gamma, self.previous, self.flips, self.delta)
         if self.since_refresh >= self.REFRESH or n_flips >= n_rows:
             fill(self.z, 0.0, self._parts)
-            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, self.z,
-                         X.serial)
+            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, self.z)
             self.since_refresh = 0
         else:
-            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, X.franges, X.sorted_rows,
-                         self.z, X.serial)
+            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, self.z)
             self.since_refresh += 1
         self.z[X.d] = X.B * gsum
         return self.z

@@ -4,10 +4,10 @@ A cutting-plane iteration touches the data in two ways (paper 000, Section 3.1; 
 
 * output computation ``o_i = <x_i, w> + B w_B`` for every row (a *gather*: each row reads the
   entries of w at its features): ``gather_outputs``, split by rows;
-* cut sum ``z = sum_i coef_i x_i`` over a list of rows (a *scatter*: each row adds into z at its
-  features): ``scatter_rows``, split by *features*: every thread walks the same rows in the same
-  order and adds only the entries whose feature falls in its own range, so each z[f] receives its
-  terms in row order whatever the number of threads, and no thread needs a buffer of its own.
+* cut sum ``z += sum_i coef_i x_i`` over a list of rows (a *scatter*: each row adds into z at its
+  features): ``scatter_rows``, in the calling thread, rows in order. (Split by feature ranges, each
+  thread walking all the rows and adding only its own features, it was no faster on two cores: the
+  walk over the rows, not the additions, is its cost.)
 
 Everything else the solvers do per row (line-search terms, the cut's rows, block sums of the loss)
 is split over fixed row chunks (``row_chunks``): the chunks depend on the data alone, never on the
@@ -17,7 +17,7 @@ order by the caller. Hence one thread and any number of threads give bit-identic
 The CSR triple is ``(indptr, indices, data)``: indptr int64, indices int32 or int64, data float64 or
 float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
 arrays and scalars only, allocate nothing in their loops, and are ``@njit(cache=True)``; the parallel
-ones use ``prange`` over chunks or feature ranges (numba's threading layer must be fork-safe in a
+ones use ``prange`` over chunks (numba's threading layer must be fork-safe in a
 worker: 'workqueue', set by the worker before numba is imported). The caller picks the number of
 threads with ``numba.set_num_threads`` (``threads(n)`` below) and passes ``serial=True`` for one
 thread: the same loops then run in the calling thread, because starting a parallel region costs
@@ -57,21 +57,6 @@ def row_chunks(indptr: np.ndarray) -> np.ndarray:
     return bounds
 
 
-def feature_ranges(indices: np.ndarray, n_features: int, n_ranges: int) -> np.ndarray:
-    """Boundaries of ``n_ranges`` feature ranges holding about equal numbers of non-zeros.
-
-    Any partition gives the same scatter result (each z[f] is summed in row order by one thread);
-    the balance only decides how evenly the threads share the work.
-    """
-    n_ranges = int(max(1, min(n_ranges, n_features)))
-    if n_ranges == 1 or indices.size == 0:
-        return np.array([0, n_features], dtype=np.int64)
-    counts = np.bincount(indices, minlength=n_features).astype(np.float64)
-    cum = np.concatenate(([0.0], np.cumsum(counts)))
-    inner = np.searchsorted(cum, cum[-1] * np.arange(1, n_ranges) / n_ranges).astype(np.int64)
-    return np.unique(np.concatenate(([0], np.clip(inner, 0, n_features), [n_features]))).astype(np.int64)
-
-
 def available_cores() -> int:
     """Cores this process may run on."""
     try:
@@ -89,16 +74,6 @@ def threads(n: int):
         yield numba.get_num_threads()
     finally:
         numba.set_num_threads(previous)
-
-
-@njit(cache=True)
-def rows_sorted(indptr, indices):
-    """True when the feature indices of every row are strictly increasing."""
-    for i in range(indptr.shape[0] - 1):
-        for k in range(indptr[i] + 1, indptr[i + 1]):
-            if indices[k] <= indices[k - 1]:
-                return False
-    return True
 
 
 @njit(cache=True)
@@ -147,76 +122,13 @@ def gather_outputs(indptr, indices, data, w, w_bias, chunks, out, serial):
 
 
 @njit(cache=True)
-def _first_at_least(indices, lo, hi, f):
-    """The first position k in [lo, hi) with indices[k] >= f (indices increasing there), else hi."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if indices[mid] < f:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _scatter_range(indptr, indices, data, coef, rows, n_rows, f0, f1, whole, sorted_rows, z):
-    """z[f] += coef_i x_if for the listed rows i and the features f in [f0, f1) (all when ``whole``)."""
+def scatter_rows(indptr, indices, data, coef, rows, n_rows, z):
+    """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows, rows in order (z is not cleared)."""
     for q in range(n_rows):
         i = rows[q]
         c = coef[i]
-        k0 = indptr[i]
-        k1 = indptr[i + 1]
-        if whole:
-            for k in range(k0, k1):
-                z[indices[k]] += c * data[k]
-        elif sorted_rows:
-            for k in range(_first_at_least(indices, k0, k1, f0), k1):
-                f = indices[k]
-                if f >= f1:
-                    break
-                z[f] += c * data[k]
-        else:
-            for k in range(k0, k1):
-                f = indices[k]
-                if f >= f0 and f < f1:
-                    z[f] += c * data[k]
-
-
-@njit(cache=True, parallel=True)
-def scatter_rows(indptr, indices, data, coef, rows, n_rows, franges, sorted_rows, z, serial):
-    """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows (z is not cleared first).
-
-    Split by feature ranges ``franges`` (serially: one pass over all features); with ``sorted_rows``
-    each row's part in a range is found by binary search, else every entry is tested.
-    """
-    n_ranges = franges.shape[0] - 1
-    if serial or n_ranges == 1:
-        _scatter_range(indptr, indices, data, coef, rows, n_rows, 0, 0, True, sorted_rows, z)
-    else:
-        for r in prange(n_ranges):
-            _scatter_range(indptr, indices, data, coef, rows, n_rows, franges[r], franges[r + 1], False,
-                           sorted_rows, z)
-
-
-@njit(cache=True)
-def _clear_range(indptr, indices, rows, n_rows, f0, f1, whole, z):
-    for q in range(n_rows):
-        i = rows[q]
         for k in range(indptr[i], indptr[i + 1]):
-            f = indices[k]
-            if whole or (f >= f0 and f < f1):
-                z[f] = 0.0
-
-
-@njit(cache=True, parallel=True)
-def clear_rows(indptr, indices, rows, n_rows, franges, z, serial):
-    """z[f] = 0 at every feature f of the listed rows (undoes a scatter into a zero vector)."""
-    n_ranges = franges.shape[0] - 1
-    if serial or n_ranges == 1:
-        _clear_range(indptr, indices, rows, n_rows, 0, 0, True, z)
-    else:
-        for r in prange(n_ranges):
-            _clear_range(indptr, indices, rows, n_rows, franges[r], franges[r + 1], False, z)
+            z[indices[k]] += c * data[k]
 
 
 @njit(cache=True, parallel=True)
@@ -257,17 +169,13 @@ def warm_up() -> None:
     """Compile every kernel of this module for the array types of ``csr_variants``."""
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.arange(3, dtype=np.int64)
-    franges = np.array([0, 1, 2], dtype=np.int64)
     for indptr, indices, data in csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
-        rows_sorted(indptr, indices)
         out = np.zeros(3)
         z = np.zeros(2)
         coef = np.array([1.0, -1.0, 1.0])
         for serial in (True, False):
             gather_outputs(indptr, indices, data, np.array([0.3, -0.2]), 0.1, chunks, out, serial)
-            for sorted_rows in (True, False):
-                scatter_rows(indptr, indices, data, coef, rows, 3, franges, sorted_rows, z, serial)
-            clear_rows(indptr, indices, rows, 3, franges, z, serial)
+        scatter_rows(indptr, indices, data, coef, rows, 3, z)
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)

@@ -96,6 +96,20 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
         await asyncio.sleep(poll_s)
 
 
+SSE_EVENT = {
+    "type": "object",
+    "description": "One server-sent event: `event` names it, `data` is its JSON (a job, a progress or a trace point), "
+                   "`id` counts the trace points sent (resume with Last-Event-ID).",
+    "properties": {
+        "event": {"type": "string", "enum": ["status", "progress", "trace", "end"], "description": "The kind of event."},
+        "data": {"type": "string", "description": "The event's JSON text."},
+        "id": {"type": "string", "description": "Trace points sent so far (trace events)."},
+        "retry": {"type": ["integer", "string"], "description": "Reconnection delay in milliseconds."},
+    },
+    "required": ["data"],
+}
+
+
 @router.get(
     "/{job_id}/events",
     summary="Follow a job as server-sent events",
@@ -104,7 +118,7 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
         **ERRORS,
         200: {"description": "An event stream: `status`, `progress`, `trace` (one per convergence point) and a last "
                              "`end` event; ids count the trace points sent.",
-              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+              "content": {"text/event-stream": {"schema": SSE_EVENT}}},
         422: {"description": "Last-Event-ID is not an id of this stream."},
     },
 )
@@ -112,7 +126,8 @@ async def job_events(
     request: Request,
     job_id: JobIdPath,
     since: Annotated[int | None, Query(ge=0, le=2**62, description="Start the trace at this index (Last-Event-ID wins).")] = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", description="Resume after this event id.")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^[0-9]{1,18}$",
+                                                description="Resume after this event id (a count of trace points).")] = None,
     jobs: JobStore = Depends(jobs_dep),
     tenant: str = Depends(tenant_dep),
 ) -> StreamingResponse:

@@ -66,6 +66,8 @@ def get_model_trace(
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
+    if record.get("job_id") is None:  # imported: no training happened here
+        return {"job_id": None, "status": None, "points": [], "next": 0}
     job = jobs.get(record["job_id"]) or {"status": "succeeded"}
     points = jobs.trace(record["job_id"], since)
     return {"job_id": record["job_id"], "status": job["status"], "points": points, "next": since + len(points)}
@@ -115,7 +117,8 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     "/{model_id}/predict",
     response_model=PredictOut,
     summary="Predict labels and scores",
-    responses={**ERRORS, 413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
+    responses={**ERRORS, 409: {"model": ErrorResponse, "description": "`probabilities: true` for a model without a calibration."},
+               413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
                422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."}},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}},
@@ -140,8 +143,9 @@ async def predict(
     # Small requests are scored on the event loop (a thread hop costs more than the work);
     # large ones go to the thread pool so they do not hold up other requests.
     if len(body.instances) <= INLINE_PREDICT_ROWS:
-        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.ignore_unknown_features))
-    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances,
+        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.probabilities,
+                                  body.ignore_unknown_features))
+    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances, body.probabilities,
                                                 body.ignore_unknown_features))
 
 
@@ -149,9 +153,16 @@ INLINE_PREDICT_ROWS = 16
 
 
 def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list,
-          ignore_unknown: bool = False) -> dict:
-    """Load (or reuse) the model and score the rows."""
+          probabilities: bool = False, ignore_unknown: bool = False) -> dict:
+    """Load (or reuse) the model and score the rows (and give class probabilities when asked)."""
     model = load_model(request, store, model_id, tenant)
+    if probabilities and not model.has_probabilities:
+        raise ApiError(409, "model_not_calibrated",
+                       f"model {model_id} has no probability calibration: train it with params.probability: true "
+                       "(or import a model file that has probabilities)")
     matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)), ignore_unknown)
     labels, scores = model.predict(matrix)
-    return {"labels": labels, "scores": scores}
+    answer = {"labels": labels, "scores": scores, "probabilities": None}
+    if probabilities:
+        answer["probabilities"] = model.probabilities(matrix).tolist()
+    return answer

@@ -1,0 +1,186 @@
+"""The API's operations as requests (``Call``): path, query, body and how to read the answer.
+
+One function per operation of the OpenAPI document; ``Client`` and ``AsyncClient`` send them (with
+retries) and differ only in how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable
+
+import httpx
+
+from hinge_client.data import to_svmlight
+
+FileLike = str | Path | bytes | IO[bytes]
+
+
+def _json(response: httpx.Response) -> Any:
+    return response.json()
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _bytes(response: httpx.Response) -> bytes:
+    return response.content
+
+
+@dataclass
+class Call:
+    """One request: method, path, query, JSON body or multipart file, and how to read the answer."""
+
+    method: str
+    path: str
+    params: dict | None = None
+    json: Any = None
+    file: FileLike | None = None
+    file_name: str = "data"
+    parse: Callable[[httpx.Response], Any] = field(default=_json)
+
+    def files(self) -> dict | None:
+        """The multipart part, read afresh for every attempt (a retry sends the whole file again)."""
+        if self.file is None:
+            return None
+        content: Any = self.file
+        if isinstance(content, (str, Path)):
+            content = Path(content).read_bytes()
+        elif hasattr(content, "read"):
+            if hasattr(content, "seek"):
+                content.seek(0)
+            content = content.read()
+        return {"file": (self.file_name, content, "application/octet-stream")}
+
+
+def _query(**values) -> dict:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _file_name(file: FileLike, default: str) -> str:
+    if isinstance(file, (str, Path)):
+        return Path(file).name
+    name = getattr(file, "name", None)
+    return Path(str(name)).name if isinstance(name, str) else default
+
+
+# -- data sets --------------------------------------------------------------------------------------
+
+
+def upload_dataset(file: FileLike, *, name: str | None = None, format: str | None = None,
+                   zero_based: bool | str | None = None, label_column: str | None = None) -> Call:
+    """POST /v1/datasets: a file (path, bytes or binary file object), svmlight or CSV, plain or gzip."""
+    params = _query(name=name, format=format, label_column=label_column,
+                    zero_based=None if zero_based is None else str(zero_based).lower())
+    return Call("POST", "/v1/datasets", params=params, file=file, file_name=_file_name(file, "data.svm"))
+
+
+def upload_arrays(X, y, *, qid=None, name: str | None = None) -> Call:
+    """POST /v1/datasets with rows X (numpy or scipy sparse) and labels y written as svmlight."""
+    return Call("POST", "/v1/datasets", params=_query(name=name, zero_based="false"), file=to_svmlight(X, y, qid),
+                file_name="arrays.svm")
+
+
+def get_dataset(dataset_id: str) -> Call:
+    """GET /v1/datasets/{id}."""
+    return Call("GET", f"/v1/datasets/{dataset_id}")
+
+
+def list_datasets(offset: int = 0, limit: int = 100) -> Call:
+    """GET /v1/datasets: a page, newest first."""
+    return Call("GET", "/v1/datasets", params={"offset": offset, "limit": limit})
+
+
+def delete_dataset(dataset_id: str) -> Call:
+    """DELETE /v1/datasets/{id}."""
+    return Call("DELETE", f"/v1/datasets/{dataset_id}", parse=_nothing)
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+
+
+def submit_job(dataset_id: str, solver: str = "dcd", params: dict | None = None) -> Call:
+    """POST /v1/jobs: train ``solver`` with ``params`` (see the OpenAPI document) on a data set."""
+    return Call("POST", "/v1/jobs", json={"dataset_id": dataset_id, "solver": solver, "params": params or {}})
+
+
+def get_job(job_id: str) -> Call:
+    """GET /v1/jobs/{id}."""
+    return Call("GET", f"/v1/jobs/{job_id}")
+
+
+def list_jobs(offset: int = 0, limit: int = 100, status: str | None = None) -> Call:
+    """GET /v1/jobs: a page, newest first, optionally only one status."""
+    return Call("GET", "/v1/jobs", params=_query(offset=offset, limit=limit, status=status))
+
+
+def get_trace(job_id: str, since: int = 0) -> Call:
+    """GET /v1/jobs/{id}/trace: convergence points from ``since`` on."""
+    return Call("GET", f"/v1/jobs/{job_id}/trace", params={"since": since})
+
+
+def cancel_job(job_id: str) -> Call:
+    """POST /v1/jobs/{id}/cancel."""
+    return Call("POST", f"/v1/jobs/{job_id}/cancel")
+
+
+# -- models -----------------------------------------------------------------------------------------
+
+
+def get_model(model_id: str) -> Call:
+    """GET /v1/models/{id}."""
+    return Call("GET", f"/v1/models/{model_id}")
+
+
+def list_models(offset: int = 0, limit: int = 100) -> Call:
+    """GET /v1/models: a page, newest first."""
+    return Call("GET", "/v1/models", params={"offset": offset, "limit": limit})
+
+
+def delete_model(model_id: str) -> Call:
+    """DELETE /v1/models/{id}."""
+    return Call("DELETE", f"/v1/models/{model_id}", parse=_nothing)
+
+
+def get_model_trace(model_id: str, since: int = 0) -> Call:
+    """GET /v1/models/{id}/trace."""
+    return Call("GET", f"/v1/models/{model_id}/trace", params={"since": since})
+
+
+def predict(model_id: str, instances: list, probabilities: bool = False) -> Call:
+    """POST /v1/models/{id}/predict: dense rows (lists) or sparse rows ({"index": value})."""
+    body: dict = {"instances": instances}
+    if probabilities:
+        body["probabilities"] = True
+    return Call("POST", f"/v1/models/{model_id}/predict", json=body)
+
+
+def evaluate(model_id: str, dataset_id: str) -> Call:
+    """POST /v1/models/{id}/evaluate on a data set."""
+    return Call("POST", f"/v1/models/{model_id}/evaluate", json={"dataset_id": dataset_id})
+
+
+def export_model(model_id: str, format: str = "json") -> Call:
+    """GET /v1/models/{id}/export: the file's bytes (json, liblinear, libsvm or onnx)."""
+    return Call("GET", f"/v1/models/{model_id}/export", params={"format": format}, parse=_bytes)
+
+
+def import_model(file: FileLike, format: str, n_features: int | None = None) -> Call:
+    """POST /v1/models: a model file (json, liblinear or libsvm) becomes a model of the service."""
+    return Call("POST", "/v1/models", params=_query(format=format, n_features=n_features), file=file,
+                file_name=_file_name(file, f"model.{format}"))
+
+
+# -- health -----------------------------------------------------------------------------------------
+
+
+def health() -> Call:
+    """GET /healthz."""
+    return Call("GET", "/healthz")
+
+
+def ready() -> Call:
+    """GET /readyz (answered, not raised, when not ready)."""
+    return Call("GET", "/readyz")

@@ -1,0 +1,135 @@
+"""Types of the service's answers, as the OpenAPI document declares them (openapi/openapi.json).
+
+These mirror the document's schemas by hand (``tests/test_client.py`` checks that every key named
+here is a property of the schema it mirrors); answers are plain dicts at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Solver = Literal["dcd", "cpa", "ocas", "smo", "sampled_cuts"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+ExportFormat = Literal["json", "liblinear", "libsvm", "onnx"]
+ImportFormat = Literal["json", "liblinear", "libsvm"]
+
+
+class Dataset(TypedDict):
+    """DatasetOut: a stored data set."""
+
+    id: str
+    name: str
+    format: Literal["svmlight", "csv"]
+    n_samples: int
+    n_features: int
+    nnz: int
+    labels: dict[str, int]
+    has_qid: bool
+    zero_based: bool
+    created_at: str
+
+
+class JobError(TypedDict):
+    """JobError: why a job failed."""
+
+    code: str
+    message: str
+
+
+class Job(TypedDict):
+    """JobOut: a training job."""
+
+    id: str
+    status: JobStatus
+    dataset_id: str
+    solver: Solver
+    params: dict[str, Any]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    progress: dict[str, Any]
+    model_id: str | None
+    stop_reason: str | None
+    error: JobError | None
+    search_results: dict[str, Any] | None
+
+
+class Calibration(TypedDict, total=False):
+    """Calibration: the sigmoids behind class probabilities."""
+
+    method: Literal["platt_ovr", "pairwise_coupling"]
+    A: list[float]
+    B: list[float]
+    cv_folds: int | None
+    seed: int | None
+
+
+class Model(TypedDict):
+    """ModelOut: a trained or imported model."""
+
+    id: str
+    source: Literal["trained", "imported"]
+    import_format: ImportFormat | None
+    job_id: str | None
+    dataset_id: str | None
+    solver: Solver | None
+    params: dict[str, Any]
+    kind: Literal["linear", "kernel", "ranking"]
+    task: Literal["classification", "ordinal", "roc_area", "ranking"]
+    labels: list[float] | None
+    n_features: int
+    zero_based: bool
+    multiclass: Literal["ovr", "ovo"] | None
+    probability: Calibration | None
+    n_iter: int | None
+    converged: bool | None
+    stop_reason: str | None
+    objective: float | None
+    train_accuracy: float | None
+    created_at: str
+
+
+class Prediction(TypedDict):
+    """PredictOut: labels, scores and (when asked) probabilities."""
+
+    labels: list[float] | None
+    scores: list[float] | list[list[float]]
+    probabilities: list[list[float]] | None
+
+
+class TracePage(TypedDict):
+    """TraceOut: convergence points from `since` on."""
+
+    job_id: str | None
+    status: JobStatus | None
+    points: list[dict[str, Any]]
+    next: int
+
+
+class Evaluation(TypedDict, total=False):
+    """EvaluationOut: metrics of a model on a data set (those that apply to its task)."""
+
+    model_id: str
+    dataset_id: str
+    n_samples: int
+    task: str
+    accuracy: float | None
+    error_rate: float | None
+    f1: float | None
+    roc_auc: float | None
+    pairwise_accuracy: float | None
+    kendall_tau: float | None
+
+
+class Page(TypedDict):
+    """A page of a list: items, total, offset, limit."""
+
+    items: list[dict[str, Any]]
+    total: int
+    offset: int
+    limit: int
+
+
+SCHEMA_OF = {Dataset: "DatasetOut", JobError: "JobError", Job: "JobOut", Calibration: "Calibration", Model: "ModelOut",
+             Prediction: "PredictOut", TracePage: "TraceOut", Evaluation: "EvaluationOut", Page: "DatasetList"}
+"""Which OpenAPI schema each type mirrors."""

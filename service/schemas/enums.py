@@ -1,0 +1,73 @@
+"""Closed sets of names that answers carry, declared as enums so generated clients get them as such."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class SolverName(str, Enum):
+    """A training algorithm."""
+
+    dcd = "dcd"
+    cpa = "cpa"
+    ocas = "ocas"
+    smo = "smo"
+    sampled_cuts = "sampled_cuts"
+
+
+class ModelKind(str, Enum):
+    """How a model scores rows."""
+
+    linear = "linear"
+    kernel = "kernel"
+    ranking = "ranking"
+
+
+class Task(str, Enum):
+    """What a model was trained for."""
+
+    classification = "classification"
+    ordinal = "ordinal"
+    roc_area = "roc_area"
+    ranking = "ranking"
+
+
+class StopReason(str, Enum):
+    """Why a solver stopped."""
+
+    converged = "converged"
+    max_iter = "max_iter"
+    deadline = "deadline"
+    canceled = "canceled"
+    interrupted = "interrupted"
+
+
+class Multiclass(str, Enum):
+    """How more than two classes are decided."""
+
+    ovr = "ovr"
+    ovo = "ovo"
+
+
+class ExportFormat(str, Enum):
+    """A format a model can be exported in."""
+
+    json = "json"
+    liblinear = "liblinear"
+    libsvm = "libsvm"
+    onnx = "onnx"
+
+
+class ImportFormat(str, Enum):
+    """A format a model can be imported from."""
+
+    json = "json"
+    liblinear = "liblinear"
+    libsvm = "libsvm"
+
+
+class ModelSource(str, Enum):
+    """Where a model came from."""
+
+    trained = "trained"
+    imported = "imported"

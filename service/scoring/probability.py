@@ -1,0 +1,155 @@
+"""Class probabilities from decision values: Platt's sigmoid, and the ways several sigmoids combine.
+
+A calibrated model stores one sigmoid per decision value it produces (``meta["probability"]``):
+
+    P(positive | f) = 1 / (1 + exp(A * f + B))
+
+(Platt, "Probabilistic outputs for support vector machines", 1999; A < 0 when larger scores mean
+the positive class). How the sigmoids become one probability per class depends on the method:
+
+- ``platt_ovr`` (models trained here, and LIBLINEAR's logistic-regression models on import): two
+  labels: P(larger label) is the sigmoid of the one score, P(smaller) its complement. More labels:
+  each class's one-vs-rest score gives p_k, and the p_k are divided by their sum (the coupling
+  scikit-learn's ``CalibratedClassifierCV`` uses for one-vs-rest).
+- ``pairwise_coupling`` (LIBSVM multi-class models imported with ``probA``/``probB``): one sigmoid
+  per pair of classes gives r_ij = P(i | i or j), and the class probabilities solve Wu, Lin and Weng's
+  second coupling problem (JMLR 5, 2004, Section 4, eq. (18)): minimize sum_i sum_{j != i}
+  (r_ji p_i - r_ij p_j)^2 subject to sum p = 1, by their fixed-point iteration.
+
+``fit_sigmoid`` fits (A, B) to decision values and labels by maximum likelihood with Platt's smoothed
+targets, using the Newton method with backtracking of Lin, Lin and Weng ("A note on Platt's
+probabilistic outputs for support vector machines", Machine Learning 68, 2007, Algorithm 1).
+numpy only: the API applies the sigmoids, the workers fit them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SIGMOID_FLOOR = 1e-7
+"""Pairwise probabilities are kept in [floor, 1 - floor] before coupling, so no ratio divides by zero."""
+
+
+def sigmoid(scores: np.ndarray, A: float, B: float) -> np.ndarray:
+    """1 / (1 + exp(A * f + B)) for every score f, without overflow for any sign of A * f + B."""
+    z = A * np.asarray(scores, dtype=np.float64) + B
+    out = np.empty_like(z)
+    positive = z >= 0
+    e = np.exp(-z[positive])
+    out[positive] = e / (1.0 + e)
+    out[~positive] = 1.0 / (1.0 + np.exp(z[~positive]))
+    return out
+
+
+def fit_sigmoid(scores: np.ndarray, positive: np.ndarray, *, max_iter: int = 100, min_step: float = 1e-10,
+                sigma: float = 1e-12, eps: float = 1e-5) -> tuple[float, float]:
+    """(A, B) maximizing the likelihood of Platt's targets given the decision values.
+
+    ``positive`` tells which rows are of the positive class. Targets are Platt's smoothed ones,
+    (N+ + 1) / (N+ + 2) for positives and 1 / (N- + 2) for negatives, so the fit never runs off to
+    infinite slopes on separable data. Newton steps on the convex negative log-likelihood, with a
+    small ridge ``sigma`` on the Hessian and step halving until the objective decreases sufficiently;
+    stops when the gradient's largest entry is below ``eps``.
+    """
+    f = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    target = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    A, B = 0.0, float(np.log((n_neg + 1.0) / (n_pos + 1.0)))
+
+    def objective(a: float, b: float) -> float:
+        # sum of t*z + log(1 + exp(-z)) (the negative log-likelihood), stable for both signs of z
+        z = a * f + b
+        tail = np.log1p(np.exp(-np.abs(z)))
+        return float(np.sum(np.where(z >= 0, target * z + tail, (target - 1.0) * z + tail)))
+
+    value = objective(A, B)
+    for _ in range(max_iter):
+        p = sigmoid(f, A, B)  # = 1 / (1 + exp(z))
+        q = 1.0 - p
+        d2 = p * q
+        h11 = sigma + float(np.sum(f * f * d2))
+        h22 = sigma + float(np.sum(d2))
+        h21 = float(np.sum(f * d2))
+        d1 = target - p
+        g1 = float(np.sum(f * d1))
+        g2 = float(np.sum(d1))
+        if abs(g1) < eps and abs(g2) < eps:
+            break
+        det = h11 * h22 - h21 * h21
+        dA = -(h22 * g1 - h21 * g2) / det
+        dB = -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * dA + g2 * dB
+        step = 1.0
+        while step >= min_step:
+            newA, newB = A + step * dA, B + step * dB
+            new_value = objective(newA, newB)
+            if new_value < value + 1e-4 * step * gd:
+                A, B, value = newA, newB, new_value
+                break
+            step /= 2.0
+        else:
+            break  # no step decreases the objective: as good as it gets
+    return float(A), float(B)
+
+
+def ovr_probabilities(scores: np.ndarray, A, B) -> np.ndarray:
+    """Class probabilities (n, n_classes) from one-vs-rest scores (n,) or (n, k) and one sigmoid per score column."""
+    scores = np.asarray(scores, dtype=np.float64)
+    A = np.atleast_1d(np.asarray(A, dtype=np.float64))
+    B = np.atleast_1d(np.asarray(B, dtype=np.float64))
+    if scores.ndim == 1 or scores.shape[1] == 1:
+        p = sigmoid(scores.reshape(-1), A[0], B[0])
+        return np.column_stack([1.0 - p, p])
+    p = np.column_stack([sigmoid(scores[:, k], A[k], B[k]) for k in range(scores.shape[1])])
+    total = p.sum(axis=1, keepdims=True)
+    uniform = total[:, 0] <= 0.0
+    total[uniform] = 1.0
+    p[uniform] = 1.0 / p.shape[1]
+    return p / total
+
+
+def pairwise_coupling(pairwise: np.ndarray, A, B, n_classes: int, *, max_iter: int | None = None) -> np.ndarray:
+    """Class probabilities (n, n_classes) from pairwise decision values (n, n_pairs), pairs (0,1), (0,2), ..., (1,2), ...
+
+    The decision value of pair (i, j) is positive for class i; its sigmoid gives r_ij = P(i | i or j).
+    """
+    pairwise = np.asarray(pairwise, dtype=np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    k = n_classes
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    iterations = max_iter or max(100, k)
+    eps = 0.005 / k
+    out = np.empty((pairwise.shape[0], k))
+    for row in range(pairwise.shape[0]):
+        r = np.zeros((k, k))
+        for index, (i, j) in enumerate(pairs):
+            value = float(np.clip(sigmoid(pairwise[row, index:index + 1], A[index], B[index])[0],
+                                  SIGMOID_FLOOR, 1.0 - SIGMOID_FLOOR))
+            r[i, j] = value
+            r[j, i] = 1.0 - value
+        out[row] = _couple(r, iterations, eps)
+    return out
+
+
+def _couple(r: np.ndarray, iterations: int, eps: float) -> np.ndarray:
+    """Wu-Lin-Weng's second method: Q p = (p'Q p) 1 with sum p = 1, by coordinate-wise fixed point updates."""
+    k = r.shape[0]
+    Q = -(r.T * r)  # Q[t, j] = -r[j, t] * r[t, j] for j != t
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, (r.T ** 2).sum(axis=1) - np.diag(r) ** 2)  # Q[t, t] = sum_{j != t} r[j, t]^2
+    p = np.full(k, 1.0 / k)
+    Qp = Q @ p
+    pQp = float(p @ Qp)
+    for _ in range(iterations):
+        if np.max(np.abs(Qp - pQp)) < eps:
+            break
+        for t in range(k):
+            diff = (-Qp[t] + pQp) / Q[t, t]
+            p[t] += diff
+            pQp = (pQp + diff * (diff * Q[t, t] + 2.0 * Qp[t])) / (1.0 + diff) / (1.0 + diff)
+            Qp = (Qp + diff * Q[t]) / (1.0 + diff)
+            p /= 1.0 + diff
+    return p
