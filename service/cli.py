@@ -4,11 +4,9 @@
 (hashed) in Redis (see service/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
 `hinge serve` running with the same data directory (it writes ``serve.json`` there).
 
-`hinge serve` is a small supervisor: it starts an embedded Redis (unless REDIS_URL is set), the
-API (uvicorn) and the worker processes, restarts a worker that dies, and on Ctrl-C or SIGTERM
-stops all of them: workers and API get SIGTERM and a grace period, then SIGKILL (their whole
-process group, work horses included), and Redis last, so its append-only file is complete.
-Every child also asks the kernel to terminate it if the supervisor itself dies.
+`hinge serve` runs a small supervisor (service/supervisor.py): it starts an embedded Redis (unless
+REDIS_URL is set), the API (uvicorn) and the worker processes, replaces a worker that dies, and on
+Ctrl-C, SIGTERM or SIGHUP stops the workers (they checkpoint their jobs), then the API, then Redis.
 """
 
 from __future__ import annotations
@@ -16,13 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-GRACE_S = 30.0  # as docker/compose.yaml's stop_grace_period: a stopping worker checkpoints its job
+from service.supervisor import SERVE_FILE
+
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
 
@@ -69,6 +65,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     from service.config import get_settings
     from service.logs import uvicorn_log_config
+    from service.supervisor import API_GRACE_S
 
     settings = get_settings()
     if not settings.redis_url:
@@ -82,6 +79,8 @@ def cmd_api(args: argparse.Namespace) -> int:
         log_level=args.log_level.lower(),
         log_config=uvicorn_log_config(args.log_level, settings.log_format),
         access_log=not args.no_access_log,
+        workers=args.processes if args.processes > 1 else None,
+        timeout_graceful_shutdown=API_GRACE_S,
     )
     return 0
 
@@ -134,8 +133,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 2
 
 
-SERVE_FILE = "serve.json"
-"""Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url}."""
 
 
 def running_serve_redis(data_dir: Path) -> str | None:
@@ -154,220 +151,11 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # pragma: no cover
 
 
-class Supervisor:
-    """Starts and stops Redis, the API and the workers of `hinge serve`."""
-
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        self.data_dir = Path(args.data_dir).resolve()
-        self.redis = None
-        self.api: subprocess.Popen | None = None
-        self.workers: list[subprocess.Popen] = []
-        self.stopping = False
-        self.env = dict(os.environ)
-
-    def _spawn(self, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
-
-    def _spawn_worker(self) -> subprocess.Popen:
-        # The worker gets SIGTERM from stop() and forwards it to its running solver (checkpoint).
-        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
-
-    def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.env["HINGE_DATA_DIR"] = str(self.data_dir)
-        self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
-            self.env.setdefault(name, "1")
-        # workers x threads <= cores: each worker's jobs get an equal share of the machine
-        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
-        if not self.env.get("REDIS_URL"):
-            from service.embedded_redis import EmbeddedRedis
-
-            from service.config import get_settings
-
-            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port,
-                                       appendfsync=get_settings().redis_appendfsync).start()
-            self.env["REDIS_URL"] = self.redis.url
-            _log(f"embedded Redis on {self.redis.url}, append-only file in {self.data_dir / 'redis'}")
-        else:
-            _log(f"using Redis at {self.env['REDIS_URL']}")
-        self.api = self._spawn([
-            sys.executable, "-m", "service.cli", "api", "--host", self.args.host, "--port", str(self.args.port),
-            "--die-with-parent", "--log-level", self.args.log_level,
-        ])
-        self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
-        self.api_url = f"http://{self.args.host}:{self.args.port}"
-        (self.data_dir / SERVE_FILE).write_text(json.dumps(
-            {"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url}))
-        _log(f"starting the API on {self.api_url} and {self.args.workers} worker(s)")
-        self.readiness = Readiness(self)
-
-    def watch(self) -> int:
-        restarts: list[float] = []
-        while not self.stopping:
-            time.sleep(0.5)
-            self.readiness.poll()
-            if self.api is not None and self.api.poll() is not None:
-                _log(f"the API exited with code {self.api.returncode}; stopping")
-                return 1
-            for i, proc in enumerate(self.workers):
-                if proc.poll() is not None and not self.stopping:
-                    now = time.monotonic()
-                    restarts = [t for t in restarts if now - t < 60] + [now]
-                    if len(restarts) > 10:
-                        _log("workers keep dying (more than 10 restarts in a minute); stopping")
-                        return 1
-                    _log(f"worker {proc.pid} exited with code {proc.returncode}; starting another")
-                    self.workers[i] = self._spawn_worker()
-        return 0
-
-    def stop(self) -> None:
-        children = [p for p in [self.api, *self.workers] if p is not None]
-        for proc in children:
-            _signal_group(proc, signal.SIGTERM)
-        end = time.monotonic() + GRACE_S
-        for proc in children:
-            try:
-                proc.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for proc in children:
-            _signal_group(proc, signal.SIGKILL)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-        if self.redis is not None:
-            self.redis.stop()
-        try:
-            (self.data_dir / SERVE_FILE).unlink()
-        except OSError:
-            pass
-        _log("stopped")
-
-
-class Readiness:
-    """Tells the person at the terminal what `hinge serve` is doing until it can train, then says so once.
-
-    Reads the workers' heartbeats in Redis (``warming``: kernels done and left, see worker/heartbeat.py)
-    and asks the API's /healthz. Lines: "compiling solver kernels (first run only, about N s)" when a
-    worker is still compiling after a second, one line per solver as the slowest worker finishes it,
-    then "ready: API on ..., N workers". N is the last measured compile time (kept in the data
-    directory), or KERNEL_SECONDS_GUESS before any.
-    """
-
-    KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
-    TIMES_FILE = "kernel-seconds.json"
-
-    def __init__(self, supervisor: "Supervisor"):
-        self.supervisor = supervisor
-        self.started = time.monotonic()
-        self.ready = False
-        self.announced = False
-        self.reported: set[str] = set()
-        self.slowest: dict[str, float] = {}
-        self.known: list[str] = []  # every solver a warming beat named, in the order named
-        self._client = None
-
-    def _beats(self) -> dict:
-        import redis
-
-        from service.lifecycle import worker_beats
-
-        if self._client is None:
-            self._client = redis.Redis.from_url(self.supervisor.env["REDIS_URL"], socket_timeout=1.0)
-        pids = {proc.pid for proc in self.supervisor.workers}
-        try:
-            return {k: v for k, v in worker_beats(self._client).items() if v.get("pid") in pids}
-        except redis.exceptions.RedisError:
-            return {}
-
-    def _api_up(self) -> bool:
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(self.supervisor.api_url + "/healthz", timeout=1.0) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
-
-    def _guess(self) -> int:
-        try:
-            return int(round(json.loads((self.supervisor.data_dir / self.TIMES_FILE).read_text())["seconds"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return self.KERNEL_SECONDS_GUESS
-
-    def _report(self, name: str, how_long: str) -> None:
-        if name in self.reported:
-            return
-        self.reported.add(name)
-        _log(f"  kernels of {name} ready ({how_long}) [{len(self.reported)}/{max(len(self.known), 1)}]")
-
-    def poll(self) -> None:
-        """Look once; print what changed."""
-        if self.ready:
-            return
-        wanted = len(self.supervisor.workers)
-        beats = self._beats() if wanted else {}
-        warming = [b["warming"] for b in beats.values() if not b.get("ready") and b.get("warming")]
-        elapsed = time.monotonic() - self.started
-        if warming and not self.announced and elapsed > 1.0:
-            self.announced = True
-            _log(f"compiling solver kernels (first run only, about {self._guess()} s; cached afterwards)")
-        if self.announced:
-            for state in warming:
-                for name, seconds in state.get("done", {}).items():
-                    self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
-            still = {name for state in warming for name in state.get("left", [])}
-            for name in [*self.slowest, *sorted(still)]:
-                if name not in self.known:
-                    self.known.append(name)
-            for name in list(self.slowest):
-                if name not in still:
-                    self._report(name, f"{self.slowest[name]:.1f} s")
-        ready_workers = sum(1 for b in beats.values() if b.get("ready"))
-        if ready_workers >= wanted and self._api_up():
-            self.ready = True
-            if self.announced:
-                # A worker may finish its last solvers and turn ready between two looks (its final warming
-                # beat is replaced by the ready one): what was named and not yet reported is done now.
-                for name in self.known:
-                    self._report(name, "done")
-                try:
-                    (self.supervisor.data_dir / self.TIMES_FILE).write_text(json.dumps({"seconds": elapsed}))
-                except OSError:
-                    pass
-            url = self.supervisor.api_url
-            _log(f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
-                 f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops")
-            if self._client is not None:
-                self._client.close()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the whole service in the foreground."""
-    supervisor = Supervisor(args)
+    """Run the whole service in the foreground (see service/supervisor.py for the stop sequence)."""
+    from service.supervisor import serve
 
-    def _stop(signum, frame):
-        supervisor.stopping = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    code = 0
-    try:
-        supervisor.start()
-        code = supervisor.watch()
-    finally:
-        supervisor.stop()
-    return code
+    return serve(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -382,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
                        help="Where Redis keeps its data and workers cache data sets (default ./hinge-data).")
     serve.add_argument("--redis-port", type=int, default=None, help="Port of the embedded Redis (default: a free one).")
+    serve.add_argument("--api-processes", type=int, default=1,
+                       help="API processes sharing the port (default 1).")
     serve.add_argument("--log-level", default="info", help="Log level of the API and workers.")
 
     api = sub.add_parser("api", help="Run the API only (needs REDIS_URL).")
@@ -389,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=8000)
     api.add_argument("--log-level", default="info")
     api.add_argument("--no-access-log", action="store_true", help="Do not log every request.")
+    api.add_argument("--processes", type=int, default=1, help="API processes sharing the port (default 1).")
     api.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
 
     sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)

@@ -8,6 +8,7 @@ environment and calling ``get_settings.cache_clear()``.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
+
+
+def model_reserve_fraction(settings: "Settings") -> float:
+    """The share of maxmemory a model write must leave free: a fifth of the data sets' reserve."""
+    return settings.storage_reserve_fraction / 5
+
+
+def default_redis_maxmemory() -> int:
+    """Half of the machine's memory, in bytes (0 when the platform cannot tell: no limit)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 class Settings(BaseSettings):
@@ -59,7 +73,9 @@ class Settings(BaseSettings):
         default=8 * 24 * 3600, ge=60, description="RQ's hard job timeout (solvers stop themselves at max_seconds)."
     )
     job_ttl_s: int = Field(
-        default=0, ge=0, description="Seconds finished job records are kept; 0 keeps them until deleted."
+        default=0, ge=0,
+        description="Seconds a finished job (record and trace) is kept after it ended; 0 keeps it until deleted. "
+        "Models stay.",
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
     follow_upload_bytes: int = Field(
@@ -122,6 +138,37 @@ class Settings(BaseSettings):
     )
     redis_appendfsync: Literal["always", "everysec"] = Field(
         default="always", description="fsync policy of the embedded Redis's append-only file (see README, Operations)."
+    )
+    # -- issue 9: stopping, lying clients, full memory and disks
+    shutdown_grace_s: float = Field(
+        default=6.0, gt=0,
+        description="hinge serve: how long workers get to checkpoint their running jobs and exit when the service "
+        "stops; a worker still running then is killed and its job goes back to the queue.",
+    )
+    redis_maxmemory: int = Field(
+        default_factory=default_redis_maxmemory, ge=0,
+        description="maxmemory of the embedded Redis in bytes (policy noeviction: a write past it is refused, "
+        "never an old key evicted); default half the machine's memory; 0: no limit.",
+    )
+    storage_reserve_fraction: float = Field(
+        default=0.1, ge=0, lt=1,
+        description="Share of Redis's maxmemory that an upload must leave free (else 507 storage_full). Models may "
+        "use it (they are work already done) down to a fifth of it, which stays for job records, traces and status "
+        "changes, so a full store keeps running jobs and serving predictions.",
+    )
+    batch_nice: int = Field(
+        default=10, ge=0, le=19,
+        description="Niceness added to the processes that do batch work (workers, the API's parser processes), so "
+        "that requests are answered first when they compete for the cores; 0: same priority as the API.",
+    )
+    body_timeout_s: float = Field(
+        default=20.0, gt=0,
+        description="A request body must start arriving, and keep arriving, within this many seconds (408).",
+    )
+    body_min_rate: float = Field(
+        default=500.0, ge=0,
+        description="After the first body_timeout_s, a request body must keep an average of at least this many "
+        "bytes per second (408): a client sending 1 byte/s cannot hold a connection for hours. 0: no rate.",
     )
     log_format: Literal["auto", "json", "text"] = Field(
         default="auto",

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def redis_server_binary() -> str:
@@ -39,10 +41,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def _prepare_child() -> None:
+    """Run in the child before redis-server starts: SIGTERM blocked, SIGINT when the parent dies.
+
+    A blocked signal stays blocked across exec, and Redis does not unblock it: a SIGTERM sent to every
+    process of the service at once (systemd's KillMode=control-group) then waits, pending, while the
+    workers store their jobs, and the owner stops Redis with SHUTDOWN last. SIGINT is Redis's other
+    shutdown signal (append-only file flushed): the kernel sends it if the owner dies.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
         except OSError:
             pass
 
@@ -51,10 +61,13 @@ class EmbeddedRedis:
     """One redis-server process with its data in ``directory``."""
 
     def __init__(self, directory: Path, port: int | None = None, appendonly: bool = True,
-                 appendfsync: str = "always"):
+                 appendfsync: str = "always", maxmemory: int = 0):
         self.directory = Path(directory)
         self.port = port or free_port()
         self.appendonly = appendonly
+        # With noeviction, writes that would go past maxmemory get an OOM error (the service answers
+        # 507) instead of Redis growing until the machine swaps or the kernel kills it. 0: no limit.
+        self.maxmemory = int(maxmemory)
         # "always": Redis fsyncs the append-only file before it answers a write (one fsync per
         # event-loop turn, shared by all writes of that turn), so an acknowledged upload, model or
         # job outcome survives even a machine crash. "everysec" survives a kill of Redis alone but
@@ -80,6 +93,7 @@ class EmbeddedRedis:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str((self.directory / "redis.log").resolve()),
+            "--maxmemory", str(self.maxmemory),
             "--maxmemory-policy", "noeviction",
             # No automatic rewrite of the append-only file: Redis 6 would buffer every write made during
             # one in memory (a whole upload, twice); the service compacts after large writes instead
@@ -87,7 +101,11 @@ class EmbeddedRedis:
             "--auto-aof-rewrite-percentage", "0",
             "--rdbcompression", "no",
         ]
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        # A session of its own: a Ctrl-C or SIGHUP meant for the terminal's process group does not
+        # reach Redis, which must outlive everything that writes to it; whoever started it stops it
+        # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies.
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child,
+                                        start_new_session=True)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         end = time.monotonic() + timeout
         while True:
@@ -115,15 +133,32 @@ class EmbeddedRedis:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM makes it flush its append-only file), then make sure it is gone."""
+        """Stop the server with SHUTDOWN (it fsyncs its append-only file first), then make sure it is gone.
+
+        SIGINT does the same when the command cannot be sent; SIGKILL after ``timeout``.
+        """
         if self.process is None or self.process.poll() is not None:
             return
-        self.process.send_signal(signal.SIGTERM)
+        # No retries: the connection closing as the server exits is the expected answer.
+        client = redis.Redis(port=self.port, socket_connect_timeout=1.0, socket_timeout=timeout,
+                             retry=Retry(NoBackoff(), 0))
+        try:
+            client.shutdown()
+        except redis.exceptions.ConnectionError:
+            pass  # the connection closes as the server exits
+        except redis.exceptions.RedisError:
+            self.process.send_signal(signal.SIGINT)
+        finally:
+            client.close()
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
         """SIGKILL the server (crash tests)."""

@@ -63,9 +63,9 @@ def alive(pid: int) -> bool:
 class Cluster:
     """Redis + API + workers under one temporary directory."""
 
-    def __init__(self, root: Path, env_extra: dict | None = None):
+    def __init__(self, root: Path, env_extra: dict | None = None, redis_maxmemory: int = 0):
         self.root = Path(root)
-        self.redis = EmbeddedRedis(self.root / "redis", port=free_port())
+        self.redis = EmbeddedRedis(self.root / "redis", port=free_port(), maxmemory=redis_maxmemory)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
@@ -99,9 +99,12 @@ class Cluster:
         self.api = start_api(self.env, self.port)
         wait_ready(self.base_url, self.api, path="/healthz", timeout=120)
 
-    def start_worker(self, execution: str = "inline", env: dict | None = None) -> subprocess.Popen:
+    def start_worker(self, execution: str = "inline", env: dict | None = None,
+                     wrapper: list[str] | None = None) -> subprocess.Popen:
+        """Start a worker (``wrapper``: a command line that execs the worker's, given as its arguments)."""
         log = open(self.logs / f"worker-{len(self.workers)}-{time.monotonic_ns()}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "--execution", execution], env=dict(self.env, **(env or {})),
+        argv = [*(wrapper or []), sys.executable, "-m", "worker", "--execution", execution]
+        proc = subprocess.Popen(argv, env=dict(self.env, **(env or {})),
                                 cwd=ROOT,
                                 start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
         proc.log_path = log.name  # type: ignore[attr-defined]

@@ -122,7 +122,7 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
 def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_looks(tmp_path, monkeypatch, capsys):
     """A worker can compile its last solvers and turn ready between two looks (its final warming beat is
     replaced by the ready one): the ready line still comes after one line per solver named while warming."""
-    from service import cli
+    from service import supervisor as cli
 
     class Supervisor:
         workers = [object()]

@@ -132,8 +132,23 @@ def test_predict_validation(http, dataset):
     assert_error(http.post(url, json={"instances": [{"1": 1.0}, {"0": 1.0}]}), 422, "validation_error", "instances[1]")
     assert_error(http.post(url, json={"instances": "x"}), 422, "validation_error", "instances")
     assert_error(http.post(url, json={"rows": []}), 422, "validation_error")
-    ok = http.post(url, json={"instances": [{"1": 1.0, "999": 5.0}]})
+    # A sparse index beyond the model's 10 features: refused, naming the row and the index (issue 9) ...
+    err = assert_error(http.post(url, json={"instances": [{"1": 1.0}, {"1": 1.0, "999": 5.0}]}), 422,
+                       "validation_error", "instances[1]", "999", "ignore_unknown_features")
+    assert err["details"][0]["loc"] == ["body", "instances", 1, "999"]
+    # ... unless the caller says to ignore such features: then they weigh nothing.
+    ok = http.post(url, json={"instances": [{"1": 1.0, "999": 5.0}], "ignore_unknown_features": True})
     assert ok.status_code == 200, ok.text
+    assert ok.json() == http.post(url, json={"instances": [{"1": 1.0}]}).json()
+    assert http.post(url, json={"instances": [{"10": 1.0}]}).status_code == 200  # the last feature (one-based)
+    # Unknown query parameters are named, not ignored (`?probability=true` used to answer 200).
+    err = assert_error(http.post(url + "?probability=true", json={"instances": [{"1": 1.0}]}), 422,
+                       "validation_error", "probability")
+    assert err["details"] == [{"loc": ["query", "probability"], "msg": "unknown query parameter",
+                               "type": "extra_forbidden"}]
+    assert_error(http.get("/v1/datasets?limit=5&ofset=2"), 422, "validation_error", "ofset", "offset")
+    assert http.get("/v1/datasets?limit=5&offset=0").status_code == 200
+    assert http.get("/docs/oauth2-redirect?code=x&state=y").status_code == 200  # pages for people are not checked
     assert_error(http.post("/v1/models/mdl_nope/predict", json={"instances": [[1.0]]}), 404, "model_not_found")
 
 

@@ -239,8 +239,8 @@ def _train(http, dataset_id, solver="dcd", **params):
     done = wait_job(http, job["id"])
     assert done["status"] == "succeeded", done
     model = http.get(f"/v1/models/{done['model_id']}").json()
-    weights = http.post(f"/v1/models/{done['model_id']}/predict",
-                        json={"instances": [{str(j + 1): 1.0} for j in range(6)]}).json()["scores"]
+    weights = http.post(f"/v1/models/{done['model_id']}/predict",  # one unit row per feature the model has
+                        json={"instances": [{str(j + 1): 1.0} for j in range(model["n_features"])]}).json()["scores"]
     return model, np.array(weights)
 
 

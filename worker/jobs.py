@@ -26,10 +26,12 @@ import time
 
 import redis
 
-from service.config import get_settings
+from service.config import get_settings, model_reserve_fraction
+from service.lifecycle import hand_back_job
 from service.logs import job_id_var
 from service.queueing import JobQueue
 from service.storage import keys
+from service.storage.capacity import StorageFull
 from service.storage.connection import resilient_client
 from service.storage.jobs import JobStore, utc_now
 from service.storage.keys import new_id
@@ -141,6 +143,9 @@ def _train(job_id: str) -> dict:
         outcome = training.train_linear(
             job["solver"], params, arrays, record["n_features"], deadline=deadline, cancel_requested=poller, sink=sink
         )
+    except datacache.CacheDiskFull as exc:
+        log.warning("job %s: %s", job_id, exc)
+        return _fail(jobs, job_id, mine, "worker_disk_full", str(exc))
     except datacache.DatasetMissing:
         return _fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
     except SolverInputError as exc:
@@ -185,7 +190,11 @@ def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict,
         )
         if interrupted:
             meta["stop_reason"] = "interrupted"
-        model_store(client, settings.chunk_bytes).create(meta, outcome.arrays)
+        try:
+            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(meta, outcome.arrays)
+        except StorageFull as exc:
+            log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
+            return _fail(jobs, job_id, mine, "storage_full", str(exc))
     if interrupted:
         final, stop_reason = "succeeded", "interrupted"
         jobs.count_event("interrupted")
@@ -207,12 +216,7 @@ def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict,
 
 def _hand_back(jobs: JobStore, client: redis.Redis, job: dict, mine: tuple[str, str], why: str) -> dict:
     """Put an interrupted job back at the front of its queue (its retries are not used up)."""
-    moved = jobs.transition(job["id"], ("running",), "queued", fence=mine, delete=("started_at", "worker", "started_ts"))
-    if moved:
-        jobs.count_event("requeued_on_shutdown")
-        JobQueue(client, get_settings()).enqueue(job["id"], job["tenant"], at_front=True,
-                                                 description=f"train {job['solver']} on {job['dataset_id']} (handed back)")
-        log.warning("job handed back to the queue: %s", why)
+    hand_back_job(jobs, JobQueue(client, get_settings()), dict(job, attempts=mine[1]), why)
     return {"status": "queued", "reason": why}
 
 

@@ -16,6 +16,7 @@ What the worker adds to RQ's loop (``HingeWorker``):
 * SIGTERM reaches the solver: RQ's warm shutdown would wait for the job to end; here it also sets
   ``worker.progress.INTERRUPT`` (inline) or forwards SIGTERM to the work horse (fork), so the
   solver stops at its next iteration check and the job checkpoints its model or is requeued.
+  A repeated SIGTERM is the same request (RQ would make it a cold stop that drops the job).
 * A work horse that dies (fork mode) releases its job at once (retry or ``worker_lost``).
 * Redis restarts: the worker's client retries commands for ``redis_retry_s``; if RQ's loop still
   gives up (it quits on errors outside its dequeue), the worker starts the loop again.
@@ -111,6 +112,15 @@ def make_worker_class(base):
                     pass
             self.log.info("Worker %s: stop requested; the running solver stops at its next check", self.name)
 
+        def request_force_stop(self, signum, frame) -> None:
+            # RQ turns a second SIGTERM into a cold stop that drops the running job. A SIGTERM can
+            # come twice without anyone meaning "now" (a process manager signalling every process,
+            # then hinge serve's supervisor): it stays the same request. SIGINT or SIGKILL force it.
+            if signum == signal.SIGTERM:
+                self.log.info("Worker %s: SIGTERM again; still checkpointing the running job", self.name)
+                return
+            super().request_force_stop(signum, frame)
+
         # -- a dead work horse (fork mode) releases its job at once ----------------------------------
 
         def handle_work_horse_killed(self, job, retpid, ret_val, rusage) -> None:
@@ -124,6 +134,29 @@ def make_worker_class(base):
                 release_lost_job(jobs, self.hinge_queue, record, f"work horse died (wait status {ret_val})")
 
     return HingeWorker
+
+
+def _exit_when_orphaned_too_long(grace_s: float, log) -> None:
+    """Leave at most ``grace_s`` after the parent (hinge serve's supervisor) died.
+
+    The kernel's SIGTERM then starts the usual checkpoint, but the supervisor's embedded Redis got its
+    stop signal at the same moment: a worker retrying Redis commands for ``redis_retry_s`` would
+    outlive the service by a minute. After the grace it exits; its running job, if any, is requeued
+    by the reaper when the service runs again.
+    """
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        time.sleep(grace_s)
+        log.warning("the supervisor is gone and the worker did not stop within %.0f s: leaving now", grace_s)
+        logging.shutdown()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="hinge-orphan-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         from service.ingest.entry import die_with_parent
 
         die_with_parent()
+        _exit_when_orphaned_too_long(settings.shutdown_grace_s, log)
 
     from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
@@ -169,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     os.environ["HINGE_WORKER_ID"] = name
     beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
+    from service.ingest.entry import lower_priority
+
+    lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     seconds = warm_up_all(on_progress=beat.set_warming)
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)

@@ -9,14 +9,22 @@ exactly as for a cancel, and the job function stores the model with stop_reason 
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 
+import redis
+
 INTERRUPT = threading.Event()
 """Set when this worker process was asked to stop (SIGTERM): running solvers stop at their next check."""
 
+from service.storage.capacity import is_out_of_memory
 from service.storage.jobs import JobStore
+
+log = logging.getLogger("hinge.worker")
+MAX_PENDING = 100_000
+"""Most trace points a job keeps in memory while Redis is full (the oldest go first)."""
 
 
 PHASES = ("loading data", "training", "cross-validating", "refitting the best setting", "scoring training data",
@@ -130,6 +138,7 @@ class TraceSink:
         self._pending: list[dict] = []
         self._last_flush = time.monotonic()
         self._latest: dict | None = None
+        self._warned = False
 
     def add(self, point: dict, subproblem: int | None = None) -> None:
         """Take one point from the solver (tagged with the binary problem it belongs to)."""
@@ -194,8 +203,22 @@ class TraceSink:
         }
 
     def flush(self) -> None:
-        """Push pending points and the progress now."""
-        self.jobs.append_trace(self.job_id, self._pending, self.progress())
+        """Push pending points and the progress now.
+
+        When Redis is full to its last byte the points stay here (up to MAX_PENDING) for the next
+        flush, and training goes on; storing the model then tells whether the job can end well.
+        """
+        try:
+            self.jobs.append_trace(self.job_id, self._pending, self.progress())
+        except redis.exceptions.ResponseError as exc:
+            if not is_out_of_memory(exc):
+                raise
+            if not self._warned:
+                log.warning("Redis is full: trace points of job %s wait in the worker", self.job_id)
+                self._warned = True
+            del self._pending[:-MAX_PENDING]
+            self._last_flush = time.monotonic()
+            return
         self._pending = []
         self._last_flush = time.monotonic()
 

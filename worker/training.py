@@ -37,6 +37,11 @@ from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 
 TRAIN_SCORE_ROWS = 20_000
 """Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
+STOPPED_SCORE_VALUES = 5_000_000
+"""A model stopped by a cancel, a shutdown or its deadline measures its training accuracy on fewer
+rows: at most this much work (rows x support rows for a kernel model, stored values for a linear
+one: a fraction of a second), so the job ends within about a second of the stop instead of scoring
+20,000 rows against every support row, or every row of a large data set."""
 
 
 @dataclass
@@ -284,9 +289,13 @@ def _kernel_model(results: list[SolverResult], arrays: dict, n_features: int) ->
 def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
     matrix = csr(arrays, n_features)
     rows = np.arange(y.size)
-    if meta["kind"] == "kernel" and y.size > TRAIN_SCORE_ROWS:
-        rows = np.sort(np.random.default_rng(0).choice(y.size, TRAIN_SCORE_ROWS, replace=False))
-        meta["train_accuracy_rows"] = TRAIN_SCORE_ROWS
+    limit = TRAIN_SCORE_ROWS if meta["kind"] == "kernel" else y.size
+    if meta["stop_reason"] in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
+        per_row = int(meta.get("n_support") or 1) if meta["kind"] == "kernel" else matrix.nnz // max(1, y.size)
+        limit = max(200, min(limit, STOPPED_SCORE_VALUES // max(1, per_row)))
+    if y.size > limit:
+        rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
+        meta["train_accuracy_rows"] = limit
         matrix = matrix[rows]
     predicted, _ = Scorer(meta, model_arrays).predict_values(matrix)
     return float(np.mean(predicted == y[rows]))

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
 
 import redis
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from service.api.deps import key_digests_from
-from service.api.errors import BodyTooLarge, error_body, install_handlers
+from service.api.deps import key_digests_from, reject_unknown_query
+from service.api.errors import BodyTimeout, BodyTooLarge, error_body, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
 from service.api.routes.ui import install_ui
 from service.api.routes import datasets, evaluation, health, job_events, jobs, model_files, models, plots
-from service.config import Settings, get_settings
+from service.config import Settings, get_settings, model_reserve_fraction
 from service.schemas.model_files import ModelDocument
 from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
@@ -27,6 +28,7 @@ from service.logs import request_id_var
 from service.queueing import JobQueue
 from service.storage.connection import resilient_client
 from service.storage.jobs import JobStore
+from service.storage.capacity import StorageFull, is_out_of_memory
 from service.storage.records import dataset_store, model_store
 
 log = logging.getLogger("hinge.api")
@@ -73,6 +75,56 @@ class BodyLimitMiddleware:
         return await self.app(scope, counting_receive, send)
 
 
+class BodyTimeoutMiddleware:
+    """Answers 408 to a request whose body stops arriving, or arrives too slowly (lying or stalled clients).
+
+    A body must keep arriving: each piece within ``timeout_s`` of the previous one, and, after the
+    first ``timeout_s``, at an average of at least ``min_rate`` bytes per second (as Apache's
+    mod_reqtimeout: the allowance grows by one second per ``min_rate`` bytes received). A client
+    that announces `Content-Length: 1 GB` and sends 10 bytes gets its answer after ``timeout_s``;
+    one that sends a byte a second, once the allowance is used up. Nothing it sent is kept (the
+    upload's spool file is removed) and the connection is closed.
+    """
+
+    def __init__(self, app, timeout_s: float, min_rate: float):
+        self.app = app
+        self.timeout_s = timeout_s
+        self.min_rate = min_rate
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        loop = asyncio.get_running_loop()
+        started: float | None = None
+        received = 0
+        finished = False
+
+        async def timed_receive():
+            nonlocal started, received, finished
+            if finished:  # after the body only a disconnect can come: no deadline
+                return await receive()
+            now = loop.time()
+            if started is None:
+                started = now
+            wait = self.timeout_s
+            if self.min_rate > 0:
+                wait = min(wait, started + self.timeout_s + received / self.min_rate - now)
+            if wait <= 0:
+                raise BodyTimeout(received, self.timeout_s, self.min_rate, slow=True)
+            try:
+                async with asyncio.timeout(wait):  # a timer on this task (wait_for would start another task)
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTimeout(received, self.timeout_s, self.min_rate,
+                                  slow=loop.time() - now < self.timeout_s - 1e-3) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                finished = not message.get("more_body", False)
+            return message
+
+        return await self.app(scope, timed_receive, send)
+
+
 class RequestIdMiddleware:
     """Gives every request an id (the caller's `X-Request-ID`, or a new one) and echoes it in the answer."""
 
@@ -115,8 +167,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = resilient_client(settings.redis_url, min(settings.redis_retry_s, 5.0), health_check_interval=30)
         app.state.settings = settings
         app.state.redis = client
-        app.state.datasets = dataset_store(client, settings.chunk_bytes)
-        app.state.models = model_store(client, settings.chunk_bytes)
+        app.state.datasets = dataset_store(client, settings.chunk_bytes, settings.storage_reserve_fraction)
+        app.state.models = model_store(client, settings.chunk_bytes, model_reserve_fraction(settings))
         app.state.jobs = JobStore(client)
         app.state.queue = Queue(settings.queue_name, connection=client, serializer=JSONSerializer)
         app.state.job_queue = JobQueue(client, settings)
@@ -130,7 +182,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             reaper_stop.set()
             reaper.join(5)
-            app.state.ingest.close()
+            app.state.ingest.close(wait=True)  # no upload is in flight any more: their processes exit at once
             client.close()
 
     app = FastAPI(
@@ -139,6 +191,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        dependencies=[Depends(reject_unknown_query)],
         docs_url=None,  # /docs and /redoc come from service.api.routes.ui, with vendored scripts
         redoc_url=None,
         openapi_tags=[
@@ -160,7 +213,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             headers={"Retry-After": "5"},
         )
 
+    @app.exception_handler(StorageFull)
+    async def _storage_full(request: Request, exc: StorageFull) -> JSONResponse:
+        return JSONResponse({"error": {"code": "storage_full", "message": str(exc), "details": exc.details()}},
+                            status_code=507)
+
+    @app.exception_handler(redis.exceptions.ResponseError)
+    async def _redis_refused(request: Request, exc: redis.exceptions.ResponseError) -> JSONResponse:
+        if is_out_of_memory(exc):  # a small write (a job record) while Redis is full to its last byte
+            log.warning("Redis is full: %s", exc)
+            return JSONResponse(
+                {"error": {"code": "storage_full", "message": "storage is full (Redis is at its maxmemory); nothing was "
+                           "stored: try again after data sets, models or jobs were deleted", "details": None}},
+                status_code=507,
+            )
+        request_id = getattr(request.state, "request_id", None)
+        log.error("Redis refused a command on %s %s (request %s): %s", request.method, request.url.path, request_id, exc)
+        return JSONResponse({"error": {"code": "internal_error", "message": "internal error; the request did not "
+                                       f"complete (request id {request_id})", "details": None}}, status_code=500)
+
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
+    app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s, min_rate=settings.body_min_rate)
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics_registry, requests_total, latency = build_registry(app)
     app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)

@@ -95,12 +95,54 @@ def _redis_keys_active(request: Request) -> bool:
     return active
 
 
+_query_names: dict[int, frozenset[str]] = {}
+
+
+def _declared_query_names(route) -> frozenset[str]:
+    """The query parameters a route declares (its own and its dependencies'), computed once per route."""
+    names = _query_names.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        todo = [getattr(route, "dependant", None)]
+        while todo:
+            dependant = todo.pop()
+            if dependant is not None:
+                found.update(param.alias for param in dependant.query_params)
+                todo.extend(dependant.dependencies)
+        names = _query_names[id(route)] = frozenset(found)
+    return names
+
+
+async def reject_unknown_query(request: Request) -> None:
+    """422 naming every query parameter the route does not take (a typo or a wish must not pass silently).
+
+    Applied to every route of the API (an application-wide dependency; the pages for people, left out
+    of the OpenAPI document, are not checked); `?probability=true` on predict is refused.
+    """
+    if not request.scope.get("query_string"):  # most requests: nothing to check, nothing to parse
+        return
+    route = request.scope.get("route")
+    if not getattr(route, "include_in_schema", True):
+        return  # pages for people (dashboard, /docs and its OAuth redirect): not part of the API
+    allowed = _declared_query_names(route)
+    unknown = list(dict.fromkeys(name for name in request.query_params.keys() if name not in allowed))
+    if unknown:
+        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+        plural = "s" if len(unknown) > 1 else ""
+        raise ApiError(
+            422, "validation_error",
+            f"unknown query parameter{plural} {', '.join(repr(n) for n in unknown)}: this route takes {takes}",
+            [{"loc": ["query", name], "msg": "unknown query parameter", "type": "extra_forbidden"} for name in unknown],
+        )
+
+
 def key_digests_from(settings: Settings) -> list[tuple[bytes, str]]:
     """The configured API keys as (digest, tenant) pairs."""
     return [(_key_digest(key), tenant) for key, tenant in settings.api_keys.items()]
 
 
-__all__ = ["settings_dep", "datasets_dep", "models_dep", "jobs_dep", "tenant_dep", "key_digests_from", "get_settings"]
+__all__ = ["settings_dep", "datasets_dep", "models_dep", "jobs_dep", "tenant_dep", "key_digests_from", "get_settings",
+           "reject_unknown_query"]
 
 
 DatasetIdPath = Annotated[str, Path(description="Data set id (`ds_…`).", max_length=100)]

@@ -56,6 +56,22 @@ class BodyTooLarge(StarletteHTTPException):
         self.value = value
 
 
+class BodyTimeout(StarletteHTTPException):
+    """Raised from inside the request stream when a body stops arriving or arrives too slowly (408)."""
+
+    def __init__(self, received: int, timeout_s: float, min_rate: float, slow: bool):
+        if slow:
+            message = (f"request body too slow: {received} bytes arrived, below the minimum rate of {min_rate:g} bytes "
+                       f"per second (body_min_rate) after the first {timeout_s:g} s (body_timeout_s)")
+        else:
+            message = (f"request body stopped arriving: nothing for {timeout_s:g} s (body_timeout_s) after {received} "
+                       "bytes; was the Content-Length right?")
+        super().__init__(408, message, headers={"Connection": "close"})
+        self.received = received
+        self.limit = "body_min_rate" if slow else "body_timeout_s"
+        self.value = min_rate if slow else timeout_s
+
+
 def parse_body(schema, raw: bytes):
     """Validate a JSON body with pydantic's own JSON parser (several times faster than json.loads first).
 
@@ -202,9 +218,14 @@ def install_handlers(app: FastAPI) -> None:
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:
             headers = dict(headers or {}, Allow=", ".join(allowed_methods(request)))
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized",
+                 408: "request_timeout"}
         code = codes.get(exc.status_code, "http_error")
-        details = {"limit": exc.limit, "value": exc.value} if isinstance(exc, BodyTooLarge) else None
+        details = None
+        if isinstance(exc, BodyTooLarge):
+            details = {"limit": exc.limit, "value": exc.value}
+        elif isinstance(exc, BodyTimeout):
+            details = {"limit": exc.limit, "value": exc.value, "received_bytes": exc.received}
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
         return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=headers)
 

@@ -63,8 +63,9 @@ class RedisCollector:
             jobs.add_metric([status], max(0.0, stats.get(status, 0.0)))
         yield jobs
         events = CounterMetricFamily("hinge_job_events", "Job life-cycle events: lost (worker died), retried, "
-                                     "interrupted (checkpointed on SIGTERM), requeued_on_shutdown.", labels=["event"])
-        for event in ("lost", "retried", "interrupted", "requeued_on_shutdown"):
+                                     "interrupted (checkpointed on SIGTERM), requeued_on_shutdown, rescued (its "
+                                     "worker died between taking it from RQ and starting it).", labels=["event"])
+        for event in ("lost", "retried", "interrupted", "requeued_on_shutdown", "rescued"):
             events.add_metric([event], stats.get(f"event:{event}", 0.0))
         yield events
         queue = GaugeMetricFamily("hinge_queue_depth", "Jobs waiting in the RQ queues (all tenants).")

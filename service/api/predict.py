@@ -14,15 +14,19 @@ import scipy.sparse as sp
 from service.api.errors import unprocessable
 
 
-def rows_to_matrix(instances: list, n_features: int, zero_based: bool):
+def rows_to_matrix(instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False):
     """A dense array when every row is dense (lists), else a CSR matrix; 422 names the bad row."""
     if instances and all(isinstance(row, list) for row in instances):
         return dense_rows(instances, n_features)
-    return rows_to_csr(instances, n_features, zero_based)
+    return rows_to_csr(instances, n_features, zero_based, ignore_unknown)
 
 
-def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_matrix:
-    """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row."""
+def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False) -> sp.csr_matrix:
+    """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row.
+
+    A sparse index beyond the model's features is a 422 naming the row and the index, or (with
+    ``ignore_unknown``) a value the model gives no weight.
+    """
     indptr = [0]
     indices: list[int] = []
     values: list[float] = []
@@ -48,6 +52,13 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool) -> sp.csr_ma
                 if index - base < n_features:
                     indices.append(index - base)
                     values.append(value)
+                elif not ignore_unknown:
+                    last = n_features - 1 + base
+                    raise unprocessable(
+                        f"instances[{row_number}]: feature index {index} is beyond the model's {n_features} features "
+                        f"(highest index {last}); send \"ignore_unknown_features\": true to score such rows anyway",
+                        ["body", "instances", row_number, key],
+                    )
         else:
             if len(row) != n_features:
                 raise unprocessable(

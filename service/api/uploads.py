@@ -8,6 +8,7 @@ without storing more than the limit.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -94,7 +95,10 @@ class _FilePartWriter:
                 "max_upload_bytes", self.max_bytes, f"upload exceeds the limit max_upload_bytes = {self.max_bytes} bytes"
             )
         self.digest.update(piece)
-        self.out.write(piece)
+        try:
+            self.out.write(piece)
+        except OSError as exc:
+            raise disk_full(exc, self.size) from None
 
     def _part_end(self) -> None:
         self._in_file = False
@@ -174,10 +178,23 @@ async def spool_upload(
                 [{"loc": ["body", FILE_FIELD], "msg": "field required", "type": "missing"}],
             )
         return SpooledUpload(path=path, size=writer.size, sha256=writer.digest.hexdigest(), filename=writer.filename)
+    except OSError as exc:  # the spool file's last buffer, flushed on close, can meet a full disk too
+        path.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(exc, 0) from None
+        raise
     except BaseException:
         if not keep_on_error:
             path.unlink(missing_ok=True)
         raise
+
+
+def disk_full(exc: OSError, written: int) -> Exception:
+    """507 for an upload the API's disk has no room to spool (other OS errors pass through unchanged)."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return exc
+    return ApiError(507, "disk_full", f"the API's disk is full: the upload could not be spooled ({exc.strerror} after "
+                    f"{written} bytes); nothing was stored", {"written_bytes": written})
 
 
 def remove_quietly(path: Path) -> None:

@@ -7,7 +7,9 @@ kernel. Results cross the process boundary as plain dicts, errors included.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import os
 import signal
 import sys
 
@@ -15,11 +17,20 @@ _clients: dict = {}
 
 
 def init_process() -> None:
-    """Initializer of an ingest process: die with the parent, then load the parser kernels."""
+    """Initializer of an ingest process: die with the parent, then load the parser kernels.
+
+    When the pool stops it, the process leaves without the interpreter's finalization (about two
+    seconds with numba loaded, which a stopping API would wait for): registered last, this exit
+    handler runs first. Results have been written by then (the pool's result queue is synchronous).
+    """
     die_with_parent()
+    from service.config import get_settings
+
+    lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
     from service.ingest import parser
 
     parser.warm_up()
+    atexit.register(os._exit, 0)
 
 
 def die_with_parent() -> None:
@@ -28,6 +39,16 @@ def die_with_parent() -> None:
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def lower_priority(nice: int) -> None:
+    """Add ``nice`` to this process's niceness (batch work: parsing, training), so that the API's
+    requests go first when they compete for the cores; on an otherwise idle machine it changes nothing."""
+    if nice > 0:
+        try:
+            os.nice(nice)
         except OSError:
             pass
 
@@ -49,6 +70,7 @@ def ingest(
     limits: dict,
     value_dtype: str = "float64",
     follow_marker: str | None = None,
+    reserve_fraction: float = 0.0,
 ) -> dict:
     """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
 
@@ -71,12 +93,13 @@ def ingest(
         parse_into,
     )
     from service.labels import label_key
+    from service.storage.capacity import StorageFull, is_out_of_memory
     from service.storage.records import dataset_store
 
     client = _clients.get(redis_url)
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
-    store = dataset_store(client, chunk_bytes)
+    store = dataset_store(client, chunk_bytes, reserve_fraction)
     staged = store.staging(meta["id"], background=True)
     followed: list[FollowedFile] = []
 
@@ -120,6 +143,12 @@ def ingest(
         except UploadAborted as exc:
             staged.discard()
             return {"aborted": str(exc)}
+        except (StorageFull, redis.exceptions.ResponseError) as exc:  # no room in Redis: nothing stays
+            staged.discard()
+            if isinstance(exc, redis.exceptions.ResponseError) and not is_out_of_memory(exc):
+                raise
+            full = exc if isinstance(exc, StorageFull) else StorageFull(f"data set {meta['id']}", 0, 0, 0)
+            return {"error": {"status": 507, "code": "storage_full", "message": str(full), "details": full.details()}}
         except BaseException:
             staged.discard()
             raise
@@ -139,7 +168,10 @@ def ingest(
             feature_names=summary.feature_names,
             value_dtype=summary.value_dtype,
         )
-        stored = store.commit(record, manifest)
+        try:
+            stored = store.commit(record, manifest)
+        except StorageFull as exc:
+            return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
         return {"record": stored}
     finally:
         staged.close()

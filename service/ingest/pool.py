@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -56,8 +57,19 @@ class IngestPool:
             self.close()
             raise
 
-    def close(self) -> None:
-        """Stop the processes."""
+    def close(self, wait: bool = False, timeout: float = 1.0) -> None:
+        """Stop the processes (``wait``: until they have exited, at most ``timeout`` seconds, then kill them).
+
+        The API waits when it stops, so that no parser process outlives it; one still loading its
+        kernels (an API stopped right after it started) would make it wait seconds: it is killed.
+        """
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+            if wait:
+                end = time.monotonic() + timeout
+                for process in multiprocessing.active_children():  # the API's only children: its parsers
+                    process.join(max(0.0, end - time.monotonic()))
+                    if process.is_alive():
+                        process.kill()
+                        process.join(1.0)

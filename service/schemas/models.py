@@ -56,7 +56,7 @@ class ModelOut(ResponseModel):
     gap_rel_per_problem: list[float | None] | None = Field(default=None, description="Certified relative gap of each binary problem (null where unknown).")
     gap_rel_note: str | None = Field(default=None, description="How gap_rel was certified, or why it is unknown.")
     train_accuracy: float | None = Field(
-        description="Accuracy on the training data (kernel models: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
+        description="Accuracy on the training data (kernel models, and models stopped by a cancel, a shutdown or their deadline: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
     )
     train_accuracy_rows: int | None = Field(default=None, description="Rows the training accuracy was measured on, when a sample.")
     task: Task = Field(default=Task.classification, description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.")
@@ -94,8 +94,16 @@ class PredictRequest(StrictModel):
     instances: list[list[float] | SparseRow] = Field(
         description=(
             "Rows to predict: dense rows (lists of n_features numbers) or sparse rows "
-            "({\"index\": value} maps, indices numbered as in the training upload). Features the model "
-            "never saw (index beyond n_features) have weight 0."
+            "({\"index\": value} maps, indices numbered as in the training upload). A sparse index beyond "
+            "the model's features is refused (422 naming the row and the index) unless "
+            "`ignore_unknown_features` is true."
+        ),
+    )
+    ignore_unknown_features: bool = Field(
+        default=False,
+        description=(
+            "Score sparse rows that name features the model never saw (index beyond its n_features) as if those "
+            "values were 0, instead of refusing the request."
         ),
     )
     probabilities: StrictBool = Field(

@@ -51,8 +51,10 @@ class StagedArrays:
     call.
     """
 
-    def __init__(self, client: redis.Redis, owner_key: str, chunk_bytes: int, *, background: bool = False):
+    def __init__(self, client: redis.Redis, owner_key: str, chunk_bytes: int, *, background: bool = False,
+                 before_chunk=None):
         self.client = client
+        self.before_chunk = before_chunk  # called with each chunk's size before it is written (a room check)
         self.owner_key = owner_key
         self.chunk_bytes = max(8, int(chunk_bytes) // 8 * 8)
         self._state: dict[str, dict] = {}
@@ -99,6 +101,8 @@ class StagedArrays:
         state["fill"] = 0
 
     def _put(self, name: str, state: dict, payload: np.ndarray) -> None:
+        if self.before_chunk is not None:
+            self.before_chunk(int(payload.nbytes))
         key = keys.array_chunk(self.owner_key, name, state["chunks"])
         state["chunks"] += 1
         if self._queue is None:

@@ -8,9 +8,10 @@ overwrite each other: a job canceled while queued is never run, and a worker tha
 but comes back cannot overwrite the run that replaced it.
 
 The same script keeps the bookkeeping that limits, the reaper and the metrics read, in the same
-atomic step: the per-tenant sets of queued and running job ids, the global sorted set of running
-jobs, and a hash counting jobs per status. Structured fields (params, progress, error) are JSON
-strings inside the hash.
+atomic step: the per-tenant sets of queued and running job ids, the global sorted sets of running
+and of finished jobs, and a hash counting jobs per status. Structured fields (params, progress,
+error) are JSON strings inside the hash. A finished job can be deleted (``delete``, also by the
+reaper once ``job_ttl_s`` has passed): its record, trace and flags go, its model stays.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from service.storage import keys
 FINAL_STATES = ("succeeded", "failed", "canceled")
 JSON_FIELDS = ("params", "progress", "error", "search_results", "subtasks")
 
-# KEYS: job hash, running zset, stats hash, tenant's queued set, tenant's running set, outbox
+# KEYS: job hash, running zset, stats hash, tenant's queued set, tenant's running set, outbox, finished zset
 # ARGV: job id, fence field ('' for none), fence value, now, running cap (0: none),
 #       n_from, from states..., n_del, fields to delete..., field/value pairs (status among them)
 # Returns -1 (no such job), 0 (status or fence did not match), 1 (done), 2 (refused: running cap).
@@ -71,7 +72,24 @@ if new ~= current then
     redis.call('SADD', KEYS[5], ARGV[1])
     redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
   end
+  if new == 'succeeded' or new == 'failed' or new == 'canceled' then
+    redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
+  end
 end
+return 1
+"""
+
+# KEYS: job hash, trace, search rows, cancel flag, tenant index, stats hash, finished zset
+# ARGV: job id
+# Returns -1 (no such job), 0 (not finished: nothing deleted), 1 (deleted).
+_DELETE = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return -1 end
+if status ~= 'succeeded' and status ~= 'failed' and status ~= 'canceled' then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[7], ARGV[1])
+redis.call('HINCRBY', KEYS[6], status, -1)
 return 1
 """
 
@@ -104,6 +122,7 @@ class JobStore:
         self.client = client
         self._transition = client.register_script(_TRANSITION)
         self._create = client.register_script(_CREATE)
+        self._delete = client.register_script(_DELETE)
 
     def create(self, job: dict, max_queued: int = 0) -> bool:
         """Store a new queued job record (``id``, ``tenant`` and the rest), index it and put it in the outbox.
@@ -213,9 +232,38 @@ class JobStore:
             args.extend([name, value])
         return int(self._transition(
             keys=[keys.job(job_id), keys.jobs_running(), keys.job_stats(),
-                  keys.tenant_jobs_in(tenant, "queued"), keys.tenant_jobs_in(tenant, "running"), keys.jobs_outbox()],
+                  keys.tenant_jobs_in(tenant, "queued"), keys.tenant_jobs_in(tenant, "running"), keys.jobs_outbox(),
+                  keys.jobs_finished()],
             args=args,
         ))
+
+    def delete(self, job_id: str) -> int:
+        """Delete a finished job: its record, trace, search rows and cancel flag (its model stays).
+
+        Returns 1 (deleted), 0 (the job is queued or running: nothing deleted) or -1 (no such job).
+        """
+        raw_tenant = self.client.hget(keys.job(job_id), "tenant")
+        if raw_tenant is None:
+            return -1
+        return int(self._delete(
+            keys=[keys.job(job_id), keys.job_trace(job_id), keys.job_search_rows(job_id), keys.job_cancel(job_id),
+                  keys.tenant_index(raw_tenant.decode(), "jobs"), keys.job_stats(), keys.jobs_finished()],
+            args=[job_id],
+        ))
+
+    def expire_finished(self, ttl_s: float, now: float | None = None, batch: int = 500) -> int:
+        """Delete the jobs that finished more than ``ttl_s`` seconds ago (HINGE_JOB_TTL_S); returns how many."""
+        cutoff = (time.time() if now is None else now) - ttl_s
+        deleted = 0
+        while True:
+            ids = [raw.decode() for raw in self.client.zrangebyscore(keys.jobs_finished(), "-inf", cutoff, 0, batch)]
+            for job_id in ids:
+                if self.delete(job_id) == 1:
+                    deleted += 1
+                else:  # gone already (or, impossibly, not finished): forget the entry
+                    self.client.zrem(keys.jobs_finished(), job_id)
+            if len(ids) < batch:
+                return deleted
 
     def update(self, job_id: str, **fields) -> None:
         """Overwrite some fields of a job (progress, subtasks, ...), never its status."""

@@ -60,6 +60,11 @@ def jobs_running() -> str:
     return f"{PREFIX}:jobs:running"
 
 
+def jobs_finished() -> str:
+    """Sorted set of finished job ids (score: when they ended), swept for HINGE_JOB_TTL_S."""
+    return f"{PREFIX}:jobs:finished"
+
+
 def jobs_outbox() -> str:
     """Sorted set of queued job ids whose RQ job may not exist yet (score: when they were put there)."""
     return f"{PREFIX}:jobs:outbox"

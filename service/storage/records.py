@@ -2,7 +2,8 @@
 
 A record appears whole or not at all: its arrays are staged first (with a TTL), then one
 MULTI/EXEC transaction makes the chunks permanent, writes the metadata and adds the id to the
-tenant's index. Deletion removes all of it in one transaction too. Each record belongs to one
+tenant's index. A record that does not fit in Redis is refused before it is written, or undone
+when Redis refuses a chunk (``StorageFull``, see ``capacity``). Deletion removes all of it in one transaction too. Each record belongs to one
 tenant; a look-up with another tenant finds nothing.
 """
 
@@ -15,34 +16,47 @@ from typing import Callable, Mapping
 import numpy as np
 import redis
 
-from service.storage import aof, arrays, keys
+from service.storage import aof, arrays, capacity, keys
 
 
 class RecordStore:
     """Data sets or models: ``kind`` is the tenant-index name, ``key_of`` builds the metadata key."""
 
     def __init__(self, client: redis.Redis, kind: str, key_of: Callable[[str], str], chunk_bytes: int,
-                 stats_key: str | None = None):
+                 stats_key: str | None = None, reserve_fraction: float = 0.0):
         self.client = client
         self.kind = kind
         self.key_of = key_of
         self.chunk_bytes = chunk_bytes
         self.stats_key = stats_key  # hash with `count` and `bytes` of stored records, kept in the same transactions
+        self.reserve_fraction = reserve_fraction  # share of Redis's maxmemory a create must leave free
 
     def create(self, meta: dict, array_map: Mapping[str, np.ndarray]) -> dict:
-        """Store arrays and metadata atomically; ``meta`` must hold ``id`` and ``tenant``. Returns meta."""
+        """Store arrays and metadata atomically; ``meta`` must hold ``id`` and ``tenant``. Returns meta.
+
+        Raises ``StorageFull`` (and stores nothing) when Redis has no room for it (service/storage/capacity.py).
+        """
         owner = self.key_of(meta["id"])
         manifest: dict = {}
+        nbytes = sum(int(np.asarray(a).nbytes) for a in array_map.values())
+        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(meta["id"]))
         try:
             manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
-        except BaseException:
-            self._remove(meta["id"], meta["tenant"], manifest)
+        except BaseException as exc:
+            self._remove(meta["id"], meta["tenant"], manifest or _names_only(array_map, self.chunk_bytes))
+            self._raise_if_full(exc, meta["id"], nbytes)
             raise
         return self.commit(meta, manifest)
 
     def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
-        """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest)."""
-        return arrays.StagedArrays(self.client, self.key_of(record_id), self.chunk_bytes, background=background)
+        """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest).
+
+        Each chunk is checked for room first (``StorageFull``, as ``create``)."""
+        what = self._what(record_id)
+        return arrays.StagedArrays(
+            self.client, self.key_of(record_id), self.chunk_bytes, background=background,
+            before_chunk=lambda nbytes: capacity.ensure_room(self.client, nbytes, self.reserve_fraction, what),
+        )
 
     def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
         """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
@@ -63,11 +77,22 @@ class RecordStore:
                 results = pipe.execute()
             if not all(results[: len(results) - trailing]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
-        except BaseException:
+        except BaseException as exc:
             self._remove(meta["id"], meta["tenant"], manifest)
+            self._raise_if_full(exc, meta["id"], _manifest_bytes(manifest))
             raise
         aof.compact_if_due(self.client)
         return record
+
+    def _what(self, record_id: str) -> str:
+        return f"{self.kind[:-1].replace('dataset', 'data set')} {record_id}"
+
+    def _raise_if_full(self, exc: BaseException, record_id: str, nbytes: int) -> None:
+        """Redis refused a write for want of memory: say so as ``StorageFull`` (the caller removed what was written)."""
+        if capacity.is_out_of_memory(exc):
+            used, maxmemory = capacity.memory(self.client)
+            raise capacity.StorageFull(self._what(record_id), nbytes,
+                                       int(maxmemory * (1 - self.reserve_fraction)) - used, maxmemory) from exc
 
     def get(self, record_id: str, tenant: str) -> dict | None:
         """The metadata of a record of this tenant, or None (missing or another tenant's)."""
@@ -135,6 +160,11 @@ return 1
 """
 
 
+def _names_only(array_map: Mapping[str, np.ndarray], chunk_bytes: int) -> dict:
+    """The manifest a write of these arrays makes (chunk counts only), to remove its chunks after a failure."""
+    return {name: {"chunks": max(1, -(-int(np.asarray(a).nbytes) // chunk_bytes))} for name, a in array_map.items()}
+
+
 def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
     total = 0
     for entry in manifest.values():
@@ -145,11 +175,12 @@ def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
     return total
 
 
-def dataset_store(client: redis.Redis, chunk_bytes: int) -> RecordStore:
+def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:
     """The store of uploaded data sets (counted in the data-set stats: count and stored bytes)."""
-    return RecordStore(client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats())
+    return RecordStore(client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats(),
+                       reserve_fraction=reserve_fraction)
 
 
-def model_store(client: redis.Redis, chunk_bytes: int) -> RecordStore:
+def model_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:
     """The store of trained models."""
-    return RecordStore(client, "models", keys.model, chunk_bytes)
+    return RecordStore(client, "models", keys.model, chunk_bytes, reserve_fraction=reserve_fraction)

@@ -292,6 +292,10 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
                 continue
             converged = paper_rule
             break
+        stopped = None if converged else control.check()  # before the cut's pass over the data (issue 9)
+        if stopped is not None:  # the kept point is the best so far
+            stop_reason = stopped
+            break
         t3 = time.perf_counter()
         if not converged:
             if classification:

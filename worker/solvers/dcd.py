@@ -28,7 +28,8 @@ Algorithm (paper: ../shared/papers/004_e40e8c4948a12931.txt)
 -----------------------------------------------------------------
 Algorithm 1 (Section 2) with the random permutation of Section 3.1 and the shrinking of Section 3.2:
 
-* One outer iteration ("epoch", one call of ``_dcd_epoch``) shuffles the active set with the seeded
+* One outer iteration ("epoch": ``_dcd_epoch``, called again for each 0.2 s slice of a long one, so
+  a deadline or cancel is seen within a slice) shuffles the active set with the seeded
   splitmix64 Fisher-Yates of ``common.shuffle_prefix`` and visits each active i once:
       G  = y_i w'x_i - 1 + D_ii alpha_i                                   (eq. (12))
       PG = projected gradient (eq. (8)): min(G, 0) at alpha_i = 0, max(G, 0) at alpha_i = U_i, else G
@@ -99,10 +100,12 @@ from worker.solvers.common import (
     SolverControl,
     SolverInputError,
     SolverResult,
+    SLICE_SECONDS,
     StopReason,
     binary_signs,
     check_csr,
     check_positive,
+    monotonic_s,
     rng_state,
     shuffle_prefix,
 )
@@ -172,18 +175,33 @@ def _dcd_build_w(indptr, indices, data, y, alpha, B, w):
 
 @njit(cache=True)
 def _dcd_epoch(indptr, indices, data, y, QD, alpha, w, index, active_size, B,
-               U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state):
+               U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state, resume, stop_at):
     """One outer iteration of Algorithm 1 over index[:active_size], shuffled first (Section 3.1).
 
     Shrinks by rule (16) against PGmax_old / PGmin_old (pass +inf / -inf for no shrinking).
-    Returns (new active_size, M, m) with M = max(0, max PG) and m = min(0, min PG) over the epoch.
+    Returns (new active_size, M, m, done) with M = max(0, max PG) and m = min(0, min PG) over the epoch.
+    A long epoch comes back in slices: once the clock passes ``stop_at`` (a time.monotonic() instant,
+    looked at every 1024 rows) it returns done = False with its place in ``resume`` = [s, M, m], and
+    the next call with that ``resume`` goes on exactly there (``resume[0]`` < 0: a new epoch), so the
+    slices change nothing in the result.
     """
-    shuffle_prefix(index, active_size, state)
+    if resume[0] < 0.0:
+        shuffle_prefix(index, active_size, state)
+        s = 0
+        PGmax_new = 0.0  # M and m include 0: see the module docstring on rule (17)
+        PGmin_new = 0.0
+    else:
+        s = int(resume[0])
+        PGmax_new = resume[1]
+        PGmin_new = resume[2]
+    first = s
     nf = w.shape[0] - 1
-    PGmax_new = 0.0  # M and m include 0: see the module docstring on rule (17)
-    PGmin_new = 0.0
-    s = 0
     while s < active_size:
+        if (s & 1023) == 0 and s - first >= 1024 and monotonic_s() >= stop_at:
+            resume[0] = s
+            resume[1] = PGmax_new
+            resume[2] = PGmin_new
+            return active_size, PGmax_new, PGmin_new, False
         ahead = s + _PREFETCH_AHEAD
         if ahead < active_size:
             j = index[ahead]
@@ -258,7 +276,8 @@ def _dcd_epoch(indptr, indices, data, y, QD, alpha, w, index, active_size, B,
                 w[nf] += d * B
         s += 1
 
-    return active_size, PGmax_new, PGmin_new
+    resume[0] = -1.0
+    return active_size, PGmax_new, PGmin_new, True
 
 
 @njit(cache=True)
@@ -445,18 +464,29 @@ def solve_dcd(
     last_dual = None
     tol_used = tol
 
+    resume = np.array([-1.0, 0.0, 0.0])  # where a sliced epoch goes on (see _dcd_epoch)
     while True:
         started_full = active_size == n_rows
-        active_size, PGmax_new, PGmin_new = _dcd_epoch(
-            indptr, indices, data, y, QD, alpha, w, index, active_size, B,
-            U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state,
-        )
+        stopped_inside = None
+        while True:  # an epoch, in slices of SLICE_SECONDS: a deadline or cancel is seen within one
+            active_size, PGmax_new, PGmin_new, done = _dcd_epoch(
+                indptr, indices, data, y, QD, alpha, w, index, active_size, B,
+                U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state, resume, time.monotonic() + SLICE_SECONDS,
+            )
+            if done:
+                break
+            stopped_inside = control.check()
+            if stopped_inside is not None:
+                break
         iteration += 1
-        violation = PGmax_new - PGmin_new
+        if stopped_inside is None:
+            violation = PGmax_new - PGmin_new
 
-        finished = False
+        finished = stopped_inside is not None
         certified = None
-        if violation < tol_used:
+        if finished:  # stopped inside a long epoch: the model is the current w (M, m of a part say nothing)
+            stop_reason = stopped_inside
+        elif violation < tol_used:
             if started_full and active_size == n_rows:
                 if tol_rel > 0.0:  # the duality gap must certify the model too (counted as solver time)
                     primal = float(_dcd_primal(indptr, indices, data, y, w, B, C_neg, C_pos, squared))

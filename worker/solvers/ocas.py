@@ -215,6 +215,10 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         t1 = time.perf_counter()
 
         store.outputs_of_wt(o_t)
+        stopped = control.check()  # each phase is a pass over the data: look between them (issue 9)
+        if stopped is not None:  # w_b and F_b are still the best point's
+            stop_reason = stopped
+            break
         t2 = time.perf_counter()
 
         # exact line search between w_b and w_t (eq. (7), Appendix A)
@@ -237,7 +241,8 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
 
         gap = F_b - lower
         converged = gap <= max(tol_abs, tol_rel * F_b)
-        if not converged:
+        stopped = None if converged else control.check()  # before the cut's pass over the data
+        if not converged and stopped is None:
             n_sel = compact_chunks(chunks, count_parts, rows)
             store.add_cut(gamma, rows, n_sel, float(np.sum(gsum_parts)), float(n_sel), o_b)
             store.drop_inactive(max_inactive)
@@ -264,16 +269,19 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         if converged:
             stop_reason = StopReason.CONVERGED
             break
-        reason = control.check()
+        reason = stopped or control.check()
         if reason is not None:
             stop_reason = reason
             break
 
-    # the returned objective from fresh outputs of w_b (not from the running convex combinations)
     w = store.best_weights()
-    X.outputs(w, o_t)
-    hinge_parts(y, o_t, chunks, loss_parts, X.serial)
-    objective = 0.5 * float(w @ w) + C * float(np.sum(loss_parts))
+    if stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
+        objective = F_b  # no further pass when asked to stop: F_b is w_b's objective (running outputs)
+    else:
+        # the returned objective from fresh outputs of w_b (not from the running convex combinations)
+        X.outputs(w, o_t)
+        hinge_parts(y, o_t, chunks, loss_parts, X.serial)
+        objective = 0.5 * float(w @ w) + C * float(np.sum(loss_parts))
     solver_seconds = time.perf_counter() - start - trace_time
     d = X.d + 1
     return SolverResult(

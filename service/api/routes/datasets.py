@@ -77,6 +77,9 @@ def public_view(record: dict) -> dict:
         413: {"model": ErrorResponse, "description": "Over a size limit (bytes, decompressed bytes, line bytes, rows, features, nnz)."},
         415: {"model": ErrorResponse, "description": "Not a multipart/form-data body."},
         422: {"model": ErrorResponse, "description": "The file could not be parsed; the message names line, column and reason."},
+        408: {"model": ErrorResponse, "description": "The body stopped arriving, or arrived slower than body_min_rate."},
+        507: {"model": ErrorResponse, "description": "No room: Redis is at its maxmemory (`storage_full`) or the API's "
+              "disk is full (`disk_full`); nothing was stored."},
     },
 )
 async def upload_dataset(
@@ -125,6 +128,7 @@ async def upload_dataset(
             "max_nnz": settings.max_nnz,
             "max_line_bytes": settings.max_line_bytes,
         },
+        reserve_fraction=settings.storage_reserve_fraction,
     )
     base_meta = {"id": dataset_id, "tenant": tenant, "format": format.value, "created_at": utc_now()}
     ingest = request.app.state.ingest

@@ -1,4 +1,4 @@
-"""Routes of /v1/jobs: submit a training job, read its state and trace, cancel it.
+"""Routes of /v1/jobs: submit a training job, read its state and trace, cancel it, delete it once finished.
 
 A submission is stored and put in the enqueue outbox in one atomic step, refused with 429 when the
 tenant already has ``max_queued_jobs_per_tenant`` queued jobs, then enqueued into the tenant's own
@@ -147,6 +147,27 @@ def get_trace(
         raise not_found("job", job_id)
     points = jobs.trace(job_id, since)
     return {"job_id": job_id, "status": job["status"], "points": points, "next": since + len(points)}
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    summary="Delete a finished job",
+    responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job is queued or running: cancel it first."}},
+)
+def delete_job(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> Response:
+    """Delete a finished job with its trace (its model stays; `GET /v1/models/{id}/trace` is then empty)."""
+    job = jobs.get(job_id, tenant)
+    if job is None:
+        raise not_found("job", job_id)
+    outcome = jobs.delete(job_id)
+    if outcome == 0:
+        raise ApiError(409, "job_not_finished",
+                       f"job {job_id} is {job['status']}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
+                       {"status": job["status"]})
+    if outcome == -1:
+        raise not_found("job", job_id)
+    return Response(status_code=204)
 
 
 @router.post(

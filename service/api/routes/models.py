@@ -143,22 +143,24 @@ async def predict(
     # Small requests are scored on the event loop (a thread hop costs more than the work);
     # large ones go to the thread pool so they do not hold up other requests.
     if len(body.instances) <= INLINE_PREDICT_ROWS:
-        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.probabilities))
-    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances, body.probabilities))
+        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.probabilities,
+                                  body.ignore_unknown_features))
+    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances, body.probabilities,
+                                                body.ignore_unknown_features))
 
 
 INLINE_PREDICT_ROWS = 16
 
 
 def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list,
-          probabilities: bool = False) -> dict:
+          probabilities: bool = False, ignore_unknown: bool = False) -> dict:
     """Load (or reuse) the model and score the rows (and give class probabilities when asked)."""
     model = load_model(request, store, model_id, tenant)
     if probabilities and not model.has_probabilities:
         raise ApiError(409, "model_not_calibrated",
                        f"model {model_id} has no probability calibration: train it with params.probability: true "
                        "(or import a model file that has probabilities)")
-    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)))
+    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)), ignore_unknown)
     labels, scores = model.predict(matrix)
     answer = {"labels": labels, "scores": scores, "probabilities": None}
     if probabilities:

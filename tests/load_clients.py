@@ -1,0 +1,194 @@
+"""HTTP clients that load the service from outside (asyncio + httpx), for the load and soak runs.
+
+Each client is a coroutine that loops until a monotonic instant and counts what it saw in a
+``Tally``: requests by status class, 5xx and transport errors with the wall-clock instant they
+happened (a soak run compares them with the window in which Redis was restarting), one-row predict
+latencies, and jobs by final status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+
+import httpx
+
+from tests.helpers import sparse_problem, to_svmlight
+
+FINAL = ("succeeded", "failed", "canceled")
+SOLVERS = {
+    "dcd": {"C": 1.0},
+    "cpa": {"C": 1.0},
+    "ocas": {"C": 1.0},
+    "smo": {"C": 1.0, "kernel": {"type": "rbf", "gamma": "scale"}},
+    "sampled_cuts": {"C": 1.0, "kernel": {"type": "rbf", "gamma": "scale"}, "sample_size": 100},
+}
+LONG = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
+
+
+class Tally:
+    """What one client process saw: request counts by status class, latencies, jobs."""
+
+    def __init__(self):
+        self.requests = 0
+        self.status: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.predict_ms: list[float] = []
+        self.predict_at: list[float] = []  # wall-clock instants of the predictions (for the soak's windows)
+        self.server_errors_at: list[float] = []
+        self.jobs: dict[str, int] = {}
+
+    def note(self, response: httpx.Response | None, error: str | None = None) -> None:
+        self.requests += 1
+        if response is None:
+            self.status["transport_error"] = self.status.get("transport_error", 0) + 1
+            self.errors.append(error or "transport error")
+            self.server_errors_at.append(time.time())
+            return
+        key = f"{response.status_code // 100}xx"
+        self.status[key] = self.status.get(key, 0) + 1
+        if response.status_code >= 500:
+            self.server_errors_at.append(time.time())
+            if len(self.errors) < 50:
+                self.errors.append(f"{response.request.method} {response.request.url.path}: {response.status_code} "
+                                   f"{response.text[:200]}")
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+async def call(tally: Tally, client: httpx.AsyncClient, method: str, url: str, **kwargs) -> httpx.Response | None:
+    """One request, counted; None when the connection failed (also counted)."""
+    try:
+        response = await client.request(method, url, **kwargs)
+    except httpx.HTTPError as exc:
+        tally.note(None, f"{method} {url}: {type(exc).__name__} {exc}")
+        await asyncio.sleep(0.05)
+        return None
+    tally.note(response)
+    return response
+
+
+async def predictor(base: str, model_id: str, row: list, until: float, tally: Tally) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        body = json.dumps({"instances": [row]}).encode()
+        headers = {"Content-Type": "application/json"}
+        while time.monotonic() < until:
+            start = time.perf_counter()
+            response = await call(tally, client, "POST", f"/v1/models/{model_id}/predict", content=body, headers=headers)
+            if response is not None and response.status_code == 200:
+                tally.predict_ms.append((time.perf_counter() - start) * 1000)
+                tally.predict_at.append(time.time())
+
+
+async def run_job(client: httpx.AsyncClient, tally: Tally, body: dict, until: float, cancel_after: float | None = None,
+                  poll_s: float = 0.05) -> str | None:
+    """Submit a job and poll it to its end (cancel it after ``cancel_after`` s); returns its final status."""
+    response = await call(tally, client, "POST", "/v1/jobs", json=body)
+    if response is None or response.status_code != 202:
+        tally.jobs["refused"] = tally.jobs.get("refused", 0) + 1
+        return None
+    job_id = response.json()["id"]
+    tally.jobs["submitted"] = tally.jobs.get("submitted", 0) + 1
+    started = time.monotonic()
+    canceled = False
+    status = "queued"
+    while time.monotonic() < until + 120:
+        await asyncio.sleep(poll_s)
+        if cancel_after is not None and not canceled and time.monotonic() - started > cancel_after:
+            await call(tally, client, "POST", f"/v1/jobs/{job_id}/cancel")
+            canceled = True
+        got = await call(tally, client, "GET", f"/v1/jobs/{job_id}")
+        if got is None or got.status_code != 200:
+            continue
+        status = got.json()["status"]
+        if status in FINAL:
+            break
+    tally.jobs[status] = tally.jobs.get(status, 0) + 1
+    return job_id
+
+
+async def trainer(base: str, dataset_id: str, until: float, tally: Tally) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        while time.monotonic() < until:
+            await run_job(client, tally, {"dataset_id": dataset_id, "solver": "dcd", "params": {"C": 1.0}}, until)
+
+
+async def uploader(base: str, content: bytes, until: float, tally: Tally) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        while time.monotonic() < until:
+            response = await call(tally, client, "POST", "/v1/datasets",
+                                  files={"file": ("upload.svm", content, "application/octet-stream")})
+            if response is not None and response.status_code == 201:
+                await call(tally, client, "DELETE", f"/v1/datasets/{response.json()['id']}")
+
+
+async def all_solvers_trainer(base: str, index: int, until: float, tally: Tally) -> None:
+    """Upload a small data set of its own, then train every solver on it in turn, polling each job."""
+    content = to_svmlight(*sparse_problem(300, 10, 4, seed=100 + index))
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        dataset_id = None
+        while dataset_id is None and time.monotonic() < until:
+            response = await call(tally, client, "POST", "/v1/datasets",
+                                  files={"file": (f"train{index}.svm", content, "application/octet-stream")})
+            if response is not None and response.status_code == 201:
+                dataset_id = response.json()["id"]
+        names = list(SOLVERS)
+        turn = index
+        while time.monotonic() < until:
+            solver = names[turn % len(names)]
+            turn += 1
+            params = dict(SOLVERS[solver], retries=3)
+            await run_job(client, tally, {"dataset_id": dataset_id, "solver": solver, "params": params}, until)
+
+
+async def canceler(base: str, dataset_id: str, until: float, tally: Tally) -> None:
+    """Start a long job, cancel it after a moment, wait for its end; again."""
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        while time.monotonic() < until:
+            body = {"dataset_id": dataset_id, "solver": "dcd", "params": dict(LONG, retries=3)}
+            await run_job(client, tally, body, until, cancel_after=random.uniform(0.3, 1.5))
+
+
+async def poller(base: str, until: float, tally: Tally) -> None:
+    """Read lists, jobs and traces, as dashboards do."""
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        while time.monotonic() < until:
+            response = await call(tally, client, "GET", "/v1/jobs", params={"limit": 20})
+            if response is not None and response.status_code == 200:
+                for job in response.json()["items"][:3]:
+                    await call(tally, client, "GET", f"/v1/jobs/{job['id']}/trace")
+            await call(tally, client, "GET", "/v1/datasets", params={"limit": 20})
+            await call(tally, client, "GET", "/v1/models", params={"limit": 20})
+            await asyncio.sleep(0.1)
+
+def client_process(role: str, count: int, base: str, setup: dict, seconds: float, start_at: float, out) -> None:
+    """Run ``count`` clients of one role in this process (asyncio) from ``start_at`` (wall clock) for
+    ``seconds``; put (role, the Tally as a dict) on ``out``. Roles: predict, train (dcd on
+    ``setup["dataset_id"]``), train_all (every solver on a data set of its own), cancel, upload, poll."""
+    tally = Tally()
+
+    def make(i: int, until: float):
+        if role == "predict":
+            return predictor(base, setup["model_id"], setup["row"], until, tally)
+        if role == "train":
+            return trainer(base, setup["dataset_id"], until, tally)
+        if role == "train_all":
+            return all_solvers_trainer(base, setup.get("offset", 0) + i, until, tally)
+        if role == "cancel":
+            return canceler(base, setup["long_dataset_id"], until, tally)
+        if role == "upload":
+            return uploader(base, setup["content"], until, tally)
+        if role == "poll":
+            return poller(base, until, tally)
+        raise ValueError(f"unknown client role {role!r}")
+
+    async def main() -> None:
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        until = time.monotonic() + seconds
+        await asyncio.gather(*(make(i, until) for i in range(count)))
+
+    asyncio.run(main())
+    out.put((role, tally.as_dict()))
