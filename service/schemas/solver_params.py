@@ -36,7 +36,18 @@ class SearchParams(StrictModel):
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
     warm_start: bool = Field(
         default=True,
-        description="dcd and ocas: along increasing C, start each fit from the previous solution (the iterations are reported per setting).",
+        description=(
+            "dcd and ocas: each fold walks the C grid upward, every fit starting from the previous one's solution "
+            "(the table reports warm-started fits, iterations and stop reasons per setting); the refit walks the "
+            "path up to the best C."
+        ),
+    )
+    measure_cold: bool = Field(
+        default=False,
+        description=(
+            "With warm_start: also fit fold 0 of every setting from a cold start, so that the table reports the "
+            "iterations warm starts saved (measured). Costs those cold fits."
+        ),
     )
     distribute: bool = Field(
         default=False,
