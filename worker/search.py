@@ -256,6 +256,7 @@ class Search:
             self.fold_labels = [np.unique(y[self.folds != f]) for f in range(self.cv_folds)]
         else:
             self.fold_labels = [None] * self.cv_folds
+        self.processes = 1
 
     # -- the work ---------------------------------------------------------------------------------
 
@@ -284,6 +285,8 @@ class Search:
             setting["kernel"] = dict(setting["kernel"], gamma=gamma)
         if self.solver == "ocas":
             setting["n_processes"] = 1  # the processes go to the paths
+        elif self.solver == "smo":
+            setting["n_threads"] = 1 if self.processes == 1 else None  # None: the threads the process is allowed
         return setting
 
     def fit_segment(self, path: Path, start: int, stop: int, state, cache: FoldCache, *, deadline,
@@ -328,6 +331,7 @@ class Search:
         ``publish(table, subtasks)`` gets the table as it fills (throttled); ``on_rows(rows)`` gets the
         rows of each completed (fold, setting) cell.
         """
+        self.processes = n_processes
         paths = self.paths(folds, gamma_indices)
         split = self.warm and len(paths) < PATHS_PER_PROCESS * n_processes
         tasks = []

@@ -133,7 +133,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 
 from worker.solvers.common import (
     SolverControl,
@@ -148,13 +148,12 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import (
     KERNEL_LINEAR,
-    clear_row,
-    gather_dot,
+    KERNEL_RBF,
+    fast_exp,
     kernel_diagonal,
     kernel_from_dot,
     kernel_params,
     row_sq_norms,
-    scatter_row,
 )
 
 # variable status
@@ -183,7 +182,10 @@ IS_MIN_ACTIVE = 16
 IS_UNCACHED = 17
 IS_FULL_ROWS = 18
 IS_RECONSTRUCTED = 19
-IS_SIZE = 20
+IS_THREADS = 20
+IS_PAR_MIN_ROW = 21
+IS_PAR_MIN_SCAN = 22
+IS_SIZE = 23
 
 # fstate slots
 FS_F = 0  # dual f(alpha) (minimization form)
@@ -199,9 +201,14 @@ RUN_RECONSTRUCT = 2
 TAU = 1e-12
 SLICE_SECONDS = 0.1
 FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
-# rows are also kept dense (position order) when n_features <= this and nnz >= fill * n * n_features
-_DENSE_MAX_FEATURES = 256
-_DENSE_MIN_FILL = 0.25
+# a transposed dense copy of the rows serves the dot products when it takes at most this many bytes
+# and at least this fraction of its entries are stored (else the columns, CSC, do)
+_DENSE_T_MAX_BYTES = 256 << 20
+_DENSE_T_MIN_FILL = 0.05
+# below these lengths a pass runs on one thread (a parallel launch costs more than it saves); read at
+# each solve (istate), so that tests can lower them
+PAR_MIN_ROW = 2048
+PAR_MIN_SCAN = 16384
 
 WORKING_SETS = ("second_order", "platt")
 
@@ -240,10 +247,81 @@ def _smo_lru_push_front(s, lru_prev, lru_next, istate):
 
 
 @njit(cache=True)
+def _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate):
+    """out[base + t] = Q[p, t] for t in [lo, hi), or out[base + t] += coef * Q[p, t] when accumulate.
+
+    <x_p, x_t> for all t at once: row p's entries times the transposed dense copy (contiguous, vectorized)
+    or times the columns of its features (CSC in position order: only the rows that share a feature are
+    touched). The accumulation order per t is row p's entry order whatever [lo, hi), so a row split over
+    threads gives the same values.
+    """
+    indptr, indices, data, sq, y, dense_t, col_ptr, col_pos, col_val, dots = X[:10]
+    code, gamma, coef0, degree = kp
+    for t in range(lo, hi):
+        dots[t] = 0.0
+    if dense_t.shape[1] > 1:
+        for e in range(indptr[p], indptr[p + 1]):
+            v = data[e]
+            col = dense_t[indices[e]]
+            for t in range(lo, hi):
+                dots[t] += v * col[t]
+    else:
+        for e in range(indptr[p], indptr[p + 1]):
+            k = indices[e]
+            v = data[e]
+            a = col_ptr[k]
+            b = col_ptr[k + 1]
+            if lo > 0:
+                h = b
+                while a < h:
+                    mid = (a + h) >> 1
+                    if col_pos[mid] < lo:
+                        a = mid + 1
+                    else:
+                        h = mid
+            for q in range(a, b):
+                t = col_pos[q]
+                if t >= hi:
+                    break
+                dots[t] += v * col_val[q]
+    yp = y[p]
+    sq_p = sq[p]
+    if code == KERNEL_RBF:
+        # the common case spelled out, so that the loop vectorizes (fast_exp has no call inside)
+        for t in range(lo, hi):
+            d2 = sq_p + sq[t] - 2.0 * dots[t]
+            dots[t] = yp * y[t] * fast_exp(-gamma * max(d2, 0.0))
+    else:
+        for t in range(lo, hi):
+            dots[t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dots[t], sq_p, sq[t])
+    if accumulate:
+        for t in range(lo, hi):
+            out[base + t] += coef * dots[t]
+    else:
+        for t in range(lo, hi):
+            out[base + t] = dots[t]
+
+
+@njit(cache=True, parallel=True)
+def _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, n_chunks):
+    for c in prange(n_chunks):
+        _smo_row_chunk(p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base,
+                       coef, accumulate)
+
+
+@njit(cache=True)
+def _smo_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
+    """Row p of Q over positions [lo, hi) into out (see _smo_row_chunk), split over the threads when long."""
+    threads = istate[IS_THREADS]
+    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_ROW]:
+        _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, threads)
+    else:
+        _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate)
+
+
+@njit(cache=True)
 def _smo_get_row(p, length, X, kp, ca, istate, xbuf):
     """Make row p of Q (positions [0, length), length <= slot length) valid in the cache; return its offset."""
-    indptr, indices, data, sq, y, dense = X
-    code, gamma, coef0, degree = kp
     cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
     L = istate[IS_SLOT_LEN]
     s = slot_of[p]
@@ -267,23 +345,7 @@ def _smo_get_row(p, length, X, kp, ca, istate, xbuf):
     fill = slot_fill[s]
     if fill < length:
         istate[IS_MISSES] += 1
-        yp = y[p]
-        sq_p = sq[p]
-        if dense.shape[0] > 1:
-            xp = dense[p]
-            d = xp.size
-            for t in range(fill, length):
-                xt = dense[t]
-                dot = 0.0
-                for k in range(d):
-                    dot += xp[k] * xt[k]
-                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
-        else:
-            scatter_row(indptr, indices, data, p, xbuf)
-            for t in range(fill, length):
-                dot = gather_dot(indptr, indices, data, t, xbuf)
-                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
-            clear_row(indptr, indices, p, xbuf)
+        _smo_row(p, fill, length, X, kp, cache, base, 0.0, False, istate)
         slot_fill[s] = length
         istate[IS_COMPUTED] += length - fill
     else:
@@ -434,33 +496,50 @@ def _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y):
 @njit(cache=True)
 def _smo_gbar_row(p, coef, n, X, kp, ca, istate, G_bar, xbuf):
     """G_bar[t] += coef * Q[p, t] for all t in [0, n) (the part beyond the slot length is not cached)."""
-    indptr, indices, data, sq, y, dense = X
-    code, gamma, coef0, degree = kp
     cache = ca[0]
     L = istate[IS_SLOT_LEN]
     lim = min(n, L)
     istate[IS_FULL_ROWS] += 1
     base = _smo_get_row(p, lim, X, kp, ca, istate, xbuf)
-    for t in range(lim):
-        G_bar[t] += coef * cache[base + t]
+    _smo_axpy(G_bar, coef, cache, base, 0, lim, X, istate)
     if lim < n:
-        yp = y[p]
-        if dense.shape[0] > 1:
-            xp = dense[p]
-            for t in range(lim, n):
-                xt = dense[t]
-                dot = 0.0
-                for k in range(xp.size):
-                    dot += xp[k] * xt[k]
-                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
-        else:
-            scatter_row(indptr, indices, data, p, xbuf)
-            for t in range(lim, n):
-                dot = gather_dot(indptr, indices, data, t, xbuf)
-                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
-            clear_row(indptr, indices, p, xbuf)
+        _smo_row(p, lim, n, X, kp, G_bar, 0, coef, True, istate)
         istate[IS_COMPUTED] += n - lim
         istate[IS_UNCACHED] += n - lim
+
+
+@njit(cache=True)
+def _smo_axpy_chunk(v, a, cache, base, lo, hi):
+    for t in range(lo, hi):
+        v[t] += a * cache[base + t]
+
+
+@njit(cache=True, parallel=True)
+def _smo_axpy_parallel(v, a, cache, base, lo, hi, n_chunks):
+    for c in prange(n_chunks):
+        _smo_axpy_chunk(v, a, cache, base, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks)
+
+
+@njit(cache=True)
+def _smo_axpy(v, a, cache, base, lo, hi, X, istate):
+    """v[t] += a * cache[base + t] for t in [lo, hi)."""
+    threads = istate[IS_THREADS]
+    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_SCAN]:
+        _smo_axpy_parallel(v, a, cache, base, lo, hi, threads)
+    else:
+        _smo_axpy_chunk(v, a, cache, base, lo, hi)
+
+
+@njit(cache=True)
+def _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
+    for t in range(lo, hi):
+        G[t] += cache[base_i + t] * di + cache[base_j + t] * dj
+
+
+@njit(cache=True, parallel=True)
+def _smo_update_g_parallel(G, cache, base_i, base_j, di, dj, active, n_chunks):
+    for c in prange(n_chunks):
+        _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, active * c // n_chunks, active * (c + 1) // n_chunks)
 
 
 @njit(cache=True)
@@ -473,8 +552,10 @@ def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_b
     dj = aj_new - alpha[j]
     Qij = cache[base_i + j]
     fstate[FS_F] += G[i] * di + G[j] * dj + 0.5 * (QD[i] * di * di + QD[j] * dj * dj) + Qij * di * dj
-    for t in range(active):
-        G[t] += cache[base_i + t] * di + cache[base_j + t] * dj
+    if istate[IS_THREADS] > 1 and active >= istate[IS_PAR_MIN_SCAN]:
+        _smo_update_g_parallel(G, cache, base_i, base_j, di, dj, active, istate[IS_THREADS])
+    else:
+        _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, 0, active)
     alpha[i] = ai_new
     alpha[j] = aj_new
     old_ui = status[i] == UPPER
@@ -491,12 +572,11 @@ def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_b
 
 
 @njit(cache=True)
-def _smo_extremes(y, G, status, active):
-    """(m, M, i_max) over the active variables: m = max_{I_up} F, M = min_{I_low} F."""
+def _smo_extremes_range(y, G, status, lo, hi):
     m = -np.inf
     M = np.inf
     i_max = -1
-    for t in range(active):
+    for t in range(lo, hi):
         yt = y[t]
         st = status[t]
         F = -yt * G[t]
@@ -508,13 +588,48 @@ def _smo_extremes(y, G, status, active):
     return m, M, i_max
 
 
+@njit(cache=True, parallel=True)
+def _smo_extremes_parallel(y, G, status, active, n_chunks, part_f, part_g, part_i):
+    for c in prange(n_chunks):
+        m, M, i = _smo_extremes_range(y, G, status, active * c // n_chunks, active * (c + 1) // n_chunks)
+        part_f[c] = m
+        part_g[c] = M
+        part_i[c] = i
+
+
 @njit(cache=True)
-def _smo_select_j(i, m, base_i, y, G, QD, status, cache, active):
-    """Second-order choice of j given i (F_i = m): argmax (m - F_t)^2 / eta_it over I_low with F_t < m."""
+def _smo_extremes(y, G, status, active):
+    """(m, M, i_max) over the active variables: m = max_{I_up} F, M = min_{I_low} F."""
+    return _smo_extremes_range(y, G, status, 0, active)
+
+
+@njit(cache=True)
+def _smo_extremes_threads(X, G, status, active, istate):
+    """_smo_extremes, split over the threads when long (the first maximum wins, as in one scan)."""
+    threads = istate[IS_THREADS]
+    y = X[4]
+    if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
+        return _smo_extremes_range(y, G, status, 0, active)
+    part_f, part_g, part_i = X[10], X[11], X[12]
+    _smo_extremes_parallel(y, G, status, active, threads, part_f, part_g, part_i)
+    m = -np.inf
+    M = np.inf
+    i_max = -1
+    for c in range(threads):
+        if part_f[c] > m:
+            m = part_f[c]
+            i_max = part_i[c]
+        if part_g[c] < M:
+            M = part_g[c]
+    return m, M, i_max
+
+
+@njit(cache=True)
+def _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, lo, hi):
     j = -1
     best = -np.inf
     yi = y[i]
-    for t in range(active):
+    for t in range(lo, hi):
         yt = y[t]
         if _smo_in_low(yt, status[t]):
             diff = m + yt * G[t]
@@ -527,6 +642,39 @@ def _smo_select_j(i, m, base_i, y, G, QD, status, cache, active):
                 if gain > best:
                     best = gain
                     j = t
+    return j, best
+
+
+@njit(cache=True, parallel=True)
+def _smo_select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, n_chunks, part_f, part_i):
+    for c in prange(n_chunks):
+        j, best = _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, active * c // n_chunks,
+                                      active * (c + 1) // n_chunks)
+        part_f[c] = best
+        part_i[c] = j
+
+
+@njit(cache=True)
+def _smo_select_j(i, m, base_i, y, G, QD, status, cache, active):
+    """Second-order choice of j given i (F_i = m): argmax (m - F_t)^2 / eta_it over I_low with F_t < m."""
+    return _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+
+
+@njit(cache=True)
+def _smo_select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
+    """_smo_select_j, split over the threads when long (the first maximum wins, as in one scan)."""
+    threads = istate[IS_THREADS]
+    y = X[4]
+    if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
+        return _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+    part_f, part_i = X[10], X[12]
+    _smo_select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, threads, part_f, part_i)
+    j = -1
+    best = -np.inf
+    for c in range(threads):
+        if part_f[c] > best:
+            best = part_f[c]
+            j = part_i[c]
     return j
 
 
@@ -552,28 +700,47 @@ def _smo_swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, slot_of, slot_owne
 
 @njit(cache=True)
 def _smo_reorder(orig, X):
-    """Rewrite the position-ordered copy of the rows from the original CSR and the permutation.
+    """Rewrite the position-ordered copies of the rows (CSR, and the transposed dense copy or the CSC).
 
-    Kernel rows then walk memory in position order (about 4x faster than gathering rows through the
-    permutation once shrinking has scrambled it).
+    Kernel rows then walk memory in position order, and a row of the active problem touches only the
+    first active_size positions of every column.
     """
     indptr, indices, data, sq, perm = orig
-    pindptr, pindices, pdata, psq, _y, dense = X
-    is_dense = dense.shape[0] > 1
+    pindptr, pindices, pdata, psq, _y, dense_t, col_ptr, col_pos, col_val = X[:9]
+    is_dense = dense_t.shape[1] > 1
     k = 0
     for p in range(perm.size):
         r = perm[p]
-        if is_dense:
-            for c in range(dense.shape[1]):
-                dense[p, c] = 0.0
         for e in range(indptr[r], indptr[r + 1]):
             pindices[k] = indices[e]
             pdata[k] = data[e]
-            if is_dense:
-                dense[p, indices[e]] += data[e]
             k += 1
         pindptr[p + 1] = k
         psq[p] = sq[r]
+    if is_dense:
+        dense_t[:, :] = 0.0
+        for p in range(perm.size):
+            for e in range(pindptr[p], pindptr[p + 1]):
+                dense_t[pindices[e], p] += pdata[e]
+    else:
+        # counting sort by column; positions come out ascending within each column
+        n_cols = col_ptr.size - 1
+        for c in range(n_cols + 1):
+            col_ptr[c] = 0
+        for e in range(k):
+            col_ptr[pindices[e] + 1] += 1
+        for c in range(n_cols):
+            col_ptr[c + 1] += col_ptr[c]
+        for p in range(perm.size):
+            for e in range(pindptr[p], pindptr[p + 1]):
+                c = pindices[e]
+                q = col_ptr[c]
+                col_pos[q] = p
+                col_val[q] = pdata[e]
+                col_ptr[c] = q + 1
+        for c in range(n_cols, 0, -1):
+            col_ptr[c] = col_ptr[c - 1]
+        col_ptr[0] = 0
 
 
 @njit(cache=True, inline="always")
@@ -595,7 +762,7 @@ def _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate,
     perm = orig[4]
     cache, slot_of, slot_owner, slot_fill, _lru_prev, lru_next, _free_stack = ca
     active = istate[IS_ACTIVE]
-    m, M, _i_max = _smo_extremes(y, G, status, active)
+    m, M, _i_max = _smo_extremes_threads(X, G, status, active, istate)
     if istate[IS_UNSHRUNK] == 0 and m - M <= 10.0 * tol:
         istate[IS_UNSHRUNK] = 1
         if active < n:
@@ -674,12 +841,12 @@ def _smo_run_second_order(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, s
                 if code != RUN_BUDGET:
                     return code
         active = istate[IS_ACTIVE]
-        m, M, i = _smo_extremes(y, G, status, active)
+        m, M, i = _smo_extremes_threads(X, G, status, active, istate)
         fstate[FS_VIOL] = m - M
         if i < 0 or m - M < tol:
             return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
         base_i = _smo_get_row(i, active, X, kp, ca, istate, xbuf)
-        j = _smo_select_j(i, m, base_i, y, G, QD, status, cache, active)
+        j = _smo_select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate)
         if j < 0:
             return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
         base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
@@ -920,13 +1087,26 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
     return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
 
 
+def _threads(n_threads) -> int:
+    """Threads for the kernels: n_threads (default: numba's), never more than numba allows in this process."""
+    import numba
+
+    allowed = numba.get_num_threads()
+    if n_threads is None:
+        return allowed
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise SolverInputError(f"n_threads must be an integer >= 1 or None, got {n_threads!r}")
+    return int(min(n_threads, allowed))
+
+
 def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
               tol=1e-3, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
-              trace_every=1000, seed=0, control=None) -> SolverResult:
+              trace_every=1000, seed=0, n_threads=None, control=None) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs)."""
     y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
         indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
         class_weight, max_iter, trace_every, seed)
+    threads = _threads(n_threads)
     control = control if control is not None else SolverControl()
     trace_every = int(trace_every)
     started = time.perf_counter()
@@ -945,13 +1125,18 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     G_bar = np.zeros(n)
     status = np.zeros(n, dtype=np.int8)
     n_features = int(n_features)
-    if n_features <= _DENSE_MAX_FEATURES and data.size >= _DENSE_MIN_FILL * n * n_features:
-        # few, mostly filled columns: contiguous dense dot products beat the sparse gather
-        dense = np.asarray(sp.csr_matrix((data, indices, indptr), shape=(n, n_features)).toarray(), dtype=np.float64)
+    nnz = int(data.size)
+    if n_features * n * 8 <= _DENSE_T_MAX_BYTES and nnz >= _DENSE_T_MIN_FILL * n * n_features:
+        dense_t = np.zeros((n_features, n))  # few columns, many stored: contiguous vectorized dot products
+        col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
     else:
-        dense = np.zeros((1, 1))
-    X = (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense)  # rows in position order
+        dense_t = np.zeros((1, 1))  # the columns (CSC) touch only the rows that share a feature
+        col_ptr, col_pos, col_val = np.zeros(n_features + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz)
+    # rows in position order (rewritten by _smo_reorder after shrinking), a row buffer, per-thread results
+    X = (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense_t, col_ptr, col_pos, col_val, np.empty(n),
+         np.empty(threads), np.empty(threads), np.empty(threads, dtype=np.int64))
     orig = (indptr, indices, data, sq, perm)
+    _smo_reorder(orig, X)
 
     budget = int(cache_mb * (1 << 20) / 4)
     n_slots = int(min(n, max(2, budget // n)))
@@ -975,8 +1160,11 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     istate[IS_FREE_TOP] = n_slots
     istate[IS_SHRINK_COUNTER] = min(n, 1000)
     istate[IS_EXAMINE_ALL] = 1
+    istate[IS_THREADS] = threads
+    istate[IS_PAR_MIN_ROW] = PAR_MIN_ROW
+    istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
     fstate = np.zeros(FS_SIZE)
-    xbuf = np.zeros(n_features)
+    xbuf = np.zeros(1)  # unused (kept for the kernels' signatures)
     swap_p = np.empty(n, dtype=np.int64)
     swap_q = np.empty(n, dtype=np.int64)
     rng = rng_state(int(seed))
