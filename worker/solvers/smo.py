@@ -209,6 +209,8 @@ _DENSE_T_MIN_FILL = 0.05
 # each solve (istate), so that tests can lower them
 PAR_MIN_ROW = 2048
 PAR_MIN_SCAN = 16384
+_ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
+_SCAN_BLOCK = 256  # the working-set scans take block maxima, then look for the first maximum in its block
 
 WORKING_SETS = ("second_order", "platt")
 
@@ -256,50 +258,71 @@ def _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate):
     threads gives the same values.
     """
     indptr, indices, data, sq, y, dense_t, col_ptr, col_pos, col_val, dots = X[:10]
-    code, gamma, coef0, degree = kp
+    # loops run over views from index 0 (numba then knows the index is not negative and LLVM vectorizes
+    # them), block by block so that the block of dot products stays in the first-level cache
+    if dense_t.shape[1] > 1:
+        for b0 in range(lo, hi, _ROW_BLOCK):
+            b1 = min(b0 + _ROW_BLOCK, hi)
+            d = dots[b0:b1]
+            for t in range(b1 - b0):
+                d[t] = 0.0
+            for e in range(indptr[p], indptr[p + 1]):
+                v = data[e]
+                col = dense_t[indices[e], b0:b1]
+                for t in range(b1 - b0):
+                    d[t] += v * col[t]
+            _smo_row_kernel(p, b0, b1, X, kp, out, base, coef, accumulate)
+        return
     for t in range(lo, hi):
         dots[t] = 0.0
-    if dense_t.shape[1] > 1:
-        for e in range(indptr[p], indptr[p + 1]):
-            v = data[e]
-            col = dense_t[indices[e]]
-            for t in range(lo, hi):
-                dots[t] += v * col[t]
-    else:
-        for e in range(indptr[p], indptr[p + 1]):
-            k = indices[e]
-            v = data[e]
-            a = col_ptr[k]
-            b = col_ptr[k + 1]
-            if lo > 0:
-                h = b
-                while a < h:
-                    mid = (a + h) >> 1
-                    if col_pos[mid] < lo:
-                        a = mid + 1
-                    else:
-                        h = mid
-            for q in range(a, b):
-                t = col_pos[q]
-                if t >= hi:
-                    break
-                dots[t] += v * col_val[q]
+    for e in range(indptr[p], indptr[p + 1]):
+        k = indices[e]
+        v = data[e]
+        a = col_ptr[k]
+        b = col_ptr[k + 1]
+        if lo > 0:
+            h = b
+            while a < h:
+                mid = (a + h) >> 1
+                if col_pos[mid] < lo:
+                    a = mid + 1
+                else:
+                    h = mid
+        for q in range(a, b):
+            t = col_pos[q]
+            if t >= hi:
+                break
+            dots[t] += v * col_val[q]
+    for b0 in range(lo, hi, _ROW_BLOCK):
+        _smo_row_kernel(p, b0, min(b0 + _ROW_BLOCK, hi), X, kp, out, base, coef, accumulate)
+
+
+@njit(cache=True)
+def _smo_row_kernel(p, lo, hi, X, kp, out, base, coef, accumulate):
+    """Turn the dot products dots[lo:hi] into Q[p, t] and store (or add coef times) them at out[base + t]."""
+    sq, y, dots = X[3], X[4], X[9]
+    code, gamma, coef0, degree = kp
+    m = hi - lo
+    d = dots[lo:hi]
     yp = y[p]
     sq_p = sq[p]
+    yy = y[lo:hi]
+    ss = sq[lo:hi]
     if code == KERNEL_RBF:
         # the common case spelled out, so that the loop vectorizes (fast_exp has no call inside)
-        for t in range(lo, hi):
-            d2 = sq_p + sq[t] - 2.0 * dots[t]
-            dots[t] = yp * y[t] * fast_exp(-gamma * max(d2, 0.0))
+        for t in range(m):
+            d2 = sq_p + ss[t] - 2.0 * d[t]
+            d[t] = yp * yy[t] * fast_exp(-gamma * max(d2, 0.0))
     else:
-        for t in range(lo, hi):
-            dots[t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dots[t], sq_p, sq[t])
+        for t in range(m):
+            d[t] = yp * yy[t] * kernel_from_dot(code, gamma, coef0, degree, d[t], sq_p, ss[t])
+    o = out[base + lo:base + hi]
     if accumulate:
-        for t in range(lo, hi):
-            out[base + t] += coef * dots[t]
+        for t in range(m):
+            o[t] += coef * d[t]
     else:
-        for t in range(lo, hi):
-            out[base + t] = dots[t]
+        for t in range(m):
+            o[t] = d[t]
 
 
 @njit(cache=True, parallel=True)
@@ -510,8 +533,10 @@ def _smo_gbar_row(p, coef, n, X, kp, ca, istate, G_bar, xbuf):
 
 @njit(cache=True)
 def _smo_axpy_chunk(v, a, cache, base, lo, hi):
-    for t in range(lo, hi):
-        v[t] += a * cache[base + t]
+    vv = v[lo:hi]
+    cc = cache[base + lo:base + hi]
+    for t in range(hi - lo):
+        vv[t] += a * cc[t]
 
 
 @njit(cache=True, parallel=True)
@@ -532,8 +557,11 @@ def _smo_axpy(v, a, cache, base, lo, hi, X, istate):
 
 @njit(cache=True)
 def _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
-    for t in range(lo, hi):
-        G[t] += cache[base_i + t] * di + cache[base_j + t] * dj
+    g = G[lo:hi]
+    qi = cache[base_i + lo:base_i + hi]
+    qj = cache[base_j + lo:base_j + hi]
+    for t in range(hi - lo):
+        g[t] += qi[t] * di + qj[t] * dj
 
 
 @njit(cache=True, parallel=True)
@@ -571,20 +599,45 @@ def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_b
     istate[IS_ITER] += 1
 
 
+@njit(cache=True, inline="always")
+def _smo_up_low(yt, st):
+    """(t in I_up, t in I_low) without branches (so that the scans below run straight through)."""
+    pos = yt > 0.0
+    return (pos & (st != UPPER)) | ((~pos) & (st != LOWER)), ((~pos) & (st != UPPER)) | (pos & (st != LOWER))
+
+
 @njit(cache=True)
 def _smo_extremes_range(y, G, status, lo, hi):
+    """(m, M, i_max) over positions [lo, hi): block maxima first, then the first maximum in its block."""
     m = -np.inf
     M = np.inf
+    best_block = -1
+    for b0 in range(lo, hi, _SCAN_BLOCK):
+        b1 = min(b0 + _SCAN_BLOCK, hi)
+        yy = y[b0:b1]
+        gg = G[b0:b1]
+        st = status[b0:b1]
+        bm = -np.inf
+        bM = np.inf
+        for t in range(b1 - b0):
+            yt = yy[t]
+            F = -yt * gg[t]
+            up, low = _smo_up_low(yt, st[t])
+            v = F if up else -np.inf
+            w = F if low else np.inf
+            bm = v if v > bm else bm
+            bM = w if w < bM else bM
+        if bm > m:
+            m = bm
+            best_block = b0
+        if bM < M:
+            M = bM
     i_max = -1
-    for t in range(lo, hi):
-        yt = y[t]
-        st = status[t]
-        F = -yt * G[t]
-        if _smo_in_up(yt, st) and F > m:
-            m = F
-            i_max = t
-        if _smo_in_low(yt, st) and F < M:
-            M = F
+    if best_block >= 0:
+        for t in range(best_block, min(best_block + _SCAN_BLOCK, hi)):
+            if _smo_in_up(y[t], status[t]) and -y[t] * G[t] == m:
+                i_max = t
+                break
     return m, M, i_max
 
 
@@ -624,24 +677,44 @@ def _smo_extremes_threads(X, G, status, active, istate):
     return m, M, i_max
 
 
+@njit(cache=True, inline="always")
+def _smo_gain(yi, QDi, m, yt, Gt, st, QDt, Qit):
+    """Second-order gain of the pair (i, t), or -inf when t is not in I_low with F_t < m."""
+    _up, low = _smo_up_low(yt, st)
+    diff = m + yt * Gt
+    eta = QDi + QDt - 2.0 * (yi * yt * Qit)
+    eta = eta if eta > 0.0 else TAU
+    gain = diff * diff / eta
+    return gain if low & (diff > 0.0) else -np.inf
+
+
 @njit(cache=True)
 def _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, lo, hi):
-    j = -1
-    best = -np.inf
+    """(j, gain) over positions [lo, hi): block maxima first, then the first maximum in its block."""
     yi = y[i]
-    for t in range(lo, hi):
-        yt = y[t]
-        if _smo_in_low(yt, status[t]):
-            diff = m + yt * G[t]
-            if diff > 0.0:
-                Kit = yi * yt * cache[base_i + t]
-                eta = QD[i] + QD[t] - 2.0 * Kit
-                if eta <= 0.0:
-                    eta = TAU
-                gain = diff * diff / eta
-                if gain > best:
-                    best = gain
-                    j = t
+    QDi = QD[i]
+    best = -np.inf
+    best_block = -1
+    for b0 in range(lo, hi, _SCAN_BLOCK):
+        b1 = min(b0 + _SCAN_BLOCK, hi)
+        yy = y[b0:b1]
+        gg = G[b0:b1]
+        st = status[b0:b1]
+        qd = QD[b0:b1]
+        row = cache[base_i + b0:base_i + b1]
+        bb = -np.inf
+        for t in range(b1 - b0):
+            gain = _smo_gain(yi, QDi, m, yy[t], gg[t], st[t], qd[t], row[t])
+            bb = gain if gain > bb else bb
+        if bb > best:
+            best = bb
+            best_block = b0
+    j = -1
+    if best_block >= 0:
+        for t in range(best_block, min(best_block + _SCAN_BLOCK, hi)):
+            if _smo_gain(yi, QDi, m, y[t], G[t], status[t], QD[t], cache[base_i + t]) == best:
+                j = t
+                break
     return j, best
 
 
