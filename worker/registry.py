@@ -124,6 +124,7 @@ def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight,
         max_iter=params["max_iter"],
         bias=params["bias"],
         seed=params["seed"],
+        n_threads=params.get("n_threads") or params.get("n_processes"),
         control=control,
     )
 

@@ -285,7 +285,7 @@ class Search:
             setting["kernel"] = dict(setting["kernel"], gamma=gamma)
         if self.solver == "ocas":
             setting["n_processes"] = 1  # the processes go to the paths
-        elif self.solver == "smo":
+        elif self.solver in registry.KERNEL_SOLVERS:
             setting["n_threads"] = 1 if self.processes == 1 else None  # None: the threads the process is allowed
         return setting
 

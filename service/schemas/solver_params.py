@@ -68,7 +68,8 @@ class CommonParams(StrictModel):
         le=256,
         description=(
             "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
-            "sharing the data set. Null: the worker's cores. ocas also uses them inside a single binary problem."
+            "sharing the data set. Null: the worker's cores. ocas also uses them inside a single binary problem, "
+            "smo and sampled_cuts as threads inside a single binary problem (processes x threads <= cores)."
         ),
     )
 

@@ -89,11 +89,16 @@ shrinking resumes; when the active problem has converged, the gradient is rebuil
 made active and the stopping test repeated on the whole problem (the final un-shrunk check). The
 rebuild runs in chunks between control checks.
 
-Kernel rows are computed from sparse dot products (scatter one row, gather the others, see
-``kernels``) over a copy of the rows kept in position order (rewritten after each shrinking pass,
-so a row walks memory sequentially); when the data have at most 256 features and at least a quarter
-of the entries stored (e.g. ijcnn1), a dense position-ordered copy is used instead (contiguous dot
-products, about twice as fast there).
+Kernel rows
+-----------
+A row Q[p, :] takes the dot products <x_p, x_t> for all positions t at once, from copies of the rows
+kept in position order (rewritten after each shrinking pass): when the transposed dense copy
+(n_features x n) takes at most 256 MB and at least 5% of its entries are stored (a9a, ijcnn1), row p's
+entries times its columns (contiguous, vectorized, computed 1,024 positions at a time so that they stay
+in the first-level cache); otherwise the columns in CSC form, positions ascending, so that only the rows
+sharing a feature with x_p are touched and a row of the active problem stops at active_size. The rbf
+kernel then takes ``kernels.fast_exp`` (within one ulp of exp, vectorizes). LIBSVM instead merges the
+two index lists of every pair. Both give each dot product summed in the order of row p's entries.
 
 Linear kernel (Section 2.3): the result also carries the folded weight vector w = sum_i y_i alpha_i x_i
 (prediction then costs one sparse dot product); the kernel rows themselves are the same dot products.
@@ -123,7 +128,14 @@ Trace points (every ``trace_every`` steps and at the end): iteration, elapsed_s,
 (over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap when no
 variable is shrunk.
 
-Nothing runs in parallel: one thread, deterministic for a given seed (only ``platt`` draws numbers).
+What runs in parallel (``n_threads``, default: the threads numba allows this process): a kernel row is
+split into contiguous position ranges, one per thread; the gradient update (two rows) likewise; the two
+working-set scans take each thread's first maximum and keep the first of those (so the choice is the one
+a single scan makes). Every value is computed by the same arithmetic whatever the split, so 1 and 2
+threads take the very same steps and return the same alpha (tested). Passes shorter than ``PAR_MIN_ROW``
+(kernel rows) or ``PAR_MIN_SCAN`` (scans) run on one thread. numba's prange runs on its ``workqueue``
+threading layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given
+seed and thread count (only ``platt`` draws numbers).
 """
 
 from __future__ import annotations
@@ -145,6 +157,7 @@ from worker.solvers.common import (
     check_positive,
     rng_below,
     rng_state,
+    solver_threads,
 )
 from worker.solvers.kernels import (
     KERNEL_LINEAR,
@@ -1160,18 +1173,6 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
     return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
 
 
-def _threads(n_threads) -> int:
-    """Threads for the kernels: n_threads (default: numba's), never more than numba allows in this process."""
-    import numba
-
-    allowed = numba.get_num_threads()
-    if n_threads is None:
-        return allowed
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise SolverInputError(f"n_threads must be an integer >= 1 or None, got {n_threads!r}")
-    return int(min(n_threads, allowed))
-
-
 def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
               tol=1e-3, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
               trace_every=1000, seed=0, n_threads=None, control=None) -> SolverResult:
@@ -1179,7 +1180,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
         indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
         class_weight, max_iter, trace_every, seed)
-    threads = _threads(n_threads)
+    threads = solver_threads(n_threads)
     control = control if control is not None else SolverControl()
     trace_every = int(trace_every)
     started = time.perf_counter()
