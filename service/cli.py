@@ -1,7 +1,8 @@
 """The `hinge` command: serve (Redis + API + workers), api, worker, keys, openapi.
 
 `hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
-(hashed) in Redis (see service/storage/apikeys.py); it needs REDIS_URL.
+(hashed) in Redis (see service/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
+`hinge serve` running with the same data directory (it writes ``serve.json`` there).
 
 `hinge serve` is a small supervisor: it starts an embedded Redis (unless REDIS_URL is set), the
 API (uvicorn) and the worker processes, restarts a worker that dies, and on Ctrl-C or SIGTERM
@@ -92,9 +93,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from service.config import get_settings
     from service.storage.apikeys import ApiKeyStore
 
-    url = get_settings().redis_url
+    url = get_settings().redis_url or running_serve_redis(Path(args.data_dir))
     if not url:
-        _log("REDIS_URL is not set: point it at the service's Redis (hinge serve prints it)")
+        _log(f"no Redis to keep keys in: start `hinge serve` (it writes {Path(args.data_dir) / SERVE_FILE}, found "
+             "from the same directory or --data-dir), or set REDIS_URL to the service's Redis")
         return 2
     client = redis.Redis.from_url(url)
     store = ApiKeyStore(client)
@@ -132,6 +134,20 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 2
 
 
+SERVE_FILE = "serve.json"
+"""Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url}."""
+
+
+def running_serve_redis(data_dir: Path) -> str | None:
+    """The Redis URL of the `hinge serve` running with this data directory, if one runs."""
+    try:
+        info = json.loads((data_dir / SERVE_FILE).read_text())
+        os.kill(int(info["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info.get("redis_url")
+
+
 def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
     """Replace this process with one worker (`python -m worker`)."""
     os.execv(sys.executable, [sys.executable, "-m", "worker", *rest])
@@ -161,6 +177,8 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
+        # workers x threads <= cores: each worker's jobs get an equal share of the machine
+        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
         if not self.env.get("REDIS_URL"):
             from service.embedded_redis import EmbeddedRedis
 
@@ -177,12 +195,17 @@ class Supervisor:
             "--die-with-parent", "--log-level", self.args.log_level,
         ])
         self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
-        _log(f"API on http://{self.args.host}:{self.args.port} with {self.args.workers} worker(s); Ctrl-C stops")
+        self.api_url = f"http://{self.args.host}:{self.args.port}"
+        (self.data_dir / SERVE_FILE).write_text(json.dumps(
+            {"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url}))
+        _log(f"starting the API on {self.api_url} and {self.args.workers} worker(s)")
+        self.readiness = Readiness(self)
 
     def watch(self) -> int:
         restarts: list[float] = []
         while not self.stopping:
             time.sleep(0.5)
+            self.readiness.poll()
             if self.api is not None and self.api.poll() is not None:
                 _log(f"the API exited with code {self.api.returncode}; stopping")
                 return 1
@@ -215,7 +238,97 @@ class Supervisor:
                 pass
         if self.redis is not None:
             self.redis.stop()
+        try:
+            (self.data_dir / SERVE_FILE).unlink()
+        except OSError:
+            pass
         _log("stopped")
+
+
+class Readiness:
+    """Tells the person at the terminal what `hinge serve` is doing until it can train, then says so once.
+
+    Reads the workers' heartbeats in Redis (``warming``: kernels done and left, see worker/heartbeat.py)
+    and asks the API's /healthz. Lines: "compiling solver kernels (first run only, about N s)" when a
+    worker is still compiling after a second, one line per solver as the slowest worker finishes it,
+    then "ready: API on ..., N workers". N is the last measured compile time (kept in the data
+    directory), or KERNEL_SECONDS_GUESS before any.
+    """
+
+    KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
+    TIMES_FILE = "kernel-seconds.json"
+
+    def __init__(self, supervisor: "Supervisor"):
+        self.supervisor = supervisor
+        self.started = time.monotonic()
+        self.ready = False
+        self.announced = False
+        self.reported: set[str] = set()
+        self.slowest: dict[str, float] = {}
+        self._client = None
+
+    def _beats(self) -> dict:
+        import redis
+
+        from service.lifecycle import worker_beats
+
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.supervisor.env["REDIS_URL"], socket_timeout=1.0)
+        pids = {proc.pid for proc in self.supervisor.workers}
+        try:
+            return {k: v for k, v in worker_beats(self._client).items() if v.get("pid") in pids}
+        except redis.exceptions.RedisError:
+            return {}
+
+    def _api_up(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.supervisor.api_url + "/healthz", timeout=1.0) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def _guess(self) -> int:
+        try:
+            return int(round(json.loads((self.supervisor.data_dir / self.TIMES_FILE).read_text())["seconds"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.KERNEL_SECONDS_GUESS
+
+    def poll(self) -> None:
+        """Look once; print what changed."""
+        if self.ready:
+            return
+        wanted = len(self.supervisor.workers)
+        beats = self._beats() if wanted else {}
+        warming = [b["warming"] for b in beats.values() if not b.get("ready") and b.get("warming")]
+        elapsed = time.monotonic() - self.started
+        if warming and not self.announced and elapsed > 1.0:
+            self.announced = True
+            _log(f"compiling solver kernels (first run only, about {self._guess()} s; cached afterwards)")
+        if self.announced:
+            for state in warming:
+                for name, seconds in state.get("done", {}).items():
+                    self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
+            still = {name for state in warming for name in state.get("left", [])}
+            total = len(self.slowest) + len(still - set(self.slowest))
+            for name in list(self.slowest):
+                if name not in still and name not in self.reported:
+                    self.reported.add(name)
+                    _log(f"  kernels of {name} ready ({self.slowest[name]:.1f} s) [{len(self.reported)}/{max(total, 1)}]")
+        ready_workers = sum(1 for b in beats.values() if b.get("ready"))
+        if ready_workers >= wanted and self._api_up():
+            self.ready = True
+            if self.announced:
+                try:
+                    (self.supervisor.data_dir / self.TIMES_FILE).write_text(json.dumps({"seconds": elapsed}))
+                except OSError:
+                    pass
+            url = self.supervisor.api_url
+            _log(f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
+                 f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops")
+            if self._client is not None:
+                self._client.close()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -266,7 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)
 
-    keys_parser = sub.add_parser("keys", help="Manage API keys (needs REDIS_URL): create, list, revoke.")
+    keys_parser = sub.add_parser("keys", help="Manage API keys (the Redis of a running `hinge serve`, or REDIS_URL): "
+                                              "create, list, revoke.")
+    keys_parser.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+                             help="Data directory of the running `hinge serve` (default ./hinge-data).")
     keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="Create a key for a tenant; prints the key once.")
     create.add_argument("--tenant", required=True, help="Tenant the key acts for (letters, digits, _ . -).")

@@ -63,6 +63,14 @@ class Settings(BaseSettings):
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
     model_cache_size: int = Field(default=64, ge=1, description="Models kept in memory by the API for predict.")
+    worker_cores: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Cores one worker's job may use (threads of a solver, processes of its subtasks). Null: every core the "
+            "worker process may run on. `hinge serve` sets it to cores // workers, so that workers x threads <= cores."
+        ),
+    )
     worker_cache_bytes: int = Field(
         default=4 * GiB, ge=0, description="Disk a worker may use to cache data sets locally (least recently used go first)."
     )
@@ -110,7 +118,11 @@ class Settings(BaseSettings):
     redis_appendfsync: Literal["always", "everysec"] = Field(
         default="always", description="fsync policy of the embedded Redis's append-only file (see README, Operations)."
     )
-    log_format: Literal["json", "text"] = Field(default="json", description="Log lines as JSON objects or plain text.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="Log lines as plain text (`text`), JSON objects (`json`), or `auto`: text when stderr is a "
+        "terminal, JSON otherwise (a log collector reads JSON; a person reads text).",
+    )
 
 
 @functools.lru_cache(maxsize=1)

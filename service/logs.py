@@ -1,4 +1,5 @@
-"""Logging: one JSON object per line, with the request id (API) and the job id (workers) attached.
+"""Logging: plain text on a terminal, one JSON object per line otherwise, with the request id (API) and
+the job id (workers) attached (``HINGE_LOG_FORMAT=json|text`` forces either).
 
 The ids travel in context variables: the API's request-id middleware sets ``request_id`` for the
 duration of a request, ``worker.jobs.train`` sets ``job_id`` while a job runs. A filter copies them
@@ -64,8 +65,16 @@ class TextFormatter(logging.Formatter):
         return f"{text} [{' '.join(ids)}]" if ids else text
 
 
+def resolve_format(fmt: str) -> str:
+    """`auto` becomes `text` when stderr is a terminal and `json` otherwise; `json` and `text` stay."""
+    if fmt == "auto":
+        return "text" if sys.stderr.isatty() else "json"
+    return fmt
+
+
 def make_handler(fmt: str = "json") -> logging.Handler:
-    """A stderr handler with the context filter and the chosen formatter."""
+    """A stderr handler with the context filter and the chosen formatter (``auto``: see resolve_format)."""
+    fmt = resolve_format(fmt)
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
@@ -86,6 +95,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
 
 def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
     """A ``log_config`` for uvicorn.run that uses these formatters."""
+    fmt = resolve_format(fmt)
     formatter = {"()": "service.logs.JsonFormatter"} if fmt == "json" else {"()": "service.logs.TextFormatter"}
     handler = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "main",
                "filters": ["context"]}

@@ -71,17 +71,25 @@ def wait_job(http, job_id: str, statuses=("succeeded", "failed", "canceled"), ti
     return wait_for(done, timeout=timeout, interval=0.05, message=f"job {job_id} to reach {statuses}")
 
 
-class NullSink:
-    """A trace sink for running the dispatcher in-process: points and job updates go nowhere."""
+class NullJobs:
+    """A job store that keeps what a sink publishes in memory (no Redis)."""
 
-    class _Jobs:
-        def update(self, job_id, **fields):
-            pass
+    def __init__(self):
+        self.points: list[dict] = []
+        self.progress: list[dict] = []
 
-    jobs, job_id, subproblem = _Jobs(), "job_test", 0
+    def update(self, job_id, **fields):
+        if "progress" in fields:
+            self.progress.append(fields["progress"])
 
-    def add(self, point):
-        pass
+    def append_trace(self, job_id, points, progress=None):
+        self.points.extend(points)
+        if progress is not None:
+            self.progress.append(progress)
 
-    def flush(self):
-        pass
+
+def NullSink(subproblems: int = 1):
+    """A real trace sink for running the dispatcher in-process: points and progress stay in ``sink.jobs``."""
+    from worker.progress import TraceSink
+
+    return TraceSink(NullJobs(), "job_test", 0.05, subproblems)

@@ -62,47 +62,56 @@ def sparse_problem():
 # ---------------------------------------------------------------------------------------------
 
 
+def _add_dense_cut(rp, Z, z, b):
+    """Hand a dense cut to the reduced problem as its Gram row (what cut_store.DenseCuts does)."""
+    row = np.array([float(z @ zk) for zk in Z]) if Z else np.zeros(0)
+    rp.add_cut(row, float(z @ z), b, len(Z))
+    Z.append(z)
+
+
 def test_reduced_qp_gap_certificate_and_monotone_warm_start():
     rng = np.random.default_rng(0)
     d, C = 12, 3.0
-    rp = ReducedProblem(d, C, capacity=2)
+    rp = ReducedProblem(C, capacity=2)
     Z, b = [], []
     previous = -np.inf
     for _ in range(25):
         z = rng.normal(size=d) * rng.uniform(0.1, 10)
         beta = float(rng.uniform(0, 5))
-        rp.add_cut(z, beta)
-        Z.append(z)
+        _add_dense_cut(rp, Z, z, beta)
         b.append(beta)
-        w, D, xi, _, _ = rp.solve(1e-10)
+        D, _, _ = rp.solve(1e-10)
         alpha = rp.alpha[: rp.t].copy()
         assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
-        np.testing.assert_allclose(w, np.array(Z).T @ alpha, rtol=1e-10, atol=1e-10)
+        w = np.array(Z).T @ alpha
+        np.testing.assert_allclose(rp.h_alpha[: rp.t], np.array(Z) @ w, rtol=1e-10, atol=1e-10)
+        assert rp.sq_norm() == pytest.approx(float(w @ w), rel=1e-10, abs=1e-12)
         assert D == pytest.approx(naive.reduced_dual(Z, b, alpha), rel=1e-10, abs=1e-10)
         primal = naive.reduced_primal(Z, b, w, C)
         assert primal - D <= 1e-8 * max(1.0, abs(primal))  # certified optimum of the reduced problem
-        assert xi == pytest.approx(max(0.0, max(np.array(b) - np.array(Z) @ w)), abs=1e-9)
         assert D >= previous - 1e-12  # the lower bound never decreases
         previous = D
 
 
 def test_reduced_qp_drop_inactive_keeps_dual_value():
     rng = np.random.default_rng(1)
-    rp = ReducedProblem(5, 1.0)
+    rp = ReducedProblem(1.0)
+    Z = []
     for _ in range(8):
-        rp.add_cut(rng.normal(size=5), float(rng.uniform(0, 1)))
+        _add_dense_cut(rp, Z, rng.normal(size=5), float(rng.uniform(0, 1)))
     # a cut that can never be active: huge z pointing away, b = 0
-    rp.add_cut(np.full(5, 100.0), 0.0)
-    _, D, _, _, _ = rp.solve(1e-12)
+    _add_dense_cut(rp, Z, np.full(5, 100.0), 0.0)
+    D, _, _ = rp.solve(1e-12)
     inactive_before = int(np.sum(rp.alpha[: rp.t] == 0.0))
     assert inactive_before >= 1
     for _ in range(3):
         rp.solve(1e-12)
     dropped = rp.drop_inactive(2)
-    assert dropped == inactive_before
-    _, D2, _, _, _ = rp.solve(1e-12)
+    assert len(dropped) == inactive_before
+    D2, _, _ = rp.solve(1e-12)
     assert D2 == pytest.approx(D, rel=1e-12)
-    assert rp.t == 9 - dropped
+    assert rp.t == 9 - len(dropped)
+    assert sorted(rp.slot[: rp.t].tolist() + dropped.tolist()) == list(range(9))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,7 +124,7 @@ def test_cpa_reaches_optimum_within_its_tolerance_on_breast_cancer(cancer, C, B)
     X, y = cancer
     best = _reference(X, y, C, B)
     tol = 1e-3
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol=tol)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol_rel=0.0, tol=tol)
     assert res.converged and res.stop_reason is StopReason.CONVERGED
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, B), rel=1e-10)
     # guarantee of Algorithm 1 in service units: F(w) - F* <= C * n * tol
@@ -131,7 +140,7 @@ def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
     best = _reference(X, y, C, 1.0)
     tol = 1e-4
     res = solve_cpa(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1],
-                    C=C, tol=tol)
+                    C=C, tol_rel=0.0, tol=tol)
     assert res.converged
     assert best * (1 - 1e-6) <= res.objective <= best + 1.001 * C * len(y) * tol
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, 1.0), rel=1e-10)
@@ -142,7 +151,7 @@ def test_cpa_agrees_with_dcd(cancer):
     X, y = cancer
     ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6,
                         max_iter=100000)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol=1e-3)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=0.0, tol=1e-3)
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective + 1.0 * len(y) * 1e-3
 
 
@@ -163,7 +172,7 @@ def test_cpa_agrees_with_liblinear_official_at_tight_tolerance(problem, request)
         w_full = -w_full
     ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
     res = solve_cpa(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
-                    n_features=X.shape[1], C=C, bias=1.0, tol=1e-6)
+                    n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=1e-6)
     assert abs(res.objective - ref) <= 1e-3 * ref
 
 
@@ -171,7 +180,7 @@ def test_cpa_tolerance_is_the_papers_training_loss_precision(cancer):
     """At the stop, the most violated constraint exceeds the working set's slack by <= tol per example."""
     X, y = cancer
     for tol in (1e-2, 1e-3):
-        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=tol)
+        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=tol)
         last = res.trace[-1]
         assert last["violation"] <= tol
         assert all(p["violation"] > tol for p in res.trace[:-1])
@@ -181,11 +190,11 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
     X, y = cancer
     X = X.copy()
     X[np.abs(X) < 0.5] = 0.0
-    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4)
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4)
     full = sp.csr_matrix(np.ones_like(X))  # every entry stored, row-major
     full.data[:] = X.ravel()  # ... including the zeros
     b = solve_cpa(full.indptr.astype(np.int64), full.indices.astype(np.int32), full.data, y,
-                  n_features=X.shape[1], C=1.0, tol=1e-4)
+                  n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4)
     assert a.n_iter == b.n_iter
     assert b.objective == pytest.approx(a.objective, rel=1e-12)
 
@@ -197,7 +206,7 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
 
 def test_cpa_max_iter_is_a_result(cancer):
     X, y = cancer
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, max_iter=3)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, max_iter=3)
     assert not res.converged and res.stop_reason is StopReason.MAX_ITER
     assert res.n_iter == 3 and len(res.trace) == 3
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
@@ -206,7 +215,7 @@ def test_cpa_max_iter_is_a_result(cancer):
 
 def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
     X, y = cancer
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, control=SolverControl(deadline=0.0))
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=SolverControl(deadline=0.0))
     assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1 and not res.converged
     calls = []
 
@@ -215,7 +224,7 @@ def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
         return len(calls) >= 4
 
     control = SolverControl(cancel_requested=cancel)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-6, control=control)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=control)
     assert res.stop_reason is StopReason.CANCELED and res.n_iter == 4
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
     assert len(control.points) == 4
@@ -223,8 +232,8 @@ def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
 
 def test_cpa_deterministic_and_trace(cancer):
     X, y = cancer
-    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4, seed=1)
-    b = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol=1e-4, seed=2)
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4, seed=1)
+    b = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4, seed=2)
     np.testing.assert_array_equal(a.w, b.w)
     assert a.bias == b.bias and a.n_iter == b.n_iter
     keys = {"iteration", "elapsed_s", "primal", "lower_bound", "gap", "n_cuts", "qp_s", "outputs_s", "cut_s"}
@@ -242,7 +251,7 @@ def test_cpa_on_digits_is_within_tolerance():
     y = np.where(labels >= 5, 1.0, -1.0)
     C = 0.1
     best = _reference(X, y, C, 1.0)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol=1e-3)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
     assert best * (1 - 1e-6) <= res.objective <= best + C * len(y) * 1e-3
 
 
@@ -275,3 +284,5 @@ def test_cpa_refuses_bad_labels_and_shapes():
         solve_cpa(ip, ix, dt, np.array([1.0, -1.0]), n_features=4, C=1.0)
     with pytest.raises(SolverInputError, match="CSR arrays"):
         solve_cpa(ip.astype(np.int32), ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, C=1.0)
+    with pytest.raises(SolverInputError, match="tol_rel is 0 and tol is None"):
+        solve_cpa(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, C=1.0, tol_rel=0.0)

@@ -444,7 +444,7 @@ def test_input_errors_name_the_parameter(cancer):
     with pytest.raises(SolverInputError, match="labels"):
         solve_dcd(indptr, indices, data, np.where(y > 0, 1.0, 0.0), **base)
     with pytest.raises(SolverInputError):
-        solve_dcd(indptr, indices.astype(np.int64), data, y, **base)
+        solve_dcd(indptr.astype(np.int32), indices, data, y, **base)
     with pytest.raises(SolverInputError, match="y"):
         solve_dcd(indptr, indices, data, y[:-1], **base)
 

@@ -55,8 +55,9 @@ def test_queued_jobs_limit_answers_429(cluster, slow_ids):
         accepted = [submit(carol, slow_ids["carol"], max_seconds=1, **SLOW) for _ in range(6)]
         assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
         refused = submit(carol, slow_ids["carol"], max_seconds=1, **SLOW)
-        err = assert_error(refused, 429, "too_many_queued_jobs", "max_queued_jobs_per_tenant", "6")
-        assert err["details"] == {"limit": "max_queued_jobs_per_tenant", "value": 6}
+        err = assert_error(refused, 429, "too_many_queued_jobs", "HINGE_MAX_QUEUED_JOBS_PER_TENANT", "6")
+        assert err["details"] == {"limit": "max_queued_jobs_per_tenant", "value": 6,
+                                  "setting": "HINGE_MAX_QUEUED_JOBS_PER_TENANT"}
         assert refused.headers["retry-after"]
         assert submit(alice, slow_ids["alice"], max_seconds=1, **SLOW).status_code == 202, "other tenants unaffected"
         carol.post(f"/v1/jobs/{accepted[0].json()['id']}/cancel")

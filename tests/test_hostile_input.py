@@ -161,7 +161,7 @@ def test_two_gigabyte_line_is_refused_and_memory_stays_bounded(limited_api):
     before = rss_bytes(proc.pid)
     status, body, sent = stream_post(base, "/v1/datasets", multipart(long_line(2_000_000_000)),
                                      "multipart/form-data; boundary=hingeboundary")
-    assert_answer(status, body, 413, "payload_too_large", "max_upload_bytes")
+    assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_UPLOAD_BYTES")
     assert sent < 2_000_000_000, "refused while streaming, not after"
     grown = rss_bytes(proc.pid) - before
     assert grown < 200 * MiB, f"API and ingest processes grew by {grown / MiB:.0f} MiB"
@@ -172,7 +172,7 @@ def test_long_line_is_refused_by_the_line_limit(limited_api):
     before = rss_bytes(proc.pid)
     status, body, _ = stream_post(base, "/v1/datasets", multipart(long_line(300 * MiB)),
                                   "multipart/form-data; boundary=hingeboundary")
-    assert_answer(status, body, 413, "payload_too_large", "max_line_bytes", "line 1")
+    assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_LINE_BYTES", "line 1")
     grown = rss_bytes(proc.pid) - before
     assert grown < 400 * MiB, f"API and ingest processes grew by {grown / MiB:.0f} MiB"
 
@@ -181,7 +181,7 @@ def test_ten_million_features_in_one_row_is_refused(limited_api):
     base, _ = limited_api
     status, body, _ = stream_post(base, "/v1/datasets", multipart(wide_row(10_000_000)),
                                   "multipart/form-data; boundary=hingeboundary")
-    assert_answer(status, body, 413, "payload_too_large", "max_features", "line 1")
+    assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_FEATURES", "line 1")
 
 
 def test_streamed_json_body_over_the_limit_is_refused(limited_api):
@@ -195,9 +195,9 @@ def test_streamed_json_body_over_the_limit_is_refused(limited_api):
             yield row * 1
 
     status, answer, sent = stream_post(base, "/v1/models/mdl_x/predict", body(), "application/json")
-    assert_answer(status, answer, 413, "payload_too_large", "max_json_body_bytes")
+    assert_answer(status, answer, 413, "payload_too_large", "HINGE_MAX_JSON_BODY_BYTES")
     status, answer, _ = stream_post(base, "/v1/jobs", body(), "application/json")
-    assert_answer(status, answer, 413, "payload_too_large", "max_json_body_bytes")
+    assert_answer(status, answer, 413, "payload_too_large", "HINGE_MAX_JSON_BODY_BYTES")
     assert rss_bytes(proc.pid) - before < 100 * MiB
 
 
@@ -211,7 +211,7 @@ CORPUS = {
     "value not a number": (lambda: b"1 1:0x1F\n", 422, "parse_error", ["line 1"]),
     "csv without label column": (lambda: b"a,b\n1,2\n", 422, "parse_error", ["label"]),
     "too many values (nnz)": (lambda: b"".join(b"1 " + b" ".join(b"%d:1" % j for j in range(1, 101)) + b"\n"
-                                               for _ in range(20_001)), 413, "payload_too_large", ["max_nnz"]),
+                                               for _ in range(20_001)), 413, "payload_too_large", ["HINGE_MAX_NNZ"]),
 }
 
 

@@ -108,7 +108,7 @@ def test_pairwise_objectives_reach_brute_force_optimum(objective, n_ranks, n_gro
     C = 0.05
     best, m = _brute_force_optimum(X, y, qid, C)
     tol = 1e-5
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=1.0, tol=tol, objective=objective, qid=qid)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=tol, objective=objective, qid=qid)
     assert res.converged
     assert res.bias == 0.0
     assert res.extra["n_pairs"] == m
@@ -131,13 +131,13 @@ def test_roc_area_agrees_with_liblinear_official():
     w_ref = np.array(model.get_decfun()[0])
     w_ref = w_ref * (1.0 if model.get_labels()[0] == 1 else -1.0)
     ref = naive.pairwise_primal(X, y, w_ref, C)
-    res = solve_cpa(*_csr(X), y, n_features=5, C=C, tol=1e-6, objective="roc_area")
+    res = solve_cpa(*_csr(X), y, n_features=5, C=C, tol_rel=0.0, tol=1e-6, objective="roc_area")
     assert abs(res.objective - ref) <= 1e-3 * ref
 
 
 def test_ordinal_thresholds_and_ranks_in_result():
     X, y, _ = _ranked_problem(200, 6, 4, seed=3)
-    res = solve_cpa(*_csr(X), y, n_features=6, C=0.1, tol=1e-4, objective="ordinal")
+    res = solve_cpa(*_csr(X), y, n_features=6, C=0.1, tol_rel=0.0, tol=1e-4, objective="ordinal")
     ranks = np.array(res.extra["ranks"])
     thresholds = np.array(res.extra["thresholds"])
     np.testing.assert_array_equal(ranks, np.unique(y))

@@ -435,6 +435,17 @@ def test_bad_arguments_are_refused(change, word):
 
 def test_bad_csr_dtypes_are_refused():
     indptr, indices, data = _csr(np.eye(3))
-    with pytest.raises(SolverInputError, match="int32 indices"):
-        solve_smo(indptr, indices.astype(np.int64), data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
+    with pytest.raises(SolverInputError, match="int32 or int64 indices"):
+        solve_smo(indptr, indices.astype(np.int16), data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
                   kernel={"type": "linear"})
+
+
+def test_float32_values_and_int64_indices_give_the_same_model(breast_cancer):
+    """What the service may store (float32 values held exactly, int64 indices) trains like float64 and int32."""
+    matrix, y = breast_cancer
+    indptr, indices, data = _csr(matrix)
+    data32 = data.astype(np.float32)
+    kernel = {"type": "rbf", "gamma": 0.05}
+    a = solve_smo(indptr, indices, data32.astype(np.float64), y, n_features=30, C=1.0, kernel=kernel)
+    b = solve_smo(indptr, indices.astype(np.int64), data32, y, n_features=30, C=1.0, kernel=kernel)
+    np.testing.assert_array_equal(a.extra["alpha"], b.extra["alpha"])

@@ -7,7 +7,8 @@ the job running now (written by ``worker.jobs.train``, also from a forked work h
 touching Redis) and a stop flag.
 
 Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready}`` with a TTL of
-``worker_lease_s``. Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
+``worker_lease_s`` (plus ``warming`` = ``{done: {solver: seconds}, left: [solvers]}`` while the worker
+compiles its kernels, written at once on every change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
 exits. SIGTERM while the worker lives (``docker stop``, Ctrl-C to the process group) is ignored: the
@@ -28,6 +29,7 @@ import sys
 import time
 
 JOB_ID_BYTES = 128
+WARMING_BYTES = 512
 
 log = logging.getLogger("hinge.heartbeat")
 
@@ -44,11 +46,12 @@ class Heartbeat:
         self.stop_flag = ctx.RawValue(ctypes.c_bool, False)
         self.ready = ctx.RawValue(ctypes.c_bool, False)
         self.accepting = ctx.RawValue(ctypes.c_bool, False)  # kernels warm: the worker takes jobs
+        self.warming = ctx.RawArray(ctypes.c_char, WARMING_BYTES)  # JSON {"done": {...}, "left": [...]} while warming
         self.process = ctx.Process(
             target=run,
             name="hinge-heartbeat",
             args=(os.getpid(), worker_id, settings.model_dump(mode="json"), self.current, self.stop_flag, self.ready,
-                  self.accepting),
+                  self.accepting, self.warming),
         )
 
     def start(self) -> "Heartbeat":
@@ -70,6 +73,11 @@ class Heartbeat:
         """Record the job the worker runs now (None: no job)."""
         self.current.value = (job_id or "").encode()[: JOB_ID_BYTES - 1]
 
+    def set_warming(self, state: dict | None) -> None:
+        """Publish the kernel warm-up's state (``{"done": {solver: seconds}, "left": [solvers]}``; None: over)."""
+        text = json.dumps(state, separators=(",", ":")).encode() if state else b""
+        self.warming.value = text[: WARMING_BYTES - 1]
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stop beating (the worker is leaving): the process deletes the liveness key and exits."""
         self.stop_flag.value = True
@@ -85,7 +93,7 @@ def current_job(job_id: str | None) -> None:
         _handle.set_job(job_id)
 
 
-def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting) -> None:
+def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting, warming=None) -> None:
     """Body of the heartbeat process."""
     import redis
 
@@ -111,11 +119,19 @@ def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag
     def gone() -> bool:
         return os.getppid() != parent_pid or stop_flag.value
 
+    last_warming = b""
     while not gone():
         now = time.monotonic()
-        if now >= next_beat:
+        warming_now = warming.value if warming is not None else b""
+        if now >= next_beat or warming_now != last_warming:  # warm-up progress is published at once
             beat = {"pid": parent_pid, "host": host, "job": current.value.decode(errors="replace"), "ts": time.time(),
                     "ready": bool(accepting.value)}
+            last_warming = warming_now
+            if warming_now and not accepting.value:
+                try:
+                    beat["warming"] = json.loads(warming_now)
+                except ValueError:
+                    pass
             try:
                 with client.pipeline(transaction=False) as pipe:
                     pipe.set(key, json.dumps(beat), px=lease_ms)

@@ -125,6 +125,7 @@ def _train(job_id: str) -> dict:
         except Exception as exc:
             log.exception("job %s: distributing the search failed", job_id)
             return _fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
+    jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
         record, arrays = datacache.load(
             dataset_store(client, settings.chunk_bytes),
@@ -150,6 +151,8 @@ def _train(job_id: str) -> dict:
         log.exception("job %s failed", job_id)
         return _fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
 
+    if outcome.arrays is not None:
+        sink.set_phase("storing model", fraction=1.0)
     return record_outcome(jobs, client, job, record, params, outcome, mine, run)
 
 

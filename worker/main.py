@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     os.environ["HINGE_WORKER_ID"] = name
     beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
-    seconds = warm_up_all()
+    seconds = warm_up_all(on_progress=beat.set_warming)
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         beat.stop()
         return 1
     beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
+    beat.set_warming(None)
     import redis
 
     from worker.progress import INTERRUPT

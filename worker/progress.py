@@ -9,6 +9,7 @@ exactly as for a cancel, and the job function stores the model with stop_reason 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -18,8 +19,98 @@ INTERRUPT = threading.Event()
 from service.storage.jobs import JobStore
 
 
+PHASES = ("loading data", "training", "cross-validating", "refitting the best setting", "scoring training data",
+          "storing model")
+"""What a running job is doing, as ``progress.phase`` says (in this order; a search has the middle two)."""
+
+FLOOR = 1e-300
+
+
+def convergence_fraction(solver: str, params: dict, point: dict, first: float | None) -> tuple[float, float | None]:
+    """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
+
+    The measure is what the solver's stopping rule compares with its tolerance: the largest
+    projected-gradient or KKT violation (dcd, smo), the cut violation (cpa, sampled_cuts) or the gap
+    (ocas, against max(tol_abs, tol_rel * primal)). The fraction is the log-scale distance covered
+    from the first measure to the tolerance, log(first / now) / log(first / tol), so halving the
+    violation counts the same early and late; iterations over ``max_iter`` give a floor. ``first``
+    is the problem's first measure (None: this point is the first).
+    """
+    measure, target = _measure(solver, params, point)
+    fraction = 0.0
+    if measure is not None and target is not None and target > 0:
+        start = first if first is not None else measure
+        if measure <= target:
+            fraction = 1.0
+        elif start > target and start > measure:
+            fraction = math.log(start / max(measure, FLOOR)) / math.log(start / target)
+    max_iter = params.get("max_iter")
+    iteration = point.get("iteration")
+    if max_iter and iteration:
+        fraction = max(fraction, float(iteration) / float(max_iter))
+    return min(max(fraction, 0.0), 1.0), measure
+
+
+def _measure(solver: str, params: dict, point: dict) -> tuple[float | None, float | None]:
+    """(measure, target) of the solver's stopping rule at this point; None when the point lacks it."""
+    if solver in ("dcd", "smo"):
+        return _positive(point.get("max_violation")), params.get("tol")
+    if solver == "cpa" and params.get("tol") is not None:
+        return _positive(point.get("violation")), params.get("tol")
+    if solver in ("ocas", "cpa"):  # cpa without the paper's tol stops on the relative gap, as ocas
+        primal = point.get("primal")
+        if primal is None:
+            return None, None
+        target = max(float(params.get("tol_abs") or 0.0), float(params.get("tol_rel") or 0.0) * abs(float(primal)))
+        return _positive(point.get("gap")), target
+    if solver == "sampled_cuts":
+        value, xi = point.get("cut_value"), point.get("xi")
+        if value is None or xi is None:
+            return None, None
+        return max(float(value) - float(xi), FLOOR), params.get("tol")
+    return None, None
+
+
+def _positive(value) -> float | None:
+    return None if value is None else max(float(value), FLOOR)
+
+
+class ProblemsEstimator:
+    """The fraction of a job made of binary problems: the mean of the problems' fractions (done ones count 1)."""
+
+    def __init__(self, solver: str, params: dict, problems: int):
+        self.solver = solver
+        self.params = params
+        self.problems = max(1, problems)
+        self.first: dict[int, float] = {}
+        self.fractions: dict[int, float] = {}
+        self.done: set[int] = set()
+
+    def observe(self, k: int, point: dict) -> None:
+        """Take a trace point of problem k."""
+        fraction, measure = convergence_fraction(self.solver, self.params, point, self.first.get(k))
+        if measure is not None and k not in self.first:
+            self.first[k] = measure
+        self.fractions[k] = max(self.fractions.get(k, 0.0), fraction)
+
+    def problem_done(self, k: int) -> None:
+        """Problem k returned (converged or not)."""
+        self.done.add(k)
+
+    def fraction(self) -> float:
+        """Mean over the problems."""
+        total = sum(1.0 if k in self.done else self.fractions.get(k, 0.0) for k in range(self.problems))
+        return min(1.0, total / self.problems)
+
+
 class TraceSink:
-    """Collects convergence points and pushes them (with the job's progress) every ``flush_s`` seconds."""
+    """Collects convergence points and pushes them (with the job's progress) every ``flush_s`` seconds.
+
+    The progress it publishes (``JobProgress``) has the latest point's figures, the ``phase``, the
+    ``fraction`` done (the estimator's, mapped into the window [``base``, ``base + span``] that the
+    training code sets: a search gives cross-validation and the refit their own parts) and
+    ``eta_s``, extrapolated from how fast the fraction grew over the recent past.
+    """
 
     def __init__(self, jobs: JobStore, job_id: str, flush_s: float, subproblems: int):
         self.jobs = jobs
@@ -28,14 +119,27 @@ class TraceSink:
         self.subproblems = subproblems
         self.subproblem = 0
         self.run = 1  # run number of the job: points of a retried job carry `attempt` (from 2 on)
+        self.phase = "training"
+        self.estimator = None  # ProblemsEstimator or anything with fraction()
+        self.base = 0.0
+        self.span = 1.0
+        self.tags: dict = {}  # added to every point (a search's fold, C, gamma)
+        self.started = time.monotonic()
+        self._history: list[tuple[float, float]] = []  # (time, fraction) of recent publications
+        self._fraction = 0.0
         self._pending: list[dict] = []
         self._last_flush = time.monotonic()
         self._latest: dict | None = None
 
-    def add(self, point: dict) -> None:
+    def add(self, point: dict, subproblem: int | None = None) -> None:
         """Take one point from the solver (tagged with the binary problem it belongs to)."""
+        k = self.subproblem if subproblem is None else subproblem
+        if self.estimator is not None and hasattr(self.estimator, "observe"):
+            self.estimator.observe(k, point)
         if self.subproblems > 1:
-            point = dict(point, subproblem=self.subproblem)
+            point = dict(point, subproblem=k)
+        if self.tags:
+            point = dict(point, **self.tags)
         if self.run > 1:
             point = dict(point, attempt=self.run)
         self._pending.append(point)
@@ -43,13 +147,47 @@ class TraceSink:
         if time.monotonic() - self._last_flush >= self.flush_s:
             self.flush()
 
+    def set_phase(self, phase: str, *, fraction: float | None = None) -> None:
+        """Enter a phase of the job and publish the progress at once."""
+        self.phase = phase
+        if fraction is not None:
+            self._fraction = max(self._fraction, fraction)
+        self.flush()
+
+    def fraction(self) -> float:
+        """The job's fraction done: never goes back."""
+        if self.estimator is not None:
+            self._fraction = max(self._fraction, self.base + self.span * self.estimator.fraction())
+        return min(1.0, self._fraction)
+
+    def eta_s(self, fraction: float) -> float | None:
+        """Seconds left at the rate the fraction grew over the recent past (the last third of the run,
+        at least 3 s); None while it has not grown."""
+        now = time.monotonic()
+        if fraction >= 1.0:
+            return 0.0
+        self._history.append((now, fraction))
+        window = max(3.0, (now - self.started) / 3.0)
+        while len(self._history) > 2 and self._history[1][0] <= now - window:
+            self._history.pop(0)
+        t0, f0 = self._history[0]
+        if fraction > f0 and now - t0 >= 0.5:
+            return (now - t0) * (1.0 - fraction) / (fraction - f0)
+        return None
+
     def progress(self) -> dict:
         """The job's progress as the latest point says."""
         latest = self._latest or {}
+        fraction = self.fraction()
+        eta = self.eta_s(fraction)
         return {
+            "phase": self.phase,
+            "fraction": round(fraction, 4),
+            "eta_s": None if eta is None else round(eta, 1),
             "iteration": latest.get("iteration"),
             "elapsed_s": latest.get("elapsed_s"),
             "primal": latest.get("primal"),
+            "dual": latest.get("dual", latest.get("lower_bound")),
             "gap": latest.get("gap"),
             "subproblem": self.subproblem,
             "subproblems": self.subproblems,

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 
-import numpy as np
 import logging
 import time
+
+import numpy as np
+
+from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
@@ -37,6 +40,7 @@ def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control,
         bias=params["bias"],
         class_weight=class_weight,
         tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
         max_iter=params["max_iter"],
         shrinking=params["shrinking"],
         seed=params["seed"],
@@ -54,22 +58,22 @@ def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control,
         n_features=n_features,
         C=params["C"],
         bias=params["bias"],
-        tol=params["tol"],
+        tol_rel=params.get("tol_rel", 0.01),
+        tol=params.get("tol"),
         max_iter=params["max_iter"],
         max_inactive=params["max_inactive"],
         objective=params["objective"],
         qid=qid,
+        n_processes=params.get("n_processes") or available_cores(),
         seed=params["seed"],
         control=control,
     )
 
 
 def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control, w0=None):
-    import os
-
     from worker.solvers.ocas import solve_ocas
 
-    processes = params.get("n_processes") or len(os.sched_getaffinity(0))
+    processes = params.get("n_processes") or available_cores()
     return solve_ocas(
         indptr, indices, data, y,
         n_features=n_features,
@@ -158,13 +162,22 @@ def adapter(solver: str):
         raise KeyError(f"unknown solver {solver!r}; known: {', '.join(sorted(ADAPTERS))}") from None
 
 
-def warm_up_all() -> dict[str, float]:
-    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver."""
-    seconds = {}
-    for name, module_name in SOLVER_MODULES.items():
+def warm_up_all(on_progress=None) -> dict[str, float]:
+    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver.
+
+    ``on_progress({"done": {solver: seconds}, "left": [solvers], "current": solver})`` is called before
+    each solver and at the end.
+    """
+    seconds: dict[str, float] = {}
+    names = list(SOLVER_MODULES)
+    for index, (name, module_name) in enumerate(SOLVER_MODULES.items()):
+        if on_progress is not None:
+            on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": names[index:], "current": name})
         start = time.perf_counter()
         module = importlib.import_module(module_name)
         module.warm_up()
         seconds[name] = time.perf_counter() - start
         log.info("warmed %s in %.2f s", name, seconds[name])
+    if on_progress is not None:
+        on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": [], "current": None})
     return seconds

@@ -57,8 +57,9 @@ from service.scoring.models import csr
 from worker import registry
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_task_graph
+from worker.progress import ProblemsEstimator
 from worker.training import TrainingOutcome, assemble_model, binary_problems, class_weight_pairs, fit_problems, \
-    resolve_kernel, train_model
+    n_binary_problems, resolve_kernel, train_model
 
 WARM_SOLVERS = ("dcd", "ocas")
 PATHS_PER_PROCESS = 4
@@ -290,7 +291,7 @@ class Search:
         return setting
 
     def fit_segment(self, path: Path, start: int, stop: int, state, cache: FoldCache, *, deadline,
-                    cancel_requested) -> tuple[list[FitRecord], object]:
+                    cancel_requested, record_point=None) -> tuple[list[FitRecord], object]:
         """Fit ``path.Cs[start:stop]`` in order, each from the previous (or ``state``, a (C, result) pair)."""
         fit = registry.adapter(self.solver)
         fold_data = cache.get(path.fold)
@@ -300,7 +301,11 @@ class Search:
             C = path.Cs[i]
             setting = self.setting(C, path.gamma)
             start_args = registry.warm_start_arguments(self.solver, state[1], setting, state[0]) if state else {}
-            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested)
+            on_point = None
+            if record_point is not None and not path.cold_reference:
+                tags = {"stage": "search", "fold": path.fold, "C": C, "gamma": path.gamma, "subproblem": path.problem}
+                on_point = lambda point, tags=tags: record_point(dict(point, **tags))  # noqa: E731
+            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=on_point)
             began = time.perf_counter()
             if self.task == "classification":
                 labels = fold_data["labels"]
@@ -325,11 +330,12 @@ class Search:
         return records, state
 
     def run(self, *, n_processes: int, deadline, cancel_requested, publish, folds: list[int] | None = None,
-            gamma_indices: list[int] | None = None, on_rows=None) -> list[dict]:
+            gamma_indices: list[int] | None = None, on_rows=None, on_point=None, flush=None) -> list[dict]:
         """Run the paths (all, or those of ``folds`` and ``gamma_indices``); returns the table rows (one per fold and setting).
 
-        ``publish(table, subtasks)`` gets the table as it fills (throttled); ``on_rows(rows)`` gets the
-        rows of each completed (fold, setting) cell.
+        ``publish(table, subtasks)`` gets the table as it fills (throttled, and ``flush()`` is called with
+        it); ``on_rows(rows)`` gets the rows of each completed (fold, setting) cell; ``on_point(point)``
+        every fit's trace points, tagged with ``stage: search``, the fold, C, gamma and the binary problem.
         """
         self.processes = n_processes
         paths = self.paths(folds, gamma_indices)
@@ -349,7 +355,8 @@ class Search:
         def run_task(payload, context: SubtaskContext):
             p, start, stop, state = payload
             return self.fit_segment(paths[p], start, stop, state, cache, deadline=context.deadline,
-                                    cancel_requested=context.cancel_requested)
+                                    cancel_requested=context.cancel_requested,
+                                    record_point=None if on_point is None else context.record_point)
 
         cells: dict[tuple, dict[int, FitRecord]] = {}
         cold: dict[tuple, dict[int, FitRecord]] = {}
@@ -363,6 +370,8 @@ class Search:
             if force or now - last_publish[0] >= PUBLISH_EVERY_S:
                 last_publish[0] = now
                 publish(table(rows, self.metric, self.params["search"], self.warm), {"done": len(rows), "total": total})
+                if flush is not None:
+                    flush()
 
         def on_done(payload, result):
             p, start, stop, _ = payload
@@ -389,7 +398,8 @@ class Search:
 
         maybe_publish(force=True)
         run_task_graph(run_task, tasks, n_processes=n_processes, deadline=deadline,
-                       cancel_requested=cancel_requested, on_done=on_done)
+                       cancel_requested=cancel_requested, on_done=on_done,
+                       on_point=None if on_point is None else (lambda index, point: on_point(point)))
         for (fold, gamma_index, C), fits in cold.items():
             if len(fits) == self.n_problems(fold):
                 for row in rows:
@@ -429,7 +439,8 @@ class Search:
         path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
         if len(path) == 1:
             outcome = train_model(self.solver, refit_params, self.arrays, self.n_features, deadline=deadline,
-                                  cancel_requested=cancel_requested, sink=sink, n_processes=n_processes)
+                                  cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
+                                  phase="refitting the best setting")
             walked = {"C": path, "n_iter": [outcome.meta.get("n_iter")]}
         else:
             outcome, walked = self._refit_path(refit_params, path, n_processes=n_processes, deadline=deadline,
@@ -441,6 +452,9 @@ class Search:
 
     def _refit_path(self, refit_params: dict, path: list, *, n_processes, deadline, cancel_requested, sink):
         previous, previous_C, walked = None, None, {"C": [], "n_iter": []}
+        estimator = ProblemsEstimator(self.solver, refit_params, n_binary_problems(np.asarray(self.arrays["y"])))
+        sink.estimator = estimator
+        sink.set_phase("refitting the best setting")
 
         def on_point(k: int, point: dict) -> None:
             sink.subproblem = k
@@ -451,7 +465,8 @@ class Search:
             labels, results = fit_problems(self.solver, dict(refit_params, C=C), self.arrays, self.n_features,
                                            deadline=deadline, cancel_requested=cancel_requested,
                                            on_point=on_point if last else (lambda k, point: None),
-                                           n_processes=n_processes, warm=previous, warm_C=previous_C)
+                                           n_processes=n_processes, warm=previous, warm_C=previous_C,
+                                           on_problem_done=estimator.problem_done if last else None)
             if any(r is None for r in results):
                 sink.flush()
                 done = [r for r in results if r is not None]
@@ -463,6 +478,7 @@ class Search:
                 break
             previous, previous_C = results, C
         sink.flush()
+        sink.set_phase("scoring training data")
         model_arrays, meta = assemble_model(self.solver, dict(refit_params, C=C), results, labels, self.arrays,
                                             self.n_features)
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
@@ -479,12 +495,36 @@ def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, dead
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
     search = Search(solver, params, arrays, n_features)
     processes = params.get("n_processes") or available_cores()
-    rows = search.run(n_processes=processes, deadline=deadline, cancel_requested=cancel_requested, publish=publish)
+    search_work = FitCount(len(search.Cs) * len(search.gammas) * search.cv_folds)
+    sink.estimator, sink.base, sink.span = search_work, 0.0, search_work.total / (search_work.total + 1.0)
+    sink.set_phase("cross-validating")  # the refit weighs one fit
+
+    def on_rows(new_rows: list[dict]) -> None:
+        search_work.done += len(new_rows)
+
+    rows = search.run(n_processes=processes, deadline=deadline, cancel_requested=cancel_requested, publish=publish,
+                      on_rows=on_rows, on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
+                      flush=sink.flush)
+    sink.flush()
     results_table = table(rows, search.metric, params["search"], search.warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
+    sink.base, sink.span = sink.span, 1.0 - sink.span
+    sink.tags = {"stage": "refit"}
     return search.refit(results_table, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested,
                         sink=sink)
+
+
+class FitCount:
+    """The fraction of a search's cross-validation done: (fold, setting) cells scored over all cells."""
+
+    def __init__(self, total: int):
+        self.total = max(1, total)
+        self.done = 0
+
+    def fraction(self) -> float:
+        """Cells scored over all."""
+        return min(1.0, self.done / self.total)
 
 
 def table(rows: list[dict], metric: str, search: dict, warm: bool) -> dict:

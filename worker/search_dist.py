@@ -173,6 +173,8 @@ def finish(job_id: str, run: int) -> dict:
                          f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}")
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"]))
         sink.run = run
+        n_fits = len(grid) * params["search"]["cv_folds"]
+        sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
         outcome = search.refit(
             results_table, deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
             sink=sink, n_processes=params.get("n_processes") or search_module.available_cores(),

@@ -52,11 +52,17 @@ class SubtaskContext:
 
 
 def available_cores() -> int:
-    """Cores this process may run on."""
+    """Cores one job of this worker may use: ``HINGE_WORKER_CORES`` when set (``hinge serve`` sets cores //
+    workers, so that workers x threads <= cores and two jobs never fight over one core), else the cores
+    this process may run on."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    from service.config import get_settings
+
+    limit = get_settings().worker_cores
+    return max(1, min(cores, limit)) if limit else cores
 
 
 def _child_init(threads: int) -> None:

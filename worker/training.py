@@ -28,6 +28,7 @@ from service.labels import label_key
 from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
 from worker import registry
+from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 
@@ -50,6 +51,12 @@ def binary_problems(y: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     if labels.size == 2:
         return labels, [np.where(y == labels[1], 1.0, -1.0)]
     return labels, [np.where(y == label, 1.0, -1.0) for label in labels]
+
+
+def n_binary_problems(y: np.ndarray) -> int:
+    """How many binary problems the labels make (1 for two labels, one per class otherwise)."""
+    count = np.unique(y).size
+    return 1 if count <= 2 else count
 
 
 def class_weight_pairs(labels: np.ndarray, class_weight: dict | None) -> list[tuple[float, float]]:
@@ -84,6 +91,7 @@ def fit_problems(
     warm: list | None = None,
     warm_C: float | None = None,
     on_subtask_done=None,
+    on_problem_done=None,
 ) -> tuple[np.ndarray, list[SolverResult | None]]:
     """Fit every binary problem of the labels (in parallel subtasks when n_processes > 1).
 
@@ -118,6 +126,8 @@ def fit_problems(
 
         def finished(index: int, result) -> None:
             done.add(index)
+            if on_problem_done is not None:
+                on_problem_done(index)
             if on_subtask_done is not None:
                 on_subtask_done(len(done), len(problems))
 
@@ -128,6 +138,8 @@ def fit_problems(
     for k in range(len(problems)):
         context = SubtaskContext(k, deadline, cancel_requested, lambda point, k=k: on_point(k, point))
         results[k] = fit_one(k, context)
+        if on_problem_done is not None:
+            on_problem_done(k)
         if on_subtask_done is not None and len(problems) > 1:
             on_subtask_done(k + 1, len(problems))
         if results[k].stop_reason is StopReason.CANCELED:
@@ -145,13 +157,17 @@ def train_model(
     cancel_requested,
     sink,
     n_processes: int | None = None,
+    phase: str = "training",
 ) -> TrainingOutcome:
-    """Train every problem of the job with the solver and assemble the model."""
+    """Train every problem of the job with the solver and assemble the model (``phase``: as progress shows it)."""
     n_processes = n_processes or params.get("n_processes") or available_cores()
     if solver == "cpa" and params.get("objective", "classification") != "classification":
         return _train_pairwise(params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink)
     if solver in registry.KERNEL_SOLVERS:
         params = dict(params, kernel=resolve_kernel(params["kernel"], arrays, n_features))
+
+    estimator = ProblemsEstimator(solver, params, n_binary_problems(np.asarray(arrays["y"])))
+    sink.estimator = estimator
 
     def on_point(k: int, point: dict) -> None:
         sink.subproblem = k
@@ -160,13 +176,15 @@ def train_model(
     def on_subtask_done(done: int, total: int) -> None:
         sink.jobs.update(sink.job_id, subtasks={"done": done, "total": total})
 
+    sink.set_phase(phase)
     labels, results = fit_problems(solver, params, arrays, n_features, deadline=deadline,
                                    cancel_requested=cancel_requested, on_point=on_point, n_processes=n_processes,
-                                   on_subtask_done=on_subtask_done)
+                                   on_subtask_done=on_subtask_done, on_problem_done=estimator.problem_done)
     sink.flush()
     if any(r is None for r in results):
         done = [r for r in results if r is not None]
         return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
+    sink.set_phase("scoring training data")
     model_arrays, meta = assemble_model(solver, params, results, labels, arrays, n_features)
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
@@ -210,7 +228,19 @@ def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
         "trace_seconds": float(sum(r.trace_seconds for r in results)),
         "objective": _finite_or_none(sum(r.objective for r in results)),
         "objectives": [_finite_or_none(r.objective) for r in results],
+        **_certified_gap(results),
     }
+
+
+def _certified_gap(results: list[SolverResult]) -> dict:
+    """gap_rel (the largest over the problems), per problem, and how it was certified."""
+    gaps = [r.extra.get("gap_rel") for r in results]
+    gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
+    note = results[0].extra.get("gap_note") if results else None
+    if any(g is None for g in gaps) or not gaps:
+        return {"gap_rel": None, "gap_rel_per_problem": gaps,
+                "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with"}
+    return {"gap_rel": max(gaps), "gap_rel_per_problem": gaps, "gap_rel_note": note}
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -262,10 +292,14 @@ def _train_pairwise(params: dict, arrays: dict, n_features: int, *, deadline, ca
     indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
     y = np.asarray(arrays["y"], dtype=np.float64)
     qid = np.asarray(arrays["qid"]) if objective == "ranking" else None
+    estimator = ProblemsEstimator("cpa", params, 1)
+    sink.estimator = estimator
+    sink.set_phase("training")
     control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add)
     result = registry.adapter("cpa")(indptr, indices, data, y, n_features=n_features, params=params,
                                      class_weight=(1.0, 1.0), control=control, qid=qid)
-    sink.flush()
+    estimator.problem_done(0)
+    sink.set_phase("scoring training data")
     model_arrays = {"weights": np.asarray(result.w, dtype=np.float64).reshape(1, -1), "offsets": np.zeros(1)}
     meta = dict(_summary([result], result.stop_reason is StopReason.DEADLINE), kind="ranking", task=objective,
                 n_features=int(n_features), n_pairs=int(result.extra.get("n_pairs", 0)))

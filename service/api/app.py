@@ -13,10 +13,11 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from service.api.deps import key_digests_from
-from service.api.errors import BodyTooLarge, install_handlers
+from service.api.errors import BodyTooLarge, error_body, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
-from service.api.routes import datasets, evaluation, health, jobs, models
+from service.api.routes.ui import install_ui
+from service.api.routes import datasets, evaluation, health, job_events, jobs, models, plots
 from service.config import Settings, get_settings
 from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
@@ -52,9 +53,8 @@ class BodyLimitMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 response = JSONResponse(
-                    {"error": {"code": "payload_too_large",
-                               "message": f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
-                               "details": {"limit": "max_json_body_bytes", "value": limit}}},
+                    error_body("payload_too_large", f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
+                               {"limit": "max_json_body_bytes", "value": limit}),
                     status_code=413,
                 )
                 return await response(scope, receive, send)
@@ -138,10 +138,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from service.api.routes.ui, with vendored scripts
+        redoc_url=None,
         openapi_tags=[
             {"name": "datasets", "description": "Upload and manage training data."},
             {"name": "jobs", "description": "Train models; follow their convergence; cancel."},
             {"name": "models", "description": "Trained models and prediction."},
+            {"name": "plots", "description": "Pictures of convergence traces and searches (SVG, PNG)."},
             {"name": "health", "description": "Liveness and readiness."},
         ],
     )
@@ -159,8 +162,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics_registry, requests_total, latency = build_registry(app)
     app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)
-    for router in (datasets.router, jobs.router, models.router, evaluation.router, health.router):
+    for router in (datasets.router, jobs.router, job_events.router, models.router, plots.router, evaluation.router,
+                   health.router):
         app.include_router(router)
+    install_ui(app)
     install_openapi(app)
     return app
 

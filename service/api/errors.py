@@ -87,7 +87,42 @@ async def read_body_limited(request, limit: int, name: str) -> bytes:
 
 
 def _body(code: str, message: str, details: Any = None) -> dict:
-    return {"error": {"code": code, "message": message, "details": details}}
+    from service.api.hints import setting_variable, with_setting_variables
+
+    if isinstance(details, dict) and isinstance(details.get("limit"), str) and details["limit"].startswith("max_"):
+        details = dict(details, setting=setting_variable(details["limit"]))
+    return {"error": {"code": code, "message": with_setting_variables(message), "details": details}}
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict:
+    """The one error shape (limits named by their HINGE_* variables), for answers built outside the handlers."""
+    return _body(code, message, details)
+
+
+async def _explain(request: Request, detail: dict) -> str:
+    """The message of one validation error, with how to fix it where we can tell."""
+    from service.api import hints
+
+    loc, kind = detail["loc"], detail.get("type", "")
+    message = f"{_loc_text(loc)}: {detail['msg']}"
+    if loc == ["body"] and kind in ("model_attributes_type", "dict_type", "model_type", "missing"):
+        sent = request.headers.get("content-type")
+        if not sent or "json" not in sent.lower():
+            what = f"was sent as {sent.split(';')[0]!r}" if sent else "has no Content-Type header"
+            return (f"body: expected a JSON object, but the request {what}: send the header "
+                    "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')")
+    if kind == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int):
+        reason = (detail.get("ctx") or {}).get("error") or "not valid JSON"
+        body = await request.body()
+        return f"body: not valid JSON at {hints.json_position(body, loc[1])} (character {loc[1]}): {reason}"
+    if kind == "extra_forbidden" and loc[:1] == ["body"]:
+        route = request.scope.get("route")
+        field = getattr(route, "body_field", None)
+        roots = hints._models_of(field.field_info.annotation) if field is not None else []
+        hint = hints.extra_field_hint(roots, loc[1:]) if roots else None
+        if hint:
+            return f"{message}; {hint}"
+    return message
 
 
 def _loc_text(loc: Any) -> str:
@@ -111,10 +146,14 @@ def install_handlers(app: FastAPI) -> None:
         for err in exc.errors():
             loc = list(err.get("loc", ()))
             details.append({"loc": loc, "msg": err.get("msg", ""), "type": err.get("type", "")})
+            ctx = err.get("ctx")
+            if err.get("type") == "json_invalid" and isinstance(ctx, dict) and isinstance(ctx.get("error"), str):
+                details[-1]["ctx"] = {"error": ctx["error"]}
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = _loc_text(first["loc"])
         more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
-        message = f"{where}: {first['msg']}{more}"
+        message = (await _explain(request, first) if details else "body: invalid request") + more
+        for detail in details:
+            detail.pop("ctx", None)
         return JSONResponse(_body("validation_error", message, details), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

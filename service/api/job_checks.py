@@ -38,7 +38,8 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
     max_seconds = body.params.max_seconds
     if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
         raise unprocessable(
-            f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds",
+            f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds "
+            "(HINGE_MAX_SECONDS_CEILING)",
             ["body", "params", "max_seconds"],
         )
 

@@ -66,7 +66,7 @@ def ingest(
                 "status": 422,
                 "code": "parse_error",
                 "message": str(exc),
-                "details": {"line": exc.line, "column": exc.column, "reason": exc.reason},
+                "details": {"line": exc.line or None, "column": exc.column or None, "reason": exc.reason},
             }
         }
     except UploadLimitError as exc:

@@ -92,13 +92,21 @@ class UploadParseError(ValueError):
     """The upload is not valid text of its format (HTTP 422); ``line``/``column`` are 1-based."""
 
     def __init__(self, line: int, column: int, reason: str):
-        super().__init__(f"line {line}, column {column}: {reason}")
+        super().__init__(f"line {line}, column {column}: {reason}" if line > 0 else reason)
         self.line = int(line)
         self.column = int(column)
         self.reason = reason
 
     def __reduce__(self):
         return (type(self), (self.line, self.column, self.reason))
+
+
+def _csv_hint(label: bytes, line: int, csv: bool) -> str:
+    """How to fix a CSV file sent as svmlight (the default format): its first field holds commas."""
+    if csv or b"," not in label:
+        return ""
+    what = "a CSV header line" if line == 1 and any(c.isalpha() for c in label.decode("latin-1")) else "CSV"
+    return f"; this looks like {what}: send format=csv (POST /v1/datasets?format=csv, label_column names the label)"
 
 
 class UploadLimitError(ValueError):
@@ -387,7 +395,7 @@ class _Builder:
         if code == K.E_LIMIT_FEATURES:
             raise UploadLimitError("max_features", self.limits.max_features, line)
         messages = {
-            K.E_BAD_LABEL: f"bad label {tok}: not a number{hint}",
+            K.E_BAD_LABEL: f"bad label {tok}: not a number{hint}{_csv_hint(raw, line, self.csv)}",
             K.E_NONFINITE_LABEL: f"label {tok} is not a finite number{no_nan}",
             K.E_MISSING_LABEL: f"missing label: the line starts with the feature {tok}"
             " (expected 'label [qid:N] index:value ...')",
@@ -465,6 +473,8 @@ class _Builder:
         n_rows, nnz = int(st[K.S_NROWS]), int(st[K.S_NNZ])
         if n_rows == 0:
             lines = int(st[K.S_LINE])
+            if text_bytes == 0:
+                raise UploadParseError(0, 0, "the uploaded file is empty (0 bytes): send a file with one example per line")
             if self.csv and self.names is None:
                 raise UploadParseError(
                     0, 0, "the file is empty (a CSV upload needs a header line and data rows)"

@@ -71,11 +71,34 @@ class JobStatus(str, Enum):
 
 
 class JobProgress(BaseModel):
-    """How far a job has come, from its latest convergence point."""
+    """How far a job has come: its phase, the fraction done with an estimate of the time left, and its
+    latest convergence point.
 
+    `fraction` per solver, for one binary problem: the log-scale distance its stopping measure has
+    covered from its first value to the tolerance, log(first / now) / log(first / tol), where the
+    measure is the largest projected-gradient violation (`dcd`, against `tol`), the largest KKT
+    violation (`smo`, against `tol`), the cut violation (`cpa`, against `tol`; `sampled_cuts`:
+    cut value minus slack, against `tol`) or the gap (`ocas`, against max(`tol_abs`, `tol_rel` x
+    primal)); iterations over `max_iter` are a floor. One-vs-rest: the mean over the classes
+    (finished classes count 1). A search: cross-validation subtasks finished over all, scaled so that
+    the refit of the best setting takes the share of one fit, then the refit's own fraction.
+    """
+
+    phase: str | None = Field(
+        default=None,
+        description="What the job is doing: `loading data`, `training`, `cross-validating`, "
+        "`refitting the best setting`, `scoring training data`, `storing model`, or `done` once the job succeeded.",
+    )
+    fraction: float | None = Field(default=None, ge=0.0, le=1.0, description="Fraction done, 0 to 1 (see the schema's description); it never goes back.")
+    eta_s: float | None = Field(
+        default=None,
+        description="Estimated seconds left, from how fast `fraction` grew over the recent past (the last third of "
+        "the run, at least 3 s); null while there is no estimate.",
+    )
     iteration: int | None = Field(default=None, description="Outer iterations done (of the binary problem being solved).")
     elapsed_s: float | None = Field(default=None, description="Solver seconds so far.")
     primal: float | None = Field(default=None, description="Latest primal objective.")
+    dual: float | None = Field(default=None, description="Latest dual objective or lower bound.")
     gap: float | None = Field(default=None, description="Latest duality gap (primal minus dual or lower bound).")
     subproblem: int | None = Field(default=None, description="Index of the binary problem being solved (one-vs-rest), from 0.")
     subproblems: int | None = Field(default=None, description="Number of binary problems of the job.")

@@ -38,6 +38,16 @@ class ModelOut(BaseModel):
         description="Primal objective per binary problem (one entry for two classes); null where it was not computed (smo stopped by a deadline while shrunk, on a large problem)."
     )
     trace_seconds: float | None = Field(default=None, description="Seconds spent evaluating trace points (not in training_seconds).")
+    gap_rel: float | None = Field(
+        default=None,
+        description=(
+            "Certified relative gap: (objective - lower bound) / objective, the largest over the binary problems. The "
+            "model's objective is at most this fraction above the optimum. Null where the solver has no bound "
+            "(see gap_rel_note)."
+        ),
+    )
+    gap_rel_per_problem: list[float | None] | None = Field(default=None, description="Certified relative gap of each binary problem (null where unknown).")
+    gap_rel_note: str | None = Field(default=None, description="How gap_rel was certified, or why it is unknown.")
     train_accuracy: float | None = Field(
         description="Accuracy on the training data (kernel models: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
     )

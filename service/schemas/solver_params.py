@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from service.schemas.base import StrictModel
 
@@ -68,8 +68,9 @@ class CommonParams(StrictModel):
         le=256,
         description=(
             "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
-            "sharing the data set. Null: the worker's cores. ocas also uses them inside a single binary problem, "
-            "smo and sampled_cuts as threads inside a single binary problem (processes x threads <= cores)."
+            "sharing the data set. Null: the worker's cores. A single binary problem of ocas or cpa uses this "
+            "many threads for its passes over the data instead; smo and sampled_cuts use them as threads inside "
+            "a single binary problem (processes x threads <= cores)."
         ),
     )
 
@@ -124,7 +125,25 @@ class DcdParams(CommonParams):
         gt=0,
         description="Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); LIBLINEAR's -e).",
     )
-    max_iter: int = Field(default=1000, ge=1, le=10**7, description="Most outer iterations (passes over the data) per binary problem.")
+    tol_rel: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description=(
+            "Also require the duality gap to certify the model: (primal - dual) / primal <= tol_rel when rule (17) "
+            "holds (else the gradient threshold is divided by 10 and training goes on). The model is then within "
+            "tol_rel of the optimum (reported as `gap_rel`). 0: rule (17) alone, as LIBLINEAR."
+        ),
+    )
+    max_iter: int = Field(
+        default=100000,
+        ge=1,
+        le=10**7,
+        description=(
+            "Most outer iterations (passes over the data) per binary problem. Large C needs many passes (thousands at "
+            "C = 100); a model stopped here says so (`stop_reason: max_iter`)."
+        ),
+    )
     shrinking: bool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
     trace_every: int = Field(
         default=1,
@@ -168,18 +187,35 @@ class CpaParams(CommonParams):
         allow_inf_nan=False,
         description="Value B of the constant feature (classification only; it cancels in pairwise differences and is ignored there). Null: no offset.",
     )
-    tol: float = Field(
-        default=0.001,
+    tol_rel: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description=(
+            "Stop when the best objective found minus the lower bound (the reduced problem's dual value) is at most "
+            "tol_rel times that objective: the model is then certified within tol_rel of the optimum (reported as "
+            "`gap_rel`). 0: only `tol` decides."
+        ),
+    )
+    tol: float | None = Field(
+        default=None,
         gt=0,
         description=(
-            "The paper's epsilon: stop when the most violated constraint exceeds the working set's slack by at most "
-            "tol per example (per pair for pairwise objectives); the objective is then within C*n*tol of the optimum."
+            "The paper's epsilon, off when null: also stop when the most violated constraint exceeds the working "
+            "set's slack by at most tol per example (per pair for pairwise objectives), i.e. the objective is within "
+            "C*n*tol of the optimum. At least one of tol_rel > 0 and tol must be given."
         ),
     )
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
     max_inactive: int = Field(
         default=50, ge=1, le=10**6, description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set."
     )
+
+    @model_validator(mode="after")
+    def _some_stopping_rule(self):
+        if self.tol_rel == 0 and self.tol is None:
+            raise ValueError("tol_rel is 0 and tol is null: give tol_rel > 0 (certified relative gap) or the paper's tol")
+        return self
 
 
 
@@ -205,6 +241,12 @@ class OcasParams(CommonParams):
     )
     max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
     max_inactive: int = Field(default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
+
+    @model_validator(mode="after")
+    def _some_stopping_rule(self):
+        if self.tol_rel == 0 and self.tol_abs == 0:
+            raise ValueError("tol_rel and tol_abs are both 0: at least one must be > 0")
+        return self
 
 
 

@@ -3,7 +3,7 @@
     python -m tests.benchmarks.bench_search [--sections speedup,warm,table3] [--repeats 3]
         [--speedup-data a9a,sector]
 
-- speedup: wall time of an 8-setting C search (5 folds, dcd, default warm starts) through
+- speedup: wall time of an 8-setting C search (5 folds, dcd with the schema's defaults) through
   ``worker.search.run_search`` with 1 and with 2 processes, on a9a (two labels: 5 paths, so every fit
   is a task) and on sector.scale (105 classes: 525 (fold, class) paths, one task each); runs
   interleaved (search 1, search 2, calibration 1, calibration 2, ...), paired ratios and medians, the
@@ -79,9 +79,12 @@ SPEEDUP_DATA = {"a9a": ("a9a.svm.gz", None), "sector": ("sector.scale.svm.gz", 5
 
 
 def _search_params(processes: int, measure_cold: bool = False) -> dict:
-    return dcd_params(n_processes=processes, search={"C": GRID, "gamma": None, "cv_folds": 5, "metric": "accuracy",
-                                                     "seed": 0, "warm_start": True, "distribute": False,
-                                                     "measure_cold": measure_cold})
+    """dcd with the schema's defaults (what a job gets), an 8-value C grid, 5 folds."""
+    from service.schemas.solver_params import DcdParams
+
+    search = {"C": GRID, "gamma": None, "cv_folds": 5, "metric": "accuracy", "seed": 0, "warm_start": True,
+              "distribute": False, "measure_cold": measure_cold}
+    return dict(DcdParams().model_dump(), n_processes=processes, search=search)
 
 
 def _load_average() -> list[float]:

@@ -106,10 +106,14 @@ def _json_number(value: Any) -> Any:
 
 
 def check_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_features: int) -> None:
-    """Validate a CSR triple once, up front: dtypes, shapes, index range and finiteness."""
-    if indptr.dtype != np.int64 or indices.dtype != np.int32 or data.dtype != np.float64:
+    """Validate a CSR triple once, up front: dtypes, shapes, index range and finiteness.
+
+    Values may be float32 (what the service stores when the text holds them exactly); every solver
+    accumulates in float64."""
+    if (indptr.dtype != np.int64 or indices.dtype not in (np.int32, np.int64)
+            or data.dtype not in (np.float64, np.float32)):
         raise SolverInputError(
-            f"CSR arrays must be (int64 indptr, int32 indices, float64 data), got "
+            f"CSR arrays must be (int64 indptr, int32 or int64 indices, float64 or float32 data), got "
             f"({indptr.dtype}, {indices.dtype}, {data.dtype})"
         )
     if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != indices.size:

@@ -25,28 +25,38 @@ Each iteration (Algorithm 1, lines 4-8):
      c+ / c- of Algorithm 2 by a sort and R - 1 sweeps (O(n log n + R n), no pair is enumerated);
   4. stop if it is violated by at most the tolerance (line 9), else add it to W (line 8).
 
-Stopping rule in the user's terms. ``tol`` is the paper's epsilon: the precision of the training
-loss in OP2's units (average hinge loss per example; per pair for OP5). With R(w) the loss sum at
-the current iterate and xi = max(0, max_{j in W} b_j - <z_j, w>) the slack the working set asks
-for, Algorithm 1 stops when (R(w) - xi) / n <= tol (n -> m, the number of pairs, for OP5), which in
-the service's objective means F(w) - F_W(w) <= C * n * tol. The reduced problem is solved loosely
-while far from the end (duality gap <= 0.1 x the current outer gap); when the test passes, it is
-re-solved to a gap <= 1e-3 * C * n * tol and the test repeated at that solution, so at the stop
-F(w) - F(w*) <= 1.001 * C * n * tol (Theorem 3 of paper 001 plus the reduced problem's residual
-gap). The paper's default 0.001 (Section 4.4) is ours. ``max_iter`` (default 10000: far above the few hundred iterations the paper
+Stopping rule in the user's terms. The reduced dual value D_t never decreases and is a lower bound
+of the optimum F(w*); the best iterate's F(w) is an upper bound. ``tol_rel`` (default 0.01) stops
+when F(w) - D_t <= tol_rel * F(w): the returned model is certified within tol_rel (relatively) of the
+optimum, whatever C and n are. ``tol`` (default None: not used) adds the paper's rule: epsilon, the
+precision of the training loss in OP2's units (average hinge loss per example; per pair for OP5).
+With R(w) the loss sum at the current iterate and xi = max(0, max_{j in W} b_j - <z_j, w>) the slack
+the working set asks for, Algorithm 1 stops when (R(w) - xi) / n <= tol (n -> m, the number of pairs,
+for OP5), which in the service's objective means F(w) - F_W(w) <= C * n * tol; when that test passes
+on a loosely solved reduced problem it is repeated at a solution precise to 1e-3 * C * n * tol, so
+F(w) - F(w*) <= 1.001 * C * n * tol (Theorem 3 of paper 001). The paper's tol = 0.001 (Section 4.4)
+was this solver's default until it turned out to mean "within C n 0.001", which at C = 10 on 6,412
+rows is as large as the optimum itself. The reduced problem is solved to a duality gap of 0.1 x the
+current outer gap. ``max_iter`` (default 10000: far above the few hundred iterations the paper
 reports, Figure 2) ends the run with converged=False; the deadline and cancel flag of ``control``
 are checked after every iteration.
+
+Where the cuts live, and what runs in parallel: as in ``ocas`` (``worker.solvers.cut_store``: dense
+cuts for data with more rows than features, cuts as row coefficients and outputs otherwise, where
+the outputs of w_t cost no pass over the data; numba threads over row chunks and feature ranges).
 
 Output. The iterate with the smallest F seen (Algorithm 1 returns the last one; the best one is at
 least as good and has the same guarantee), as ``w`` over the real features and ``bias = B * w_B``.
 Trace point per iteration: iteration, elapsed_s, primal = F(w_t) of the current iterate,
 best_primal, lower_bound = the reduced dual value (a lower bound of the optimum that never
 decreases), gap = primal - lower_bound, violation = (R - xi)/n in the units of ``tol``, n_cuts, and
-seconds of the phases qp_s, outputs_s, cut_s (most violated constraint and its sum).
+gap_rel = (best_primal - lower_bound) / best_primal, and the seconds of the phases qp_s,
+outputs_s, cut_s (most violated constraint, its sum and Gram row). ``extra["gap_rel"]`` is the
+certified relative gap of the returned model.
 For "ordinal", ``extra["ranks"]`` and ``extra["thresholds"]`` hold the rank values and the
 thresholds between adjacent ranks (``ranking.fit_thresholds``: fewest training errors per adjacent
-split, made non-decreasing). Everything runs in the calling process, serially; the algorithm uses
-no randomness, so ``seed`` changes nothing (kept for the common interface).
+split, made non-decreasing). The algorithm uses no randomness, so ``seed`` changes nothing (kept for
+the common interface).
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ import math
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from worker.solvers.common import (
     SolverControl,
@@ -66,39 +76,76 @@ from worker.solvers.common import (
     check_csr,
     check_positive,
 )
+from worker.solvers.cut_store import choose, prepare_data
+from worker.solvers.data_passes import available_cores, compact_chunks, threads
 from worker.solvers.ranking import PAIRWISE_OBJECTIVES, fit_thresholds, pairwise_cut, pairwise_setup
-from worker.solvers.reduced_qp import ReducedProblem
-from worker.solvers.shared_pool import _pass_cut_rows, _pass_outputs
 
 OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
 
 # The reduced problem is solved to a duality gap of QP_REL times the current outer gap
 # (F(w) - lower bound of the previous iteration; 0.1 costs no more outer iterations than 1e-3 in
 # our measurements and a tenth of the SMO steps), and not tighter than 1e-13 relative.
-# cpa confirms a passed stopping test at a reduced solution precise to QP_FINE * C * m * tol.
+# With the paper's rule (tol), cpa confirms a passed test at a reduced solution precise to
+# QP_FINE * C * m * tol.
 QP_REL = 0.1
 QP_FINE = 1e-3
 
 
 @njit(cache=True)
-def _cpa_class_cut(y, o, gamma):
-    """Most violated constraint of OP2 at outputs o: c_i = [y_i o_i < 1], gamma_i = y_i c_i.
-
-    Returns (b, risk, sum_gamma) with b = sum c_i and risk = sum_i max(0, 1 - y_i o_i).
-    """
-    b = 0.0
+def _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts):
+    base = chunks[c]
+    cnt = 0
     risk = 0.0
-    gsum = 0.0
-    for i in range(y.shape[0]):
+    gs = 0.0
+    for i in range(chunks[c], chunks[c + 1]):
         margin = 1.0 - y[i] * o[i]
         if margin > 0.0:
             gamma[i] = y[i]
-            b += 1.0
+            rows[base + cnt] = i
+            cnt += 1
             risk += margin
-            gsum += y[i]
+            gs += y[i]
         else:
             gamma[i] = 0.0
-    return b, risk, gsum
+    count_parts[c] = cnt
+    risk_parts[c] = risk
+    gsum_parts[c] = gs
+
+
+@njit(cache=True, parallel=True)
+def _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, serial):
+    """Most violated constraint of OP2 at outputs o: c_i = [y_i o_i < 1], gamma_i = y_i c_i.
+
+    Per chunk: the number of c_i = 1 (and those rows at rows[chunks[c]:]), the risk
+    sum_i max(0, 1 - y_i o_i) and sum_i gamma_i.
+    """
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
+
+
+@njit(cache=True)
+def _hinge_chunk(y, o, i0, i1):
+    h = 0.0
+    for i in range(i0, i1):
+        margin = 1.0 - y[i] * o[i]
+        if margin > 0.0:
+            h += margin
+    return h
+
+
+@njit(cache=True, parallel=True)
+def hinge_parts(y, o, chunks, parts, serial):
+    """parts[c] = sum over chunk c of max(0, 1 - y_i o_i)."""
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -127,45 +174,70 @@ def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_in
     return n, C, B, int(max_iter), int(max_inactive)
 
 
-def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, max_iter=10000,
-              max_inactive=50, objective="classification", qid=None, seed=0, control=None) -> SolverResult:
+def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol=None, max_iter=10000,
+              max_inactive=50, objective="classification", qid=None, n_processes=1, seed=0,
+              control=None) -> SolverResult:
     """Train by Algorithm 1 (classification) or Algorithm 2 (pairwise objectives) of paper 001.
 
-    See the module docstring for the problem, the meaning of ``tol`` (paper's epsilon: stop when
-    the most violated constraint exceeds the working set's slack by at most tol per example, or
-    per pair, i.e. F(w) - F_W(w) <= C * n * tol in the service's units) and the trace.
+    See the module docstring for the problem, the stopping rules (``tol_rel``: certified relative gap;
+    ``tol``: the paper's epsilon per example or per pair, off by default) and the trace.
+    ``n_processes``: numba threads for the passes (None: every core of this process).
     """
     n, C, B, max_iter, max_inactive = check_common(indptr, indices, data, y, n_features, C, bias,
                                                    max_iter, max_inactive, seed)
-    tol = check_positive("tol", tol)
+    tol_rel = float(tol_rel)
+    if not (math.isfinite(tol_rel) and tol_rel >= 0):
+        raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
+    if tol is not None:
+        tol = check_positive("tol", tol)
+    if tol_rel == 0.0 and tol is None:
+        raise SolverInputError("tol_rel is 0 and tol is None: give tol_rel > 0 or the paper's tol")
     if objective not in OBJECTIVES:
         raise SolverInputError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+    if n_processes is None:
+        n_processes = available_cores()
+    if isinstance(n_processes, bool) or not isinstance(n_processes, (int, np.integer)) or n_processes < 1:
+        raise SolverInputError(f"n_processes must be None or an integer >= 1, got {n_processes!r}")
     control = control if control is not None else SolverControl()
     classification = objective == "classification"
     if classification:
         if qid is not None:
             raise SolverInputError("qid is only used by objective='ranking', not by objective='classification'")
-        y = binary_signs(y)
-        m = n
+        y = binary_signs(y).copy()  # writable: one compiled version of the kernels
         setup = None
     else:
         setup = pairwise_setup(y, qid, objective)
         y = np.asarray(y, dtype=np.float64)
-        m = setup.n_pairs
         B = 0.0
 
     start = time.perf_counter()
-    trace_time = 0.0
-    d = int(n_features) + 1
-    rp = ReducedProblem(d, C)
+    X = prepare_data(indptr, indices, data, int(n_features), B, n_processes)
+    store = choose(X, C, coef_dtype=np.int8 if classification else np.float64)
+    with threads(X.n_threads) as used:
+        return _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control,
+                         start, used)
+
+
+def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start,
+              n_threads) -> SolverResult:
+    """Algorithm 1 / 2 of paper 001 over the cut store; returns the SolverResult."""
+    classification = setup is None
+    n = X.n
+    m = n if classification else setup.n_pairs
+    chunks = X.chunks
+    nc = chunks.shape[0] - 1
+    rp = store.rp
     o = np.zeros(n)
     gamma = np.zeros(n)
-    z = np.zeros(d)
-    best_w = np.zeros(d)
-    best_F = math.inf
+    rows = np.zeros(n, dtype=np.int64)
+    count_parts = np.zeros(nc, dtype=np.int64)
+    risk_parts = np.zeros(nc)
+    gsum_parts = np.zeros(nc)
     if not classification:
         cplus = np.zeros(n, dtype=np.int64)
         cminus = np.zeros(n, dtype=np.int64)
+    trace_time = 0.0
+    best_F = math.inf
     lower = 0.0
     prev_gap = math.inf
     converged = False
@@ -175,7 +247,9 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
     seconds = {"qp": 0.0, "outputs": 0.0, "cut": 0.0}
     n_iter = 0
     points = []
-    fine_tol = QP_FINE * C * m * tol
+    fine_tol = QP_FINE * C * m * tol if tol is not None else 0.0
+    n_sel = 0
+    gsum = 0.0
     for it in range(max_iter):
         n_iter = it + 1
         t_qp = t_out = t_cut = 0.0
@@ -183,37 +257,51 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
         qp_tol = max(qp_tol, 1e-13 * max(1.0, abs(best_F) if math.isfinite(best_F) else 1.0))
         while True:
             t0 = time.perf_counter()
-            w, D, xi, _, _ = rp.solve(qp_tol)
+            D, _, _ = rp.solve(qp_tol)
             lower = max(lower, D)
+            t = rp.t
+            xi = max(0.0, float(np.max(rp.b[:t] - rp.h_alpha[:t]))) if t else 0.0
             t1 = time.perf_counter()
-            _pass_outputs(indptr, indices, data, w, B, 0, n, o)
+            store.outputs_of_wt(o)
             t2 = time.perf_counter()
             if classification:
-                b_cut, risk, gsum = _cpa_class_cut(y, o, gamma)
+                _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
+                risk = float(np.sum(risk_parts))
+                gsum = float(np.sum(gsum_parts))
+                b_cut = float(np.sum(count_parts))
             else:
                 b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
                 gsum = 0.0
-            F = 0.5 * float(w @ w) + C * risk
+            F = 0.5 * store.sq_norm_t() + C * risk
             if F < best_F:
                 best_F = F
-                best_w[:] = w
+                store.keep_t()
             violation = (risk - xi) / m
-            converged = violation <= tol
+            gap = best_F - lower
+            converged = gap <= tol_rel * best_F
+            paper_rule = tol is not None and violation <= tol
             t3 = time.perf_counter()
             t_qp += t1 - t0
             t_out += t2 - t1
             t_cut += t3 - t2
-            # Line 9 passed on a loosely solved reduced problem: confirm it at the precise solution
-            if not converged or qp_tol <= fine_tol:
+            if converged:
                 break
-            qp_tol = fine_tol
+            # Line 9 passed on a loosely solved reduced problem: confirm it at the precise solution
+            if paper_rule and qp_tol > fine_tol:
+                qp_tol = fine_tol
+                continue
+            converged = paper_rule
+            break
         t3 = time.perf_counter()
         if not converged:
-            z[:] = 0.0
-            _pass_cut_rows(indptr, indices, data, gamma, 0, n, z)
-            z[d - 1] = B * gsum
-            rp.add_cut(z, b_cut)
-            rp.drop_inactive(max_inactive)
+            if classification:
+                n_sel = compact_chunks(chunks, count_parts, rows)
+            else:
+                sel = np.flatnonzero(gamma)
+                n_sel = sel.shape[0]
+                rows[:n_sel] = sel
+            store.add_cut(gamma, rows, n_sel, gsum, b_cut)
+            store.drop_inactive(max_inactive)
         t_cut += time.perf_counter() - t3
         prev_gap = max(F - lower, 0.0)
         seconds["qp"] += t_qp
@@ -227,6 +315,7 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
             "best_primal": best_F,
             "lower_bound": lower,
             "gap": F - lower,
+            "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
             "violation": violation,
             "n_cuts": rp.t,
             "qp_s": t_qp,
@@ -243,26 +332,32 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
             stop_reason = reason
             break
 
+    best_w = store.kept_weights()
+    d = X.d + 1
     extra = {
         "objective_kind": objective,
         "lower_bound": lower,
         "gap": best_F - lower,
+        "gap_rel": max(0.0, (best_F - lower) / best_F) if best_F > 0 else 0.0,
+        "gap_note": "objective minus the reduced problem's dual value (a lower bound of the optimum)",
         "violation": violation,
         "n_cuts": rp.t,
         "qp_steps": rp.total_steps,
+        "threads": int(n_threads),
+        "cut_form": store.kind,
         "seconds": seconds,
     }
     if not classification:
         extra["n_pairs"] = m
         if objective == "ordinal":
-            _pass_outputs(indptr, indices, data, best_w, 0.0, 0, n, o)
+            X.outputs(best_w, o)
             ranks, thresholds = fit_thresholds(o, y)
             extra["ranks"] = ranks.tolist()
             extra["thresholds"] = thresholds.tolist()
     solver_seconds = time.perf_counter() - start - trace_time
     return SolverResult(
         w=best_w[: d - 1].copy(),
-        bias=float(B * best_w[d - 1]),
+        bias=float(X.B * best_w[d - 1]),
         n_iter=n_iter,
         converged=converged,
         stop_reason=stop_reason,
@@ -275,15 +370,17 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol=0.001, m
 
 
 def warm_up() -> None:
-    """Compile every kernel used by cpa on tiny problems (classification and ordinal)."""
-    from worker.solvers import ranking, reduced_qp, shared_pool
+    """Compile every kernel used by cpa on tiny problems (classification and ordinal, both cut forms)."""
+    from worker.solvers import cut_store, data_passes, ranking, reduced_qp
 
     reduced_qp.warm_up()
-    shared_pool.warm_up()
+    data_passes.warm_up()
+    cut_store.warm_up()
     ranking.warm_up()
-    indptr = np.array([0, 2, 3, 5, 6], dtype=np.int64)
-    indices = np.array([0, 1, 1, 0, 1, 0], dtype=np.int32)
-    data = np.array([1.0, -1.0, 2.0, 0.5, 1.0, -1.5])
-    solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=2, C=1.0, max_iter=5)
-    solve_cpa(indptr, indices, data, np.array([1.0, 2.0, 3.0, 1.0]), n_features=2, C=1.0, max_iter=5,
-              objective="ordinal")
+    for indptr, indices, data in data_passes.csr_variants([0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0],
+                                                          [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]):
+        for n_features in (2, 7):  # dense cuts, cuts as outputs
+            solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features,
+                      C=1.0, max_iter=5)
+            solve_cpa(indptr, indices, data, np.array([1.0, 2.0, 3.0, 1.0]), n_features=n_features,
+                      C=1.0, max_iter=5, objective="ordinal")

@@ -34,38 +34,39 @@ after every iteration; on DEADLINE / CANCELED / MAX_ITER the best-so-far w_b is 
 ``w0`` (optional) starts w_b elsewhere than 0: shape (n_features,) or (n_features + 1,) with the
 last entry the bias term b of a previous result (w_B = b / B).
 
-What runs in parallel (paper 000, Section 3.1, Table 4). With ``n_processes`` p > 1 the process
-pool of ``worker.solvers.shared_pool`` (the data copied once into shared memory, spawned helpers,
-shut down in ``finally``) splits by rows the output computation <x_i, w_t> and the line-search
-preparation with its sort (each process sorts its rows' breakpoints; the main process merges the
-sorted runs while sweeping), and by fixed row segments the cut sum (each segment into its own
-buffer; the main process adds the buffers in segment order).
-p = 1 (the default: an RQ work horse should not start processes unless asked; the service may pass
-the number of cores) runs the same kernels in the calling process with no pool. p = None means the
-cores available to this process. Row sums are accumulated in fixed blocks and merged in order, so
-one and several processes give bit-identical results.
+Where the cuts live (``worker.solvers.cut_store``). For data with more rows than features, each cut
+is a dense vector over the weights (as in libocas). For data with at least as many features as rows
+(text, hashed features: the data paper 000 was written for) each cut is kept as its row
+coefficients and its outputs X z_k, so that the Gram row of a new cut, the outputs of w_t and the
+best-so-far point cost O(n t) per iteration and nothing grows with features x cuts: one scatter
+(the new cut) and one gather (its outputs) are the only passes over the data.
 
-Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, n_cuts,
-step k*, and seconds: qp_s; output_s, sort_s and cut_s (the slowest process's own time for that
-subtask); sweep_s, line_search_s (sort + sweep); update_s (moving o_b, picking the cut rows: a
-round trip); cut_reduce_s (the rest of the cut step: waiting, adding the segment buffers, the new
-Gram row of the reduced problem); with the per-process lists output_s_by_process,
-sort_s_by_process, cut_s_by_process (wall seconds measured inside each process).
-``extra["seconds"]`` holds their totals (Table 4's rows), ``extra["seconds_by_process"]`` and
-``extra["cpu_seconds_by_process"]`` the per-process wall and thread-CPU totals of the parallel
-subtasks (CPU < wall means the process waited for a core: the machine was shared), and
-``extra["pool_start_s"]`` the time to start the helpers (included in solver_seconds).
+What runs in parallel (paper 000, Section 3.1, Table 4). ``n_processes`` numba threads (at most the
+cores of this process; None: all of them) share every pass: the output computation and the gathers
+split by fixed row chunks, the line-search preparation by the same chunks (the selection of k*
+itself is O(m) and serial, see ``worker.solvers.line_search``), the cut sum by feature ranges
+(``worker.solvers.data_passes``), the Gram row by cuts. Row sums are taken per chunk and added in
+chunk order, so one thread and several give bit-identical results.
+
+Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, gap_rel
+= gap / primal, n_cuts, step k*, and the seconds of the phases: qp_s (reduced problem), output_s
+(outputs of w_t), line_search_s, update_s (moving o_b, choosing the cut's rows, the loss at w_b),
+cut_s (the new cut: its sum, its outputs or Gram row, dropping inactive cuts). ``extra["seconds"]``
+holds their totals, ``extra["cut_form"]`` the form of the cuts ("dense" or "outputs"),
+``extra["threads"]`` the threads used, ``extra["gap_rel"]`` the certified relative gap of the
+returned model: (F(w) - D) / F(w), an upper bound on how far above the optimum it lies.
 The algorithm uses no randomness; ``seed`` is kept for the common interface.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
+from numba import njit, prange
 
+from worker.solvers import line_search
 from worker.solvers.common import (
     SolverControl,
     SolverInputError,
@@ -74,49 +75,62 @@ from worker.solvers.common import (
     binary_signs,
     check_positive,
 )
-from worker.solvers.cpa import QP_REL, check_common
-from worker.solvers.reduced_qp import ReducedProblem
-from worker.solvers.shared_pool import (
-    OPS,
-    SharedData,
-    WorkerPool,
-    _ocas_sweep,
-    _sum_parts,
-    block_rows_for,
-    cut_segments,
-    row_chunks,
-    segment_groups,
-)
+from worker.solvers.cpa import QP_REL, check_common, hinge_parts
+from worker.solvers.cut_store import choose, prepare_data
+from worker.solvers.data_passes import available_cores, compact_chunks, threads
 
 
-class _LocalPool:
-    """The one-process stand-in for WorkerPool: the same operations on in-process arrays."""
+@njit(cache=True)
+def _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts):
+    base = chunks[c]
+    h = 0.0
+    cnt = 0
+    gs = 0.0
+    for i in range(chunks[c], chunks[c + 1]):
+        ob = (1.0 - k) * o_b[i] + k * o_t[i]
+        o_b[i] = ob
+        oc = (1.0 - lam) * ob + lam * o_t[i]
+        margin = 1.0 - y[i] * ob
+        if margin > 0.0:
+            h += margin
+        if y[i] * oc <= 1.0:
+            gamma[i] = y[i]
+            rows[base + cnt] = i
+            cnt += 1
+            gs += y[i]
+        else:
+            gamma[i] = 0.0
+    hinge_parts[c] = h
+    count_parts[c] = cnt
+    gsum_parts[c] = gs
 
-    n_processes = 1
 
-    def __init__(self, arrays: dict) -> None:
-        self.arrays = arrays
+@njit(cache=True, parallel=True)
+def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts, serial):
+    """Move o_b to the line-search point, pick the cut rows at w_c, and sum the loss per chunk.
 
-    def run(self, op: str, args_per_chunk: list[tuple]) -> list:
-        return [OPS[op](self.arrays, *args_per_chunk[0])]
-
-    def close(self) -> None:
-        pass
-
-
-def _available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    o_b <- (1 - k) o_b + k o_t (outputs of the new best-so-far w_b); o_c = (1 - lam) o_b + lam o_t
+    (outputs of w_c, eq. (8)); pi_i = [y_i o_c_i <= 1] (Algorithm 1, line 5); gamma_i = y_i pi_i.
+    Per chunk: sum of max(0, 1 - y_i o_b_i), number of pi_i = 1 and sum of gamma_i; the chunk's
+    cut rows go to rows[chunks[c] : chunks[c] + count_parts[c]].
+    """
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
 
 
 def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol_abs=0.0, lam=0.1,
                max_iter=100000, max_inactive=50, n_processes=1, seed=0, control=None, w0=None) -> SolverResult:
-    """Train a linear hinge-loss SVM by OCAS (paper 000, Algorithm 1); see the module docstring."""
+    """Train a linear hinge-loss SVM by OCAS (paper 000, Algorithm 1); see the module docstring.
+
+    ``n_processes``: numba threads for the passes (None: every core of this process).
+    """
     n, C, B, max_iter, max_inactive = check_common(indptr, indices, data, y, n_features, C, bias,
                                                    max_iter, max_inactive, seed)
-    y = binary_signs(y)
+    y = binary_signs(y).copy()  # writable: one compiled version of the kernels
     for name, value in (("tol_rel", tol_rel), ("tol_abs", tol_abs)):
         value = float(value)
         if not (math.isfinite(value) and value >= 0):
@@ -129,7 +143,7 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
     if lam > 1.0:
         raise SolverInputError(f"lam must lie in (0, 1], got {lam!r}")
     if n_processes is None:
-        n_processes = _available_cores()
+        n_processes = available_cores()
     if isinstance(n_processes, bool) or not isinstance(n_processes, (int, np.integer)) or n_processes < 1:
         raise SolverInputError(f"n_processes must be None or an integer >= 1, got {n_processes!r}")
     n_features = int(n_features)
@@ -150,135 +164,85 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
     control = control if control is not None else SolverControl()
 
     start = time.perf_counter()
-    block_rows = block_rows_for(n)
-    n_blocks = -(-n // block_rows)
-    rows = row_chunks(indptr, int(n_processes), block_rows)
-    p = rows.shape[0] - 1
-    seg_bounds = cut_segments(indptr, n_features)
-    shared = None
-    pool = None
-    try:
-        if p > 1:
-            shared = SharedData()
-            a = shared.arrays
-            for name, arr in (("indptr", indptr), ("indices", indices), ("data", data), ("y", y)):
-                shared.put(name, arr)
-            for name, size in (("w", d), ("z", d), ("o_b", n), ("o_t", n), ("gamma", n), ("keys", n),
-                               ("wts", n), ("slope_blocks", n_blocks), ("hinge_blocks", n_blocks),
-                               ("count_blocks", n_blocks), ("gsum_blocks", n_blocks)):
-                shared.empty(name, (size,), np.float64)
-            shared.put("seg_bounds", seg_bounds)
-            shared.empty("z_parts", (seg_bounds.shape[0] - 1, n_features), np.float64)
-            pool_start = time.perf_counter()
-            pool = WorkerPool(shared, p)
-            pool_seconds = time.perf_counter() - pool_start
-        else:
-            a = {"indptr": indptr, "indices": indices, "data": data, "y": y}
-            for name, size in (("w", d), ("z", d), ("o_b", n), ("o_t", n), ("gamma", n), ("keys", n),
-                               ("wts", n), ("slope_blocks", n_blocks), ("hinge_blocks", n_blocks),
-                               ("count_blocks", n_blocks), ("gsum_blocks", n_blocks)):
-                a[name] = np.zeros(size)
-            a["seg_bounds"] = seg_bounds
-            a["z_parts"] = np.zeros((seg_bounds.shape[0] - 1, n_features))
-            pool = _LocalPool(a)
-            pool_seconds = 0.0
-        return _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
-                          block_rows, w_start, control, start, pool_seconds)
-    finally:
-        if pool is not None:
-            pool.close()
-        if shared is not None:
-            shared.close()
+    X = prepare_data(indptr, indices, data, n_features, B, n_processes)
+    store = choose(X, C)
+    with threads(X.n_threads) as used:
+        return _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control,
+                          start, used)
 
 
-def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_inactive,
-               block_rows, w_b, control, start, pool_seconds) -> SolverResult:
-    """Algorithm 1 of paper 000 around the pool's passes; returns the SolverResult."""
-    p = rows.shape[0] - 1
-    row_args = [(int(rows[q]), int(rows[q + 1])) for q in range(p)]
-    run_start = rows[:-1].astype(np.int64)
+def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_b, control, start,
+               n_threads) -> SolverResult:
+    """Algorithm 1 of paper 000 over the cut store; returns the SolverResult."""
+    n = X.n
+    chunks = X.chunks
+    nc = chunks.shape[0] - 1
+    o_b = np.zeros(n)
+    o_t = np.zeros(n)
+    gamma = np.zeros(n)
+    rows = np.zeros(n, dtype=np.int64)
+    keys = np.zeros(n)
+    wts = np.zeros(n)
+    slope_parts = np.zeros(nc)
+    count_parts = np.zeros(nc, dtype=np.int64)
+    loss_parts = np.zeros(nc)
+    gsum_parts = np.zeros(nc)
     trace_time = 0.0
 
     # outputs and objective of the starting point w_b
-    a["w"][:] = w_b
-    pool.run("outputs", [(r0, r1, B, block_rows) for r0, r1 in row_args])
-    a["o_b"][:] = a["o_t"]
-    F_b = 0.5 * float(w_b @ w_b) + C * float(np.sum(a["hinge_blocks"]))
+    if np.any(w_b):
+        X.outputs(w_b, o_b)
+    sq_b = store.start_best(w_b)
+    hinge_parts(y, o_b, chunks, loss_parts, X.serial)
+    F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
 
-    rp = ReducedProblem(d, C)
+    rp = store.rp
     lower = 0.0
     converged = False
     stop_reason = StopReason.MAX_ITER
-    totals = {k: 0.0 for k in ("qp", "output", "sort", "sweep", "line_search", "update", "cut", "cut_reduce")}
-    by_process = {k: [0.0] * p for k in ("output", "sort", "cut")}
-    cpu_by_process = {k: [0.0] * p for k in ("output", "sort", "cut")}
+    totals = {k: 0.0 for k in ("qp", "output", "line_search", "update", "cut")}
     points = []
     n_iter = 0
     k_star = 0.0
+    gap = math.inf
     for it in range(max_iter):
         n_iter = it + 1
         t0 = time.perf_counter()
         qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
-        w_t, D, _, _, _ = rp.solve(qp_tol)
+        D, _, _ = rp.solve(qp_tol)
         lower = max(lower, D)
         t1 = time.perf_counter()
 
-        # output computation and line-search sort (parallel), then the sweep (main process)
-        a["w"][:] = w_t
-        res = pool.run("outputs_prep", [(r0, r1, B, C, block_rows) for r0, r1 in row_args])
+        store.outputs_of_wt(o_t)
         t2 = time.perf_counter()
-        counts = np.array([r[0] for r in res], dtype=np.int64)
-        out_s = [r[1] for r in res]
-        sort_s = [r[2] for r in res]
-        out_cpu = [r[3] for r in res]
-        sort_cpu = [r[4] for r in res]
-        diff = w_t - w_b
-        A0 = float(diff @ diff)
-        B0 = float(w_b @ diff)
-        S = B0 + float(np.sum(a["slope_blocks"]))
+
+        # exact line search between w_b and w_t (eq. (7), Appendix A)
+        A0, B0 = store.line_terms()
+        line_search.prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts, X.serial)
+        S = B0 + float(np.sum(slope_parts))
         if A0 > 0.0 and S < 0.0:
-            k_star = float(_ocas_sweep(a["keys"], a["wts"], run_start, counts, A0, S))
+            m = line_search.compact(chunks, count_parts, keys, wts)
+            k_star = float(line_search.minimize(keys, wts, m, A0, S))
         else:
             k_star = 0.0
         t3 = time.perf_counter()
 
         # new best-so-far point, cut rows at w_c, objective at w_b
-        w_b = (1.0 - k_star) * w_b + k_star * w_t
-        pool.run("update", [(r0, r1, k_star, lam, block_rows) for r0, r1 in row_args])
-        F_b = 0.5 * float(w_b @ w_b) + C * float(np.sum(a["hinge_blocks"]))
+        sq_b = store.move_best(k_star)
+        _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts,
+                     X.serial)
+        F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
         t4 = time.perf_counter()
 
         gap = F_b - lower
         converged = gap <= max(tol_abs, tol_rel * F_b)
-        cut_res = [(0.0, 0.0)] * p
         if not converged:
-            z = a["z"]
-            cut_res = pool.run("cut_parts", segment_groups(a["z_parts"].shape[0], p))
-            _sum_parts(a["z_parts"], z)
-            z[d - 1] = B * float(np.sum(a["gsum_blocks"]))
-            rp.add_cut(z, float(np.sum(a["count_blocks"])))
-            rp.drop_inactive(max_inactive)
-        cut_s = [r[0] for r in cut_res]
-        cut_cpu = [r[1] for r in cut_res]
+            n_sel = compact_chunks(chunks, count_parts, rows)
+            store.add_cut(gamma, rows, n_sel, float(np.sum(gsum_parts)), float(n_sel), o_b)
+            store.drop_inactive(max_inactive)
         t5 = time.perf_counter()
 
-        for q in range(p):
-            by_process["output"][q] += out_s[q]
-            by_process["sort"][q] += sort_s[q]
-            by_process["cut"][q] += cut_s[q]
-            cpu_by_process["output"][q] += out_cpu[q]
-            cpu_by_process["sort"][q] += sort_cpu[q]
-            cpu_by_process["cut"][q] += cut_cpu[q]
-        step = {
-            "qp": t1 - t0,
-            "output": max(out_s),
-            "sort": max(sort_s),
-            "sweep": t3 - t2,
-            "update": t4 - t3,
-            "cut": max(cut_s),
-            "cut_reduce": max(t5 - t4 - max(cut_s), 0.0),
-        }
-        step["line_search"] = step["sort"] + step["sweep"]
+        step = {"qp": t1 - t0, "output": t2 - t1, "line_search": t3 - t2, "update": t4 - t3, "cut": t5 - t4}
         for key, value in step.items():
             totals[key] += value
         r0 = time.perf_counter()
@@ -288,12 +252,10 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
             "primal": F_b,
             "lower_bound": lower,
             "gap": gap,
+            "gap_rel": gap / F_b if F_b > 0 else 0.0,
             "n_cuts": rp.t,
             "step": k_star,
             **{f"{key}_s": value for key, value in step.items()},
-            "output_s_by_process": [float(v) for v in out_s],
-            "sort_s_by_process": [float(v) for v in sort_s],
-            "cut_s_by_process": [float(v) for v in cut_s],
         })
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0
@@ -306,13 +268,15 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
             break
 
     # the returned objective from fresh outputs of w_b (not from the running convex combinations)
-    a["w"][:] = w_b
-    pool.run("outputs", [(r0, r1, B, block_rows) for r0, r1 in row_args])
-    objective = 0.5 * float(w_b @ w_b) + C * float(np.sum(a["hinge_blocks"]))
+    w = store.best_weights()
+    X.outputs(w, o_t)
+    hinge_parts(y, o_t, chunks, loss_parts, X.serial)
+    objective = 0.5 * float(w @ w) + C * float(np.sum(loss_parts))
     solver_seconds = time.perf_counter() - start - trace_time
+    d = X.d + 1
     return SolverResult(
-        w=w_b[: d - 1].copy(),
-        bias=float(B * w_b[d - 1]),
+        w=w[: d - 1].copy(),
+        bias=float(X.B * w[d - 1]),
         n_iter=n_iter,
         converged=converged,
         stop_reason=stop_reason,
@@ -323,24 +287,29 @@ def _ocas_loop(pool, a, rows, n, d, B, C, tol_rel, tol_abs, lam, max_iter, max_i
         extra={
             "lower_bound": lower,
             "gap": objective - lower,
+            "gap_rel": max(0.0, (objective - lower) / objective) if objective > 0 else 0.0,
+            "gap_note": "objective minus the cutting-plane lower bound D_t (paper 000, rule (9))",
             "n_cuts": rp.t,
             "qp_steps": rp.total_steps,
-            "n_processes": p,
-            "pool_start_s": pool_seconds,
+            "threads": int(n_threads),
+            "cut_form": store.kind,
             "seconds": totals,
-            "seconds_by_process": by_process,
-            "cpu_seconds_by_process": cpu_by_process,
         },
     )
 
 
 def warm_up() -> None:
-    """Compile every kernel used by ocas on a tiny problem (in this process; helpers load the cache)."""
-    from worker.solvers import reduced_qp, shared_pool
+    """Compile every kernel used by ocas on tiny problems (both cut forms, the stored dtypes)."""
+    from worker.solvers import cut_store, data_passes, reduced_qp
 
     reduced_qp.warm_up()
-    shared_pool.warm_up()
-    indptr = np.array([0, 2, 3, 5, 6], dtype=np.int64)
-    indices = np.array([0, 1, 1, 0, 1, 0], dtype=np.int32)
-    data = np.array([1.0, -1.0, 2.0, 0.5, 1.0, -1.5])
-    solve_ocas(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=2, C=1.0, max_iter=5)
+    data_passes.warm_up()
+    line_search.warm_up()
+    cut_store.warm_up()
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    for indptr, indices, data in data_passes.csr_variants([0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0],
+                                                          [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]):
+        for n_features in (2, 7):  # dense cuts, cuts as outputs
+            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5)
+            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5,
+                       w0=np.full(n_features, 0.1))

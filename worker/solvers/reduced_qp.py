@@ -40,9 +40,11 @@ default to 50 in the callers because a cut costs only one dense row here and dro
 becomes active again costs a full pass over the data). Dropping a cut with alpha = 0 does not change
 D, so the lower bound stays monotone.
 
-Inputs and outputs. ``ReducedProblem(dim, C)`` holds the cuts as dense rows (dim = number of weights,
-bias coordinate included), their Gram matrix and the warm-started alpha. ``add_cut(z, b)``,
-``solve(tol)`` -> (w, D, xi, gap, steps) and ``drop_inactive(max_inactive)`` are the whole interface.
+Inputs and outputs. ``ReducedProblem(C)`` holds the Gram matrix of the cuts, their offsets b_j, the
+warm-started alpha and, per cut, the slot where the caller keeps the cut itself (``cut_store``: as a
+dense vector, or as its coefficients over the rows and its outputs). ``add_cut(h_row, h_self, b, slot)``,
+``solve(tol)`` -> (D, gap, steps) and ``drop_inactive(max_inactive)`` -> freed slots are the whole
+interface.
 Nothing here runs in parallel (the reduced problem is O(t^2) per step and independent of n).
 """
 
@@ -155,44 +157,16 @@ def _rqp_smo(H, b, alpha, t, C, tol, max_steps, g):
 
 
 @njit(cache=True)
-def _rqp_gram_row(Z, t, z, out):
-    """out[k] = <Z[k], z> for k < t, and out[t] = <z, z>."""
-    d = z.shape[0]
-    for k in range(t):
-        acc = 0.0
-        for f in range(d):
-            acc += Z[k, f] * z[f]
-        out[k] = acc
-    acc = 0.0
-    for f in range(d):
-        acc += z[f] * z[f]
-    out[t] = acc
-
-
-@njit(cache=True)
-def _rqp_combine(Z, alpha, t, w):
-    """w = sum_k alpha_k Z[k] (cuts with alpha_k = 0 are skipped)."""
-    d = w.shape[0]
-    for f in range(d):
-        w[f] = 0.0
-    for k in range(t):
-        a = alpha[k]
-        if a != 0.0:
-            for f in range(d):
-                w[f] += a * Z[k, f]
-
-
-@njit(cache=True)
-def _rqp_compact(Z, H, b, alpha, inactive, keep, t):
+def _rqp_compact(H, b, alpha, inactive, slot, keep, t):
     """Keep the cuts with keep[k] true, in order, moving rows/columns down; return the new count."""
     pos = 0
     for k in range(t):
         if keep[k]:
             if pos != k:
-                Z[pos, :] = Z[k, :]
                 b[pos] = b[k]
                 alpha[pos] = alpha[k]
                 inactive[pos] = inactive[k]
+                slot[pos] = slot[k]
                 for r in range(t):
                     H[pos, r] = H[k, r]
             pos += 1
@@ -205,88 +179,111 @@ def _rqp_compact(Z, H, b, alpha, inactive, keep, t):
     return pos
 
 
-class ReducedProblem:
-    """The working set of cuts R(w) >= b_j - <z_j, w> and the warm-started dual (D_t) over it."""
+@njit(cache=True)
+def _rqp_h_alpha(H, alpha, t, out):
+    """out[j] = (H alpha)_j for j < t (cuts with alpha_k = 0 skipped)."""
+    for j in range(t):
+        acc = 0.0
+        for k in range(t):
+            a = alpha[k]
+            if a != 0.0:
+                acc += H[j, k] * a
+        out[j] = acc
 
-    def __init__(self, dim: int, C: float, capacity: int = 16) -> None:
-        self.dim = int(dim)
+
+class ReducedProblem:
+    """The working set of cuts R(w) >= b_j - <z_j, w> and the warm-started dual (D_t) over it.
+
+    The cut vectors z_j themselves live with the caller (``worker.solvers.cut_store``), which hands
+    over each new cut's Gram row; here are only H, b, alpha, the inactivity counters, and for each
+    cut the ``slot`` where the caller keeps its data.
+    """
+
+    def __init__(self, C: float, capacity: int = 16) -> None:
         self.C = float(C)
         self.t = 0
+        self.capacity = 0
         self._alloc(max(int(capacity), 1))
-        self.w = np.zeros(self.dim)
-        self._g = np.zeros(self.capacity)
-        self._row = np.zeros(self.capacity + 1)
         self.total_steps = 0
 
     def _alloc(self, capacity: int) -> None:
-        old_t = getattr(self, "t", 0)
-        Z = np.zeros((capacity, self.dim))
+        t = self.t
         H = np.zeros((capacity, capacity))
         b = np.zeros(capacity)
         alpha = np.zeros(capacity)
         inactive = np.zeros(capacity, dtype=np.int64)
-        if old_t:
-            Z[:old_t] = self.Z[:old_t]
-            H[:old_t, :old_t] = self.H[:old_t, :old_t]
-            b[:old_t] = self.b[:old_t]
-            alpha[:old_t] = self.alpha[:old_t]
-            inactive[:old_t] = self.inactive[:old_t]
-        self.Z, self.H, self.b, self.alpha, self.inactive = Z, H, b, alpha, inactive
+        slot = np.zeros(capacity, dtype=np.int64)
+        if t:
+            H[:t, :t] = self.H[:t, :t]
+            b[:t] = self.b[:t]
+            alpha[:t] = self.alpha[:t]
+            inactive[:t] = self.inactive[:t]
+            slot[:t] = self.slot[:t]
+        self.H, self.b, self.alpha, self.inactive, self.slot = H, b, alpha, inactive, slot
         self.capacity = capacity
         self._g = np.zeros(capacity)
-        self._row = np.zeros(capacity + 1)
+        self.h_alpha = np.zeros(capacity)
 
-    def add_cut(self, z: np.ndarray, b: float) -> None:
-        """Append the cut R(w) >= b - <z, w> with alpha = 0 (so D does not change)."""
+    def add_cut(self, h_row: np.ndarray, h_self: float, b: float, slot: int) -> None:
+        """Append the cut R(w) >= b - <z, w> with alpha = 0 (so D does not change).
+
+        ``h_row[k] = <z, z_k>`` for the t cuts already here (in their order), ``h_self = <z, z>``;
+        ``slot`` is where the caller keeps the cut's data.
+        """
         if self.t == self.capacity:
             self._alloc(2 * self.capacity)
         t = self.t
-        _rqp_gram_row(self.Z, t, z, self._row)
-        self.Z[t] = z
-        self.H[t, :t] = self._row[:t]
-        self.H[:t, t] = self._row[:t]
-        self.H[t, t] = self._row[t]
+        self.H[t, :t] = h_row[:t]
+        self.H[:t, t] = h_row[:t]
+        self.H[t, t] = h_self
         self.b[t] = b
         self.alpha[t] = 0.0
         self.inactive[t] = 0
+        self.slot[t] = slot
         self.t = t + 1
 
-    def solve(self, tol: float, max_steps: int = 0) -> tuple[np.ndarray, float, float, float, int]:
+    def solve(self, tol: float, max_steps: int = 0) -> tuple[float, float, int]:
         """Solve (D_t) to duality gap <= tol from the current alpha.
 
-        Returns (w, D, xi, gap, steps): w = sum alpha_j z_j (a view, overwritten by the next solve),
-        the dual value D (a lower bound of the full problem's optimum), xi = max(0, max_j b_j - <z_j, w>)
-        (the reduced slack at w), the remaining gap and the SMO steps taken. ``max_steps`` 0 means
-        1000 * t + 10000. Inactivity counters are updated here.
+        Returns (D, gap, steps): the dual value D (a lower bound of the full problem's optimum), the
+        remaining gap and the SMO steps taken. ``self.alpha[:t]`` holds the solution and
+        ``self.h_alpha[:t]`` the products H alpha (so <z_j, w> for w = sum_k alpha_k z_k).
+        ``max_steps`` 0 means 1000 * t + 10000. Inactivity counters are updated here.
         """
         t = self.t
         if t == 0:
-            self.w[:] = 0.0
-            return self.w, 0.0, 0.0, 0.0, 0
+            return 0.0, 0.0, 0
         if max_steps <= 0:
             max_steps = 1000 * t + 10000
-        steps, dual, gap, G = _rqp_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
-        _rqp_combine(self.Z, self.alpha, t, self.w)
+        steps, dual, gap, _ = _rqp_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
+        _rqp_h_alpha(self.H, self.alpha, t, self.h_alpha)
         active = self.alpha[:t] > 0.0
         self.inactive[:t] = np.where(active, 0, self.inactive[:t] + 1)
         self.total_steps += int(steps)
-        return self.w, float(dual), float(G), float(gap), int(steps)
+        return float(dual), float(gap), int(steps)
 
-    def drop_inactive(self, max_inactive: int) -> int:
-        """Drop cuts whose alpha has been 0 for more than max_inactive solves; return how many."""
+    def sq_norm(self) -> float:
+        """|w|^2 = alpha^T H alpha for w = sum_k alpha_k z_k (after ``solve``)."""
+        t = self.t
+        return float(self.alpha[:t] @ self.h_alpha[:t])
+
+    def drop_inactive(self, max_inactive: int) -> np.ndarray:
+        """Drop cuts whose alpha has been 0 for more than max_inactive solves; return their slots."""
         t = self.t
         keep = self.inactive[:t] <= max_inactive
-        dropped = int(t - keep.sum())
-        if dropped:
-            self.t = int(_rqp_compact(self.Z, self.H, self.b, self.alpha, self.inactive, keep, t))
+        if keep.all():
+            return np.zeros(0, dtype=np.int64)
+        dropped = self.slot[:t][~keep].copy()
+        self.t = int(_rqp_compact(self.H, self.b, self.alpha, self.inactive, self.slot, keep, t))
         return dropped
 
 
 def warm_up() -> None:
     """Compile every kernel of this module on a tiny problem."""
-    rp = ReducedProblem(3, 1.0, capacity=1)
-    rp.add_cut(np.array([1.0, 0.0, 0.5]), 1.0)
-    rp.add_cut(np.array([0.0, 1.0, 0.5]), 1.0)
+    rp = ReducedProblem(1.0, capacity=1)
+    rp.add_cut(np.zeros(0), 1.25, 1.0, 0)
+    rp.add_cut(np.array([0.25]), 1.25, 1.0, 1)
     rp.solve(1e-9)
+    rp.sq_norm()
     rp.inactive[0] = 5
     rp.drop_inactive(1)

@@ -288,8 +288,8 @@ def _sampled_cuts_qp(H, h, alpha, t, C, tol, max_steps, grad):
         grad[k] = acc
         total += alpha[k]
     slack = C - total
-    if slack <= 1e-12 * C:
-        slack = 0.0  # rounding residue of a spent budget is not room to move mass into
+    if slack < 1e-12 * C:  # a budget used up to rounding is used up (a warm start must not step on 1e-16)
+        slack = 0.0
     steps = 0
     while steps < max_steps:
         # coordinate that gains: the largest gradient; -1 stands for the slack (gradient 0)
@@ -513,6 +513,9 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
     y, C, kp, tol, bias = _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size,
                                       p, tol, max_inactive, max_iter, bias, trace_every, seed)
     threads = solver_threads(n_threads)
+    # one compiled specialization of every kernel: float64 values, int32 indices (float32 values are accepted)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
     started = time.perf_counter()
     trace_seconds = 0.0

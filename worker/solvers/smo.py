@@ -125,8 +125,10 @@ and counters "kernel_values_computed" (all kernel values evaluated), "kernel_val
 them, computed beyond the slot length for G_bar), "kernel_values_reconstruct" (during gradient
 rebuilds), "full_row_updates".
 Trace points (every ``trace_every`` steps and at the end): iteration, elapsed_s, dual, max_violation
-(over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap when no
-variable is shrunk.
+(over the active set), n_sv, n_bounded_sv, cache_hit_rate, active_size, and primal/gap: at every
+point when no variable is shrunk; while shrunk, at most every PRIMAL_EVERY_S seconds (the shrunk
+variables' gradients are then computed outside the cache, at most about a fifth of the run's time,
+counted as trace time).
 
 What runs in parallel (``n_threads``, default: the threads numba allows this process): a kernel row is
 split into contiguous position ranges, one per thread; the gradient update (two rows) likewise; the two
@@ -224,6 +226,7 @@ PAR_MIN_ROW = 2048
 PAR_MIN_SCAN = 16384
 _ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
 _SCAN_BLOCK = 256  # the working-set scans take block maxima, then look for the first maximum in its block
+PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see record())
 
 WORKING_SETS = ("second_order", "platt")
 
@@ -1094,6 +1097,18 @@ def _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 
 
 @njit(cache=True)
+def _smo_inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, istate, out):
+    """out[t - active] += sum over free_pos[start:stop] of alpha_j Q_tj, for t in [active, n), outside the cache.
+
+    For the trace's primal while shrunk: the shrunk variables' gradients without touching G, the
+    cache or any counter the solver steers by.
+    """
+    for idx in range(start, stop):
+        j = free_pos[idx]
+        _smo_row(j, active, n, X, kp, out, -active, alpha[j], True, istate)
+
+
+@njit(cache=True)
 def _smo_stats(y, alpha, G, Cp, status, active, n):
     """(m, M, b, n_sv, n_bounded, sum_alpha_G_plus_1, hinge_sum) with G over [0, active)."""
     m, M, _i_max = _smo_extremes(y, G, status, active)
@@ -1173,6 +1188,22 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
     return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
 
 
+def _position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> tuple:
+    """The rows in position order (filled by _smo_reorder), with the transposed dense copy (``dense``: few
+    columns, many stored: contiguous vectorized dot products) or room for the columns (CSC: touch only the rows
+    that share a feature), a row buffer and the per-thread results of the scans."""
+    n = indptr.size - 1
+    nnz = int(data.size)
+    if dense:
+        dense_t = np.zeros((n_features, n))
+        col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
+    else:
+        dense_t = np.zeros((1, 1))
+        col_ptr, col_pos, col_val = np.zeros(n_features + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz)
+    return (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense_t, col_ptr, col_pos, col_val, np.empty(n),
+            np.empty(threads), np.empty(threads), np.empty(threads, dtype=np.int64))
+
+
 def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
               tol=1e-3, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
               trace_every=1000, seed=0, n_threads=None, control=None) -> SolverResult:
@@ -1181,6 +1212,10 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
         class_weight, max_iter, trace_every, seed)
     threads = solver_threads(n_threads)
+    # one compiled specialization of every kernel: float64 values, int32 indices (the service may store
+    # float32 values; the rows are copied in position order anyway)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
     trace_every = int(trace_every)
     started = time.perf_counter()
@@ -1199,16 +1234,8 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     G_bar = np.zeros(n)
     status = np.zeros(n, dtype=np.int8)
     n_features = int(n_features)
-    nnz = int(data.size)
-    if n_features * n * 8 <= _DENSE_T_MAX_BYTES and nnz >= _DENSE_T_MIN_FILL * n * n_features:
-        dense_t = np.zeros((n_features, n))  # few columns, many stored: contiguous vectorized dot products
-        col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
-    else:
-        dense_t = np.zeros((1, 1))  # the columns (CSC) touch only the rows that share a feature
-        col_ptr, col_pos, col_val = np.zeros(n_features + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz)
-    # rows in position order (rewritten by _smo_reorder after shrinking), a row buffer, per-thread results
-    X = (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense_t, col_ptr, col_pos, col_val, np.empty(n),
-         np.empty(threads), np.empty(threads), np.empty(threads, dtype=np.int64))
+    dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
+    X = _position_copies(indptr, indices, data, sq, yp, n_features, threads, dense)
     orig = (indptr, indices, data, sq, perm)
     _smo_reorder(orig, X)
 
@@ -1260,7 +1287,9 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
             "active_size": active,
         }
-        if active == n:
+        if active < n:
+            quad, hinge = (None, None) if final else shrunk_primal_parts(active, _b, quad, hinge)
+        if quad is not None:
             primal = 0.5 * quad + hinge
             point["primal"] = primal
             point["gap"] = primal + fstate[FS_F]
@@ -1268,6 +1297,34 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
             point["final"] = True
         control.record(point)
         trace_seconds += time.perf_counter() - t0
+
+    primal_clock = {"next": 0.0, "cost": 0.0}
+
+    def shrunk_primal_parts(active: int, b: float, quad: float, hinge: float):
+        """The primal's |w|^2 and loss sums over ALL rows while shrunk, or (None, None) when not due.
+
+        It needs the shrunk variables' gradients: G_bar - 1 plus the free variables' kernel rows over
+        the shrunk positions, computed outside the cache. Due every PRIMAL_EVERY_S seconds, and no
+        sooner than 4 times its own last cost after the previous one, so it takes at most about a
+        fifth of the run (its time counts as trace time, not solver time); a stop request abandons it.
+        """
+        now = time.perf_counter()
+        if now < primal_clock["next"]:
+            return None, None
+        free_pos = np.flatnonzero(status[:active] == FREE).astype(np.int64)
+        rest = np.zeros(n - active)
+        chunk = max(1, int(2_000_000 // max(1, n - active)))
+        for start in range(0, free_pos.size, chunk):
+            _smo_inactive_gradient(X, kp, alpha, free_pos, start, min(free_pos.size, start + chunk), active, n, istate,
+                                   rest)
+            if control.check() is not None:
+                return None, None
+        G_rest = G_bar[active:] - 1.0 + rest
+        quad += float(alpha[active:] @ (G_rest + 1.0))
+        hinge += float(Cp[active:] @ np.maximum(0.0, -G_rest - yp[active:] * b))
+        cost = time.perf_counter() - now
+        primal_clock["next"] = time.perf_counter() + max(PRIMAL_EVERY_S, 4.0 * cost)
+        return quad, hinge
 
     def reconstruct(check: bool = True) -> StopReason | None:
         """Rebuild G for the inactive variables in chunks, then make every variable active."""
@@ -1405,3 +1462,10 @@ def warm_up() -> None:
     for working_set in WORKING_SETS:
         solve_smo(indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel={"type": "rbf", "gamma": 0.5},
                   working_set=working_set, cache_mb=0.0, trace_every=5)
+    sq = row_sq_norms(indptr, matrix.data)
+    kp = (np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
+    istate = np.zeros(IS_SIZE, dtype=np.int64)
+    istate[IS_THREADS] = 1
+    for dense in (True, False):
+        X = _position_copies(indptr, indices, matrix.data, sq, y, 3, 1, dense)
+        _smo_inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, istate, np.zeros(10))

@@ -48,6 +48,11 @@ def job_view(job: dict) -> dict:
     subtasks = job.get("subtasks")
     if subtasks:
         view["progress"] = dict(view["progress"], subtasks_done=subtasks["done"], subtasks_total=subtasks["total"])
+        if view["progress"].get("fraction") is None and subtasks["total"]:
+            # a distributed search: its settings run as RQ jobs of their own until the refit starts
+            view["progress"].update(phase="cross-validating", fraction=round(subtasks["done"] / (subtasks["total"] + 1), 4))
+    if job["status"] in ("succeeded",) and view["progress"].get("fraction") is not None:
+        view["progress"] = dict(view["progress"], fraction=1.0, eta_s=0.0, phase="done")
     return view
 
 

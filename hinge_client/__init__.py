@@ -1,0 +1,1 @@
+"""Hinge's clients: the `hingectl` command line (hinge_client.cli)."""

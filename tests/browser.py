@@ -1,0 +1,54 @@
+"""A real browser for the dashboard tests: Debian's Chromium driven by playwright.
+
+``chromium_or_skip()`` finds /usr/bin/chromium, or installs Debian's `chromium` package when it can
+(root with apt-get: what CI has; about a minute, once per machine), or skips the test with the
+reason. The browser starts headless with no network of its own (no component updates, no sync),
+and the tests refuse every request that does not go to the service under test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def _installed() -> str | None:
+    for path in CHROMIUM_PATHS:
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def install_chromium() -> tuple[str | None, str]:
+    """Install Debian's chromium (root and apt-get only); returns (path or None, what happened)."""
+    if _installed():
+        return _installed(), "already installed"
+    if shutil.which("apt-get") is None:
+        return None, "no apt-get on this machine to install Debian's chromium"
+    if os.geteuid() != 0:
+        return None, "not root: install it with `sudo apt-get install chromium`"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+        if proc.returncode != 0:
+            return None, f"`{' '.join(argv)}` failed: {proc.stderr.strip()[-300:]}"
+    return _installed(), "installed with apt-get"
+
+
+def chromium_or_skip() -> str:
+    """The Chromium executable, installed if needed; skips the calling test when there can be none."""
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        pytest.skip("the playwright package is not installed (it is in the dev extras: ./dev test installs it)")
+    path, why = install_chromium()
+    if path is None:
+        pytest.skip(f"no Chromium for the browser test: {why}")
+    return path

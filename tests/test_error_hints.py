@@ -1,0 +1,80 @@
+"""Errors that say how to fix the request, as a new user meets them (issue 12, item 8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import sparse_problem, to_svmlight, upload
+from tests.test_service_errors import assert_error
+
+
+@pytest.fixture(scope="module")
+def dataset(service):
+    with service.client() as http:
+        return upload(http, to_svmlight(*sparse_problem(60, 5, 2, seed=21))).json()
+
+
+def test_csv_sent_without_format_csv_says_send_format_csv(http):
+    err = assert_error(upload(http, b"label,a,b\n1,0.5,2\n-1,1,0\n", filename="data.csv"), 422, "parse_error",
+                       "line 1, column 1", "CSV header", "send format=csv")
+    assert err["details"]["line"] == 1
+    # headerless CSV too
+    assert_error(upload(http, b"1,0.5,2\n-1,1,0\n", filename="data.csv"), 422, "parse_error", "send format=csv")
+    # an svmlight mistake does not get the CSV hint
+    err = assert_error(upload(http, b"x 1:1\n"), 422, "parse_error", "bad label")
+    assert "format=csv" not in err["message"]
+
+
+def test_empty_upload_says_empty_without_line_zero(http):
+    err = assert_error(upload(http, b""), 422, "parse_error", "empty")
+    assert "line 0" not in err["message"] and "column 0" not in err["message"]
+    assert err["details"]["line"] is None
+
+
+def test_json_without_content_type_names_the_missing_header(http, dataset):
+    body = b'{"dataset_id": "%s", "solver": "dcd"}' % dataset["id"].encode()
+    err = assert_error(http.post("/v1/jobs", content=body), 422, "validation_error",
+                       "Content-Type: application/json", "no Content-Type header")
+    assert "valid dictionary" not in err["message"]
+    assert_error(http.post("/v1/jobs", content=body, headers={"Content-Type": "text/plain"}), 422,
+                 "validation_error", "'text/plain'", "Content-Type: application/json")
+
+
+def test_bad_json_says_where(http):
+    err = assert_error(http.post("/v1/jobs", content=b'{"dataset_id": "x",\n "solver": dcd}',
+                                 headers={"Content-Type": "application/json"}),
+                       422, "validation_error", "line 2, column 12")
+    assert "JSON decode error" not in err["message"] and "not valid JSON" in err["message"]
+
+
+def test_unknown_params_suggest_the_right_field(http, dataset):
+    def post(params, solver="smo"):
+        return http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": params})
+
+    assert_error(post({"gamma": 0.5}), 422, "validation_error", "params.gamma", "did you mean params.kernel.gamma?")
+    assert_error(post({"max_iters": 5}), 422, "validation_error", "did you mean 'max_iter'?")
+    assert_error(post({"kernel": {"type": "rbf", "gama": 1}}), 422, "validation_error", "did you mean 'gamma'?")
+    assert_error(post({"cv_folds": 3}, solver="dcd"), 422, "validation_error", "did you mean params.search.cv_folds?")
+
+
+def test_limits_are_named_by_their_environment_variables(service):
+    # the service's default JSON limit is 64 MiB: a declared length over it is refused before the body is read
+    import http.client
+    import json
+    from urllib.parse import urlparse
+
+    url = urlparse(service.base_url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.putrequest("POST", "/v1/jobs")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(65 * 1024 * 1024))
+        connection.endheaders()
+        response = connection.getresponse()
+        status, body = response.status, json.loads(response.read())
+    finally:
+        connection.close()
+    assert status == 413
+    assert "HINGE_MAX_JSON_BODY_BYTES" in body["error"]["message"], body
+    assert body["error"]["details"] == {"limit": "max_json_body_bytes", "value": 64 * 1024 * 1024,
+                                        "setting": "HINGE_MAX_JSON_BODY_BYTES"}

@@ -1,0 +1,119 @@
+"""A first run that talks: `hinge serve` says what it does until it can train, /readyz says `warming` with
+what is left, logs are text on a terminal and JSON otherwise, `hinge keys` finds a running serve's Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import redis
+
+from service.embedded_redis import free_port
+from tests.conftest import ROOT, _terminate, start_api, wait_for, wait_ready
+from tests.test_cli_serve import stop, wait_http
+
+LOG_SNIPPET = "import logging; from service.config import get_settings; from service.logs import configure_logging; " \
+              "configure_logging('INFO', get_settings().log_format); logging.getLogger('hinge.test').info('hello')"
+
+
+def log_line(env_extra: dict, terminal: bool) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
+    if "HINGE_LOG_FORMAT" not in env_extra:
+        env.pop("HINGE_LOG_FORMAT", None)
+    if not terminal:
+        return subprocess.run([sys.executable, "-c", LOG_SNIPPET], env=env, capture_output=True, text=True).stderr
+    leader, follower = pty.openpty()
+    try:
+        subprocess.run([sys.executable, "-c", LOG_SNIPPET], env=env, stderr=follower, stdout=subprocess.DEVNULL, check=True)
+        return os.read(leader, 4096).decode()
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_logs_are_text_on_a_terminal_and_json_otherwise():
+    text = log_line({}, terminal=True)
+    assert "hinge.test INFO hello" in text and not text.lstrip().startswith("{")
+    record = json.loads(log_line({}, terminal=False))
+    assert record["message"] == "hello" and record["level"] == "INFO"
+    assert json.loads(log_line({"HINGE_LOG_FORMAT": "json"}, terminal=True))["message"] == "hello"
+    assert not log_line({"HINGE_LOG_FORMAT": "text"}, terminal=False).startswith("{")
+
+
+def test_readyz_says_warming_with_the_kernels_left(redis_server):
+    """A worker whose heartbeat says it is compiling: /readyz answers 503 `warming` and names what is left."""
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"  # a database of its own: no real worker there
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    env = dict(os.environ, REDIS_URL=url, PYTHONPATH=str(ROOT), HINGE_LOG_LEVEL="WARNING")
+    port = free_port()
+    api = start_api(env, port)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", api, path="/healthz", timeout=120)
+        from service.storage import keys
+
+        beat = {"pid": 1, "host": "h", "job": "", "ts": time.time(), "ready": False,
+                "warming": {"done": {"dcd": 12.0}, "left": ["cpa", "smo"], "current": "cpa"}}
+        client.set(keys.worker_alive("w1"), json.dumps(beat), px=60_000)
+        client.sadd(keys.workers(), "w1")
+        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+        assert answer.status_code == 503
+        body = answer.json()
+        assert body["status"] == "warming" and body["kernels_left"] == ["cpa", "smo"] and body["warming"] == 1
+        assert "compiling solver kernels" in body["detail"] and "cpa, smo left" in body["detail"]
+        client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=None)), px=60_000)
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ok"
+    finally:
+        _terminate(api)
+        client.flushdb()
+        client.close()
+
+
+def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
+    data_dir = tmp_path / "data"
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1",
+                             "--data-dir", str(data_dir), "--log-level", "warning"],
+                            env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        ready_line = wait_for(lambda: next((l for l in lines if l.startswith("hinge: ready: ")), None), timeout=600,
+                              interval=0.2, message="the ready line")
+        assert f"API on {base}, 1 worker" in ready_line and f"{base}/ui/" in ready_line
+        assert httpx.get(base + "/readyz", timeout=10).json()["status"] == "ok"  # ready means ready
+        said = [l for l in lines if l.startswith("hinge: ")]
+        assert any("starting the API" in l for l in said)
+        if any("compiling solver kernels" in l for l in said):  # a cold numba cache: one line per solver
+            assert sum("kernels of" in l for l in said) == 5
+        # `hinge keys` as the README types it: no REDIS_URL, the same data directory
+        keys_env = dict(env, HINGE_DATA_DIR=str(data_dir))
+        created = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--tenant", "acme"],
+                                 env=keys_env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert created.returncode == 0, created.stderr
+        key = created.stdout.strip()
+        assert key.startswith("hinge_")
+        listed = subprocess.run([sys.executable, "-m", "service.cli", "keys", "list"], env=keys_env, cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert "acme" in listed.stdout
+        assert httpx.get(base + "/v1/datasets", timeout=10).status_code == 401
+        assert httpx.get(base + "/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code == 200
+        wait_http(base, "/readyz", proc)
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    assert not (data_dir / "serve.json").exists()
+    # without a running serve, keys says how to find one
+    gone = subprocess.run([sys.executable, "-m", "service.cli", "keys", "list"], env=dict(env, HINGE_DATA_DIR=str(data_dir)),
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 2 and "hinge serve" in gone.stderr

@@ -1,0 +1,478 @@
+"""Where the cutting-plane solvers keep their cuts, in one of two forms chosen by the shape of the data.
+
+A cut of the hinge risk is  R(w) >= b - <z, w>  with  z = sum_i gamma_i x_i  (x_i augmented by the
+bias feature of value B; gamma_i = y_i [row i is in the cut] for classification, c+_i - c-_i for the
+pairwise objectives of paper 001). The reduced problem (``reduced_qp``) needs the Gram matrix of the
+cuts, H_jk = <z_j, z_k>, and the solvers need the outputs o_i = <x_i, w_t> of w_t = sum_k alpha_k z_k.
+Two ways to provide them, with the same answers and different costs per iteration (t cuts, t_a of them
+active, n rows, d features, one pass = the non-zeros of the data):
+
+* ``DenseCuts`` keeps every z_k as a dense vector of d + 1 numbers. New Gram row: t dot products of
+  length d; outputs of w_t: the combination sum_k alpha_k z_k (t_a * d) and one gather pass.
+  Memory t * d. What libocas and SVMperf do (their cuts are sparse vectors, which at the densities
+  where this form is chosen are as long as dense ones).
+* ``OutputCuts`` keeps every cut as its row coefficients gamma (n small integers) and its outputs
+  X z_k (n numbers), never as a vector over the features. New Gram row: H_tk = <z_t, z_k> =
+  sum_i gamma_ti <x_i, z_k> = sum over the cut's rows of gamma_ti (X z_k)_i, so t sums over the new
+  cut's rows; the new cut's own outputs cost one gather pass (after a scatter into a scratch vector
+  that is cleared again row by row); outputs of w_t: sum_k alpha_k X z_k (t_a * n), no pass at all.
+  No cost grows with d x t: this is the form for data with more features than rows (text, hashed
+  features), where dense cuts made OCAS and CPA spend most of their time on the reduced problem.
+
+``choose`` picks ``OutputCuts`` when n <= d + 1 (the costs above: n (t + t_a) against d (t + t_a)).
+
+OCAS also needs its best-so-far point w_b (paper 000, Change 1). ``DenseCuts`` keeps it as a dense
+vector. ``OutputCuts`` keeps it implicitly, as w_b = s0 w0 + X^T (rho + sum_k beta_k gamma_k): the
+coefficients beta_k of every cut, u_k = <w_b, z_k>, |w_b|^2, and in rho the coefficients of cuts
+already dropped from the working set; every update is O(t) or O(n), and w_b is built as a vector
+over the features once, at the end (one scatter pass).
+
+The cut data live in slots; the reduced problem remembers each cut's slot and hands back the slots
+of the cuts it drops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from worker.solvers.data_passes import (
+    available_cores,
+    clear_rows,
+    feature_ranges,
+    fill,
+    gather_outputs,
+    row_chunks,
+    rows_sorted,
+    scatter_rows,
+)
+from worker.solvers.reduced_qp import ReducedProblem
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _dense_dot(Z, s, new):
+    acc = 0.0
+    for f in range(Z.shape[1]):
+        acc += Z[s, f] * Z[new, f]
+    return acc
+
+
+@njit(cache=True, parallel=True)
+def _dense_gram_row(Z, slots, t, new, out, serial):
+    """out[k] = <Z[slots[k]], Z[new]> for k < t."""
+    if serial:
+        for k in range(t):
+            out[k] = _dense_dot(Z, slots[k], new)
+    else:
+        for k in prange(t):
+            out[k] = _dense_dot(Z, slots[k], new)
+
+
+@njit(cache=True)
+def _sel_dot(outs, s, gamma, rows, n_rows):
+    acc = 0.0
+    for q in range(n_rows):
+        i = rows[q]
+        acc += gamma[i] * outs[s, i]
+    return acc
+
+
+@njit(cache=True, parallel=True)
+def _output_gram_row(outs, slots, t, gamma, rows, n_rows, out, serial):
+    """out[k] = sum_q gamma[rows[q]] * outs[slots[k], rows[q]] for k < t (= <z_new, z_k>)."""
+    if serial:
+        for k in range(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
+    else:
+        for k in prange(t):
+            out[k] = _sel_dot(outs, slots[k], gamma, rows, n_rows)
+
+
+@njit(cache=True)
+def _dot_rows(gamma, rows, n_rows, v):
+    """sum_q gamma[rows[q]] * v[rows[q]]."""
+    acc = 0.0
+    for q in range(n_rows):
+        i = rows[q]
+        acc += gamma[i] * v[i]
+    return acc
+
+
+@njit(cache=True)
+def _combine_chunk(table, slots, weights, t, i0, i1, base, c):
+    for i in range(i0, i1):
+        c[i] = base[i]
+    for k in range(t):
+        a = weights[k]
+        if a != 0.0:
+            s = slots[k]
+            for i in range(i0, i1):
+                c[i] += a * table[s, i]
+
+
+@njit(cache=True, parallel=True)
+def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
+    """c[i] = base[i] + sum_k weights[k] table[slots[k], i] (weights 0 skipped; k in order), by row chunks.
+
+    With ``table`` the cuts' outputs this gives the outputs of w = sum_k weights_k z_k; with the
+    cuts' row coefficients, the row coefficients of w; with dense cuts and feature parts, w itself."""
+    if serial:
+        for ch in range(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+    else:
+        for ch in prange(chunks.shape[0] - 1):
+            _combine_chunk(table, slots, weights, t, chunks[ch], chunks[ch + 1], base, c)
+
+
+# ---------------------------------------------------------------------------------------------
+# the data and its partitions, shared by both forms
+# ---------------------------------------------------------------------------------------------
+
+
+class Data:
+    """The CSR triple with its fixed partitions: row chunks, feature ranges for scatters."""
+
+    def __init__(self, indptr, indices, data, n_features, B, chunks, franges, sorted_rows, n_threads):
+        self.indptr = indptr
+        self.indices = indices
+        self.data = data
+        self.n = indptr.shape[0] - 1
+        self.d = int(n_features)
+        self.B = float(B)
+        self.chunks = chunks
+        self.franges = franges
+        self.sorted_rows = bool(sorted_rows)
+        self.n_threads = int(n_threads)
+        self.serial = self.n_threads == 1
+        self.all_rows = None
+
+    def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
+        """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
+        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out,
+                       self.serial)
+
+    def weights(self, coef: np.ndarray) -> np.ndarray:
+        """X_aug^T coef as a dense vector of length d + 1 (one scatter over all rows)."""
+        if self.all_rows is None:
+            self.all_rows = np.arange(self.n, dtype=np.int64)
+        w = np.zeros(self.d + 1)
+        scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, self.franges,
+                     self.sorted_rows, w, self.serial)
+        w[self.d] = self.B * float(np.sum(coef))
+        return w
+
+
+def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: int) -> Data:
+    """The data with its partitions for ``n_processes`` threads (at most the cores of this process)."""
+    n_threads = int(min(int(n_processes), available_cores()))
+    return Data(indptr, indices, data, n_features, B, row_chunks(indptr),
+                feature_ranges(indices, n_features, n_threads), rows_sorted(indptr, indices), n_threads)
+
+
+class _Slots:
+    """Slot numbers for cut data; capacity doubles when full (callers reallocate their arrays)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free = list(range(capacity - 1, -1, -1))
+
+    def take(self) -> tuple[int, bool]:
+        grew = False
+        if not self.free:
+            old = self.capacity
+            self.capacity = 2 * old
+            self.free = list(range(self.capacity - 1, old - 1, -1))
+            grew = True
+        return self.free.pop(), grew
+
+    def give(self, slot: int) -> None:
+        self.free.append(int(slot))
+
+
+# ---------------------------------------------------------------------------------------------
+# dense cuts
+# ---------------------------------------------------------------------------------------------
+
+
+class DenseCuts:
+    """Cuts as dense vectors over the d + 1 weights; w_t and w_b as dense vectors too."""
+
+    kind = "dense"
+
+    def __init__(self, X: Data, C: float, capacity: int = 32) -> None:
+        self.X = X
+        self.rp = ReducedProblem(C)
+        self.d1 = X.d + 1
+        self.slots = _Slots(capacity)
+        self.Z = np.zeros((capacity, self.d1))
+        self.w_t = np.zeros(self.d1)
+        self.w_b = np.zeros(self.d1)
+        self.best = np.zeros(self.d1)
+        self._row = np.zeros(capacity)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
+        self._fparts = np.linspace(0, self.d1, self._parts + 1).astype(np.int64)
+        self._zero_d = np.zeros(self.d1)
+
+    # -- cuts --------------------------------------------------------------------------------------
+
+    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
+        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+        slot, grew = self.slots.take()
+        if grew:
+            Z = np.zeros((self.slots.capacity, self.d1))
+            Z[: self.Z.shape[0]] = self.Z
+            self.Z = Z
+        X = self.X
+        z = self.Z[slot]
+        fill(z, 0.0, self._parts)
+        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
+        z[X.d] = X.B * gsum
+        t = self.rp.t
+        if self._row.shape[0] < t + 1:
+            self._row = np.zeros(2 * (t + 1))
+        _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, X.serial)
+        self.rp.add_cut(self._row, float(z @ z), b, slot)
+
+    def drop_inactive(self, max_inactive: int) -> int:
+        """Drop the cuts inactive for more than max_inactive solves; free their slots."""
+        dropped = self.rp.drop_inactive(max_inactive)
+        for slot in dropped:
+            self.slots.give(slot)
+        return len(dropped)
+
+    # -- w_t ---------------------------------------------------------------------------------------
+
+    def outputs_of_wt(self, o_t: np.ndarray) -> None:
+        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+        rp = self.rp
+        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
+        self.X.outputs(self.w_t, o_t)
+
+    def sq_norm_t(self) -> float:
+        """|w_t|^2."""
+        return float(self.w_t @ self.w_t)
+
+    # -- OCAS's best-so-far point ------------------------------------------------------------------
+
+    def start_best(self, w0: np.ndarray) -> float:
+        """w_b = w0; returns |w_b|^2."""
+        self.w_b[:] = w0
+        return float(w0 @ w0)
+
+    def line_terms(self) -> tuple[float, float]:
+        """(A0, B0) = (|w_t - w_b|^2, <w_b, w_t - w_b>)."""
+        diff = self.w_t - self.w_b
+        return float(diff @ diff), float(self.w_b @ diff)
+
+    def move_best(self, k: float) -> float:
+        """w_b <- (1 - k) w_b + k w_t; returns |w_b|^2."""
+        if k != 0.0:
+            self.w_b *= 1.0 - k
+            self.w_b += k * self.w_t
+        return float(self.w_b @ self.w_b)
+
+    def best_weights(self) -> np.ndarray:
+        """w_b as a dense vector (d + 1 entries)."""
+        return self.w_b.copy()
+
+    # -- CPA's best iterate ------------------------------------------------------------------------
+
+    def keep_t(self) -> None:
+        """Remember the current w_t as the best iterate."""
+        self.best[:] = self.w_t
+
+    def kept_weights(self) -> np.ndarray:
+        """The remembered iterate as a dense vector (d + 1 entries)."""
+        return self.best.copy()
+
+
+# ---------------------------------------------------------------------------------------------
+# cuts as row coefficients and outputs
+# ---------------------------------------------------------------------------------------------
+
+
+class OutputCuts:
+    """Cuts as their row coefficients gamma and their outputs X_aug z; w_b implicit (module docstring)."""
+
+    kind = "outputs"
+
+    def __init__(self, X: Data, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
+        self.X = X
+        self.rp = ReducedProblem(C)
+        self.slots = _Slots(capacity)
+        self.coef_dtype = np.dtype(coef_dtype)
+        n = X.n
+        self.outs = np.zeros((capacity, n))
+        self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
+        self.z = np.zeros(X.d + 1)
+        self._row = np.zeros(capacity)
+        self._parts = max(1, X.n_threads)  # fill() runs serially for one part
+        # OCAS's best-so-far point: w_b = s0 w0 + X^T (rho + sum_k beta[slot_k] gamma_k)
+        self.beta = np.zeros(capacity)
+        self.u = np.zeros(capacity)
+        self.rho = np.zeros(0)
+        self.s0 = 1.0
+        self.w0 = None
+        self.sq_b = 0.0
+        self._best_coef = np.zeros(n)
+        self._zero_n = np.zeros(n)
+
+    def _grow(self) -> None:
+        cap = self.slots.capacity
+        old = self.outs.shape[0]
+        outs = np.zeros((cap, self.X.n))
+        outs[:old] = self.outs
+        coefs = np.zeros((cap, self.X.n), dtype=self.coef_dtype)
+        coefs[:old] = self.coefs
+        beta = np.zeros(cap)
+        beta[:old] = self.beta
+        u = np.zeros(cap)
+        u[:old] = self.u
+        self.outs, self.coefs, self.beta, self.u = outs, coefs, beta, u
+
+    # -- cuts --------------------------------------------------------------------------------------
+
+    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
+        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b.
+
+        ``o_b`` (OCAS): the outputs of w_b, for u_new = <w_b, z_new>.
+        """
+        slot, grew = self.slots.take()
+        if grew:
+            self._grow()
+        X = self.X
+        z = self.z
+        scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, X.franges, X.sorted_rows, z, X.serial)
+        z[X.d] = X.B * gsum
+        X.outputs(z, self.outs[slot])
+        # clear the scratch row by row, or all at once when that is cheaper
+        if X.indptr[-1] > 0 and n_rows * (X.indptr[-1] / max(X.n, 1)) < z.shape[0] / 4:
+            clear_rows(X.indptr, X.indices, rows, n_rows, X.franges, z, X.serial)
+            z[X.d] = 0.0
+        else:
+            fill(z, 0.0, self._parts)
+        self.coefs[slot] = gamma
+        t = self.rp.t
+        if self._row.shape[0] < t + 1:
+            self._row = np.zeros(2 * (t + 1))
+        _output_gram_row(self.outs, self.rp.slot, t, gamma, rows, n_rows, self._row, X.serial)
+        h_self = _dot_rows(gamma, rows, n_rows, self.outs[slot])
+        self.rp.add_cut(self._row, h_self, b, slot)
+        self.beta[slot] = 0.0
+        self.u[slot] = _dot_rows(gamma, rows, n_rows, o_b) if o_b is not None else 0.0
+
+    def drop_inactive(self, max_inactive: int) -> int:
+        """Drop the cuts inactive for more than max_inactive solves; fold their share of w_b into rho."""
+        dropped = self.rp.drop_inactive(max_inactive)
+        for slot in dropped:
+            if self.beta[slot] != 0.0:
+                if self.rho.shape[0] == 0:
+                    self.rho = np.zeros(self.X.n)
+                self.rho += self.beta[slot] * self.coefs[slot]
+                self.beta[slot] = 0.0
+            self.slots.give(slot)
+        return len(dropped)
+
+    # -- w_t ---------------------------------------------------------------------------------------
+
+    def outputs_of_wt(self, o_t: np.ndarray) -> None:
+        """o_t = sum_k alpha_k X_aug z_k: no pass over the data."""
+        rp = self.rp
+        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
+
+    def sq_norm_t(self) -> float:
+        """|w_t|^2 = alpha^T H alpha."""
+        return self.rp.sq_norm()
+
+    # -- OCAS's best-so-far point ------------------------------------------------------------------
+
+    def start_best(self, w0: np.ndarray) -> float:
+        """w_b = w0 (dense, d + 1 entries, kept aside); returns |w_b|^2."""
+        self.w0 = w0.copy() if np.any(w0) else None
+        self.s0 = 1.0
+        self.sq_b = float(w0 @ w0)
+        return self.sq_b
+
+    def line_terms(self) -> tuple[float, float]:
+        """(A0, B0) = (|w_t - w_b|^2, <w_b, w_t - w_b>) from |w_t|^2 = alpha^T H alpha and
+        <w_b, w_t> = sum_k alpha_k u_k."""
+        rp = self.rp
+        t = rp.t
+        sq_t = rp.sq_norm()
+        dot_bt = float(rp.alpha[:t] @ self.u[rp.slot[:t]]) if t else 0.0
+        self._sq_t, self._dot_bt = sq_t, dot_bt
+        A0 = self.sq_b - 2.0 * dot_bt + sq_t
+        if A0 < 0.0:
+            A0 = 0.0
+        return A0, dot_bt - self.sq_b
+
+    def move_best(self, k: float) -> float:
+        """w_b <- (1 - k) w_b + k w_t in coefficients; returns |w_b|^2. Call after ``line_terms``."""
+        if k == 0.0:
+            return self.sq_b
+        rp = self.rp
+        t = rp.t
+        s = rp.slot[:t]
+        keep = 1.0 - k
+        self.beta *= keep
+        self.beta[s] += k * rp.alpha[:t]
+        self.u *= keep
+        self.u[s] += k * rp.h_alpha[:t]
+        self.s0 *= keep
+        if self.rho.shape[0]:
+            self.rho *= keep
+        self.sq_b = keep * keep * self.sq_b + 2.0 * k * keep * self._dot_bt + k * k * self._sq_t
+        return self.sq_b
+
+    def best_weights(self) -> np.ndarray:
+        """w_b as a dense vector (d + 1 entries): one scatter pass."""
+        rp = self.rp
+        base = self.rho if self.rho.shape[0] else self._zero_n
+        coef = np.empty(self.X.n)
+        weights = self.beta[rp.slot[: rp.t]].copy()
+        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef, self.X.serial)
+        w = self.X.weights(coef)
+        if self.w0 is not None and self.s0 != 0.0:
+            w += self.s0 * self.w0
+        return w
+
+    # -- CPA's best iterate ------------------------------------------------------------------------
+
+    def keep_t(self) -> None:
+        """Remember the current w_t as the best iterate (its row coefficients, O(n t_a))."""
+        rp = self.rp
+        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef,
+                      self.X.serial)
+
+    def kept_weights(self) -> np.ndarray:
+        """The remembered iterate as a dense vector (d + 1 entries): one scatter pass."""
+        return self.X.weights(self._best_coef)
+
+
+def choose(X: Data, C: float, coef_dtype=np.int8):
+    """The cut form for this data: OutputCuts when n <= d + 1, else DenseCuts (module docstring)."""
+    if X.n <= X.d + 1:
+        return OutputCuts(X, C, coef_dtype=coef_dtype)
+    return DenseCuts(X, C)
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module on a tiny problem."""
+    Z = np.arange(12, dtype=np.float64).reshape(4, 3)
+    slots = np.array([0, 1, 2, 3], dtype=np.int64)
+    out = np.zeros(4)
+    chunks = np.array([0, 3], dtype=np.int64)
+    rows = np.array([0, 2], dtype=np.int64)
+    weights = np.array([0.5, 0.0, 0.25, 0.0])
+    for serial in (True, False):
+        _dense_gram_row(Z, slots, 3, 3, out, serial)
+        for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
+            _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
+            _dot_rows(gamma, rows, 2, Z[0])
+        for table in (Z, Z.astype(np.int8)):
+            _combine_rows(table, slots, weights, 3, chunks, np.zeros(3), np.zeros(3), serial)

@@ -1,0 +1,276 @@
+"""The passes over the data that the cutting-plane solvers make, split over numba threads.
+
+A cutting-plane iteration touches the data in two ways (paper 000, Section 3.1; paper 001, Lemma 1):
+
+* output computation ``o_i = <x_i, w> + B w_B`` for every row (a *gather*: each row reads the
+  entries of w at its features): ``gather_outputs``, split by rows;
+* cut sum ``z = sum_i coef_i x_i`` over a list of rows (a *scatter*: each row adds into z at its
+  features): ``scatter_rows``, split by *features*: every thread walks the same rows in the same
+  order and adds only the entries whose feature falls in its own range, so each z[f] receives its
+  terms in row order whatever the number of threads, and no thread needs a buffer of its own.
+
+Everything else the solvers do per row (line-search terms, the cut's rows, block sums of the loss)
+is split over fixed row chunks (``row_chunks``): the chunks depend on the data alone, never on the
+number of threads, and every sum over rows is taken per chunk and the chunk sums are added in chunk
+order by the caller. Hence one thread and any number of threads give bit-identical iterates.
+
+The CSR triple is ``(indptr, indices, data)``: indptr int64, indices int32 or int64, data float64 or
+float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
+arrays and scalars only, allocate nothing in their loops, and are ``@njit(cache=True)``; the parallel
+ones use ``prange`` over chunks or feature ranges (numba's threading layer must be fork-safe in a
+worker: 'workqueue', set by the worker before numba is imported). The caller picks the number of
+threads with ``numba.set_num_threads`` (``threads(n)`` below) and passes ``serial=True`` for one
+thread: the same loops then run in the calling thread, because starting a parallel region costs
+tens of microseconds on an idle machine and milliseconds on a busy one, even for one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+CHUNK_NNZ = 32_768
+"""Rows are cut into chunks of about this many non-zeros (plus rows); at most MAX_CHUNKS chunks."""
+MAX_CHUNKS = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# partitions (functions of the data only)
+# ---------------------------------------------------------------------------------------------
+
+
+def row_chunks(indptr: np.ndarray) -> np.ndarray:
+    """Fixed chunk boundaries over the rows, balanced by non-zeros + rows; a function of the data alone."""
+    n = indptr.shape[0] - 1
+    nnz = int(indptr[-1])
+    n_chunks = int(max(1, min(MAX_CHUNKS, n, (nnz + n) // CHUNK_NNZ)))
+    if n_chunks == 1:
+        return np.array([0, n], dtype=np.int64)
+    cost = indptr.astype(np.float64) + np.arange(n + 1)
+    targets = cost[-1] * np.arange(1, n_chunks) / n_chunks
+    inner = np.searchsorted(cost, targets).astype(np.int64)
+    bounds = np.unique(np.concatenate(([0], inner, [n]))).astype(np.int64)
+    return bounds
+
+
+def feature_ranges(indices: np.ndarray, n_features: int, n_ranges: int) -> np.ndarray:
+    """Boundaries of ``n_ranges`` feature ranges holding about equal numbers of non-zeros.
+
+    Any partition gives the same scatter result (each z[f] is summed in row order by one thread);
+    the balance only decides how evenly the threads share the work.
+    """
+    n_ranges = int(max(1, min(n_ranges, n_features)))
+    if n_ranges == 1 or indices.size == 0:
+        return np.array([0, n_features], dtype=np.int64)
+    counts = np.bincount(indices, minlength=n_features).astype(np.float64)
+    cum = np.concatenate(([0.0], np.cumsum(counts)))
+    inner = np.searchsorted(cum, cum[-1] * np.arange(1, n_ranges) / n_ranges).astype(np.int64)
+    return np.unique(np.concatenate(([0], np.clip(inner, 0, n_features), [n_features]))).astype(np.int64)
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def threads(n: int):
+    """Run the enclosed kernels on ``n`` numba threads (at most numba's pool size), then restore."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(int(max(1, min(n, numba.config.NUMBA_NUM_THREADS))))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(previous)
+
+
+@njit(cache=True)
+def rows_sorted(indptr, indices):
+    """True when the feature indices of every row are strictly increasing."""
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i] + 1, indptr[i + 1]):
+            if indices[k] <= indices[k - 1]:
+                return False
+    return True
+
+
+@njit(cache=True)
+def compact_chunks(chunks, count_parts, values):
+    """Move the count_parts[c] entries each chunk c wrote at values[chunks[c]:] down so that they are
+    contiguous from 0, in chunk order; return their number."""
+    m = 0
+    for c in range(chunks.shape[0] - 1):
+        base = chunks[c]
+        cnt = count_parts[c]
+        if base != m:
+            for q in range(cnt):
+                values[m + q] = values[base + q]
+        m += cnt
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+# gather: outputs
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _gather_rows(indptr, indices, data, w, w_bias, i0, i1, out):
+    for i in range(i0, i1):
+        acc = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += data[k] * w[indices[k]]
+        out[i] = acc + w_bias
+
+
+@njit(cache=True, parallel=True)
+def gather_outputs(indptr, indices, data, w, w_bias, chunks, out, serial):
+    """out[i] = <x_i, w> + w_bias for every row (w over the real features; w_bias = B * w_B)."""
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _gather_rows(indptr, indices, data, w, w_bias, chunks[c], chunks[c + 1], out)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _gather_rows(indptr, indices, data, w, w_bias, chunks[c], chunks[c + 1], out)
+
+
+# ---------------------------------------------------------------------------------------------
+# scatter: cut sums and weight vectors
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _first_at_least(indices, lo, hi, f):
+    """The first position k in [lo, hi) with indices[k] >= f (indices increasing there), else hi."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if indices[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _scatter_range(indptr, indices, data, coef, rows, n_rows, f0, f1, whole, sorted_rows, z):
+    """z[f] += coef_i x_if for the listed rows i and the features f in [f0, f1) (all when ``whole``)."""
+    for q in range(n_rows):
+        i = rows[q]
+        c = coef[i]
+        k0 = indptr[i]
+        k1 = indptr[i + 1]
+        if whole:
+            for k in range(k0, k1):
+                z[indices[k]] += c * data[k]
+        elif sorted_rows:
+            for k in range(_first_at_least(indices, k0, k1, f0), k1):
+                f = indices[k]
+                if f >= f1:
+                    break
+                z[f] += c * data[k]
+        else:
+            for k in range(k0, k1):
+                f = indices[k]
+                if f >= f0 and f < f1:
+                    z[f] += c * data[k]
+
+
+@njit(cache=True, parallel=True)
+def scatter_rows(indptr, indices, data, coef, rows, n_rows, franges, sorted_rows, z, serial):
+    """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows (z is not cleared first).
+
+    Split by feature ranges ``franges`` (serially: one pass over all features); with ``sorted_rows``
+    each row's part in a range is found by binary search, else every entry is tested.
+    """
+    n_ranges = franges.shape[0] - 1
+    if serial or n_ranges == 1:
+        _scatter_range(indptr, indices, data, coef, rows, n_rows, 0, 0, True, sorted_rows, z)
+    else:
+        for r in prange(n_ranges):
+            _scatter_range(indptr, indices, data, coef, rows, n_rows, franges[r], franges[r + 1], False,
+                           sorted_rows, z)
+
+
+@njit(cache=True)
+def _clear_range(indptr, indices, rows, n_rows, f0, f1, whole, z):
+    for q in range(n_rows):
+        i = rows[q]
+        for k in range(indptr[i], indptr[i + 1]):
+            f = indices[k]
+            if whole or (f >= f0 and f < f1):
+                z[f] = 0.0
+
+
+@njit(cache=True, parallel=True)
+def clear_rows(indptr, indices, rows, n_rows, franges, z, serial):
+    """z[f] = 0 at every feature f of the listed rows (undoes a scatter into a zero vector)."""
+    n_ranges = franges.shape[0] - 1
+    if serial or n_ranges == 1:
+        _clear_range(indptr, indices, rows, n_rows, 0, 0, True, z)
+    else:
+        for r in prange(n_ranges):
+            _clear_range(indptr, indices, rows, n_rows, franges[r], franges[r + 1], False, z)
+
+
+@njit(cache=True, parallel=True)
+def fill(x, value, n_parts):
+    """x[:] = value, in n_parts contiguous parts (serially when n_parts is 1)."""
+    m = x.shape[0]
+    if n_parts <= 1:
+        for f in range(m):
+            x[f] = value
+    else:
+        for p in prange(n_parts):
+            for f in range(m * p // n_parts, m * (p + 1) // n_parts):
+                x[f] = value
+
+
+def csr_variants(indptr, indices, data):
+    """The same small CSR triple in every array type a worker hands to the solvers, for warm-ups.
+
+    numba compiles one version of a kernel per argument type: int32 indices (int64 too, writable
+    only), float64 or float32 values, and writable arrays (built in the process) or read-only ones
+    (a data set mapped from the worker's cache).
+    """
+    variants = []
+    for index_dtype, value_dtype, writable in (
+        (np.int32, np.float64, True), (np.int32, np.float64, False),
+        (np.int32, np.float32, True), (np.int32, np.float32, False),
+        (np.int64, np.float64, True),
+    ):
+        arrays = (np.array(indptr, dtype=np.int64), np.array(indices, dtype=index_dtype),
+                  np.array(data, dtype=value_dtype))
+        for a in arrays:
+            a.flags.writeable = writable
+        variants.append(arrays)
+    return variants
+
+
+def warm_up() -> None:
+    """Compile every kernel of this module for the array types of ``csr_variants``."""
+    chunks = np.array([0, 3], dtype=np.int64)
+    rows = np.arange(3, dtype=np.int64)
+    franges = np.array([0, 1, 2], dtype=np.int64)
+    for indptr, indices, data in csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
+        rows_sorted(indptr, indices)
+        out = np.zeros(3)
+        z = np.zeros(2)
+        coef = np.array([1.0, -1.0, 1.0])
+        for serial in (True, False):
+            gather_outputs(indptr, indices, data, np.array([0.3, -0.2]), 0.1, chunks, out, serial)
+            for sorted_rows in (True, False):
+                scatter_rows(indptr, indices, data, coef, rows, 3, franges, sorted_rows, z, serial)
+            clear_rows(indptr, indices, rows, 3, franges, z, serial)
+    fill(np.zeros(4), 0.0, 2)
+    fill(np.zeros(4), 0.0, 1)
+    counts = np.array([1, 1], dtype=np.int64)
+    two = np.array([0, 2, 3], dtype=np.int64)
+    compact_chunks(two, counts, np.arange(3, dtype=np.int64))
+    compact_chunks(two, counts, np.arange(3.0))
