@@ -131,13 +131,17 @@ variables' gradients are then computed outside the cache, at most about a fifth 
 counted as trace time).
 
 What runs in parallel (``n_threads``, default: the threads numba allows this process): a kernel row is
-split into contiguous position ranges, one per thread; the gradient update (two rows) likewise; the two
-working-set scans take each thread's first maximum and keep the first of those (so the choice is the one
-a single scan makes). Every value is computed by the same arithmetic whatever the split, so 1 and 2
-threads take the very same steps and return the same alpha (tested). Passes shorter than ``PAR_MIN_ROW``
-(kernel rows) or ``PAR_MIN_SCAN`` (scans) run on one thread. numba's prange runs on its ``workqueue``
-threading layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given
-seed and thread count (only ``platt`` draws numbers).
+split into contiguous position ranges (4 per thread, taken by whichever thread is free); the gradient
+update (two rows) into one range per thread; the two working-set scans take each thread's first maximum
+and keep the first of those (so the choice is the one a single scan makes). Every value is computed by
+the same arithmetic whatever the split, so 1 and 2 threads take the very same steps and return the same
+alpha (tested). Passes shorter than ``PAR_MIN_ROW`` (kernel rows, 16,384 values: about 0.1 ms) or
+``PAR_MIN_SCAN`` (gradient update and scans, 262,144 positions: about 1 ms) run on one thread in the
+calling thread: a parallel region costs tens of microseconds on an idle machine and up to milliseconds on
+a busy one (measured: ~100 us for an empty region at load 9 on 2 cores, and smo on 2 threads with
+every pass split ran 10x slower than on one there). numba's prange runs on its ``workqueue`` threading
+layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given seed and
+thread count (only ``platt`` draws numbers).
 """
 
 from __future__ import annotations
@@ -145,6 +149,7 @@ from __future__ import annotations
 import math
 import time
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -220,10 +225,12 @@ FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to rep
 # and at least this fraction of its entries are stored (else the columns, CSC, do)
 _DENSE_T_MAX_BYTES = 256 << 20
 _DENSE_T_MIN_FILL = 0.05
-# below these lengths a pass runs on one thread (a parallel launch costs more than it saves); read at
-# each solve (istate), so that tests can lower them
-PAR_MIN_ROW = 2048
-PAR_MIN_SCAN = 16384
+# below these lengths a pass runs on one thread: a parallel region costs tens of microseconds on an idle
+# machine and milliseconds on a busy one, so only passes of about 0.1 ms (kernel rows) or 1 ms (scans) and
+# more are split. Read at each solve (istate), so that tests can lower them.
+PAR_MIN_ROW = 16384
+PAR_MIN_SCAN = 262144
+_CHUNKS_PER_THREAD = 4  # a split row is handed out in this many chunks per thread, first come first served
 _ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
 _SCAN_BLOCK = 256  # the working-set scans take block maxima, then look for the first maximum in its block
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see record())
@@ -343,6 +350,8 @@ def _smo_row_kernel(p, lo, hi, X, kp, out, base, coef, accumulate):
 
 @njit(cache=True, parallel=True)
 def _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, n_chunks):
+    # solve_smo sets numba's chunk size to 1: chunks go to whichever thread is free (a thread the system has
+    # descheduled does not hold the row up)
     for c in prange(n_chunks):
         _smo_row_chunk(p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base,
                        coef, accumulate)
@@ -353,7 +362,7 @@ def _smo_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
     """Row p of Q over positions [lo, hi) into out (see _smo_row_chunk), split over the threads when long."""
     threads = istate[IS_THREADS]
     if threads > 1 and hi - lo >= istate[IS_PAR_MIN_ROW]:
-        _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, threads)
+        _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, _CHUNKS_PER_THREAD * threads)
     else:
         _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate)
 
@@ -1354,6 +1363,8 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     next_trace = trace_every
     stop_reason = StopReason.MAX_ITER
     converged = False
+    # split rows are handed out chunk by chunk to whichever thread is free (numba's setting, this thread only)
+    chunk_size = numba.set_parallel_chunksize(1) if threads > 1 else None
     while True:
         stop_iter = min(next_trace, max_iter)
         t0 = time.perf_counter()
@@ -1406,6 +1417,8 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     objective = 0.5 * quad + hinge if complete else float("nan")
     dual_value = float(alpha.sum() - 0.5 * quad) if complete else -float(fstate[FS_F])
     record(final=True)
+    if chunk_size is not None:
+        numba.set_parallel_chunksize(chunk_size)
 
     alpha_rows = np.empty(n)
     alpha_rows[perm] = alpha
