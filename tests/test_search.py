@@ -241,3 +241,35 @@ def test_distributed_search_spreads_over_the_workers(service, http):
     keys = ("C", "mean", "std", "fold_scores", "n_iter", "warm_started_fits", "stop_reasons")
     strip = lambda table: [{k: row[k] for k in keys} for row in table["settings"]]  # noqa: E731
     assert strip(local["search_results"]) == strip(results), "same folds, same warm paths, same table"
+
+
+def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatch):
+    """With few paths the refit's path on all the data runs as tasks among the folds' fits: same model as
+    walking it after the search (the same warm chain), with 1 or 2 processes."""
+    import worker.search as search_module
+
+    arrays, n_features = cancer_arrays()
+    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
+              "shrinking": True, "trace_every": 1, "seed": 0, "max_seconds": None,
+              "search": {"C": [0.001, 0.01, 0.1, 1.0], "cv_folds": 3, "seed": 7, "warm_start": True}}
+
+    def run(processes):
+        sink = NullSink()
+        outcome = run_search("dcd", dict(params, n_processes=processes), arrays, n_features, deadline=None,
+                             cancel_requested=lambda: False, sink=sink, publish=lambda table, subtasks: None)
+        return outcome, sink
+
+    monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 1)
+    after, _ = run(1)  # a path is a task: the refit walks its path after the search
+    assert "ran_with_search" not in after.meta["refit_path"]
+    monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
+    for processes in (1, 2):
+        outcome, sink = run(processes)
+        assert outcome.meta["refit_path"]["ran_with_search"] is True
+        assert outcome.meta["refit_path"]["C"] == after.meta["refit_path"]["C"]
+        assert outcome.meta["refit_path"]["n_iter"] == after.meta["refit_path"]["n_iter"]
+        np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
+        assert strip_timing(outcome.meta["search_results"]) == strip_timing(after.meta["search_results"])
+        assert any(p.get("stage") == "refit" for p in sink.jobs.points)
+        if processes == 1:
+            assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "one process walks only up to the best C"

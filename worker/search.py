@@ -35,7 +35,12 @@ The best setting (highest mean; ties go to the smaller C, then the smaller gamma
 the data and becomes the job's model, with the table in its metadata as ``search_results``. With
 warm starts the refit walks the C path up to the best C on all the data (a cold fit at a large C
 costs more than the whole warm path: on a9a 0.77 s cold at C = 30 against 0.2 s for the path); only
-the last fit's trace reaches the job.
+the last fit's trace reaches the job. When the fits are tasks (few paths), that path on all the data
+runs among them: with several processes it goes first at every C (it is the longest chain: walked
+after the search it was a serial tail of about a fifth of a two-label search on a9a, which capped 2
+processes near 1.67x), as far as the best C once that is known (the fits beyond it are speculative,
+counted in ``refit_path.fits_beyond_best``); with one process it runs after the search, up to the
+best C only. Its fit at the best C is the model, the same one the walk after the search gives.
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ PATHS_PER_PROCESS = 4
 FOLD_CACHE_BYTES = 256 << 20
 """A process keeps the fold subsets it built while they take at most this much (or one data set's size)."""
 PUBLISH_EVERY_S = 0.2
+ALL_ROWS = -1
+"""The fold number of the paths on all the data (the refit's), which run with the search when its fits are tasks."""
 STOP_SEVERITY = (StopReason.CONVERGED.value, StopReason.DEADLINE.value, StopReason.CANCELED.value,
                  StopReason.MAX_ITER.value)
 """Order in which a setting's worst stop reason is chosen (the last one present wins)."""
@@ -170,8 +177,9 @@ class FitRecord:
     seconds: float
     stop_reason: str
     warm_started: bool
-    decisions: np.ndarray
+    decisions: np.ndarray | None
     ranking: dict | None = None
+    result: SolverResult | None = None  # the whole result, for the fits on all the data (the refit's path)
 
 
 class FoldCache:
@@ -192,7 +200,11 @@ class FoldCache:
         self.entries: OrderedDict[int, tuple[dict, int]] = OrderedDict()
 
     def get(self, fold: int) -> dict:
-        """The fold's train subset, held-out CSR matrix and rows, labels and binary problems."""
+        """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data)."""
+        if fold == ALL_ROWS:
+            entry = {"train": self.arrays}
+            entry["labels"], entry["problems"] = binary_problems(np.asarray(self.arrays["y"]))
+            return entry
         if fold in self.entries:
             self.entries.move_to_end(fold)
             return self.entries[fold][0]
@@ -258,6 +270,7 @@ class Search:
         else:
             self.fold_labels = [None] * self.cv_folds
         self.processes = 1
+        self.full_results: dict[tuple[int, float], SolverResult] = {}
 
     # -- the work ---------------------------------------------------------------------------------
 
@@ -302,7 +315,7 @@ class Search:
             setting = self.setting(C, path.gamma)
             start_args = registry.warm_start_arguments(self.solver, state[1], setting, state[0]) if state else {}
             on_point = None
-            if record_point is not None and not path.cold_reference:
+            if record_point is not None and not path.cold_reference and path.fold != ALL_ROWS:
                 tags = {"stage": "search", "fold": path.fold, "C": C, "gamma": path.gamma, "subproblem": path.problem}
                 on_point = lambda point, tags=tags: record_point(dict(point, **tags))  # noqa: E731
             control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=on_point)
@@ -321,9 +334,12 @@ class Search:
                                                  qid=train.get("qid") if self.task == "ranking" else None)
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
-            decisions = _held_out_decisions(result, fold_data, setting.get("kernel"), self.n_features)
+            if path.fold == ALL_ROWS:
+                decisions, whole = None, result
+            else:
+                decisions, whole = _held_out_decisions(result, fold_data, setting.get("kernel"), self.n_features), None
             records.append(FitRecord(C, int(result.n_iter), time.perf_counter() - began, result.stop_reason.value,
-                                     bool(start_args), decisions, ranking))
+                                     bool(start_args), decisions, ranking, whole))
             state = (C, _warm_state(result)) if path.warm else None
             if result.stop_reason is StopReason.CANCELED:
                 break
@@ -340,10 +356,23 @@ class Search:
         self.processes = n_processes
         paths = self.paths(folds, gamma_indices)
         split = self.warm and len(paths) < PATHS_PER_PROCESS * n_processes
+        # with few paths (their fits are tasks) the refit's path on all the data runs with them, so that its
+        # fits do not make a serial tail after the cross-validation (see the module docstring)
+        self.full_results: dict[tuple[int, float], SolverResult] = {}
+        self.full_walk: list[tuple[float, int]] = []
+        with_refit = split and folds is None and self.task == "classification" and len(self.gammas) == 1
+        if with_refit:
+            n_full = n_binary_problems(np.asarray(self.arrays["y"]))
+            paths = paths + [Path(ALL_ROWS, 0, self.gammas[0], k, self.Cs, True) for k in range(n_full)]
+        # processes: the refit's path goes first at each C (the longest chain); one process: after the search,
+        # as far as the best C only
+        refit_offset = 0 if n_processes > 1 else len(self.Cs)
         tasks = []
         for p, path in enumerate(paths):
             if path.warm and not split:
                 tasks.append(((0, p), (p, 0, len(path.Cs), None)))
+            elif path.fold == ALL_ROWS:
+                tasks.append(((refit_offset, ALL_ROWS, p), (p, 0, 1, None)))
             elif path.warm:
                 tasks.append(((0, path.fold, p), (p, 0, 1, None)))
             else:
@@ -373,10 +402,25 @@ class Search:
                 if flush is not None:
                     flush()
 
+        def best_C():
+            """The best setting's C once every cell is scored, else None."""
+            if len(rows) < total:
+                return None
+            best = table(rows, self.metric, self.params["search"], self.warm)["best"]
+            return best["C"] if best is not None else -np.inf
+
         def on_done(payload, result):
             p, start, stop, _ = payload
             records, state = result
             path = paths[p]
+            if path.fold == ALL_ROWS:
+                for record in records:
+                    self.full_results[(path.problem, record.C)] = record.result
+                best = best_C()
+                more = stop < len(path.Cs) and records and records[-1].stop_reason != StopReason.CANCELED.value
+                if more and (best is None or path.Cs[stop - 1] < best):
+                    return [((refit_offset + stop, ALL_ROWS, p), (p, stop, stop + 1, state))]
+                return []
             target = cold if path.cold_reference else cells
             new_rows = []
             for record in records:
@@ -437,7 +481,10 @@ class Search:
         if best.get("gamma") is not None and "kernel" in refit_params:
             refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
         path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
-        if len(path) == 1:
+        n_full = n_binary_problems(np.asarray(self.arrays["y"]))
+        if all((k, best["C"]) in self.full_results for k in range(n_full)):
+            outcome, walked = self._refit_from_search(refit_params, best["C"], n_full, sink)
+        elif len(path) == 1:
             outcome = train_model(self.solver, refit_params, self.arrays, self.n_features, deadline=deadline,
                                   cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
                                   phase="refitting the best setting")
@@ -449,6 +496,27 @@ class Search:
         outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
         outcome.meta["refit_path"] = walked
         return outcome
+
+    def _refit_from_search(self, refit_params: dict, best_C: float, n_full: int, sink):
+        """The model from the refit's path that ran with the search (its fit at the best C)."""
+        results = [self.full_results[(k, best_C)] for k in range(n_full)]
+        labels, _ = binary_problems(np.asarray(self.arrays["y"]))
+        estimator = ProblemsEstimator(self.solver, refit_params, n_full)
+        sink.estimator = estimator
+        sink.set_phase("refitting the best setting")
+        for k, result in enumerate(results):
+            for point in result.trace:
+                sink.add(dict(point), subproblem=k)
+            estimator.problem_done(k)
+        sink.flush()
+        sink.set_phase("scoring training data")
+        model_arrays, meta = assemble_model(self.solver, refit_params, results, labels, self.arrays, self.n_features)
+        walked_Cs = sorted({C for (_k, C) in self.full_results if C <= best_C})
+        walked = {"C": walked_Cs,
+                  "n_iter": [int(sum(self.full_results[(k, C)].n_iter for k in range(n_full))) for C in walked_Cs],
+                  "ran_with_search": True,
+                  "fits_beyond_best": len({C for (_k, C) in self.full_results if C > best_C})}
+        return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
     def _refit_path(self, refit_params: dict, path: list, *, n_processes, deadline, cancel_requested, sink):
         previous, previous_C, walked = None, None, {"C": [], "n_iter": []}
