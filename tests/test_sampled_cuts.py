@@ -201,3 +201,21 @@ def test_bad_arguments_are_refused(change, word):
     y = args.pop("y")
     with pytest.raises(SolverInputError, match=word):
         solve_sampled_cuts(indptr, indices, data, y, **args)
+
+
+@pytest.mark.parametrize("variant", ["constant", "linear"])
+def test_two_threads_give_the_very_same_model(small, monkeypatch, variant):
+    """Kernel blocks split over 2 threads by target rows: every sum runs in the same order, same model."""
+    import numba
+
+    import worker.solvers.sampled_cuts as module
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba allows one thread here")
+    monkeypatch.setattr(module, "PAR_MIN_VALUES", 1)
+    X, y, _, _ = small
+    runs = [solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant, sample_size=60,
+                               seed=2, n_threads=threads) for threads in (1, 2)]
+    assert runs[0].n_iter == runs[1].n_iter
+    np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
+    np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])

@@ -90,8 +90,92 @@ def test_search_reports_warm_started_fits():
     warm = search_table(1, warm=True)["search_results"]
     cold = search_table(1, warm=False)["search_results"]
     assert warm["warm_start"] is True and cold["warm_start"] is False
-    assert sum(row["warm_started_fits"] for row in warm["settings"]) > 0
+    # every fold walks the whole C path: all fits but the smallest C's start warm
+    assert [row["warm_started_fits"] for row in warm["settings"]] == [0] + [5] * 5
     assert sum(row["warm_started_fits"] for row in cold["settings"]) == 0
+    for row in warm["settings"] + cold["settings"]:
+        assert sum(row["stop_reasons"].values()) == 5
+        expected = "max_iter" if "max_iter" in row["stop_reasons"] else "converged"
+        assert row["stop_reason"] == expected and set(row["stop_reasons"]) <= {"converged", "max_iter"}
+        assert row["iterations_saved"] is None and "not measured" in row["iterations_saved_basis"]
+    assert warm["settings"][-1]["stop_reason"] == "max_iter", "C = 100 on this data needs more than 1000 passes"
+
+
+def test_paths_split_into_fits_give_the_same_table(monkeypatch):
+    """Few paths for the processes: every fit becomes a task and the warm start travels with it."""
+    import worker.search as search_module
+
+    whole = search_table(2)["search_results"]
+    monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
+    split = search_table(2)["search_results"]
+    assert strip_timing(whole) == strip_timing(split)
+    assert [row["warm_started_fits"] for row in split["settings"]] == [0] + [5] * 5
+
+
+def test_measured_cold_fits_show_the_iterations_saved():
+    arrays, n_features = cancer_arrays()
+    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.01, "max_iter": 1000,
+              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": 2,
+              "search": {"C": [0.01, 0.1, 1.0, 10.0, 100.0], "cv_folds": 3, "seed": 1, "warm_start": True,
+                         "measure_cold": True}}
+    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
+                         sink=NullSink(), publish=lambda table, subtasks: None)
+    settings = outcome.meta["search_results"]["settings"]
+    assert settings[0]["iterations_saved"] == 0, "the first C of a path is a cold fit"
+    assert all(row["cold_n_iter"] is not None and row["iterations_saved_basis"].startswith("measured")
+               for row in settings)
+    assert sum(row["iterations_saved"] for row in settings) > 0, settings
+
+
+def test_max_iter_shows_in_the_table():
+    arrays, n_features = cancer_arrays()
+    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 1e-6, "max_iter": 3,
+              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": 1,
+              "search": {"C": [0.001, 100.0], "cv_folds": 3, "seed": 1}}
+    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
+                         sink=NullSink(), publish=lambda table, subtasks: None)
+    big = outcome.meta["search_results"]["settings"][1]
+    assert big["stop_reason"] == "max_iter" and big["stop_reasons"].get("max_iter", 0) >= 1
+
+
+def multiclass_arrays():
+    from tests.helpers import sparse_problem
+
+    indptr, indices, data, y = sparse_problem(600, 40, 8, seed=5, noise=0.5, n_classes=4)
+    return {"indptr": indptr, "indices": indices, "data": data, "y": y}, 40
+
+
+@pytest.mark.parametrize("solver,extra", [
+    ("dcd", {"loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 1000, "shrinking": True, "trace_every": 1000}),
+    ("smo", {"kernel": {"type": "rbf", "gamma": 0.05}, "working_set": "second_order", "tol": 1e-3, "cache_mb": 10,
+             "shrinking": True, "max_iter": None, "trace_every": 1000}),
+])
+def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
+    """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
+    from service.scoring.models import Scorer
+    from worker.search import Search, subset
+    from worker.training import assemble_model, fit_problems
+
+    arrays, n_features = multiclass_arrays()
+    params = dict(extra, C=1.0, class_weight=None, seed=0, max_seconds=None, n_processes=2,
+                  search={"C": [0.1, 1.0], "cv_folds": 3, "seed": 2, "warm_start": False})
+    one = run_search(solver, dict(params, n_processes=1), arrays, n_features, deadline=None,
+                     cancel_requested=lambda: False, sink=NullSink(), publish=lambda table, subtasks: None)
+    two = run_search(solver, params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
+                     sink=NullSink(), publish=lambda table, subtasks: None)
+    assert strip_timing(one.meta["search_results"]) == strip_timing(two.meta["search_results"])
+    search = Search(solver, params, arrays, n_features)
+    for row in one.meta["search_results"]["settings"]:
+        for fold in range(3):
+            train = subset(arrays, np.flatnonzero(search.folds != fold), n_features)
+            held = subset(arrays, np.flatnonzero(search.folds == fold), n_features)
+            setting = search.setting(row["C"], None)
+            labels, results = fit_problems(solver, setting, train, n_features, deadline=None,
+                                           cancel_requested=lambda: False, on_point=lambda k, p: None)
+            model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
+            matrix = sp.csr_matrix((held["data"], held["indices"], held["indptr"]), shape=(held["y"].size, n_features))
+            predicted, _ = Scorer(meta, model_arrays).predict_values(matrix)
+            assert row["fold_scores"][fold] == pytest.approx(float(np.mean(predicted == held["y"])), abs=1e-12)
 
 
 def test_search_over_http(http):
@@ -146,13 +230,46 @@ def test_distributed_search_spreads_over_the_workers(service, http):
     results = done["search_results"]
     assert results["distributed"] is True and len(results["settings"]) == len(grid)
     assert all(row["folds_done"] == 4 for row in results["settings"])
-    assert done["progress"]["subtasks_done"] == done["progress"]["subtasks_total"] == len(grid)
+    assert done["progress"]["subtasks_done"] == done["progress"]["subtasks_total"] == 4, "one unit per fold"
     assert len(results["workers"]) == len(service.workers), results["workers"]
+    assert [row["warm_started_fits"] for row in results["settings"]] == [0] + [4] * (len(grid) - 1)
     model = http.get(f"/v1/models/{done['model_id']}").json()
     assert model["refit_params"]["C"] == results["best"]["C"]
 
-    in_process = dict(body, params=dict(body["params"], search=dict(body["params"]["search"], distribute=False,
-                                                                    warm_start=False)))
+    in_process = dict(body, params=dict(body["params"], search=dict(body["params"]["search"], distribute=False)))
     local = wait_job(http, http.post("/v1/jobs", json=in_process).json()["id"], timeout=300)
-    strip = lambda table: [{k: row[k] for k in ("C", "mean", "std", "fold_scores")} for row in table["settings"]]  # noqa: E731
-    assert strip(local["search_results"]) == strip(results), "same folds, same fits, same table"
+    keys = ("C", "mean", "std", "fold_scores", "n_iter", "warm_started_fits", "stop_reasons")
+    strip = lambda table: [{k: row[k] for k in keys} for row in table["settings"]]  # noqa: E731
+    assert strip(local["search_results"]) == strip(results), "same folds, same warm paths, same table"
+
+
+def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatch):
+    """With few paths the refit's path on all the data runs as tasks among the folds' fits: same model as
+    walking it after the search (the same warm chain), with 1 or 2 processes."""
+    import worker.search as search_module
+
+    arrays, n_features = cancer_arrays()
+    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
+              "shrinking": True, "trace_every": 1, "seed": 0, "max_seconds": None,
+              "search": {"C": [0.001, 0.01, 0.1, 1.0], "cv_folds": 3, "seed": 7, "warm_start": True}}
+
+    def run(processes):
+        sink = NullSink()
+        outcome = run_search("dcd", dict(params, n_processes=processes), arrays, n_features, deadline=None,
+                             cancel_requested=lambda: False, sink=sink, publish=lambda table, subtasks: None)
+        return outcome, sink
+
+    monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 1)
+    after, _ = run(1)  # a path is a task: the refit walks its path after the search
+    assert "ran_with_search" not in after.meta["refit_path"]
+    monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
+    for processes in (1, 2):
+        outcome, sink = run(processes)
+        assert outcome.meta["refit_path"]["ran_with_search"] is True
+        assert outcome.meta["refit_path"]["C"] == after.meta["refit_path"]["C"]
+        assert outcome.meta["refit_path"]["n_iter"] == after.meta["refit_path"]["n_iter"]
+        np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
+        assert strip_timing(outcome.meta["search_results"]) == strip_timing(after.meta["search_results"])
+        assert any(p.get("stage") == "refit" for p in sink.jobs.points)
+        if processes == 1:
+            assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "one process walks only up to the best C"

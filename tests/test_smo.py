@@ -259,14 +259,14 @@ def test_same_seed_same_result_and_sparse_equals_dense_input(breast_cancer):
 
 
 def test_dense_and_sparse_row_paths_agree(breast_cancer, monkeypatch):
-    # breast_cancer is dense: kernel rows use the dense copy; forbidding it forces the sparse gather
+    # breast_cancer is dense: kernel rows use the transposed dense copy; forbidding it forces the columns (CSC)
     import worker.solvers.smo as smo_module
 
     matrix, y = breast_cancer
     indptr, indices, data = _csr(matrix)
     kernel = {"type": "rbf", "gamma": 0.05}
     dense_run = solve_smo(indptr, indices, data, y, n_features=30, C=1.0, kernel=kernel, tol=1e-5)
-    monkeypatch.setattr(smo_module, "_DENSE_MIN_FILL", 2.0)
+    monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", 2.0)
     sparse_run = solve_smo(indptr, indices, data, y, n_features=30, C=1.0, kernel=kernel, tol=1e-5)
     assert dense_run.extra["dual_objective"] == pytest.approx(sparse_run.extra["dual_objective"], rel=1e-9)
     np.testing.assert_allclose(dense_run.extra["alpha"], sparse_run.extra["alpha"], atol=1e-6)
@@ -278,11 +278,36 @@ def test_dense_and_sparse_row_paths_agree(breast_cancer, monkeypatch):
     X += rng.normal(scale=0.1, size=X.shape)
     args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "cache_mb": 1.0}
     sparse_disc = solve_smo(*_csr(X), labels, **args)
-    monkeypatch.setattr(smo_module, "_DENSE_MIN_FILL", 0.25)
+    monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", 0.05)
     dense_disc = solve_smo(*_csr(X), labels, **args)
     assert dense_disc.extra["min_active_size"] < 4000
     assert dense_disc.n_iter == sparse_disc.n_iter
     np.testing.assert_array_equal(dense_disc.extra["alpha"], sparse_disc.extra["alpha"])
+
+
+@pytest.mark.parametrize("dense_fill", [0.05, 2.0], ids=["dense_rows", "columns"])
+def test_two_threads_give_the_very_same_run(monkeypatch, dense_fill):
+    """Kernel rows, gradient updates and both selections split over 2 threads: same steps, same alpha."""
+    import numba
+
+    import worker.solvers.smo as smo_module
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba allows one thread here")
+    monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", dense_fill)
+    monkeypatch.setattr(smo_module, "PAR_MIN_ROW", 64)
+    monkeypatch.setattr(smo_module, "PAR_MIN_SCAN", 64)
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(3000, 4))
+    labels = np.where(np.hypot(X[:, 0], X[:, 1]) < 0.6, 1.0, -1.0)
+    X[rng.random(X.shape) < 0.3] = 0.0  # some entries not stored: the column path skips them
+    args = {"n_features": 4, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "cache_mb": 0.5}
+    one = solve_smo(*_csr(X), labels, n_threads=1, **args)
+    two = solve_smo(*_csr(X), labels, n_threads=2, **args)
+    assert one.extra["min_active_size"] < 3000, "shrinking and the un-shrunk rebuild ran"
+    assert one.n_iter == two.n_iter and one.bias == two.bias
+    np.testing.assert_array_equal(one.extra["alpha"], two.extra["alpha"])
+    assert one.extra["dual_objective"] == two.extra["dual_objective"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +435,17 @@ def test_bad_arguments_are_refused(change, word):
 
 def test_bad_csr_dtypes_are_refused():
     indptr, indices, data = _csr(np.eye(3))
-    with pytest.raises(SolverInputError, match="int64 indptr"):
-        solve_smo(indptr.astype(np.int32), indices, data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
+    with pytest.raises(SolverInputError, match="int32 or int64 indices"):
+        solve_smo(indptr, indices.astype(np.int16), data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
                   kernel={"type": "linear"})
+
+
+def test_float32_values_and_int64_indices_give_the_same_model(breast_cancer):
+    """What the service may store (float32 values held exactly, int64 indices) trains like float64 and int32."""
+    matrix, y = breast_cancer
+    indptr, indices, data = _csr(matrix)
+    data32 = data.astype(np.float32)
+    kernel = {"type": "rbf", "gamma": 0.05}
+    a = solve_smo(indptr, indices, data32.astype(np.float64), y, n_features=30, C=1.0, kernel=kernel)
+    b = solve_smo(indptr, indices.astype(np.int64), data32, y, n_features=30, C=1.0, kernel=kernel)
+    np.testing.assert_array_equal(a.extra["alpha"], b.extra["alpha"])

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.cluster import alive, descendants
-from worker.subtasks import SubtaskError, run_subtasks
+from worker.subtasks import SubtaskError, run_subtasks, run_task_graph
 
 
 def square(task, context):
@@ -72,3 +72,59 @@ def test_deadline_reaches_every_subtask():
     results = run_subtasks(wait_for_stop, [0, 1, 2], n_processes=2, deadline=time.monotonic() + 0.3,
                            cancel_requested=lambda: False, on_point=lambda i, p: None)
     assert results == ["deadline"] * 3
+
+
+def countdown(payload, context):
+    chain, step, carried = payload
+    context.record_point({"chain": chain, "step": step})
+    if chain == 2 and step == 1 and carried is None:
+        raise ValueError("bad step")
+    return carried + [os.getpid()], step
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_task_graph_runs_follow_ups_with_what_their_predecessor_handed_over(processes):
+    """Three chains of four steps: each step gets its predecessor's result; steps run in priority order."""
+    finished, points = [], []
+
+    def on_done(payload, result):
+        chain, step, _ = payload
+        carried, _ = result
+        finished.append((chain, step, len(carried)))
+        return [((step + 1, chain), (chain, step + 1, carried))] if step < 3 else []
+
+    run_task_graph(countdown, [((0, c), (c, 0, [])) for c in range(3)], n_processes=processes, deadline=None,
+                   cancel_requested=lambda: False, on_done=on_done, on_point=lambda i, p: points.append(p))
+    assert sorted(finished) == [(c, s, s + 1) for c in range(3) for s in range(4)], "each step saw its chain's history"
+    assert len(points) == 12
+    if processes == 1:
+        assert finished == [(c, s, s + 1) for s in range(4) for c in range(3)], "breadth first by priority"
+
+
+def test_task_graph_failure_fails_the_run_and_leaves_no_process():
+    before = {pid for pid in descendants(os.getpid()) if alive(pid)}
+
+    def on_done(payload, result):
+        chain, step, _ = payload
+        return [((step + 1, chain), (chain, step + 1, None if chain == 2 else result[0]))] if step < 2 else []
+
+    with pytest.raises(SubtaskError, match="ValueError: bad step"):
+        run_task_graph(countdown, [((0, c), (c, 0, [])) for c in range(3)], n_processes=2, deadline=None,
+                       cancel_requested=lambda: False, on_done=on_done)
+    after = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    assert after <= before
+
+
+def test_task_graph_cancel_stops_running_tasks_and_starts_no_new_one():
+    asked = time.monotonic() + 0.3
+    done = []
+
+    def on_done(payload, result):
+        done.append(result)
+        return [(1, "never")]
+
+    start = time.monotonic()
+    run_task_graph(wait_for_stop, [(0, "a"), (1, "b"), (2, "c"), (3, "d")], n_processes=2, deadline=None,
+                   cancel_requested=lambda: time.monotonic() > asked, on_done=on_done)
+    assert time.monotonic() - start < 5
+    assert 1 <= len(done) <= 3 and set(done) == {"canceled"}, done

@@ -107,6 +107,7 @@ def _smo(indptr, indices, data, y, *, n_features, params, class_weight, control)
         max_iter=params["max_iter"],
         trace_every=params["trace_every"],
         seed=params["seed"],
+        n_threads=params.get("n_threads") or params.get("n_processes"),
         control=control,
     )
 
@@ -127,6 +128,7 @@ def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight,
         max_iter=params["max_iter"],
         bias=params["bias"],
         seed=params["seed"],
+        n_threads=params.get("n_threads") or params.get("n_processes"),
         control=control,
     )
 

@@ -2,38 +2,81 @@
 
 Folds are stratified by label (each label's rows shuffled with the search seed and dealt round
 robin), or grouped by qid for ranking (whole queries dealt round robin), so that a fold never
-splits a query. The work is cut into subtasks for ``worker.subtasks``: one per (fold, gamma, run
-of consecutive C values). Inside a subtask the C values are fitted in increasing order and, for
-dcd and ocas with ``warm_start``, each fit starts from the previous one's solution (dcd: dual
-variables scaled by the ratio of the C values; ocas: weights); runs are cut so that there are about TARGET_SUBTASKS
-subtasks whatever the process count (so the table does not depend on it), which keeps the
-processes busy at the cost of a cold start per run. Each
-fit is scored on its held-out fold with the search metric; the table (mean and standard deviation
-per setting, the fold scores, iterations and seconds) is published to the job as it fills. The
-best setting (highest mean; ties go to the smaller C, then the smaller gamma) is refit on all the
-data and becomes the job's model, with the table in its metadata as ``search_results``.
+splits a query.
+
+Paths and warm starts
+---------------------
+The unit of work is a *path*: one binary problem (one class against the rest, or the two-label
+problem, or cpa's pairwise problem) of one fold and one gamma, fitted at every C of the grid in
+increasing order. For dcd and ocas with ``warm_start`` (the default) each fit starts from the
+previous fit of its path (dcd: the dual variables scaled by the ratio of the C values; ocas: the
+weights), so every fit but the first of a path is warm-started whatever the number of processes.
+Increasing C is the direction that warm-starts well: on a9a (dcd, tol 0.1, C from 0.01 to 30) a
+fold's path took 1,410 passes upward, 2,594 downward (the cold fit at the largest C dominates) and
+3,427 cold.
+
+The paths run as tasks of ``worker.subtasks.run_task_graph`` over the processes. A path is one task
+when there are enough paths to keep the processes busy (one-vs-rest: folds x classes, 525 on
+sector's 105 classes); otherwise (a two-label problem has only ``cv_folds`` paths, and 5 paths on 2
+processes cannot do better than 5/3) every fit is its own task and the warm start travels with the
+task to whichever process runs the next C, the paths advancing side by side (lowest C first). The
+fits, their warm starts and hence the table do not depend on the number of processes. Without warm
+starts every (fold, gamma, problem, C) fit is an independent task, largest C first.
+
+Each fit reports its decision values on the held-out fold; the parent scores a (fold, setting) cell
+with the search metric once every problem of the fold has reported, and publishes the table as it
+fills (throttled). The table (``table``) gives per setting the mean and standard deviation of the
+fold scores, the iterations, seconds, warm-started fits and stop reasons of its fits; with
+``measure_cold`` the fits of fold 0 are repeated from a cold start and the table shows the
+iterations that warm starts saved there (measured, not estimated; it costs the cold fits, which are
+the expensive ones at large C, so it is off by default).
+
+The best setting (highest mean; ties go to the smaller C, then the smaller gamma) is refitted on all
+the data and becomes the job's model, with the table in its metadata as ``search_results``. With
+warm starts the refit walks the C path up to the best C on all the data (a cold fit at a large C
+costs more than the whole warm path: on a9a 0.77 s cold at C = 30 against 0.2 s for the path); only
+the last fit's trace reaches the job. When the fits are tasks (few paths), that path on all the data
+runs among them: with several processes it goes first at every C (it is the longest chain: walked
+after the search it was a serial tail of about a fifth of a two-label search on a9a, which capped 2
+processes near 1.67x), as far as the best C once that is known (the fits beyond it are speculative,
+counted in ``refit_path.fits_beyond_best``); with one process it runs after the search, up to the
+best C only. Its fit at the best C is the model, the same one the walk after the search gives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.scoring import metrics
-from service.scoring.models import Scorer, csr
+from service.scoring.kernel import KernelExpansion
+from service.scoring.metrics import predicted_ranks
+from service.scoring.models import csr
 from worker import registry
-from worker.solvers.common import SolverControl, StopReason
-from worker.subtasks import SubtaskContext, available_cores, run_subtasks
-from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
+from worker.solvers.common import SolverControl, SolverResult, StopReason
+from worker.subtasks import SubtaskContext, available_cores, run_task_graph
+from worker.progress import ProblemsEstimator
+from worker.training import TrainingOutcome, assemble_model, binary_problems, class_weight_pairs, fit_problems, \
+    n_binary_problems, resolve_kernel, train_model
 
 WARM_SOLVERS = ("dcd", "ocas")
-TARGET_SUBTASKS = 16
-"""Runs of C are cut so that a search has at least about this many subtasks (independent of the process
-count, so that a search gives the same table with any number of processes)."""
+PATHS_PER_PROCESS = 4
+"""A path is one task when there are at least this many paths per process; else each fit is a task."""
+FOLD_CACHE_BYTES = 256 << 20
+"""A process keeps the fold subsets it built while they take at most this much (or one data set's size)."""
+PUBLISH_EVERY_S = 0.2
+ALL_ROWS = -1
+"""The fold number of the paths on all the data (the refit's), which run with the search when its fits are tasks."""
+STOP_SEVERITY = (StopReason.CONVERGED.value, StopReason.DEADLINE.value, StopReason.CANCELED.value,
+                 StopReason.MAX_ITER.value)
+"""Order in which a setting's worst stop reason is chosen (the last one present wins)."""
 
 
 def task_of(solver: str, params: dict) -> str:
@@ -78,191 +121,496 @@ def subset(arrays: dict, rows: np.ndarray, n_features: int) -> dict:
     return out
 
 
-def fold_score(metric: str, task: str, scorer: Scorer, held_out: dict, n_features: int) -> float:
-    """The metric of a fitted model on the held-out rows (nan when undefined there, e.g. one class)."""
-    matrix = sp.csr_matrix((held_out["data"], held_out["indices"], held_out["indptr"]),
-                           shape=(held_out["indptr"].size - 1, n_features))
-    y = held_out["y"]
-    predicted, scores = scorer.predict_values(matrix)
+def score_decisions(metric: str, task: str, labels: np.ndarray | None, decisions: np.ndarray, y: np.ndarray,
+                    qid: np.ndarray | None = None, ranking: dict | None = None) -> float:
+    """The metric of held-out decision values (rows x problems) as a stored model would score them.
+
+    Two labels: one column, positive means ``labels[1]``; more: one column per label, argmax. Pairwise
+    tasks: one column of scores (ordinal models also predict ranks through ``ranking``'s thresholds).
+    nan when the metric is undefined on these rows (e.g. one class only).
+    """
     value = None
-    if metric == "accuracy":
-        value = float(np.mean(predicted == y))
-    elif metric == "pairwise_accuracy":
-        qid = held_out.get("qid") if task == "ranking" else None
-        value = metrics.pairwise_accuracy(scores, y, qid)
-    elif task != "classification":
-        positive = y == y.max()
-        value = metrics.roc_auc(scores, positive) if metric == "roc_auc" else None
+    if task == "classification":
+        if decisions.shape[1] == 1:
+            scores = decisions[:, 0]
+            predicted = np.where(scores > 0, labels[1], labels[0])
+        else:
+            scores = decisions
+            predicted = labels[np.argmax(decisions, axis=1)]
+        if metric == "accuracy":
+            value = float(np.mean(predicted == y))
+        elif metric == "pairwise_accuracy":
+            value = metrics.pairwise_accuracy(scores, y, None)
+        else:
+            value = metrics.classification_report(y, predicted, scores, labels)[metric]
     else:
-        report = metrics.classification_report(y, predicted, scores, scorer.labels)
-        value = report[metric]
+        scores = decisions[:, 0]
+        if metric == "pairwise_accuracy":
+            value = metrics.pairwise_accuracy(scores, y, qid if task == "ranking" else None)
+        elif metric == "roc_auc":
+            value = metrics.roc_auc(scores, y == y.max())
+        elif metric == "accuracy" and ranking is not None and ranking.get("thresholds") is not None:
+            predicted = predicted_ranks(scores, np.asarray(ranking["ranks"]), np.asarray(ranking["thresholds"]))
+            value = float(np.mean(predicted == y))
     return float("nan") if value is None else float(value)
 
 
-def plan_subtasks(folds: int, gammas: list, Cs: list, warm: bool) -> list[tuple[int, object, list]]:
-    """(fold, gamma, C run) triples: runs of increasing C, cut so that there are enough subtasks."""
-    Cs = sorted(Cs)
-    base = folds * len(gammas)
-    pieces = min(len(Cs), max(1, math.ceil(TARGET_SUBTASKS / base))) if warm else len(Cs)
-    runs = [list(run) for run in np.array_split(np.asarray(Cs), pieces) if len(run)]
-    # Largest C first: fits get slower as C grows, and starting the longest subtasks first keeps the
-    # processes evenly busy to the end (longest-processing-time-first scheduling).
-    runs.sort(key=lambda run: -run[-1])
-    return [(fold, gamma, [float(c) for c in run]) for run in runs for gamma in gammas for fold in range(folds)]
+@dataclass(frozen=True)
+class Path:
+    """One binary problem of one fold (and gamma) along the C grid (see the module docstring)."""
+
+    fold: int
+    gamma_index: int
+    gamma: float | None
+    problem: int
+    Cs: tuple
+    warm: bool
+    cold_reference: bool = False
+
+
+@dataclass
+class FitRecord:
+    """What a fit sends back to the parent: its cost, why it stopped, its held-out decision values."""
+
+    C: float
+    n_iter: int
+    seconds: float
+    stop_reason: str
+    warm_started: bool
+    decisions: np.ndarray | None
+    ranking: dict | None = None
+    result: SolverResult | None = None  # the whole result, for the fits on all the data (the refit's path)
+
+
+class FoldCache:
+    """The training and held-out subsets of the folds a process has worked on (built on first use).
+
+    Subsets are kept while they take at most ``max(FOLD_CACHE_BYTES, data set bytes)``, the least
+    recently used dropped first, so small data sets build each fold once per process and large ones
+    hold about one fold at a time.
+    """
+
+    def __init__(self, arrays: dict, n_features: int, folds: np.ndarray, task: str) -> None:
+        self.arrays = arrays
+        self.n_features = n_features
+        self.folds = folds
+        self.task = task
+        data_bytes = sum(np.asarray(arrays[k]).nbytes for k in ("indptr", "indices", "data"))
+        self.budget = max(FOLD_CACHE_BYTES, data_bytes)
+        self.entries: OrderedDict[int, tuple[dict, int]] = OrderedDict()
+
+    def get(self, fold: int) -> dict:
+        """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data)."""
+        if fold == ALL_ROWS:
+            entry = {"train": self.arrays}
+            entry["labels"], entry["problems"] = binary_problems(np.asarray(self.arrays["y"]))
+            return entry
+        if fold in self.entries:
+            self.entries.move_to_end(fold)
+            return self.entries[fold][0]
+        train = subset(self.arrays, np.flatnonzero(self.folds != fold), self.n_features)
+        held = subset(self.arrays, np.flatnonzero(self.folds == fold), self.n_features)
+        entry = {"train": train, "held": held,
+                 "held_matrix": sp.csr_matrix((held["data"], held["indices"], held["indptr"]),
+                                              shape=(held["indptr"].size - 1, self.n_features))}
+        if self.task == "classification":
+            entry["labels"], entry["problems"] = binary_problems(np.asarray(train["y"]))
+        size = sum(a.nbytes for part in (train, held) for a in part.values())
+        while self.entries and sum(s for _, s in self.entries.values()) + size > self.budget:
+            self.entries.popitem(last=False)
+        self.entries[fold] = (entry, size)
+        return entry
+
+
+def _warm_state(result: SolverResult) -> SolverResult:
+    """The part of a result a warm start needs (dcd: alpha; ocas: w and bias), small enough to pickle."""
+    extra = {"alpha": result.extra["alpha"]} if "alpha" in result.extra else {}
+    return dataclasses.replace(result, trace=(), extra=extra)
+
+
+def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | None, n_features: int) -> np.ndarray:
+    held_matrix = fold_data["held_matrix"]
+    if result.w is not None and (kernel is None or kernel.get("type") == "linear"):
+        return np.asarray(held_matrix @ result.w).reshape(-1) + result.bias
+    train = fold_data["train"]
+    support = np.asarray(result.extra["support_indices"], dtype=np.int64)
+    rows = csr(train, n_features)[support]
+    expansion = KernelExpansion(rows.indptr, rows.indices, rows.data, np.asarray(result.extra["dual_coef"]),
+                                result.bias, kernel, n_features=n_features)
+    return np.asarray(expansion.decision_function(held_matrix.indptr, held_matrix.indices, held_matrix.data)).reshape(-1)
+
+
+class Search:
+    """One model selection: its grid, folds and paths; runs the paths and builds the table."""
+
+    def __init__(self, solver: str, params: dict, arrays: dict, n_features: int) -> None:
+        search = params["search"]
+        self.solver = solver
+        self.params = params
+        self.arrays = arrays
+        self.n_features = n_features
+        self.task = task_of(solver, params)
+        self.metric = search.get("metric") or default_metric(self.task)
+        self.cv_folds = int(search["cv_folds"])
+        base_params = {key: value for key, value in params.items() if key != "search"}
+        if solver in registry.KERNEL_SOLVERS:
+            base_params["kernel"] = resolve_kernel(base_params["kernel"], arrays, n_features)
+        self.base_params = base_params
+        self.Cs = tuple(sorted(float(c) for c in (search.get("C") or [params["C"]])))
+        self.gammas = list(search.get("gamma") or [base_params.get("kernel", {}).get("gamma")])
+        self.warm = bool(search.get("warm_start", True)) and solver in WARM_SOLVERS
+        self.measure_cold = bool(search.get("measure_cold", False)) and self.warm
+        y = np.asarray(arrays["y"])
+        qid = np.asarray(arrays["qid"]) if self.task == "ranking" and "qid" in arrays else None
+        self.folds = make_folds(y, qid, self.cv_folds, search.get("seed", 0))
+        self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
+        self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
+        if self.task == "classification":
+            self.fold_labels = [np.unique(y[self.folds != f]) for f in range(self.cv_folds)]
+        else:
+            self.fold_labels = [None] * self.cv_folds
+        self.processes = 1
+        self.full_results: dict[tuple[int, float], SolverResult] = {}
+
+    # -- the work ---------------------------------------------------------------------------------
+
+    def n_problems(self, fold: int) -> int:
+        """Binary problems of a fold: one for two labels (or a pairwise task), else one per label."""
+        labels = self.fold_labels[fold]
+        return 1 if labels is None or labels.size == 2 else int(labels.size)
+
+    def paths(self, folds: list[int] | None = None, gamma_indices: list[int] | None = None) -> list[Path]:
+        """Every path of the search (or of the given folds and gammas), fold-major."""
+        out = []
+        for fold in (range(self.cv_folds) if folds is None else folds):
+            for g, gamma in enumerate(self.gammas):
+                if gamma_indices is not None and g not in gamma_indices:
+                    continue
+                for k in range(self.n_problems(fold)):
+                    out.append(Path(fold, g, gamma, k, self.Cs, self.warm))
+                    if self.measure_cold and fold == 0:
+                        out.append(Path(fold, g, gamma, k, self.Cs, False, cold_reference=True))
+        return out
+
+    def setting(self, C: float, gamma) -> dict:
+        """The solver parameters of one fit of the grid."""
+        setting = dict(self.base_params, C=C)
+        if gamma is not None and "kernel" in setting:
+            setting["kernel"] = dict(setting["kernel"], gamma=gamma)
+        if self.solver == "ocas":
+            setting["n_processes"] = 1  # the processes go to the paths
+        elif self.solver in registry.KERNEL_SOLVERS:
+            setting["n_threads"] = 1 if self.processes == 1 else None  # None: the threads the process is allowed
+        return setting
+
+    def fit_segment(self, path: Path, start: int, stop: int, state, cache: FoldCache, *, deadline,
+                    cancel_requested, record_point=None) -> tuple[list[FitRecord], object]:
+        """Fit ``path.Cs[start:stop]`` in order, each from the previous (or ``state``, a (C, result) pair)."""
+        fit = registry.adapter(self.solver)
+        fold_data = cache.get(path.fold)
+        train = fold_data["train"]
+        records = []
+        for i in range(start, stop):
+            C = path.Cs[i]
+            setting = self.setting(C, path.gamma)
+            start_args = registry.warm_start_arguments(self.solver, state[1], setting, state[0]) if state else {}
+            on_point = None
+            if record_point is not None and not path.cold_reference and path.fold != ALL_ROWS:
+                tags = {"stage": "search", "fold": path.fold, "C": C, "gamma": path.gamma, "subproblem": path.problem}
+                on_point = lambda point, tags=tags: record_point(dict(point, **tags))  # noqa: E731
+            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=on_point)
+            began = time.perf_counter()
+            if self.task == "classification":
+                labels = fold_data["labels"]
+                pair = class_weight_pairs(labels, setting.get("class_weight"))[path.problem]
+                result = fit(train["indptr"], train["indices"], train["data"], fold_data["problems"][path.problem],
+                             n_features=self.n_features, params=setting, class_weight=pair, control=control,
+                             **start_args)
+                ranking = None
+            else:
+                result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
+                                                 n_features=self.n_features, params=setting, class_weight=(1.0, 1.0),
+                                                 control=control,
+                                                 qid=train.get("qid") if self.task == "ranking" else None)
+                result = dataclasses.replace(result, bias=0.0)
+                ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
+            if path.fold == ALL_ROWS:
+                decisions, whole = None, result
+            else:
+                decisions, whole = _held_out_decisions(result, fold_data, setting.get("kernel"), self.n_features), None
+            records.append(FitRecord(C, int(result.n_iter), time.perf_counter() - began, result.stop_reason.value,
+                                     bool(start_args), decisions, ranking, whole))
+            state = (C, _warm_state(result)) if path.warm else None
+            if result.stop_reason is StopReason.CANCELED:
+                break
+        return records, state
+
+    def run(self, *, n_processes: int, deadline, cancel_requested, publish, folds: list[int] | None = None,
+            gamma_indices: list[int] | None = None, on_rows=None, on_point=None, flush=None) -> list[dict]:
+        """Run the paths (all, or those of ``folds`` and ``gamma_indices``); returns the table rows (one per fold and setting).
+
+        ``publish(table, subtasks)`` gets the table as it fills (throttled, and ``flush()`` is called with
+        it); ``on_rows(rows)`` gets the rows of each completed (fold, setting) cell; ``on_point(point)``
+        every fit's trace points, tagged with ``stage: search``, the fold, C, gamma and the binary problem.
+        """
+        self.processes = n_processes
+        paths = self.paths(folds, gamma_indices)
+        split = self.warm and len(paths) < PATHS_PER_PROCESS * n_processes
+        # with few paths (their fits are tasks) the refit's path on all the data runs with them, so that its
+        # fits do not make a serial tail after the cross-validation (see the module docstring)
+        self.full_results: dict[tuple[int, float], SolverResult] = {}
+        self.full_walk: list[tuple[float, int]] = []
+        with_refit = split and folds is None and self.task == "classification" and len(self.gammas) == 1
+        if with_refit:
+            n_full = n_binary_problems(np.asarray(self.arrays["y"]))
+            paths = paths + [Path(ALL_ROWS, 0, self.gammas[0], k, self.Cs, True) for k in range(n_full)]
+        # processes: the refit's path goes first at each C (the longest chain); one process: after the search,
+        # as far as the best C only
+        refit_offset = 0 if n_processes > 1 else len(self.Cs)
+        tasks = []
+        for p, path in enumerate(paths):
+            if path.warm and not split:
+                tasks.append(((0, p), (p, 0, len(path.Cs), None)))
+            elif path.fold == ALL_ROWS:
+                tasks.append(((refit_offset, ALL_ROWS, p), (p, 0, 1, None)))
+            elif path.warm:
+                tasks.append(((0, path.fold, p), (p, 0, 1, None)))
+            else:
+                # independent fits: largest C first (longest-processing-time-first keeps the processes even)
+                for i in range(len(path.Cs) - 1, -1, -1):
+                    tasks.append(((-i, p), (p, i, i + 1, None)))
+        cache = FoldCache(self.arrays, self.n_features, self.folds, self.task)
+
+        def run_task(payload, context: SubtaskContext):
+            p, start, stop, state = payload
+            return self.fit_segment(paths[p], start, stop, state, cache, deadline=context.deadline,
+                                    cancel_requested=context.cancel_requested,
+                                    record_point=None if on_point is None else context.record_point)
+
+        cells: dict[tuple, dict[int, FitRecord]] = {}
+        cold: dict[tuple, dict[int, FitRecord]] = {}
+        rows: list[dict] = []
+        total = ((len(folds) if folds is not None else self.cv_folds) * len(self.Cs)
+                 * (len(gamma_indices) if gamma_indices is not None else len(self.gammas)))
+        last_publish = [0.0]
+
+        def maybe_publish(force: bool = False) -> None:
+            now = time.monotonic()
+            if force or now - last_publish[0] >= PUBLISH_EVERY_S:
+                last_publish[0] = now
+                publish(table(rows, self.metric, self.params["search"], self.warm), {"done": len(rows), "total": total})
+                if flush is not None:
+                    flush()
+
+        def best_C():
+            """The best setting's C once every cell is scored, else None."""
+            if len(rows) < total:
+                return None
+            best = table(rows, self.metric, self.params["search"], self.warm)["best"]
+            return best["C"] if best is not None else -np.inf
+
+        def on_done(payload, result):
+            p, start, stop, _ = payload
+            records, state = result
+            path = paths[p]
+            if path.fold == ALL_ROWS:
+                for record in records:
+                    self.full_results[(path.problem, record.C)] = record.result
+                best = best_C()
+                more = stop < len(path.Cs) and records and records[-1].stop_reason != StopReason.CANCELED.value
+                if more and (best is None or path.Cs[stop - 1] < best):
+                    return [((refit_offset + stop, ALL_ROWS, p), (p, stop, stop + 1, state))]
+                return []
+            target = cold if path.cold_reference else cells
+            new_rows = []
+            for record in records:
+                key = (path.fold, path.gamma_index, record.C)
+                target.setdefault(key, {})[path.problem] = record
+                if len(target[key]) == self.n_problems(path.fold):
+                    if path.cold_reference:
+                        continue
+                    new_rows.append(self.cell_row(path.fold, path.gamma, target.pop(key)))
+            if new_rows:
+                rows.extend(new_rows)
+                if on_rows is not None:
+                    on_rows(new_rows)
+                maybe_publish()
+            if path.warm and split and stop < len(path.Cs) and len(records) == stop - start \
+                    and records[-1].stop_reason != StopReason.CANCELED.value:
+                return [((stop, path.fold, p), (p, stop, stop + 1, state))]
+            return []
+
+        maybe_publish(force=True)
+        run_task_graph(run_task, tasks, n_processes=n_processes, deadline=deadline,
+                       cancel_requested=cancel_requested, on_done=on_done,
+                       on_point=None if on_point is None else (lambda index, point: on_point(point)))
+        for (fold, gamma_index, C), fits in cold.items():
+            if len(fits) == self.n_problems(fold):
+                for row in rows:
+                    if row["fold"] == fold and row["C"] == C and row["gamma"] == self.gammas[gamma_index]:
+                        row["cold_n_iter"] = int(sum(f.n_iter for f in fits.values()))
+        rows.sort(key=lambda row: (row["fold"], row["gamma"] if row["gamma"] is not None else -1.0, row["C"]))
+        maybe_publish(force=True)
+        return rows
+
+    def cell_row(self, fold: int, gamma, fits: dict[int, FitRecord]) -> dict:
+        """Score one (fold, setting) cell from its problems' held-out decision values."""
+        ordered = [fits[k] for k in range(len(fits))]
+        decisions = np.column_stack([f.decisions for f in ordered])
+        score = score_decisions(self.metric, self.task, self.fold_labels[fold], decisions, self.held_y[fold],
+                                self.held_qid[fold], ordered[0].ranking)
+        reasons = Counter(f.stop_reason for f in ordered)
+        return {
+            "C": ordered[0].C, "gamma": gamma, "fold": fold, "score": score,
+            "n_iter": int(sum(f.n_iter for f in ordered)),
+            "seconds": float(sum(f.seconds for f in ordered)),
+            "warm_started": any(f.warm_started for f in ordered),
+            "stop_reason": worst_stop_reason(reasons),
+            "stop_reasons": dict(reasons),
+        }
+
+    # -- the refit --------------------------------------------------------------------------------
+
+    def refit(self, results_table: dict, *, n_processes: int, deadline, cancel_requested, sink) -> TrainingOutcome:
+        """Train the best setting on all the data (see the module docstring); the table goes into the metadata."""
+        best = results_table["best"]
+        if best is None:
+            raise RuntimeError(f"no setting could be scored with metric {results_table['metric']!r} "
+                               "(every fold lacked what it needs)")
+        refit_params = dict(self.base_params, C=best["C"])
+        if best.get("gamma") is not None and "kernel" in refit_params:
+            refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
+        path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
+        n_full = n_binary_problems(np.asarray(self.arrays["y"]))
+        if all((k, best["C"]) in self.full_results for k in range(n_full)):
+            outcome, walked = self._refit_from_search(refit_params, best["C"], n_full, sink)
+        elif len(path) == 1:
+            outcome = train_model(self.solver, refit_params, self.arrays, self.n_features, deadline=deadline,
+                                  cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
+                                  phase="refitting the best setting")
+            walked = {"C": path, "n_iter": [outcome.meta.get("n_iter")]}
+        else:
+            outcome, walked = self._refit_path(refit_params, path, n_processes=n_processes, deadline=deadline,
+                                               cancel_requested=cancel_requested, sink=sink)
+        outcome.meta["search_results"] = results_table
+        outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
+        outcome.meta["refit_path"] = walked
+        return outcome
+
+    def _refit_from_search(self, refit_params: dict, best_C: float, n_full: int, sink):
+        """The model from the refit's path that ran with the search (its fit at the best C)."""
+        results = [self.full_results[(k, best_C)] for k in range(n_full)]
+        labels, _ = binary_problems(np.asarray(self.arrays["y"]))
+        estimator = ProblemsEstimator(self.solver, refit_params, n_full)
+        sink.estimator = estimator
+        sink.set_phase("refitting the best setting")
+        for k, result in enumerate(results):
+            for point in result.trace:
+                sink.add(dict(point), subproblem=k)
+            estimator.problem_done(k)
+        sink.flush()
+        sink.set_phase("scoring training data")
+        model_arrays, meta = assemble_model(self.solver, refit_params, results, labels, self.arrays, self.n_features)
+        walked_Cs = sorted({C for (_k, C) in self.full_results if C <= best_C})
+        walked = {"C": walked_Cs,
+                  "n_iter": [int(sum(self.full_results[(k, C)].n_iter for k in range(n_full))) for C in walked_Cs],
+                  "ran_with_search": True,
+                  "fits_beyond_best": len({C for (_k, C) in self.full_results if C > best_C})}
+        return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
+
+    def _refit_path(self, refit_params: dict, path: list, *, n_processes, deadline, cancel_requested, sink):
+        previous, previous_C, walked = None, None, {"C": [], "n_iter": []}
+        estimator = ProblemsEstimator(self.solver, refit_params, n_binary_problems(np.asarray(self.arrays["y"])))
+        sink.estimator = estimator
+        sink.set_phase("refitting the best setting")
+
+        def on_point(k: int, point: dict) -> None:
+            sink.subproblem = k
+            sink.add(point)
+
+        for i, C in enumerate(path):
+            last = i == len(path) - 1
+            labels, results = fit_problems(self.solver, dict(refit_params, C=C), self.arrays, self.n_features,
+                                           deadline=deadline, cancel_requested=cancel_requested,
+                                           on_point=on_point if last else (lambda k, point: None),
+                                           n_processes=n_processes, warm=previous, warm_C=previous_C,
+                                           on_problem_done=estimator.problem_done if last else None)
+            if any(r is None for r in results):
+                sink.flush()
+                done = [r for r in results if r is not None]
+                return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)}), walked
+            walked["C"].append(C)
+            walked["n_iter"].append(int(sum(r.n_iter for r in results)))
+            stopped = any(r.stop_reason is StopReason.CANCELED for r in results)
+            if last or stopped:
+                break
+            previous, previous_C = results, C
+        sink.flush()
+        sink.set_phase("scoring training data")
+        model_arrays, meta = assemble_model(self.solver, dict(refit_params, C=C), results, labels, self.arrays,
+                                            self.n_features)
+        return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
+
+
+def worst_stop_reason(reasons: Counter | dict) -> str:
+    """The most telling stop reason among fits: max_iter over canceled over deadline over converged."""
+    present = [reason for reason in STOP_SEVERITY if reasons.get(reason)]
+    return present[-1] if present else StopReason.CONVERGED.value
 
 
 def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink,
                publish) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
-    search = params["search"]
-    prepared = prepare(solver, params, arrays, n_features)
-    task, metric, base_params = prepared["task"], prepared["metric"], prepared["base_params"]
-    warm, folds = prepared["warm"], prepared["folds"]
+    search = Search(solver, params, arrays, n_features)
     processes = params.get("n_processes") or available_cores()
-    plan = plan_subtasks(search["cv_folds"], prepared["gammas"], prepared["Cs"], warm)
+    search_work = FitCount(len(search.Cs) * len(search.gammas) * search.cv_folds)
+    sink.estimator, sink.base, sink.span = search_work, 0.0, search_work.total / (search_work.total + 1.0)
+    sink.set_phase("cross-validating")  # the refit weighs one fit
 
-    def run_path(task_spec, context: SubtaskContext) -> list[dict]:
-        fold, gamma, run = task_spec
-        return score_run(solver, base_params, arrays, n_features, folds, fold, gamma, run, task=task, metric=metric,
-                         warm=warm, deadline=context.deadline, cancel_requested=context.cancel_requested,
-                         record_point=context.record_point)
+    def on_rows(new_rows: list[dict]) -> None:
+        search_work.done += len(new_rows)
 
-    finished: list[dict] = []
-    done_indices: set[int] = set()
-    cv = SubtaskCount(len(plan))
-    n_fits = len(prepared["Cs"]) * len(prepared["gammas"]) * search["cv_folds"]
-    sink.estimator, sink.base, sink.span = cv, 0.0, n_fits / (n_fits + 1.0)  # the refit weighs one fit
-
-    def on_done(index: int, rows: list[dict]) -> None:
-        finished.extend(rows)
-        done_indices.add(index)
-        cv.done = len(done_indices)
-        publish(table(finished, metric, search, warm), {"done": len(done_indices), "total": len(plan)})
-        sink.flush()
-
-    publish(table([], metric, search, warm), {"done": 0, "total": len(plan)})
-    sink.set_phase("cross-validating")
-    run_subtasks(run_path, plan, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested,
-                 on_point=lambda index, point: sink.add(point, subproblem=point.get("subproblem", 0)), on_done=on_done)
+    rows = search.run(n_processes=processes, deadline=deadline, cancel_requested=cancel_requested, publish=publish,
+                      on_rows=on_rows, on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
+                      flush=sink.flush)
     sink.flush()
-    results_table = table(finished, metric, search, warm)
+    results_table = table(rows, search.metric, params["search"], search.warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
     sink.base, sink.span = sink.span, 1.0 - sink.span
     sink.tags = {"stage": "refit"}
-    return refit_best(solver, base_params, results_table, arrays, n_features, deadline=deadline,
-                      cancel_requested=cancel_requested, sink=sink, n_processes=processes)
+    return search.refit(results_table, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested,
+                        sink=sink)
 
 
-class SubtaskCount:
-    """The fraction of a search's cross-validation done: subtasks finished over subtasks."""
+class FitCount:
+    """The fraction of a search's cross-validation done: (fold, setting) cells scored over all cells."""
 
     def __init__(self, total: int):
         self.total = max(1, total)
         self.done = 0
 
     def fraction(self) -> float:
-        """Subtasks done over all."""
-        return self.done / self.total
-
-
-def prepare(solver: str, params: dict, arrays: dict, n_features: int) -> dict:
-    """Everything a search needs besides the data: task, metric, grid, folds, base parameters."""
-    search = params["search"]
-    task = task_of(solver, params)
-    base_params = {key: value for key, value in params.items() if key != "search"}
-    if solver in registry.KERNEL_SOLVERS:
-        base_params["kernel"] = resolve_kernel(base_params["kernel"], arrays, n_features)
-    y = np.asarray(arrays["y"])
-    qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None
-    return {
-        "task": task,
-        "metric": search.get("metric") or default_metric(task),
-        "base_params": base_params,
-        "Cs": sorted(search.get("C") or [params["C"]]),
-        "gammas": search.get("gamma") or [base_params.get("kernel", {}).get("gamma")],
-        "warm": bool(search.get("warm_start", True)) and solver in WARM_SOLVERS,
-        "folds": make_folds(y, qid, search["cv_folds"], search.get("seed", 0)),
-    }
-
-
-def score_run(solver: str, base_params: dict, arrays: dict, n_features: int, folds: np.ndarray, fold: int, gamma,
-              run: list, *, task: str, metric: str, warm: bool, deadline, cancel_requested,
-              record_point=None) -> list[dict]:
-    """Fit the C values of ``run`` in increasing order on every fold but ``fold``, score each on ``fold``.
-
-    ``record_point(point)`` receives every fit's trace points, tagged with ``stage: search``, the fold,
-    C and gamma (and the binary problem, in one-vs-rest).
-    """
-    record = record_point or (lambda point: None)
-    train = subset(arrays, np.flatnonzero(folds != fold), n_features)
-    held_out = subset(arrays, np.flatnonzero(folds == fold), n_features)
-    previous, previous_C = None, None
-    rows: list[dict] = []
-    for C in run:
-        setting = dict(base_params, C=C)
-        if gamma is not None and "kernel" in setting:
-            setting["kernel"] = dict(setting["kernel"], gamma=gamma)
-        started = time.perf_counter()
-        tags = {"stage": "search", "fold": fold, "C": C, "gamma": gamma}
-        if task == "classification":
-            labels, results = fit_problems(
-                solver, setting, train, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                on_point=lambda k, point: record(dict(point, subproblem=k, **tags)), n_processes=1,
-                warm=previous if warm else None, warm_C=previous_C,
-            )
-            if any(r is None for r in results):
-                return rows
-            model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
-            previous, previous_C = results, C
-        else:
-            control = SolverControl(deadline=deadline, cancel_requested=cancel_requested,
-                                    on_point=lambda point: record(dict(point, **tags)))
-            result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
-                                             n_features=n_features, params=setting, class_weight=(1.0, 1.0),
-                                             control=control, qid=train.get("qid") if task == "ranking" else None)
-            results = [result]
-            model_arrays = {"weights": result.w.reshape(1, -1), "offsets": np.zeros(1)}
-            meta = {"kind": "ranking", "task": task, "n_features": n_features, "labels": None,
-                    "ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
-        score = fold_score(metric, task, Scorer(meta, model_arrays), held_out, n_features)
-        rows.append({
-            "C": C, "gamma": gamma, "fold": fold, "score": score,
-            "n_iter": int(sum(r.n_iter for r in results)),
-            "seconds": time.perf_counter() - started,
-            "warm_started": bool(warm and len(rows) > 0),
-            "stop_reason": results[0].stop_reason.value,
-        })
-        if any(r.stop_reason is StopReason.CANCELED for r in results):
-            break
-    return rows
-
-
-def refit_best(solver: str, base_params: dict, results_table: dict, arrays: dict, n_features: int, *, deadline,
-               cancel_requested, sink, n_processes: int) -> TrainingOutcome:
-    """Train the best setting of the table on all the data; the table goes into the model's metadata."""
-    best = results_table["best"]
-    if best is None:
-        raise RuntimeError(f"no setting could be scored with metric {results_table['metric']!r} (every fold lacked what it needs)")
-    refit_params = dict(base_params, C=best["C"])
-    if best.get("gamma") is not None and "kernel" in refit_params:
-        refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
-    outcome = train_model(solver, refit_params, arrays, n_features, deadline=deadline,
-                          cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
-                          phase="refitting the best setting")
-    outcome.meta["search_results"] = results_table
-    outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
-    return outcome
+        """Cells scored over all."""
+        return min(1.0, self.done / self.total)
 
 
 def table(rows: list[dict], metric: str, search: dict, warm: bool) -> dict:
-    """Mean and standard deviation per setting over the folds scored so far, and the best setting."""
+    """Per setting over the folds scored so far: mean, standard deviation, cost, stop reasons; and the best setting.
+
+    ``iterations_saved`` is measured (``search.measure_cold``): fold 0's cold fits minus its warm fits;
+    otherwise it is null and ``iterations_saved_basis`` says so.
+    """
     settings = []
     key = lambda row: (row["C"], row["gamma"] if row["gamma"] is not None else -1.0)  # noqa: E731
     for (C, gamma), group in itertools.groupby(sorted(rows, key=key), key=key):
         group = sorted(group, key=lambda row: row["fold"])
         scores = np.array([row["score"] for row in group], dtype=np.float64)
         finite = scores[np.isfinite(scores)]
+        reasons: Counter = Counter()
+        for row in group:
+            reasons.update(row.get("stop_reasons") or {row["stop_reason"]: 1})
+        measured = [row for row in group if row.get("cold_n_iter") is not None]
         settings.append({
             "C": C,
             "gamma": None if gamma == -1.0 else gamma,
@@ -273,6 +621,12 @@ def table(rows: list[dict], metric: str, search: dict, warm: bool) -> dict:
             "n_iter": int(sum(row["n_iter"] for row in group)),
             "seconds": float(sum(row["seconds"] for row in group)),
             "warm_started_fits": int(sum(row["warm_started"] for row in group)),
+            "stop_reason": worst_stop_reason(reasons),
+            "stop_reasons": dict(sorted(reasons.items())),
+            "cold_n_iter": int(sum(row["cold_n_iter"] for row in measured)) if measured else None,
+            "iterations_saved": int(sum(row["cold_n_iter"] - row["n_iter"] for row in measured)) if measured else None,
+            "iterations_saved_basis": (f"measured: fold {', '.join(str(r['fold']) for r in measured)} refitted cold"
+                                       if measured else "not measured (set search.measure_cold)"),
         })
     complete = [s for s in settings if s["mean"] is not None and s["folds_done"] == search["cv_folds"]]
     best = None

@@ -1,7 +1,8 @@
 """Distributed model selection (``params.search.distribute``): every setting of the grid is its own RQ job.
 
-The job's own RQ job (``worker.jobs.train``) only plans: it enqueues one RQ job per setting
-(``run_setting``: all folds of one (C, gamma) pair) into the tenant's queue, then a final RQ job
+The job's own RQ job (``worker.jobs.train``) only plans: it enqueues one RQ job per (fold, gamma)
+(``run_setting``: the paths of that fold along the C grid, warm-started as in an in-process search,
+see ``worker.search``) into the tenant's queue, then a final RQ job
 (``finish``) that depends on all of them through RQ's dependencies (``allow_failure``, so it also
 runs when a setting failed). Any worker of the deployment takes settings, so a compose deployment
 with N workers spreads the search over all N. Each setting appends its fold results to a Redis list
@@ -13,8 +14,7 @@ job's wall-clock start plus ``max_seconds``).
 While settings run, no single worker owns the job, so its ``worker`` field is cleared and the
 reaper leaves it alone; ``finish`` takes ownership again for the refit. A setting lost with its
 worker (kill -9) is noticed by RQ's own abandoned-job handling, after which ``finish`` runs and
-fails the job naming the setting. Warm starts along C apply to in-process searches only: here each
-setting is fitted cold.
+fails the job naming the setting. The refit walks the C path as in an in-process search.
 """
 
 from __future__ import annotations
@@ -46,19 +46,27 @@ def grid_of(params: dict) -> list[tuple[float, float | None]]:
     return [(C, gamma) for gamma, C in itertools.product(gammas, Cs)]
 
 
+def units_of(params: dict) -> list[tuple[int, int]]:
+    """The (fold, gamma index) units of a distributed search, one RQ job each."""
+    search = params["search"]
+    gammas = search.get("gamma") or [None]
+    return [(fold, g) for fold in range(search["cv_folds"]) for g in range(len(gammas))]
+
+
 def start(jobs: JobStore, client, job: dict, run: int) -> dict:
-    """Enqueue one RQ job per setting and a final one depending on them; the job stays running."""
+    """Enqueue one RQ job per (fold, gamma) and a final one depending on them; the job stays running."""
     settings = get_settings()
     job_id = job["id"]
-    grid = grid_of(job["params"])
+    units = units_of(job["params"])
+    gammas = job["params"]["search"].get("gamma") or [None]
     queue = JobQueue(client, settings).tenant_queue(job["tenant"])
     client.delete(keys.job_search_rows(job_id))
     children = []
-    for index, (C, gamma) in enumerate(grid):
+    for index, (fold, g) in enumerate(units):
         children.append(queue.enqueue(
             "worker.search_dist.run_setting", job_id, run, index,
             job_id=f"{job_id}_r{run}_s{index}", job_timeout=settings.job_timeout_s, result_ttl=3600,
-            failure_ttl=7 * 24 * 3600, description=f"search {job_id}: C={C} gamma={gamma}",
+            failure_ttl=7 * 24 * 3600, description=f"search {job_id}: fold {fold} gamma={gammas[g]}",
         ))
     queue.enqueue(
         "worker.search_dist.finish", job_id, run,
@@ -66,10 +74,10 @@ def start(jobs: JobStore, client, job: dict, run: int) -> dict:
         job_timeout=settings.job_timeout_s, result_ttl=3600, failure_ttl=7 * 24 * 3600,
         description=f"search {job_id}: refit the best setting",
     )
-    jobs.update(job_id, subtasks={"done": 0, "total": len(grid)})
+    jobs.update(job_id, subtasks={"done": 0, "total": len(units)})
     client.hdel(keys.job(job_id), "worker")
-    log.info("search distributed over %d settings", len(grid))
-    return {"status": "distributed", "settings": len(grid)}
+    log.info("search distributed over %d (fold, gamma) units", len(units))
+    return {"status": "distributed", "units": len(units)}
 
 
 def _deadline(job: dict) -> float | None:
@@ -94,7 +102,7 @@ def _current(jobs: JobStore, job_id: str, run: int) -> dict | None:
 
 
 def run_setting(job_id: str, run: int, index: int) -> dict:
-    """All folds of one setting; the rows go to the job's list and the table is republished."""
+    """The paths of one (fold, gamma) unit; its rows go to the job's list and the table is republished."""
     from worker.jobs import _redis
 
     client = _redis()
@@ -103,26 +111,21 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
     if job is None:
         return {"skipped": "the job is no longer running this search"}
     params = job["params"]
-    C, gamma = grid_of(params)[index]
+    fold, gamma_index = units_of(params)[index]
     record, arrays = _load(client, job)
-    prepared = search_module.prepare(job["solver"], params, arrays, record["n_features"])
+    search = search_module.Search(job["solver"], params, arrays, record["n_features"])
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
-    deadline = _deadline(job)
-    rows = []
-    for fold in range(params["search"]["cv_folds"]):
-        rows += search_module.score_run(
-            job["solver"], prepared["base_params"], arrays, record["n_features"], prepared["folds"], fold, gamma, [C],
-            task=prepared["task"], metric=prepared["metric"], warm=False, deadline=deadline, cancel_requested=poller,
-        )
-        if poller():
-            break
+    # one process unless the job asks for more: the deployment's other workers take the other units
+    rows = search.run(n_processes=params.get("n_processes") or 1,
+                      deadline=_deadline(job), cancel_requested=poller, publish=lambda table, subtasks: None,
+                      folds=[fold], gamma_indices=[gamma_index])
     if rows:
         from worker.jobs import worker_id
 
         client.rpush(keys.job_search_rows(job_id),
                      *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows])
-    _publish(jobs, client, job, prepared["metric"])
-    return {"setting": index, "folds": len(rows)}
+    _publish(jobs, client, job, search.metric)
+    return {"unit": index, "rows": len(rows)}
 
 
 def _rows(client, job_id: str) -> list[dict]:
@@ -132,11 +135,12 @@ def _rows(client, job_id: str) -> list[dict]:
 def _publish(jobs: JobStore, client, job: dict, metric: str) -> dict:
     rows = _rows(client, job["id"])
     search = job["params"]["search"]
-    results_table = search_module.table(rows, metric, search, False)
+    warm = bool(search.get("warm_start", True)) and job["solver"] in search_module.WARM_SOLVERS
+    results_table = search_module.table(rows, metric, search, warm)
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})
     done = len({row["setting"] for row in rows})
-    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(grid_of(job["params"]))})
+    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(units_of(job["params"]))})
     return results_table
 
 
@@ -156,8 +160,8 @@ def finish(job_id: str, run: int) -> dict:
     heartbeat.current_job(job_id)
     try:
         record, arrays = _load(client, job)
-        prepared = search_module.prepare(job["solver"], params, arrays, record["n_features"])
-        results_table = _publish(jobs, client, job, prepared["metric"])
+        search = search_module.Search(job["solver"], params, arrays, record["n_features"])
+        results_table = _publish(jobs, client, job, search.metric)
         if jobs.cancel_requested(job_id):
             jobs.transition(job_id, ("running",), "canceled", fence=mine, finished_at=utc_now(), stop_reason="canceled")
             return {"status": "canceled"}
@@ -171,10 +175,9 @@ def finish(job_id: str, run: int) -> dict:
         sink.run = run
         n_fits = len(grid) * params["search"]["cv_folds"]
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
-        outcome = search_module.refit_best(
-            job["solver"], prepared["base_params"], results_table, arrays, record["n_features"],
-            deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s), sink=sink,
-            n_processes=params.get("n_processes") or search_module.available_cores(),
+        outcome = search.refit(
+            results_table, deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
+            sink=sink, n_processes=params.get("n_processes") or search_module.available_cores(),
         )
         return record_outcome(jobs, client, job, record, params, outcome, mine, run)
     except datacache.DatasetMissing:

@@ -14,12 +14,20 @@ is terminated in ``finally`` and children die with the worker (PR_SET_PDEATHSIG)
 outlives its job.
 
 With one process everything runs in the calling process, with the same code path for results.
+
+``run_task_graph`` is the same runner for work whose pieces are only known as it goes: a finished
+task may hand follow-up tasks to the scheduler (a model-selection path passes its warm start to the
+fit at the next C), and the ready tasks run in priority order, at most one more at a time than there
+are processes (so a free process never waits for the parent, and a follow-up usually runs in the
+process that just ran its predecessor).
 """
 
 from __future__ import annotations
 
+import heapq
 import multiprocessing
 import os
+import queue
 import signal
 import time
 from dataclasses import dataclass
@@ -74,6 +82,10 @@ def _child_init(threads: int) -> None:
 
 
 def _child_run(index: int):
+    return _child_run_payload(index, _shared["tasks"][index])
+
+
+def _child_run_payload(index: int, payload):
     function = _shared["function"]
     points = _shared["points"]
     event = _shared["cancel_event"]
@@ -84,7 +96,7 @@ def _child_run(index: int):
         record_point=lambda point: points.put((index, point)),
     )
     try:
-        return index, function(_shared["tasks"][index], context), None
+        return index, function(payload, context), None
     except BaseException as exc:  # reported to the parent, which fails the job
         return index, None, f"{type(exc).__name__}: {exc}"
 
@@ -142,6 +154,86 @@ def run_subtasks(
                 on_done(index, result)
         _drain(points, on_point)
         return results
+    finally:
+        pool.terminate()
+        pool.join()
+        _shared.clear()
+
+
+def run_task_graph(
+    function: Callable[[Any, SubtaskContext], Any],
+    tasks: list[tuple[Any, Any]],
+    *,
+    n_processes: int,
+    deadline: float | None,
+    cancel_requested: Callable[[], bool],
+    on_done: Callable[[Any, Any], list[tuple[Any, Any]]],
+    on_point: Callable[[int, dict], None] | None = None,
+    poll_s: float = 0.05,
+) -> None:
+    """Run ``function(payload, context)`` for every task; a finished task may add follow-ups.
+
+    ``tasks`` are ``(priority, payload)`` pairs (lower priority runs first; priorities must be
+    comparable and distinct). ``on_done(payload, result)`` runs in the parent as each task ends and
+    returns the follow-up tasks it makes ready. Payloads travel to the processes by pickling, so a
+    warm start can ride along. After a cancel no new task starts; the running ones see the cancel
+    flag. Raises SubtaskError if a task raised.
+    """
+    on_point = on_point or (lambda index, point: None)
+    ready: list = []
+    counter = 0
+
+    def push(new_tasks) -> None:
+        nonlocal counter
+        for priority, payload in new_tasks:
+            heapq.heappush(ready, (priority, counter, payload))
+            counter += 1
+
+    push(tasks)
+    if n_processes <= 1:
+        index = 0
+        while ready and not cancel_requested():
+            _priority, _order, payload = heapq.heappop(ready)
+            context = SubtaskContext(index, deadline, cancel_requested, lambda point, i=index: on_point(i, point))
+            push(on_done(payload, function(payload, context)))
+            index += 1
+        return
+
+    ctx = multiprocessing.get_context("fork")
+    points = ctx.SimpleQueue()
+    event = ctx.Event()
+    _shared.update(function=function, deadline=deadline, points=points, cancel_event=event)
+    threads = max(1, available_cores() // n_processes)
+    pool = ctx.Pool(n_processes, initializer=_child_init, initargs=(threads,))
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    running: dict[int, Any] = {}
+    index = 0
+    try:
+        while ready or running:
+            while ready and len(running) <= n_processes and not event.is_set():
+                _priority, _order, payload = heapq.heappop(ready)
+                running[index] = payload
+                pool.apply_async(_child_run_payload, (index, payload), callback=finished.put,
+                                 error_callback=lambda exc, i=index: finished.put((i, None, f"{type(exc).__name__}: {exc}")))
+                index += 1
+            if event.is_set() and not running:
+                break
+            _drain(points, on_point)
+            if not event.is_set() and cancel_requested():
+                event.set()
+            try:
+                done_index, result, error = finished.get(timeout=poll_s)
+            except queue.Empty:
+                continue
+            if error is not None:
+                event.set()
+                raise SubtaskError(f"subtask {done_index} failed: {error}")
+            payload = running.pop(done_index)
+            _drain(points, on_point)
+            follow_ups = on_done(payload, result)
+            if not event.is_set():
+                push(follow_ups)
+        _drain(points, on_point)
     finally:
         pool.terminate()
         pool.join()

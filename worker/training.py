@@ -114,10 +114,14 @@ def fit_problems(
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
     pairs = class_weight_pairs(labels, params.get("class_weight"))
-    # ocas parallelizes inside a single problem; with several problems the processes go to the problems.
+    # ocas (processes) and the kernel solvers (threads) parallelize inside a single problem; with several
+    # problems the processes go to the problems (and the kernel solvers take the threads each process is
+    # allowed, cores // processes).
     inner_params = params
     if solver == "ocas":
         inner_params = dict(params, n_processes=n_processes if len(problems) == 1 else 1)
+    elif solver in registry.KERNEL_SOLVERS:
+        inner_params = dict(params, n_threads=n_processes if len(problems) == 1 or n_processes == 1 else None)
 
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested,

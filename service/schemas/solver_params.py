@@ -39,7 +39,18 @@ class SearchParams(StrictModel):
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
     warm_start: StrictBool = Field(
         default=True,
-        description="dcd and ocas: along increasing C, start each fit from the previous solution (the iterations are reported per setting).",
+        description=(
+            "dcd and ocas: each fold walks the C grid upward, every fit starting from the previous one's solution "
+            "(the table reports warm-started fits, iterations and stop reasons per setting); the refit walks the "
+            "path up to the best C."
+        ),
+    )
+    measure_cold: bool = Field(
+        default=False,
+        description=(
+            "With warm_start: also fit fold 0 of every setting from a cold start, so that the table reports the "
+            "iterations warm starts saved (measured). Costs those cold fits."
+        ),
     )
     distribute: StrictBool = Field(
         default=False,
@@ -61,7 +72,8 @@ class CommonParams(StrictModel):
         description=(
             "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
             "sharing the data set. Null: the worker's cores. A single binary problem of ocas or cpa uses this "
-            "many threads for its passes over the data instead."
+            "many threads for its passes over the data instead; smo and sampled_cuts use them as threads inside "
+            "a single binary problem (processes x threads <= cores)."
         ),
     )
 

@@ -1,7 +1,7 @@
 """The original C programs as anchors: how to call them, read their time and score their models.
 
 Built by ``../shared/tools/build-anchors.sh`` into ``$HINGE_ANCHORS_BIN`` (default
-``$TMPDIR/hinge-anchors/bin``): LIBLINEAR ``liblinear-train``, libocas ``svmocas``, SVMperf
+``$TMPDIR/hinge-anchors/bin``): LIBLINEAR ``liblinear-train``, LIBSVM ``svm-train``, libocas ``svmocas``, SVMperf
 ``svm_perf_learn``. Nothing of their code is in this repository; this module only runs them.
 
 Every runner takes an svmlight file with labels +1/-1 and returns the program's own solver seconds
@@ -26,7 +26,7 @@ BIN = Path(os.environ.get("HINGE_ANCHORS_BIN", Path(tempfile.gettempdir()) / "hi
 
 def available() -> dict[str, bool]:
     """Which anchor programs are built."""
-    return {name: (BIN / name).exists() for name in ("svmocas", "svm_perf_learn", "liblinear-train")}
+    return {name: (BIN / name).exists() for name in ("svmocas", "svm_perf_learn", "liblinear-train", "svm-train")}
 
 
 def objective(indptr, indices, data, y, w, w_bias, C) -> float:
@@ -79,6 +79,17 @@ def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.0
     return {"seconds": seconds, "iterations": iterations, "w": w, "w_bias": w_bias - b}
 
 
+def _strace_solver_seconds(command: list[str], model: str):
+    """Run a program that reads its input and then writes ``model``; (the run, seconds from closing the input
+    to opening the model file), from strace's microsecond stamps of those two system calls."""
+    run = subprocess.run(["strace", "-ttt", "-e", "trace=openat,close", *command], capture_output=True, text=True,
+                         check=True)
+    stamps = run.stderr.splitlines()
+    opened = next(k for k, line in enumerate(stamps) if "openat(" in line and model in line)
+    closed = max(k for k in range(opened) if re.search(r"\sclose\(", stamps[k]))
+    return run, float(stamps[opened].split()[0]) - float(stamps[closed].split()[0])
+
+
 def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: int = 3) -> dict:
     """LIBLINEAR ``train -s 3 -c C -B 1 -e eps``; solver seconds from strace (see the module docstring).
 
@@ -86,13 +97,8 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
     """
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        run = subprocess.run(["strace", "-ttt", "-e", "trace=openat,close", str(BIN / "liblinear-train"),
-                              "-s", str(solver), "-c", repr(C), "-B", "1", "-e", repr(eps), path, model],
-                             capture_output=True, text=True, check=True)
-        stamps = run.stderr.splitlines()
-        opened = next(k for k, line in enumerate(stamps) if "openat(" in line and model in line)
-        closed = max(k for k in range(opened) if re.search(r"\sclose\(", stamps[k]))
-        seconds = float(stamps[opened].split()[0]) - float(stamps[closed].split()[0])
+        run, seconds = _strace_solver_seconds([str(BIN / "liblinear-train"), "-s", str(solver), "-c", repr(C), "-B", "1",
+                                               "-e", repr(eps), path, model], model)
         iterations = re.search(r"#iter = (\d+)", run.stdout)
         text = Path(model).read_text().splitlines()
     labels = next(line for line in text if line.startswith("label")).split()[1:]
@@ -112,3 +118,18 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
             w[: min(n_features, table.shape[0] - 1)] = table[: min(n_features, table.shape[0] - 1), k]
             result["per_class"][label] = (w, float(table[-1, k]))
     return result
+
+
+def svm_train(path: str, C: float, gamma: float, eps: float = 1e-3, cache_mb: int = 200, shrinking: bool = True) -> dict:
+    """LIBSVM ``svm-train -s 0 -t 2`` (built without OpenMP: one thread); solver seconds from strace as for
+    LIBLINEAR (from closing the input file to opening the model file), its #iter, obj (= -dual) and nSV."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        run, seconds = _strace_solver_seconds([str(BIN / "svm-train"), "-s", "0", "-t", "2", "-c", repr(C), "-g", repr(gamma),
+                                               "-e", repr(eps), "-m", str(cache_mb), "-h", "1" if shrinking else "0",
+                                               path, model], model)
+    iterations = re.search(r"#iter = (\d+)", run.stdout)
+    obj = re.search(r"obj = ([0-9.e+-]+)", run.stdout)
+    n_sv = re.search(r"nSV = (\d+)", run.stdout)
+    return {"seconds": seconds, "iterations": int(iterations.group(1)) if iterations else None,
+            "dual_objective": -float(obj.group(1)) if obj else None, "n_sv": int(n_sv.group(1)) if n_sv else None}

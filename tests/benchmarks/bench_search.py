@@ -1,16 +1,23 @@
-"""Model-selection benchmarks (issue 5).
+"""Model-selection benchmarks (issues 5 and 10).
 
     python -m tests.benchmarks.bench_search [--sections speedup,warm,table3] [--repeats 3]
+        [--speedup-data a9a,sector]
 
-- speedup: wall time of an 8-setting C search (5 folds) on a9a through ``worker.search.run_search``,
-  with 1 and with 2 processes (target: >= 1.7x on 2 cores); the two tables must be identical.
-- warm: iterations along a C path (8 values) on a9a for dcd and ocas, warm start vs cold.
+- speedup: wall time of an 8-setting C search (5 folds, dcd with the schema's defaults) through
+  ``worker.search.run_search`` with 1 and with 2 processes, on a9a (two labels: 5 paths, so every fit
+  is a task) and on sector.scale (105 classes: 525 (fold, class) paths, one task each); runs
+  interleaved (search 1, search 2, calibration 1, calibration 2, ...), paired ratios and medians, the
+  load average before and after every run; the tables of both process counts must be identical. The
+  calibration (16 identical independent dcd fits on a9a through the subtask runner) says what the
+  machine gives 2 processes in the same minutes. Target: >= 1.7x.
+- warm: iterations along a C path (8 values) on a9a for dcd and ocas, warm start vs cold; and the
+  search table's measured savings (``measure_cold``) for dcd on a9a.
 - table3: paper 000's "time to perform a full model selection": train on the training file for every C
   of a grid, score auROC on the test file (used as the validation set), keep the best; for dcd, ocas and
   cpa on a9a and ijcnn1; reference liblinear-official's `-C` search (-s 2: LIBLINEAR's -C does not
   support the hinge-loss dual -s 3) timed in the same run.
 
-Writes tests/benchmarks/results/bench_search.json.
+Writes tests/benchmarks/results/bench_search.json (sections not run keep their previous entry).
 """
 
 from __future__ import annotations
@@ -68,36 +75,75 @@ def cpa_params(**overrides) -> dict:
     return params
 
 
-def speedup(repeats: int) -> dict:
+SPEEDUP_DATA = {"a9a": ("a9a.svm.gz", None), "sector": ("sector.scale.svm.gz", 55197)}
+
+
+def _search_params(processes: int, measure_cold: bool = False) -> dict:
+    """dcd with the schema's defaults (what a job gets), an 8-value C grid, 5 folds."""
+    from service.schemas.solver_params import DcdParams
+
+    search = {"C": GRID, "gamma": None, "cv_folds": 5, "metric": "accuracy", "seed": 0, "warm_start": True,
+              "distribute": False, "measure_cold": measure_cold}
+    return dict(DcdParams().model_dump(), n_processes=processes, search=search)
+
+
+def _load_average() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def speedup(repeats: int, datasets: list[str]) -> dict:
     """1 and 2 processes, runs interleaved (1, 2, 1, 2, ...) so that a noisy minute hits both alike."""
-    arrays, n_features, _, _ = load("a9a.svm.gz")
-    seconds: dict[int, list[float]] = {1: [], 2: []}
-    tables = {}
-    for _ in range(repeats):
-        for processes in (1, 2):
-            params = dcd_params(n_processes=processes, search={"C": GRID, "gamma": None, "cv_folds": 5, "metric": "accuracy",
-                                                               "seed": 0, "warm_start": True, "distribute": False})
-            start = time.perf_counter()
-            outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                                 sink=NullSink(), publish=lambda table, subtasks: None)
-            seconds[processes].append(time.perf_counter() - start)
-            tables[processes] = [{k: v for k, v in row.items() if k != "seconds"}
-                                 for row in outcome.meta["search_results"]["settings"]]
+    calibration_arrays, calibration_features, _, _ = load("a9a.svm.gz")
     out = {}
-    for processes in (1, 2):
-        out[f"{processes}_process"] = {"median_s": statistics.median(seconds[processes]), "runs_s": seconds[processes]}
-        print("search", processes, "processes", [round(s, 2) for s in seconds[processes]], flush=True)
-    out["speedup"] = out["1_process"]["median_s"] / out["2_process"]["median_s"]
-    out["paired_speedups"] = [a / b for a, b in zip(seconds[1], seconds[2])]
-    out["calibration"] = calibration(arrays, n_features, repeats)
-    out["tables_identical"] = tables[1] == tables[2]
-    out["settings"] = len(GRID)
-    out["cv_folds"] = 5
+    for name in datasets:
+        file_name, n_features = SPEEDUP_DATA[name]
+        arrays, n_features, _, _ = load(file_name, n_features)
+        runs: list[dict] = []
+        tables = {}
+        for repeat in range(repeats):
+            run = {"repeat": repeat}
+            for processes in (1, 2):
+                load_before = _load_average()
+                start = time.perf_counter()
+                outcome = run_search("dcd", _search_params(processes), arrays, n_features, deadline=None,
+                                     cancel_requested=lambda: False, sink=NullSink(),
+                                     publish=lambda table, subtasks: None)
+                run[f"search_{processes}_s"] = time.perf_counter() - start
+                run[f"search_{processes}_load"] = [load_before, _load_average()]
+                tables[processes] = [{k: v for k, v in row.items() if k != "seconds"}
+                                     for row in outcome.meta["search_results"]["settings"]]
+                if processes == 1:
+                    run["refit_path"] = outcome.meta["refit_path"]
+                    run["best"] = outcome.meta["search_results"]["best"]
+            for processes in (1, 2):
+                run[f"calibration_{processes}_s"] = calibration_run(calibration_arrays, calibration_features, processes)
+            run["search_ratio"] = run["search_1_s"] / run["search_2_s"]
+            run["calibration_ratio"] = run["calibration_1_s"] / run["calibration_2_s"]
+            runs.append(run)
+            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()
+                         if not isinstance(v, (dict, list))}, flush=True)
+        median = statistics.median
+        out[name] = {
+            "data": file_name, "settings": len(GRID), "cv_folds": 5,
+            "paths": 5 * (1 if len(np.unique(arrays["y"])) == 2 else len(np.unique(arrays["y"]))),
+            "runs": runs,
+            "search_1_median_s": median(r["search_1_s"] for r in runs),
+            "search_2_median_s": median(r["search_2_s"] for r in runs),
+            "speedup_of_medians": median(r["search_1_s"] for r in runs) / median(r["search_2_s"] for r in runs),
+            "paired_speedup_median": median(r["search_ratio"] for r in runs),
+            "paired_speedups": [r["search_ratio"] for r in runs],
+            "calibration_paired_median": median(r["calibration_ratio"] for r in runs),
+            "calibration_paired": [r["calibration_ratio"] for r in runs],
+            "tables_identical": tables[1] == tables[2],
+            "table": tables[1],
+        }
+        print(name, "paired speedup", round(out[name]["paired_speedup_median"], 3), "calibration",
+              round(out[name]["calibration_paired_median"], 3), "identical", out[name]["tables_identical"], flush=True)
     return out
 
 
-def calibration(arrays: dict, n_features: int, repeats: int) -> dict:
-    """What the machine gives: eight identical, independent dcd fits on a9a with 1 and 2 processes."""
+def calibration_run(arrays: dict, n_features: int, processes: int, fits: int = 16) -> float:
+    """Seconds for ``fits`` identical, independent dcd fits on a9a through the subtask runner."""
     from worker.subtasks import run_subtasks
 
     y = np.where(arrays["y"] > 0, 1.0, -1.0)
@@ -105,20 +151,22 @@ def calibration(arrays: dict, n_features: int, repeats: int) -> dict:
 
     def one_fit(task, context):
         fit(arrays["indptr"], arrays["indices"], arrays["data"], y, n_features=n_features,
-            params=dcd_params(C=1.0, tol=0.01, seed=task), class_weight=(1.0, 1.0), control=SolverControl())
+            params=dcd_params(C=1.0, tol=0.01, seed=task % 2), class_weight=(1.0, 1.0), control=SolverControl())
 
-    out = {}
-    for processes in (1, 2):
-        seconds = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            run_subtasks(one_fit, list(range(8)), n_processes=processes, deadline=None, cancel_requested=lambda: False,
-                         on_point=lambda index, point: None)
-            seconds.append(time.perf_counter() - start)
-        out[f"{processes}_process_median_s"] = statistics.median(seconds)
-    out["speedup"] = out["1_process_median_s"] / out["2_process_median_s"]
-    print("calibration", out, flush=True)
-    return out
+    start = time.perf_counter()
+    run_subtasks(one_fit, list(range(fits)), n_processes=processes, deadline=None, cancel_requested=lambda: False,
+                 on_point=lambda index, point: None)
+    return time.perf_counter() - start
+
+
+def measured_savings() -> dict:
+    """The search table's own measurement of what warm starts save (fold 0 refitted cold), dcd on a9a."""
+    arrays, n_features, _, _ = load("a9a.svm.gz")
+    outcome = run_search("dcd", _search_params(2, measure_cold=True), arrays, n_features, deadline=None,
+                         cancel_requested=lambda: False, sink=NullSink(), publish=lambda table, subtasks: None)
+    keys = ("C", "n_iter", "warm_started_fits", "stop_reasons", "cold_n_iter", "iterations_saved",
+            "iterations_saved_basis")
+    return {"settings": [{k: row[k] for k in keys} for row in outcome.meta["search_results"]["settings"]]}
 
 
 def warm(repeats: int) -> dict:
@@ -146,6 +194,8 @@ def warm(repeats: int) -> dict:
         row["iterations_saved"] = row["cold"]["iterations"] - row["warm"]["iterations"]
         out[solver] = row
         print("warm", solver, row, flush=True)
+    out["search_table_dcd_a9a"] = measured_savings()
+    print("warm search table", out["search_table_dcd_a9a"], flush=True)
     return out
 
 
@@ -194,13 +244,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sections", default="speedup,warm,table3")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--speedup-data", default="a9a,sector")
     args = parser.parse_args()
     registry.warm_up_all()
-    result = {"benchmark": "bench_search", "machine": machine(), "grid_C": GRID, "repeats": args.repeats}
+    path = RESULTS / "bench_search.json"
+    result = json.loads(path.read_text()) if path.exists() else {}
+    result = {k: v for k, v in result.items() if k not in ("machine", "repeats", "speedup_repeats", "speedup_machine")}
+    result.update({"benchmark": "bench_search", "grid_C": GRID})
     for section in args.sections.split(","):
-        result[section] = {"speedup": speedup, "warm": warm, "table3": table3}[section](args.repeats)
+        started = _load_average()
+        if section == "speedup":
+            entry = speedup(args.repeats, args.speedup_data.split(","))
+        else:
+            entry = {"warm": warm, "table3": table3}[section](args.repeats)
+        result[section] = {"machine": machine(), "repeats": args.repeats,
+                           "load_average_before_after": [started, _load_average()], **entry}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_search.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
+    path.write_text(json.dumps(result, indent=2, default=float) + "\n")
 
 
 if __name__ == "__main__":

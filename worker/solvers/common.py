@@ -223,3 +223,16 @@ def shuffle_prefix(index, count, state):
         tmp = index[i]
         index[i] = index[j]
         index[j] = tmp
+
+
+def solver_threads(n_threads) -> int:
+    """Threads a solver's parallel kernels may use: n_threads (default: numba's), never more than numba allows
+    in this process (a subtask process is limited to cores // processes, so processes x threads <= cores)."""
+    import numba
+
+    allowed = numba.get_num_threads()
+    if n_threads is None:
+        return allowed
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise SolverInputError(f"n_threads must be an integer >= 1 or None, got {n_threads!r}")
+    return int(min(n_threads, allowed))

@@ -22,6 +22,12 @@ Var(X) = sum(data^2) / (n*d) - (sum(data) / (n*d))^2; scikit-learn uses gamma = 
 
 Evaluation
 ----------
+The rbf kernel's exponential is ``fast_exp``: Cody and Waite's reduction exp(x) = 2^k exp(r),
+k = round(x / ln 2), |r| <= ln(2) / 2, with exp(r) from its Taylor polynomial of degree 13 (truncation
+below 1e-17 relative) and 2^k put into the exponent bits directly; within one unit in the last place
+of ``math.exp`` on [-708, 709] and 0 below -708 (where exp is below 1e-307). Unlike a call to the C
+library it has no branch or call inside, so loops over kernel values vectorize.
+
 A sparse dot product <x_a, x_b> is computed by scattering x_a into a dense work vector of length
 n_features (kept zero between uses) and gathering over the stored entries of x_b: O(nnz(x_b)) per
 pair, no merge of index lists. ``_kernel_row`` fills one row of kernel values against a list of rows
@@ -35,7 +41,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit
+from numba.core import types
+from numba.extending import intrinsic
 
 from worker.solvers.common import SolverInputError
 
@@ -122,6 +131,43 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
     return code, gamma, float(coef0), int(degree)
 
 
+@intrinsic
+def _float_bits(typingctx, x):
+    """The IEEE-754 bits of a float64 as an int64 (a bit cast, no conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, x):
+    """The float64 whose IEEE-754 bits are the given int64 (a bit cast, no conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that k * _LN2_HI is exact for |k| < 2^11 (fdlibm's)
+_LN2_LO = 1.90821492927058770002e-10
+_ROUND_SHIFT = 6755399441055744.0  # 1.5 * 2^52: adding it rounds to an integer held in the low bits
+
+
+@njit(cache=True, inline="always")
+def fast_exp(x):
+    """exp(x) within one ulp of math.exp on [-708, 709]; 0 below -708 (see the module docstring)."""
+    xc = min(max(x, -708.0), 709.0)
+    kd = xc * _LOG2E + _ROUND_SHIFT
+    k = kd - _ROUND_SHIFT
+    r = xc - k * _LN2_HI - k * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (
+        1.0 / 720.0 + r * (1.0 / 5040.0 + r * (1.0 / 40320.0 + r * (1.0 / 362880.0 + r * (
+            1.0 / 3628800.0 + r * (1.0 / 39916800.0 + r * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0)))))))))))))
+    # the low bits of kd hold k: shifted into the exponent field and biased, they make 2^k
+    scale = _bits_float((_float_bits(kd) << 52) + (1023 << 52))
+    return p * scale if x >= -708.0 else 0.0
+
+
 @njit(cache=True)
 def row_sq_norms(indptr, data):
     """|x_i|^2 for every CSR row."""
@@ -142,7 +188,7 @@ def kernel_from_dot(code, gamma, coef0, degree, dot, sq_a, sq_b):
         d2 = sq_a + sq_b - 2.0 * dot
         if d2 < 0.0:
             d2 = 0.0
-        return math.exp(-gamma * d2)
+        return fast_exp(-gamma * d2)
     if code == 0:
         return dot
     if code == 1:

@@ -75,7 +75,10 @@ rows, ascending), "dual_coef" (gamma over them: decision(x) = sum dual_coef K(x_
 dual (OP2's value: a lower bound on the master's primal, not on P for sampled cuts), primal (linear:
 exact; constant: estimate), gap, xi, cut_value, n_cuts, basis_size.
 
-Nothing runs in parallel: one thread, deterministic for a given seed.
+What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's Gram column for the constant
+variant; the A row over all N rows for the linear one) are split by target rows over ``n_threads`` (numba
+prange, each thread writing its own targets); every sum runs in the same order whatever the split, so the
+model is the same for 1 and 2 threads, and deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ import math
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from worker.solvers.common import (
     SolverControl,
@@ -96,9 +99,12 @@ from worker.solvers.common import (
     check_positive,
     rng_below,
     rng_state,
+    solver_threads,
 )
 from worker.solvers.kernels import (
+    KERNEL_RBF,
     clear_row,
+    fast_exp,
     gather_dot,
     kernel_from_dot,
     kernel_params,
@@ -108,6 +114,8 @@ from worker.solvers.kernels import (
 
 VARIANTS = ("linear", "constant")
 _DENSE_LIMIT = 1 << 22
+PAR_MIN_VALUES = 100_000
+"""Kernel values below which a block is computed on one thread (read at each call, so tests can lower it)."""
 _MAX_REDRAWS = 50
 SLICE_VALUES = 4_000_000  # kernel values per chunk of the linear variant's A row
 
@@ -129,68 +137,133 @@ def _sampled_cuts_dense_t(indptr, indices, data, rows, n_features):
 
 
 @njit(cache=True)
-def _sampled_cuts_kvals(o, inner, dense_t, use_dense, indptr, indices, data, sq, kp, shift, xbuf, kvals):
-    """kvals[j] = K(x_o, x_inner[j]) + shift."""
+def _sampled_cuts_inner(indptr, indices, data, sq, rows, n_features):
+    """What the inner loop over ``rows`` needs: whether to use their dense transposed copy, the copy, their |x|^2."""
+    m = rows.size
+    use_dense = n_features * m <= _DENSE_LIMIT
+    dense_t = _sampled_cuts_dense_t(indptr, indices, data, rows, n_features) if use_dense else np.zeros((1, 1))
+    sq_rows = np.empty(m)
+    for j in range(m):
+        sq_rows[j] = sq[rows[j]]
+    return use_dense, dense_t, sq_rows
+
+
+@njit(cache=True)
+def _sampled_cuts_kvals(o, inner, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_inner, kp, shift, xbuf,
+                        kvals):
+    """kvals[j] = K(x_o, x_inner[j]) + shift for j in [lo, hi) (sq_inner[j] = |x_inner[j]|^2).
+
+    Loops run over views from index 0, so that numba knows the index is not negative and LLVM vectorizes
+    them (the rbf case is spelled out for the same reason).
+    """
     code, gamma, coef0, degree = kp
-    m = inner.size
+    m = hi - lo
+    kv = kvals[lo:hi]
     if use_dense:
         for j in range(m):
-            kvals[j] = 0.0
+            kv[j] = 0.0
         for k in range(indptr[o], indptr[o + 1]):
             v = data[k]
-            col = dense_t[indices[k]]
+            col = dense_t[indices[k], lo:hi]
             for j in range(m):
-                kvals[j] += v * col[j]
-        for j in range(m):
-            kvals[j] = kernel_from_dot(code, gamma, coef0, degree, kvals[j], sq[o], sq[inner[j]]) + shift
+                kv[j] += v * col[j]
     else:
         scatter_row(indptr, indices, data, o, xbuf)
         for j in range(m):
-            b = inner[j]
-            dot = gather_dot(indptr, indices, data, b, xbuf)
-            kvals[j] = kernel_from_dot(code, gamma, coef0, degree, dot, sq[o], sq[b]) + shift
+            kv[j] = gather_dot(indptr, indices, data, inner[lo + j], xbuf)
         clear_row(indptr, indices, o, xbuf)
+    sq_o = sq[o]
+    sqi = sq_inner[lo:hi]
+    if code == KERNEL_RBF:
+        for j in range(m):
+            kv[j] = fast_exp(-gamma * max(sq_o + sqi[j] - 2.0 * kv[j], 0.0)) + shift
+    else:
+        for j in range(m):
+            kv[j] = kernel_from_dot(code, gamma, coef0, degree, kv[j], sq_o, sqi[j]) + shift
+
+
+@njit(cache=True)
+def _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
+                                 dense_t, use_dense, n_features, lo, hi, out):
+    xbuf = np.zeros(n_features if not use_dense else 1)
+    kvals = np.empty(targets.size)
+    kv = kvals[lo:hi]
+    for u in range(urows.size):
+        _sampled_cuts_kvals(urows[u], targets, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, shift,
+                            xbuf, kvals)
+        for e in range(uptr[u], uptr[u + 1]):
+            c = ucoef[e]
+            row = out[ucut[e], lo:hi]
+            for j in range(hi - lo):
+                row[j] += c * kv[j]
+
+
+@njit(cache=True, parallel=True)
+def _sampled_cuts_basis_at_parallel(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
+                                    dense_t, use_dense, n_features, n_chunks, out):
+    m = targets.size
+    for c in prange(n_chunks):
+        _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
+                                     dense_t, use_dense, n_features, m * c // n_chunks, m * (c + 1) // n_chunks, out)
 
 
 @njit(cache=True)
 def _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets,
-                           n_features, out):
+                           n_features, out, threads, par_min):
     """out[k, j] += sum over basis entries e of cut k: coef_e * K'(x_row(e), x_targets[j]).
 
     The basis is grouped by unique row (urows, with entries uptr[u]:uptr[u+1] of (ucut, ucoef)), so
-    each kernel value is computed once however many cuts share the row.
+    each kernel value is computed once however many cuts share the row. With several threads the
+    targets are split between them (each writes its own columns of out; the sums per column run in the
+    same order, so the values do not depend on the number of threads).
     """
     m = targets.size
-    use_dense = n_features * m <= _DENSE_LIMIT
-    dense_t = _sampled_cuts_dense_t(indptr, indices, data, targets, n_features) if use_dense else np.zeros((1, 1))
-    xbuf = np.zeros(n_features)
-    kvals = np.empty(m)
-    for u in range(urows.size):
-        _sampled_cuts_kvals(urows[u], targets, dense_t, use_dense, indptr, indices, data, sq, kp, shift,
-                            xbuf, kvals)
-        for e in range(uptr[u], uptr[u + 1]):
-            k = ucut[e]
-            c = ucoef[e]
-            for j in range(m):
-                out[k, j] += c * kvals[j]
+    use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
+    if threads > 1 and urows.size * m >= par_min:
+        _sampled_cuts_basis_at_parallel(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
+                                        dense_t, use_dense, n_features, threads, out)
+    else:
+        _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
+                                     dense_t, use_dense, n_features, 0, m, out)
 
 
 @njit(cache=True)
-def _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, targets, start, stop,
-                            n_features, out):
-    """out[t] = sum_v basis_coef[v] * K'(x_basis_rows[v], x_targets[t]) for t in [start, stop)."""
+def _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
+                                  dense_t, use_dense, n_features, start, stop, out):
     m = basis_rows.size
-    use_dense = n_features * m <= _DENSE_LIMIT
-    dense_t = _sampled_cuts_dense_t(indptr, indices, data, basis_rows, n_features) if use_dense else np.zeros((1, 1))
-    xbuf = np.zeros(n_features)
+    xbuf = np.zeros(n_features if not use_dense else 1)
     kvals = np.empty(m)
     for t in range(start, stop):
-        _sampled_cuts_kvals(targets[t], basis_rows, dense_t, use_dense, indptr, indices, data, sq, kp, shift,
-                            xbuf, kvals)
+        _sampled_cuts_kvals(targets[t], basis_rows, 0, m, dense_t, use_dense, indptr, indices, data, sq, sq_b, kp,
+                            shift, xbuf, kvals)
         acc = 0.0
         for v in range(m):
             acc += basis_coef[v] * kvals[v]
         out[t] = acc
+
+
+@njit(cache=True, parallel=True)
+def _sampled_cuts_expansion_parallel(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
+                                     dense_t, use_dense, n_features, start, stop, n_chunks, out):
+    for c in prange(n_chunks):
+        _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
+                                      dense_t, use_dense, n_features, start + (stop - start) * c // n_chunks,
+                                      start + (stop - start) * (c + 1) // n_chunks, out)
+
+
+@njit(cache=True)
+def _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, targets, start, stop,
+                            n_features, out, threads, par_min):
+    """out[t] = sum_v basis_coef[v] * K'(x_basis_rows[v], x_targets[t]) for t in [start, stop) (targets split
+    between the threads)."""
+    m = basis_rows.size
+    use_dense, dense_t, sq_b = _sampled_cuts_inner(indptr, indices, data, sq, basis_rows, n_features)
+    if threads > 1 and (stop - start) * m >= par_min:
+        _sampled_cuts_expansion_parallel(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
+                                         dense_t, use_dense, n_features, start, stop, threads, out)
+    else:
+        _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
+                                      dense_t, use_dense, n_features, start, stop, out)
 
 
 @njit(cache=True)
@@ -375,14 +448,13 @@ class _Cuts:
             empty = np.zeros(0, dtype=np.int64)
             return empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0)
         rows = np.concatenate(self.rows)
-        cuts = np.concatenate([np.full(r.size, k, dtype=np.int64) for k, r in enumerate(self.rows)])
+        cuts = np.repeat(np.arange(self.t, dtype=np.int64), [r.size for r in self.rows])
         coef = np.concatenate(self.coef)
-        urows, inverse = np.unique(rows, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        counts = np.bincount(inverse, minlength=urows.size)
-        uptr = np.zeros(urows.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=uptr[1:])
-        return urows.astype(np.int64), uptr, cuts[order], coef[order]
+        order = np.argsort(rows, kind="stable")  # by row; a row's entries keep the order of their cuts
+        sorted_rows = rows[order]
+        starts = np.flatnonzero(np.diff(sorted_rows, prepend=-1))
+        uptr = np.append(starts, sorted_rows.size).astype(np.int64)
+        return sorted_rows[starts].astype(np.int64), uptr, cuts[order], coef[order]
 
     def expansion(self) -> tuple[np.ndarray, np.ndarray]:
         """(rows, gamma) with gamma = sum_k alpha_k beta_k, rows ascending, zeros dropped."""
@@ -436,10 +508,14 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample
 
 def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict, variant="linear",
                        sample_size=400, p=4, tol=0.001, max_inactive=20, max_iter=10_000, bias=1.0,
-                       trace_every=1, seed=0, control=None) -> SolverResult:
+                       trace_every=1, seed=0, n_threads=None, control=None) -> SolverResult:
     """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
     y, C, kp, tol, bias = _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size,
                                       p, tol, max_inactive, max_iter, bias, trace_every, seed)
+    threads = solver_threads(n_threads)
+    # one compiled specialization of every kernel: float64 values, int32 indices (float32 values are accepted)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
     started = time.perf_counter()
     trace_seconds = 0.0
@@ -522,7 +598,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             stopped = None
             for start in range(0, n, chunk):
                 _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, all_rows, start,
-                                        min(n, start + chunk), n_features, a_row)
+                                        min(n, start + chunk), n_features, a_row, threads, PAR_MIN_VALUES)
                 stopped = control.check()
                 if stopped is not None:
                     break
@@ -540,7 +616,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             a_at = np.zeros((max(t, 1), r))
             if t:
                 _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, draw,
-                                       n_features, a_at)
+                                       n_features, a_at, threads, PAR_MIN_VALUES)
                 computed += urows.size * r
             f_draw = alpha @ a_at[:t] if t else np.zeros(r)
             margins = y[draw] * f_draw
@@ -568,7 +644,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
                 column = a_at[:t, np.flatnonzero(loss)] @ weights if t else np.zeros(0)
                 self_vals = np.empty(rows.size)
                 _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, rows, 0, rows.size,
-                                        n_features, self_vals)
+                                        n_features, self_vals, threads, PAR_MIN_VALUES)
                 computed += rows.size * rows.size
                 self_dot = float(self_vals @ coef)
                 cuts.add(rows, coef, c_new, column, self_dot, None)

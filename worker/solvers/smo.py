@@ -89,11 +89,16 @@ shrinking resumes; when the active problem has converged, the gradient is rebuil
 made active and the stopping test repeated on the whole problem (the final un-shrunk check). The
 rebuild runs in chunks between control checks.
 
-Kernel rows are computed from sparse dot products (scatter one row, gather the others, see
-``kernels``) over a copy of the rows kept in position order (rewritten after each shrinking pass,
-so a row walks memory sequentially); when the data have at most 256 features and at least a quarter
-of the entries stored (e.g. ijcnn1), a dense position-ordered copy is used instead (contiguous dot
-products, about twice as fast there).
+Kernel rows
+-----------
+A row Q[p, :] takes the dot products <x_p, x_t> for all positions t at once, from copies of the rows
+kept in position order (rewritten after each shrinking pass): when the transposed dense copy
+(n_features x n) takes at most 256 MB and at least 5% of its entries are stored (a9a, ijcnn1), row p's
+entries times its columns (contiguous, vectorized, computed 1,024 positions at a time so that they stay
+in the first-level cache); otherwise the columns in CSC form, positions ascending, so that only the rows
+sharing a feature with x_p are touched and a row of the active problem stops at active_size. The rbf
+kernel then takes ``kernels.fast_exp`` (within one ulp of exp, vectorizes). LIBSVM instead merges the
+two index lists of every pair. Both give each dot product summed in the order of row p's entries.
 
 Linear kernel (Section 2.3): the result also carries the folded weight vector w = sum_i y_i alpha_i x_i
 (prediction then costs one sparse dot product); the kernel rows themselves are the same dot products.
@@ -125,7 +130,18 @@ point when no variable is shrunk; while shrunk, at most every PRIMAL_EVERY_S sec
 variables' gradients are then computed outside the cache, at most about a fifth of the run's time,
 counted as trace time).
 
-Nothing runs in parallel: one thread, deterministic for a given seed (only ``platt`` draws numbers).
+What runs in parallel (``n_threads``, default: the threads numba allows this process): a kernel row is
+split into contiguous position ranges (4 per thread, taken by whichever thread is free); the gradient
+update (two rows) into one range per thread; the two working-set scans take each thread's first maximum
+and keep the first of those (so the choice is the one a single scan makes). Every value is computed by
+the same arithmetic whatever the split, so 1 and 2 threads take the very same steps and return the same
+alpha (tested). Passes shorter than ``PAR_MIN_ROW`` (kernel rows, 16,384 values: about 0.1 ms) or
+``PAR_MIN_SCAN`` (gradient update and scans, 262,144 positions: about 1 ms) run on one thread in the
+calling thread: a parallel region costs tens of microseconds on an idle machine and up to milliseconds on
+a busy one (measured: ~100 us for an empty region at load 9 on 2 cores, and smo on 2 threads with
+every pass split ran 10x slower than on one there). numba's prange runs on its ``workqueue`` threading
+layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given seed and
+thread count (only ``platt`` draws numbers).
 """
 
 from __future__ import annotations
@@ -133,9 +149,10 @@ from __future__ import annotations
 import math
 import time
 
+import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 
 from worker.solvers.common import (
     SolverControl,
@@ -147,16 +164,16 @@ from worker.solvers.common import (
     check_positive,
     rng_below,
     rng_state,
+    solver_threads,
 )
 from worker.solvers.kernels import (
     KERNEL_LINEAR,
-    clear_row,
-    gather_dot,
+    KERNEL_RBF,
+    fast_exp,
     kernel_diagonal,
     kernel_from_dot,
     kernel_params,
     row_sq_norms,
-    scatter_row,
 )
 
 # variable status
@@ -185,7 +202,10 @@ IS_MIN_ACTIVE = 16
 IS_UNCACHED = 17
 IS_FULL_ROWS = 18
 IS_RECONSTRUCTED = 19
-IS_SIZE = 20
+IS_THREADS = 20
+IS_PAR_MIN_ROW = 21
+IS_PAR_MIN_SCAN = 22
+IS_SIZE = 23
 
 # fstate slots
 FS_F = 0  # dual f(alpha) (minimization form)
@@ -201,10 +221,19 @@ RUN_RECONSTRUCT = 2
 TAU = 1e-12
 SLICE_SECONDS = 0.1
 FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
+# a transposed dense copy of the rows serves the dot products when it takes at most this many bytes
+# and at least this fraction of its entries are stored (else the columns, CSC, do)
+_DENSE_T_MAX_BYTES = 256 << 20
+_DENSE_T_MIN_FILL = 0.05
+# below these lengths a pass runs on one thread: a parallel region costs tens of microseconds on an idle
+# machine and milliseconds on a busy one, so only passes of about 0.1 ms (kernel rows) or 1 ms (scans) and
+# more are split. Read at each solve (istate), so that tests can lower them.
+PAR_MIN_ROW = 16384
+PAR_MIN_SCAN = 262144
+_CHUNKS_PER_THREAD = 4  # a split row is handed out in this many chunks per thread, first come first served
+_ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
+_SCAN_BLOCK = 256  # the working-set scans take block maxima, then look for the first maximum in its block
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see record())
-# rows are also kept dense (position order) when n_features <= this and nnz >= fill * n * n_features
-_DENSE_MAX_FEATURES = 256
-_DENSE_MIN_FILL = 0.25
 
 WORKING_SETS = ("second_order", "platt")
 
@@ -243,10 +272,104 @@ def _smo_lru_push_front(s, lru_prev, lru_next, istate):
 
 
 @njit(cache=True)
+def _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate):
+    """out[base + t] = Q[p, t] for t in [lo, hi), or out[base + t] += coef * Q[p, t] when accumulate.
+
+    <x_p, x_t> for all t at once: row p's entries times the transposed dense copy (contiguous, vectorized)
+    or times the columns of its features (CSC in position order: only the rows that share a feature are
+    touched). The accumulation order per t is row p's entry order whatever [lo, hi), so a row split over
+    threads gives the same values.
+    """
+    indptr, indices, data, sq, y, dense_t, col_ptr, col_pos, col_val, dots = X[:10]
+    # loops run over views from index 0 (numba then knows the index is not negative and LLVM vectorizes
+    # them), block by block so that the block of dot products stays in the first-level cache
+    if dense_t.shape[1] > 1:
+        for b0 in range(lo, hi, _ROW_BLOCK):
+            b1 = min(b0 + _ROW_BLOCK, hi)
+            d = dots[b0:b1]
+            for t in range(b1 - b0):
+                d[t] = 0.0
+            for e in range(indptr[p], indptr[p + 1]):
+                v = data[e]
+                col = dense_t[indices[e], b0:b1]
+                for t in range(b1 - b0):
+                    d[t] += v * col[t]
+            _smo_row_kernel(p, b0, b1, X, kp, out, base, coef, accumulate)
+        return
+    for t in range(lo, hi):
+        dots[t] = 0.0
+    for e in range(indptr[p], indptr[p + 1]):
+        k = indices[e]
+        v = data[e]
+        a = col_ptr[k]
+        b = col_ptr[k + 1]
+        if lo > 0:
+            h = b
+            while a < h:
+                mid = (a + h) >> 1
+                if col_pos[mid] < lo:
+                    a = mid + 1
+                else:
+                    h = mid
+        for q in range(a, b):
+            t = col_pos[q]
+            if t >= hi:
+                break
+            dots[t] += v * col_val[q]
+    for b0 in range(lo, hi, _ROW_BLOCK):
+        _smo_row_kernel(p, b0, min(b0 + _ROW_BLOCK, hi), X, kp, out, base, coef, accumulate)
+
+
+@njit(cache=True)
+def _smo_row_kernel(p, lo, hi, X, kp, out, base, coef, accumulate):
+    """Turn the dot products dots[lo:hi] into Q[p, t] and store (or add coef times) them at out[base + t]."""
+    sq, y, dots = X[3], X[4], X[9]
+    code, gamma, coef0, degree = kp
+    m = hi - lo
+    d = dots[lo:hi]
+    yp = y[p]
+    sq_p = sq[p]
+    yy = y[lo:hi]
+    ss = sq[lo:hi]
+    if code == KERNEL_RBF:
+        # the common case spelled out, so that the loop vectorizes (fast_exp has no call inside)
+        for t in range(m):
+            d2 = sq_p + ss[t] - 2.0 * d[t]
+            d[t] = yp * yy[t] * fast_exp(-gamma * max(d2, 0.0))
+    else:
+        for t in range(m):
+            d[t] = yp * yy[t] * kernel_from_dot(code, gamma, coef0, degree, d[t], sq_p, ss[t])
+    o = out[base + lo:base + hi]
+    if accumulate:
+        for t in range(m):
+            o[t] += coef * d[t]
+    else:
+        for t in range(m):
+            o[t] = d[t]
+
+
+@njit(cache=True, parallel=True)
+def _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, n_chunks):
+    # solve_smo sets numba's chunk size to 1: chunks go to whichever thread is free (a thread the system has
+    # descheduled does not hold the row up)
+    for c in prange(n_chunks):
+        _smo_row_chunk(p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base,
+                       coef, accumulate)
+
+
+@njit(cache=True)
+def _smo_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
+    """Row p of Q over positions [lo, hi) into out (see _smo_row_chunk), split over the threads when long."""
+    threads = istate[IS_THREADS]
+    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_ROW]:
+        _smo_row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, _CHUNKS_PER_THREAD * threads)
+    else:
+        _smo_row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate)
+
+
+@njit(cache=True)
 def _smo_get_row(p, length, X, kp, ca, istate, xbuf):
     """Make row p of Q (positions [0, length), length <= slot length) valid in the cache; return its offset."""
-    indptr, indices, data, sq, y, dense = X
-    code, gamma, coef0, degree = kp
     cache, slot_of, slot_owner, slot_fill, lru_prev, lru_next, free_stack = ca
     L = istate[IS_SLOT_LEN]
     s = slot_of[p]
@@ -270,23 +393,7 @@ def _smo_get_row(p, length, X, kp, ca, istate, xbuf):
     fill = slot_fill[s]
     if fill < length:
         istate[IS_MISSES] += 1
-        yp = y[p]
-        sq_p = sq[p]
-        if dense.shape[0] > 1:
-            xp = dense[p]
-            d = xp.size
-            for t in range(fill, length):
-                xt = dense[t]
-                dot = 0.0
-                for k in range(d):
-                    dot += xp[k] * xt[k]
-                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
-        else:
-            scatter_row(indptr, indices, data, p, xbuf)
-            for t in range(fill, length):
-                dot = gather_dot(indptr, indices, data, t, xbuf)
-                cache[base + t] = yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq_p, sq[t])
-            clear_row(indptr, indices, p, xbuf)
+        _smo_row(p, fill, length, X, kp, cache, base, 0.0, False, istate)
         slot_fill[s] = length
         istate[IS_COMPUTED] += length - fill
     else:
@@ -437,33 +544,55 @@ def _smo_pair_target(i, j, Kij, alpha, G, Cp, QD, y):
 @njit(cache=True)
 def _smo_gbar_row(p, coef, n, X, kp, ca, istate, G_bar, xbuf):
     """G_bar[t] += coef * Q[p, t] for all t in [0, n) (the part beyond the slot length is not cached)."""
-    indptr, indices, data, sq, y, dense = X
-    code, gamma, coef0, degree = kp
     cache = ca[0]
     L = istate[IS_SLOT_LEN]
     lim = min(n, L)
     istate[IS_FULL_ROWS] += 1
     base = _smo_get_row(p, lim, X, kp, ca, istate, xbuf)
-    for t in range(lim):
-        G_bar[t] += coef * cache[base + t]
+    _smo_axpy(G_bar, coef, cache, base, 0, lim, X, istate)
     if lim < n:
-        yp = y[p]
-        if dense.shape[0] > 1:
-            xp = dense[p]
-            for t in range(lim, n):
-                xt = dense[t]
-                dot = 0.0
-                for k in range(xp.size):
-                    dot += xp[k] * xt[k]
-                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
-        else:
-            scatter_row(indptr, indices, data, p, xbuf)
-            for t in range(lim, n):
-                dot = gather_dot(indptr, indices, data, t, xbuf)
-                G_bar[t] += coef * yp * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[p], sq[t])
-            clear_row(indptr, indices, p, xbuf)
+        _smo_row(p, lim, n, X, kp, G_bar, 0, coef, True, istate)
         istate[IS_COMPUTED] += n - lim
         istate[IS_UNCACHED] += n - lim
+
+
+@njit(cache=True)
+def _smo_axpy_chunk(v, a, cache, base, lo, hi):
+    vv = v[lo:hi]
+    cc = cache[base + lo:base + hi]
+    for t in range(hi - lo):
+        vv[t] += a * cc[t]
+
+
+@njit(cache=True, parallel=True)
+def _smo_axpy_parallel(v, a, cache, base, lo, hi, n_chunks):
+    for c in prange(n_chunks):
+        _smo_axpy_chunk(v, a, cache, base, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks)
+
+
+@njit(cache=True)
+def _smo_axpy(v, a, cache, base, lo, hi, X, istate):
+    """v[t] += a * cache[base + t] for t in [lo, hi)."""
+    threads = istate[IS_THREADS]
+    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_SCAN]:
+        _smo_axpy_parallel(v, a, cache, base, lo, hi, threads)
+    else:
+        _smo_axpy_chunk(v, a, cache, base, lo, hi)
+
+
+@njit(cache=True)
+def _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
+    g = G[lo:hi]
+    qi = cache[base_i + lo:base_i + hi]
+    qj = cache[base_j + lo:base_j + hi]
+    for t in range(hi - lo):
+        g[t] += qi[t] * di + qj[t] * dj
+
+
+@njit(cache=True, parallel=True)
+def _smo_update_g_parallel(G, cache, base_i, base_j, di, dj, active, n_chunks):
+    for c in prange(n_chunks):
+        _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, active * c // n_chunks, active * (c + 1) // n_chunks)
 
 
 @njit(cache=True)
@@ -476,8 +605,10 @@ def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_b
     dj = aj_new - alpha[j]
     Qij = cache[base_i + j]
     fstate[FS_F] += G[i] * di + G[j] * dj + 0.5 * (QD[i] * di * di + QD[j] * dj * dj) + Qij * di * dj
-    for t in range(active):
-        G[t] += cache[base_i + t] * di + cache[base_j + t] * dj
+    if istate[IS_THREADS] > 1 and active >= istate[IS_PAR_MIN_SCAN]:
+        _smo_update_g_parallel(G, cache, base_i, base_j, di, dj, active, istate[IS_THREADS])
+    else:
+        _smo_update_g_chunk(G, cache, base_i, base_j, di, dj, 0, active)
     alpha[i] = ai_new
     alpha[j] = aj_new
     old_ui = status[i] == UPPER
@@ -493,43 +624,155 @@ def _smo_apply(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, alpha, G, G_b
     istate[IS_ITER] += 1
 
 
+@njit(cache=True, inline="always")
+def _smo_up_low(yt, st):
+    """(t in I_up, t in I_low) without branches (so that the scans below run straight through)."""
+    pos = yt > 0.0
+    return (pos & (st != UPPER)) | ((~pos) & (st != LOWER)), ((~pos) & (st != UPPER)) | (pos & (st != LOWER))
+
+
+@njit(cache=True)
+def _smo_extremes_range(y, G, status, lo, hi):
+    """(m, M, i_max) over positions [lo, hi): block maxima first, then the first maximum in its block."""
+    m = -np.inf
+    M = np.inf
+    best_block = -1
+    for b0 in range(lo, hi, _SCAN_BLOCK):
+        b1 = min(b0 + _SCAN_BLOCK, hi)
+        yy = y[b0:b1]
+        gg = G[b0:b1]
+        st = status[b0:b1]
+        bm = -np.inf
+        bM = np.inf
+        for t in range(b1 - b0):
+            yt = yy[t]
+            F = -yt * gg[t]
+            up, low = _smo_up_low(yt, st[t])
+            v = F if up else -np.inf
+            w = F if low else np.inf
+            bm = v if v > bm else bm
+            bM = w if w < bM else bM
+        if bm > m:
+            m = bm
+            best_block = b0
+        if bM < M:
+            M = bM
+    i_max = -1
+    if best_block >= 0:
+        for t in range(best_block, min(best_block + _SCAN_BLOCK, hi)):
+            if _smo_in_up(y[t], status[t]) and -y[t] * G[t] == m:
+                i_max = t
+                break
+    return m, M, i_max
+
+
+@njit(cache=True, parallel=True)
+def _smo_extremes_parallel(y, G, status, active, n_chunks, part_f, part_g, part_i):
+    for c in prange(n_chunks):
+        m, M, i = _smo_extremes_range(y, G, status, active * c // n_chunks, active * (c + 1) // n_chunks)
+        part_f[c] = m
+        part_g[c] = M
+        part_i[c] = i
+
+
 @njit(cache=True)
 def _smo_extremes(y, G, status, active):
     """(m, M, i_max) over the active variables: m = max_{I_up} F, M = min_{I_low} F."""
+    return _smo_extremes_range(y, G, status, 0, active)
+
+
+@njit(cache=True)
+def _smo_extremes_threads(X, G, status, active, istate):
+    """_smo_extremes, split over the threads when long (the first maximum wins, as in one scan)."""
+    threads = istate[IS_THREADS]
+    y = X[4]
+    if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
+        return _smo_extremes_range(y, G, status, 0, active)
+    part_f, part_g, part_i = X[10], X[11], X[12]
+    _smo_extremes_parallel(y, G, status, active, threads, part_f, part_g, part_i)
     m = -np.inf
     M = np.inf
     i_max = -1
-    for t in range(active):
-        yt = y[t]
-        st = status[t]
-        F = -yt * G[t]
-        if _smo_in_up(yt, st) and F > m:
-            m = F
-            i_max = t
-        if _smo_in_low(yt, st) and F < M:
-            M = F
+    for c in range(threads):
+        if part_f[c] > m:
+            m = part_f[c]
+            i_max = part_i[c]
+        if part_g[c] < M:
+            M = part_g[c]
     return m, M, i_max
+
+
+@njit(cache=True, inline="always")
+def _smo_gain(yi, QDi, m, yt, Gt, st, QDt, Qit):
+    """Second-order gain of the pair (i, t), or -inf when t is not in I_low with F_t < m."""
+    _up, low = _smo_up_low(yt, st)
+    diff = m + yt * Gt
+    eta = QDi + QDt - 2.0 * (yi * yt * Qit)
+    eta = eta if eta > 0.0 else TAU
+    gain = diff * diff / eta
+    return gain if low & (diff > 0.0) else -np.inf
+
+
+@njit(cache=True)
+def _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, lo, hi):
+    """(j, gain) over positions [lo, hi): block maxima first, then the first maximum in its block."""
+    yi = y[i]
+    QDi = QD[i]
+    best = -np.inf
+    best_block = -1
+    for b0 in range(lo, hi, _SCAN_BLOCK):
+        b1 = min(b0 + _SCAN_BLOCK, hi)
+        yy = y[b0:b1]
+        gg = G[b0:b1]
+        st = status[b0:b1]
+        qd = QD[b0:b1]
+        row = cache[base_i + b0:base_i + b1]
+        bb = -np.inf
+        for t in range(b1 - b0):
+            gain = _smo_gain(yi, QDi, m, yy[t], gg[t], st[t], qd[t], row[t])
+            bb = gain if gain > bb else bb
+        if bb > best:
+            best = bb
+            best_block = b0
+    j = -1
+    if best_block >= 0:
+        for t in range(best_block, min(best_block + _SCAN_BLOCK, hi)):
+            if _smo_gain(yi, QDi, m, y[t], G[t], status[t], QD[t], cache[base_i + t]) == best:
+                j = t
+                break
+    return j, best
+
+
+@njit(cache=True, parallel=True)
+def _smo_select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, n_chunks, part_f, part_i):
+    for c in prange(n_chunks):
+        j, best = _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, active * c // n_chunks,
+                                      active * (c + 1) // n_chunks)
+        part_f[c] = best
+        part_i[c] = j
 
 
 @njit(cache=True)
 def _smo_select_j(i, m, base_i, y, G, QD, status, cache, active):
     """Second-order choice of j given i (F_i = m): argmax (m - F_t)^2 / eta_it over I_low with F_t < m."""
+    return _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+
+
+@njit(cache=True)
+def _smo_select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
+    """_smo_select_j, split over the threads when long (the first maximum wins, as in one scan)."""
+    threads = istate[IS_THREADS]
+    y = X[4]
+    if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
+        return _smo_select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+    part_f, part_i = X[10], X[12]
+    _smo_select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, threads, part_f, part_i)
     j = -1
     best = -np.inf
-    yi = y[i]
-    for t in range(active):
-        yt = y[t]
-        if _smo_in_low(yt, status[t]):
-            diff = m + yt * G[t]
-            if diff > 0.0:
-                Kit = yi * yt * cache[base_i + t]
-                eta = QD[i] + QD[t] - 2.0 * Kit
-                if eta <= 0.0:
-                    eta = TAU
-                gain = diff * diff / eta
-                if gain > best:
-                    best = gain
-                    j = t
+    for c in range(threads):
+        if part_f[c] > best:
+            best = part_f[c]
+            j = part_i[c]
     return j
 
 
@@ -555,28 +798,47 @@ def _smo_swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, slot_of, slot_owne
 
 @njit(cache=True)
 def _smo_reorder(orig, X):
-    """Rewrite the position-ordered copy of the rows from the original CSR and the permutation.
+    """Rewrite the position-ordered copies of the rows (CSR, and the transposed dense copy or the CSC).
 
-    Kernel rows then walk memory in position order (about 4x faster than gathering rows through the
-    permutation once shrinking has scrambled it).
+    Kernel rows then walk memory in position order, and a row of the active problem touches only the
+    first active_size positions of every column.
     """
     indptr, indices, data, sq, perm = orig
-    pindptr, pindices, pdata, psq, _y, dense = X
-    is_dense = dense.shape[0] > 1
+    pindptr, pindices, pdata, psq, _y, dense_t, col_ptr, col_pos, col_val = X[:9]
+    is_dense = dense_t.shape[1] > 1
     k = 0
     for p in range(perm.size):
         r = perm[p]
-        if is_dense:
-            for c in range(dense.shape[1]):
-                dense[p, c] = 0.0
         for e in range(indptr[r], indptr[r + 1]):
             pindices[k] = indices[e]
             pdata[k] = data[e]
-            if is_dense:
-                dense[p, indices[e]] += data[e]
             k += 1
         pindptr[p + 1] = k
         psq[p] = sq[r]
+    if is_dense:
+        dense_t[:, :] = 0.0
+        for p in range(perm.size):
+            for e in range(pindptr[p], pindptr[p + 1]):
+                dense_t[pindices[e], p] += pdata[e]
+    else:
+        # counting sort by column; positions come out ascending within each column
+        n_cols = col_ptr.size - 1
+        for c in range(n_cols + 1):
+            col_ptr[c] = 0
+        for e in range(k):
+            col_ptr[pindices[e] + 1] += 1
+        for c in range(n_cols):
+            col_ptr[c + 1] += col_ptr[c]
+        for p in range(perm.size):
+            for e in range(pindptr[p], pindptr[p + 1]):
+                c = pindices[e]
+                q = col_ptr[c]
+                col_pos[q] = p
+                col_val[q] = pdata[e]
+                col_ptr[c] = q + 1
+        for c in range(n_cols, 0, -1):
+            col_ptr[c] = col_ptr[c - 1]
+        col_ptr[0] = 0
 
 
 @njit(cache=True, inline="always")
@@ -598,7 +860,7 @@ def _smo_shrink(n, budget, X, orig, ca, alpha, G, G_bar, Cp, QD, status, istate,
     perm = orig[4]
     cache, slot_of, slot_owner, slot_fill, _lru_prev, lru_next, _free_stack = ca
     active = istate[IS_ACTIVE]
-    m, M, _i_max = _smo_extremes(y, G, status, active)
+    m, M, _i_max = _smo_extremes_threads(X, G, status, active, istate)
     if istate[IS_UNSHRUNK] == 0 and m - M <= 10.0 * tol:
         istate[IS_UNSHRUNK] = 1
         if active < n:
@@ -677,12 +939,12 @@ def _smo_run_second_order(n, budget, X, orig, kp, ca, alpha, G, G_bar, Cp, QD, s
                 if code != RUN_BUDGET:
                     return code
         active = istate[IS_ACTIVE]
-        m, M, i = _smo_extremes(y, G, status, active)
+        m, M, i = _smo_extremes_threads(X, G, status, active, istate)
         fstate[FS_VIOL] = m - M
         if i < 0 or m - M < tol:
             return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
         base_i = _smo_get_row(i, active, X, kp, ca, istate, xbuf)
-        j = _smo_select_j(i, m, base_i, y, G, QD, status, cache, active)
+        j = _smo_select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate)
         if j < 0:
             return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
         base_j = _smo_get_row(j, active, X, kp, ca, istate, xbuf)
@@ -844,31 +1106,15 @@ def _smo_reconstruct(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 
 
 @njit(cache=True)
-def _smo_inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, xbuf, out):
+def _smo_inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, istate, out):
     """out[t - active] += sum over free_pos[start:stop] of alpha_j Q_tj, for t in [active, n), outside the cache.
 
     For the trace's primal while shrunk: the shrunk variables' gradients without touching G, the
     cache or any counter the solver steers by.
     """
-    indptr, indices, data, sq, y, dense = X
-    code, gamma, coef0, degree = kp
     for idx in range(start, stop):
         j = free_pos[idx]
-        coef = alpha[j] * y[j]
-        if dense.shape[0] > 1:
-            xj = dense[j]
-            for t in range(active, n):
-                xt = dense[t]
-                dot = 0.0
-                for k in range(xj.size):
-                    dot += xj[k] * xt[k]
-                out[t - active] += coef * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[j], sq[t])
-        else:
-            scatter_row(indptr, indices, data, j, xbuf)
-            for t in range(active, n):
-                dot = gather_dot(indptr, indices, data, t, xbuf)
-                out[t - active] += coef * y[t] * kernel_from_dot(code, gamma, coef0, degree, dot, sq[j], sq[t])
-            clear_row(indptr, indices, j, xbuf)
+        _smo_row(j, active, n, X, kp, out, -active, alpha[j], True, istate)
 
 
 @njit(cache=True)
@@ -951,13 +1197,34 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
     return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
 
 
+def _position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> tuple:
+    """The rows in position order (filled by _smo_reorder), with the transposed dense copy (``dense``: few
+    columns, many stored: contiguous vectorized dot products) or room for the columns (CSC: touch only the rows
+    that share a feature), a row buffer and the per-thread results of the scans."""
+    n = indptr.size - 1
+    nnz = int(data.size)
+    if dense:
+        dense_t = np.zeros((n_features, n))
+        col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
+    else:
+        dense_t = np.zeros((1, 1))
+        col_ptr, col_pos, col_val = np.zeros(n_features + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz)
+    return (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense_t, col_ptr, col_pos, col_val, np.empty(n),
+            np.empty(threads), np.empty(threads), np.empty(threads, dtype=np.int64))
+
+
 def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
               tol=1e-3, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
-              trace_every=1000, seed=0, control=None) -> SolverResult:
+              trace_every=1000, seed=0, n_threads=None, control=None) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs)."""
     y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
         indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
         class_weight, max_iter, trace_every, seed)
+    threads = solver_threads(n_threads)
+    # one compiled specialization of every kernel: float64 values, int32 indices (the service may store
+    # float32 values; the rows are copied in position order anyway)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
     trace_every = int(trace_every)
     started = time.perf_counter()
@@ -976,13 +1243,10 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     G_bar = np.zeros(n)
     status = np.zeros(n, dtype=np.int8)
     n_features = int(n_features)
-    if n_features <= _DENSE_MAX_FEATURES and data.size >= _DENSE_MIN_FILL * n * n_features:
-        # few, mostly filled columns: contiguous dense dot products beat the sparse gather
-        dense = np.asarray(sp.csr_matrix((data, indices, indptr), shape=(n, n_features)).toarray(), dtype=np.float64)
-    else:
-        dense = np.zeros((1, 1))
-    X = (indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense)  # rows in position order
+    dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
+    X = _position_copies(indptr, indices, data, sq, yp, n_features, threads, dense)
     orig = (indptr, indices, data, sq, perm)
+    _smo_reorder(orig, X)
 
     budget = int(cache_mb * (1 << 20) / 4)
     n_slots = int(min(n, max(2, budget // n)))
@@ -1006,8 +1270,11 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     istate[IS_FREE_TOP] = n_slots
     istate[IS_SHRINK_COUNTER] = min(n, 1000)
     istate[IS_EXAMINE_ALL] = 1
+    istate[IS_THREADS] = threads
+    istate[IS_PAR_MIN_ROW] = PAR_MIN_ROW
+    istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
     fstate = np.zeros(FS_SIZE)
-    xbuf = np.zeros(n_features)
+    xbuf = np.zeros(1)  # unused (kept for the kernels' signatures)
     swap_p = np.empty(n, dtype=np.int64)
     swap_q = np.empty(n, dtype=np.int64)
     rng = rng_state(int(seed))
@@ -1057,7 +1324,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         rest = np.zeros(n - active)
         chunk = max(1, int(2_000_000 // max(1, n - active)))
         for start in range(0, free_pos.size, chunk):
-            _smo_inactive_gradient(X, kp, alpha, free_pos, start, min(free_pos.size, start + chunk), active, n, xbuf,
+            _smo_inactive_gradient(X, kp, alpha, free_pos, start, min(free_pos.size, start + chunk), active, n, istate,
                                    rest)
             if control.check() is not None:
                 return None, None
@@ -1096,6 +1363,8 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     next_trace = trace_every
     stop_reason = StopReason.MAX_ITER
     converged = False
+    # split rows are handed out chunk by chunk to whichever thread is free (numba's setting, this thread only)
+    chunk_size = numba.set_parallel_chunksize(1) if threads > 1 else None
     while True:
         stop_iter = min(next_trace, max_iter)
         t0 = time.perf_counter()
@@ -1148,6 +1417,8 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     objective = 0.5 * quad + hinge if complete else float("nan")
     dual_value = float(alpha.sum() - 0.5 * quad) if complete else -float(fstate[FS_F])
     record(final=True)
+    if chunk_size is not None:
+        numba.set_parallel_chunksize(chunk_size)
 
     alpha_rows = np.empty(n)
     alpha_rows[perm] = alpha
@@ -1205,6 +1476,9 @@ def warm_up() -> None:
         solve_smo(indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel={"type": "rbf", "gamma": 0.5},
                   working_set=working_set, cache_mb=0.0, trace_every=5)
     sq = row_sq_norms(indptr, matrix.data)
-    X = (indptr, indices, matrix.data, sq, y, np.zeros((1, 1)))
     kp = (np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
-    _smo_inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, np.zeros(3), np.zeros(10))
+    istate = np.zeros(IS_SIZE, dtype=np.int64)
+    istate[IS_THREADS] = 1
+    for dense in (True, False):
+        X = _position_copies(indptr, indices, matrix.data, sq, y, 3, 1, dense)
+        _smo_inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, istate, np.zeros(10))
