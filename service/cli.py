@@ -58,7 +58,7 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 def cmd_api(args: argparse.Namespace) -> int:
     """Run the API alone (needs REDIS_URL)."""
     if args.die_with_parent:
-        from service.ingest.entry import die_with_parent
+        from service.processes import die_with_parent
 
         die_with_parent()
     import uvicorn

@@ -7,19 +7,19 @@ restarting the service keeps data sets, jobs and models.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from service.processes import die_with_parent
 
 
 def redis_server_binary() -> str:
@@ -50,11 +50,7 @@ def _prepare_child() -> None:
     shutdown signal (append-only file flushed): the kernel sends it if the owner dies.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+    die_with_parent(signal.SIGINT)
 
 
 class EmbeddedRedis:

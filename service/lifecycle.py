@@ -28,6 +28,11 @@ rewritten their keys by then.
 The reaper also sweeps the enqueue outbox (``service.queueing``): a job accepted by an API that
 died before it reached RQ is enqueued. With ``job_ttl_s`` set it deletes the jobs that finished
 longer ago than that (record, trace, cancel flag; their models stay).
+
+Where it sits. The API (its reaper thread, /healthz, /metrics), ``hinge serve`` and the workers
+(the heartbeat's reaper, a stopping worker's hand-back) all use this module, so it imports only
+``service.config``, ``service.queueing`` and ``service.storage``: no FastAPI, nothing of worker/
+(``tests/test_import_graph.py`` checks that imports run one way).
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ import sys
 import time
 from pathlib import Path
 
+from service.processes import usable_cores
+
 SERVE_FILE = "serve.json"
 """Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url} (`hinge keys` finds
 the service's Redis through it)."""
@@ -117,7 +119,7 @@ class Supervisor:
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
         # workers x threads <= cores: each worker's jobs get an equal share of the machine
-        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, len(os.sched_getaffinity(0)) // max(1, self.args.workers))))
+        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, usable_cores() // max(1, self.args.workers))))
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
             self.env.setdefault(name, "1")
         if not self.env.get("REDIS_URL"):

@@ -98,7 +98,7 @@ def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag
     import redis
 
     from service.config import Settings
-    from service.ingest.entry import die_with_parent
+    from service.processes import die_with_parent
     from service.lifecycle import Reaper
     from service.logs import configure_logging
     from service.storage import keys

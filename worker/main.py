@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("hinge.worker")
 
     if args.die_with_parent:
-        from service.ingest.entry import die_with_parent
+        from service.processes import die_with_parent
 
         die_with_parent()
         _exit_when_orphaned_too_long(settings.shutdown_grace_s, log)
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     os.environ["HINGE_WORKER_ID"] = name
     beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
-    from service.ingest.entry import lower_priority
+    from service.processes import lower_priority
 
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     seconds = warm_up_all(on_progress=beat.set_warming)

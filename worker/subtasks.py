@@ -55,11 +55,10 @@ def available_cores() -> int:
     """Cores one job of this worker may use: ``HINGE_WORKER_CORES`` when set (``hinge serve`` sets cores //
     workers, so that workers x threads <= cores and two jobs never fight over one core), else the cores
     this process may run on."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
     from service.config import get_settings
+    from service.processes import usable_cores
+
+    cores = usable_cores()
 
     limit = get_settings().worker_cores
     return max(1, min(cores, limit)) if limit else cores
@@ -70,7 +69,7 @@ def _child_init(threads: int) -> None:
     # gracefully, SIGALRM is RQ's timeout): a subtask process must simply die when told to.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(number, signal.SIG_DFL)
-    from service.ingest.entry import die_with_parent
+    from service.processes import die_with_parent
 
     die_with_parent()
     try:

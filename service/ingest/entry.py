@@ -8,10 +8,9 @@ kernel. Results cross the process boundary as plain dicts, errors included.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import signal
-import sys
+
+from service.processes import die_with_parent, lower_priority
 
 _clients: dict = {}
 
@@ -31,26 +30,6 @@ def init_process() -> None:
 
     parser.warm_up()
     atexit.register(os._exit, 0)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to send SIGTERM to this process when its parent dies (no orphans)."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-
-
-def lower_priority(nice: int) -> None:
-    """Add ``nice`` to this process's niceness (batch work: parsing, training), so that the API's
-    requests go first when they compete for the cores; on an otherwise idle machine it changes nothing."""
-    if nice > 0:
-        try:
-            os.nice(nice)
-        except OSError:
-            pass
 
 
 def ping() -> bool:

@@ -1,0 +1,47 @@
+"""Process helpers that the service and the workers share: standard library only, cheap to import.
+
+``die_with_parent`` is what keeps a killed supervisor, API or worker from leaving orphans (the
+kernel signals the child when its parent dies); ``lower_priority`` puts batch work (parsing,
+training) behind the API's requests; ``usable_cores`` is the one count of the cores a process may
+run on (``hinge serve`` divides it among its workers, a worker caps it with ``worker_cores``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent dies (elsewhere: nothing).
+
+    SIGTERM by default (the process stops in order); a forked work horse asks for SIGKILL, and
+    the embedded redis-server for SIGINT (its other shutdown signal: append-only file flushed).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+        except OSError:
+            pass
+
+
+def lower_priority(nice: int) -> None:
+    """Add ``nice`` to this process's niceness (batch work: parsing, training), so that the API's
+    requests go first when they compete for the cores; on an otherwise idle machine it changes nothing."""
+    if nice > 0:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; the machine's count where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
