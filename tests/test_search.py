@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer
 
 from tests.helpers import NullSink, to_svmlight, upload, wait_job
-from worker.search import make_folds, run_search
+from worker.folds import make_folds
+from worker.search import run_search
 
 
 def test_folds_are_stratified_and_keep_queries_whole():
@@ -61,12 +62,11 @@ def test_same_table_with_one_and_two_processes():
 
 
 @pytest.mark.parametrize("solver,params", [
-    ("dcd", {"loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 100000, "shrinking": True, "trace_every": 1000,
-             "seed": 0}),
-    ("ocas", {"bias": 1.0, "tol_rel": 1e-3, "tol_abs": 0.0, "lambda": 0.1, "max_iter": 100000, "max_inactive": 50,
-              "seed": 0, "n_processes": 1}),
+    ("dcd", {"tol": 0.1, "trace_every": 1000}),
+    ("ocas", {"tol_rel": 1e-3, "n_processes": 1}),
 ])
 def test_warm_start_saves_iterations_along_c(solver, params):
+    from service.schemas.solver_params import solver_params
     from worker import registry
     from worker.solvers.common import SolverControl
 
@@ -76,7 +76,7 @@ def test_warm_start_saves_iterations_along_c(solver, params):
     for mode in ("cold", "warm"):
         previous, previous_C, total = None, None, 0
         for C in [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]:
-            setting = dict(params, C=C)
+            setting = solver_params(solver, dict(params, C=C))
             start = registry.warm_start_arguments(solver, previous, setting, previous_C) if mode == "warm" else {}
             result = fit(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"], n_features=n_features,
                          params=setting, class_weight=(1.0, 1.0), control=SolverControl(), **start)
@@ -153,7 +153,8 @@ def multiclass_arrays():
 def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
     from service.scoring.models import Scorer
-    from worker.search import Search, subset
+    from worker.folds import subset
+    from worker.search import Search
     from worker.training import assemble_model, fit_problems
 
     arrays, n_features = multiclass_arrays()
@@ -214,6 +215,19 @@ def test_search_validation(http, params, field):
     response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params})
     assert response.status_code == 422, response.text
     assert field in response.json()["error"]["message"]
+
+
+def test_search_folds_must_hold_a_row_of_each_label(http):
+    """Stratified folds: a label with fewer rows than cv_folds leaves a fold without it, refused up front."""
+    dataset = upload(http, b"1 1:1\n-1 1:-1\n1 1:2\n-1 1:-2\n1 1:3\n1 1:4\n").json()
+    body = {"dataset_id": dataset["id"], "solver": "dcd", "params": {"search": {"C": [0.1, 1.0], "cv_folds": 3}}}
+    response = http.post("/v1/jobs", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert "label -1 has 2" in error["message"] and "cv_folds <= 2" in error["message"], error
+    assert error["details"][0]["loc"] == ["body", "params", "search", "cv_folds"]
+    body["params"]["search"]["cv_folds"] = 2
+    assert http.post("/v1/jobs", json=body).status_code == 202
 
 
 def test_distributed_search_spreads_over_the_workers(service, http):

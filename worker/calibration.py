@@ -24,7 +24,10 @@ import numpy as np
 from service.scoring.kernel import KernelExpansion
 from service.scoring.models import csr
 from service.scoring.probability import fit_sigmoid
+from service.schemas.solver_params import SolverParams
 from worker import registry
+from worker.folds import make_folds, subset
+from worker.problems import binary_problems, class_weight_pairs
 from worker.solvers.common import SolverControl
 from worker.subtasks import SubtaskContext, run_subtasks
 
@@ -33,14 +36,12 @@ log = logging.getLogger("hinge.worker")
 CV_FOLDS = 5
 
 
-def held_out_decision_values(solver: str, params: dict, arrays: dict, n_features: int, problems: list[np.ndarray],
+def held_out_decision_values(solver: str, params: SolverParams, arrays: dict, n_features: int, problems: list[np.ndarray],
                              class_weights: list[tuple[float, float]], folds: np.ndarray, *, deadline,
                              cancel_requested, n_processes: int) -> np.ndarray | None:
     """Decision values (n, n_problems) of every row from a model that did not see its fold; None when canceled."""
-    from worker.search import subset
-
     fit = registry.adapter(solver)
-    inner_params = dict(params, n_processes=1) if solver == "ocas" else params
+    parallel = 1 if solver == "ocas" else None  # ocas: the processes go to the (fold, problem) fits
     matrix = csr(arrays, n_features)
     n_folds = int(folds.max()) + 1
     plan = [(fold, k) for fold in range(n_folds) for k in range(len(problems))]
@@ -55,14 +56,15 @@ def held_out_decision_values(solver: str, params: dict, arrays: dict, n_features
         train = subset(arrays, train_rows, n_features)
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested)
         result = fit(train["indptr"], train["indices"], train["data"], y_train, n_features=n_features,
-                     params=inner_params, class_weight=class_weights[k], control=control)
+                     params=params, class_weight=class_weights[k], control=control, parallel=parallel)
         test = matrix[test_rows]
-        if result.w is not None and solver not in registry.KERNEL_SOLVERS:
+        kernel = getattr(params, "kernel", None)
+        if kernel is None:  # a linear solver: its weights
             return np.asarray(test @ result.w).reshape(-1) + result.bias
         support = np.asarray(result.extra["support_indices"], dtype=np.int64)
         rows = csr(train, n_features)[support]
         expansion = KernelExpansion(rows.indptr, rows.indices, rows.data, np.asarray(result.extra["dual_coef"]),
-                                    result.bias, params["kernel"], n_features=n_features)
+                                    result.bias, kernel.model_dump(), n_features=n_features)
         return expansion.decision_function(test.indptr, test.indices, test.data)
 
     results = run_subtasks(fit_one, plan, n_processes=n_processes, deadline=deadline,
@@ -75,18 +77,15 @@ def held_out_decision_values(solver: str, params: dict, arrays: dict, n_features
     return values
 
 
-def calibrate(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested,
+def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested,
               n_processes: int) -> dict | None:
     """The model's calibration ({method, A, B, cv_folds, seed}), or None when canceled or impossible."""
-    from worker.search import make_folds
-    from worker.training import binary_problems, class_weight_pairs
-
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
-    seed = int(params.get("seed", 0))
+    seed = int(params.seed)
     folds = make_folds(y, None, min(CV_FOLDS, y.size), seed)
     started = time.perf_counter()
-    values = held_out_decision_values(solver, params, arrays, n_features, problems, class_weight_pairs(labels, params.get("class_weight")),
+    values = held_out_decision_values(solver, params, arrays, n_features, problems, class_weight_pairs(labels, getattr(params, "class_weight", None)),
                                       folds, deadline=deadline, cancel_requested=cancel_requested, n_processes=n_processes)
     if values is None:
         return None

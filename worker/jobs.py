@@ -9,7 +9,8 @@ A run of a job, as ``train`` sees it:
    of this run is fenced on it, so a run that was declared lost cannot overwrite the run that
    replaced it. The heartbeat process is told which job runs (``worker.heartbeat``).
 2. Train, streaming the trace; a cancel, the deadline or the worker's SIGTERM stop the solver.
-3. Store the model, then record the outcome. A SIGTERM (``docker stop``) makes the outcome
+3. Store the model, then record the outcome (``worker.runs``, shared with a distributed search's
+   RQ jobs in ``worker.search_dist``). A SIGTERM (``docker stop``) makes the outcome
    ``succeeded`` with stop_reason ``interrupted`` and the best model so far (``shutdown_policy =
    checkpoint``), or puts the job back in the queue (``requeue``, or when the interrupted job has
    no complete model yet); a put-back does not use up the job's ``retries``.
@@ -17,60 +18,35 @@ A run of a job, as ``train`` sees it:
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
-import sys
 import time
 
 import redis
+from pydantic import ValidationError
 
-from service.config import get_settings, model_reserve_fraction
-from service.lifecycle import hand_back_job
+from service.config import get_settings
 from service.logs import job_id_var
+from service.processes import die_with_parent
 from service.queueing import JobQueue
-from service.storage import keys
-from service.storage.capacity import StorageFull
-from service.storage.connection import resilient_client
+from service.schemas.solver_params import SolverParams, solver_params
 from service.storage.jobs import JobStore, utc_now
-from service.storage.keys import new_id
-from service.storage.records import dataset_store, model_store
-from worker import datacache, heartbeat, training
+from service.storage.records import dataset_store
+from worker import datacache, heartbeat, search_dist
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
-from worker.solvers.common import SolverInputError, StopReason
+from worker.runs import fail, hand_back, record_outcome, redis_client, worker_id
+from worker.search import run_search
+from worker.solvers.common import SolverInputError
+from worker.training import TrainingOutcome, train_model
 
 log = logging.getLogger("hinge.worker")
-
-_client: redis.Redis | None = None
-
-
-def _redis() -> redis.Redis:
-    global _client
-    if _client is None:
-        settings = get_settings()
-        _client = resilient_client(settings.redis_url, settings.redis_retry_s)
-    return _client
-
-
-def worker_id() -> str:
-    """This worker's id (set by ``hinge worker``; host and pid otherwise)."""
-    return os.environ.get("HINGE_WORKER_ID") or f"{os.uname().nodename}:{os.getpid()}"
-
-
-def _die_with_parent_now() -> None:
-    """A forked work horse: SIGKILL it when the worker dies (a dead worker's job is retried elsewhere)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def train(job_id: str) -> dict:
     """Run one training job end to end: load data, train, store the model, record the outcome."""
     if os.environ.get("HINGE_WORKER_PID") not in (None, str(os.getpid())):
-        _die_with_parent_now()  # a forked work horse: do not outlive the worker
+        die_with_parent(signal.SIGKILL)  # a forked work horse: killed with the worker (its job is retried elsewhere)
         signal.signal(signal.SIGTERM, lambda *_: INTERRUPT.set())  # the worker forwards its SIGTERM
     token = job_id_var.set(job_id)
     heartbeat.current_job(job_id)
@@ -93,7 +69,7 @@ def _current_rq_job_id() -> str | None:
 
 def _train(job_id: str) -> dict:
     settings = get_settings()
-    client = _redis()
+    client = redis_client()
     jobs = JobStore(client)
     job = jobs.get(job_id)
     if job is None:
@@ -114,19 +90,20 @@ def _train(job_id: str) -> dict:
         return {"skipped": f"job is {current.get('status')} (RQ job {rq_job_id}, current {current.get('rq_job_id')})"}
     mine = ("attempts", str(run))
     log.info("job started (run %d)", run, extra={"solver": job["solver"], "dataset_id": job["dataset_id"]})
-    params = job["params"]
+    try:
+        params = solver_params(job["solver"], job["params"])  # the API's own schema: typed, defaults filled in
+    except (KeyError, ValidationError) as exc:
+        return fail(jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job['solver']}: {exc}")
     if INTERRUPT.is_set():
-        return _hand_back(jobs, client, job, mine, "the worker was stopping when the job started")
+        return hand_back(jobs, client, job, mine, "the worker was stopping when the job started")
     begin = time.monotonic()
-    deadline = begin + params["max_seconds"] if params.get("max_seconds") else None
-    if (params.get("search") or {}).get("distribute"):
-        from worker import search_dist
-
+    deadline = begin + params.max_seconds if params.max_seconds else None
+    if params.search is not None and params.search.distribute:
         try:
             return search_dist.start(jobs, client, job, run)
         except Exception as exc:
             log.exception("job %s: distributing the search failed", job_id)
-            return _fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
+            return fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
         record, arrays = datacache.load(
@@ -140,86 +117,37 @@ def _train(job_id: str) -> dict:
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
-        outcome = training.train_linear(
+        outcome = train_job(
             job["solver"], params, arrays, record["n_features"], deadline=deadline, cancel_requested=poller, sink=sink
         )
     except datacache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
-        return _fail(jobs, job_id, mine, "worker_disk_full", str(exc))
+        return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
     except datacache.DatasetMissing:
-        return _fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
+        return fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
     except SolverInputError as exc:
-        return _fail(jobs, job_id, mine, "invalid_params", str(exc))
+        return fail(jobs, job_id, mine, "invalid_params", str(exc))
     except redis.exceptions.RedisError:
         raise  # Redis stayed away longer than redis_retry_s: the reaper re-runs the job (not a solver error)
     except Exception as exc:  # the job fails, the worker goes on; details stay in the worker's log
         log.exception("job %s failed", job_id)
-        return _fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
+        return fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
 
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
-    return record_outcome(jobs, client, job, record, params, outcome, mine, run)
+    return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
 
 
-def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict, params: dict, outcome, mine, run: int) -> dict:
-    """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
-    settings = get_settings()
-    job_id = job["id"]
-    seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
-    if seconds:
-        client.hincrbyfloat(keys.solver_stats(), job["solver"], seconds)
-    interrupted = (
-        outcome.stop_reason is StopReason.CANCELED and INTERRUPT.is_set() and not jobs.cancel_requested(job_id)
-    )
-    if interrupted and (settings.shutdown_policy == "requeue" or outcome.arrays is None):
-        return _hand_back(jobs, client, job, mine, "the worker was stopped (SIGTERM)")
+def train_job(solver: str, params: SolverParams | dict, arrays: dict, n_features: int, *, deadline,
+              cancel_requested, sink: TraceSink) -> TrainingOutcome:
+    """A job's training in this process: a model selection when ``params.search`` is set, else one model."""
+    params = solver_params(solver, params)
+    if params.search is not None:
 
-    model_id = None
-    if outcome.arrays is not None:
-        model_id = new_id("mdl")
-        meta = dict(
-            outcome.meta,
-            id=model_id,
-            tenant=job["tenant"],
-            job_id=job_id,
-            dataset_id=job["dataset_id"],
-            solver=job["solver"],
-            params=params,
-            zero_based=bool(record.get("zero_based", False)),
-            created_at=utc_now(),
-        )
-        if interrupted:
-            meta["stop_reason"] = "interrupted"
-        try:
-            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(meta, outcome.arrays)
-        except StorageFull as exc:
-            log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
-            return _fail(jobs, job_id, mine, "storage_full", str(exc))
-    if interrupted:
-        final, stop_reason = "succeeded", "interrupted"
-        jobs.count_event("interrupted")
-    else:
-        final = "canceled" if outcome.stop_reason is StopReason.CANCELED else "succeeded"
-        stop_reason = outcome.stop_reason.value
-    done = jobs.transition(
-        job_id, ("running",), final, fence=mine, finished_at=utc_now(), model_id=model_id, stop_reason=stop_reason
-    )
-    if not done:
-        # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.
-        if model_id is not None:
-            model_store(client, settings.chunk_bytes).delete(model_id, job["tenant"])
-        log.warning("job %s: run %d was superseded; its result is dropped", job_id, run)
-        return {"status": "superseded"}
-    log.info("job %s (%s)", final, stop_reason, extra={"model_id": model_id, "solver_seconds": seconds})
-    return {"status": final, "model_id": model_id}
+        def publish(results_table: dict, subtasks: dict) -> None:
+            sink.jobs.update(sink.job_id, search_results=results_table, subtasks=subtasks)
 
-
-def _hand_back(jobs: JobStore, client: redis.Redis, job: dict, mine: tuple[str, str], why: str) -> dict:
-    """Put an interrupted job back at the front of its queue (its retries are not used up)."""
-    hand_back_job(jobs, JobQueue(client, get_settings()), dict(job, attempts=mine[1]), why)
-    return {"status": "queued", "reason": why}
-
-
-def _fail(jobs: JobStore, job_id: str, mine: tuple[str, str], code: str, message: str) -> dict:
-    jobs.transition(job_id, ("running",), "failed", fence=mine, finished_at=utc_now(), error={"code": code, "message": message})
-    return {"status": "failed", "code": code}
+        return run_search(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
+                          sink=sink, publish=publish)
+    return train_model(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
+                       sink=sink)

@@ -16,11 +16,12 @@ import time
 
 import redis
 
-INTERRUPT = threading.Event()
-"""Set when this worker process was asked to stop (SIGTERM): running solvers stop at their next check."""
-
+from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams, solver_params
 from service.storage.capacity import is_out_of_memory
 from service.storage.jobs import JobStore
+
+INTERRUPT = threading.Event()
+"""Set when this worker process was asked to stop (SIGTERM): running solvers stop at their next check."""
 
 log = logging.getLogger("hinge.worker")
 MAX_PENDING = 100_000
@@ -34,7 +35,7 @@ PHASES = ("loading data", "training", "cross-validating", "refitting the best se
 FLOOR = 1e-300
 
 
-def convergence_fraction(solver: str, params: dict, point: dict, first: float | None) -> tuple[float, float | None]:
+def convergence_fraction(solver: str, params: SolverParams | dict, point: dict, first: float | None) -> tuple[float, float | None]:
     """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
 
     The measure is what the solver's stopping rule compares with its tolerance: the largest
@@ -44,6 +45,7 @@ def convergence_fraction(solver: str, params: dict, point: dict, first: float | 
     violation counts the same early and late; iterations over ``max_iter`` give a floor. ``first``
     is the problem's first measure (None: this point is the first).
     """
+    params = solver_params(solver, params)
     measure, target = _measure(solver, params, point)
     fraction = 0.0
     if measure is not None and target is not None and target > 0:
@@ -52,30 +54,31 @@ def convergence_fraction(solver: str, params: dict, point: dict, first: float | 
             fraction = 1.0
         elif start > target and start > measure:
             fraction = math.log(start / max(measure, FLOOR)) / math.log(start / target)
-    max_iter = params.get("max_iter")
+    max_iter = getattr(params, "max_iter", None)
     iteration = point.get("iteration")
     if max_iter and iteration:
         fraction = max(fraction, float(iteration) / float(max_iter))
     return min(max(fraction, 0.0), 1.0), measure
 
 
-def _measure(solver: str, params: dict, point: dict) -> tuple[float | None, float | None]:
+def _measure(solver: str, params: SolverParams, point: dict) -> tuple[float | None, float | None]:
     """(measure, target) of the solver's stopping rule at this point; None when the point lacks it."""
-    if solver in ("dcd", "smo"):
-        return _positive(point.get("max_violation")), params.get("tol")
-    if solver == "cpa" and params.get("tol") is not None:
-        return _positive(point.get("violation")), params.get("tol")
-    if solver in ("ocas", "cpa"):  # cpa without the paper's tol stops on the relative gap, as ocas
+    tol = getattr(params, "tol", None)
+    if isinstance(params, (DcdParams, SmoParams)):
+        return _positive(point.get("max_violation")), tol
+    if isinstance(params, CpaParams) and tol is not None:
+        return _positive(point.get("violation")), tol
+    if isinstance(params, (OcasParams, CpaParams)):  # cpa without the paper's tol stops on the relative gap, as ocas
         primal = point.get("primal")
         if primal is None:
             return None, None
-        target = max(float(params.get("tol_abs") or 0.0), float(params.get("tol_rel") or 0.0) * abs(float(primal)))
+        target = max(float(getattr(params, "tol_abs", 0.0) or 0.0), float(params.tol_rel or 0.0) * abs(float(primal)))
         return _positive(point.get("gap")), target
-    if solver == "sampled_cuts":
+    if isinstance(params, SampledCutsParams):
         value, xi = point.get("cut_value"), point.get("xi")
         if value is None or xi is None:
             return None, None
-        return max(float(value) - float(xi), FLOOR), params.get("tol")
+        return max(float(value) - float(xi), FLOOR), tol
     return None, None
 
 
@@ -86,9 +89,9 @@ def _positive(value) -> float | None:
 class ProblemsEstimator:
     """The fraction of a job made of binary problems: the mean of the problems' fractions (done ones count 1)."""
 
-    def __init__(self, solver: str, params: dict, problems: int):
+    def __init__(self, solver: str, params: SolverParams | dict, problems: int):
         self.solver = solver
-        self.params = params
+        self.params = solver_params(solver, params)
         self.problems = max(1, problems)
         self.first: dict[int, float] = {}
         self.fractions: dict[int, float] = {}

@@ -1,20 +1,22 @@
 """Which solver function trains each `solver` name of a job, and how job params map onto it.
 
-Each adapter takes the binary problem (CSR arrays, labels in {-1, +1}), the job's params (already
-validated by the service's schema), the (negative, positive) class-weight factors and a
-SolverControl, and returns the solver's SolverResult. Solver modules are imported lazily so that
+Each adapter takes the binary problem (CSR arrays, labels in {-1, +1}), the job's parameters as its
+solver's schema reads them (``service.schemas.solver_params``: the API's own models, so the worker
+reads typed attributes with the API's defaults), the (negative, positive) class-weight factors, a
+SolverControl and, for the parallel solvers, how many processes or threads one problem may use;
+it returns the solver's SolverResult. Solver modules are imported lazily so that
 importing the registry is cheap; ``warm_up_all`` compiles every kernel before a worker takes jobs.
 """
 
 from __future__ import annotations
 
 import importlib
-
 import logging
 import time
 
 import numpy as np
 
+from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
@@ -26,109 +28,109 @@ SOLVER_MODULES = {
     "smo": "worker.solvers.smo",
     "sampled_cuts": "worker.solvers.sampled_cuts",
 }
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
 
 
-def _dcd(indptr, indices, data, y, *, n_features, params, class_weight, control, alpha0=None):
+def _dcd(indptr, indices, data, y, *, n_features, params: DcdParams, class_weight, control, parallel=None, alpha0=None):
     from worker.solvers.dcd import solve_dcd
 
     return solve_dcd(
         indptr, indices, data, y,
         n_features=n_features,
-        C=params["C"],
-        loss=params["loss"],
-        bias=params["bias"],
+        C=params.C,
+        loss=params.loss,
+        bias=params.bias,
         class_weight=class_weight,
-        tol=params["tol"],
-        tol_rel=params.get("tol_rel", 0.01),
-        max_iter=params["max_iter"],
-        shrinking=params["shrinking"],
-        seed=params["seed"],
-        trace_every=params["trace_every"],
+        tol=params.tol,
+        tol_rel=params.tol_rel,
+        max_iter=params.max_iter,
+        shrinking=params.shrinking,
+        seed=params.seed,
+        trace_every=params.trace_every,
         control=control,
         alpha0=alpha0,
     )
 
 
-def _cpa(indptr, indices, data, y, *, n_features, params, class_weight, control, qid=None):
+def _cpa(indptr, indices, data, y, *, n_features, params: CpaParams, class_weight, control, parallel=None, qid=None):
     from worker.solvers.cpa import solve_cpa
 
     return solve_cpa(
         indptr, indices, data, y,
         n_features=n_features,
-        C=params["C"],
-        bias=params["bias"],
-        tol_rel=params.get("tol_rel", 0.01),
-        tol=params.get("tol"),
-        max_iter=params["max_iter"],
-        max_inactive=params["max_inactive"],
-        objective=params["objective"],
+        C=params.C,
+        bias=params.bias,
+        tol_rel=params.tol_rel,
+        tol=params.tol,
+        max_iter=params.max_iter,
+        max_inactive=params.max_inactive,
+        objective=params.objective,
         qid=qid,
-        n_processes=params.get("n_processes") or available_cores(),
-        seed=params["seed"],
+        n_processes=params.n_processes or available_cores(),
+        seed=params.seed,
         control=control,
     )
 
 
-def _ocas(indptr, indices, data, y, *, n_features, params, class_weight, control, w0=None):
+def _ocas(indptr, indices, data, y, *, n_features, params: OcasParams, class_weight, control, parallel=None, w0=None):
     from worker.solvers.ocas import solve_ocas
 
-    processes = params.get("n_processes") or available_cores()
+    processes = parallel or params.n_processes or available_cores()
     return solve_ocas(
         indptr, indices, data, y,
         n_features=n_features,
-        C=params["C"],
-        bias=params["bias"],
-        tol_rel=params["tol_rel"],
-        tol_abs=params["tol_abs"],
-        lam=params["lambda"],
-        max_iter=params["max_iter"],
-        max_inactive=params["max_inactive"],
+        C=params.C,
+        bias=params.bias,
+        tol_rel=params.tol_rel,
+        tol_abs=params.tol_abs,
+        lam=params.lam,
+        max_iter=params.max_iter,
+        max_inactive=params.max_inactive,
         n_processes=processes,
-        seed=params["seed"],
+        seed=params.seed,
         control=control,
         w0=w0,
     )
 
 
-def _smo(indptr, indices, data, y, *, n_features, params, class_weight, control):
+def _smo(indptr, indices, data, y, *, n_features, params: SmoParams, class_weight, control, parallel=None):
     from worker.solvers.smo import solve_smo
 
     return solve_smo(
         indptr, indices, data, y,
         n_features=n_features,
-        C=params["C"],
-        kernel=params["kernel"],
-        working_set=params["working_set"],
-        tol=params["tol"],
-        cache_mb=params["cache_mb"],
-        shrinking=params["shrinking"],
+        C=params.C,
+        kernel=params.kernel.model_dump(),
+        working_set=params.working_set,
+        tol=params.tol,
+        cache_mb=params.cache_mb,
+        shrinking=params.shrinking,
         class_weight=class_weight,
-        max_iter=params["max_iter"],
-        trace_every=params["trace_every"],
-        seed=params["seed"],
-        n_threads=params.get("n_threads") or params.get("n_processes"),
+        max_iter=params.max_iter,
+        trace_every=params.trace_every,
+        seed=params.seed,
+        n_threads=parallel or params.n_processes,
         control=control,
     )
 
 
-def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight, control):
+def _sampled_cuts(indptr, indices, data, y, *, n_features, params: SampledCutsParams, class_weight, control,
+                  parallel=None):
     from worker.solvers.sampled_cuts import solve_sampled_cuts
 
     return solve_sampled_cuts(
         indptr, indices, data, y,
         n_features=n_features,
-        C=params["C"],
-        kernel=params["kernel"],
-        variant=params["variant"],
-        sample_size=params["sample_size"],
-        p=params["p"],
-        tol=params["tol"],
-        max_inactive=params["max_inactive"],
-        max_iter=params["max_iter"],
-        bias=params["bias"],
-        seed=params["seed"],
-        n_threads=params.get("n_threads") or params.get("n_processes"),
+        C=params.C,
+        kernel=params.kernel.model_dump(),
+        variant=params.variant,
+        sample_size=params.sample_size,
+        p=params.p,
+        tol=params.tol,
+        max_inactive=params.max_inactive,
+        max_iter=params.max_iter,
+        bias=params.bias,
+        seed=params.seed,
+        n_threads=parallel or params.n_processes,
         control=control,
     )
 
@@ -136,7 +138,7 @@ def _sampled_cuts(indptr, indices, data, y, *, n_features, params, class_weight,
 ADAPTERS = {"dcd": _dcd, "cpa": _cpa, "ocas": _ocas, "smo": _smo, "sampled_cuts": _sampled_cuts}
 
 
-def warm_start_arguments(solver: str, previous, params: dict, previous_C: float | None = None) -> dict:
+def warm_start_arguments(solver: str, previous, params: SolverParams, previous_C: float | None = None) -> dict:
     """Keyword arguments that start a solver from a previous result at a smaller C.
 
     dcd: the previous dual variables scaled by C_new / C_previous (the variables at their upper bound
@@ -146,10 +148,10 @@ def warm_start_arguments(solver: str, previous, params: dict, previous_C: float 
     if previous is None:
         return {}
     if solver == "dcd" and "alpha" in previous.extra:
-        scale = params["C"] / previous_C if previous_C else 1.0
+        scale = params.C / previous_C if previous_C else 1.0
         return {"alpha0": np.asarray(previous.extra["alpha"]) * scale}
-    if solver == "ocas" and previous.w is not None:
-        bias = params.get("bias")
+    if isinstance(params, OcasParams) and previous.w is not None:
+        bias = params.bias
         return {"w0": np.append(previous.w, previous.bias / bias) if bias else np.asarray(previous.w)}
     return {}
 

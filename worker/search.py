@@ -59,12 +59,14 @@ from service.scoring import metrics
 from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
 from service.scoring.models import csr
+from service.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
 from worker import registry
+from worker.folds import make_folds, subset
+from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
+from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_task_graph
-from worker.progress import ProblemsEstimator
-from worker.training import TrainingOutcome, assemble_model, binary_problems, class_weight_pairs, fit_problems, \
-    n_binary_problems, resolve_kernel, train_model
+from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
 WARM_SOLVERS = ("dcd", "ocas")
 PATHS_PER_PROCESS = 4
@@ -79,46 +81,9 @@ STOP_SEVERITY = (StopReason.CONVERGED.value, StopReason.DEADLINE.value, StopReas
 """Order in which a setting's worst stop reason is chosen (the last one present wins)."""
 
 
-def task_of(solver: str, params: dict) -> str:
-    """classification, or cpa's pairwise objective."""
-    return params.get("objective", "classification") if solver == "cpa" else "classification"
-
-
 def default_metric(task: str) -> str:
     """accuracy for classification, pairwise_accuracy otherwise."""
     return "accuracy" if task == "classification" else "pairwise_accuracy"
-
-
-def make_folds(y: np.ndarray, qid: np.ndarray | None, k: int, seed: int) -> np.ndarray:
-    """Fold number of every row: stratified by label, or whole qid groups when qid is given."""
-    rng = np.random.default_rng(seed)
-    folds = np.empty(y.size, dtype=np.int64)
-    if qid is not None:
-        groups = np.unique(qid)
-        rng.shuffle(groups)
-        fold_of_group = {g: i % k for i, g in enumerate(groups)}
-        return np.array([fold_of_group[q] for q in qid], dtype=np.int64)
-    offset = 0
-    for label in np.unique(y):
-        rows = np.flatnonzero(y == label)
-        rng.shuffle(rows)
-        folds[rows] = (np.arange(rows.size) + offset) % k
-        offset += rows.size
-    return folds
-
-
-def subset(arrays: dict, rows: np.ndarray, n_features: int) -> dict:
-    """The arrays of a subset of rows (kernels' dtypes: int64 indptr, int32 indices, float64 data)."""
-    matrix = csr(arrays, n_features)[rows]
-    out = {
-        "indptr": matrix.indptr.astype(np.int64),
-        "indices": matrix.indices.astype(np.int32),
-        "data": matrix.data.astype(np.float64),
-        "y": np.asarray(arrays["y"])[rows],
-    }
-    if "qid" in arrays:
-        out["qid"] = np.asarray(arrays["qid"])[rows]
-    return out
 
 
 def score_decisions(metric: str, task: str, labels: np.ndarray | None, decisions: np.ndarray, y: np.ndarray,
@@ -243,26 +208,29 @@ def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | No
 class Search:
     """One model selection: its grid, folds and paths; runs the paths and builds the table."""
 
-    def __init__(self, solver: str, params: dict, arrays: dict, n_features: int) -> None:
-        search = params["search"]
+    def __init__(self, solver: str, params: SolverParams | dict, arrays: dict, n_features: int) -> None:
+        params = solver_params(solver, params)
+        if params.search is None:
+            raise ValueError("a search needs params.search")
+        search = params.search
         self.solver = solver
         self.params = params
+        self.search: SearchParams = search
         self.arrays = arrays
         self.n_features = n_features
-        self.task = task_of(solver, params)
-        self.metric = search.get("metric") or default_metric(self.task)
-        self.cv_folds = int(search["cv_folds"])
-        base_params = {key: value for key, value in params.items() if key != "search"}
-        if solver in registry.KERNEL_SOLVERS:
-            base_params["kernel"] = resolve_kernel(base_params["kernel"], arrays, n_features)
+        self.task = params.task
+        self.metric = search.metric or default_metric(self.task)
+        self.cv_folds = int(search.cv_folds)
+        base_params = resolve_kernel(params.model_copy(update={"search": None}), arrays, n_features)
         self.base_params = base_params
-        self.Cs = tuple(sorted(float(c) for c in (search.get("C") or [params["C"]])))
-        self.gammas = list(search.get("gamma") or [base_params.get("kernel", {}).get("gamma")])
-        self.warm = bool(search.get("warm_start", True)) and solver in WARM_SOLVERS
-        self.measure_cold = bool(search.get("measure_cold", False)) and self.warm
+        self.Cs = tuple(sorted(float(c) for c in (search.C or [params.C])))
+        kernel = getattr(base_params, "kernel", None)
+        self.gammas = list(search.gamma or [getattr(kernel, "gamma", None)])
+        self.warm = bool(search.warm_start) and solver in WARM_SOLVERS
+        self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])
         qid = np.asarray(arrays["qid"]) if self.task == "ranking" and "qid" in arrays else None
-        self.folds = make_folds(y, qid, self.cv_folds, search.get("seed", 0))
+        self.folds = make_folds(y, qid, self.cv_folds, search.seed)
         self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
         self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
         if self.task == "classification":
@@ -292,16 +260,21 @@ class Search:
                         out.append(Path(fold, g, gamma, k, self.Cs, False, cold_reference=True))
         return out
 
-    def setting(self, C: float, gamma) -> dict:
+    def setting(self, C: float, gamma) -> SolverParams:
         """The solver parameters of one fit of the grid."""
-        setting = dict(self.base_params, C=C)
-        if gamma is not None and "kernel" in setting:
-            setting["kernel"] = dict(setting["kernel"], gamma=gamma)
+        update: dict = {"C": C}
+        kernel = getattr(self.base_params, "kernel", None)
+        if gamma is not None and kernel is not None:
+            update["kernel"] = kernel.model_copy(update={"gamma": gamma})
+        return self.base_params.model_copy(update=update)
+
+    def parallel_within_fit(self) -> int | None:
+        """Processes (ocas) or threads (smo, sampled_cuts) one fit of the grid may use; None: the solver's default."""
         if self.solver == "ocas":
-            setting["n_processes"] = 1  # the processes go to the paths
-        elif self.solver in registry.KERNEL_SOLVERS:
-            setting["n_threads"] = 1 if self.processes == 1 else None  # None: the threads the process is allowed
-        return setting
+            return 1  # the processes go to the paths
+        if self.solver in KERNEL_SOLVERS:
+            return 1 if self.processes == 1 else None  # None: the threads the process is allowed
+        return None
 
     def fit_segment(self, path: Path, start: int, stop: int, state, cache: FoldCache, *, deadline,
                     cancel_requested, record_point=None) -> tuple[list[FitRecord], object]:
@@ -322,22 +295,25 @@ class Search:
             began = time.perf_counter()
             if self.task == "classification":
                 labels = fold_data["labels"]
-                pair = class_weight_pairs(labels, setting.get("class_weight"))[path.problem]
+                pair = class_weight_pairs(labels, getattr(setting, "class_weight", None))[path.problem]
                 result = fit(train["indptr"], train["indices"], train["data"], fold_data["problems"][path.problem],
                              n_features=self.n_features, params=setting, class_weight=pair, control=control,
-                             **start_args)
+                             parallel=self.parallel_within_fit(), **start_args)
                 ranking = None
             else:
                 result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
                                                  n_features=self.n_features, params=setting, class_weight=(1.0, 1.0),
-                                                 control=control,
+                                                 control=control, parallel=self.parallel_within_fit(),
                                                  qid=train.get("qid") if self.task == "ranking" else None)
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
             if path.fold == ALL_ROWS:
                 decisions, whole = None, result
             else:
-                decisions, whole = _held_out_decisions(result, fold_data, setting.get("kernel"), self.n_features), None
+                kernel = getattr(setting, "kernel", None)
+                decisions = _held_out_decisions(result, fold_data, None if kernel is None else kernel.model_dump(),
+                                                self.n_features)
+                whole = None
             records.append(FitRecord(C, int(result.n_iter), time.perf_counter() - began, result.stop_reason.value,
                                      bool(start_args), decisions, ranking, whole))
             state = (C, _warm_state(result)) if path.warm else None
@@ -398,7 +374,7 @@ class Search:
             now = time.monotonic()
             if force or now - last_publish[0] >= PUBLISH_EVERY_S:
                 last_publish[0] = now
-                publish(table(rows, self.metric, self.params["search"], self.warm), {"done": len(rows), "total": total})
+                publish(table(rows, self.metric, self.search, self.warm), {"done": len(rows), "total": total})
                 if flush is not None:
                     flush()
 
@@ -406,7 +382,7 @@ class Search:
             """The best setting's C once every cell is scored, else None."""
             if len(rows) < total:
                 return None
-            best = table(rows, self.metric, self.params["search"], self.warm)["best"]
+            best = table(rows, self.metric, self.search, self.warm)["best"]
             return best["C"] if best is not None else -np.inf
 
         def on_done(payload, result):
@@ -477,9 +453,7 @@ class Search:
         if best is None:
             raise RuntimeError(f"no setting could be scored with metric {results_table['metric']!r} "
                                "(every fold lacked what it needs)")
-        refit_params = dict(self.base_params, C=best["C"])
-        if best.get("gamma") is not None and "kernel" in refit_params:
-            refit_params["kernel"] = dict(refit_params["kernel"], gamma=best["gamma"])
+        refit_params = self.setting(best["C"], best.get("gamma"))
         path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
         n_full = n_binary_problems(np.asarray(self.arrays["y"]))
         if all((k, best["C"]) in self.full_results for k in range(n_full)):
@@ -497,7 +471,7 @@ class Search:
         outcome.meta["refit_path"] = walked
         return outcome
 
-    def _refit_from_search(self, refit_params: dict, best_C: float, n_full: int, sink):
+    def _refit_from_search(self, refit_params: SolverParams, best_C: float, n_full: int, sink):
         """The model from the refit's path that ran with the search (its fit at the best C)."""
         results = [self.full_results[(k, best_C)] for k in range(n_full)]
         labels, _ = binary_problems(np.asarray(self.arrays["y"]))
@@ -518,7 +492,7 @@ class Search:
                   "fits_beyond_best": len({C for (_k, C) in self.full_results if C > best_C})}
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
-    def _refit_path(self, refit_params: dict, path: list, *, n_processes, deadline, cancel_requested, sink):
+    def _refit_path(self, refit_params: SolverParams, path: list, *, n_processes, deadline, cancel_requested, sink):
         previous, previous_C, walked = None, None, {"C": [], "n_iter": []}
         estimator = ProblemsEstimator(self.solver, refit_params, n_binary_problems(np.asarray(self.arrays["y"])))
         sink.estimator = estimator
@@ -530,7 +504,7 @@ class Search:
 
         for i, C in enumerate(path):
             last = i == len(path) - 1
-            labels, results = fit_problems(self.solver, dict(refit_params, C=C), self.arrays, self.n_features,
+            labels, results = fit_problems(self.solver, refit_params.model_copy(update={"C": C}), self.arrays, self.n_features,
                                            deadline=deadline, cancel_requested=cancel_requested,
                                            on_point=on_point if last else (lambda k, point: None),
                                            n_processes=n_processes, warm=previous, warm_C=previous_C,
@@ -547,7 +521,7 @@ class Search:
             previous, previous_C = results, C
         sink.flush()
         sink.set_phase("scoring training data")
-        model_arrays, meta = assemble_model(self.solver, dict(refit_params, C=C), results, labels, self.arrays,
+        model_arrays, meta = assemble_model(self.solver, refit_params.model_copy(update={"C": C}), results, labels, self.arrays,
                                             self.n_features)
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
@@ -558,11 +532,11 @@ def worst_stop_reason(reasons: Counter | dict) -> str:
     return present[-1] if present else StopReason.CONVERGED.value
 
 
-def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink,
+def run_search(solver: str, params: SolverParams | dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink,
                publish) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
     search = Search(solver, params, arrays, n_features)
-    processes = params.get("n_processes") or available_cores()
+    processes = search.params.n_processes or available_cores()
     search_work = FitCount(len(search.Cs) * len(search.gammas) * search.cv_folds)
     sink.estimator, sink.base, sink.span = search_work, 0.0, search_work.total / (search_work.total + 1.0)
     sink.set_phase("cross-validating")  # the refit weighs one fit
@@ -574,7 +548,7 @@ def run_search(solver: str, params: dict, arrays: dict, n_features: int, *, dead
                       on_rows=on_rows, on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
                       flush=sink.flush)
     sink.flush()
-    results_table = table(rows, search.metric, params["search"], search.warm)
+    results_table = table(rows, search.metric, search.search, search.warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
     sink.base, sink.span = sink.span, 1.0 - sink.span
@@ -595,7 +569,7 @@ class FitCount:
         return min(1.0, self.done / self.total)
 
 
-def table(rows: list[dict], metric: str, search: dict, warm: bool) -> dict:
+def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> dict:
     """Per setting over the folds scored so far: mean, standard deviation, cost, stop reasons; and the best setting.
 
     ``iterations_saved`` is measured (``search.measure_cold``): fold 0's cold fits minus its warm fits;
@@ -628,9 +602,9 @@ def table(rows: list[dict], metric: str, search: dict, warm: bool) -> dict:
             "iterations_saved_basis": (f"measured: fold {', '.join(str(r['fold']) for r in measured)} refitted cold"
                                        if measured else "not measured (set search.measure_cold)"),
         })
-    complete = [s for s in settings if s["mean"] is not None and s["folds_done"] == search["cv_folds"]]
+    complete = [s for s in settings if s["mean"] is not None and s["folds_done"] == search.cv_folds]
     best = None
     if complete:
         best_row = min(complete, key=lambda s: (-s["mean"], s["C"], s["gamma"] if s["gamma"] is not None else 0.0))
         best = {"C": best_row["C"], "gamma": best_row["gamma"], "mean": best_row["mean"], "std": best_row["std"]}
-    return {"metric": metric, "cv_folds": search["cv_folds"], "warm_start": warm, "settings": settings, "best": best}
+    return {"metric": metric, "cv_folds": search.cv_folds, "warm_start": warm, "settings": settings, "best": best}

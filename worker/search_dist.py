@@ -28,37 +28,52 @@ from rq.job import Dependency
 
 from service.config import get_settings
 from service.queueing import JobQueue
+from service.schemas.solver_params import SearchParams, SolverParams, solver_params
 from service.storage import keys
 from service.storage.jobs import JobStore, utc_now
 from service.storage.records import dataset_store
 from worker import datacache, heartbeat
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink
+from worker.runs import fail, record_outcome, redis_client, worker_id
+from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
 
-def grid_of(params: dict) -> list[tuple[float, float | None]]:
+def _search_of(params: SolverParams) -> SearchParams:
+    if params.search is None:
+        raise ValueError("a distributed search needs params.search")
+    return params.search
+
+
+def grid_of(params: SolverParams) -> list[tuple[float, float | None]]:
     """The (C, gamma) settings of a search, in a fixed order."""
-    search = params["search"]
-    Cs = sorted(search.get("C") or [params["C"]])
-    gammas = search.get("gamma") or [None]
+    search = _search_of(params)
+    Cs = sorted(search.C or [params.C])
+    gammas: list[float | None] = list(search.gamma or [None])
     return [(C, gamma) for gamma, C in itertools.product(gammas, Cs)]
 
 
-def units_of(params: dict) -> list[tuple[int, int]]:
+def units_of(params: SolverParams) -> list[tuple[int, int]]:
     """The (fold, gamma index) units of a distributed search, one RQ job each."""
-    search = params["search"]
-    gammas = search.get("gamma") or [None]
-    return [(fold, g) for fold in range(search["cv_folds"]) for g in range(len(gammas))]
+    search = _search_of(params)
+    gammas = search.gamma or [None]
+    return [(fold, g) for fold in range(search.cv_folds) for g in range(len(gammas))]
+
+
+def _params(job: dict) -> SolverParams:
+    """The job's stored parameters, read by its solver's schema."""
+    return solver_params(job["solver"], job["params"])
 
 
 def start(jobs: JobStore, client, job: dict, run: int) -> dict:
     """Enqueue one RQ job per (fold, gamma) and a final one depending on them; the job stays running."""
     settings = get_settings()
     job_id = job["id"]
-    units = units_of(job["params"])
-    gammas = job["params"]["search"].get("gamma") or [None]
+    params = _params(job)
+    units = units_of(params)
+    gammas = _search_of(params).gamma or [None]
     queue = JobQueue(client, settings).tenant_queue(job["tenant"])
     client.delete(keys.job_search_rows(job_id))
     children = []
@@ -81,7 +96,7 @@ def start(jobs: JobStore, client, job: dict, run: int) -> dict:
 
 
 def _deadline(job: dict) -> float | None:
-    seconds = job["params"].get("max_seconds")
+    seconds = _params(job).max_seconds
     if not seconds:
         return None
     started = float(job.get("started_ts") or time.time())
@@ -103,25 +118,21 @@ def _current(jobs: JobStore, job_id: str, run: int) -> dict | None:
 
 def run_setting(job_id: str, run: int, index: int) -> dict:
     """The paths of one (fold, gamma) unit; its rows go to the job's list and the table is republished."""
-    from worker.jobs import _redis
-
-    client = _redis()
+    client = redis_client()
     jobs = JobStore(client)
     job = _current(jobs, job_id, run)
     if job is None:
         return {"skipped": "the job is no longer running this search"}
-    params = job["params"]
+    params = _params(job)
     fold, gamma_index = units_of(params)[index]
     record, arrays = _load(client, job)
     search = search_module.Search(job["solver"], params, arrays, record["n_features"])
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
-    rows = search.run(n_processes=params.get("n_processes") or 1,
+    rows = search.run(n_processes=params.n_processes or 1,
                       deadline=_deadline(job), cancel_requested=poller, publish=lambda table, subtasks: None,
                       folds=[fold], gamma_indices=[gamma_index])
     if rows:
-        from worker.jobs import worker_id
-
         client.rpush(keys.job_search_rows(job_id),
                      *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows])
     _publish(jobs, client, job, search.metric)
@@ -134,28 +145,28 @@ def _rows(client, job_id: str) -> list[dict]:
 
 def _publish(jobs: JobStore, client, job: dict, metric: str) -> dict:
     rows = _rows(client, job["id"])
-    search = job["params"]["search"]
-    warm = bool(search.get("warm_start", True)) and job["solver"] in search_module.WARM_SOLVERS
+    params = _params(job)
+    search = _search_of(params)
+    warm = bool(search.warm_start) and job["solver"] in search_module.WARM_SOLVERS
     results_table = search_module.table(rows, metric, search, warm)
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})
     done = len({row["setting"] for row in rows})
-    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(units_of(job["params"]))})
+    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(units_of(params))})
     return results_table
 
 
 def finish(job_id: str, run: int) -> dict:
     """Build the final table, then refit the best setting on all the data and record the job's outcome."""
-    from worker.jobs import _fail, _redis, record_outcome, worker_id
-
     settings = get_settings()
-    client = _redis()
+    client = redis_client()
     jobs = JobStore(client)
     job = _current(jobs, job_id, run)
     if job is None:
         return {"skipped": "the job is no longer running this search"}
     mine = ("attempts", str(run))
-    params = job["params"]
+    params = _params(job)
+    cv_folds = _search_of(params).cv_folds
     jobs.update(job_id, worker=worker_id(), started_ts=time.time())
     heartbeat.current_job(job_id)
     try:
@@ -167,23 +178,23 @@ def finish(job_id: str, run: int) -> dict:
             return {"status": "canceled"}
         grid = grid_of(params)
         scored = {(row["C"], row["gamma"]): row["folds_done"] for row in results_table["settings"]}
-        missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < params["search"]["cv_folds"]]
+        missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < cv_folds]
         if missing:
-            return _fail(jobs, job_id, mine, "search_setting_failed",
+            return fail(jobs, job_id, mine, "search_setting_failed",
                          f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}")
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"]))
         sink.run = run
-        n_fits = len(grid) * params["search"]["cv_folds"]
+        n_fits = len(grid) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
         outcome = search.refit(
             results_table, deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
-            sink=sink, n_processes=params.get("n_processes") or search_module.available_cores(),
+            sink=sink, n_processes=params.n_processes or available_cores(),
         )
-        return record_outcome(jobs, client, job, record, params, outcome, mine, run)
+        return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
     except datacache.DatasetMissing:
-        return _fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
+        return fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
     except Exception as exc:
         log.exception("job %s: the search's refit failed", job_id)
-        return _fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
+        return fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")
     finally:
         heartbeat.current_job(None)

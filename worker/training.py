@@ -1,10 +1,8 @@
 """The dispatcher: turns a job's labels into problems, runs the solver, assembles the model.
 
-Classification (every solver): two labels make one binary problem where the larger label is +1;
-more labels make one problem per class (one-vs-rest: class k is +1, the rest -1), scored by argmax.
-``class_weight`` factors multiply C: in a two-label problem each label's factor applies to its
-rows; in one-vs-rest the class's factor applies to its rows (+1) and the rest keep factor 1 (as
-LIBLINEAR does). Linear solvers give a weight vector per problem; kernel solvers give an expansion
+Classification (every solver): two labels make one binary problem, more labels one problem per
+class (one-vs-rest), scored by argmax; ``worker.problems`` makes them and their class-weight
+factors. Linear solvers give a weight vector per problem; kernel solvers give an expansion
 over training rows, and the model stores the union of those rows once with a coefficient per
 problem and row. Pairwise objectives of ``cpa`` (ordinal, roc_area, ranking) are one problem over
 the label values as ranks (and the qids for ranking); the model scores rows, and ordinal models also
@@ -27,10 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from service.labels import label_key
 from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
+from service.schemas.solver_params import KERNEL_SOLVERS, CpaParams, SolverParams, solver_params
 from worker import registry
+from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_subtasks
@@ -53,42 +52,20 @@ class TrainingOutcome:
     meta: dict = field(default_factory=dict)
 
 
-def binary_problems(y: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The sorted labels and the {-1, +1} label vector of each binary problem."""
-    labels = np.unique(y)
-    if labels.size == 2:
-        return labels, [np.where(y == labels[1], 1.0, -1.0)]
-    return labels, [np.where(y == label, 1.0, -1.0) for label in labels]
-
-
-def n_binary_problems(y: np.ndarray) -> int:
-    """How many binary problems the labels make (1 for two labels, one per class otherwise)."""
-    count = np.unique(y).size
-    return 1 if count <= 2 else count
-
-
-def class_weight_pairs(labels: np.ndarray, class_weight: dict | None) -> list[tuple[float, float]]:
-    """(negative, positive) factor for each binary problem."""
-    weights = class_weight or {}
-    factor = [float(weights.get(label_key(v), 1.0)) for v in labels]
-    if labels.size == 2:
-        return [(factor[0], factor[1])]
-    return [(1.0, f) for f in factor]
-
-
-def resolve_kernel(kernel: dict, arrays: dict, n_features: int) -> dict:
-    """The kernel with gamma `scale` replaced by its value on this data set."""
-    if "gamma" not in kernel:
-        return dict(kernel)
+def resolve_kernel(params: SolverParams, arrays: dict, n_features: int) -> SolverParams:
+    """The parameters with the kernel's gamma `scale` replaced by its value on this data set (others: as they are)."""
+    kernel = getattr(params, "kernel", None)
+    if kernel is None or not hasattr(kernel, "gamma"):
+        return params
     from worker.solvers.kernels import resolve_gamma
 
-    gamma = resolve_gamma(kernel["gamma"], np.asarray(arrays["indptr"]), np.asarray(arrays["data"]), n_features)
-    return dict(kernel, gamma=float(gamma))
+    gamma = resolve_gamma(kernel.gamma, np.asarray(arrays["indptr"]), np.asarray(arrays["data"]), n_features)
+    return params.model_copy(update={"kernel": kernel.model_copy(update={"gamma": float(gamma)})})
 
 
 def fit_problems(
     solver: str,
-    params: dict,
+    params: SolverParams | dict,
     arrays: dict,
     n_features: int,
     *,
@@ -108,27 +85,28 @@ def fit_problems(
     from (dcd: its dual variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
     the trace points of problem k.
     """
+    params = solver_params(solver, params)
     fit = registry.adapter(solver)
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
-    pairs = class_weight_pairs(labels, params.get("class_weight"))
+    pairs = class_weight_pairs(labels, getattr(params, "class_weight", None))
     # ocas (processes) and the kernel solvers (threads) parallelize inside a single problem; with several
     # problems the processes go to the problems (and the kernel solvers take the threads each process is
-    # allowed, cores // processes).
-    inner_params = params
+    # allowed, cores // processes: their own n_processes, else the cores).
+    parallel = None
     if solver == "ocas":
-        inner_params = dict(params, n_processes=n_processes if len(problems) == 1 else 1)
-    elif solver in registry.KERNEL_SOLVERS:
-        inner_params = dict(params, n_threads=n_processes if len(problems) == 1 or n_processes == 1 else None)
+        parallel = n_processes if len(problems) == 1 else 1
+    elif solver in KERNEL_SOLVERS and (len(problems) == 1 or n_processes == 1):
+        parallel = n_processes
 
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested,
                                 on_point=context.record_point)
         start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
-        return fit(indptr, indices, data, problems[k], n_features=n_features, params=inner_params,
-                   class_weight=pairs[k], control=control, **start)
+        return fit(indptr, indices, data, problems[k], n_features=n_features, params=params,
+                   class_weight=pairs[k], control=control, parallel=parallel, **start)
 
     if n_processes > 1 and len(problems) > 1:
         done: set[int] = set()
@@ -158,7 +136,7 @@ def fit_problems(
 
 def train_model(
     solver: str,
-    params: dict,
+    params: SolverParams | dict,
     arrays: dict,
     n_features: int,
     *,
@@ -168,12 +146,15 @@ def train_model(
     n_processes: int | None = None,
     phase: str = "training",
 ) -> TrainingOutcome:
-    """Train every problem of the job with the solver and assemble the model (``phase``: as progress shows it)."""
-    n_processes = n_processes or params.get("n_processes") or available_cores()
-    if solver == "cpa" and params.get("objective", "classification") != "classification":
+    """Train every problem of the job with the solver and assemble the model (``phase``: as progress shows it).
+
+    ``params``: the solver's schema, or a mapping it validates (defaults filled in).
+    """
+    params = solver_params(solver, params)
+    n_processes = n_processes or params.n_processes or available_cores()
+    if isinstance(params, CpaParams) and params.task != "classification":
         return _train_pairwise(params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink)
-    if solver in registry.KERNEL_SOLVERS:
-        params = dict(params, kernel=resolve_kernel(params["kernel"], arrays, n_features))
+    params = resolve_kernel(params, arrays, n_features)
 
     estimator = ProblemsEstimator(solver, params, n_binary_problems(np.asarray(arrays["y"])))
     sink.estimator = estimator
@@ -195,7 +176,7 @@ def train_model(
         return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
     sink.set_phase("scoring training data")
     model_arrays, meta = assemble_model(solver, params, results, labels, arrays, n_features)
-    if params.get("probability") and not cancel_requested():
+    if params.probability and not cancel_requested():
         from worker.calibration import calibrate
 
         sink.set_phase("calibrating probabilities")
@@ -204,12 +185,13 @@ def train_model(
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
 
-def assemble_model(solver: str, params: dict, results: list[SolverResult], labels: np.ndarray, arrays: dict,
+def assemble_model(solver: str, params: SolverParams, results: list[SolverResult], labels: np.ndarray, arrays: dict,
                    n_features: int, *, with_accuracy: bool = True) -> tuple[dict, dict]:
     """The stored arrays and metadata of a classification model from its problems' results."""
-    if solver in registry.KERNEL_SOLVERS:
+    kernel = getattr(params, "kernel", None)
+    if kernel is not None:
         model_arrays, extra_meta = _kernel_model(results, arrays, n_features)
-        extra_meta["kernel"] = params["kernel"]
+        extra_meta["kernel"] = kernel.model_dump()
     else:
         model_arrays = {
             "weights": np.vstack([r.w for r in results]).astype(np.float64),
@@ -305,9 +287,9 @@ def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: in
     return float(np.mean(predicted == y[rows]))
 
 
-def _train_pairwise(params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
+def _train_pairwise(params: CpaParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
     """cpa with an ordinal, ROC-area or ranking objective: one problem over the labels as ranks."""
-    objective = params["objective"]
+    objective = params.objective
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for("cpa", np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"], dtype=np.float64)
@@ -336,21 +318,3 @@ def _train_pairwise(params: dict, arrays: dict, n_features: int, *, deadline, ca
         predicted, _ = Scorer(meta, model_arrays).predict_values(csr(arrays, n_features))
         meta["train_accuracy"] = float(np.mean(predicted == y))
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
-
-
-def train_job(solver: str, params: dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
-    """A job's training: a model selection when ``params.search`` is set, else one model."""
-    if params.get("search"):
-        from worker.search import run_search
-
-        def publish(results_table: dict, subtasks: dict) -> None:
-            sink.jobs.update(sink.job_id, search_results=results_table, subtasks=subtasks)
-
-        return run_search(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                          sink=sink, publish=publish)
-    return train_model(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                       sink=sink)
-
-
-train_linear = train_job
-"""Former name of ``train_job`` (the job function calls it by this name)."""

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from service.api.errors import unprocessable
 from service.config import Settings
-
-PAIRWISE_OBJECTIVES = ("ordinal", "roc_area", "ranking")
+from service.schemas.solver_params import KERNEL_SOLVERS
 
 
 def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
@@ -23,7 +22,7 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
                 f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
                 ["body", "params", "class_weight", label],
             )
-    objective = getattr(body.params, "objective", "classification")
+    objective = body.params.task
     if objective == "ranking" and not dataset.get("has_qid"):
         raise unprocessable(
             f"params.objective: `ranking` compares rows within a query, but data set {dataset['id']} has no qid",
@@ -49,7 +48,6 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
         )
 
 
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
 METRICS_BY_TASK = {
     "classification": ("accuracy", "roc_auc", "f1"),
     "ordinal": ("accuracy", "pairwise_accuracy"),
@@ -59,7 +57,13 @@ METRICS_BY_TASK = {
 
 
 def check_search(body, dataset: dict) -> None:
-    """A search's grid and metric must fit the solver and the task; every fold must be able to hold a row of each label."""
+    """A search's grid and metric must fit the solver and the task, and its folds the data set.
+
+    Folds are stratified by label (``worker.folds``), so every held-out fold holds a row of each label
+    only when each label has at least ``cv_folds`` rows: that is checked. Ranking folds are whole
+    queries, and the data set's record does not count its queries: there only ``cv_folds <= n_samples``
+    is checked here.
+    """
     search = body.params.search
     if search is None:
         return
@@ -68,7 +72,7 @@ def check_search(body, dataset: dict) -> None:
             f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",
             ["body", "params", "search", "gamma"],
         )
-    task = getattr(body.params, "objective", "classification")
+    task = body.params.task
     allowed = METRICS_BY_TASK[task]
     if search.metric is not None and search.metric not in allowed:
         raise unprocessable(
@@ -80,6 +84,15 @@ def check_search(body, dataset: dict) -> None:
             f"params.search.cv_folds: {search.cv_folds} folds for {dataset['n_samples']} rows",
             ["body", "params", "search", "cv_folds"],
         )
+    if task != "ranking":
+        label, count = min(dataset["labels"].items(), key=lambda item: item[1])
+        if count < search.cv_folds:
+            remedy = f"use cv_folds <= {count}" if count >= 2 else "a search needs at least 2 rows of every label"
+            raise unprocessable(
+                f"params.search.cv_folds: {search.cv_folds} folds stratified by label need at least {search.cv_folds} "
+                f"rows of each label, but label {label} has {count} in data set {dataset['id']} ({remedy})",
+                ["body", "params", "search", "cv_folds"],
+            )
 
 
 def stored_params(body) -> dict:

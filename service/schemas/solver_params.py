@@ -6,7 +6,8 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -60,6 +61,11 @@ class SearchParams(StrictModel):
 
 class CommonParams(StrictModel):
     """Parameters every solver accepts."""
+
+    @property
+    def task(self) -> str:
+        """What the model is trained for: `classification`, or cpa's pairwise objective."""
+        return "classification"
 
     search: SearchParams | None = Field(
         default=None,
@@ -214,6 +220,11 @@ class CpaParams(CommonParams):
         default=50, ge=1, le=10**6, description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set."
     )
 
+    @property
+    def task(self) -> str:
+        """`classification`, or the pairwise objective (`ordinal`, `roc_area`, `ranking`)."""
+        return self.objective
+
     @model_validator(mode="after")
     def _some_stopping_rule(self):
         if self.tol_rel == 0 and self.tol is None:
@@ -325,3 +336,34 @@ class SampledCutsParams(CommonParams):
     max_inactive: int = Field(default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
     bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")
+
+
+SolverParams = Union[DcdParams, CpaParams, OcasParams, SmoParams, SampledCutsParams]
+"""The parameters of a job, as the schema of its solver reads them."""
+
+PARAMS_BY_SOLVER: dict[str, type[SolverParams]] = {
+    "dcd": DcdParams,
+    "cpa": CpaParams,
+    "ocas": OcasParams,
+    "smo": SmoParams,
+    "sampled_cuts": SampledCutsParams,
+}
+"""The schema of each solver's parameters, by solver name."""
+
+KERNEL_SOLVERS = ("smo", "sampled_cuts")
+"""Solvers that take a `kernel` (their models are expansions over training rows)."""
+
+
+def solver_params(solver: str, params: Mapping[str, Any] | SolverParams) -> SolverParams:
+    """A job's parameters validated by its solver's schema, defaults filled in (the API's checks, the worker's reading).
+
+    Takes the stored JSON form (`lambda` for ocas) or the field names; a model of the right schema
+    is returned as it is. Raises pydantic's ValidationError, KeyError for an unknown solver.
+    """
+    schema = PARAMS_BY_SOLVER[solver]
+    if isinstance(params, schema):
+        return params
+    if isinstance(params, CommonParams):
+        raise TypeError(f"parameters of {type(params).__name__} given for solver {solver}")
+    return schema.model_validate(params)
+

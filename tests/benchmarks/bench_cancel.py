@@ -1,6 +1,6 @@
 """Cancel latency of every solver: how long after a cancel request a job's outcome is ready.
 
-In process, through the worker's own dispatcher (``worker.training.train_job``: the solver, then the
+In process, through the worker's own dispatcher (``worker.jobs.train_job``: the solver, then the
 model assembled as a job stores it). The cancel flag turns true at a chosen instant (a clock test,
 not a thread: a numba kernel holds the GIL, so a thread could not even set a flag while it runs),
 ``--after`` seconds into training; the latency is from that instant until the solver returned
@@ -90,7 +90,7 @@ class Sink:
 
 
 def measure(solver: str, params: dict, arrays: dict, n_features: int, after: float) -> dict:
-    from worker.training import train_job
+    from worker.jobs import train_job
 
     state = {"at": None, "solver_done": None}
     begin = time.monotonic()

@@ -1,0 +1,112 @@
+"""How a run of a job ends, shared by the job function (``worker.jobs``) and a distributed search's
+RQ jobs (``worker.search_dist``): the worker's Redis client and id, storing the outcome, failing the
+run, handing the job back to its queue.
+
+A run is fenced on its number (``mine = ("attempts", run)``): every write of a run succeeds only while
+the job record still names that run, so a run that was declared lost cannot overwrite the run that
+replaced it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import redis
+
+from service.config import get_settings, model_reserve_fraction
+from service.lifecycle import hand_back_job
+from service.queueing import JobQueue
+from service.storage import keys
+from service.storage.capacity import StorageFull
+from service.storage.connection import resilient_client
+from service.storage.jobs import JobStore, utc_now
+from service.storage.keys import new_id
+from service.storage.records import model_store
+from worker.progress import INTERRUPT
+from worker.solvers.common import StopReason
+from worker.training import TrainingOutcome
+
+log = logging.getLogger("hinge.worker")
+
+_client: redis.Redis | None = None
+
+
+def redis_client() -> redis.Redis:
+    """This process's Redis client (made on first use, never at import), retrying for ``redis_retry_s``."""
+    global _client
+    if _client is None:
+        settings = get_settings()
+        _client = resilient_client(settings.redis_url, settings.redis_retry_s)
+    return _client
+
+
+def worker_id() -> str:
+    """This worker's id (set by ``hinge worker``; host and pid otherwise)."""
+    return os.environ.get("HINGE_WORKER_ID") or f"{os.uname().nodename}:{os.getpid()}"
+
+
+def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict, params: dict,
+                   outcome: TrainingOutcome, mine: tuple[str, str], run: int) -> dict:
+    """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
+    settings = get_settings()
+    job_id = job["id"]
+    seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
+    if seconds:
+        client.hincrbyfloat(keys.solver_stats(), job["solver"], seconds)
+    interrupted = (
+        outcome.stop_reason is StopReason.CANCELED and INTERRUPT.is_set() and not jobs.cancel_requested(job_id)
+    )
+    if interrupted and (settings.shutdown_policy == "requeue" or outcome.arrays is None):
+        return hand_back(jobs, client, job, mine, "the worker was stopped (SIGTERM)")
+
+    model_id = None
+    if outcome.arrays is not None:
+        model_id = new_id("mdl")
+        meta = dict(
+            outcome.meta,
+            id=model_id,
+            tenant=job["tenant"],
+            job_id=job_id,
+            dataset_id=job["dataset_id"],
+            solver=job["solver"],
+            params=params,
+            zero_based=bool(record.get("zero_based", False)),
+            created_at=utc_now(),
+        )
+        if interrupted:
+            meta["stop_reason"] = "interrupted"
+        try:
+            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(meta, outcome.arrays)
+        except StorageFull as exc:
+            log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
+            return fail(jobs, job_id, mine, "storage_full", str(exc))
+    if interrupted:
+        final, stop_reason = "succeeded", "interrupted"
+        jobs.count_event("interrupted")
+    else:
+        final = "canceled" if outcome.stop_reason is StopReason.CANCELED else "succeeded"
+        stop_reason = outcome.stop_reason.value
+    done = jobs.transition(
+        job_id, ("running",), final, fence=mine, finished_at=utc_now(), model_id=model_id, stop_reason=stop_reason
+    )
+    if not done:
+        # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.
+        if model_id is not None:
+            model_store(client, settings.chunk_bytes).delete(model_id, job["tenant"])
+        log.warning("job %s: run %d was superseded; its result is dropped", job_id, run)
+        return {"status": "superseded"}
+    log.info("job %s (%s)", final, stop_reason, extra={"model_id": model_id, "solver_seconds": seconds})
+    return {"status": final, "model_id": model_id}
+
+
+def hand_back(jobs: JobStore, client: redis.Redis, job: dict, mine: tuple[str, str], why: str) -> dict:
+    """Put an interrupted job back at the front of its queue (its retries are not used up)."""
+    hand_back_job(jobs, JobQueue(client, get_settings()), dict(job, attempts=mine[1]), why)
+    return {"status": "queued", "reason": why}
+
+
+def fail(jobs: JobStore, job_id: str, mine: tuple[str, str], code: str, message: str) -> dict:
+    """End the run as ``failed`` with an error code and a message the user reads (fenced on the run)."""
+    jobs.transition(job_id, ("running",), "failed", fence=mine, finished_at=utc_now(), error={"code": code, "message": message})
+    return {"status": "failed", "code": code}
