@@ -27,7 +27,8 @@ import numpy as np
 
 from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
-from service.schemas.solver_params import KERNEL_SOLVERS, CpaParams, SolverParams, solver_params
+from service.schemas.solver_params import (KERNEL_SOLVERS, CpaParams, PolyKernel, RbfKernel, SigmoidKernel, SolverParams,
+                                           solver_params)
 from worker import registry
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator
@@ -55,7 +56,7 @@ class TrainingOutcome:
 def resolve_kernel(params: SolverParams, arrays: dict, n_features: int) -> SolverParams:
     """The parameters with the kernel's gamma `scale` replaced by its value on this data set (others: as they are)."""
     kernel = getattr(params, "kernel", None)
-    if kernel is None or not hasattr(kernel, "gamma"):
+    if not isinstance(kernel, (RbfKernel, PolyKernel, SigmoidKernel)):  # no kernel, or linear: nothing to resolve
         return params
     from worker.solvers.kernels import resolve_gamma
 
