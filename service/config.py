@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     cancel_poll_s: float = Field(
         default=0.1, gt=0, description="How often a running solver looks for a cancel request in Redis."
     )
-    # -- issue 6: crash recovery, fairness, limits, observability (see worker/heartbeat.py, service/lifecycle.py)
+    # -- line limit, per-tenant fairness, crash recovery (worker/heartbeat.py, service/lifecycle.py), Redis restarts
     max_line_bytes: int = Field(
         default=256 * MiB, ge=1024, description="Longest line of an uploaded text file (the parser never holds more of one line)."
     )
@@ -139,7 +139,7 @@ class Settings(BaseSettings):
     redis_appendfsync: Literal["always", "everysec"] = Field(
         default="always", description="fsync policy of the embedded Redis's append-only file (see README, Operations)."
     )
-    # -- issue 9: stopping, lying clients, full memory and disks
+    # -- stopping in order, slow or lying clients, full memory and disks
     shutdown_grace_s: float = Field(
         default=6.0, gt=0,
         description="hinge serve: how long workers get to checkpoint their running jobs and exit when the service "
