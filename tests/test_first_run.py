@@ -64,9 +64,11 @@ def test_readyz_says_warming_with_the_kernels_left(redis_server):
         client.sadd(keys.workers(), "w1")
         answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
         assert answer.status_code == 503
-        body = answer.json()
-        assert body["status"] == "warming" and body["kernels_left"] == ["cpa", "smo"] and body["warming"] == 1
-        assert "compiling solver kernels" in body["detail"] and "cpa, smo left" in body["detail"]
+        error = answer.json()["error"]  # the one error shape; what readiness found is in its details
+        assert error["code"] == "not_ready" and set(answer.json()) == {"error"}
+        details = error["details"]
+        assert details["status"] == "warming" and details["kernels_left"] == ["cpa", "smo"] and details["warming"] == 1
+        assert "compiling solver kernels" in error["message"] and "cpa, smo left" in error["message"]
         client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=None)), px=60_000)
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ok"
     finally:

@@ -10,11 +10,9 @@ import uuid
 import redis
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
-from rq import Queue
-from rq.serializers import JSONSerializer
 
 from service.api.deps import key_digests_from, reject_unknown_query
-from service.api.errors import BodyTimeout, BodyTooLarge, error_body, install_handlers
+from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
 from service.api.routes.ui import install_ui
@@ -55,10 +53,9 @@ class BodyLimitMiddleware:
         limit = self.max_bytes
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
-                response = JSONResponse(
-                    error_body("payload_too_large", f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
-                               {"limit": "max_json_body_bytes", "value": limit}),
-                    status_code=413,
+                response = error_response(
+                    413, "payload_too_large", f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
+                    {"limit": "max_json_body_bytes", "value": limit},
                 )
                 return await response(scope, receive, send)
         received = 0
@@ -170,7 +167,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.datasets = dataset_store(client, settings.chunk_bytes, settings.storage_reserve_fraction)
         app.state.models = model_store(client, settings.chunk_bytes, model_reserve_fraction(settings))
         app.state.jobs = JobStore(client)
-        app.state.queue = Queue(settings.queue_name, connection=client, serializer=JSONSerializer)
         app.state.job_queue = JobQueue(client, settings)
         reaper, reaper_stop = start_reaper_thread(client, settings)
         app.state.ingest = IngestPool(settings.ingest_processes)
@@ -207,30 +203,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(redis.exceptions.ConnectionError)
     async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
         log.error("Redis unavailable: %s", exc)
-        return JSONResponse(
-            {"error": {"code": "storage_unavailable", "message": "storage is unavailable; try again shortly", "details": None}},
-            status_code=503,
-            headers={"Retry-After": "5"},
-        )
+        return error_response(503, "storage_unavailable", "storage is unavailable; try again shortly",
+                              headers={"Retry-After": "5"})
 
     @app.exception_handler(StorageFull)
     async def _storage_full(request: Request, exc: StorageFull) -> JSONResponse:
-        return JSONResponse({"error": {"code": "storage_full", "message": str(exc), "details": exc.details()}},
-                            status_code=507)
+        return error_response(507, "storage_full", str(exc), exc.details())
 
     @app.exception_handler(redis.exceptions.ResponseError)
     async def _redis_refused(request: Request, exc: redis.exceptions.ResponseError) -> JSONResponse:
         if is_out_of_memory(exc):  # a small write (a job record) while Redis is full to its last byte
             log.warning("Redis is full: %s", exc)
-            return JSONResponse(
-                {"error": {"code": "storage_full", "message": "storage is full (Redis is at its maxmemory); nothing was "
-                           "stored: try again after data sets, models or jobs were deleted", "details": None}},
-                status_code=507,
-            )
+            return error_response(507, "storage_full", "storage is full (Redis is at its maxmemory); nothing was "
+                                  "stored: try again after data sets, models or jobs were deleted")
         request_id = getattr(request.state, "request_id", None)
         log.error("Redis refused a command on %s %s (request %s): %s", request.method, request.url.path, request_id, exc)
-        return JSONResponse({"error": {"code": "internal_error", "message": "internal error; the request did not "
-                                       f"complete (request id {request_id})", "details": None}}, status_code=500)
+        return error_response(500, "internal_error", f"internal error; the request did not complete (request id {request_id})")
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s, min_rate=settings.body_min_rate)

@@ -1,6 +1,9 @@
-"""Dependencies handed to routes: settings, Redis, the stores, the queue and the caller's tenant.
+"""Dependencies handed to routes: settings, the stores, the caller's tenant and the records a path names.
 
 Clients are made in the application's lifespan (never at import time) and kept on ``app.state``.
+Routes take them through the ``Annotated`` aliases at the end of this module (``SettingsDep``,
+``JobStoreDep``, ``TenantDep``, ...), as FastAPI's full-stack template does; ``JobRecord``,
+``ModelRecord`` and ``DatasetRecord`` are the caller's record named in the path, or a 404.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.api.errors import ApiError
+from service.api.errors import ApiError, not_found
 from service.config import Settings, get_settings
 from service.storage.jobs import JobStore
 from service.storage.records import RecordStore
@@ -47,8 +50,9 @@ def _key_digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-# Dependencies are coroutines: FastAPI would run plain functions in its thread pool, a hop that costs
-# more than the work they do. The Redis look-up of tenant_dep happens at most every few seconds.
+# These dependencies are coroutines: FastAPI would run plain functions in its thread pool, a hop that
+# costs more than the work they do. tenant_dep asks Redis whether it holds any API key at most every
+# couple of seconds; when it does, the presented key is looked up (one HMGET) on every request.
 async def tenant_dep(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
@@ -141,10 +145,42 @@ def key_digests_from(settings: Settings) -> list[tuple[bytes, str]]:
     return [(_key_digest(key), tenant) for key, tenant in settings.api_keys.items()]
 
 
-__all__ = ["settings_dep", "datasets_dep", "models_dep", "jobs_dep", "tenant_dep", "key_digests_from", "get_settings",
-           "reject_unknown_query"]
-
-
 DatasetIdPath = Annotated[str, Path(description="Data set id (`ds_…`).", max_length=100)]
 JobIdPath = Annotated[str, Path(description="Job id (`job_…`).", max_length=100)]
 ModelIdPath = Annotated[str, Path(description="Model id (`mdl_…`).", max_length=100)]
+
+SettingsDep = Annotated[Settings, Depends(settings_dep)]
+DatasetStoreDep = Annotated[RecordStore, Depends(datasets_dep)]
+ModelStoreDep = Annotated[RecordStore, Depends(models_dep)]
+JobStoreDep = Annotated[JobStore, Depends(jobs_dep)]
+TenantDep = Annotated[str, Depends(tenant_dep)]
+
+
+# Get-or-404: plain functions, so FastAPI runs their Redis look-up in its thread pool, off the event loop.
+def job_record(job_id: JobIdPath, jobs: JobStoreDep, tenant: TenantDep) -> dict:
+    """The caller's job named in the path; 404 `job_not_found` when there is none (or it is another tenant's)."""
+    job = jobs.get(job_id, tenant)
+    if job is None:
+        raise not_found("job", job_id)
+    return job
+
+
+def model_record(model_id: ModelIdPath, models: ModelStoreDep, tenant: TenantDep) -> dict:
+    """The caller's model named in the path; 404 `model_not_found` when there is none (or it is another tenant's)."""
+    model = models.get(model_id, tenant)
+    if model is None:
+        raise not_found("model", model_id)
+    return model
+
+
+def dataset_record(dataset_id: DatasetIdPath, datasets: DatasetStoreDep, tenant: TenantDep) -> dict:
+    """The caller's data set named in the path; 404 `dataset_not_found` when there is none (or another tenant's)."""
+    dataset = datasets.get(dataset_id, tenant)
+    if dataset is None:
+        raise not_found("dataset", dataset_id)
+    return dataset
+
+
+JobRecord = Annotated[dict, Depends(job_record)]
+ModelRecord = Annotated[dict, Depends(model_record)]
+DatasetRecord = Annotated[dict, Depends(dataset_record)]

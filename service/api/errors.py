@@ -103,7 +103,8 @@ async def read_body_limited(request, limit: int, name: str) -> bytes:
     return b"".join(chunks)
 
 
-def _body(code: str, message: str, details: Any = None) -> dict:
+def error_body(code: str, message: str, details: Any = None) -> dict:
+    """The one error shape, ``{"error": {"code", "message", "details"}}``, limits named by their HINGE_* variables."""
     from service.api.hints import setting_variable, with_setting_variables
 
     if isinstance(details, dict) and isinstance(details.get("limit"), str) and details["limit"].startswith("max_"):
@@ -111,9 +112,10 @@ def _body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": with_setting_variables(message), "details": details}}
 
 
-def error_body(code: str, message: str, details: Any = None) -> dict:
-    """The one error shape (limits named by their HINGE_* variables), for answers built outside the handlers."""
-    return _body(code, message, details)
+def error_response(status: int, code: str, message: str, details: Any = None,
+                   headers: dict | None = None) -> JSONResponse:
+    """An error answer: every handler, middleware and route that answers an error builds it here."""
+    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
 async def _explain(request: Request, detail: dict) -> str:
@@ -189,7 +191,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(_body(exc.code, exc.message, exc.details), status_code=exc.status, headers=exc.headers)
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -206,15 +208,15 @@ def install_handlers(app: FastAPI) -> None:
         for detail in details:
             detail.pop("ctx", None)
             detail["loc"] = user_loc(detail["loc"])
-        return JSONResponse(_body("validation_error", message, details), status_code=422)
+        return error_response(422, "validation_error", message, details)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # FastAPI's answer to a body that is not even text (bad UTF-8): the same 422 as invalid JSON.
             message = "body: not valid JSON (it must be UTF-8 text)"
-            return JSONResponse(_body("validation_error", message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}]),
-                                status_code=422)
+            return error_response(422, "validation_error", message,
+                                  [{"loc": ["body"], "msg": message, "type": "json_invalid"}])
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:
             headers = dict(headers or {}, Allow=", ".join(allowed_methods(request)))
@@ -227,7 +229,7 @@ def install_handlers(app: FastAPI) -> None:
         elif isinstance(exc, BodyTimeout):
             details = {"limit": exc.limit, "value": exc.value, "received_bytes": exc.received}
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
-        return JSONResponse(_body(code, message, details), status_code=exc.status_code, headers=headers)
+        return error_response(exc.status_code, code, message, details, headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -236,4 +238,4 @@ def install_handlers(app: FastAPI) -> None:
         message = "internal error; the request did not complete"
         if request_id:
             message += f" (request id {request_id})"
-        return JSONResponse(_body("internal_error", message), status_code=500)
+        return error_response(500, "internal_error", message)

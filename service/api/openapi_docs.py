@@ -175,7 +175,7 @@ def finish_document(schema: dict) -> dict:
             for status, entry in responses.items():
                 if status.startswith(("4", "5")) and int(status) in HEADERS and "headers" not in entry:
                     if path == "/readyz" and status == "503":
-                        continue  # readiness answers 503 with a Health body and no Retry-After
+                        continue  # not ready: no Retry-After (a readiness probe polls on its own schedule)
                     entry["headers"] = deepcopy(HEADERS[int(status)])
             for status, extra in RESPONSE_EXTRAS.get(operation.get("operationId"), {}).items():
                 if status in responses:

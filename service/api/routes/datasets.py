@@ -6,9 +6,9 @@ import asyncio
 from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
-from service.api.deps import DatasetIdPath, datasets_dep, settings_dep, tenant_dep
+from service.api.deps import DatasetIdPath, DatasetRecord, DatasetStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.uploads import (
     FILE_FIELD,
@@ -19,12 +19,10 @@ from service.api.uploads import (
     spool_upload,
     write_marker,
 )
-from service.config import Settings
 from service.schemas.base import ErrorResponse
 from service.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
 from service.storage.jobs import utc_now
 from service.storage.keys import new_id
-from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -100,9 +98,10 @@ async def upload_dataset(
               "nearest to each value, always (422 for a value beyond float32's range). `float64`: the double nearest "
               "to each value."),
     ] = ValueDtype.auto,
-    settings: Settings = Depends(settings_dep),
-    tenant: str = Depends(tenant_dep),
-) -> dict:
+    *,
+    settings: SettingsDep,
+    tenant: TenantDep,
+) -> DatasetOut:
     """Stream the multipart field `file` to disk, parse it in an ingest process and store it whole, or nothing.
 
     A large upload (Content-Length of at least ``follow_upload_bytes``) is parsed while it arrives: the
@@ -170,32 +169,31 @@ async def upload_dataset(
         err = outcome["error"]
         raise ApiError(err["status"], err["code"], err["message"], err["details"])
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
-    return public_view(outcome["record"])
+    return DatasetOut.model_validate(public_view(outcome["record"]))
 
 
 @router.get("", response_model=DatasetList, summary="List data sets", responses=ERRORS)
 def list_datasets(
     offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
-    store: RecordStore = Depends(datasets_dep),
-    tenant: str = Depends(tenant_dep),
-) -> dict:
+    *,
+    store: DatasetStoreDep,
+    tenant: TenantDep,
+) -> DatasetList:
     """The caller's data sets, newest first."""
     records, total = store.list(tenant, offset, limit)
-    return {"items": [public_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+    return DatasetList.model_validate({"items": [public_view(r) for r in records], "total": total, "offset": offset,
+                                       "limit": limit})
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a data set", responses=ERRORS)
-def get_dataset(dataset_id: DatasetIdPath, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> dict:
+async def get_dataset(record: DatasetRecord) -> DatasetOut:
     """One data set's description."""
-    record = store.get(dataset_id, tenant)
-    if record is None:
-        raise not_found("dataset", dataset_id)
-    return public_view(record)
+    return DatasetOut.model_validate(public_view(record))
 
 
 @router.delete("/{dataset_id}", status_code=204, summary="Delete a data set", responses=ERRORS)
-def delete_dataset(dataset_id: DatasetIdPath, store: RecordStore = Depends(datasets_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def delete_dataset(dataset_id: DatasetIdPath, store: DatasetStoreDep, tenant: TenantDep) -> Response:
     """Delete a data set (models trained on it stay; queued jobs on it will fail with dataset_not_found)."""
     if not store.delete(dataset_id, tenant):
         raise not_found("dataset", dataset_id)

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import ModelIdPath, datasets_dep, models_dep, tenant_dep
+from service.api.deps import DatasetStoreDep, ModelIdPath, ModelStoreDep, TenantDep
 from service.api.errors import not_found
 from service.api.routes.models import ERRORS, load_model
 from service.schemas.base import ErrorResponse
 from service.schemas.evaluation import EvaluateRequest, EvaluationOut
 from service.scoring import metrics
 from service.scoring.models import Scorer, csr
-from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -61,9 +60,9 @@ async def evaluate(
     request: Request,
     model_id: ModelIdPath,
     body: EvaluateRequest,
-    models: RecordStore = Depends(models_dep),
-    datasets: RecordStore = Depends(datasets_dep),
-    tenant: str = Depends(tenant_dep),
+    models: ModelStoreDep,
+    datasets: DatasetStoreDep,
+    tenant: TenantDep,
 ) -> dict:
     """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and confusion matrix; pairwise accuracy and Kendall's tau for ordinal and ranking models."""
 

@@ -7,53 +7,57 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from service.api.errors import error_response
 from service.lifecycle import worker_beats
+from service.schemas.base import ErrorResponse
 
 router = APIRouter(tags=["health"])
 
 
 class Health(BaseModel):
-    """Whether the service can do its work."""
+    """The service can do its work (readiness), or the API process is up (liveness)."""
 
-    status: str = Field(description="`ok`; `warming` while the workers compile their solver kernels (first run); "
-                        "`unavailable` with the reason in `detail`.")
+    status: str = Field(description="`ok` (a 503 answer carries `warming` or `unavailable` in `error.details.status`).")
     redis: bool | None = Field(default=None, description="Whether Redis answered.")
     workers: int | None = Field(default=None, description="Number of workers with a current heartbeat that take jobs.")
-    warming: int | None = Field(default=None, description="Workers still compiling their kernels.")
-    kernels_left: list[str] | None = Field(default=None, description="Solvers whose kernels some worker still compiles.")
-    detail: str | None = Field(default=None, description="What is missing when not ready, or what is left to warm.")
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness: the API process is up")
-def healthz() -> dict:
+async def healthz() -> Health:
     """Always ok while the process serves requests."""
-    return {"status": "ok"}
+    return Health(status="ok")
+
+
+def _not_ready(message: str, **details) -> JSONResponse:
+    """503 in the one error shape; what readiness found is in ``details`` (``status``, ``redis``, ...)."""
+    return error_response(503, "not_ready", message, details)
 
 
 @router.get("/readyz", response_model=Health, summary="Readiness: Redis reachable and at least one worker",
-            responses={503: {"model": Health, "description": "Not ready."}})
-def readyz(request: Request):
+            responses={503: {"model": ErrorResponse, "description": "Not ready: `details.status` is `warming` "
+                             "(kernels compiling, `details.kernels_left`) or `unavailable`."}})
+def readyz(request: Request) -> Health | JSONResponse:
     """Ready when Redis answers and at least one worker's heartbeat is current and its kernels are warm.
 
-    While the workers compile their kernels (the first run), 503 with status `warming` and the solvers left."""
+    Otherwise 503 `not_ready` in the error shape, with the readiness in `details`: `status` is `warming`
+    while the workers compile their kernels (the first run), with the solvers left; else `unavailable`."""
     try:
         request.app.state.redis.ping()
         beats = worker_beats(request.app.state.redis)
     except Exception:
-        return JSONResponse({"status": "unavailable", "redis": False, "detail": "Redis does not answer"}, status_code=503)
+        return _not_ready("Redis does not answer", status="unavailable", redis=False)
     workers = sum(1 for beat in beats.values() if beat.get("ready", True))
     warming = [beat["warming"] for beat in beats.values() if not beat.get("ready", True) and beat.get("warming")]
     if workers < 1 and warming:
         left = sorted({name for state in warming for name in state.get("left", [])})
         detail = (f"{len(warming)} worker(s) compiling solver kernels (first run only; cached afterwards): "
                   f"{', '.join(left) or 'finishing'} left")
-        return JSONResponse({"status": "warming", "redis": True, "workers": 0, "warming": len(warming),
-                             "kernels_left": left, "detail": detail}, status_code=503)
+        return _not_ready(detail, status="warming", redis=True, workers=0, warming=len(warming), kernels_left=left)
     if workers < 1:
         starting = sum(1 for beat in beats.values() if not beat.get("ready", True))
         detail = f"{starting} worker(s) starting" if starting else "no worker is running (start one: hinge worker)"
-        return JSONResponse({"status": "unavailable", "redis": True, "workers": 0, "detail": detail}, status_code=503)
-    return {"status": "ok", "redis": True, "workers": workers}
+        return _not_ready(detail, status="unavailable", redis=True, workers=0)
+    return Health(status="ok", redis=True, workers=workers)
 
 
 @router.get(

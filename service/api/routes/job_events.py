@@ -21,11 +21,11 @@ import json
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import JobIdPath, jobs_dep, tenant_dep
+from service.api.deps import JobIdPath, JobStoreDep, TenantDep
 from service.api.errors import not_found, unprocessable
 from service.api.routes.jobs import ERRORS, job_view
 from service.storage.jobs import FINAL_STATES, JobStore
@@ -128,8 +128,9 @@ async def job_events(
     since: Annotated[int | None, Query(ge=0, le=2**62, description="Start the trace at this index (Last-Event-ID wins).")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^[0-9]{1,18}$",
                                                 description="Resume after this event id (a count of trace points).")] = None,
-    jobs: JobStore = Depends(jobs_dep),
-    tenant: str = Depends(tenant_dep),
+    *,
+    jobs: JobStoreDep,
+    tenant: TenantDep,
 ) -> StreamingResponse:
     """Status changes, progress and every trace point as they happen, then the final state; resumable."""
     start = resume_index(last_event_id, since)

@@ -9,21 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
-from service.api.deps import JobIdPath, datasets_dep, jobs_dep, settings_dep, tenant_dep
+from service.api.deps import DatasetStoreDep, JobRecord, JobStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
-from service.config import Settings
 from service.schemas.base import ErrorResponse
 from service.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
-from service.storage.jobs import FINAL_STATES, JobStore, utc_now
+from service.storage.jobs import FINAL_STATES, utc_now
 from service.storage.keys import new_id
-from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-
-TRAIN_FUNCTION = "worker.jobs.train"  # kept for readers; service.queueing enqueues it
 
 ERRORS = {
     404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
@@ -71,11 +67,11 @@ def submit_job(
     request: Request,
     response: Response,
     body: Annotated[JobRequest, Body(description="Data set, solver and the solver's parameters.")],
-    settings: Settings = Depends(settings_dep),
-    datasets: RecordStore = Depends(datasets_dep),
-    jobs: JobStore = Depends(jobs_dep),
-    tenant: str = Depends(tenant_dep),
-) -> dict:
+    settings: SettingsDep,
+    datasets: DatasetStoreDep,
+    jobs: JobStoreDep,
+    tenant: TenantDep,
+) -> JobOut:
     """Queue a training job; poll `Location` for its state and `…/trace` for its convergence."""
     dataset = datasets.get(body.dataset_id, tenant)
     if dataset is None:
@@ -109,7 +105,7 @@ def submit_job(
         # The record and its outbox entry stay: the reaper enqueues it once Redis answers again.
         pass
     response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return job_view(jobs.get(job_id))
+    return JobOut.model_validate(job_view(jobs.get(job_id)))
 
 
 @router.get("", response_model=JobList, summary="List jobs", responses=ERRORS)
@@ -117,36 +113,30 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
     status: Annotated[JobStatus | None, Query(description="Only jobs in this status.")] = None,
-    jobs: JobStore = Depends(jobs_dep),
-    tenant: str = Depends(tenant_dep),
-) -> dict:
+    *,
+    jobs: JobStoreDep,
+    tenant: TenantDep,
+) -> JobList:
     """The caller's jobs, newest first."""
     items, total = jobs.list(tenant, offset, limit, status.value if status else None)
-    return {"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit}
+    return JobList.model_validate({"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit})
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
-def get_job(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+async def get_job(job: JobRecord) -> JobOut:
     """A job's status, progress, model id (when done) or error (when failed)."""
-    job = jobs.get(job_id, tenant)
-    if job is None:
-        raise not_found("job", job_id)
-    return job_view(job)
+    return JobOut.model_validate(job_view(job))
 
 
 @router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
 def get_trace(
-    job_id: JobIdPath,
+    job: JobRecord,
+    jobs: JobStoreDep,
     since: Annotated[int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")] = 0,
-    jobs: JobStore = Depends(jobs_dep),
-    tenant: str = Depends(tenant_dep),
 ) -> dict:
     """The convergence points recorded so far; they grow while the job runs."""
-    job = jobs.get(job_id, tenant)
-    if job is None:
-        raise not_found("job", job_id)
-    points = jobs.trace(job_id, since)
-    return {"job_id": job_id, "status": job["status"], "points": points, "next": since + len(points)}
+    points = jobs.trace(job["id"], since)
+    return {"job_id": job["id"], "status": job["status"], "points": points, "next": since + len(points)}
 
 
 @router.delete(
@@ -155,11 +145,9 @@ def get_trace(
     summary="Delete a finished job",
     responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job is queued or running: cancel it first."}},
 )
-def delete_job(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def delete_job(job: JobRecord, jobs: JobStoreDep) -> Response:
     """Delete a finished job with its trace (its model stays; `GET /v1/models/{id}/trace` is then empty)."""
-    job = jobs.get(job_id, tenant)
-    if job is None:
-        raise not_found("job", job_id)
+    job_id = job["id"]
     outcome = jobs.delete(job_id)
     if outcome == 0:
         raise ApiError(409, "job_not_finished",
@@ -177,15 +165,13 @@ def delete_job(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: st
     summary="Cancel a job",
     responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job has already ended."}},
 )
-def cancel_job(request: Request, job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> dict:
+def cancel_job(request: Request, job: JobRecord, jobs: JobStoreDep) -> JobOut:
     """Cancel: a queued job never runs; a running solver stops at its next iteration check and the job ends `canceled`."""
-    job = jobs.get(job_id, tenant)
-    if job is None:
-        raise not_found("job", job_id)
+    job_id = job["id"]
     if job["status"] in FINAL_STATES:
         raise ApiError(409, "job_finished", f"job {job_id} has already ended ({job['status']})")
     jobs.request_cancel(job_id)
     if jobs.transition(job_id, ("queued",), "canceled", finished_at=utc_now(), stop_reason="canceled"):
         # Already taken by a worker or gone: the worker sees the canceled status and skips it.
         request.app.state.job_queue.cancel(job.get("rq_job_id"))
-    return job_view(jobs.get(job_id))
+    return JobOut.model_validate(job_view(jobs.get(job_id)))

@@ -12,21 +12,19 @@ import itertools
 from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import ModelIdPath, models_dep, settings_dep, tenant_dep
-from service.api.errors import ApiError, not_found
+from service.api.deps import ModelRecord, ModelStoreDep, SettingsDep, TenantDep
+from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
 from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
-from service.config import Settings
 from service.interchange.common import ExportRefused
 from service.schemas.enums import ExportFormat, ImportFormat
 from service.schemas.models import ModelOut
 from service.storage.jobs import utc_now
 from service.storage.keys import new_id
-from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -109,16 +107,13 @@ def _writer(format: ExportFormat):
     responses=EXPORT_RESPONSES,
 )
 async def export_model(
-    model_id: ModelIdPath,
+    record: ModelRecord,
+    store: ModelStoreDep,
     format: Annotated[ExportFormat, Query(description="`json` (every kind), `liblinear` (linear classifiers), `libsvm` (classifiers), `onnx` (every kind).")] = ExportFormat.json,
-    store: RecordStore = Depends(models_dep),
-    tenant: str = Depends(tenant_dep),
 ) -> Response:
     """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
     service's import reads, predicting the same labels and scores; text formats stream."""
-    record = store.get(model_id, tenant)
-    if record is None:
-        raise not_found("model", model_id)
+    model_id = record["id"]
     arrays = await run_in_threadpool(store.load_arrays, record)
     headers = {"Content-Disposition": f'attachment; filename="{model_id}.{EXTENSIONS[format]}"'}
     try:
@@ -156,9 +151,10 @@ async def import_model(
     n_features: Annotated[int | None, Query(ge=1, le=100_000_000, description=(
         "libsvm only: the number of features the model reads (default: the largest index of a support vector). "
         "Rows are cut to it before scoring; for the rbf kernel LIBSVM would count later features in the distance."))] = None,
-    settings: Settings = Depends(settings_dep),
-    store: RecordStore = Depends(models_dep),
-    tenant: str = Depends(tenant_dep),
+    *,
+    settings: SettingsDep,
+    store: ModelStoreDep,
+    tenant: TenantDep,
 ) -> dict:
     """Store a model trained elsewhere (or exported from here): it predicts, evaluates and exports like a trained one."""
     from service.interchange.reader import read_model_file

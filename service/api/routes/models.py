@@ -5,19 +5,17 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.api.deps import ModelIdPath, jobs_dep, models_dep, settings_dep, tenant_dep
+from service.api.deps import JobStoreDep, ModelIdPath, ModelRecord, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found, parse_body, read_body_limited
 from service.api.predict import rows_to_matrix
-from service.scoring.models import Scorer
-from service.config import Settings
 from service.schemas.base import ErrorResponse
 from service.schemas.jobs import TraceOut
 from service.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
-from service.storage.jobs import JobStore
+from service.scoring.models import Scorer
 from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -37,35 +35,29 @@ def model_view(record: dict) -> dict:
 def list_models(
     offset: Annotated[int, Query(ge=0, description="Index of the first item.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most items to return.")] = 100,
-    store: RecordStore = Depends(models_dep),
-    tenant: str = Depends(tenant_dep),
-) -> dict:
+    *,
+    store: ModelStoreDep,
+    tenant: TenantDep,
+) -> ModelList:
     """The caller's models, newest first."""
     records, total = store.list(tenant, offset, limit)
-    return {"items": [model_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+    return ModelList.model_validate({"items": [model_view(r) for r in records], "total": total, "offset": offset,
+                                     "limit": limit})
 
 
 @router.get("/{model_id}", response_model=ModelOut, summary="Get a model", responses=ERRORS)
-def get_model(model_id: ModelIdPath, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)) -> dict:
+async def get_model(record: ModelRecord) -> ModelOut:
     """A model's metadata: labels, objective, iterations, stop reason, training seconds, accuracy."""
-    record = store.get(model_id, tenant)
-    if record is None:
-        raise not_found("model", model_id)
-    return model_view(record)
+    return ModelOut.model_validate(model_view(record))
 
 
 @router.get("/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS)
 def get_model_trace(
-    model_id: ModelIdPath,
+    record: ModelRecord,
+    jobs: JobStoreDep,
     since: Annotated[int, Query(ge=0, description="Skip the first `since` points.")] = 0,
-    store: RecordStore = Depends(models_dep),
-    jobs: JobStore = Depends(jobs_dep),
-    tenant: str = Depends(tenant_dep),
 ) -> dict:
     """The convergence points of the job that trained the model."""
-    record = store.get(model_id, tenant)
-    if record is None:
-        raise not_found("model", model_id)
     if record.get("job_id") is None:  # imported: no training happened here
         return {"job_id": None, "status": None, "points": [], "next": 0}
     job = jobs.get(record["job_id"]) or {"status": "succeeded"}
@@ -74,9 +66,7 @@ def get_model_trace(
 
 
 @router.delete("/{model_id}", status_code=204, summary="Delete a model", responses=ERRORS)
-def delete_model(
-    request: Request, model_id: ModelIdPath, store: RecordStore = Depends(models_dep), tenant: str = Depends(tenant_dep)
-) -> Response:
+def delete_model(request: Request, model_id: ModelIdPath, store: ModelStoreDep, tenant: TenantDep) -> Response:
     """Delete a model and its weights."""
     if not store.delete(model_id, tenant):
         raise not_found("model", model_id)
@@ -126,9 +116,9 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
 async def predict(
     request: Request,
     model_id: ModelIdPath,
-    settings: Settings = Depends(settings_dep),
-    store: RecordStore = Depends(models_dep),
-    tenant: str = Depends(tenant_dep),
+    settings: SettingsDep,
+    store: ModelStoreDep,
+    tenant: TenantDep,
 ) -> JSONResponse:
     """Score rows with a model: labels and decision values."""
     raw = await read_body_limited(request, settings.max_predict_body_bytes, "max_predict_body_bytes")

@@ -6,15 +6,14 @@ recorded so far. Drawing takes a fraction of a second and runs in the thread poo
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from service import plots
-from service.api.deps import JobIdPath, ModelIdPath, jobs_dep, models_dep, tenant_dep
-from service.api.errors import ApiError, not_found
+from service.api.deps import JobRecord, JobStoreDep, ModelRecord
+from service.api.errors import ApiError
 from service.schemas.base import ErrorResponse
 from service.storage.jobs import JobStore
-from service.storage.records import RecordStore
 
 router = APIRouter(tags=["plots"])
 
@@ -35,18 +34,13 @@ def _responses(fmt: str) -> dict:
     return {**ERRORS, 200: {"description": f"The picture ({fmt.upper()}, `{MEDIA[fmt]}`)."}}
 
 
-def _trace_picture(job_id: str, fmt: str, jobs: JobStore, tenant: str) -> Response:
-    job = jobs.get(job_id, tenant)
-    if job is None:
-        raise not_found("job", job_id)
-    points = jobs.trace(job_id)
-    title = f"{job['solver']} on {job['dataset_id']}: job {job_id} ({job['status']})"
+def _trace_picture(job: dict, fmt: str, jobs: JobStore) -> Response:
+    points = jobs.trace(job["id"])
+    title = f"{job['solver']} on {job['dataset_id']}: job {job['id']} ({job['status']})"
     return _image(plots.trace_figure(points, title), fmt)
 
 
-def _search_table(record: dict | None, kind: str, ident: str) -> dict:
-    if record is None:
-        raise not_found(kind, ident)
+def _search_table(record: dict, kind: str, ident: str) -> dict:
     table = record.get("search_results")
     if not table:
         raise ApiError(404, "search_not_found", f"{kind} {ident} has no search results: only jobs with params.search "
@@ -56,41 +50,39 @@ def _search_table(record: dict | None, kind: str, ident: str) -> dict:
 
 @router.get("/v1/jobs/{job_id}/trace.svg", summary="Picture of a job's convergence trace (SVG)",
             response_class=Response, responses=_responses("svg"))
-def job_trace_svg(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def job_trace_svg(job: JobRecord, jobs: JobStoreDep) -> Response:
     """Primal and dual (or lower bound) above, the gap below, against solver seconds on log scales; one colour
     per binary problem. Lines have SVG ids `primal-<k>`, `dual-<k>`, `gap-<k>`."""
-    return _trace_picture(job_id, "svg", jobs, tenant)
+    return _trace_picture(job, "svg", jobs)
 
 
 @router.get("/v1/jobs/{job_id}/trace.png", summary="Picture of a job's convergence trace (PNG)",
             response_class=Response, responses=_responses("png"))
-def job_trace_png(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def job_trace_png(job: JobRecord, jobs: JobStoreDep) -> Response:
     """The trace picture as a PNG."""
-    return _trace_picture(job_id, "png", jobs, tenant)
+    return _trace_picture(job, "png", jobs)
 
 
 @router.get("/v1/jobs/{job_id}/search.svg", summary="Picture of a running or finished search's scores (SVG)",
             response_class=Response, responses=_responses("svg"))
-def job_search_svg(job_id: JobIdPath, jobs: JobStore = Depends(jobs_dep), tenant: str = Depends(tenant_dep)) -> Response:
+def job_search_svg(job: JobRecord) -> Response:
     """The cross-validated score against C, error bars of one standard deviation, one line per gamma (as it fills)."""
-    table = _search_table(jobs.get(job_id, tenant), "job", job_id)
-    return _image(plots.search_figure(table, f"search of job {job_id}"), "svg")
+    table = _search_table(job, "job", job["id"])
+    return _image(plots.search_figure(table, f"search of job {job['id']}"), "svg")
 
 
 @router.get("/v1/models/{model_id}/search.svg", summary="Picture of the search that chose a model (SVG)",
             response_class=Response, responses=_responses("svg"))
-def model_search_svg(model_id: ModelIdPath, models: RecordStore = Depends(models_dep),
-                     tenant: str = Depends(tenant_dep)) -> Response:
+def model_search_svg(model: ModelRecord) -> Response:
     """The cross-validated score against C (log scale), error bars of one standard deviation over the folds, one
     line per gamma (SVG ids `search-gamma-<gamma>` or `search-C`), the chosen setting starred (`search-best`)."""
-    table = _search_table(models.get(model_id, tenant), "model", model_id)
-    return _image(plots.search_figure(table, f"search of model {model_id}"), "svg")
+    table = _search_table(model, "model", model["id"])
+    return _image(plots.search_figure(table, f"search of model {model['id']}"), "svg")
 
 
 @router.get("/v1/models/{model_id}/search.png", summary="Picture of the search that chose a model (PNG)",
             response_class=Response, responses=_responses("png"))
-def model_search_png(model_id: ModelIdPath, models: RecordStore = Depends(models_dep),
-                     tenant: str = Depends(tenant_dep)) -> Response:
+def model_search_png(model: ModelRecord) -> Response:
     """The search picture as a PNG."""
-    table = _search_table(models.get(model_id, tenant), "model", model_id)
-    return _image(plots.search_figure(table, f"search of model {model_id}"), "png")
+    table = _search_table(model, "model", model["id"])
+    return _image(plots.search_figure(table, f"search of model {model['id']}"), "png")

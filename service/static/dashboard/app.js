@@ -87,9 +87,11 @@ async function refresh() {
   try {
     const response = await fetch("/readyz");
     const health = await response.json();
-    const label = health.status === "ok" ? `ready · ${health.workers} worker(s)` : `${health.status}: ${health.detail || ""}`;
+    // ready: {status: "ok", workers}; not ready: 503 in the error shape, the readiness in error.details
+    const status = health.error ? (health.error.details || {}).status || "unavailable" : health.status;
+    const label = status === "ok" ? `ready · ${health.workers} worker(s)` : `${status}: ${health.error ? health.error.message : ""}`;
     $("health").textContent = label;
-    $("health").className = `pill ${health.status}`;
+    $("health").className = `pill ${status}`;
   } catch (error) {
     $("health").textContent = "unreachable";
     $("health").className = "pill unavailable";
