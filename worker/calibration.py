@@ -21,10 +21,10 @@ import time
 
 import numpy as np
 
+from service.schemas.solver_params import SolverParams
 from service.scoring.kernel import KernelExpansion
 from service.scoring.models import csr
 from service.scoring.probability import fit_sigmoid
-from service.schemas.solver_params import SolverParams
 from worker import registry
 from worker.folds import make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs

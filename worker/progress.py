@@ -16,7 +16,7 @@ import time
 
 import redis
 
-from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams, solver_params
+from service.schemas.solver_params import SolverParams, solver_params
 from service.storage.capacity import is_out_of_memory
 from service.storage.jobs import JobStore
 
@@ -64,17 +64,18 @@ def convergence_fraction(solver: str, params: SolverParams | dict, point: dict, 
 def _measure(solver: str, params: SolverParams, point: dict) -> tuple[float | None, float | None]:
     """(measure, target) of the solver's stopping rule at this point; None when the point lacks it."""
     tol = getattr(params, "tol", None)
-    if isinstance(params, (DcdParams, SmoParams)):
+    if solver in ("dcd", "smo"):
         return _positive(point.get("max_violation")), tol
-    if isinstance(params, CpaParams) and tol is not None:
+    if solver == "cpa" and tol is not None:
         return _positive(point.get("violation")), tol
-    if isinstance(params, (OcasParams, CpaParams)):  # cpa without the paper's tol stops on the relative gap, as ocas
+    if solver in ("ocas", "cpa"):  # cpa without the paper's tol stops on the relative gap, as ocas
         primal = point.get("primal")
         if primal is None:
             return None, None
-        target = max(float(getattr(params, "tol_abs", 0.0) or 0.0), float(params.tol_rel or 0.0) * abs(float(primal)))
+        tol_abs, tol_rel = getattr(params, "tol_abs", 0.0), getattr(params, "tol_rel", 0.0)
+        target = max(float(tol_abs or 0.0), float(tol_rel or 0.0) * abs(float(primal)))
         return _positive(point.get("gap")), target
-    if isinstance(params, SampledCutsParams):
+    if solver == "sampled_cuts":
         value, xi = point.get("cut_value"), point.get("xi")
         if value is None or xi is None:
             return None, None

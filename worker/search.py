@@ -55,18 +55,29 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from service.schemas.solver_params import (
+    KERNEL_SOLVERS,
+    SearchParams,
+    SolverParams,
+    solver_params,
+)
 from service.scoring import metrics
 from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
 from service.scoring.models import csr
-from service.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
 from worker import registry
 from worker.folds import make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_task_graph
-from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
+from worker.training import (
+    TrainingOutcome,
+    assemble_model,
+    fit_problems,
+    resolve_kernel,
+    train_model,
+)
 
 WARM_SOLVERS = ("dcd", "ocas")
 PATHS_PER_PROCESS = 4
@@ -225,7 +236,7 @@ class Search:
         self.base_params = base_params
         self.Cs = tuple(sorted(float(c) for c in (search.C or [params.C])))
         kernel = getattr(base_params, "kernel", None)
-        self.gammas = list(search.gamma or [getattr(kernel, "gamma", None)])
+        self.gammas: list[float | str | None] = list(search.gamma) if search.gamma else [getattr(kernel, "gamma", None)]
         self.warm = bool(search.warm_start) and solver in WARM_SOLVERS
         self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])

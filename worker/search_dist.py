@@ -51,15 +51,18 @@ def grid_of(params: SolverParams) -> list[tuple[float, float | None]]:
     """The (C, gamma) settings of a search, in a fixed order."""
     search = _search_of(params)
     Cs = sorted(search.C or [params.C])
-    gammas: list[float | None] = list(search.gamma or [None])
-    return [(C, gamma) for gamma, C in itertools.product(gammas, Cs)]
+    return [(C, gamma) for gamma, C in itertools.product(_gammas(search), Cs)]
+
+
+def _gammas(search: SearchParams) -> list[float | None]:
+    """The search's gamma values, or one None (the job's own kernel, or no kernel)."""
+    return list(search.gamma) if search.gamma else [None]
 
 
 def units_of(params: SolverParams) -> list[tuple[int, int]]:
     """The (fold, gamma index) units of a distributed search, one RQ job each."""
     search = _search_of(params)
-    gammas = search.gamma or [None]
-    return [(fold, g) for fold in range(search.cv_folds) for g in range(len(gammas))]
+    return [(fold, g) for fold in range(search.cv_folds) for g in range(len(_gammas(search)))]
 
 
 def _params(job: dict) -> SolverParams:
@@ -73,7 +76,7 @@ def start(jobs: JobStore, client, job: dict, run: int) -> dict:
     job_id = job["id"]
     params = _params(job)
     units = units_of(params)
-    gammas = _search_of(params).gamma or [None]
+    gammas = _gammas(_search_of(params))
     queue = JobQueue(client, settings).tenant_queue(job["tenant"])
     client.delete(keys.job_search_rows(job_id))
     children = []

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 import multiprocessing
-import os
 import queue
 import signal
 import time

@@ -25,10 +25,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from service.schemas.solver_params import (
+    KERNEL_SOLVERS,
+    CpaParams,
+    PolyKernel,
+    RbfKernel,
+    SigmoidKernel,
+    SolverParams,
+    solver_params,
+)
 from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
-from service.schemas.solver_params import (KERNEL_SOLVERS, CpaParams, PolyKernel, RbfKernel, SigmoidKernel, SolverParams,
-                                           solver_params)
 from worker import registry
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator

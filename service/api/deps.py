@@ -17,7 +17,7 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.api.errors import ApiError, not_found
-from service.config import Settings, get_settings
+from service.config import Settings
 from service.storage.jobs import JobStore
 from service.storage.records import RecordStore
 
