@@ -16,6 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.schemas.solver_params import KERNEL_TYPES, PARAMS_BY_SOLVER
+
 log = logging.getLogger("hinge.api")
 
 
@@ -144,7 +146,7 @@ async def _explain(request: Request, detail: dict) -> str:
     return message
 
 
-UNION_TAGS = {"body": ("dcd", "cpa", "ocas", "smo", "sampled_cuts"), "kernel": ("linear", "poly", "rbf", "sigmoid")}
+UNION_TAGS = {"body": tuple(PARAMS_BY_SOLVER), "kernel": KERNEL_TYPES}
 """Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
 _TYPE_TAG = re.compile(r"^((constrained-)?(float|int|str|bool|bytes|none)|\[key\]|[a-z_-]+\[.*\])$")
 """Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""

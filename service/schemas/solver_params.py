@@ -7,7 +7,7 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -300,6 +300,9 @@ class SigmoidKernel(StrictModel):
 
 
 Kernel = Annotated[Union[LinearKernel, RbfKernel, PolyKernel, SigmoidKernel], Field(discriminator="type")]
+KERNEL_TYPES = tuple(get_args(kind.model_fields["type"].annotation)[0]
+                     for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel))
+"""The kernel `type` names, read from the schemas above: ("linear", "poly", "rbf", "sigmoid")."""
 
 
 class SmoParams(CommonParams):
