@@ -34,6 +34,7 @@ os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
 
+from service.schemas.solver_params import solver_params  # noqa: E402
 from service.scoring import metrics  # noqa: E402
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine  # noqa: E402
 from tests.helpers import NullSink  # noqa: E402
@@ -54,25 +55,28 @@ def load(name: str, n_features: int | None = None):
     return arrays, X.shape[1], X, y
 
 
-def dcd_params(**overrides) -> dict:
+def dcd_params(**overrides):
+    """The dcd parameters of these runs, as the solver's schema reads them (what the adapters take)."""
     params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
               "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": None}
     params.update(overrides)
-    return params
+    return solver_params("dcd", params)
 
 
-def ocas_params(**overrides) -> dict:
+def ocas_params(**overrides):
+    """The ocas parameters of these runs, as the solver's schema reads them (what the adapters take)."""
     params = {"C": 1.0, "bias": 1.0, "tol_rel": 0.01, "tol_abs": 0.0, "lambda": 0.1, "max_iter": 100000,
               "max_inactive": 50, "seed": 0, "max_seconds": None, "n_processes": 1}
     params.update(overrides)
-    return params
+    return solver_params("ocas", params)
 
 
-def cpa_params(**overrides) -> dict:
+def cpa_params(**overrides):
+    """The cpa parameters of these runs, as the solver's schema reads them (what the adapters take)."""
     params = {"C": 1.0, "bias": 1.0, "tol": 0.001, "max_iter": 10000, "max_inactive": 50, "objective": "classification",
               "seed": 0, "max_seconds": None, "n_processes": 1}
     params.update(overrides)
-    return params
+    return solver_params("cpa", params)
 
 
 SPEEDUP_DATA = {"a9a": ("a9a.svm.gz", None), "sector": ("sector.scale.svm.gz", 55197)}

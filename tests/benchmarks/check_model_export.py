@@ -51,12 +51,15 @@ def load(name: str):
 
 
 def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
+    from service.schemas.solver_params import PARAMS_BY_SOLVER
     from worker.training import train_model
 
     base = {"seed": 0, "max_seconds": None, "n_processes": 2, "probability": False, "class_weight": None, "trace_every": 10**6}
     arrays = {"indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32), "data": X.data, "y": y}
     started = time.perf_counter()
-    outcome = train_model(solver, dict(base, **params), arrays, X.shape[1], deadline=None, cancel_requested=lambda: False,
+    fields = PARAMS_BY_SOLVER[solver].model_fields  # the worker validates params: keep what this solver takes
+    given = {key: value for key, value in dict(base, **params).items() if key in fields or key == "lambda"}
+    outcome = train_model(solver, given, arrays, X.shape[1], deadline=None, cancel_requested=lambda: False,
                           sink=NullSink(), n_processes=2)
     meta = dict(outcome.meta, solver=solver, params=dict(base, **params), id=f"check-{solver}")
     return meta, outcome.arrays, time.perf_counter() - started
