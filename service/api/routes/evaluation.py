@@ -63,15 +63,16 @@ async def evaluate(
     models: ModelStoreDep,
     datasets: DatasetStoreDep,
     tenant: TenantDep,
-) -> dict:
+) -> EvaluationOut:
     """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and confusion matrix; pairwise accuracy and Kendall's tau for ordinal and ranking models."""
 
-    def work() -> dict:
+    def work() -> EvaluationOut:
         model = load_model(request, models, model_id, tenant)
         dataset = datasets.get(body.dataset_id, tenant)
         if dataset is None:
             raise not_found("dataset", body.dataset_id)
         arrays = datasets.load_arrays(dataset)
-        return dict(evaluate_arrays(model, arrays, dataset), model_id=model_id, dataset_id=body.dataset_id)
+        return EvaluationOut.model_validate(dict(evaluate_arrays(model, arrays, dataset), model_id=model_id,
+                                                 dataset_id=body.dataset_id))
 
     return await run_in_threadpool(work)

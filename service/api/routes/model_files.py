@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from service.api.deps import ModelRecord, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
+from service.api.routes.models import model_view
 from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
 from service.interchange.common import ExportRefused
 from service.schemas.enums import ExportFormat, ImportFormat
@@ -155,7 +156,7 @@ async def import_model(
     settings: SettingsDep,
     store: ModelStoreDep,
     tenant: TenantDep,
-) -> dict:
+) -> ModelOut:
     """Store a model trained elsewhere (or exported from here): it predicts, evaluates and exports like a trained one."""
     from service.interchange.reader import read_model_file
 
@@ -192,4 +193,4 @@ async def import_model(
     }
     await run_in_threadpool(store.create, record, arrays)
     response.headers["Location"] = f"/v1/models/{model_id}"
-    return {key: value for key, value in record.items() if key not in ("tenant", "arrays")}
+    return ModelOut.model_validate(model_view(record))
