@@ -69,6 +69,9 @@ def test_upload_train_watch_predict_evaluate_ls_rm(service, files):
     code, out, err = hingectl(url, "watch", out.strip())
     assert code == 0 and out.strip().startswith("mdl_"), err
     assert "training" in err or "succeeded" in err
+    # a model stopped by its iteration limit says so on the status line, and what to do
+    code, out, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch")
+    assert code == 0 and "(max_iter)" in err and "raise params.max_iter" in err, err
 
     code, out, err = hingectl(url, "export", model, "-o", str(files["folder"] / "model.json"))
     if code == 0:  # the export route (issue 11) is there
