@@ -1,13 +1,73 @@
-"""Shared test helpers: generated data sets as svmlight text, upload and job polling over HTTP."""
+"""Shared test helpers: polling with a deadline, generated data sets as svmlight text, upload and job polling
+over HTTP, liblinear-official as an oracle, and what a warm-up left compiled."""
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
+import tempfile
+import time
 
 import numpy as np
 
-from tests.conftest import wait_for
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def liblinear_train(X, y, options: str):
+    """Train liblinear-official on (X, y) with its command-line ``options``; returns (model, converged).
+
+    ``converged`` is read from liblinear's own output ("reaching max number of iterations" means it stopped
+    at its iteration cap), so pass options without -q when that matters. Callers skip the test first with
+    ``pytest.importorskip("liblinear.liblinearutil")``.
+    """
+    import scipy.sparse as sp
+    from liblinear import liblinearutil
+
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        saved = os.dup(1)
+        os.dup2(captured.fileno(), 1)
+        try:
+            model = liblinearutil.train(list(np.asarray(y, dtype=float)), sp.csr_matrix(X), options)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        captured.seek(0)
+        output = captured.read().decode(errors="replace")
+    return model, "reaching max number of iterations" not in output
+
+
+def liblinear_w_full(model, bias, label_idx: int = 0, positive_label: float = 1.0) -> np.ndarray:
+    """liblinear's (w, b) for its ``label_idx``-th label as w with w_B = b / bias appended (bias None: w alone),
+    signed so that it scores ``positive_label`` positive (liblinear orders labels as it first meets them)."""
+    w, b = model.get_decfun(label_idx)
+    w = np.asarray(w, dtype=float)
+    sign = 1.0 if model.get_labels()[label_idx] == positive_label else -1.0
+    w_full = w if bias is None else np.append(w, b / bias)
+    return sign * w_full
+
+
+def compiled_signatures(*modules) -> set[tuple[str, str]]:
+    """(kernel name, signature) of every compiled (or cache-loaded) specialization of the numba kernels
+    defined in ``modules``, in this process."""
+    from numba.core.registry import CPUDispatcher
+
+    found = set()
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__:
+                found.update((f"{module.__name__}.{name}", str(sig)) for sig in value.signatures)
+    return found
 
 
 def sparse_problem(n_rows: int, n_features: int, nnz_per_row: int, seed: int = 0, noise: float = 0.1,

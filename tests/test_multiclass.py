@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
 from service.scoring.models import Scorer
-from tests.helpers import NullSink
+from tests.helpers import NullSink, liblinear_train, liblinear_w_full
 from worker.training import train_model
 
 
@@ -33,13 +33,12 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
               "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": processes}
     outcome = train_model("dcd", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
                           sink=NullSink(), n_processes=processes)
-    model = liblinearutil.train(y, sp.csr_matrix(X), f"-s 3 -c {C} -e 1e-4 -B 1 -q")
+    model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-4 -B 1 -q")
     labels = model.get_labels()
     ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
     for k, label in enumerate(sorted(labels)):
-        position = labels.index(label)
-        w, b = model.get_decfun(position)
-        w = np.array(w)
+        w_full = liblinear_w_full(model, bias=1.0, label_idx=labels.index(label), positive_label=label)
+        w, b = w_full[:-1], w_full[-1]
         signs = np.where(y == label, 1.0, -1.0)
         theirs = primal(X, signs, w, b, C)
         ours = primal(X, signs, ours_weights[k], ours_offsets[k], C)
