@@ -74,6 +74,7 @@ from worker.solvers.common import (
     SolverResult,
     StopReason,
     binary_signs,
+    check_int,
     check_positive,
 )
 from worker.solvers.cpa import QP_REL, check_common, hinge_parts
@@ -145,8 +146,7 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
         raise SolverInputError(f"lam must lie in (0, 1], got {lam!r}")
     if n_processes is None:
         n_processes = available_cores()
-    if isinstance(n_processes, bool) or not isinstance(n_processes, (int, np.integer)) or n_processes < 1:
-        raise SolverInputError(f"n_processes must be None or an integer >= 1, got {n_processes!r}")
+    check_int("n_processes", n_processes, 1, or_none=True)
     n_features = int(n_features)
     d = n_features + 1
     w_start = np.zeros(d)

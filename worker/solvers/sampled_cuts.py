@@ -96,6 +96,7 @@ from worker.solvers.common import (
     StopReason,
     binary_signs,
     check_csr,
+    check_int,
     check_positive,
     rng_below,
     rng_state,
@@ -496,8 +497,7 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample
         raise SolverInputError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
     for name, value, low in (("sample_size", sample_size, 1), ("p", p, 1), ("max_inactive", max_inactive, 1),
                              ("max_iter", max_iter, 1), ("trace_every", trace_every, 1), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise SolverInputError(f"{name} must be an integer >= {low}, got {value!r}")
+        check_int(name, value, low)
     tol = check_positive("tol", tol)
     if bias is not None:
         bias = float(bias)
