@@ -22,9 +22,7 @@ from worker.solvers.kernels import kernel_block
 from worker.solvers.smo import solve_smo
 
 
-def _csr(matrix):
-    matrix = sp.csr_matrix(matrix)
-    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data.astype(np.float64)
+_csr = naive.csr_parts
 
 
 @pytest.fixture(scope="module")
@@ -369,7 +367,7 @@ def test_cancel_while_shrunk_still_reports_the_primal(stand_in):
     result = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, trace_every=50,
                        control=control)
     assert result.stop_reason == StopReason.CANCELED and result.extra["min_active_size"] < y.size
-    assert result.extra["objective_kind"] == "primal" and result.extra["active_size"] == y.size
+    assert result.extra["primal_complete"] is True and result.extra["active_size"] == y.size
     support, coef = result.extra["support_indices"], result.extra["dual_coef"]
     decision = kernel_block(indptr, indices, data, np.arange(y.size), support, n_features=123,
                             kernel=kernel) @ coef + result.bias

@@ -115,11 +115,11 @@ of F_t over the free support vectors, or the middle of [m, M] if there are none)
 primal P(w, b), computed from G (y_t u_t = G_t + 1 + y_t b, |w|^2 = alpha' (G + 1)) whenever G is
 complete (after a deadline or cancel that stops a shrunk run, G is completed first if that costs at
 most 2e7 kernel values, i.e. well under a second; otherwise ``objective`` is NaN and
-``extra["objective_kind"]`` says so),
+``extra["primal_complete"]`` is False),
 ``n_iter`` = number of two-variable steps. ``extra``: "support_indices" (int64 row ids with alpha > 0,
 ascending), "dual_coef" (y_i alpha_i there), "n_sv", "n_bounded_sv" (alpha_i = C_i), "dual_objective"
 (the dual value D = sum alpha - 0.5 alpha' Q alpha, which LIBSVM prints negated as "obj"),
-"objective_kind", "max_violation", "cache_hit_rate", "kernel", "alpha" (all n dual variables, row
+"primal_complete" (whether ``objective`` is the primal over all rows), "max_violation", "cache_hit_rate", "kernel", "alpha" (all n dual variables, row
 order), "active_size", "min_active_size", "working_set", "safety_steps" (platt's safety-net steps),
 and counters "kernel_values_computed" (all kernel values evaluated), "kernel_values_full_rows" (of
 them, computed beyond the slot length for G_bar), "kernel_values_reconstruct" (during gradient
@@ -161,6 +161,7 @@ from worker.solvers.common import (
     StopReason,
     binary_signs,
     check_csr,
+    check_int,
     check_positive,
     rng_below,
     rng_state,
@@ -1159,11 +1160,15 @@ def _smo_stats(y, alpha, G, Cp, status, active, n):
 # ---------------------------------------------------------------------------------------------
 
 
+def default_max_iter(n: int) -> int:
+    """The step cap when ``max_iter`` is None: LIBSVM's max(10^7, 100 n), a guard against a run that never
+    reaches tol (rounding can make it cycle) when no deadline is set."""
+    return max(10_000_000, 100 * n)
+
+
 def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
                 class_weight, max_iter, trace_every, seed):
-    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
-        raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
-    check_csr(indptr, indices, data, int(n_features))
+    check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
     if y.shape != (n,):
@@ -1186,15 +1191,10 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
         raise SolverInputError(f"class_weight must be a pair (weight for y=-1, weight for y=+1), got {class_weight!r}") from None
     for name, value in (("class_weight[0]", w_neg), ("class_weight[1]", w_pos)):
         check_positive(name, value)
-    if max_iter is None:
-        max_iter = max(10_000_000, 100 * n)
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise SolverInputError(f"max_iter must be an integer >= 1 or None, got {max_iter!r}")
-    if isinstance(trace_every, bool) or not isinstance(trace_every, (int, np.integer)) or trace_every < 1:
-        raise SolverInputError(f"trace_every must be an integer >= 1, got {trace_every!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SolverInputError(f"seed must be an integer >= 0, got {seed!r}")
-    return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), int(max_iter)
+    max_iter = default_max_iter(n) if max_iter is None else check_int("max_iter", max_iter, 1, or_none=True)
+    check_int("trace_every", trace_every, 1)
+    check_int("seed", seed, 0)
+    return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), max_iter
 
 
 def _position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> tuple:
@@ -1436,7 +1436,7 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         "n_sv": int(support.size),
         "n_bounded_sv": int(np.count_nonzero(alpha_rows[support] >= np.where(y[support] > 0, C * w_pos, C * w_neg))),
         "dual_objective": dual_value,
-        "objective_kind": "primal" if complete else "unavailable (stopped while shrunk)",
+        "primal_complete": complete,
         "max_violation": float(m - M),
         "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
         "kernel_values_computed": int(istate[IS_COMPUTED]),
