@@ -57,6 +57,36 @@ def liblinear_w_full(model, bias, label_idx: int = 0, positive_label: float = 1.
     return sign * w_full
 
 
+def kernels_compiled_after_warm_up(modules: list[str], warm_up: str, use: str) -> list[list[str]]:
+    """The numba kernels (name, signature) of ``modules`` that ``use`` (Python source) still compiles or loads
+    after ``warm_up`` (Python source) ran, in a fresh interpreter (so that nothing else compiled them before).
+
+    A warm-up is for a worker (or parser process) to do all its compiling before it takes a job: the
+    answer should be empty.
+    """
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = "\n".join([
+        "import importlib, json",
+        "import numpy as np",
+        "from tests.helpers import compiled_signatures",
+        f"modules = [importlib.import_module(name) for name in {modules!r}]",
+        warm_up,
+        "before = compiled_signatures(*modules)",
+        use,
+        "print(json.dumps(sorted(compiled_signatures(*modules) - before)))",
+    ])
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def compiled_signatures(*modules) -> set[tuple[str, str]]:
     """(kernel name, signature) of every compiled (or cache-loaded) specialization of the numba kernels
     defined in ``modules``, in this process."""

@@ -21,9 +21,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from tests import naive
-from tests.helpers import liblinear_train, liblinear_w_full
+from tests.helpers import kernels_compiled_after_warm_up, liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
-from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
+from worker.solvers.dcd import primal_objective, solve_dcd
 
 _csr = naive.csr_parts
 
@@ -424,8 +424,27 @@ def test_input_errors_name_the_parameter(cancer):
         solve_dcd(indptr, indices, data, y[:-1], **base)
 
 
-def test_warm_up_runs():
-    warm_up()
+def test_warm_up_leaves_nothing_for_a_job_to_compile():
+    """After warm_up, training on every array type a worker hands over (int32 or int64 indices, float64 or
+    float32 values, writable or read-only: a data set mapped from the worker's cache) compiles nothing."""
+    use = """
+from worker.solvers.dcd import LOSSES, primal_objective, solve_dcd
+for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int32, np.float64, False),
+                                           (np.int32, np.float32, True), (np.int32, np.float32, False),
+                                           (np.int64, np.float64, True)):
+    arrays = (np.array([0, 2, 3, 5], dtype=np.int64), np.array([0, 2, 1, 0, 2], dtype=index_dtype),
+              np.array([1.0, -0.5, 2.0, 1.5, -1.0], dtype=value_dtype), np.array([1.0, -1.0, 1.0]))
+    for a in arrays:
+        a.flags.writeable = writable
+    for loss in LOSSES:
+        for bias in (1.0, None):
+            result = solve_dcd(*arrays, n_features=3, C=1.0, loss=loss, bias=bias, tol_rel=0.0)
+            w_full = np.append(result.w, result.bias) if bias is not None else result.w
+            primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
+"""
+    missed = kernels_compiled_after_warm_up(["worker.solvers.dcd", "worker.solvers.data_passes"],
+                                            "from worker.solvers.dcd import warm_up; warm_up()", use)
+    assert missed == []
 
 
 def test_read_only_and_strided_inputs_give_the_same_result(cancer):

@@ -65,3 +65,16 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")
     agreement = np.mean(predicted == np.array(theirs))
     assert agreement >= 0.99, agreement
+    # the objectives: LIBSVM on each one-vs-rest problem (class k +1, the rest -1), its primal
+    # 0.5 |w|^2 + C sum hinge from its model; both stop at the same KKT tolerance (1e-3)
+    K = np.exp(-gamma * ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=-1))
+    for k, label in enumerate(np.unique(y)):
+        signs = np.where(y == label, 1.0, -1.0)
+        binary = svmutil.svm_train(signs.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
+        flip = 1.0 if binary.get_labels()[0] == 1 else -1.0  # LIBSVM scores its first label positive
+        _, _, values = svmutil.svm_predict(signs.tolist(), X.tolist(), binary, "-q")
+        coef = np.zeros(y.size)
+        coef[np.array(binary.get_sv_indices()) - 1] = flip * np.array(binary.get_sv_coef()).ravel()
+        theirs_objective = 0.5 * coef @ K @ coef + C * np.maximum(0.0, 1.0 - signs * flip * np.ravel(values)).sum()
+        assert abs(outcome.meta["objectives"][k] - theirs_objective) <= 1e-3 * theirs_objective, (
+            label, outcome.meta["objectives"][k], theirs_objective)
