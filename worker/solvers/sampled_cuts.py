@@ -462,6 +462,8 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
         trace_seconds += time.perf_counter() - t0
 
     def solve_master() -> None:
+        """SOLVE_QP(J) (line 7 of Algorithms 2 and 3): OP2 in its dual, then the cuts inactive for
+        max_inactive iterations dropped (Section 6.1: 20 in the paper)."""
         nonlocal xi, master_dual
         t = cuts.t
         _steps, master_dual, _gap, xi = reduced_dual_smo(cuts.H, np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
@@ -474,6 +476,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
         alpha = cuts.alpha[:t]
         w_sq = float(alpha @ cuts.H[:t, :t] @ alpha) if t else 0.0
         if linear:
+            # Algorithm 3, lines 12-16: f at every row from the cached A_k (Section 4.2.1), I and the exact cut c'
             f_all = alpha @ cuts.A[:t] if t else np.zeros(n)
             margins = y * f_all
             violators = np.flatnonzero(margins < 1.0)
@@ -481,7 +484,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             last_primal = 0.5 * w_sq + C_paper * exact_value
             point = {"iteration": iteration, "primal": last_primal, "dual": master_dual,
                      "gap": last_primal - master_dual, "xi": xi, "cut_value": exact_value, "n_cuts": t}
-            if exact_value <= xi + tol:
+            if exact_value <= xi + tol:  # Algorithm 3, line 4: c' + <w, g'> <= xi + epsilon
                 converged = True
                 stop_reason = StopReason.CONVERGED
                 point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
@@ -489,7 +492,8 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
                 break
             frac = violators.size / n
             best_rows = None
-            for attempt in range(_MAX_REDRAWS):
+            for attempt in range(_MAX_REDRAWS):  # Algorithm 3, lines 17-20: draw until the cut is violated
+                # line 18: r rows uniformly from I; line 19: c = |I| / N times their mean hinge
                 _sampled_cuts_draw(rng, violators, violators.size, r, draw)
                 value = frac * float(np.mean(1.0 - margins[draw]))
                 if value > xi + tol:
@@ -517,9 +521,10 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
                 break
             column = cuts.A[:t, rows] @ coef if t else np.zeros(0)
             self_dot = float(a_row[rows] @ coef)
-            cuts.add(rows, coef, c_new, column, self_dot, a_row)
+            cuts.add(rows, coef, c_new, column, self_dot, a_row)  # Algorithm 3, lines 5-6
             solve_master()
         else:
+            # Algorithm 2, lines 12-16: r rows drawn uniformly, f there from the basis rows, the sampled cut
             _sampled_cuts_draw(rng, all_rows, n, r, draw)
             urows, uptr, ucut, ucoef = cuts.grouped_basis()
             a_at = np.zeros((max(t, 1), r))
@@ -535,7 +540,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             estimate = 0.5 * w_sq + C_paper * float(np.mean(recent_hinge))
             point = {"iteration": iteration, "primal": estimate, "dual": master_dual,
                      "gap": estimate - master_dual, "xi": xi, "cut_value": value, "n_cuts": t}
-            if value <= xi + tol:
+            if value <= xi + tol:  # Algorithm 2, line 4, read as Section 6.1: p non-violated cuts in a row
                 quiet += 1
                 if quiet >= p:
                     converged = True
