@@ -99,7 +99,7 @@ class PredictRequest(StrictModel):
             "`ignore_unknown_features` is true."
         ),
     )
-    ignore_unknown_features: bool = Field(
+    ignore_unknown_features: StrictBool = Field(
         default=False,
         description=(
             "Score sparse rows that name features the model never saw (index beyond its n_features) as if those "

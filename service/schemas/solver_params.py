@@ -45,7 +45,7 @@ class SearchParams(StrictModel):
             "path up to the best C."
         ),
     )
-    measure_cold: bool = Field(
+    measure_cold: StrictBool = Field(
         default=False,
         description=(
             "With warm_start: also fit fold 0 of every setting from a cold start, so that the table reports the "
