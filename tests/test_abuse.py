@@ -19,8 +19,7 @@ import pytest
 import redis
 
 from tests.cluster import Cluster
-from tests.conftest import wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 SETTINGS = {"HINGE_BODY_TIMEOUT_S": "1", "HINGE_BODY_MIN_RATE": "200", "HINGE_WORKER_CACHE_BYTES": str(50 * 2**20)}

@@ -104,7 +104,7 @@ def test_exit_codes_scripts_can_use(service, files):
     watcher = subprocess.Popen([sys.executable, "-m", "hinge_client.cli", "--url", url, "watch", job],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        from tests.conftest import wait_for
+        from tests.helpers import wait_for
         with service.client() as http:
             wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "running", timeout=60)
         assert hingectl(url, "cancel", job)[0] == 0
