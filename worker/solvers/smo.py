@@ -135,9 +135,12 @@ split into contiguous position ranges (4 per thread, taken by whichever thread i
 update (two rows) into one range per thread; the two working-set scans take each thread's first maximum
 and keep the first of those (so the choice is the one a single scan makes). Every value is computed by
 the same arithmetic whatever the split, so 1 and 2 threads take the very same steps and return the same
-alpha (tested). Passes shorter than ``PAR_MIN_ROW`` (kernel rows, 16,384 values: about 0.1 ms) or
+alpha (tested). Passes shorter than ``PAR_MIN_ROW`` (kernel rows, 262,144 values) or
 ``PAR_MIN_SCAN`` (gradient update and scans, 262,144 positions: about 1 ms) run on one thread in the
-calling thread: a parallel region costs tens of microseconds on an idle machine and up to milliseconds on
+calling thread (measured on 2 quiet cores, 2026-11-26: with rows split from 16,384 values, 2 threads took
+5.0 s on ijcnn1's 49,990 rows and 6.4 s on a9a against 4.0 s and 4.4 s for one thread; unsplit, 2 threads
+take the time of one; so on data of this size threads do not help smo, and its one-vs-rest problems run
+in processes instead): a parallel region costs tens of microseconds on an idle machine and up to milliseconds on
 a busy one (measured: ~100 us for an empty region at load 9 on 2 cores, and smo on 2 threads with
 every pass split ran 10x slower than on one there). numba's prange runs on its ``workqueue`` threading
 layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given seed and
@@ -217,10 +220,10 @@ FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to rep
 # and at least this fraction of its entries are stored (else the columns, CSC, do)
 _DENSE_T_MAX_BYTES = 256 << 20
 _DENSE_T_MIN_FILL = 0.05
-# below these lengths a pass runs on one thread: a parallel region costs tens of microseconds on an idle
-# machine and milliseconds on a busy one, so only passes of about 0.1 ms (kernel rows) or 1 ms (scans) and
-# more are split. Read at each solve (istate), so that tests can lower them.
-PAR_MIN_ROW = 16384
+# below these lengths a pass runs on one thread: a parallel region of numba's workqueue layer costs tens of
+# microseconds on an idle machine and milliseconds on a busy one, so only passes of about 1 ms and more
+# are split. Read at each solve (istate), so that tests can lower them.
+PAR_MIN_ROW = 262144
 PAR_MIN_SCAN = 262144
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see _Run.record)
 
