@@ -200,6 +200,9 @@ def watch(api: Api, job_id: str, args) -> int:
     if final.get("stop_reason"):
         summary += f" ({final['stop_reason']})"
     summary += f" after {seconds:.1f} s, {points} trace point(s) seen"
+    if final.get("stop_reason") == "max_iter":
+        summary += ("; the iteration limit ended training before its stopping rule held (the model's gap_rel "
+                    "says how far from the optimum it is; raise params.max_iter to go on)")
     if status == "succeeded":
         summary += f"; model {final['model_id']}"
         _err(summary)

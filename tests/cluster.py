@@ -20,7 +20,8 @@ import httpx
 import redis
 
 from service.embedded_redis import EmbeddedRedis, free_port
-from tests.conftest import ROOT, _terminate, start_api, wait_for, wait_ready
+from tests.conftest import ROOT, _terminate, start_api, wait_ready
+from tests.helpers import wait_for
 
 FAST = {
     "HINGE_HEARTBEAT_S": "0.3",

@@ -1,4 +1,4 @@
-"""Fixtures: a real Redis on a free port, the API and worker processes, and polling helpers.
+"""Fixtures: a real Redis on a free port, the API and worker processes (polling helpers: tests/helpers.py).
 
 No fakeredis, no synchronous RQ: the service under test is the one users run, in its own processes.
 """
@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,21 +17,10 @@ import pytest
 import redis
 
 from service.embedded_redis import EmbeddedRedis, free_port
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
 
 
 @dataclass

@@ -1,13 +1,103 @@
-"""Shared test helpers: generated data sets as svmlight text, upload and job polling over HTTP."""
+"""Shared test helpers: polling with a deadline, generated data sets as svmlight text, upload and job polling
+over HTTP, liblinear-official as an oracle, and what a warm-up left compiled."""
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
+import tempfile
+import time
 
 import numpy as np
 
-from tests.conftest import wait_for
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def liblinear_train(X, y, options: str):
+    """Train liblinear-official on (X, y) with its command-line ``options``; returns (model, converged).
+
+    ``converged`` is read from liblinear's own output ("reaching max number of iterations" means it stopped
+    at its iteration cap), so pass options without -q when that matters. Callers skip the test first with
+    ``pytest.importorskip("liblinear.liblinearutil")``.
+    """
+    import scipy.sparse as sp
+    from liblinear import liblinearutil
+
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        saved = os.dup(1)
+        os.dup2(captured.fileno(), 1)
+        try:
+            model = liblinearutil.train(list(np.asarray(y, dtype=float)), sp.csr_matrix(X), options)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        captured.seek(0)
+        output = captured.read().decode(errors="replace")
+    return model, "reaching max number of iterations" not in output
+
+
+def liblinear_w_full(model, bias, label_idx: int = 0, positive_label: float = 1.0) -> np.ndarray:
+    """liblinear's (w, b) for its ``label_idx``-th label as w with w_B = b / bias appended (bias None: w alone),
+    signed so that it scores ``positive_label`` positive (liblinear orders labels as it first meets them)."""
+    w, b = model.get_decfun(label_idx)
+    w = np.asarray(w, dtype=float)
+    sign = 1.0 if model.get_labels()[label_idx] == positive_label else -1.0
+    w_full = w if bias is None else np.append(w, b / bias)
+    return sign * w_full
+
+
+def kernels_compiled_after_warm_up(modules: list[str], warm_up: str, use: str) -> list[list[str]]:
+    """The numba kernels (name, signature) of ``modules`` that ``use`` (Python source) still compiles or loads
+    after ``warm_up`` (Python source) ran, in a fresh interpreter (so that nothing else compiled them before).
+
+    A warm-up is for a worker (or parser process) to do all its compiling before it takes a job: the
+    answer should be empty.
+    """
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = "\n".join([
+        "import importlib, json",
+        "import numpy as np",
+        "from tests.helpers import compiled_signatures",
+        f"modules = [importlib.import_module(name) for name in {modules!r}]",
+        warm_up,
+        "before = compiled_signatures(*modules)",
+        use,
+        "print(json.dumps(sorted(compiled_signatures(*modules) - before)))",
+    ])
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compiled_signatures(*modules) -> set[tuple[str, str]]:
+    """(kernel name, signature) of every compiled (or cache-loaded) specialization of the numba kernels
+    defined in ``modules``, in this process."""
+    from numba.core.registry import CPUDispatcher
+
+    found = set()
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__:
+                found.update((f"{module.__name__}.{name}", str(sig)) for sig in value.signatures)
+    return found
 
 
 def sparse_problem(n_rows: int, n_features: int, nnz_per_row: int, seed: int = 0, noise: float = 0.1,

@@ -19,8 +19,7 @@ import pytest
 import redis
 
 from tests.cluster import Cluster
-from tests.conftest import wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 SETTINGS = {"HINGE_BODY_TIMEOUT_S": "1", "HINGE_BODY_MIN_RATE": "200", "HINGE_WORKER_CACHE_BYTES": str(50 * 2**20)}
@@ -257,7 +256,7 @@ def test_worker_disk_full_fails_the_job_clearly_and_the_worker_goes_on(cluster, 
         for proc in list(cluster.workers):  # only the small-disk worker takes jobs
             cluster.kill_worker(proc, group=True)
             cluster.forget_worker(proc)
-        cluster.start_worker(wrapper=wrapper)
+        small_disk = cluster.start_worker(wrapper=wrapper)
         cluster.wait_workers(1)
         failed = wait_job(http, http.post("/v1/jobs", json={"dataset_id": big["id"], "solver": "dcd"}).json()["id"])
         assert failed["status"] == "failed", failed
@@ -266,7 +265,10 @@ def test_worker_disk_full_fails_the_job_clearly_and_the_worker_goes_on(cluster, 
         # the same worker goes on with a job whose data fit
         ok = wait_job(http, http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()["id"])
         assert ok["status"] == "succeeded", ok
-        assert cluster.live_workers() == 1
+        # (not a count of heartbeats: the killed workers' keys live on until their lease ends)
+        assert small_disk.poll() is None, "the worker whose disk was full exited"
+        ran_by = {int(cluster.job_record(j)["worker"].split(".")[-2]) for j in (failed["id"], ok["id"])}
+        assert ran_by == {small_disk.pid}, "unshare and sh exec the worker: the same process ran both jobs"
 
 
 # -- found by the soak run: a worker killed between RQ's dequeue and the job's start --------------------

@@ -69,6 +69,9 @@ def test_upload_train_watch_predict_evaluate_ls_rm(service, files):
     code, out, err = hingectl(url, "watch", out.strip())
     assert code == 0 and out.strip().startswith("mdl_"), err
     assert "training" in err or "succeeded" in err
+    # a model stopped by its iteration limit says so on the status line, and what to do
+    code, out, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch")
+    assert code == 0 and "(max_iter)" in err and "raise params.max_iter" in err, err
 
     code, out, err = hingectl(url, "export", model, "-o", str(files["folder"] / "model.json"))
     if code == 0:  # the export route (issue 11) is there
@@ -101,7 +104,7 @@ def test_exit_codes_scripts_can_use(service, files):
     watcher = subprocess.Popen([sys.executable, "-m", "hinge_client.cli", "--url", url, "watch", job],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        from tests.conftest import wait_for
+        from tests.helpers import wait_for
         with service.client() as http:
             wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "running", timeout=60)
         assert hingectl(url, "cancel", job)[0] == 0

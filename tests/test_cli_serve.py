@@ -15,8 +15,8 @@ import redis
 
 from service.embedded_redis import free_port
 from tests.cluster import alive, descendants
-from tests.conftest import ROOT, READY_TIMEOUT_S, wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+from tests.conftest import ROOT, READY_TIMEOUT_S
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 
 def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None) -> subprocess.Popen:
@@ -29,6 +29,14 @@ def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None
          "--data-dir", str(data_dir), "--log-level", "warning"],
         env=env, cwd=ROOT,
     )
+
+
+def _command(pid: int) -> str:
+    """The command line of a running process ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, timeout: float = READY_TIMEOUT_S):
@@ -108,8 +116,12 @@ def test_children_die_with_a_killed_supervisor(tmp_path, signal_number):
     try:
         wait_http(f"http://127.0.0.1:{port}", "/readyz", proc)
         family = descendants(proc.pid)
+        commands = {pid: _command(pid) for pid in family}
     finally:
         os.kill(proc.pid, signal_number)
         proc.wait(30)
+    # the family seen before the kill is the real one: Redis, the API and the worker at least
+    assert any("redis-server" in command for command in commands.values()), commands
+    assert len(family) >= 3, commands
     wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="children gone after SIGKILL")
     time.sleep(0.1)

@@ -15,6 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from tests import naive
+from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa, warm_up
 from worker.solvers.reduced_qp import ReducedProblem
@@ -160,16 +161,14 @@ LIBLINEAR_CONVERGES_AT = {"cancer": 0.05, "sparse_problem": 1.0}
 
 @pytest.mark.parametrize("problem", ["cancer", "sparse_problem"])
 def test_cpa_agrees_with_liblinear_official_at_tight_tolerance(problem, request):
-    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    pytest.importorskip("liblinear.liblinearutil")
     X, y = request.getfixturevalue(problem)
     Xs = sp.csr_matrix(X)
     # liblinear-official stops its dual solver at 300 iterations whatever -e says (and its random
     # permutation depends on earlier calls in the process): use a C at which it converges.
     C = LIBLINEAR_CONVERGES_AT[problem]
-    model = liblinearutil.train(y, Xs, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
-    w_full = np.array(model.get_decfun()[0] + [model.get_decfun()[1]])
-    if model.get_labels()[0] != 1:
-        w_full = -w_full
+    model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
+    w_full = liblinear_w_full(model, bias=1.0)
     ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
     res = solve_cpa(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
                     n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=1e-6)

@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from tests.cluster import Cluster, alive, descendants
-from tests.conftest import wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 LATENCY_FILE = Path(__file__).resolve().parent / "benchmarks" / "results" / "crash_latency.json"

@@ -9,8 +9,6 @@ Objectives are compared, always in the service's convention 0.5*|w|^2 + sum_i C_
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 import warnings
 
@@ -23,12 +21,13 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from tests import naive
+from tests.helpers import kernels_compiled_after_warm_up, liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
-from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
+from worker.solvers.dcd import primal_objective, solve_dcd
 
 _csr = naive.csr_parts
 
-liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+pytest.importorskip("liblinear.liblinearutil")
 
 RTOL = 1e-4
 LIBLINEAR_SOLVER = {"hinge": 3, "squared_hinge": 1}
@@ -83,30 +82,6 @@ def _full(result, bias):
     return np.append(result.w, result.bias / bias)
 
 
-def _liblinear(X, y, options):
-    """Train liblinear-official; return (model, converged) with converged read from its own output."""
-    with tempfile.TemporaryFile(mode="w+b") as captured:
-        saved = os.dup(1)
-        os.dup2(captured.fileno(), 1)
-        try:
-            model = liblinearutil.train(y, sp.csr_matrix(X), options)
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-        captured.seek(0)
-        output = captured.read().decode(errors="replace")
-    return model, "reaching max number of iterations" not in output
-
-
-def _liblinear_w_full(model, bias, label_idx=0, positive_label=1.0):
-    """liblinear's (w, b) for one label as our w_full, with the sign flipped if that label is not +1."""
-    w, b = model.get_decfun(label_idx)
-    w = np.asarray(w, dtype=float)
-    sign = 1.0 if model.get_labels()[label_idx] == positive_label else -1.0
-    w_full = w if bias is None else np.append(w, b / bias)
-    return sign * w_full
-
-
 def _sklearn_objective(X, y, *, C, loss, bias, class_weight=None):
     model = LinearSVC(dual=True, loss=loss, C=C, fit_intercept=bias is not None,
                       intercept_scaling=1.0 if bias is None else bias, tol=1e-8, max_iter=10**6,
@@ -130,9 +105,9 @@ def _assert_matches_reference(ours, X, y, *, C, loss, bias, class_weight=(1.0, 1
         options += f" -B {bias}"
     if class_weight != (1.0, 1.0):
         options += f" -w-1 {class_weight[0]} -w1 {class_weight[1]}"
-    model, converged = _liblinear(X, y, options)
+    model, converged = liblinear_train(X, y, options)
     C_neg, C_pos = C * class_weight[0], C * class_weight[1]
-    reference = _objective(X, y, _liblinear_w_full(model, bias), C_neg=C_neg, C_pos=C_pos, loss=loss, bias=bias)
+    reference = _objective(X, y, liblinear_w_full(model, bias), C_neg=C_neg, C_pos=C_pos, loss=loss, bias=bias)
     if converged:
         assert abs(ours - reference) <= RTOL * reference, (ours, reference)
     else:
@@ -262,7 +237,7 @@ def test_zero_rows_without_bias(cancer, loss):
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 @pytest.mark.parametrize("bias", [1.0, None])
 @pytest.mark.parametrize("C", [0.01, 1.0, 10.0])
-def test_breast_cancer_matches_liblinear(cancer, loss, bias, C):
+def test_breast_cancer_matchesliblinear_train(cancer, loss, bias, C):
     X, y = cancer
     result = _run(X, y, C=C, loss=loss, bias=bias, tol=1e-6, max_iter=10**6, trace_every=10**9)
     assert result.converged
@@ -272,7 +247,7 @@ def test_breast_cancer_matches_liblinear(cancer, loss, bias, C):
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 @pytest.mark.parametrize("bias", [1.0, None])
 @pytest.mark.parametrize("C", [0.1, 1.0])
-def test_sparse_high_dimensional_matches_liblinear(sparse_problem, loss, bias, C):
+def test_sparse_high_dimensional_matchesliblinear_train(sparse_problem, loss, bias, C):
     X, y = sparse_problem
     assert X.shape[1] >= 10000
     indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
@@ -286,7 +261,7 @@ def test_digits_one_vs_rest_matches_liblinear_per_class():
     X, labels = load_digits(return_X_y=True)
     X = X / 16.0
     C = 0.01  # liblinear finishes every class before its iteration cap here (at C = 0.1 it does not)
-    model, converged = _liblinear(X, labels.astype(float), f"-s 3 -c {C} -e 1e-4 -B 1")
+    model, converged = liblinear_train(X, labels.astype(float), f"-s 3 -c {C} -e 1e-4 -B 1")
     assert converged
     liblinear_labels = model.get_labels()
     indptr, indices, data = _csr(X)
@@ -301,7 +276,7 @@ def test_digits_one_vs_rest_matches_liblinear_per_class():
 
 
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
-def test_class_weight_matches_liblinear(cancer, loss):
+def test_class_weight_matchesliblinear_train(cancer, loss):
     X, y = cancer
     weights = (0.3, 2.5)
     result = _run(X, y, C=0.5, loss=loss, bias=1.0, class_weight=weights, tol=1e-6, max_iter=10**6)
@@ -427,8 +402,8 @@ def test_input_errors_name_the_parameter(cancer):
     indptr, indices, data = _csr(X)
     base = dict(n_features=X.shape[1], C=1.0)
     cases = [
-        (dict(C=0.0), "C"),
-        (dict(C=float("nan")), "C"),
+        (dict(C=0.0), "^C must"),
+        (dict(C=float("nan")), "^C must"),
         (dict(loss="log"), "loss"),
         (dict(bias=-1.0), "bias"),
         (dict(tol=0.0), "tol"),
@@ -449,8 +424,27 @@ def test_input_errors_name_the_parameter(cancer):
         solve_dcd(indptr, indices, data, y[:-1], **base)
 
 
-def test_warm_up_runs():
-    warm_up()
+def test_warm_up_leaves_nothing_for_a_job_to_compile():
+    """After warm_up, training on every array type a worker hands over (int32 or int64 indices, float64 or
+    float32 values, writable or read-only: a data set mapped from the worker's cache) compiles nothing."""
+    use = """
+from worker.solvers.dcd import LOSSES, primal_objective, solve_dcd
+for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int32, np.float64, False),
+                                           (np.int32, np.float32, True), (np.int32, np.float32, False),
+                                           (np.int64, np.float64, True)):
+    arrays = (np.array([0, 2, 3, 5], dtype=np.int64), np.array([0, 2, 1, 0, 2], dtype=index_dtype),
+              np.array([1.0, -0.5, 2.0, 1.5, -1.0], dtype=value_dtype), np.array([1.0, -1.0, 1.0]))
+    for a in arrays:
+        a.flags.writeable = writable
+    for loss in LOSSES:
+        for bias in (1.0, None):
+            result = solve_dcd(*arrays, n_features=3, C=1.0, loss=loss, bias=bias, tol_rel=0.0)
+            w_full = np.append(result.w, result.bias) if bias is not None else result.w
+            primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
+"""
+    missed = kernels_compiled_after_warm_up(["worker.solvers.dcd", "worker.solvers.data_passes"],
+                                            "from worker.solvers.dcd import warm_up; warm_up()", use)
+    assert missed == []
 
 
 def test_read_only_and_strided_inputs_give_the_same_result(cancer):

@@ -15,7 +15,8 @@ import httpx
 import redis
 
 from service.embedded_redis import free_port
-from tests.conftest import ROOT, _terminate, start_api, wait_for, wait_ready
+from tests.conftest import ROOT, _terminate, start_api, wait_ready
+from tests.helpers import wait_for
 from tests.test_cli_serve import stop, wait_http
 
 LOG_SNIPPET = "import logging; from service.config import get_settings; from service.logs import configure_logging; " \

@@ -28,9 +28,7 @@ KERNELS = [
 ]
 
 
-def _csr(matrix):
-    matrix = sp.csr_matrix(matrix)
-    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data.astype(np.float64)
+_csr = naive.csr_parts
 
 
 def _random_sparse(n_rows, n_features, density, seed):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cluster import Cluster
-from tests.conftest import wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for
 
 
 @pytest.fixture(scope="module")

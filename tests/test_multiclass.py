@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
 from service.scoring.models import Scorer
-from tests.helpers import NullSink
+from tests.helpers import NullSink, liblinear_train, liblinear_w_full
 from worker.training import train_model
 
 
@@ -33,13 +33,12 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
               "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": processes}
     outcome = train_model("dcd", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
                           sink=NullSink(), n_processes=processes)
-    model = liblinearutil.train(y, sp.csr_matrix(X), f"-s 3 -c {C} -e 1e-4 -B 1 -q")
+    model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-4 -B 1 -q")
     labels = model.get_labels()
     ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
     for k, label in enumerate(sorted(labels)):
-        position = labels.index(label)
-        w, b = model.get_decfun(position)
-        w = np.array(w)
+        w_full = liblinear_w_full(model, bias=1.0, label_idx=labels.index(label), positive_label=label)
+        w, b = w_full[:-1], w_full[-1]
         signs = np.where(y == label, 1.0, -1.0)
         theirs = primal(X, signs, w, b, C)
         ours = primal(X, signs, ours_weights[k], ours_offsets[k], C)
@@ -66,3 +65,16 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")
     agreement = np.mean(predicted == np.array(theirs))
     assert agreement >= 0.99, agreement
+    # the objectives: LIBSVM on each one-vs-rest problem (class k +1, the rest -1), its primal
+    # 0.5 |w|^2 + C sum hinge from its model; both stop at the same KKT tolerance (1e-3)
+    K = np.exp(-gamma * ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=-1))
+    for k, label in enumerate(np.unique(y)):
+        signs = np.where(y == label, 1.0, -1.0)
+        binary = svmutil.svm_train(signs.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
+        flip = 1.0 if binary.get_labels()[0] == 1 else -1.0  # LIBSVM scores its first label positive
+        _, _, values = svmutil.svm_predict(signs.tolist(), X.tolist(), binary, "-q")
+        coef = np.zeros(y.size)
+        coef[np.array(binary.get_sv_indices()) - 1] = flip * np.array(binary.get_sv_coef()).ravel()
+        theirs_objective = 0.5 * coef @ K @ coef + C * np.maximum(0.0, 1.0 - signs * flip * np.ravel(values)).sum()
+        assert abs(outcome.meta["objectives"][k] - theirs_objective) <= 1e-3 * theirs_objective, (
+            label, outcome.meta["objectives"][k], theirs_objective)

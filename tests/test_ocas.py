@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
 from tests import naive
+from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas, warm_up
@@ -175,16 +176,14 @@ LIBLINEAR_CONVERGES_AT = {"cancer": 0.05, "sparse": 1.0}
 
 @pytest.mark.parametrize("name", ["cancer", "sparse"])
 def test_ocas_agrees_with_liblinear_official_at_tight_tolerance(problems, name):
-    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    pytest.importorskip("liblinear.liblinearutil")
     X, y = problems[name]
     Xs = sp.csr_matrix(X)
     # liblinear-official stops its dual solver at 300 iterations whatever -e says (and its random
     # permutation depends on earlier calls in the process): use a C at which it converges.
     C = LIBLINEAR_CONVERGES_AT[name]
-    model = liblinearutil.train(y, Xs, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
-    w_full = np.array(model.get_decfun()[0] + [model.get_decfun()[1]])
-    if model.get_labels()[0] != 1:
-        w_full = -w_full
+    model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
+    w_full = liblinear_w_full(model, bias=1.0)
     ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
     res = solve_ocas(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
                      n_features=X.shape[1], C=C, bias=1.0, tol_rel=1e-6)

@@ -100,7 +100,7 @@ def test_generated_client_uploads_trains_polls_predicts(service, generated_clien
     assert dataset.n_samples == 300, dataset
     job = submit_job.sync(client=client, body=DcdJobRequest(dataset_id=dataset.id, solver="dcd",
                                                              params=DcdParams(c=0.5, tol=0.01)))
-    from tests.conftest import wait_for
+    from tests.helpers import wait_for
 
     done = wait_for(lambda: (lambda j: j if j.status.value in ("succeeded", "failed") else None)(
         get_job.sync(job.id, client=client)), timeout=120)

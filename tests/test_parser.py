@@ -15,6 +15,7 @@ from sklearn.datasets import load_svmlight_file
 from service.ingest import parse_kernels as K
 from service.ingest import parser
 from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
+from tests.helpers import kernels_compiled_after_warm_up
 from tests.naive import csv_dense
 
 BIG = ParseLimits(max_decompressed_bytes=1 << 30, max_rows=1 << 30, max_features=1 << 30, max_nnz=1 << 30)
@@ -544,8 +545,26 @@ def test_csv_limits_and_label_column(tmp_path):
     assert (info.value.limit, info.value.line) == ("max_nnz", 3)
 
 
-def test_warm_up_runs():
-    parser.warm_up()
+def test_warm_up_leaves_nothing_for_an_upload_to_compile():
+    """After warm_up, parsing svmlight (with qid, zero- or one-based) and CSV, plain or gzip, into every value
+    dtype an upload may ask for compiles no further kernel in the parser process."""
+    use = """
+import gzip, io
+from service.ingest.parser import ArrayCollector, ParseLimits, parse_into
+limits = ParseLimits(1 << 20, 1000, 1000, 1000)
+texts = ((b"1 qid:1 1:0.5 3:2.25\\n-1 qid:2 2:1e-3\\n", "svmlight", "auto"),
+         (b"+1 0:1 2:0.1\\n-1 1:3.5\\n", "svmlight", True),
+         (b"1 1:0.1 4:7\\n-1 2:1\\n", "svmlight", False),
+         (b"x,label,z\\n0.5,1,0\\n2,-1,1e-7\\n", "csv", "auto"))
+for text, fmt, zero_based in texts:
+    for raw in (text, gzip.compress(text)):
+        for value_dtype in ("float64", "float32", "auto"):
+            parse_into(ArrayCollector(), lambda raw=raw: io.BytesIO(raw), format=fmt, zero_based=zero_based,
+                       value_dtype=value_dtype, limits=limits)
+"""
+    missed = kernels_compiled_after_warm_up(["service.ingest.parse_kernels", "service.ingest.parser"],
+                                            "from service.ingest import parser; parser.warm_up()", use)
+    assert missed == []
 
 
 # ---------------------------------------------------------------------------------------------

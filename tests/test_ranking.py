@@ -14,6 +14,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.svm import LinearSVC
 
 from tests import naive
+from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverInputError
 from worker.solvers.cpa import solve_cpa, warm_up
 from service.scoring.metrics import pairwise_accuracy, roc_auc
@@ -122,14 +123,12 @@ def test_pairwise_objectives_reach_brute_force_optimum(objective, n_ranks, n_gro
 
 
 def test_roc_area_agrees_with_liblinear_official():
-    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    pytest.importorskip("liblinear.liblinearutil")
     X, y, _ = _ranked_problem(120, 5, 2, seed=7)
     C = 0.1
     D, signs = naive.pairwise_difference_problem(X, y)
-    model = liblinearutil.train(signs.tolist(), [dict(enumerate(r, 1)) for r in D.tolist()],
-                                f"-s 3 -c {C} -e 1e-6 -B -1 -q")
-    w_ref = np.array(model.get_decfun()[0])
-    w_ref = w_ref * (1.0 if model.get_labels()[0] == 1 else -1.0)
+    model, _converged = liblinear_train(D, signs, f"-s 3 -c {C} -e 1e-6 -B -1 -q")
+    w_ref = liblinear_w_full(model, bias=None)
     ref = naive.pairwise_primal(X, y, w_ref, C)
     res = solve_cpa(*_csr(X), y, n_features=5, C=C, tol_rel=0.0, tol=1e-6, objective="roc_area")
     assert abs(res.objective - ref) <= 1e-3 * ref

@@ -12,13 +12,12 @@ from scipy.optimize import minimize
 from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from service.scoring.kernel import KernelExpansion
-from worker.solvers.sampled_cuts import _sampled_cuts_qp, solve_sampled_cuts
+from worker.solvers.reduced_qp import reduced_dual_smo
+from worker.solvers.sampled_cuts import solve_sampled_cuts
 from worker.solvers.smo import solve_smo
 
 
-def _csr(matrix):
-    matrix = sp.csr_matrix(matrix)
-    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data.astype(np.float64)
+_csr = naive.csr_parts
 
 
 def disc(n_rows: int, seed: int):
@@ -131,6 +130,7 @@ def test_same_seed_same_model(small):
 
 
 def test_master_qp_matches_a_generic_solver():
+    """The master problem OP2 is solved by reduced_qp's SMO (shared with cpa and ocas)."""
     rng = np.random.default_rng(3)
     for t, C in ((1, 2.0), (6, 0.5), (12, 3.0), (12, 50.0)):
         Z = rng.normal(size=(t, 5))
@@ -138,7 +138,7 @@ def test_master_qp_matches_a_generic_solver():
         h = rng.uniform(0, 1, size=t)
         alpha = np.zeros(t)
         grad = np.zeros(t)
-        _steps, value, xi = _sampled_cuts_qp(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
+        _steps, value, _gap, xi = reduced_dual_smo(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
         assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
         reference = minimize(lambda a, H=H, h=h: 0.5 * a @ H @ a - h @ a, np.full(t, C / (2 * t)),
                              jac=lambda a, H=H, h=h: H @ a - h, bounds=[(0, None)] * t,
@@ -151,7 +151,7 @@ def test_master_qp_matches_a_generic_solver():
         assert np.all(grad[alpha > 0] >= grad.max() - 1e-9)
         assert xi == pytest.approx(max(0.0, grad.max()), abs=1e-12)
         # a warm start from the optimum takes no step
-        again = _sampled_cuts_qp(H, h, alpha, t, C, 1e-9, 1_000_000, grad)
+        again = reduced_dual_smo(H, h, alpha, t, C, 1e-9, 1_000_000, grad)
         assert again[0] == 0
 
 

@@ -157,6 +157,23 @@ def test_unknown_route_and_method(http):
     assert_error(http.put("/v1/datasets"), 405, "method_not_allowed")
 
 
-def test_still_up_after_all_that(http):
+def test_still_up_after_all_that(service, http):
+    """A burst of bad input of every kind (made here, so the test holds whatever ran before it), then the
+    service still answers and still trains: same API process, healthy, a good upload and job succeed."""
+    whole = gzip.compress(b"1 1:1\n" * 1000)
+    for content, _line, _fragment in BAD_SVMLIGHT:
+        assert upload(http, content).status_code == 422
+    assert upload(http, whole[: len(whole) // 2]).status_code == 422
+    assert upload(http, b"\x00\x01\x02garbage\xff\n").status_code == 422
+    assert http.post("/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
+    assert http.post("/v1/jobs", json={"dataset_id": "ds_missing", "solver": "dcd"}).status_code == 404
+    assert http.post("/v1/models/mdl_nope/predict", json={"instances": [[1.0]]}).status_code == 404
+    assert http.put("/v1/datasets").status_code == 405
+    assert service.api.poll() is None, "the API process is still the one started"
     assert http.get("/healthz").json()["status"] == "ok"
     assert http.get("/readyz").status_code == 200
+    good = upload(http, to_svmlight(*sparse_problem(60, 5, 2, seed=4)))
+    assert good.status_code == 201, good.text
+    job = http.post("/v1/jobs", json={"dataset_id": good.json()["id"], "solver": "dcd"})
+    assert job.status_code in (201, 202), job.text
+    assert wait_job(http, job.json()["id"])["status"] == "succeeded"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 from tests.helpers import gzipped, sparse_problem, to_svmlight, upload, wait_job
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from service.embedded_redis import free_port
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 from tests.helpers import sparse_problem, to_svmlight, upload
 from tests.serve_harness import ServeRun, aof_check, stored_job
 

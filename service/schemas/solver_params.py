@@ -320,7 +320,7 @@ class SmoParams(CommonParams):
     class_weight: dict[str, PositiveFactor] | None = Field(
         default=None, description="Factor on C per label, keyed by the label as the data set lists it."
     )
-    max_iter: int | None = Field(default=None, ge=1, description="Most two-variable steps per binary problem. Null: no limit.")
+    max_iter: int | None = Field(default=None, ge=1, description="Most two-variable steps per binary problem. Null: LIBSVM's cap, max(10^7, 100 n) for n rows, which guards a run without max_seconds against one that never reaches tol.")
     trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
 
 

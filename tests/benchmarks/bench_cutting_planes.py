@@ -47,6 +47,7 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.svm import LinearSVC
 
+from tests import naive
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
@@ -69,8 +70,7 @@ def _load(name):
     return X, y, qid
 
 
-def _csr(X):
-    return X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64)
+_csr = naive.csr_parts
 
 
 def _hinge_objective(X, y, w, C):

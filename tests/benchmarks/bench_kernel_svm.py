@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
+from tests import naive
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
 from worker.solvers import sampled_cuts, smo
 from service.scoring.kernel import KernelExpansion
@@ -60,8 +61,7 @@ def _load(name, n_features):
     return X, y.astype(np.float64)
 
 
-def _csr(X):
-    return X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64)
+_csr = naive.csr_parts
 
 
 def _compile_seconds() -> float:

@@ -47,7 +47,8 @@ class SolverResult:
 
     ``w`` holds the weights over the data set's features; ``bias`` is the learned offset b, so that
     the decision value of x is ``<w, x> + bias`` (for a bias feature of value B, b = B * w_B).
-    Kernel solvers fill ``dual_coef`` / ``support`` instead and leave ``w`` None.
+    Kernel solvers leave ``w`` None (smo's linear kernel fills it with the folded weights) and put the
+    expansion in ``extra["support_indices"]`` (row ids) and ``extra["dual_coef"]`` (y_i alpha_i there).
     ``objective`` is the primal objective of the returned model in the service's convention.
     ``trace`` is the list of convergence points, as recorded through the control.
     ``solver_seconds`` excludes the time spent evaluating trace points (``trace_seconds``).
@@ -139,6 +140,16 @@ def check_positive(name: str, value: float) -> float:
     return value
 
 
+def check_int(name: str, value, minimum: int, maximum: int | None = None, *, or_none: bool = False) -> int:
+    """Return value as int if it is an integer (a bool is not) in [minimum, maximum], else raise naming the
+    parameter. ``or_none`` only says in the message that None is allowed too (the caller handles None)."""
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum
+            or (maximum is not None and value > maximum)):
+        allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+        raise SolverInputError(f"{name} must be {allowed}{' or None' if or_none else ''}, got {value!r}")
+    return int(value)
+
+
 def binary_signs(y: np.ndarray) -> np.ndarray:
     """Map a label vector with values in {-1, +1} to float64, refusing anything else."""
     y = np.asarray(y, dtype=np.float64)
@@ -206,7 +217,9 @@ def rng_next(state):
 
 @njit(cache=True)
 def rng_below(state, n):
-    """A uniform integer in [0, n) (n >= 1), by Lemire-free rejection on the top bits."""
+    """A uniform integer in [0, n) (n >= 1): r mod n of a 64-bit draw r, drawing again while r < 2^64 mod n (so
+    that the values kept are a whole number of runs of n, each residue equally often; OpenBSD's
+    arc4random_uniform does the same)."""
     bound = np.uint64(n)
     threshold = (np.uint64(0) - bound) % bound
     while True:
@@ -233,6 +246,4 @@ def solver_threads(n_threads) -> int:
     allowed = numba.get_num_threads()
     if n_threads is None:
         return allowed
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise SolverInputError(f"n_threads must be an integer >= 1 or None, got {n_threads!r}")
-    return int(min(n_threads, allowed))
+    return min(check_int("n_threads", n_threads, 1, or_none=True), allowed)

@@ -52,7 +52,8 @@ best_primal, lower_bound = the reduced dual value (a lower bound of the optimum 
 decreases), gap = primal - lower_bound, violation = (R - xi)/n in the units of ``tol``, n_cuts, and
 gap_rel = (best_primal - lower_bound) / best_primal, and the seconds of the phases qp_s,
 outputs_s, cut_s (most violated constraint, its sum and Gram row). ``extra["gap_rel"]`` is the
-certified relative gap of the returned model.
+certified relative gap of the returned model; ``extra["objective_name"]`` says which problem's objective
+``objective`` is ("classification" or a pairwise one).
 For "ordinal", ``extra["ranks"]`` and ``extra["thresholds"]`` hold the rank values and the
 thresholds between adjacent ranks (``ranking.fit_thresholds``: fewest training errors per adjacent
 split, made non-decreasing). The algorithm uses no randomness, so ``seed`` changes nothing (kept for
@@ -74,6 +75,7 @@ from worker.solvers.common import (
     StopReason,
     binary_signs,
     check_csr,
+    check_int,
     check_positive,
 )
 from worker.solvers.cut_store import choose, prepare_data
@@ -150,9 +152,7 @@ def hinge_parts(y, o, chunks, parts, serial):
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
     """Shared input checks of the cutting-plane solvers; returns (n, C, B, max_iter, max_inactive)."""
-    if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 0:
-        raise SolverInputError(f"n_features must be an integer >= 0, got {n_features!r}")
-    check_csr(indptr, indices, data, int(n_features))
+    check_csr(indptr, indices, data, check_int("n_features", n_features, 0))
     n = indptr.shape[0] - 1
     if n < 1:
         raise SolverInputError("the data set has no rows")
@@ -166,12 +166,10 @@ def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_in
         B = float(bias)
         if not (math.isfinite(B) and B > 0):
             raise SolverInputError(f"bias must be None or a finite number > 0, got {bias!r}")
-    for name, value in (("max_iter", max_iter), ("max_inactive", max_inactive)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise SolverInputError(f"{name} must be an integer >= 1, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SolverInputError(f"seed must be an integer >= 0, got {seed!r}")
-    return n, C, B, int(max_iter), int(max_inactive)
+    max_iter = check_int("max_iter", max_iter, 1)
+    max_inactive = check_int("max_inactive", max_inactive, 1)
+    check_int("seed", seed, 0)
+    return n, C, B, max_iter, max_inactive
 
 
 def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol=None, max_iter=10000,
@@ -196,8 +194,7 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01
         raise SolverInputError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
     if n_processes is None:
         n_processes = available_cores()
-    if isinstance(n_processes, bool) or not isinstance(n_processes, (int, np.integer)) or n_processes < 1:
-        raise SolverInputError(f"n_processes must be None or an integer >= 1, got {n_processes!r}")
+    check_int("n_processes", n_processes, 1, or_none=True)
     control = control if control is not None else SolverControl()
     classification = objective == "classification"
     if classification:
@@ -340,7 +337,7 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
     best_w = store.kept_weights()
     d = X.d + 1
     extra = {
-        "objective_kind": objective,
+        "objective_name": objective,
         "lower_bound": lower,
         "gap": best_F - lower,
         "gap_rel": max(0.0, (best_F - lower) / best_F) if best_F > 0 else 0.0,

@@ -104,6 +104,7 @@ from worker.solvers.common import (
     StopReason,
     binary_signs,
     check_csr,
+    check_int,
     check_positive,
     monotonic_s,
     rng_state,
@@ -359,6 +360,40 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
     return float(_dcd_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos), squared))
 
 
+def _check_args(indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter,
+                trace_every, seed):
+    """solve_dcd's input checks, once, up front; returns the arrays (contiguous) and the parameters as used."""
+    n_features = check_int("n_features", n_features, 0)
+    check_csr(indptr, indices, data, n_features)
+    # contiguous arrays keep the kernels on one compiled specialization (no copy when already so)
+    indptr, indices, data = (np.ascontiguousarray(a) for a in (indptr, indices, data))
+    n_rows = indptr.shape[0] - 1
+    y = np.ascontiguousarray(binary_signs(y))
+    if y.ndim != 1 or y.shape[0] != n_rows:
+        raise SolverInputError(f"y must have one label per row ({n_rows}), got shape {y.shape}")
+    if n_rows == 0:
+        raise SolverInputError("the problem has no rows; at least one is required")
+    C = check_positive("C", C)
+    squared = _check_loss(loss)
+    B = _check_bias(bias)
+    try:
+        weight_neg, weight_pos = class_weight
+    except (TypeError, ValueError):
+        raise SolverInputError(
+            f"class_weight must be a pair (factor for y=-1, factor for y=+1), got {class_weight!r}"
+        ) from None
+    weight_neg = check_positive("class_weight[0] (y=-1)", weight_neg)
+    weight_pos = check_positive("class_weight[1] (y=+1)", weight_pos)
+    tol = check_positive("tol", tol)
+    tol_rel = float(tol_rel)
+    if not (math.isfinite(tol_rel) and tol_rel >= 0.0):
+        raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
+    check_int("max_iter", max_iter, 1)
+    check_int("trace_every", trace_every, 1)
+    check_int("seed", seed, 0)
+    return indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel
+
+
 def solve_dcd(
     indptr,
     indices,
@@ -384,40 +419,9 @@ def solve_dcd(
     See the module docstring for the problem, the stopping rule and the trace. ``y`` must be in {-1, +1}.
     Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables (for warm starts).
     """
-    # ---- input checks, once ----
-    if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 0:
-        raise SolverInputError(f"n_features must be an integer >= 0, got {n_features!r}")
-    n_features = int(n_features)
-    check_csr(indptr, indices, data, n_features)
-    # contiguous arrays keep the kernels on one compiled specialization (no copy when already so)
-    indptr, indices, data = (np.ascontiguousarray(a) for a in (indptr, indices, data))
+    indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel = _check_args(
+        indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed)
     n_rows = indptr.shape[0] - 1
-    y = np.ascontiguousarray(binary_signs(y))
-    if y.ndim != 1 or y.shape[0] != n_rows:
-        raise SolverInputError(f"y must have one label per row ({n_rows}), got shape {y.shape}")
-    if n_rows == 0:
-        raise SolverInputError("the problem has no rows; at least one is required")
-    C = check_positive("C", C)
-    squared = _check_loss(loss)
-    B = _check_bias(bias)
-    try:
-        weight_neg, weight_pos = class_weight
-    except (TypeError, ValueError):
-        raise SolverInputError(
-            f"class_weight must be a pair (factor for y=-1, factor for y=+1), got {class_weight!r}"
-        ) from None
-    weight_neg = check_positive("class_weight[0] (y=-1)", weight_neg)
-    weight_pos = check_positive("class_weight[1] (y=+1)", weight_pos)
-    tol = check_positive("tol", tol)
-    tol_rel = float(tol_rel)
-    if not (math.isfinite(tol_rel) and tol_rel >= 0.0):
-        raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise SolverInputError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if isinstance(trace_every, bool) or not isinstance(trace_every, (int, np.integer)) or trace_every < 1:
-        raise SolverInputError(f"trace_every must be an integer >= 1, got {trace_every!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SolverInputError(f"seed must be an integer >= 0, got {seed!r}")
     if control is None:
         control = SolverControl()
 

@@ -46,7 +46,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic
 
-from worker.solvers.common import SolverInputError
+from worker.solvers.common import SolverInputError, check_int
 
 KERNEL_CODES = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
 KERNEL_LINEAR = 0
@@ -124,8 +124,7 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
         raise SolverInputError(f"kernel['coef0'] must be a finite number, got {coef0!r}")
     degree = kernel.get("degree", 3)
     if code == KERNEL_POLY:
-        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= 20:
-            raise SolverInputError(f"kernel['degree'] must be an integer in [1, 20], got {degree!r}")
+        degree = check_int("kernel['degree']", degree, 1, 20)
     else:
         degree = 1
     return code, gamma, float(coef0), int(degree)

@@ -74,6 +74,7 @@ from worker.solvers.common import (
     SolverResult,
     StopReason,
     binary_signs,
+    check_int,
     check_positive,
 )
 from worker.solvers.cpa import QP_REL, check_common, hinge_parts
@@ -145,8 +146,7 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
         raise SolverInputError(f"lam must lie in (0, 1], got {lam!r}")
     if n_processes is None:
         n_processes = available_cores()
-    if isinstance(n_processes, bool) or not isinstance(n_processes, (int, np.integer)) or n_processes < 1:
-        raise SolverInputError(f"n_processes must be None or an integer >= 1, got {n_processes!r}")
+    check_int("n_processes", n_processes, 1, or_none=True)
     n_features = int(n_features)
     d = n_features + 1
     w_start = np.zeros(d)
@@ -195,7 +195,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         X.outputs(w_b, o_b)
     sq_b = store.start_best(w_b)
     hinge_parts(y, o_b, chunks, loss_parts, X.serial)
-    F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
+    F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))  # F(w_b), (1)-(2)
 
     rp = store.rp
     lower = 0.0
@@ -210,18 +210,21 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         n_iter = it + 1
         t0 = time.perf_counter()
         qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
+        # Algorithm 1, line 3: w_t from the reduced problem (3) (cutting-plane model (6)), solved in its dual;
+        # D <= F_t(w_t) <= F(w*) is the lower bound of the stopping rule (9)
         D, _, _ = rp.solve(qp_tol)
         lower = max(lower, D)
         t1 = time.perf_counter()
 
-        store.outputs_of_wt(o_t)
+        store.outputs_of_wt(o_t)  # <x_i, w_t>: Section 3.1's output computation
         stopped = control.check()  # each phase is a pass over the data: look between them (issue 9)
         if stopped is not None:  # w_b and F_b are still the best point's
             stop_reason = stopped
             break
         t2 = time.perf_counter()
 
-        # exact line search between w_b and w_t (eq. (7), Appendix A)
+        # Algorithm 1, line 4: exact line search between w_b and w_t (7), as in Appendix A:
+        # G(k) = 0.5 k^2 A0 + k B0 + C0 + sum_i max(0, k B_i + C_i), S = G's right derivative at 0
         A0, B0 = store.line_terms()
         line_search.prepare(y, o_b, o_t, C, chunks, slope_parts, count_parts, keys, wts, X.serial)
         S = B0 + float(np.sum(slope_parts))
@@ -232,7 +235,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
             k_star = 0.0
         t3 = time.perf_counter()
 
-        # new best-so-far point, cut rows at w_c, objective at w_b
+        # new best-so-far point w_b <- (1 - k*) w_b + k* w_t (7), the cut's rows pi_i at w_c (8), F(w_b)
         sq_b = store.move_best(k_star)
         _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts,
                      X.serial)
@@ -240,9 +243,10 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         t4 = time.perf_counter()
 
         gap = F_b - lower
-        converged = gap <= max(tol_abs, tol_rel * F_b)
+        converged = gap <= max(tol_abs, tol_rel * F_b)  # stopping rule (9), with D_t for F_t(w_t)
         stopped = None if converged else control.check()  # before the cut's pass over the data
         if not converged and stopped is None:
+            # Algorithm 1, line 5: the cut (a_{t+1}, b_{t+1}) at w_c, a = -sum_i pi_i y_i x_i by (5) (our R has no 1/m)
             n_sel = compact_chunks(chunks, count_parts, rows)
             store.add_cut(gamma, rows, n_sel, float(np.sum(gsum_parts)), float(n_sel), o_b)
             store.drop_inactive(max_inactive)

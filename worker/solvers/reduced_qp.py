@@ -55,7 +55,7 @@ from numba import njit
 
 
 @njit(cache=True)
-def _rqp_smo(H, b, alpha, t, C, tol, max_steps, g):
+def reduced_dual_smo(H, b, alpha, t, C, tol, max_steps, g):
     """SMO on max b^T alpha - 0.5 alpha^T H alpha, alpha >= 0, sum(alpha) <= C (first t coordinates).
 
     ``alpha`` is updated in place (warm start); ``g`` is scratch of length >= t and holds the
@@ -255,7 +255,7 @@ class ReducedProblem:
             return 0.0, 0.0, 0
         if max_steps <= 0:
             max_steps = 1000 * t + 10000
-        steps, dual, gap, _ = _rqp_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
+        steps, dual, gap, _ = reduced_dual_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
         _rqp_h_alpha(self.H, self.alpha, t, self.h_alpha)
         active = self.alpha[:t] > 0.0
         self.inactive[:t] = np.where(active, 0, self.inactive[:t] + 1)

@@ -1,0 +1,50 @@
+"""SMO's scalar state, kept in two small arrays that the numba kernels update in place.
+
+``istate`` (int64) holds the step counter, the active-set size, the cache's bookkeeping and the counters
+that end up in the result; ``fstate`` (float64) the dual value, Platt's threshold and the last violation.
+Named slots instead of positional guesses; ``worker.solvers.smo`` documents what they mean to the solver.
+"""
+
+from __future__ import annotations
+
+# variable status
+LOWER = 0
+UPPER = 1
+FREE = 2
+
+# istate slots
+IS_ITER = 0  # two-variable steps taken
+IS_ACTIVE = 1  # active_size: the variables of the shrunk problem are positions [0, active_size)
+IS_HITS = 2  # cache lookups that found the row
+IS_MISSES = 3
+IS_UNSHRUNK = 4  # 1 once the 10*tol un-shrink has been done
+IS_SHRINK_COUNTER = 5  # steps until the next shrinking pass (second_order)
+IS_SLOT_LEN = 6  # the cache's slot length (row length it keeps)
+IS_N_SLOTS = 7
+IS_LRU_HEAD = 8  # most recently used slot, -1 if none
+IS_LRU_TAIL = 9  # least recently used slot, -1 if none
+IS_FREE_TOP = 10  # free slots on the cache's free stack
+IS_EXAMINE_ALL = 11  # platt: 1 while a pass examines every variable
+IS_PASS_POS = 12  # platt: the next position the pass examines
+IS_NUM_CHANGED = 13  # platt: steps taken in this pass
+IS_COMPUTED = 14  # kernel values evaluated
+IS_SAFETY_STEPS = 15  # platt's safety-net steps
+IS_MIN_ACTIVE = 16
+IS_UNCACHED = 17  # kernel values computed beyond the slot length (G_bar rows)
+IS_FULL_ROWS = 18  # G_bar row updates
+IS_RECONSTRUCTED = 19  # kernel values computed by gradient rebuilds
+IS_THREADS = 20
+IS_PAR_MIN_ROW = 21  # shortest kernel row split over the threads
+IS_PAR_MIN_SCAN = 22  # shortest scan or gradient update split over the threads
+IS_SIZE = 23
+
+# fstate slots
+FS_F = 0  # dual f(alpha) (minimization form)
+FS_B = 1  # Platt's running threshold
+FS_VIOL = 2  # m - M at the last selection
+FS_SIZE = 3
+
+# what a run loop returns
+RUN_BUDGET = 0  # its work budget or step limit is used up: call again
+RUN_CONVERGED = 1
+RUN_RECONSTRUCT = 2  # the gradient of the shrunk variables must be rebuilt (then call again)
