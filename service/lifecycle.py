@@ -49,13 +49,14 @@ from service.config import Settings
 from service.queueing import JobQueue
 from service.storage import keys
 from service.storage.jobs import JobStore, utc_now
+from service.storage.connection import text
 
 log = logging.getLogger("hinge.lifecycle")
 
 
 def worker_beats(client: redis.Redis) -> dict[str, dict]:
     """The liveness record of every worker whose key exists (and prune the dead from the worker set)."""
-    ids = [raw.decode() for raw in client.smembers(keys.workers())]
+    ids = [text(raw) for raw in client.smembers(keys.workers())]
     if not ids:
         return {}
     values = client.mget([keys.worker_alive(i) for i in ids])
@@ -207,7 +208,7 @@ class Reaper:
 
         live = list(beats)
         now = time.monotonic()
-        outbox = {raw.decode() for raw in self.client.zrange(keys.jobs_outbox(), 0, -1)}
+        outbox = {text(raw) for raw in self.client.zrange(keys.jobs_outbox(), 0, -1)}
         seen: dict[str, float] = {}
         rescued = 0
         for tenant in self.queue.tenants():
@@ -215,10 +216,10 @@ class Reaper:
             intermediate = IntermediateQueue(queue.key, connection=self.client)
             # waiting in the queue; the intermediate list is not "held": a live worker moves a job on from
             # there within milliseconds, and a job left there longer than a lease is an orphan too
-            held = {raw.decode() for raw in self.client.lrange(queue.key, 0, -1)}
+            held = {text(raw) for raw in self.client.lrange(queue.key, 0, -1)}
             stale: dict[str, bytes] = {}
             for entry in self.client.zrange(queue.started_job_registry.key, 0, -1):
-                rq_job_id = entry.decode().rsplit(":", 1)[0]
+                rq_job_id = text(entry).rsplit(":", 1)[0]
                 try:
                     worker = RQJob.fetch(rq_job_id, connection=self.client, serializer=queue.serializer).worker_name
                 except Exception:
@@ -227,7 +228,7 @@ class Reaper:
                     held.add(rq_job_id)
                 else:
                     stale[rq_job_id] = entry
-            queued = [raw.decode() for raw in self.client.smembers(keys.tenant_jobs_in(tenant, "queued"))]
+            queued = [text(raw) for raw in self.client.smembers(keys.tenant_jobs_in(tenant, "queued"))]
             with self.client.pipeline(transaction=False) as pipe:
                 for job_id in queued:
                     pipe.hmget(keys.job(job_id), "status", "rq_job_id")

@@ -30,6 +30,7 @@ from rq.serializers import JSONSerializer
 
 from service.config import Settings
 from service.storage import keys
+from service.storage.connection import text
 
 TRAIN_FUNCTION = "worker.jobs.train"
 
@@ -56,7 +57,7 @@ class JobQueue:
 
     def tenants(self) -> list[str]:
         """Tenants that have a queue."""
-        return sorted(raw.decode() for raw in self.client.smembers(keys.fair_tenants(self.base)))
+        return sorted(text(raw) for raw in self.client.smembers(keys.fair_tenants(self.base)))
 
     def enqueue(self, job_id: str, tenant: str, *, at_front: bool = False, description: str | None = None) -> str:
         """Put the job into its tenant's queue under a fresh RQ job id; returns that id."""
@@ -102,7 +103,7 @@ class JobQueue:
         jobs = JobStore(self.client)
         done = 0
         for raw in self.client.zrangebyscore(keys.jobs_outbox(), "-inf", time.time() - older_than_s):
-            job_id = raw.decode()
+            job_id = text(raw)
             job = jobs.get(job_id)
             if job is None or job.get("status") != "queued":
                 self.client.zrem(keys.jobs_outbox(), job_id)

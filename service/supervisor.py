@@ -302,11 +302,13 @@ class Readiness:
 
     Reads the workers' heartbeats in Redis (``warming``: kernels done and left, see worker/heartbeat.py)
     and asks the API's /healthz. Lines: "compiling solver kernels (first run only, about N s)" when a
-    worker is still compiling after a second, one line per solver as the slowest worker finishes it,
+    worker is still warming after ANNOUNCE_AFTER_S (cached kernels load within it), one line per solver as the slowest worker finishes it,
     then "ready: API on ..., N workers". N is the last measured compile time (kept in the data
     directory), or KERNEL_SECONDS_GUESS before any.
     """
 
+    # loading cached kernels takes a few seconds; only a worker still warming after this is compiling
+    ANNOUNCE_AFTER_S = 6.0
     KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
     TIMES_FILE = "kernel-seconds.json"
 
@@ -362,7 +364,7 @@ class Readiness:
         beats = self._beats() if wanted else {}
         warming = [b["warming"] for b in beats.values() if not b.get("ready") and b.get("warming")]
         elapsed = time.monotonic() - self.started
-        if warming and not self.announced and elapsed > 1.0:
+        if warming and not self.announced and elapsed > self.ANNOUNCE_AFTER_S:
             self.announced = True
             log(f"compiling solver kernels (first run only, about {self._guess()} s; cached afterwards)")
         if self.announced:

@@ -69,3 +69,23 @@ def test_default_stop_is_certified_within_one_percent(problems, name, C, solver)
     assert best * (1 - 1e-6) <= res.objective
     # ... so the model is within 1% of the optimum
     assert res.objective <= best * 1.0102
+
+
+@pytest.mark.parametrize("C", [0.01, 1.0, 100.0])
+def test_smo_default_stop_reports_a_true_certified_gap(problems, C):
+    """smo (LIBSVM's formulation, free bias) certifies by weak duality: the returned alpha's dual value
+    is below the optimum, the returned model's primal above it. Checked against a run at tol 1e-7."""
+    from worker.solvers import smo
+
+    X, y = problems["tall"]
+    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
+    kernel = {"type": "rbf", "gamma": 1.0}
+    res = smo.solve_smo(*args, n_features=X.shape[1], C=C, kernel=kernel)
+    tight = smo.solve_smo(*args, n_features=X.shape[1], C=C, kernel=kernel, tol=1e-7)
+    assert res.converged and res.extra["primal_complete"]
+    gap_rel = res.extra["gap_rel"]
+    assert 0.0 <= gap_rel <= 0.01, gap_rel
+    best_low, best_high = tight.extra["dual_objective"], tight.objective
+    assert res.extra["dual_objective"] <= best_high * (1 + 1e-9)
+    assert best_low * (1 - 1e-9) <= res.objective
+    assert res.objective <= best_high * 1.0102

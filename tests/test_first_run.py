@@ -133,7 +133,7 @@ def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_look
         api_url = "http://127.0.0.1:1"
 
     readiness = cli.Readiness(Supervisor())
-    readiness.started -= 5.0  # past the one-second grace before "compiling" is said
+    readiness.started -= 10.0  # past the grace before "compiling" is said
     beats = [{"w": {"warming": {"done": {"dcd": 1.0}, "left": ["cpa", "ocas", "smo", "sampled_cuts"]}}},
              {"w": {"warming": {"done": {"dcd": 1.0, "cpa": 2.0}, "left": ["ocas", "smo", "sampled_cuts"]}}},
              {"w": {"ready": True}}]

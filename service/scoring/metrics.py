@@ -118,7 +118,7 @@ def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.nd
                       recall=float(np.mean([c["recall"] for c in per_class])),
                       f1=float(np.mean([c["f1"] for c in per_class])))
         aucs = [roc_auc(scores[:, k], true == value) for k, value in enumerate(model_labels)]
-        aucs = [a for a in aucs if a is not None]
-        report["roc_auc"] = float(np.mean(aucs)) if aucs else None
+        known = [float(a) for a in aucs if a is not None]
+        report["roc_auc"] = float(np.mean(known)) if known else None
         report["prbep"] = None
     return report

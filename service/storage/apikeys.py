@@ -27,6 +27,7 @@ import redis
 
 from service.storage import keys
 from service.storage.jobs import utc_now
+from service.storage.connection import text
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_PATTERN = re.compile(r"^hinge_([0-9a-f]{16})_[A-Za-z0-9_-]{20,}$")
@@ -62,7 +63,7 @@ class ApiKeyStore:
         """Every key's record without its digest, oldest first."""
         out = []
         for raw in self.client.zrange(keys.api_keys(), 0, -1):
-            record = {k.decode(): v.decode() for k, v in self.client.hgetall(keys.api_key(raw.decode())).items()}
+            record = {text(k): text(v) for k, v in self.client.hgetall(keys.api_key(text(raw))).items()}
             if record:
                 record.pop("sha256", None)
                 record["active"] = "revoked_at" not in record
@@ -92,7 +93,7 @@ class ApiKeyStore:
         stored, tenant, revoked = record
         presented = digest(key).encode()
         # Compare even when there is no record, so a miss and a mismatch take the same time.
-        same = hmac.compare_digest(stored or b"0" * 64, presented)
+        same = hmac.compare_digest(stored if isinstance(stored, bytes) else b"0" * 64, presented)
         if stored is None or not same or revoked is not None or tenant is None:
             return None
-        return tenant.decode()
+        return text(tenant)

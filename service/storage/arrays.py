@@ -29,7 +29,7 @@ def write_staged(
         flat = np.ascontiguousarray(array).reshape(-1)
         if flat.dtype.byteorder == ">":
             flat = flat.astype(flat.dtype.newbyteorder("<"))
-        raw = memoryview(flat.view(np.uint8))
+        raw = flat.view(np.uint8).data
         n_chunks = max(1, -(-raw.nbytes // chunk_bytes))
         for index in range(n_chunks):
             piece = raw[index * chunk_bytes : (index + 1) * chunk_bytes]
@@ -106,7 +106,7 @@ class StagedArrays:
         key = keys.array_chunk(self.owner_key, name, state["chunks"])
         state["chunks"] += 1
         if self._queue is None:
-            self.client.set(key, memoryview(payload), ex=STAGING_TTL_S)
+            self.client.set(key, payload.data, ex=STAGING_TTL_S)
         else:
             self._queue.put((key, payload))
 
@@ -166,7 +166,7 @@ class StagedArrays:
 
     def close(self) -> None:
         """Stop the background thread (after ``manifest`` or ``discard``)."""
-        if self._thread is not None:
+        if self._thread is not None and self._queue is not None:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
@@ -194,7 +194,7 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
         offset = 0
         for index in range(entry["chunks"]):
             piece = client.get(keys.array_chunk(owner_key, name, index))
-            if piece is None:
+            if not isinstance(piece, bytes):
                 raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
             target[offset : offset + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
             offset += len(piece)

@@ -29,3 +29,13 @@ def resilient_client(url: str, retry_s: float, **kwargs) -> redis.Redis:
         socket_connect_timeout=2.0,
         **kwargs,
     )
+
+
+def text(reply: bytes | str | object) -> str:
+    """A Redis reply as text. The service's clients answer bytes (``decode_responses`` off); redis-py
+    types a reply as ``bytes | str`` (either setting), so the type checker needs this one decoding place."""
+    if isinstance(reply, bytes):
+        return reply.decode()
+    if isinstance(reply, str):
+        return reply
+    raise TypeError(f"expected a Redis string reply, got {type(reply).__name__}")

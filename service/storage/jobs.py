@@ -17,12 +17,14 @@ reaper once ``job_ttl_s`` has passed): its record, trace and flags go, its model
 from __future__ import annotations
 
 import json
+import builtins
 import time
 from datetime import datetime, timezone
 
 import redis
 
 from service.storage import keys
+from service.storage.connection import text
 
 FINAL_STATES = ("succeeded", "failed", "canceled")
 JSON_FIELDS = ("params", "progress", "error", "search_results", "subtasks")
@@ -149,11 +151,11 @@ class JobStore:
 
     def running_ids(self) -> list[str]:
         """Ids of every running job (of all tenants)."""
-        return [raw.decode() for raw in self.client.zrange(keys.jobs_running(), 0, -1)]
+        return [text(raw) for raw in self.client.zrange(keys.jobs_running(), 0, -1)]
 
     def stats(self) -> dict[str, float]:
         """Jobs per status and the life-cycle counters (lost, retried, interrupted)."""
-        return {k.decode(): float(v) for k, v in self.client.hgetall(keys.job_stats()).items()}
+        return {text(k): float(v) for k, v in self.client.hgetall(keys.job_stats()).items()}
 
     def count_event(self, name: str, amount: int = 1) -> None:
         """Add to a life-cycle counter of the stats hash (`lost`, `retried`, `interrupted`)."""
@@ -176,13 +178,13 @@ class JobStore:
             total = self.client.zcard(index)
             if offset >= total:  # also keeps Redis's 64-bit range arguments in range for huge offsets
                 return [], total
-            ids = [i.decode() for i in self.client.zrevrange(index, offset, offset + limit - 1)]
+            ids = [text(i) for i in self.client.zrevrange(index, offset, offset + limit - 1)]
             return [job for job in (self.get(i) for i in ids) if job is not None], total
         matching = []
         for raw_id in self.client.zrevrange(index, 0, -1):
-            status_now = self.client.hget(keys.job(raw_id.decode()), "status")
-            if status_now is not None and status_now.decode() == status:
-                matching.append(raw_id.decode())
+            status_now = self.client.hget(keys.job(text(raw_id)), "status")
+            if status_now is not None and text(status_now) == status:
+                matching.append(text(raw_id))
         page = matching[offset : offset + limit]
         return [job for job in (self.get(i) for i in page) if job is not None], len(matching)
 
@@ -223,7 +225,7 @@ class JobStore:
         raw_tenant = self.client.hget(keys.job(job_id), "tenant")
         if raw_tenant is None:
             return -1
-        tenant = raw_tenant.decode()
+        tenant = text(raw_tenant)
         encoded = _encode(dict(fields, status=to_state))
         fence_field, fence_value = fence if fence is not None else ("", "")
         args: list = [job_id, fence_field, str(fence_value), time.time(), int(running_cap),
@@ -247,7 +249,7 @@ class JobStore:
             return -1
         return int(self._delete(
             keys=[keys.job(job_id), keys.job_trace(job_id), keys.job_search_rows(job_id), keys.job_cancel(job_id),
-                  keys.tenant_index(raw_tenant.decode(), "jobs"), keys.job_stats(), keys.jobs_finished()],
+                  keys.tenant_index(text(raw_tenant), "jobs"), keys.job_stats(), keys.jobs_finished()],
             args=[job_id],
         ))
 
@@ -256,7 +258,7 @@ class JobStore:
         cutoff = (time.time() if now is None else now) - ttl_s
         deleted = 0
         while True:
-            ids = [raw.decode() for raw in self.client.zrangebyscore(keys.jobs_finished(), "-inf", cutoff, 0, batch)]
+            ids = [text(raw) for raw in self.client.zrangebyscore(keys.jobs_finished(), "-inf", cutoff, 0, batch)]
             for job_id in ids:
                 if self.delete(job_id) == 1:
                     deleted += 1
@@ -271,7 +273,7 @@ class JobStore:
         if fields:
             self.client.hset(keys.job(job_id), mapping=_encode(fields))
 
-    def append_trace(self, job_id: str, points: list[dict], progress: dict | None = None) -> None:
+    def append_trace(self, job_id: str, points: builtins.list[dict], progress: dict | None = None) -> None:
         """Append convergence points (and the matching progress) in one round trip."""
         if not points and progress is None:
             return
@@ -282,7 +284,7 @@ class JobStore:
                 pipe.hset(keys.job(job_id), "progress", json.dumps(progress))
             pipe.execute()
 
-    def trace(self, job_id: str, start: int = 0, stop: int = -1) -> list[dict]:
+    def trace(self, job_id: str, start: int = 0, stop: int = -1) -> builtins.list[dict]:
         """The job's convergence points from index ``start`` on."""
         if start >= 2**62:
             return []

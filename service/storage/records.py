@@ -17,6 +17,7 @@ import numpy as np
 import redis
 
 from service.storage import aof, arrays, capacity, keys
+from service.storage.connection import text
 
 
 class RecordStore:
@@ -117,7 +118,7 @@ class RecordStore:
         ids = self.client.zrevrange(index, offset, offset + limit - 1)
         if not ids:
             return [], total
-        raws = self.client.mget([self.key_of(i.decode()) for i in ids])
+        raws = self.client.mget([self.key_of(text(i)) for i in ids])
         return [json.loads(raw) for raw in raws if raw is not None], total
 
     def load_arrays(self, record: dict, names=None) -> dict[str, np.ndarray]:

@@ -339,13 +339,14 @@ def main(argv=None) -> int:
 
     threads = args.threads or max(1, available_cores() // 2)
     rows = []
+    load_start = os.getloadavg()
     sets = args.sets.split(",") + (["syn2m"] if args.big else [])
     for name in sets:
         Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
         for C in Cs:
             repeats = 1 if name == "syn2m" else args.repeats
             rows.append(bench_row(name, C, repeats, solvers, threads))
-    result = {"machine": machine(), "load_average_start": os.getloadavg(), "warm_up_s": warm_s, "rows": rows}
+    result = {"machine": machine(), "load_average_start": load_start, "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
         result["sector_all"] = {str(C): bench_sector_all(args.repeats, C, threads)
                                 for C in [float(c) for c in args.sector_all_Cs.split(",")]}

@@ -596,6 +596,8 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
         "xi": xi,
         "master_dual": master_dual,
         "objective_is_estimate": is_estimate,
+        "gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
+                    "approximation, not the optimum",
         "kernel": dict(kernel),
         "bias_feature": bias,
         "variant": variant,
