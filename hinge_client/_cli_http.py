@@ -24,6 +24,8 @@ class CliError(Exception):
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
         self.exit_code = exit_code
+        self.status: int | None = None  # the HTTP status, when the service answered
+        self.code: str | None = None  # the service's error code, when it answered one
 
 
 # exit codes (documented in hinge_client.cli)
@@ -127,7 +129,7 @@ class Api:
 
 def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, str | None, dict]]:
     """(event, id, JSON data) of each event in a text/event-stream (comments and retry lines skipped)."""
-    kind, event_id, data = "message", None, []
+    kind, event_id, data = "message", None, []  # type: tuple[str, str | None, list[str]]
     for line in lines:
         if line == "":
             if data:

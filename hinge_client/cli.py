@@ -221,13 +221,10 @@ def watch(api: Api, job_id: str, args) -> int:
 
 def read_rows(path: str, fmt: str, label_column: str) -> list:
     """Rows of a local file as predict instances: svmlight rows keyed by feature index, CSV rows dense."""
-    opener = open
-    if path.endswith(".gz"):
-        import gzip
+    import gzip
 
-        opener = gzip.open
     rows: list = []
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as handle:
         if fmt == "csv":
             import csv
 

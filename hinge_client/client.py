@@ -172,9 +172,10 @@ class Client:
               timeout: float | None = None) -> Model:
         """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
         job = self.wait_job(self.submit_job(dataset_id, solver, params)["id"], timeout=timeout)
-        if job["status"] != "succeeded" or not job.get("model_id"):
+        model_id = job.get("model_id")
+        if job["status"] != "succeeded" or not model_id:
             raise JobFailed(job)
-        return self.get_model(job["model_id"])
+        return self.get_model(model_id)
 
     # models
     def get_model(self, model_id: str) -> Model:
@@ -326,9 +327,10 @@ class AsyncClient:
                     timeout: float | None = None) -> Model:
         """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
         job = await self.wait_job((await self.submit_job(dataset_id, solver, params))["id"], timeout=timeout)
-        if job["status"] != "succeeded" or not job.get("model_id"):
+        model_id = job.get("model_id")
+        if job["status"] != "succeeded" or not model_id:
             raise JobFailed(job)
-        return await self.get_model(job["model_id"])
+        return await self.get_model(model_id)
 
     async def get_model(self, model_id: str) -> Model:
         """One model."""

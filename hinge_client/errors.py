@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 class HingeError(Exception):
@@ -20,7 +20,7 @@ class HingeError(Exception):
 class JobFailed(Exception):
     """A training job ended `failed` (or `canceled` without a model); ``job`` is its last state."""
 
-    def __init__(self, job: dict):
+    def __init__(self, job: Mapping[str, Any]):
         error = job.get("error") or {}
         super().__init__(f"job {job.get('id')} ended {job.get('status')}: {error.get('code', '')} {error.get('message', '')}".strip())
         self.job = job

@@ -31,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hinge_client.client import Client
 from hinge_client.data import predict_rows
+from hinge_client.types import Model
 from hinge_client.errors import HingeError
 
 MAX_ROWS_PER_REQUEST = 10_000
@@ -78,7 +79,7 @@ class _RemoteModel(BaseEstimator):
     def _client(self) -> Client:
         return client_for(self.url, self.api_key, self.timeout)
 
-    def _train(self, X, y, solver: str, params: dict, qid=None) -> dict:
+    def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
         client = self._client()
         dataset = client.upload_arrays(X, y, qid=qid)
         try:
@@ -98,14 +99,16 @@ class _RemoteModel(BaseEstimator):
         """Labels, scores (and probabilities) of the rows, in batches."""
         width = max(1, X.shape[1])
         batch = max(1, min(MAX_ROWS_PER_REQUEST, MAX_VALUES_PER_REQUEST // width))
-        labels, scores, probs = [], [], []
+        labels: list = []
+        scores: list[float | list[float]] = []
+        probs: list[list[float]] = []
         client = self._client()
         for start in range(0, X.shape[0], batch):
             answer = client.predict(self.model_id_, predict_rows(X[start:start + batch]), probabilities=probabilities)
             labels.extend(answer["labels"] or [])
             scores.extend(answer["scores"])
             if probabilities:
-                probs.extend(answer["probabilities"])
+                probs.extend(answer["probabilities"] or [])
         return {"labels": labels, "scores": np.asarray(scores, dtype=np.float64),
                 "probabilities": np.asarray(probs, dtype=np.float64) if probabilities else None}
 

@@ -86,9 +86,9 @@ def trace_figure(points: list[dict], title: str):
         if search_fits:
             suffix += f"-fold{fold}-C{C}" + (f"-g{gamma}" if gamma is not None else "")
         color = COLORS[k % len(COLORS)]
-        label_of = (lambda name: f"{name} (class {k})") if many else (lambda name: name)
+        label_of = (lambda name, k=k: f"{name} (class {k})") if many else (lambda name: name)
         if attempt > 1:
-            label_of = (lambda base: (lambda name: f"{base(name)}, attempt {attempt}"))(label_of)
+            label_of = (lambda base, n=attempt: (lambda name: f"{base(name)}, attempt {n}"))(label_of)
         seconds = [float(p.get("elapsed_s") or 0.0) for p in group]
         series = [
             (top, "primal", [_positive(p.get("primal")) for p in group], "-"),

@@ -7,6 +7,7 @@ tenant's extra running job and a worker's dequeue list leaves a capped tenant ou
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -131,8 +132,7 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
 # -- access: API keys kept hashed in Redis, managed by `hinge keys`; tenant isolation on every route -----
 
 
-def hinge(cluster, *args) -> "subprocess.CompletedProcess":
-    import subprocess
+def hinge(cluster, *args) -> subprocess.CompletedProcess:
     import sys
 
     from tests.conftest import ROOT

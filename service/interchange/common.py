@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
-from typing import IO, Iterator
+from typing import IO, Iterator, cast
 
 import numpy as np
 
@@ -50,7 +50,7 @@ def open_text(stream: IO[bytes]) -> IO[str]:
     """A text view of an uploaded file, gunzipped when it starts with gzip's magic bytes."""
     head = stream.read(2)
     stream.seek(0)
-    raw: IO[bytes] = gzip.GzipFile(fileobj=stream) if head == b"\x1f\x8b" else stream
+    raw: IO[bytes] = cast(IO[bytes], gzip.GzipFile(fileobj=stream)) if head == b"\x1f\x8b" else stream
     return io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline=None)
 
 

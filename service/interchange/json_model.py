@@ -7,7 +7,7 @@ same double), so export then import gives the same model bit for bit.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 from pydantic import ValidationError
@@ -115,6 +115,8 @@ def read_json(raw: bytes) -> tuple[dict, dict]:
         arrays["weights"] = _finite(document.weights, "weights").reshape(len(document.offsets), document.n_features)
     else:
         sv = document.support_vectors
+        if sv is None or document.kernel is None:
+            raise ModelFileError(None, "support_vectors and kernel: a kernel model needs both")
         arrays.update(
             sv_indptr=np.asarray(sv.indptr, dtype=np.int64),
             sv_indices=np.asarray(sv.indices, dtype=np.int32),
@@ -145,7 +147,7 @@ def _finite(values, where: str) -> np.ndarray:
     return array
 
 
-def _line_of(raw: bytes, error: dict) -> int | None:
+def _line_of(raw: bytes, error: Mapping) -> int | None:
     """The line of a JSON syntax error (pydantic reports it in the message as 'line N column M')."""
     message = error.get("msg", "")
     marker = message.rfind("line ")

@@ -153,7 +153,7 @@ def _write_one_vs_one(meta: dict, kernel: dict, support, coef: np.ndarray, offse
     start = 0
     for c, count in enumerate(n_sv):
         rows = np.arange(start, start + count)
-        columns = [pair_index[(min(c, j), max(c, j))] for j in range(k) if j != c]
+        columns = np.array([pair_index[(min(c, j), max(c, j))] for j in range(k) if j != c], dtype=np.int64)
         yield from _sv_lines(support, rows, coef[np.ix_(columns, rows)].T)
         start += count
 

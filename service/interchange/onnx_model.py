@@ -66,8 +66,9 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
     scores = node("Add", [raw, const("offsets", offsets)])  # [N, k]
 
     outputs = []
-    labels = meta.get("labels")
-    integral = labels is not None and all(float(v).is_integer() and abs(v) < 2**62 for v in labels)
+    raw_labels = meta.get("labels")
+    labels: list = list(raw_labels or [])
+    integral = raw_labels is not None and all(float(v).is_integer() and abs(v) < 2**62 for v in labels)
     label_type = TensorProto.INT64 if integral else TensorProto.DOUBLE
 
     def label_table(name: str, values) -> str:
@@ -99,7 +100,7 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         _output(nodes, node("Gather", [label_table("labels", labels), best], axis=0), "label")
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     _output(nodes, node("Cast", [score_out], to=TensorProto.FLOAT), "scores")
-    score_shape = ["N"] if (kind == "ranking" or (offsets.size == 1 and meta.get("multiclass") != "ovo")) else ["N", len(labels)]
+    score_shape: list[str | int | None] = ["N"] if (kind == "ranking" or (offsets.size == 1 and meta.get("multiclass") != "ovo")) else ["N", len(labels)]
     outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, score_shape))
 
     calibration = meta.get("probability")

@@ -94,6 +94,7 @@ class KernelExpansion:
         if self.sv_dense_t is not None:
             dots = np.asarray(block @ self.sv_dense_t)
         else:
+            assert self.sv is not None, "kernel scoring without a folded w has stored rows"
             dots = (block @ self.sv.T).toarray()
         if self.kind == "linear":
             return dots

@@ -89,10 +89,12 @@ class Scorer:
             return predicted_ranks(flat, np.asarray(self.meta["ranks"]), np.asarray(self.meta["thresholds"])), flat
         if self.one_vs_one:
             return self._vote(scores)
+        labels = self.labels
+        assert labels is not None, "a classification model has labels"
         if scores.shape[1] == 1:
             flat = scores[:, 0]
-            return np.where(flat > 0, self.labels[1], self.labels[0]), flat
-        return self.labels[np.argmax(scores, axis=1)], scores
+            return np.where(flat > 0, labels[1], labels[0]), flat
+        return labels[np.argmax(scores, axis=1)], scores
 
     def _vote(self, pairwise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One-vs-one: the voted labels, and per-class scores (votes + squashed summed confidences)."""

@@ -408,7 +408,7 @@ class OutputCuts:
         self.u = np.zeros(capacity)
         self.rho = np.zeros(0)
         self.s0 = 1.0
-        self.w0 = None
+        self.w0: np.ndarray | None = None
         self.sq_b = 0.0
         self._best_coef = np.zeros(n)
         self._zero_n = np.zeros(n)

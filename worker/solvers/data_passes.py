@@ -69,7 +69,7 @@ def available_cores() -> int:
 def threads(n: int):
     """Run the enclosed kernels on ``n`` numba threads (at most numba's pool size), then restore."""
     previous = numba.get_num_threads()
-    numba.set_num_threads(int(max(1, min(n, numba.config.NUMBA_NUM_THREADS))))
+    numba.set_num_threads(int(max(1, min(n, numba.config.NUMBA_NUM_THREADS))))  # type: ignore[attr-defined]  # set at import
     try:
         yield numba.get_num_threads()
     finally:

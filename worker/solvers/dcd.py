@@ -488,7 +488,7 @@ def solve_dcd(
 
         finished = stopped_inside is not None
         certified = None
-        if finished:  # stopped inside a long epoch: the model is the current w (M, m of a part say nothing)
+        if stopped_inside is not None:  # stopped inside a long epoch: the model is the current w (M, m of a part say nothing)
             stop_reason = stopped_inside
         elif violation < tol_used:
             if started_full and active_size == n_rows:
@@ -548,6 +548,7 @@ def solve_dcd(
         if finished:
             break
 
+    assert last_primal is not None and last_dual is not None, "every outer iteration records its objectives"
     solver_seconds = time.perf_counter() - clock_start - trace_seconds
     return SolverResult(
         w=w[:n_features].copy(),
@@ -588,5 +589,6 @@ def warm_up() -> None:
             for bias in (1.0, None):
                 result = solve_dcd(*arrays, n_features=2, C=1.0, loss=loss, bias=bias, max_iter=3,
                                    alpha0=np.full(3, 0.1))
+                assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)

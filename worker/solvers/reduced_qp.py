@@ -203,6 +203,11 @@ class ReducedProblem:
         self.C = float(C)
         self.t = 0
         self.capacity = 0
+        self.H = np.zeros((0, 0))
+        self.b = np.zeros(0)
+        self.alpha = np.zeros(0)
+        self.inactive = np.zeros(0, dtype=np.int64)
+        self.slot = np.zeros(0, dtype=np.int64)
         self._alloc(max(int(capacity), 1))
         self.total_steps = 0
 
