@@ -13,7 +13,6 @@ from pydantic import Field, StrictBool, model_validator
 
 from service.schemas.base import StrictModel
 
-
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
 
@@ -341,7 +340,7 @@ class SampledCutsParams(CommonParams):
     bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")
 
 
-SolverParams = Union[DcdParams, CpaParams, OcasParams, SmoParams, SampledCutsParams]
+SolverParams = DcdParams | CpaParams | OcasParams | SmoParams | SampledCutsParams
 """The parameters of a job, as the schema of its solver reads them."""
 
 PARAMS_BY_SOLVER: dict[str, type[SolverParams]] = {

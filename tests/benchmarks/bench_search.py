@@ -36,7 +36,8 @@ from sklearn.datasets import load_svmlight_file  # noqa: E402
 
 from service.schemas.solver_params import solver_params  # noqa: E402
 from service.scoring import metrics  # noqa: E402
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine  # noqa: E402
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
+from tests.benchmarks.environment import machine
 from tests.helpers import NullSink  # noqa: E402
 from worker import registry  # noqa: E402
 from worker.search import run_search  # noqa: E402
