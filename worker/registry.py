@@ -109,6 +109,7 @@ def _smo(indptr, indices, data, y, *, n_features, params: SmoParams, class_weigh
         kernel=params.kernel.model_dump(),
         working_set=params.working_set,
         tol=params.tol,
+        tol_rel=params.tol_rel,
         cache_mb=params.cache_mb,
         shrinking=params.shrinking,
         class_weight=class_weight,

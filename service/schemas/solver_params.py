@@ -314,6 +314,16 @@ class SmoParams(CommonParams):
         description="`second_order`: maximal violating pair with second-order gain (as LIBSVM). `platt`: the paper's heuristics of Section 2.2.",
     )
     tol: float = Field(default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).")
+    tol_rel: float | None = Field(
+        default=0.01,
+        gt=0,
+        lt=1,
+        description=(
+            "Also require the model's duality gap to be at most tol_rel of its objective ((P - D) / P, D the dual "
+            "value of the returned alpha: a certified bound, reported as the model's gap_rel); while it is larger, "
+            "tol is divided by 10 and the steps go on (down to 1e-9). Null: tol alone, as LIBSVM."
+        ),
+    )
     cache_mb: float = Field(default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB.")
     shrinking: StrictBool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
     class_weight: dict[str, PositiveFactor] | None = Field(
