@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import httpx
 
@@ -65,8 +65,10 @@ class Api:
         try:
             response = self.client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise CliError(f"cannot reach {self.url} ({type(exc).__name__}: {exc}); is the service running? "
-                           "(--url or HINGE_URL)", EXIT_UNREACHABLE) from None
+            raise CliError(
+                f"cannot reach {self.url} ({type(exc).__name__}: {exc}); is the service running? (--url or HINGE_URL)",
+                EXIT_UNREACHABLE,
+            ) from None
         if response.status_code >= 400:
             raise api_error(response)
         return response
@@ -79,8 +81,10 @@ class Api:
         """Stream a file as multipart/form-data (field `file`), reporting (sent, total) bytes."""
         boundary = uuid.uuid4().hex
         name = os.path.basename(path).replace('"', "_")
-        head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                "Content-Type: application/octet-stream\r\n\r\n").encode()
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
         size = os.path.getsize(path)
 
@@ -95,10 +99,18 @@ class Api:
                     yield chunk
             yield tail
 
-        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}",
-                   "Content-Length": str(len(head) + size + len(tail))}
-        return self.json("POST", "/v1/datasets", params=params, content=body(), headers=headers,
-                         timeout=httpx.Timeout(self.timeout, read=None))
+        headers = {
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(len(head) + size + len(tail)),
+        }
+        return self.json(
+            "POST",
+            "/v1/datasets",
+            params=params,
+            content=body(),
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, read=None),
+        )
 
     def events(self, job_id: str) -> Iterator[tuple[str, dict]]:
         """(event, data) of a job's event stream until its `end` event, reconnecting with Last-Event-ID."""
@@ -109,8 +121,9 @@ class Api:
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                with self.client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
-                                        timeout=httpx.Timeout(self.timeout, read=None)) as response:
+                with self.client.stream(
+                    "GET", f"/v1/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
+                ) as response:
                     if response.status_code >= 400:
                         response.read()
                         raise api_error(response)
@@ -124,7 +137,9 @@ class Api:
             except httpx.TransportError as exc:
                 failures += 1
                 if failures > 5:
-                    raise CliError(f"lost the event stream of {job_id} ({exc}) five times in a row", EXIT_UNREACHABLE) from None
+                    raise CliError(
+                        f"lost the event stream of {job_id} ({exc}) five times in a row", EXIT_UNREACHABLE
+                    ) from None
 
 
 def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, str | None, dict]]:

@@ -103,8 +103,14 @@ def cmd_upload(api: Api, args) -> int:
     if show:
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-        with Progress("[bold]upload", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                      console=_console(force=args.progress)) as bar:
+        with Progress(
+            "[bold]upload",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=_console(force=args.progress),
+        ) as bar:
             task = bar.add_task("upload", total=size)
             record = api.upload(args.file, params, lambda sent, total: bar.update(task, completed=sent))
             bar.update(task, completed=size, description="parsing")
@@ -162,9 +168,15 @@ def watch(api: Api, job_id: str, args) -> int:
     if live:
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), TaskProgressColumn(),
-                       TextColumn("{task.fields[gap]}"), TextColumn("{task.fields[eta]}"), TimeElapsedColumn(),
-                       console=_console(force=args.progress))
+        bar = Progress(
+            TextColumn("[bold]{task.description:<28}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[gap]}"),
+            TextColumn("{task.fields[eta]}"),
+            TimeElapsedColumn(),
+            console=_console(force=args.progress),
+        )
         task = bar.add_task(job_id, total=1.0, gap="gap -", eta="ETA ?")
         bar.start()
     printed_step, printed_phase = -1, None
@@ -181,7 +193,9 @@ def watch(api: Api, job_id: str, args) -> int:
             fraction = float(last.get("fraction") or 0.0)
             phase = last.get("phase") or (data.get("status") if kind == "status" else None) or "queued"
             if live:
-                bar.update(task, completed=fraction, description=phase, gap=_fmt_gap(last), eta=_fmt_eta(last.get("eta_s")))
+                bar.update(
+                    task, completed=fraction, description=phase, gap=_fmt_gap(last), eta=_fmt_eta(last.get("eta_s"))
+                )
             else:
                 step = int(fraction * 10)
                 if phase != printed_phase or step > printed_step:
@@ -201,8 +215,10 @@ def watch(api: Api, job_id: str, args) -> int:
         summary += f" ({final['stop_reason']})"
     summary += f" after {seconds:.1f} s, {points} trace point(s) seen"
     if final.get("stop_reason") == "max_iter":
-        summary += ("; the iteration limit ended training before its stopping rule held (the model's gap_rel "
-                    "says how far from the optimum it is; raise params.max_iter to go on)")
+        summary += (
+            "; the iteration limit ended training before its stopping rule held (the model's gap_rel "
+            "says how far from the optimum it is; raise params.max_iter to go on)"
+        )
     if status == "succeeded":
         summary += f"; model {final['model_id']}"
         _err(summary)
@@ -224,7 +240,7 @@ def read_rows(path: str, fmt: str, label_column: str) -> list:
     import gzip
 
     rows: list = []
-    with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as handle:
+    with gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8") as handle:
         if fmt == "csv":
             import csv
 
@@ -258,7 +274,9 @@ def cmd_predict(api: Api, args) -> int:
         raise CliError(f"{args.file} has no rows", EXIT_USAGE)
     labels, scores = [], []
     for start in range(0, len(rows), PREDICT_BATCH):
-        answer = api.json("POST", f"/v1/models/{args.model}/predict", json={"instances": rows[start:start + PREDICT_BATCH]})
+        answer = api.json(
+            "POST", f"/v1/models/{args.model}/predict", json={"instances": rows[start : start + PREDICT_BATCH]}
+        )
         labels.extend(answer["labels"])
         scores.extend(answer["scores"])
     if args.json:
@@ -289,8 +307,9 @@ def cmd_export(api: Api, args) -> int:
         response = api.request("GET", f"/v1/models/{args.model}/export", params={"format": args.format})
     except CliError as exc:
         if getattr(exc, "status", None) == 405 or getattr(exc, "code", None) == "not_found":
-            raise CliError(f"this server does not offer model export (GET /v1/models/{{id}}/export: {exc})",
-                           EXIT_NOT_FOUND) from None
+            raise CliError(
+                f"this server does not offer model export (GET /v1/models/{{id}}/export: {exc})", EXIT_NOT_FOUND
+            ) from None
         raise
     if args.output:
         with open(args.output, "wb") as handle:
@@ -345,8 +364,9 @@ def cmd_rm(api: Api, args) -> int:
         elif ident.startswith("mdl_"):
             api.request("DELETE", f"/v1/models/{ident}")
         elif ident.startswith("job_"):
-            raise CliError(f"{ident}: jobs are kept as the record of their models; stop one with `hingectl cancel`",
-                           EXIT_REFUSED)
+            raise CliError(
+                f"{ident}: jobs are kept as the record of their models; stop one with `hingectl cancel`", EXIT_REFUSED
+            )
         else:
             raise CliError(f"{ident}: not a data set (ds_...) or model (mdl_...) id", EXIT_USAGE)
         _err(f"removed {ident}")
@@ -364,6 +384,7 @@ def cmd_cancel(api: Api, args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `hingectl`."""
+
     def options(suppress: bool) -> argparse.ArgumentParser:
         # the same options before or after the command; after it they only override (argparse would
         # otherwise reset a value given before the command to the subcommand's default)
@@ -371,19 +392,31 @@ def build_parser() -> argparse.ArgumentParser:
             return argparse.SUPPRESS if suppress else value
 
         group = argparse.ArgumentParser(add_help=False)
-        group.add_argument("--url", default=default(os.environ.get("HINGE_URL", DEFAULT_URL)),
-                           help="The service (default: HINGE_URL, else http://127.0.0.1:8000).")
-        group.add_argument("--api-key", default=default(os.environ.get("HINGE_API_KEY")),
-                           help="API key (default: HINGE_API_KEY).")
+        group.add_argument(
+            "--url",
+            default=default(os.environ.get("HINGE_URL", DEFAULT_URL)),
+            help="The service (default: HINGE_URL, else http://127.0.0.1:8000).",
+        )
+        group.add_argument(
+            "--api-key", default=default(os.environ.get("HINGE_API_KEY")), help="API key (default: HINGE_API_KEY)."
+        )
         group.add_argument("--json", action="store_true", default=default(False), help="Print JSON answers on stdout.")
-        group.add_argument("--progress", action="store_true", default=default(False),
-                           help="Draw progress bars even when stderr is not a terminal.")
+        group.add_argument(
+            "--progress",
+            action="store_true",
+            default=default(False),
+            help="Draw progress bars even when stderr is not a terminal.",
+        )
         return group
 
     common = options(suppress=True)
-    parser = argparse.ArgumentParser(prog="hingectl", description="Hinge from the shell: train SVMs over HTTP.",
-                                     epilog="Exit codes: 0 ok, 1 job failed or canceled, 2 usage, 3 unreachable, "
-                                            "4 not found, 5 auth, 6 refused, 7 server error.", parents=[options(False)])
+    parser = argparse.ArgumentParser(
+        prog="hingectl",
+        description="Hinge from the shell: train SVMs over HTTP.",
+        epilog="Exit codes: 0 ok, 1 job failed or canceled, 2 usage, 3 unreachable, "
+        "4 not found, 5 auth, 6 refused, 7 server error.",
+        parents=[options(False)],
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     upload = sub.add_parser("upload", parents=[common], help="Upload a data set (svmlight or CSV, gzip or plain).")
@@ -431,8 +464,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"upload": cmd_upload, "train": cmd_train, "watch": cmd_watch, "predict": cmd_predict,
-            "evaluate": cmd_evaluate, "export": cmd_export, "ls": cmd_ls, "rm": cmd_rm, "cancel": cmd_cancel}
+COMMANDS = {
+    "upload": cmd_upload,
+    "train": cmd_train,
+    "watch": cmd_watch,
+    "predict": cmd_predict,
+    "evaluate": cmd_evaluate,
+    "export": cmd_export,
+    "ls": cmd_ls,
+    "rm": cmd_rm,
+    "cancel": cmd_cancel,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,7 +60,7 @@ class RetryPolicy:
             retry_after = response.headers.get("retry-after", "").strip()
             if retry_after.isdigit():
                 return min(float(retry_after), self.max_backoff)
-        return min(self.backoff * (2 ** attempt), self.max_backoff)
+        return min(self.backoff * (2**attempt), self.max_backoff)
 
     def retry(self, attempt: int, call: Call, response: httpx.Response | None) -> bool:
         """Whether to try again after this answer (None: a connection failure)."""
@@ -80,14 +80,22 @@ def _connection(base_url: str | None, api_key: str | None) -> tuple[str, dict]:
 class Client:
     """Synchronous client. Methods take and return plain data (dicts typed in ``hinge_client.types``)."""
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 60.0,
-                 retries: int = 5, backoff: float = 0.5, max_backoff: float = 30.0,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.base_url, headers = _connection(base_url, api_key)
         self.policy = RetryPolicy(retries, backoff, max_backoff)
         self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -102,7 +110,9 @@ class Client:
         attempt = 0
         while True:
             try:
-                response = self.http.request(call.method, call.path, params=call.params, json=call.json, files=call.files())
+                response = self.http.request(
+                    call.method, call.path, params=call.params, json=call.json, files=call.files()
+                )
             except httpx.TransportError:
                 if not self.policy.retry(attempt, call, None):
                     raise
@@ -115,10 +125,19 @@ class Client:
             attempt += 1
 
     # data sets
-    def upload_dataset(self, file: FileLike, *, name: str | None = None, format: str | None = None,
-                       zero_based: bool | str | None = None, label_column: str | None = None) -> Dataset:
+    def upload_dataset(
+        self,
+        file: FileLike,
+        *,
+        name: str | None = None,
+        format: str | None = None,
+        zero_based: bool | str | None = None,
+        label_column: str | None = None,
+    ) -> Dataset:
         """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip."""
-        return self.send(ops.upload_dataset(file, name=name, format=format, zero_based=zero_based, label_column=label_column))
+        return self.send(
+            ops.upload_dataset(file, name=name, format=format, zero_based=zero_based, label_column=label_column)
+        )
 
     def upload_arrays(self, X, y, *, qid=None, name: str | None = None) -> Dataset:
         """Upload rows X (numpy or scipy sparse) with labels y (and query ids)."""
@@ -168,8 +187,9 @@ class Client:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
             time.sleep(poll)
 
-    def train(self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *,
-              timeout: float | None = None) -> Model:
+    def train(
+        self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None
+    ) -> Model:
         """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
         job = self.wait_job(self.submit_job(dataset_id, solver, params)["id"], timeout=timeout)
         model_id = job.get("model_id")
@@ -235,14 +255,22 @@ class Client:
 class AsyncClient:
     """Asynchronous client: the methods of ``Client``, as coroutines."""
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 60.0,
-                 retries: int = 5, backoff: float = 0.5, max_backoff: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
         self.base_url, headers = _connection(base_url, api_key)
         self.policy = RetryPolicy(retries, backoff, max_backoff)
         self.http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -257,8 +285,9 @@ class AsyncClient:
         attempt = 0
         while True:
             try:
-                response = await self.http.request(call.method, call.path, params=call.params, json=call.json,
-                                                   files=call.files())
+                response = await self.http.request(
+                    call.method, call.path, params=call.params, json=call.json, files=call.files()
+                )
             except httpx.TransportError:
                 if not self.policy.retry(attempt, call, None):
                     raise
@@ -270,11 +299,19 @@ class AsyncClient:
                 await asyncio.sleep(self.policy.delay(attempt, response))
             attempt += 1
 
-    async def upload_dataset(self, file: FileLike, *, name: str | None = None, format: str | None = None,
-                             zero_based: bool | str | None = None, label_column: str | None = None) -> Dataset:
+    async def upload_dataset(
+        self,
+        file: FileLike,
+        *,
+        name: str | None = None,
+        format: str | None = None,
+        zero_based: bool | str | None = None,
+        label_column: str | None = None,
+    ) -> Dataset:
         """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip."""
-        return await self.send(ops.upload_dataset(file, name=name, format=format, zero_based=zero_based,
-                                                  label_column=label_column))
+        return await self.send(
+            ops.upload_dataset(file, name=name, format=format, zero_based=zero_based, label_column=label_column)
+        )
 
     async def upload_arrays(self, X, y, *, qid=None, name: str | None = None) -> Dataset:
         """Upload rows X (numpy or scipy sparse) with labels y (and query ids)."""
@@ -323,8 +360,9 @@ class AsyncClient:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
             await asyncio.sleep(poll)
 
-    async def train(self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *,
-                    timeout: float | None = None) -> Model:
+    async def train(
+        self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None
+    ) -> Model:
         """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
         job = await self.wait_job((await self.submit_job(dataset_id, solver, params))["id"], timeout=timeout)
         model_id = job.get("model_id")

@@ -40,7 +40,10 @@ def to_svmlight(X, y, qid=None) -> bytes:
         if qid is not None:
             parts.append(f"qid:{int(qid[i])}")
         lo, hi = indptr[i], indptr[i + 1]
-        parts.extend(f"{j + 1}:{v!r}" for j, v in zip(indices[lo:hi].tolist(), np.asarray(data[lo:hi], dtype=np.float64).tolist()))
+        parts.extend(
+            f"{j + 1}:{v!r}"
+            for j, v in zip(indices[lo:hi].tolist(), np.asarray(data[lo:hi], dtype=np.float64).tolist())
+        )
         if i == 0 and n_features and (hi == lo or indices[hi - 1] != n_features - 1):
             parts.append(f"{n_features}:0")
         lines.append(" ".join(parts))
@@ -55,7 +58,14 @@ def predict_rows(X) -> list:
         sp = None
     if sp is not None and sp.issparse(X):
         indptr, indices, data, n_rows, _ = _csr(X)
-        return [{str(j + 1): v for j, v in zip(indices[indptr[i]:indptr[i + 1]].tolist(),
-                                               np.asarray(data[indptr[i]:indptr[i + 1]], dtype=np.float64).tolist())}
-                for i in range(n_rows)]
+        return [
+            {
+                str(j + 1): v
+                for j, v in zip(
+                    indices[indptr[i] : indptr[i + 1]].tolist(),
+                    np.asarray(data[indptr[i] : indptr[i + 1]], dtype=np.float64).tolist(),
+                )
+            }
+            for i in range(n_rows)
+        ]
     return np.asarray(X, dtype=np.float64).tolist()

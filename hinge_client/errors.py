@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class HingeError(Exception):
@@ -22,5 +23,7 @@ class JobFailed(Exception):
 
     def __init__(self, job: Mapping[str, Any]):
         error = job.get("error") or {}
-        super().__init__(f"job {job.get('id')} ended {job.get('status')}: {error.get('code', '')} {error.get('message', '')}".strip())
+        super().__init__(
+            f"job {job.get('id')} ended {job.get('status')}: {error.get('code', '')} {error.get('message', '')}".strip()
+        )
         self.job = job

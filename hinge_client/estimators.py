@@ -31,8 +31,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hinge_client.client import Client
 from hinge_client.data import predict_rows
-from hinge_client.types import Model
 from hinge_client.errors import HingeError
+from hinge_client.types import Model
 
 MAX_ROWS_PER_REQUEST = 10_000
 MAX_VALUES_PER_REQUEST = 500_000
@@ -69,8 +69,17 @@ SOLVER_PARAMS = {
     "smo": ("C", "kernel", "gamma", "degree", "coef0", "tol", "max_iter", "class_weight"),
     "sampled_cuts": ("C", "kernel", "gamma", "degree", "coef0", "bias", "tol", "max_iter"),
 }
-DEFAULTS = {"loss": "hinge", "bias": 1.0, "tol": None, "max_iter": None, "class_weight": None, "kernel": "rbf",
-            "gamma": "scale", "degree": 3, "coef0": 0.0}
+DEFAULTS = {
+    "loss": "hinge",
+    "bias": 1.0,
+    "tol": None,
+    "max_iter": None,
+    "class_weight": None,
+    "kernel": "rbf",
+    "gamma": "scale",
+    "degree": 3,
+    "coef0": 0.0,
+}
 
 
 class _RemoteModel(BaseEstimator):
@@ -86,7 +95,9 @@ class _RemoteModel(BaseEstimator):
             return client.train(dataset["id"], solver, params, timeout=self.timeout)
         except HingeError as exc:
             if exc.status == 422:
-                raise ValueError(f"{type(self).__name__}: the service refused the training request: {exc.message}") from None
+                raise ValueError(
+                    f"{type(self).__name__}: the service refused the training request: {exc.message}"
+                ) from None
             raise
         finally:
             if not self.keep_data:
@@ -104,13 +115,16 @@ class _RemoteModel(BaseEstimator):
         probs: list[list[float]] = []
         client = self._client()
         for start in range(0, X.shape[0], batch):
-            answer = client.predict(self.model_id_, predict_rows(X[start:start + batch]), probabilities=probabilities)
+            answer = client.predict(self.model_id_, predict_rows(X[start : start + batch]), probabilities=probabilities)
             labels.extend(answer["labels"] or [])
             scores.extend(answer["scores"])
             if probabilities:
                 probs.extend(answer["probabilities"] or [])
-        return {"labels": labels, "scores": np.asarray(scores, dtype=np.float64),
-                "probabilities": np.asarray(probs, dtype=np.float64) if probabilities else None}
+        return {
+            "labels": labels,
+            "scores": np.asarray(scores, dtype=np.float64),
+            "probabilities": np.asarray(probs, dtype=np.float64) if probabilities else None,
+        }
 
     def _check_rows(self, X):
         check_is_fitted(self, "model_id_")
@@ -138,9 +152,29 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     keep_data : keep the uploaded training data set on the service.
     """
 
-    def __init__(self, solver="dcd", C=1.0, *, kernel="rbf", gamma="scale", degree=3, coef0=0.0, loss="hinge",
-                 bias=1.0, tol=None, max_iter=None, class_weight=None, probability=False, random_state=0,
-                 max_seconds=None, solver_params=None, url=None, api_key=None, timeout=600.0, keep_data=False):
+    def __init__(
+        self,
+        solver="dcd",
+        C=1.0,
+        *,
+        kernel="rbf",
+        gamma="scale",
+        degree=3,
+        coef0=0.0,
+        loss="hinge",
+        bias=1.0,
+        tol=None,
+        max_iter=None,
+        class_weight=None,
+        probability=False,
+        random_state=0,
+        max_seconds=None,
+        solver_params=None,
+        url=None,
+        api_key=None,
+        timeout=600.0,
+        keep_data=False,
+    ):
         self.solver = solver
         self.C = C
         self.kernel = kernel
@@ -176,7 +210,9 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             value = getattr(self, name)
             if name not in taken and value != default:
                 users = [s for s, names in SOLVER_PARAMS.items() if name in names]
-                raise ValueError(f"{name}={value!r} does not apply to solver {self.solver!r} (only to {', '.join(users)})")
+                raise ValueError(
+                    f"{name}={value!r} does not apply to solver {self.solver!r} (only to {', '.join(users)})"
+                )
         params: dict = {"C": float(self.C), "seed": seed_of(self.random_state), "probability": bool(self.probability)}
         if self.max_seconds is not None:
             params["max_seconds"] = float(self.max_seconds)
@@ -207,13 +243,18 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             if self.class_weight != "balanced":
                 raise ValueError(f"class_weight must be a dict or 'balanced', got {self.class_weight!r}")
             counts = np.bincount(y_encoded, minlength=len(self.classes_))
-            return {str(k): float(y_encoded.size / (len(self.classes_) * counts[k])) for k in range(len(self.classes_))
-                    if counts[k]}
+            return {
+                str(k): float(y_encoded.size / (len(self.classes_) * counts[k]))
+                for k in range(len(self.classes_))
+                if counts[k]
+            }
         index = {label: k for k, label in enumerate(self.classes_.tolist())}
         weights = {}
         for label, factor in self.class_weight.items():
             if label not in index:
-                raise ValueError(f"class_weight names label {label!r}, which is not among the classes {self.classes_.tolist()}")
+                raise ValueError(
+                    f"class_weight names label {label!r}, which is not among the classes {self.classes_.tolist()}"
+                )
             weights[str(index[label])] = float(factor)
         return weights
 
@@ -223,8 +264,10 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         check_classification_targets(y)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
-            raise ValueError(f"{type(self).__name__} needs samples of at least two classes; the data has 1 class "
-                             f"({self.classes_[0]!r}) in {y.size} sample{'s' if y.size != 1 else ''}")
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least two classes; the data has 1 class "
+                f"({self.classes_[0]!r}) in {y.size} sample{'s' if y.size != 1 else ''}"
+            )
         params = self.service_params(y_encoded)
         model = self._train(X, y_encoded, self.solver, params)
         self.model_id_ = model["id"]
@@ -272,8 +315,20 @@ class HingeRanker(_RemoteModel):
     random_state, max_seconds, solver_params, url, api_key, timeout, keep_data : as HingeClassifier.
     """
 
-    def __init__(self, C=1.0, *, tol=None, max_iter=None, random_state=0, max_seconds=None, solver_params=None,
-                 url=None, api_key=None, timeout=600.0, keep_data=False):
+    def __init__(
+        self,
+        C=1.0,
+        *,
+        tol=None,
+        max_iter=None,
+        random_state=0,
+        max_seconds=None,
+        solver_params=None,
+        url=None,
+        api_key=None,
+        timeout=600.0,
+        keep_data=False,
+    ):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -300,10 +355,15 @@ class HingeRanker(_RemoteModel):
             if qid.size != y.size:
                 raise ValueError(f"qid has {qid.size} entries for {y.size} samples")
         if np.unique(y).size < 2:
-            raise ValueError(f"{type(self).__name__} needs at least two distinct ranks; the data has 1 class "
-                             f"in {y.size} sample{'s' if y.size != 1 else ''}")
-        params: dict = {"C": float(self.C), "seed": seed_of(self.random_state),
-                        "objective": "ranking" if qid is not None else "ordinal"}
+            raise ValueError(
+                f"{type(self).__name__} needs at least two distinct ranks; the data has 1 class "
+                f"in {y.size} sample{'s' if y.size != 1 else ''}"
+            )
+        params: dict = {
+            "C": float(self.C),
+            "seed": seed_of(self.random_state),
+            "objective": "ranking" if qid is not None else "ordinal",
+        }
         if self.tol is not None:
             params["tol"] = float(self.tol)
         if self.max_iter is not None:

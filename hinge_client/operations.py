@@ -6,9 +6,10 @@ retries) and differ only in how.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 import httpx
 
@@ -69,18 +70,33 @@ def _file_name(file: FileLike, default: str) -> str:
 # -- data sets --------------------------------------------------------------------------------------
 
 
-def upload_dataset(file: FileLike, *, name: str | None = None, format: str | None = None,
-                   zero_based: bool | str | None = None, label_column: str | None = None) -> Call:
+def upload_dataset(
+    file: FileLike,
+    *,
+    name: str | None = None,
+    format: str | None = None,
+    zero_based: bool | str | None = None,
+    label_column: str | None = None,
+) -> Call:
     """POST /v1/datasets: a file (path, bytes or binary file object), svmlight or CSV, plain or gzip."""
-    params = _query(name=name, format=format, label_column=label_column,
-                    zero_based=None if zero_based is None else str(zero_based).lower())
+    params = _query(
+        name=name,
+        format=format,
+        label_column=label_column,
+        zero_based=None if zero_based is None else str(zero_based).lower(),
+    )
     return Call("POST", "/v1/datasets", params=params, file=file, file_name=_file_name(file, "data.svm"))
 
 
 def upload_arrays(X, y, *, qid=None, name: str | None = None) -> Call:
     """POST /v1/datasets with rows X (numpy or scipy sparse) and labels y written as svmlight."""
-    return Call("POST", "/v1/datasets", params=_query(name=name, zero_based="false"), file=to_svmlight(X, y, qid),
-                file_name="arrays.svm")
+    return Call(
+        "POST",
+        "/v1/datasets",
+        params=_query(name=name, zero_based="false"),
+        file=to_svmlight(X, y, qid),
+        file_name="arrays.svm",
+    )
 
 
 def get_dataset(dataset_id: str) -> Call:
@@ -169,8 +185,13 @@ def export_model(model_id: str, format: str = "json") -> Call:
 
 def import_model(file: FileLike, format: str, n_features: int | None = None) -> Call:
     """POST /v1/models: a model file (json, liblinear or libsvm) becomes a model of the service."""
-    return Call("POST", "/v1/models", params=_query(format=format, n_features=n_features), file=file,
-                file_name=_file_name(file, f"model.{format}"))
+    return Call(
+        "POST",
+        "/v1/models",
+        params=_query(format=format, n_features=n_features),
+        file=file,
+        file_name=_file_name(file, f"model.{format}"),
+    )
 
 
 # -- health -----------------------------------------------------------------------------------------

@@ -130,6 +130,15 @@ class Page(TypedDict):
     limit: int
 
 
-SCHEMA_OF = {Dataset: "DatasetOut", JobError: "JobError", Job: "JobOut", Calibration: "Calibration", Model: "ModelOut",
-             Prediction: "PredictOut", TracePage: "TraceOut", Evaluation: "EvaluationOut", Page: "DatasetList"}
+SCHEMA_OF = {
+    Dataset: "DatasetOut",
+    JobError: "JobError",
+    Job: "JobOut",
+    Calibration: "Calibration",
+    Model: "ModelOut",
+    Prediction: "PredictOut",
+    TracePage: "TraceOut",
+    Evaluation: "EvaluationOut",
+    Page: "DatasetList",
+}
 """Which OpenAPI schema each type mirrors."""

@@ -94,8 +94,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
     url = get_settings().redis_url or running_serve_redis(Path(args.data_dir))
     if not url:
-        _log(f"no Redis to keep keys in: start `hinge serve` (it writes {Path(args.data_dir) / SERVE_FILE}, found "
-             "from the same directory or --data-dir), or set REDIS_URL to the service's Redis")
+        _log(
+            f"no Redis to keep keys in: start `hinge serve` (it writes {Path(args.data_dir) / SERVE_FILE}, found "
+            "from the same directory or --data-dir), or set REDIS_URL to the service's Redis"
+        )
         return 2
     client = redis.Redis.from_url(url)
     store = ApiKeyStore(client)
@@ -133,8 +135,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 2
 
 
-
-
 def running_serve_redis(data_dir: Path) -> str | None:
     """The Redis URL of the `hinge serve` running with this data directory, if one runs."""
     try:
@@ -167,11 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="Address the API listens on (default 127.0.0.1).")
     serve.add_argument("--port", type=int, default=8000, help="Port of the API (default 8000).")
     serve.add_argument("--workers", type=int, default=2, help="Worker processes (default 2; 0 runs the API alone).")
-    serve.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
-                       help="Where Redis keeps its data and workers cache data sets (default ./hinge-data).")
+    serve.add_argument(
+        "--data-dir",
+        default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+        help="Where Redis keeps its data and workers cache data sets (default ./hinge-data).",
+    )
     serve.add_argument("--redis-port", type=int, default=None, help="Port of the embedded Redis (default: a free one).")
-    serve.add_argument("--api-processes", type=int, default=1,
-                       help="API processes sharing the port (default 1).")
+    serve.add_argument("--api-processes", type=int, default=1, help="API processes sharing the port (default 1).")
     serve.add_argument("--log-level", default="info", help="Log level of the API and workers.")
 
     api = sub.add_parser("api", help="Run the API only (needs REDIS_URL).")
@@ -182,12 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--processes", type=int, default=1, help="API processes sharing the port (default 1).")
     api.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
 
-    sub.add_parser("worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False)
+    sub.add_parser(
+        "worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False
+    )
 
-    keys_parser = sub.add_parser("keys", help="Manage API keys (the Redis of a running `hinge serve`, or REDIS_URL): "
-                                              "create, list, revoke.")
-    keys_parser.add_argument("--data-dir", default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
-                             help="Data directory of the running `hinge serve` (default ./hinge-data).")
+    keys_parser = sub.add_parser(
+        "keys", help="Manage API keys (the Redis of a running `hinge serve`, or REDIS_URL): create, list, revoke."
+    )
+    keys_parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+        help="Data directory of the running `hinge serve` (default ./hinge-data).",
+    )
     keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="Create a key for a tenant; prints the key once.")
     create.add_argument("--tenant", required=True, help="Tenant the key acts for (letters, digits, _ . -).")

@@ -19,7 +19,7 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 
 
-def model_reserve_fraction(settings: "Settings") -> float:
+def model_reserve_fraction(settings: Settings) -> float:
     """The share of maxmemory a model write must leave free: a fifth of the data sets' reserve."""
     return settings.storage_reserve_fraction / 5
 
@@ -59,7 +59,8 @@ class Settings(BaseSettings):
     max_nnz: int = Field(default=2_000_000_000, ge=1, description="Most stored (index, value) pairs in a data set.")
     max_json_body_bytes: int = Field(default=64 * MiB, ge=1024, description="Largest JSON request body.")
     max_predict_body_bytes: int = Field(
-        default=16 * MiB, ge=1024,
+        default=16 * MiB,
+        ge=1024,
         description="Largest predict request body (parsed rows take about 15 times their JSON size in memory).",
     )
     max_predict_instances: int = Field(default=100_000, ge=1, description="Most rows in one predict request.")
@@ -73,13 +74,15 @@ class Settings(BaseSettings):
         default=8 * 24 * 3600, ge=60, description="RQ's hard job timeout (solvers stop themselves at max_seconds)."
     )
     job_ttl_s: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="Seconds a finished job (record and trace) is kept after it ended; 0 keeps it until deleted. "
         "Models stay.",
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
     follow_upload_bytes: int = Field(
-        default=16 * MiB, ge=0,
+        default=16 * MiB,
+        ge=0,
         description="Uploads whose Content-Length is at least this are parsed while they arrive (an ingest process "
         "follows the spooled file); smaller ones, and bodies without a length, are parsed once received.",
     )
@@ -93,7 +96,9 @@ class Settings(BaseSettings):
         ),
     )
     worker_cache_bytes: int = Field(
-        default=4 * GiB, ge=0, description="Disk a worker may use to cache data sets locally (least recently used go first)."
+        default=4 * GiB,
+        ge=0,
+        description="Disk a worker may use to cache data sets locally (least recently used go first).",
     )
     api_keys: dict[str, str] = Field(
         default_factory=dict,
@@ -110,7 +115,9 @@ class Settings(BaseSettings):
     )
     # -- line limit, per-tenant fairness, crash recovery (worker/heartbeat.py, service/lifecycle.py), Redis restarts
     max_line_bytes: int = Field(
-        default=256 * MiB, ge=1024, description="Longest line of an uploaded text file (the parser never holds more of one line)."
+        default=256 * MiB,
+        ge=1024,
+        description="Longest line of an uploaded text file (the parser never holds more of one line).",
     )
     max_queued_jobs_per_tenant: int = Field(
         default=1000, ge=0, description="Most queued jobs one tenant may have; more submissions get 429 (0: no limit)."
@@ -118,12 +125,16 @@ class Settings(BaseSettings):
     max_running_jobs_per_tenant: int = Field(
         default=0, ge=0, description="Most jobs of one tenant that run at once; the others wait queued (0: no limit)."
     )
-    heartbeat_s: float = Field(default=2.0, gt=0, description="How often a worker's heartbeat process refreshes its liveness key.")
+    heartbeat_s: float = Field(
+        default=2.0, gt=0, description="How often a worker's heartbeat process refreshes its liveness key."
+    )
     worker_lease_s: float = Field(
         default=10.0, gt=0, description="Time-to-live of a worker's liveness key: a worker silent this long is dead."
     )
     reap_interval_s: float = Field(
-        default=2.0, gt=0, description="How often the reaper (in the API and in every worker) looks for jobs of dead workers."
+        default=2.0,
+        gt=0,
+        description="How often the reaper (in the API and in every worker) looks for jobs of dead workers.",
     )
     shutdown_policy: Literal["checkpoint", "requeue"] = Field(
         default="checkpoint",
@@ -141,32 +152,40 @@ class Settings(BaseSettings):
     )
     # -- stopping in order, slow or lying clients, full memory and disks
     shutdown_grace_s: float = Field(
-        default=6.0, gt=0,
+        default=6.0,
+        gt=0,
         description="hinge serve: how long workers get to checkpoint their running jobs and exit when the service "
         "stops; a worker still running then is killed and its job goes back to the queue.",
     )
     redis_maxmemory: int = Field(
-        default_factory=default_redis_maxmemory, ge=0,
+        default_factory=default_redis_maxmemory,
+        ge=0,
         description="maxmemory of the embedded Redis in bytes (policy noeviction: a write past it is refused, "
         "never an old key evicted); default half the machine's memory; 0: no limit.",
     )
     storage_reserve_fraction: float = Field(
-        default=0.1, ge=0, lt=1,
+        default=0.1,
+        ge=0,
+        lt=1,
         description="Share of Redis's maxmemory that an upload must leave free (else 507 storage_full). Models may "
         "use it (they are work already done) down to a fifth of it, which stays for job records, traces and status "
         "changes, so a full store keeps running jobs and serving predictions.",
     )
     batch_nice: int = Field(
-        default=10, ge=0, le=19,
+        default=10,
+        ge=0,
+        le=19,
         description="Niceness added to the processes that do batch work (workers, the API's parser processes), so "
         "that requests are answered first when they compete for the cores; 0: same priority as the API.",
     )
     body_timeout_s: float = Field(
-        default=20.0, gt=0,
+        default=20.0,
+        gt=0,
         description="A request body must start arriving, and keep arriving, within this many seconds (408).",
     )
     body_min_rate: float = Field(
-        default=500.0, ge=0,
+        default=500.0,
+        ge=0,
         description="After the first body_timeout_s, a request body must keep an average of at least this many "
         "bytes per second (408): a client sending 1 byte/s cannot hold a connection for hours. 0: no rate.",
     )

@@ -56,8 +56,14 @@ def _prepare_child() -> None:
 class EmbeddedRedis:
     """One redis-server process with its data in ``directory``."""
 
-    def __init__(self, directory: Path, port: int | None = None, appendonly: bool = True,
-                 appendfsync: str = "always", maxmemory: int = 0):
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        appendonly: bool = True,
+        appendfsync: str = "always",
+        maxmemory: int = 0,
+    ):
         self.directory = Path(directory)
         self.port = port or free_port()
         self.appendonly = appendonly
@@ -76,32 +82,45 @@ class EmbeddedRedis:
         """redis:// URL of the server."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 20.0) -> "EmbeddedRedis":
+    def start(self, timeout: float = 20.0) -> EmbeddedRedis:
         """Start the server and wait until it answers PING."""
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [
             redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.directory.resolve()),
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", self.appendfsync,
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str((self.directory / "redis.log").resolve()),
-            "--maxmemory", str(self.maxmemory),
-            "--maxmemory-policy", "noeviction",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory.resolve()),
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            self.appendfsync,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str((self.directory / "redis.log").resolve()),
+            "--maxmemory",
+            str(self.maxmemory),
+            "--maxmemory-policy",
+            "noeviction",
             # No automatic rewrite of the append-only file: Redis 6 would buffer every write made during
             # one in memory (a whole upload, twice); the service compacts after large writes instead
             # (service/storage/aof.py). Rewrites store strings uncompressed (binary arrays barely compress).
-            "--auto-aof-rewrite-percentage", "0",
-            "--rdbcompression", "no",
+            "--auto-aof-rewrite-percentage",
+            "0",
+            "--rdbcompression",
+            "no",
         ]
         # A session of its own: a Ctrl-C or SIGHUP meant for the terminal's process group does not
         # reach Redis, which must outlive everything that writes to it; whoever started it stops it
         # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies.
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child, start_new_session=True
+        )
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         end = time.monotonic() + timeout
         while True:
@@ -136,8 +155,9 @@ class EmbeddedRedis:
         if self.process is None or self.process.poll() is not None:
             return
         # No retries: the connection closing as the server exits is the expected answer.
-        client = redis.Redis(port=self.port, socket_connect_timeout=1.0, socket_timeout=timeout,
-                             retry=Retry(NoBackoff(), 0))
+        client = redis.Redis(
+            port=self.port, socket_connect_timeout=1.0, socket_timeout=timeout, retry=Retry(NoBackoff(), 0)
+        )
         try:
             client.shutdown()
         except redis.exceptions.ConnectionError:

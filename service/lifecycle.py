@@ -48,8 +48,8 @@ import redis
 from service.config import Settings
 from service.queueing import JobQueue
 from service.storage import keys
-from service.storage.jobs import JobStore, utc_now
 from service.storage.connection import text
+from service.storage.jobs import JobStore, utc_now
 
 log = logging.getLogger("hinge.lifecycle")
 
@@ -92,22 +92,34 @@ def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) ->
     lost = int(job.get("lost", 0) or 0) + 1
     retries = int((job.get("params") or {}).get("retries", 1))
     if lost <= retries:
-        moved = jobs.transition(job_id, ("running",), "queued", fence=("attempts", run),
-                                delete=("started_at", "worker", "started_ts"), lost=lost,
-                                last_loss=json.dumps({"reason": reason, "at": utc_now()}))
+        moved = jobs.transition(
+            job_id,
+            ("running",),
+            "queued",
+            fence=("attempts", run),
+            delete=("started_at", "worker", "started_ts"),
+            lost=lost,
+            last_loss=json.dumps({"reason": reason, "at": utc_now()}),
+        )
         if not moved:
             return None
         jobs.count_event("lost")
         jobs.count_event("retried")
-        queue.enqueue(job_id, job["tenant"], at_front=True,
-                      description=f"retry {lost} of {job_id} ({reason})")
-        log.warning("job %s lost (%s); queued again (retry %d of %d)", job_id, reason, lost, retries,
-                    extra={"job_id": job_id})
+        queue.enqueue(job_id, job["tenant"], at_front=True, description=f"retry {lost} of {job_id} ({reason})")
+        log.warning(
+            "job %s lost (%s); queued again (retry %d of %d)", job_id, reason, lost, retries, extra={"job_id": job_id}
+        )
         return "requeued"
-    message = (f"the worker running this job stopped ({reason}) and the job's retries ({retries}) "
-               f"are used up")
-    moved = jobs.transition(job_id, ("running",), "failed", fence=("attempts", run), lost=lost,
-                            finished_at=utc_now(), error={"code": "worker_lost", "message": message})
+    message = f"the worker running this job stopped ({reason}) and the job's retries ({retries}) are used up"
+    moved = jobs.transition(
+        job_id,
+        ("running",),
+        "failed",
+        fence=("attempts", run),
+        lost=lost,
+        finished_at=utc_now(),
+        error={"code": "worker_lost", "message": message},
+    )
     if moved:
         jobs.count_event("lost")
         log.warning("job %s lost (%s); failed with worker_lost", job_id, reason, extra={"job_id": job_id})
@@ -121,12 +133,17 @@ def hand_back_job(jobs: JobStore, queue: JobQueue, job: dict, why: str) -> bool:
     Fenced on the run number in ``job``: False when the job had already moved on.
     """
     run = str(job.get("attempts", "0"))
-    moved = jobs.transition(job["id"], ("running",), "queued", fence=("attempts", run),
-                            delete=("started_at", "worker", "started_ts"))
+    moved = jobs.transition(
+        job["id"], ("running",), "queued", fence=("attempts", run), delete=("started_at", "worker", "started_ts")
+    )
     if moved:
         jobs.count_event("requeued_on_shutdown")
-        queue.enqueue(job["id"], job["tenant"], at_front=True,
-                      description=f"train {job['solver']} on {job['dataset_id']} (handed back)")
+        queue.enqueue(
+            job["id"],
+            job["tenant"],
+            at_front=True,
+            description=f"train {job['solver']} on {job['dataset_id']} (handed back)",
+        )
         log.warning("job handed back to the queue: %s", why, extra={"job_id": job["id"]})
     return moved
 
@@ -150,7 +167,11 @@ def hand_back_jobs_of_workers(client: redis.Redis, settings: Settings, pids: set
         if job is None or job.get("status") != "running":
             continue
         worker_id = job.get("worker", "")
-        if worker_pid(worker_id) in pids and worker_id.rsplit(".", 2)[0] == host and hand_back_job(jobs, queue, job, why):
+        if (
+            worker_pid(worker_id) in pids
+            and worker_id.rsplit(".", 2)[0] == host
+            and hand_back_job(jobs, queue, job, why)
+        ):
             moved.append(job_id)
     return moved
 
@@ -244,15 +265,19 @@ class Reaper:
                 job = self.jobs.get(job_id)
                 if job is None or job.get("status") != "queued" or job.get("rq_job_id", "") != rq_job_id:
                     continue
-                self.queue.enqueue(job_id, tenant, at_front=True,
-                                   description=f"{job_id} again (its worker died before starting it)")
+                self.queue.enqueue(
+                    job_id, tenant, at_front=True, description=f"{job_id} again (its worker died before starting it)"
+                )
                 if rq_job_id in stale:
                     self.client.zrem(queue.started_job_registry.key, stale[rq_job_id])
                 intermediate.remove(rq_job_id)
                 self.jobs.count_event("rescued")
                 seen.pop(job_id, None)
-                log.warning("job %s: no worker held it any more (died before starting it); queued again", job_id,
-                            extra={"job_id": job_id})
+                log.warning(
+                    "job %s: no worker held it any more (died before starting it); queued again",
+                    job_id,
+                    extra={"job_id": job_id},
+                )
                 rescued += 1
         self._orphans_seen = seen
         return rescued

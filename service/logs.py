@@ -97,8 +97,12 @@ def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
     """A ``log_config`` for uvicorn.run that uses these formatters."""
     fmt = resolve_format(fmt)
     formatter = {"()": "service.logs.JsonFormatter"} if fmt == "json" else {"()": "service.logs.TextFormatter"}
-    handler = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "main",
-               "filters": ["context"]}
+    handler = {
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+        "formatter": "main",
+        "filters": ["context"],
+    }
     return {
         "version": 1,
         "disable_existing_loggers": False,

@@ -21,8 +21,7 @@ import math
 MAX_POINTS_PER_LINE = 2000
 """Longer lines are thinned evenly (first and last points kept) so that pictures stay small."""
 
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
-          "#bcbd22"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 
 
 def _figure(width: float, height: float, rows: int = 1):
@@ -75,8 +74,13 @@ def trace_figure(points: list[dict], title: str):
     shown = plotted_points(points)
     groups: dict[tuple, list[dict]] = {}
     for point in shown:
-        key = (int(point.get("attempt", 1) or 1), int(point.get("subproblem", 0) or 0),
-               point.get("fold"), point.get("C"), point.get("gamma"))
+        key = (
+            int(point.get("attempt", 1) or 1),
+            int(point.get("subproblem", 0) or 0),
+            point.get("fold"),
+            point.get("C"),
+            point.get("gamma"),
+        )
         groups.setdefault(key, []).append(point)
     search_fits = any(key[2] is not None for key in groups)
     many = len({key[1] for key in groups}) > 1
@@ -88,7 +92,7 @@ def trace_figure(points: list[dict], title: str):
         color = COLORS[k % len(COLORS)]
         label_of = (lambda name, k=k: f"{name} (class {k})") if many else (lambda name: name)
         if attempt > 1:
-            label_of = (lambda base, n=attempt: (lambda name: f"{base(name)}, attempt {n}"))(label_of)
+            label_of = (lambda base, n=attempt: lambda name: f"{base(name)}, attempt {n}")(label_of)
         seconds = [float(p.get("elapsed_s") or 0.0) for p in group]
         series = [
             (top, "primal", [_positive(p.get("primal")) for p in group], "-"),
@@ -100,9 +104,21 @@ def trace_figure(points: list[dict], title: str):
             ys = [v for v in values if v is not None]
             if not ys:
                 continue
-            label = None if search_fits else label_of("lower bound" if name == "dual" and "lower_bound" in group[0] else name)
-            (line,) = axes.plot(xs, ys, style, color=color, linewidth=0.8 if search_fits else 1.4,
-                                alpha=0.5 if search_fits else 1.0, label=label, marker="." if len(ys) < 30 else None)
+            label = (
+                None
+                if search_fits
+                else label_of("lower bound" if name == "dual" and "lower_bound" in group[0] else name)
+            )
+            (line,) = axes.plot(
+                xs,
+                ys,
+                style,
+                color=color,
+                linewidth=0.8 if search_fits else 1.4,
+                alpha=0.5 if search_fits else 1.0,
+                label=label,
+                marker="." if len(ys) < 30 else None,
+            )
             line.set_gid(f"{name}{suffix}")
     top.set_yscale("log")
     bottom.set_yscale("log")
@@ -130,15 +146,27 @@ def search_figure(table: dict, title: str):
         by_gamma.setdefault(setting.get("gamma"), []).append(setting)
     for index, (gamma, group) in enumerate(sorted(by_gamma.items(), key=lambda item: (item[0] is None, item[0] or 0))):
         group.sort(key=lambda s: s["C"])
-        container = axes.errorbar([s["C"] for s in group], [s["mean"] for s in group],
-                                  yerr=[s.get("std") or 0.0 for s in group], marker="o", capsize=3,
-                                  color=COLORS[index % len(COLORS)],
-                                  label=f"gamma = {gamma:g}" if gamma is not None else None)
+        container = axes.errorbar(
+            [s["C"] for s in group],
+            [s["mean"] for s in group],
+            yerr=[s.get("std") or 0.0 for s in group],
+            marker="o",
+            capsize=3,
+            color=COLORS[index % len(COLORS)],
+            label=f"gamma = {gamma:g}" if gamma is not None else None,
+        )
         container.lines[0].set_gid(f"search-gamma-{gamma:g}" if gamma is not None else "search-C")
     best = table.get("best")
     if best:
-        (star,) = axes.plot([best["C"]], [best["mean"]], "*", markersize=16, color="#ffbf00",
-                            markeredgecolor="#333", label=f"best: C = {best['C']:g}")
+        (star,) = axes.plot(
+            [best["C"]],
+            [best["mean"]],
+            "*",
+            markersize=16,
+            color="#ffbf00",
+            markeredgecolor="#333",
+            label=f"best: C = {best['C']:g}",
+        )
         star.set_gid("search-best")
     axes.set_xscale("log")
     axes.set_xlabel("C")

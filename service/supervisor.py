@@ -125,25 +125,43 @@ class Supervisor:
         if not self.env.get("REDIS_URL"):
             from service.embedded_redis import EmbeddedRedis
 
-            self.redis = EmbeddedRedis(self.data_dir / "redis", port=self.args.redis_port,
-                                       appendfsync=self.settings.redis_appendfsync,
-                                       maxmemory=self.settings.redis_maxmemory).start()
+            self.redis = EmbeddedRedis(
+                self.data_dir / "redis",
+                port=self.args.redis_port,
+                appendfsync=self.settings.redis_appendfsync,
+                maxmemory=self.settings.redis_maxmemory,
+            ).start()
             self.env["REDIS_URL"] = self.redis.url
             limit = f"{self.settings.redis_maxmemory / 2**20:.0f} MiB" if self.settings.redis_maxmemory else "none"
-            log(f"embedded Redis on {self.redis.url} (maxmemory {limit}), append-only file in {self.data_dir / 'redis'}")
+            log(
+                f"embedded Redis on {self.redis.url} (maxmemory {limit}), append-only file in {self.data_dir / 'redis'}"
+            )
         else:
             log(f"using Redis at {self.env['REDIS_URL']}")
         if self.stopping:
             return
-        self.api = self._spawn([
-            sys.executable, "-m", "service.cli", "api", "--host", self.args.host, "--port", str(self.args.port),
-            "--die-with-parent", "--log-level", self.args.log_level,
-            "--processes", str(getattr(self.args, "api_processes", 1)),
-        ])
+        self.api = self._spawn(
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "api",
+                "--host",
+                self.args.host,
+                "--port",
+                str(self.args.port),
+                "--die-with-parent",
+                "--log-level",
+                self.args.log_level,
+                "--processes",
+                str(getattr(self.args, "api_processes", 1)),
+            ]
+        )
         self.workers = [self._spawn_worker() for _ in range(self.args.workers)]
         self.api_url = f"http://{self.args.host}:{self.args.port}"
-        (self.data_dir / SERVE_FILE).write_text(json.dumps(
-            {"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url}))
+        (self.data_dir / SERVE_FILE).write_text(
+            json.dumps({"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url})
+        )
         log(f"starting the API on {self.api_url} and {self.args.workers} worker(s)")
         self.readiness = Readiness(self)
 
@@ -194,9 +212,11 @@ class Supervisor:
         if workers:
             jobs = self._running_jobs(workers)
             what = ", ".join(f"{p.pid} ({'job ' + jobs[p.pid] if p.pid in jobs else 'idle'})" for p in workers)
-            log(f"stopping{f' ({reason})' if reason else ''}: waiting up to {self.settings.shutdown_grace_s:g} s "
+            log(
+                f"stopping{f' ({reason})' if reason else ''}: waiting up to {self.settings.shutdown_grace_s:g} s "
                 f"for worker(s) {what} to checkpoint their jobs and exit"
-                + ("; Ctrl-C again stops at once" if not self.forced else ""))
+                + ("; Ctrl-C again stops at once" if not self.forced else "")
+            )
             for proc in workers:
                 _signal(proc, signal.SIGTERM)
             self._wait(workers, begin + self.settings.shutdown_grace_s)
@@ -207,8 +227,10 @@ class Supervisor:
                 _wait_quietly(proc, 5)
                 _wait_group_gone(proc.pid, 5)
             if stuck:
-                log(f"worker(s) {', '.join(str(p.pid) for p in stuck)} "
-                    f"{'killed' if self.forced else 'did not stop in time: killed'}")
+                log(
+                    f"worker(s) {', '.join(str(p.pid) for p in stuck)} "
+                    f"{'killed' if self.forced else 'did not stop in time: killed'}"
+                )
                 self._hand_back_jobs(stuck)
             else:
                 log(f"workers stopped ({time.monotonic() - begin:.1f} s)")
@@ -254,8 +276,9 @@ class Supervisor:
             from redis.backoff import NoBackoff
             from redis.retry import Retry
 
-            self._client = redis.Redis.from_url(self.env["REDIS_URL"], socket_timeout=2.0, socket_connect_timeout=1.0,
-                                                retry=Retry(NoBackoff(), 0))
+            self._client = redis.Redis.from_url(
+                self.env["REDIS_URL"], socket_timeout=2.0, socket_connect_timeout=1.0, retry=Retry(NoBackoff(), 0)
+            )
         return self._client
 
     def _close_client(self) -> None:
@@ -288,8 +311,12 @@ class Supervisor:
         from service.lifecycle import hand_back_jobs_of_workers
 
         try:
-            moved = hand_back_jobs_of_workers(self._redis_client(), self.settings, {p.pid for p in killed},
-                                              "hinge serve was stopped before the worker could checkpoint the job")
+            moved = hand_back_jobs_of_workers(
+                self._redis_client(),
+                self.settings,
+                {p.pid for p in killed},
+                "hinge serve was stopped before the worker could checkpoint the job",
+            )
         except Exception as exc:
             log(f"could not hand back the jobs of the killed workers ({exc}); the reaper will requeue them")
             return
@@ -312,7 +339,7 @@ class Readiness:
     KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
     TIMES_FILE = "kernel-seconds.json"
 
-    def __init__(self, supervisor: "Supervisor"):
+    def __init__(self, supervisor: Supervisor):
         self.supervisor = supervisor
         self.started = time.monotonic()
         self.ready = False
@@ -391,8 +418,10 @@ class Readiness:
                 except OSError:
                     pass
             url = self.supervisor.api_url
-            log(f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
-                 f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops")
+            log(
+                f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
+                f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops"
+            )
             if self._client is not None:
                 self._client.close()
 

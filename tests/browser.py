@@ -15,8 +15,16 @@ import subprocess
 import pytest
 
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 def _installed() -> str | None:
@@ -35,7 +43,10 @@ def install_chromium() -> tuple[str | None, str]:
     if os.geteuid() != 0:
         return None, "not root: install it with `sudo apt-get install chromium`"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]):
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+    ):
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
         if proc.returncode != 0:
             return None, f"`{' '.join(argv)}` failed: {proc.stderr.strip()[-300:]}"

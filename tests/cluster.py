@@ -72,13 +72,15 @@ class Cluster:
         env = dict(os.environ)
         env.pop("HINGE_API_KEYS", None)
         env.update(FAST)
-        env.update({
-            "REDIS_URL": self.redis.url,
-            "HINGE_DATA_DIR": str(self.root / "data"),
-            "NUMBA_THREADING_LAYER": "workqueue",
-            "HINGE_LOG_LEVEL": "INFO",
-            "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-        })
+        env.update(
+            {
+                "REDIS_URL": self.redis.url,
+                "HINGE_DATA_DIR": str(self.root / "data"),
+                "NUMBA_THREADING_LAYER": "workqueue",
+                "HINGE_LOG_LEVEL": "INFO",
+                "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            }
+        )
         env.update(env_extra or {})
         self.env = env
         self.api: subprocess.Popen | None = None
@@ -88,7 +90,7 @@ class Cluster:
 
     # -- processes ------------------------------------------------------------------------------
 
-    def start(self, workers: int = 2, execution: str = "inline") -> "Cluster":
+    def start(self, workers: int = 2, execution: str = "inline") -> Cluster:
         self.redis.start()
         self.start_api()
         for _ in range(workers):
@@ -100,21 +102,31 @@ class Cluster:
         self.api = start_api(self.env, self.port)
         wait_ready(self.base_url, self.api, path="/healthz", timeout=120)
 
-    def start_worker(self, execution: str = "inline", env: dict | None = None,
-                     wrapper: list[str] | None = None) -> subprocess.Popen:
+    def start_worker(
+        self, execution: str = "inline", env: dict | None = None, wrapper: list[str] | None = None
+    ) -> subprocess.Popen:
         """Start a worker (``wrapper``: a command line that execs the worker's, given as its arguments)."""
         log = open(self.logs / f"worker-{len(self.workers)}-{time.monotonic_ns()}.log", "wb")
         argv = [*(wrapper or []), sys.executable, "-m", "worker", "--execution", execution]
-        proc = subprocess.Popen(argv, env=dict(self.env, **(env or {})),
-                                cwd=ROOT,
-                                start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv,
+            env=dict(self.env, **(env or {})),
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         proc.log_path = log.name  # type: ignore[attr-defined]
         self.workers.append(proc)
         return proc
 
     def wait_workers(self, count: int, timeout: float = 300) -> None:
-        wait_for(lambda: self.live_workers() >= count, timeout=timeout, interval=0.2,
-                 message=f"{count} workers with a heartbeat")
+        wait_for(
+            lambda: self.live_workers() >= count,
+            timeout=timeout,
+            interval=0.2,
+            message=f"{count} workers with a heartbeat",
+        )
 
     def live_workers(self) -> int:
         from service.lifecycle import live_worker_count
@@ -171,12 +183,18 @@ class Cluster:
         with self.client() as client:
             out = {}
             for key in client.scan_iter("hinge:*", count=1000):
-                if b":stats:" in key or key.startswith(b"hinge:worker") or key.startswith(b"hinge:fair") \
-                        or key.startswith(b"hinge:workers"):
+                if (
+                    b":stats:" in key
+                    or key.startswith(b"hinge:worker")
+                    or key.startswith(b"hinge:fair")
+                    or key.startswith(b"hinge:workers")
+                ):
                     continue
                 kind = client.type(key)
                 if kind == b"hash":
-                    value = json.dumps(sorted((k.decode(), v.decode(errors="replace")) for k, v in client.hgetall(key).items()))
+                    value = json.dumps(
+                        sorted((k.decode(), v.decode(errors="replace")) for k, v in client.hgetall(key).items())
+                    )
                 elif kind == b"list":
                     value = json.dumps([v.decode(errors="replace") for v in client.lrange(key, 0, -1)])
                 elif kind == b"zset":

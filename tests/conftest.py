@@ -40,8 +40,9 @@ class RunningService:
 
     def start_worker(self) -> subprocess.Popen:
         """Start one more worker process."""
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "--log-level", "WARNING"], env=self.env,
-                                cwd=ROOT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=self.env, cwd=ROOT, start_new_session=True
+        )
         self.workers.append(proc)
         return proc
 
@@ -73,7 +74,9 @@ def start_api(env: dict, port: int) -> subprocess.Popen:
     """Start the API process on ``port``."""
     return subprocess.Popen(
         [sys.executable, "-m", "service.cli", "api", "--port", str(port), "--no-access-log", "--log-level", "warning"],
-        env=env, cwd=ROOT, start_new_session=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
     )
 
 
@@ -120,15 +123,17 @@ def service(redis_server, tmp_path_factory):
     """The API and two workers against the test Redis, ready (kernels warm) before the first test."""
     data_dir = tmp_path_factory.mktemp("hinge-data")
     env = dict(os.environ)
-    env.update({
-        "REDIS_URL": redis_server.url,
-        "HINGE_DATA_DIR": str(data_dir),
-        "NUMBA_THREADING_LAYER": "workqueue",
-        "HINGE_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-        # uploads over 4 KiB are parsed while they arrive (the default threshold is 16 MiB)
-        "HINGE_FOLLOW_UPLOAD_BYTES": "4096",
-    })
+    env.update(
+        {
+            "REDIS_URL": redis_server.url,
+            "HINGE_DATA_DIR": str(data_dir),
+            "NUMBA_THREADING_LAYER": "workqueue",
+            "HINGE_LOG_LEVEL": "WARNING",
+            "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            # uploads over 4 KiB are parsed while they arrive (the default threshold is 16 MiB)
+            "HINGE_FOLLOW_UPLOAD_BYTES": "4096",
+        }
+    )
     env.pop("HINGE_API_KEYS", None)
     port = free_port()
     api = start_api(env, port)

@@ -39,8 +39,14 @@ def fuzz(base_url: str, examples: int, headers: dict | None = None, modes=("posi
         for mode in modes:
             strategy = operation.as_strategy(generation_mode=GenerationMode(mode))
 
-            @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                      suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
+            @settings(
+                max_examples=examples,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(HealthCheck),
+                phases=[Phase.explicit, Phase.generate, Phase.shrink],
+            )
             @given(case=strategy)
             def run(case):
                 response = case.call(base_url=base_url, headers=headers, timeout=60)

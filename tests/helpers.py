@@ -70,19 +70,20 @@ def kernels_compiled_after_warm_up(modules: list[str], warm_up: str, use: str) -
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    code = "\n".join([
-        "import importlib, json",
-        "import numpy as np",
-        "from tests.helpers import compiled_signatures",
-        f"modules = [importlib.import_module(name) for name in {modules!r}]",
-        warm_up,
-        "before = compiled_signatures(*modules)",
-        use,
-        "print(json.dumps(sorted(compiled_signatures(*modules) - before)))",
-    ])
+    code = "\n".join(
+        [
+            "import importlib, json",
+            "import numpy as np",
+            "from tests.helpers import compiled_signatures",
+            f"modules = [importlib.import_module(name) for name in {modules!r}]",
+            warm_up,
+            "before = compiled_signatures(*modules)",
+            use,
+            "print(json.dumps(sorted(compiled_signatures(*modules) - before)))",
+        ]
+    )
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -100,14 +101,21 @@ def compiled_signatures(*modules) -> set[tuple[str, str]]:
     return found
 
 
-def sparse_problem(n_rows: int, n_features: int, nnz_per_row: int, seed: int = 0, noise: float = 0.1,
-                   n_classes: int = 2, random_labels: bool = False):
+def sparse_problem(
+    n_rows: int,
+    n_features: int,
+    nnz_per_row: int,
+    seed: int = 0,
+    noise: float = 0.1,
+    n_classes: int = 2,
+    random_labels: bool = False,
+):
     """A seeded sparse classification problem: CSR pieces and labels from a hidden linear model."""
     rng = np.random.default_rng(seed)
     indptr = np.arange(n_rows + 1, dtype=np.int64) * nnz_per_row
     indices = np.empty(n_rows * nnz_per_row, dtype=np.int32)
     for i in range(n_rows):
-        indices[i * nnz_per_row:(i + 1) * nnz_per_row] = np.sort(rng.choice(n_features, nnz_per_row, replace=False))
+        indices[i * nnz_per_row : (i + 1) * nnz_per_row] = np.sort(rng.choice(n_features, nnz_per_row, replace=False))
     data = rng.normal(size=indices.size)
     hidden = rng.normal(size=(n_classes if n_classes > 2 else 1, n_features))
     scores = np.zeros((n_rows, hidden.shape[0]))

@@ -52,8 +52,10 @@ class Tally:
         if response.status_code >= 500:
             self.server_errors_at.append(time.time())
             if len(self.errors) < 50:
-                self.errors.append(f"{response.request.method} {response.request.url.path}: {response.status_code} "
-                                   f"{response.text[:200]}")
+                self.errors.append(
+                    f"{response.request.method} {response.request.url.path}: {response.status_code} "
+                    f"{response.text[:200]}"
+                )
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -77,14 +79,22 @@ async def predictor(base: str, model_id: str, row: list, until: float, tally: Ta
         headers = {"Content-Type": "application/json"}
         while time.monotonic() < until:
             start = time.perf_counter()
-            response = await call(tally, client, "POST", f"/v1/models/{model_id}/predict", content=body, headers=headers)
+            response = await call(
+                tally, client, "POST", f"/v1/models/{model_id}/predict", content=body, headers=headers
+            )
             if response is not None and response.status_code == 200:
                 tally.predict_ms.append((time.perf_counter() - start) * 1000)
                 tally.predict_at.append(time.time())
 
 
-async def run_job(client: httpx.AsyncClient, tally: Tally, body: dict, until: float, cancel_after: float | None = None,
-                  poll_s: float = 0.05) -> str | None:
+async def run_job(
+    client: httpx.AsyncClient,
+    tally: Tally,
+    body: dict,
+    until: float,
+    cancel_after: float | None = None,
+    poll_s: float = 0.05,
+) -> str | None:
     """Submit a job and poll it to its end (cancel it after ``cancel_after`` s); returns its final status."""
     response = await call(tally, client, "POST", "/v1/jobs", json=body)
     if response is None or response.status_code != 202:
@@ -119,8 +129,13 @@ async def trainer(base: str, dataset_id: str, until: float, tally: Tally) -> Non
 async def uploader(base: str, content: bytes, until: float, tally: Tally) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         while time.monotonic() < until:
-            response = await call(tally, client, "POST", "/v1/datasets",
-                                  files={"file": ("upload.svm", content, "application/octet-stream")})
+            response = await call(
+                tally,
+                client,
+                "POST",
+                "/v1/datasets",
+                files={"file": ("upload.svm", content, "application/octet-stream")},
+            )
             if response is not None and response.status_code == 201:
                 await call(tally, client, "DELETE", f"/v1/datasets/{response.json()['id']}")
 
@@ -131,8 +146,13 @@ async def all_solvers_trainer(base: str, index: int, until: float, tally: Tally)
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         dataset_id = None
         while dataset_id is None and time.monotonic() < until:
-            response = await call(tally, client, "POST", "/v1/datasets",
-                                  files={"file": (f"train{index}.svm", content, "application/octet-stream")})
+            response = await call(
+                tally,
+                client,
+                "POST",
+                "/v1/datasets",
+                files={"file": (f"train{index}.svm", content, "application/octet-stream")},
+            )
             if response is not None and response.status_code == 201:
                 dataset_id = response.json()["id"]
         names = list(SOLVERS)
@@ -163,6 +183,7 @@ async def poller(base: str, until: float, tally: Tally) -> None:
             await call(tally, client, "GET", "/v1/datasets", params={"limit": 20})
             await call(tally, client, "GET", "/v1/models", params={"limit": 20})
             await asyncio.sleep(0.1)
+
 
 def client_process(role: str, count: int, base: str, setup: dict, seconds: float, start_at: float, out) -> None:
     """Run ``count`` clients of one role in this process (asyncio) from ``start_at`` (wall clock) for

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 # ---------------------------------------------------------------------------------------------
 # Linear SVM (dcd): primal objective, dual projected gradient, cyclic dual coordinate descent.
 # Dense X, explicit bias column, dense Qbar: nothing shared with worker/solvers/dcd.py.
@@ -25,7 +24,7 @@ def svm_linear_primal(X, y, w_full, *, C_neg, C_pos, loss, bias):
     margins = 1.0 - y * (Z @ w_full)
     slack = np.maximum(margins, 0.0)
     if loss == "squared_hinge":
-        slack = slack ** 2
+        slack = slack**2
     costs = np.where(y > 0, C_pos, C_neg)
     return 0.5 * float(w_full @ w_full) + float(costs @ slack)
 
@@ -207,8 +206,7 @@ def pairs_of(y, qid=None):
     """All ordered pairs (i, j) with y_i > y_j (and qid_i == qid_j when qid is given), as a list."""
     y = np.asarray(y)
     n = y.shape[0]
-    return [(i, j) for i in range(n) for j in range(n)
-            if y[i] > y[j] and (qid is None or qid[i] == qid[j])]
+    return [(i, j) for i in range(n) for j in range(n) if y[i] > y[j] and (qid is None or qid[i] == qid[j])]
 
 
 def pairwise_difference_problem(X, y, qid=None):
@@ -297,15 +295,21 @@ def hinge_primal(X, y, w, b, C, B):
     import scipy.sparse as sp
 
     w_full = np.append(w, b / B) if B is not None else np.asarray(w)
-    return svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C,
-                             loss="hinge", bias=B)
+    return svm_linear_primal(X.toarray() if sp.issparse(X) else X, y, w_full, C_neg=C, C_pos=C, loss="hinge", bias=B)
 
 
 def linear_svc_optimum(X, y, C, B):
     """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by scikit-learn's LinearSVC at a tight tolerance."""
     from sklearn.svm import LinearSVC
 
-    clf = LinearSVC(dual=True, loss="hinge", C=C, tol=1e-8, max_iter=10**6, fit_intercept=B is not None,
-                    intercept_scaling=B if B is not None else 1.0).fit(X, y)
+    clf = LinearSVC(
+        dual=True,
+        loss="hinge",
+        C=C,
+        tol=1e-8,
+        max_iter=10**6,
+        fit_intercept=B is not None,
+        intercept_scaling=B if B is not None else 1.0,
+    ).fit(X, y)
     b = float(clf.intercept_[0]) if B is not None else 0.0
     return hinge_primal(X, y, clf.coef_.ravel(), b, C, B)

@@ -56,8 +56,15 @@ def role(cmdline: str) -> str:
 class ServeRun:
     """One `hinge serve` process in its own pseudo-terminal."""
 
-    def __init__(self, data_dir: Path, port: int, workers: int = 1, env_extra: dict | None = None,
-                 extra_args: tuple[str, ...] = (), root: Path = ROOT):
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        workers: int = 1,
+        env_extra: dict | None = None,
+        extra_args: tuple[str, ...] = (),
+        root: Path = ROOT,
+    ):
         """``root``: the checkout whose code runs (another one compares a version before a change)."""
         env = dict(os.environ)
         env.pop("REDIS_URL", None)
@@ -72,9 +79,27 @@ class ServeRun:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers),
-             "--data-dir", str(data_dir), "--log-level", "warning", *extra_args],
-            env=env, cwd=root, stdin=slave, stdout=slave, stderr=slave, preexec_fn=become_terminal_owner,
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--data-dir",
+                str(data_dir),
+                "--log-level",
+                "warning",
+                *extra_args,
+            ],
+            env=env,
+            cwd=root,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            preexec_fn=become_terminal_owner,
         )
         os.close(slave)
         self.output = bytearray()
@@ -104,7 +129,7 @@ class ServeRun:
 
     def supervisor_lines(self) -> list[str]:
         """The supervisor's own log lines (`hinge: ...`; the terminal may have echoed ^C before one)."""
-        return [line[line.index("hinge:"):].strip() for line in self.text().splitlines() if "hinge:" in line]
+        return [line[line.index("hinge:") :].strip() for line in self.text().splitlines() if "hinge:" in line]
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Wait until /readyz answers 200 (a worker is warm)."""
@@ -221,8 +246,9 @@ def aof_check(redis_dir: Path) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory() as tmp:
         checker = Path(tmp) / "redis-check-aof"  # redis-server turns into the checker under this name
         checker.symlink_to(redis_server_binary())
-        done = subprocess.run([str(checker), str(redis_dir / "appendonly.aof")], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [str(checker), str(redis_dir / "appendonly.aof")], capture_output=True, text=True, timeout=120
+        )
     return done.returncode == 0 and "AOF is valid" in done.stdout, done.stdout.strip()
 
 

@@ -36,8 +36,16 @@ API_REDIS_RETRY_S = 5.0
 class Chaos(threading.Thread):
     """Kills a random worker every ``kill_every_s`` and Redis once; records when and what."""
 
-    def __init__(self, run, base: str, start_at: float, seconds: float, kill_every_s: float | None,
-                 redis_restart_at_s: float | None, seed: int = 0):
+    def __init__(
+        self,
+        run,
+        base: str,
+        start_at: float,
+        seconds: float,
+        kill_every_s: float | None,
+        redis_restart_at_s: float | None,
+        seed: int = 0,
+    ):
         super().__init__(name="chaos", daemon=True)
         self.run_ = run
         self.base = base
@@ -94,27 +102,45 @@ class Chaos(threading.Thread):
         self.events.append({"at": self.redis_window[1], "what": "API answers again after the Redis restart"})
 
 
-def soak(run, *, seconds: float, clients: dict[str, int], kill_every_s: float | None, redis_restart_at_s: float | None,
-         settle_s: float = 180.0) -> dict:
+def soak(
+    run,
+    *,
+    seconds: float,
+    clients: dict[str, int],
+    kill_every_s: float | None,
+    redis_restart_at_s: float | None,
+    settle_s: float = 180.0,
+) -> dict:
     """Load the running service for ``seconds`` with ``clients`` (role -> count) under chaos; the report."""
     base = run.base_url
     setup: dict = {"offset": 0}
     with httpx.Client(base_url=base, timeout=120) as http:
-        small = http.post("/v1/datasets", files={"file": ("setup.svm", to_svmlight(*sparse_problem(300, 10, 4, seed=1)))}).json()
-        long_set = http.post("/v1/datasets", files={
-            "file": ("long.svm", to_svmlight(*sparse_problem(3000, 200, 10, seed=7, random_labels=True)))}).json()
+        small = http.post(
+            "/v1/datasets", files={"file": ("setup.svm", to_svmlight(*sparse_problem(300, 10, 4, seed=1)))}
+        ).json()
+        long_set = http.post(
+            "/v1/datasets",
+            files={"file": ("long.svm", to_svmlight(*sparse_problem(3000, 200, 10, seed=7, random_labels=True)))},
+        ).json()
         job = http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()
         while (state := http.get(f"/v1/jobs/{job['id']}").json())["status"] not in FINAL:
             time.sleep(0.05)
         setup_jobs = {job["id"]}
         row = [0.5] * small["n_features"]
-        setup.update(model_id=state["model_id"], row=row, long_dataset_id=long_set["id"],
-                     content=to_svmlight(*sparse_problem(200, 10, 4, seed=2)))
+        setup.update(
+            model_id=state["model_id"],
+            row=row,
+            long_dataset_id=long_set["id"],
+            content=to_svmlight(*sparse_problem(200, 10, 4, seed=2)),
+        )
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     start_at = time.time() + 3.0
-    procs = [ctx.Process(target=client_process, args=(role, n, base, setup, seconds, start_at, out))
-             for role, n in clients.items() if n]
+    procs = [
+        ctx.Process(target=client_process, args=(role, n, base, setup, seconds, start_at, out))
+        for role, n in clients.items()
+        if n
+    ]
     chaos = Chaos(run, base, start_at, seconds, kill_every_s, redis_restart_at_s)
     for proc in procs:
         proc.start()
@@ -135,8 +161,11 @@ def soak(run, *, seconds: float, clients: dict[str, int], kill_every_s: float | 
     for j in jobs:
         key = j["status"] if j["status"] != "failed" else f"failed:{(j.get('error') or {}).get('code')}"
         by_status[key] = by_status.get(key, 0) + 1
-    lost = [j["id"] for j in jobs if j["status"] not in FINAL
-            or (j["status"] == "failed" and (j.get("error") or {}).get("code") != "worker_lost")]
+    lost = [
+        j["id"]
+        for j in jobs
+        if j["status"] not in FINAL or (j["status"] == "failed" and (j.get("error") or {}).get("code") != "worker_lost")
+    ]
     by_design = by_status.get("canceled", 0) + by_status.get("failed:worker_lost", 0)
 
     window = chaos.redis_window
@@ -157,8 +186,14 @@ def soak(run, *, seconds: float, clients: dict[str, int], kill_every_s: float | 
         "clients": clients,
         "requests": sum(t["requests"] for t in tallies.values()),
         "statuses": statuses,
-        "jobs": {"submitted": len(jobs), "succeeded": by_status.get("succeeded", 0), "failed_by_design": by_design,
-                 "lost": len(lost), "by_status": by_status, "lost_ids": lost[:20]},
+        "jobs": {
+            "submitted": len(jobs),
+            "succeeded": by_status.get("succeeded", 0),
+            "failed_by_design": by_design,
+            "lost": len(lost),
+            "by_status": by_status,
+            "lost_ids": lost[:20],
+        },
         "predict_ms": predict_ms,
         "server_errors": {"inside_redis_window": inside, "outside": len(outside)},
         "redis_window_s": (window[1] - window[0]) if window else None,

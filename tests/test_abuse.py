@@ -27,7 +27,9 @@ SETTINGS = {"HINGE_BODY_TIMEOUT_S": "1", "HINGE_BODY_MIN_RATE": "200", "HINGE_WO
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    running = Cluster(tmp_path_factory.mktemp("abuse"), env_extra=SETTINGS, redis_maxmemory=512 * 2**20).start(workers=1)
+    running = Cluster(tmp_path_factory.mktemp("abuse"), env_extra=SETTINGS, redis_maxmemory=512 * 2**20).start(
+        workers=1
+    )
     try:
         yield running
     finally:
@@ -40,8 +42,9 @@ def small(cluster):
         return upload(http, to_svmlight(*sparse_problem(300, 20, 5, seed=1)), name="small").json()
 
 
-def raw_exchange(port: int, head: bytes, body: bytes, byte_every_s: float | None = None,
-                 limit_s: float = 120.0) -> tuple[int, dict, dict, float]:
+def raw_exchange(
+    port: int, head: bytes, body: bytes, byte_every_s: float | None = None, limit_s: float = 120.0
+) -> tuple[int, dict, dict, float]:
     """Send a request by hand (all at once, or one byte every ``byte_every_s``); returns status, headers, JSON, seconds."""
     begin = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=limit_s) as sock:
@@ -52,20 +55,24 @@ def raw_exchange(port: int, head: bytes, body: bytes, byte_every_s: float | None
             for i in range(len(body)):
                 if select.select([sock], [], [], 0)[0] or time.monotonic() - begin > limit_s:
                     break  # the server answered (or gave up on us)
-                sock.sendall(body[i:i + 1])
+                sock.sendall(body[i : i + 1])
                 time.sleep(byte_every_s)
         raw = b""
         while True:
             try:
                 piece = sock.recv(65536)
-            except (ConnectionResetError, socket.timeout):
+            except (TimeoutError, ConnectionResetError):
                 break
             if not piece:
                 break
             raw += piece
             if b"\r\n\r\n" in raw:
                 head_part, _, rest = raw.partition(b"\r\n\r\n")
-                length = [int(line.split(b":")[1]) for line in head_part.split(b"\r\n") if line.lower().startswith(b"content-length")]
+                length = [
+                    int(line.split(b":")[1])
+                    for line in head_part.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ]
                 if length and len(rest) >= length[0]:
                     break
     seconds = time.monotonic() - begin
@@ -78,14 +85,18 @@ def raw_exchange(port: int, head: bytes, body: bytes, byte_every_s: float | None
 # -- item 3: clients that lie or stall ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path, content_type", [
-    ("/v1/datasets", "multipart/form-data; boundary=xyz"),
-    ("/v1/jobs", "application/json"),
-    ("/v1/models/mdl_x/predict", "application/json"),
-])
+@pytest.mark.parametrize(
+    "path, content_type",
+    [
+        ("/v1/datasets", "multipart/form-data; boundary=xyz"),
+        ("/v1/jobs", "application/json"),
+        ("/v1/models/mdl_x/predict", "application/json"),
+    ],
+)
 def test_a_body_shorter_than_its_content_length_gets_408(cluster, path, content_type):
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: 1000000000\r\n\r\n").encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\nContent-Length: 1000000000\r\n\r\n"
+    ).encode()
     limit = 10**9 if path == "/v1/datasets" else None
     if limit is None:  # JSON routes refuse a 1 GB Content-Length at once (413): lie with a smaller one
         head = head.replace(b"1000000000", b"1000")
@@ -101,8 +112,10 @@ def test_a_body_shorter_than_its_content_length_gets_408(cluster, path, content_
 def test_a_client_sending_a_byte_at_a_time_gets_408(cluster):
     part = b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.svm"\r\n\r\n' + b"1 1:1\n" * 200
     body = part + b"\r\n--xyz--\r\n"
-    head = (f"POST /v1/datasets HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=xyz\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /v1/datasets HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=xyz\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     status, _, answer, _ = raw_exchange(cluster.port, head, body, byte_every_s=0.02)
     assert status == 408, answer
     assert "too slow" in answer["error"]["message"] and answer["error"]["details"]["limit"] == "body_min_rate"
@@ -112,9 +125,10 @@ def test_a_client_sending_a_byte_at_a_time_gets_408(cluster):
 def test_a_slow_but_steady_upload_is_accepted(cluster):
     body = to_svmlight(*sparse_problem(50, 5, 2, seed=3))
     with cluster.http() as http:
+
         def pieces():
             for start in range(0, len(body), 400):
-                yield body[start:start + 400]
+                yield body[start : start + 400]
                 time.sleep(0.5)  # 800 bytes/s: above the 200 bytes/s floor
 
         files = {"file": ("steady.svm", b"".join(pieces()), "application/octet-stream")}
@@ -161,8 +175,11 @@ def test_a_model_that_does_not_fit_fails_its_job_with_storage_full(cluster, smal
         text = to_svmlight(*sparse_problem(3000, 400, 12, seed=7, random_labels=True)) + b"1 1000000:0.001\n"
         wide = upload(http, text, name="wide").json()
         job = http.post("/v1/jobs", json={"dataset_id": wide["id"], "solver": "dcd", "params": SLOW}).json()
-        wait_for(lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2, timeout=120,
-                 message="trace points")
+        wait_for(
+            lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2,
+            timeout=120,
+            message="trace points",
+        )
         with cluster.client() as client:
             client.config_set("maxmemory", _used(client) + 4 * 2**20)  # room for traces and records, not the model
             try:
@@ -171,13 +188,18 @@ def test_a_model_that_does_not_fit_fails_its_job_with_storage_full(cluster, smal
             finally:
                 client.config_set("maxmemory", 512 * 2**20)
             assert not list(client.scan_iter("hinge:model:*:array:weights:*", count=10_000)) or all(
-                client.exists(key.decode().split(":array:")[0]) for key in client.scan_iter("hinge:model:*:array:*"))
+                client.exists(key.decode().split(":array:")[0]) for key in client.scan_iter("hinge:model:*:array:*")
+            )
         assert final["status"] == "failed", final
         assert final["error"]["code"] == "storage_full", final
         assert final.get("model_id") is None, final
         # the worker goes on
-        assert wait_job(http, http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()["id"])[
-            "status"] == "succeeded"
+        assert (
+            wait_job(http, http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()["id"])[
+                "status"
+            ]
+            == "succeeded"
+        )
 
 
 # -- item 7: deleting jobs, and their time-to-live ------------------------------------------------------
@@ -185,7 +207,9 @@ def test_a_model_that_does_not_fit_fails_its_job_with_storage_full(cluster, smal
 
 def test_delete_a_job(cluster, small):
     with cluster.http() as http:
-        slow = upload(http, to_svmlight(*sparse_problem(3000, 400, 12, seed=8, random_labels=True)), name="slow2").json()
+        slow = upload(
+            http, to_svmlight(*sparse_problem(3000, 400, 12, seed=8, random_labels=True)), name="slow2"
+        ).json()
         job = http.post("/v1/jobs", json={"dataset_id": slow["id"], "solver": "dcd", "params": SLOW}).json()
         wait_job(http, job["id"], statuses=("running",))
         refused = http.delete(f"/v1/jobs/{job['id']}")
@@ -219,12 +243,17 @@ def test_finished_jobs_expire_after_their_ttl(tmp_path, small):
     try:
         with ttl.http() as http:
             dataset = upload(http, to_svmlight(*sparse_problem(100, 5, 2, seed=4))).json()
-            ids = [http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()["id"]
-                   for _ in range(3)]
+            ids = [
+                http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()["id"]
+                for _ in range(3)
+            ]
             for job_id in ids[:2]:
                 assert http.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "canceled"
-            wait_for(lambda: all(http.get(f"/v1/jobs/{j}").status_code == 404 for j in ids[:2]), timeout=60,
-                     message="the finished jobs to expire")
+            wait_for(
+                lambda: all(http.get(f"/v1/jobs/{j}").status_code == 404 for j in ids[:2]),
+                timeout=60,
+                message="the finished jobs to expire",
+            )
             assert http.get(f"/v1/jobs/{ids[2]}").json()["status"] == "queued", "a queued job never expires"
             assert http.get("/v1/jobs").json()["total"] == 1
         with ttl.client() as client:
@@ -289,8 +318,17 @@ def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_p
         ids = []
         for n in range(3):
             job_id = f"job_rescue{n}"
-            jobs.create({"id": job_id, "tenant": "t", "dataset_id": "ds_x", "solver": "dcd", "params": {},
-                         "created_at": "now", "attempts": 0})
+            jobs.create(
+                {
+                    "id": job_id,
+                    "tenant": "t",
+                    "dataset_id": "ds_x",
+                    "solver": "dcd",
+                    "params": {},
+                    "created_at": "now",
+                    "attempts": 0,
+                }
+            )
             queue.enqueue(job_id, "t")
             ids.append(job_id)
         rq_queue = queue.tenant_queue("t")

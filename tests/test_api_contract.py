@@ -37,8 +37,14 @@ def seeded(service):
         dataset = upload(http, to_svmlight(indptr, indices, data, y)).json()
         kernel = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo", "params": {"C": 1.0}}).json()
         assert wait_job(http, kernel["id"])["status"] == "succeeded"
-        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
-                                          "params": {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 2}}}).json()
+        job = http.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": dataset["id"],
+                "solver": "dcd",
+                "params": {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 2}},
+            },
+        ).json()
         job = wait_job(http, job["id"])
     assert job["status"] == "succeeded"
     return dataset, job
@@ -47,14 +53,39 @@ def seeded(service):
 def test_schemathesis_all_checks_all_phases_find_nothing(service, seeded, tmp_path):
     report = tmp_path / "report.json"
     command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(ROOT / "tests" / "schemathesis.toml"),
-        "run", f"{service.base_url}/openapi.json", "--checks", "all",
-        "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", str(EXAMPLES), "--seed", "1",
-        "--workers", "1", "--generation-database", "none", "--no-color",
-        "--report", "json", "--report-json-path", str(report),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(ROOT / "tests" / "schemathesis.toml"),
+        "run",
+        f"{service.base_url}/openapi.json",
+        "--checks",
+        "all",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--max-examples",
+        str(EXAMPLES),
+        "--seed",
+        "1",
+        "--workers",
+        "1",
+        "--generation-database",
+        "none",
+        "--no-color",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(report),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=1800,
-                            env=dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=str(tmp_path / "hypothesis")))
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=1800,
+        env=dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=str(tmp_path / "hypothesis")),
+    )
     summary = json.loads(report.read_text())
     (ROOT / "tests" / ".cache").mkdir(exist_ok=True)
     (ROOT / "tests" / ".cache" / "schemathesis.log").write_text(result.stdout)  # the whole report, for a failure
@@ -72,8 +103,11 @@ def test_options_allow_lists_every_documented_method(http, seeded):
     document = http.get("/openapi.json").json()
     dataset, job = seeded
     for template, operations in document["paths"].items():
-        path = (template.replace("{dataset_id}", dataset["id"]).replace("{job_id}", job["id"])
-                .replace("{model_id}", job["model_id"]))
+        path = (
+            template.replace("{dataset_id}", dataset["id"])
+            .replace("{job_id}", job["id"])
+            .replace("{model_id}", job["model_id"])
+        )
         answer = http.request("OPTIONS", path)
         assert answer.status_code == 405, (path, answer.status_code)
         allowed = {m.strip().lower() for m in answer.headers["allow"].split(",")}
@@ -86,10 +120,14 @@ def test_validation_errors_name_fields_without_union_tags(http, seeded):
     error = answer.json()["error"]
     assert answer.status_code == 422 and error["message"].startswith("params.C: ")
     assert error["details"][0]["loc"] == ["body", "params", "C"]
-    answer = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo",
-                                         "params": {"kernel": {"type": "rbf", "gamma": -2}}})
+    answer = http.post(
+        "/v1/jobs",
+        json={"dataset_id": dataset["id"], "solver": "smo", "params": {"kernel": {"type": "rbf", "gamma": -2}}},
+    )
     assert answer.json()["error"]["message"].startswith("params.kernel.gamma: "), answer.json()
-    answer = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"class_weight": {"1": 0}}})
+    answer = http.post(
+        "/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"class_weight": {"1": 0}}}
+    )
     assert answer.status_code == 422 and answer.json()["error"]["message"].startswith("params.class_weight[1]: ")
 
 
@@ -102,13 +140,17 @@ def test_document_declares_what_generated_clients_need():
     assert upload_body["schema"]["properties"]["file"]["contentMediaType"] == "application/octet-stream"
     assert document["paths"]["/v1/jobs"]["post"]["responses"]["202"]["headers"]["Location"]["required"] is True
     assert "Retry-After" in document["paths"]["/v1/jobs"]["post"]["responses"]["429"]["headers"]
-    assert schemas["DcdParams"]["properties"]["class_weight"]["anyOf"][0]["additionalProperties"]["exclusiveMinimum"] == 0
+    assert (
+        schemas["DcdParams"]["properties"]["class_weight"]["anyOf"][0]["additionalProperties"]["exclusiveMinimum"] == 0
+    )
     for name, field in (("JobOut", "solver"), ("ModelOut", "kind"), ("ModelOut", "task"), ("JobOut", "stop_reason")):
         text = json.dumps(schemas[name]["properties"][field])
         assert "$ref" in text, (name, field, text)  # an enum component, not a plain string
     details = json.dumps(schemas["ErrorBody"]["properties"]["details"])
     assert "ValidationIssue" in details and "ParseErrorDetails" in details and "LimitDetails" in details
-    assert set(schemas["ModelOut"]["required"]) == set(schemas["ModelOut"]["properties"])  # answers always carry every field
+    assert set(schemas["ModelOut"]["required"]) == set(
+        schemas["ModelOut"]["properties"]
+    )  # answers always carry every field
     assert "probability" not in schemas["DcdParams"].get("required", [])  # request fields with defaults stay optional
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
@@ -192,16 +234,34 @@ fs.writeFileSync(process.argv[3], astToString(ast));
 
 def _npm_install(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    if (directory / "node_modules" / "openapi-typescript").exists() and (directory / "node_modules" / "typescript").exists():
+    if (directory / "node_modules" / "openapi-typescript").exists() and (
+        directory / "node_modules" / "typescript"
+    ).exists():
         return
     (directory / "package.json").write_text(json.dumps({"name": "hinge-ts-check", "private": True, "type": "module"}))
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "openapi-typescript@7", "typescript@5",
-                    "@types/node@20"], cwd=directory, check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            "npm",
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--silent",
+            "openapi-typescript@7",
+            "typescript@5",
+            "@types/node@20",
+        ],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def test_typescript_client_generated_with_openapi_typescript_type_checks(tmp_path):
     if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("npm and node are needed to install openapi-typescript and typescript; they are not on this machine")
+        pytest.skip(
+            "npm and node are needed to install openapi-typescript and typescript; they are not on this machine"
+        )
     tools = CACHE / "typescript"
     _npm_install(tools)
     work = tools / "work"
@@ -209,14 +269,34 @@ def test_typescript_client_generated_with_openapi_typescript_type_checks(tmp_pat
         shutil.rmtree(work)
     work.mkdir()
     (tools / "generate.mjs").write_text(TRANSFORM)
-    subprocess.run(["node", str(tools / "generate.mjs"), str(ROOT / "openapi" / "openapi.json"), str(work / "hinge.ts")],
-                   cwd=tools, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        ["node", str(tools / "generate.mjs"), str(ROOT / "openapi" / "openapi.json"), str(work / "hinge.ts")],
+        cwd=tools,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     generated = (work / "hinge.ts").read_text()
     assert "file: Blob" in generated
     (work / "program.ts").write_text(TYPESCRIPT_PROGRAM)
     (work / "wrong.ts").write_text(WRONG_PROGRAM)
-    tsc = [str(tools / "node_modules" / ".bin" / "tsc"), "--noEmit", "--strict", "--target", "es2022", "--module", "es2022",
-           "--moduleResolution", "bundler", "--lib", "es2022,dom", "--types", "node", "--typeRoots", str(tools / "node_modules" / "@types")]
+    tsc = [
+        str(tools / "node_modules" / ".bin" / "tsc"),
+        "--noEmit",
+        "--strict",
+        "--target",
+        "es2022",
+        "--module",
+        "es2022",
+        "--moduleResolution",
+        "bundler",
+        "--lib",
+        "es2022,dom",
+        "--types",
+        "node",
+        "--typeRoots",
+        str(tools / "node_modules" / "@types"),
+    ]
     ok = subprocess.run([*tsc, str(work / "program.ts")], cwd=work, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     wrong = subprocess.run([*tsc, str(work / "wrong.ts")], cwd=work, capture_output=True, text=True, timeout=300)

@@ -56,8 +56,9 @@ def test_dcd_slices_of_an_epoch_change_nothing(problem, monkeypatch):
 def test_dcd_stops_inside_an_epoch(problem, monkeypatch):
     monkeypatch.setattr(dcd_module, "SLICE_SECONDS", 0.0)
     flag = CancelOnCall(1)
-    stopped = dcd_module.solve_dcd(*problem, n_features=50, C=10.0, seed=4, shrinking=False,
-                                   control=SolverControl(cancel_requested=flag))
+    stopped = dcd_module.solve_dcd(
+        *problem, n_features=50, C=10.0, seed=4, shrinking=False, control=SolverControl(cancel_requested=flag)
+    )
     one_epoch = dcd_module.solve_dcd(*problem, n_features=50, C=10.0, seed=4, shrinking=False, max_iter=1)
     assert stopped.stop_reason is StopReason.CANCELED and stopped.n_iter == 1
     assert flag.looks == 1
@@ -69,8 +70,15 @@ def test_ocas_looks_between_the_passes_of_an_iteration(problem):
     from worker.solvers.ocas import solve_ocas
 
     flag = CancelOnCall(2)  # the second look is within the first iteration, before its cut pass
-    result = solve_ocas(*problem, n_features=50, C=10.0, tol_rel=1e-12, max_iter=100, n_processes=1,
-                        control=SolverControl(cancel_requested=flag))
+    result = solve_ocas(
+        *problem,
+        n_features=50,
+        C=10.0,
+        tol_rel=1e-12,
+        max_iter=100,
+        n_processes=1,
+        control=SolverControl(cancel_requested=flag),
+    )
     assert result.stop_reason is StopReason.CANCELED
     assert result.n_iter == 1 and flag.looks == 2
     assert np.isfinite(result.objective) and result.w is not None
@@ -80,8 +88,9 @@ def test_cpa_looks_before_the_cut_pass(problem):
     from worker.solvers.cpa import solve_cpa
 
     flag = CancelOnCall(1)
-    result = solve_cpa(*problem, n_features=50, C=10.0, tol=1e-9, max_iter=100,
-                       control=SolverControl(cancel_requested=flag))
+    result = solve_cpa(
+        *problem, n_features=50, C=10.0, tol=1e-9, max_iter=100, control=SolverControl(cancel_requested=flag)
+    )
     assert result.stop_reason is StopReason.CANCELED
     assert result.n_iter == 1 and result.extra["n_cuts"] == 0, "stopped before the cut of the first iteration"
 

@@ -18,8 +18,9 @@ def hingectl(service_url: str, *args: str, env: dict | None = None, timeout: flo
     full_env = dict(os.environ, HINGE_URL=service_url, **(env or {}))
     if "HINGE_API_KEY" not in (env or {}):
         full_env.pop("HINGE_API_KEY", None)
-    proc = subprocess.run([sys.executable, "-m", "hinge_client.cli", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hinge_client.cli", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -70,7 +71,9 @@ def test_upload_train_watch_predict_evaluate_ls_rm(service, files):
     assert code == 0 and out.strip().startswith("mdl_"), err
     assert "training" in err or "succeeded" in err
     # a model stopped by its iteration limit says so on the status line, and what to do
-    code, out, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch")
+    code, out, err = hingectl(
+        url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch"
+    )
     assert code == 0 and "(max_iter)" in err and "raise params.max_iter" in err, err
 
     code, out, err = hingectl(url, "export", model, "-o", str(files["folder"] / "model.json"))
@@ -98,13 +101,31 @@ def test_exit_codes_scripts_can_use(service, files):
     assert code == 2 and "KEY=VALUE" in err
     assert hingectl(url, "train", dataset)[0] == 2  # argparse: --solver is required
     # a job that ends canceled: watch exits 1
-    code, out, _ = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "C=1000", "-p", "tol=1e-12",
-                            "-p", "max_iter=10000000", "-p", "shrinking=false")
+    code, out, _ = hingectl(
+        url,
+        "train",
+        dataset,
+        "--solver",
+        "dcd",
+        "-p",
+        "C=1000",
+        "-p",
+        "tol=1e-12",
+        "-p",
+        "max_iter=10000000",
+        "-p",
+        "shrinking=false",
+    )
     job = out.strip()
-    watcher = subprocess.Popen([sys.executable, "-m", "hinge_client.cli", "--url", url, "watch", job],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "hinge_client.cli", "--url", url, "watch", job],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         from tests.helpers import wait_for
+
         with service.client() as http:
             wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "running", timeout=60)
         assert hingectl(url, "cancel", job)[0] == 0

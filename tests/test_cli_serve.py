@@ -15,7 +15,7 @@ import redis
 
 from service.embedded_redis import free_port
 from tests.cluster import alive, descendants
-from tests.conftest import ROOT, READY_TIMEOUT_S
+from tests.conftest import READY_TIMEOUT_S, ROOT
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 
@@ -25,9 +25,22 @@ def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers),
-         "--data-dir", str(data_dir), "--log-level", "warning"],
-        env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
     )
 
 
@@ -69,8 +82,11 @@ def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
             model_id = wait_job(http, job["id"])["model_id"]
             before = http.post(f"/v1/models/{model_id}/predict", json={"instances": [[1.0] * 8]}).json()
-        names = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-                 for pid in descendants(proc.pid) if alive(pid)}
+        names = {
+            Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            for pid in descendants(proc.pid)
+            if alive(pid)
+        }
         assert any("redis-server" in name for name in names), names
     finally:
         family = stop(proc)
@@ -97,9 +113,12 @@ def test_serve_without_workers_and_with_external_redis(tmp_path, redis_server):
     proc = serve(tmp_path / "d", port, workers=0, env_extra={"REDIS_URL": redis_server.url})
     try:
         wait_http(base, "/healthz", proc)
-        assert not any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/") and
-                       b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                       for pid in descendants(proc.pid) if alive(pid)), "no embedded Redis with REDIS_URL set"
+        assert not any(
+            Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/")
+            and b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            for pid in descendants(proc.pid)
+            if alive(pid)
+        ), "no embedded Redis with REDIS_URL set"
         with httpx.Client(base_url=base, timeout=60) as http:
             dataset = upload(http, b"1 1:1\n-1 2:1\n").json()
         client = redis.Redis.from_url(redis_server.url)

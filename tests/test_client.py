@@ -27,8 +27,10 @@ def test_the_client_imports_nothing_of_the_service():
     import subprocess
     import sys
 
-    code = ("import sys, hinge_client, hinge_client.estimators; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('service', 'worker', 'numba')); print(bad)")
+    code = (
+        "import sys, hinge_client, hinge_client.estimators; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('service', 'worker', 'numba')); print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
@@ -101,7 +103,10 @@ def test_async_client_retries_too(monkeypatch):
     slept: list[float] = []
     monkeypatch.setattr("hinge_client.client.asyncio.sleep", no_sleep)
     seen: list = []
-    answers = [(429, {"Retry-After": "1"}, {"error": {"code": "x", "message": "y", "details": None}}), (200, {}, {"id": "m"})]
+    answers = [
+        (429, {"Retry-After": "1"}, {"error": {"code": "x", "message": "y", "details": None}}),
+        (200, {}, {"id": "m"}),
+    ]
 
     async def handle(request):
         seen.append(request)
@@ -159,14 +164,16 @@ EXPECTED_FAILURES = {
     # labels, a sigmoid whose 0.5 point is not at score 0), so the argmax of predict_proba can differ
     # from predict near the boundary: the same is true of LIBSVM's -b 1 and of scikit-learn's
     # SVC(probability=True), whose documentation warns about it.
-    "probability": {"check_classifiers_train": "predict_proba's argmax may differ from predict near the boundary (Platt, as LIBSVM -b 1)"},
+    "probability": {
+        "check_classifiers_train": "predict_proba's argmax may differ from predict near the boundary (Platt, as LIBSVM -b 1)"
+    },
 }
 
 
 SKIPPED_BY_SCIKIT_LEARN = {
     # scikit-learn skips these itself when the environment lacks what they need
     "check_array_api_input": "runs only with SCIPY_ARRAY_API=1 and an array-API library; the estimators send rows "
-                             "over HTTP as JSON and accept numpy and scipy inputs",
+    "over HTTP as JSON and accept numpy and scipy inputs",
     "check_classifier_data_not_an_array": "needs pandas, which is not a dependency of this project",
 }
 
@@ -183,11 +190,14 @@ def run_checks(estimator, expected: dict) -> None:
     assert len(passed) >= 30, len(passed)
 
 
-@pytest.mark.parametrize("name,make", [
-    ("linear", lambda url: HingeClassifier(solver="dcd", C=1.0, url=url)),
-    ("kernel", lambda url: HingeClassifier(solver="smo", C=10.0, kernel="rbf", gamma="scale", url=url)),
-    ("probability", lambda url: HingeClassifier(solver="dcd", C=1.0, probability=True, url=url)),
-])
+@pytest.mark.parametrize(
+    "name,make",
+    [
+        ("linear", lambda url: HingeClassifier(solver="dcd", C=1.0, url=url)),
+        ("kernel", lambda url: HingeClassifier(solver="smo", C=10.0, kernel="rbf", gamma="scale", url=url)),
+        ("probability", lambda url: HingeClassifier(solver="dcd", C=1.0, probability=True, url=url)),
+    ],
+)
 def test_hinge_classifier_passes_check_estimator(service, name, make):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -207,8 +217,9 @@ def test_ranker_with_queries_and_classifier_params_map_to_the_service(service):
     qid = np.repeat(np.arange(20), 10)
     ranker = HingeRanker(C=0.1, url=service.base_url).fit(X, relevance, qid=qid)
     assert ranker.model_["task"] == "ranking" and ranker.score(X, relevance, qid) > 0.85
-    clf = HingeClassifier(solver="smo", kernel="poly", gamma=0.5, degree=2, coef0=1.0, class_weight="balanced",
-                          url=service.base_url)
+    clf = HingeClassifier(
+        solver="smo", kernel="poly", gamma=0.5, degree=2, coef0=1.0, class_weight="balanced", url=service.base_url
+    )
     X, y = load_iris(return_X_y=True)
     clf.fit(X, np.array(["setosa", "versicolor", "virginica"])[y])
     assert clf.model_["params"]["kernel"] == {"type": "poly", "gamma": 0.5, "coef0": 1.0, "degree": 2}

@@ -12,7 +12,6 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.preprocessing import StandardScaler
-from sklearn.svm import LinearSVC
 
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
@@ -28,12 +27,6 @@ _reference = naive.linear_svc_optimum
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():
     warm_up()
-
-
-
-
-
-
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +133,16 @@ def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
     C = 0.5
     best = _reference(X, y, C, 1.0)
     tol = 1e-4
-    res = solve_cpa(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1],
-                    C=C, tol_rel=0.0, tol=tol)
+    res = solve_cpa(
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data,
+        y,
+        n_features=X.shape[1],
+        C=C,
+        tol_rel=0.0,
+        tol=tol,
+    )
     assert res.converged
     assert best * (1 - 1e-6) <= res.objective <= best + 1.001 * C * len(y) * tol
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, 1.0), rel=1e-10)
@@ -150,8 +151,7 @@ def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
 def test_cpa_agrees_with_dcd(cancer):
     dcd = pytest.importorskip("worker.solvers.dcd")
     X, y = cancer
-    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6,
-                        max_iter=100000)
+    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
     res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=0.0, tol=1e-3)
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective + 1.0 * len(y) * 1e-3
 
@@ -170,8 +170,17 @@ def test_cpa_agrees_with_liblinear_official_at_tight_tolerance(problem, request)
     model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
     w_full = liblinear_w_full(model, bias=1.0)
     ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
-    res = solve_cpa(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
-                    n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=1e-6)
+    res = solve_cpa(
+        Xs.indptr.astype(np.int64),
+        Xs.indices.astype(np.int32),
+        Xs.data,
+        y,
+        n_features=X.shape[1],
+        C=C,
+        bias=1.0,
+        tol_rel=0.0,
+        tol=1e-6,
+    )
     assert abs(res.objective - ref) <= 1e-3 * ref
 
 
@@ -192,8 +201,16 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
     a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4)
     full = sp.csr_matrix(np.ones_like(X))  # every entry stored, row-major
     full.data[:] = X.ravel()  # ... including the zeros
-    b = solve_cpa(full.indptr.astype(np.int64), full.indices.astype(np.int32), full.data, y,
-                  n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4)
+    b = solve_cpa(
+        full.indptr.astype(np.int64),
+        full.indices.astype(np.int32),
+        full.data,
+        y,
+        n_features=X.shape[1],
+        C=1.0,
+        tol_rel=0.0,
+        tol=1e-4,
+    )
     assert a.n_iter == b.n_iter
     assert b.objective == pytest.approx(a.objective, rel=1e-12)
 
@@ -214,7 +231,9 @@ def test_cpa_max_iter_is_a_result(cancer):
 
 def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
     X, y = cancer
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=SolverControl(deadline=0.0))
+    res = solve_cpa(
+        *_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=SolverControl(deadline=0.0)
+    )
     assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1 and not res.converged
     calls = []
 

@@ -35,12 +35,21 @@ def cluster(tmp_path_factory):
         running.stop()
         if latencies and os.environ.get("HINGE_RECORD_RESULTS"):
             LATENCY_FILE.parent.mkdir(parents=True, exist_ok=True)
-            LATENCY_FILE.write_text(json.dumps({
-                "what": "seconds from kill -9 of a worker to its job leaving `running` (reaper decision)",
-                "settings": {k: v for k, v in running.env.items() if k in (
-                    "HINGE_HEARTBEAT_S", "HINGE_WORKER_LEASE_S", "HINGE_REAP_INTERVAL_S")},
-                "latencies_s": latencies,
-            }, indent=2) + "\n")
+            LATENCY_FILE.write_text(
+                json.dumps(
+                    {
+                        "what": "seconds from kill -9 of a worker to its job leaving `running` (reaper decision)",
+                        "settings": {
+                            k: v
+                            for k, v in running.env.items()
+                            if k in ("HINGE_HEARTBEAT_S", "HINGE_WORKER_LEASE_S", "HINGE_REAP_INTERVAL_S")
+                        },
+                        "latencies_s": latencies,
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +57,9 @@ def datasets(cluster):
     with cluster.http() as http:
         slow = upload(http, to_svmlight(*sparse_problem(6000, 400, 12, seed=7, random_labels=True)), name="slow").json()
         small = upload(http, to_svmlight(*sparse_problem(300, 20, 5, seed=1)), name="small").json()
-        three = upload(http, to_svmlight(*sparse_problem(3000, 200, 10, seed=5, n_classes=3, random_labels=True)),
-                       name="three").json()
+        three = upload(
+            http, to_svmlight(*sparse_problem(3000, 200, 10, seed=5, n_classes=3, random_labels=True)), name="three"
+        ).json()
     return {"slow": slow, "small": small, "three": three}
 
 
@@ -61,8 +71,11 @@ def submit(http, dataset, **params):
 
 def wait_running_with_trace(http, job_id: str, points: int = 2) -> None:
     wait_job(http, job_id, statuses=("running",), timeout=120)
-    wait_for(lambda: len(http.get(f"/v1/jobs/{job_id}/trace").json()["points"]) >= points, timeout=60,
-             message=f"{points} trace points")
+    wait_for(
+        lambda: len(http.get(f"/v1/jobs/{job_id}/trace").json()["points"]) >= points,
+        timeout=60,
+        message=f"{points} trace points",
+    )
 
 
 def replace_worker(cluster: Cluster, proc, execution: str = "inline") -> None:
@@ -81,9 +94,15 @@ def test_sigkill_worker_mid_job_is_retried_on_another_worker(cluster, datasets):
         assert family, "the worker has its heartbeat process"
         killed = time.monotonic()
         cluster.kill_worker(victim, signal.SIGKILL)
-        wait_for(lambda: cluster.job_record(job["id"]).get("attempts") == "2"
-                 or cluster.job_record(job["id"])["status"] != "running", timeout=30, interval=0.02,
-                 message="the lost job noticed")
+        wait_for(
+            lambda: (
+                cluster.job_record(job["id"]).get("attempts") == "2"
+                or cluster.job_record(job["id"])["status"] != "running"
+            ),
+            timeout=30,
+            interval=0.02,
+            message="the lost job noticed",
+        )
         latencies["kill_worker_process"] = round(time.monotonic() - killed, 3)
         final = wait_job(http, job["id"], timeout=120)
         assert final["status"] == "succeeded", final
@@ -94,7 +113,9 @@ def test_sigkill_worker_mid_job_is_retried_on_another_worker(cluster, datasets):
         points = http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]
         assert any(p.get("attempt") == 2 for p in points), "the retry's points are marked"
         assert http.get(f"/v1/models/{final['model_id']}").status_code == 200
-        wait_for(lambda: not any(alive(pid) for pid in family), timeout=10, message="no process of the dead worker left")
+        wait_for(
+            lambda: not any(alive(pid) for pid in family), timeout=10, message="no process of the dead worker left"
+        )
     replace_worker(cluster, victim)
 
 
@@ -192,8 +213,11 @@ def test_api_killed_and_restarted_loses_nothing(cluster, datasets):
     cluster.api.send_signal(signal.SIGKILL)
     cluster.api.wait(10)
     with cluster.client() as client:  # the workers go on without the API
-        wait_for(lambda: all(client.hget(f"hinge:job:{j['id']}", "status") == b"succeeded" for j in [running, *queued]),
-                 timeout=120, message="jobs finished while the API was down")
+        wait_for(
+            lambda: all(client.hget(f"hinge:job:{j['id']}", "status") == b"succeeded" for j in [running, *queued]),
+            timeout=120,
+            message="jobs finished while the API was down",
+        )
     before = cluster.snapshot()
     cluster.start_api()
     with cluster.http() as http:
@@ -217,9 +241,13 @@ def test_redis_killed_and_restarted_loses_nothing(cluster, datasets):
         queued = [submit(http, datasets["small"], seed=i) for i in range(3)]
         fresh = upload(http, to_svmlight(*sparse_problem(200, 10, 3, seed=11)), name="just-before").json()
     before = {k: v for k, v in cluster.snapshot().items()}
-    finished_keys = {k: v for k, v in before.items()
-                     if k.startswith(("hinge:dataset:", "hinge:model:")) or k == f"hinge:job:{done['id']}"
-                     or k == f"hinge:job:{done['id']}:trace"}
+    finished_keys = {
+        k: v
+        for k, v in before.items()
+        if k.startswith(("hinge:dataset:", "hinge:model:"))
+        or k == f"hinge:job:{done['id']}"
+        or k == f"hinge:job:{done['id']}:trace"
+    }
     cluster.redis.kill()
     time.sleep(1.0)
     with cluster.http() as http:
@@ -233,7 +261,9 @@ def test_redis_killed_and_restarted_loses_nothing(cluster, datasets):
         for job in [*blockers, *queued]:
             final = wait_job(http, job["id"], timeout=180)
             assert final["status"] == "succeeded", final
-        assert http.post(f"/v1/models/{done['model_id']}/predict", json={"instances": [[1.0] * 20]}).json() == prediction
+        assert (
+            http.post(f"/v1/models/{done['model_id']}/predict", json={"instances": [[1.0] * 20]}).json() == prediction
+        )
         assert http.get(f"/v1/datasets/{fresh['id']}").json()["sha256"] == fresh["sha256"]
         assert len(http.get(f"/v1/jobs/{done['id']}/trace").json()["points"]) >= 1
     cluster.wait_workers(2, timeout=60)

@@ -54,10 +54,18 @@ def offline_page(browser, base_url: str):
 
 def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
     with service.client() as http:
-        dataset = upload(http, to_svmlight(*sparse_problem(3000, 200, 10, seed=41, random_labels=True)), name="busy").json()
+        dataset = upload(
+            http, to_svmlight(*sparse_problem(3000, 200, 10, seed=41, random_labels=True)), name="busy"
+        ).json()
         small = upload(http, to_svmlight(*sparse_problem(600, 20, 6, seed=42)), name="small").json()
-        search = http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd",
-                                             "params": {"search": {"C": [0.01, 0.1, 1.0, 10.0], "cv_folds": 3}}}).json()
+        search = http.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": small["id"],
+                "solver": "dcd",
+                "params": {"search": {"C": [0.01, 0.1, 1.0, 10.0], "cv_folds": 3}},
+            },
+        ).json()
         search_model = wait_job(http, search["id"])["model_id"]
         params = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False, "max_seconds": 12}
         running = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params}).json()
@@ -69,8 +77,11 @@ def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
         page.wait_for_selector(f"#jobs tr[data-id='{running['id']}']")
         page.click(f"#jobs tr[data-id='{running['id']}']")
         # the plot grows from the event stream while the job runs
-        page.wait_for_function("document.querySelectorAll('#plot polyline#primal-0').length === 1 && "
-                               "Number(document.getElementById('plot-count').textContent) > 20", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelectorAll('#plot polyline#primal-0').length === 1 && "
+            "Number(document.getElementById('plot-count').textContent) > 20",
+            timeout=30_000,
+        )
         first = int(page.text_content("#plot-count"))
         page.wait_for_function(f"Number(document.getElementById('plot-count').textContent) > {first}", timeout=30_000)
         assert http.get(f"/v1/jobs/{running['id']}").json()["status"] == "running"
@@ -85,9 +96,13 @@ def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
         assert len(page.query_selector_all("#model-search table.search-table tbody tr")) == 4
         page.wait_for_selector("#model-search img")
         assert "stop_reason" in page.text_content("#model-meta")
-        export_route = http.get("/v1/models/mdl_probe/export", params={"format": "json"}).json()["error"]["code"] != "not_found"
-        page.wait_for_function("document.getElementById('export-note').textContent !== '' || "
-                               "!document.getElementById('export-button').disabled")
+        export_route = (
+            http.get("/v1/models/mdl_probe/export", params={"format": "json"}).json()["error"]["code"] != "not_found"
+        )
+        page.wait_for_function(
+            "document.getElementById('export-note').textContent !== '' || "
+            "!document.getElementById('export-button').disabled"
+        )
         assert page.is_disabled("#export-button") is (not export_route)
         assert page.is_visible("#datasets tbody tr")
 

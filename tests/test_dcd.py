@@ -38,8 +38,6 @@ LIBLINEAR_SOLVER = {"hinge": 3, "squared_hinge": 1}
 # ---------------------------------------------------------------------------------------------
 
 
-
-
 @pytest.fixture(scope="module")
 def cancer():
     X, labels = load_breast_cancer(return_X_y=True)
@@ -83,9 +81,16 @@ def _full(result, bias):
 
 
 def _sklearn_objective(X, y, *, C, loss, bias, class_weight=None):
-    model = LinearSVC(dual=True, loss=loss, C=C, fit_intercept=bias is not None,
-                      intercept_scaling=1.0 if bias is None else bias, tol=1e-8, max_iter=10**6,
-                      class_weight=class_weight)
+    model = LinearSVC(
+        dual=True,
+        loss=loss,
+        C=C,
+        fit_intercept=bias is not None,
+        intercept_scaling=1.0 if bias is None else bias,
+        tol=1e-8,
+        max_iter=10**6,
+        class_weight=class_weight,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         A = sp.csr_matrix(X)
@@ -112,8 +117,7 @@ def _assert_matches_reference(ours, X, y, *, C, loss, bias, class_weight=(1.0, 1
         assert abs(ours - reference) <= RTOL * reference, (ours, reference)
     else:
         assert ours <= reference * (1 + RTOL), (ours, reference)
-        sk = _sklearn_objective(X, y, C=C, loss=loss, bias=bias,
-                                class_weight={-1: class_weight[0], 1: class_weight[1]})
+        sk = _sklearn_objective(X, y, C=C, loss=loss, bias=bias, class_weight={-1: class_weight[0], 1: class_weight[1]})
         assert abs(ours - sk) <= RTOL * sk, (ours, sk)
 
 
@@ -185,12 +189,15 @@ def test_kkt_and_duality_gap_at_tight_tol(cancer, loss, bias):
     last = result.trace[-1]
     assert last["primal"] == pytest.approx(result.objective, rel=1e-14)
     assert last["primal"] == pytest.approx(
-        naive.svm_linear_primal(X, y, _full(result, bias), C_neg=C, C_pos=C, loss=loss, bias=bias), rel=1e-12)
+        naive.svm_linear_primal(X, y, _full(result, bias), C_neg=C, C_pos=C, loss=loss, bias=bias), rel=1e-12
+    )
     assert -1e-9 <= last["gap"] <= 1e-6 * last["primal"]
     assert last["max_violation"] < 1e-7
 
 
-@pytest.mark.parametrize(("loss", "C", "n_epochs", "rtol"), [("hinge", 0.5, 300, 1e-9), ("squared_hinge", 0.1, 800, 1e-5)])
+@pytest.mark.parametrize(
+    ("loss", "C", "n_epochs", "rtol"), [("hinge", 0.5, 300, 1e-9), ("squared_hinge", 0.1, 800, 1e-5)]
+)
 def test_matches_naive_cyclic_dcd(loss, C, n_epochs, rtol):
     # the plain cyclic order converges slowly (Section 3.1's point): small C and enough epochs
     X, labels = load_iris(return_X_y=True)
@@ -251,8 +258,19 @@ def test_sparse_high_dimensional_matchesliblinear_train(sparse_problem, loss, bi
     X, y = sparse_problem
     assert X.shape[1] >= 10000
     indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
-    result = solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=C, loss=loss, bias=bias,
-                       tol=1e-6, max_iter=10**5, trace_every=10**9)
+    result = solve_dcd(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=X.shape[1],
+        C=C,
+        loss=loss,
+        bias=bias,
+        tol=1e-6,
+        max_iter=10**5,
+        trace_every=10**9,
+    )
     assert result.converged
     _assert_matches_reference(result.objective, X, y, C=C, loss=loss, bias=bias)
 
@@ -267,11 +285,13 @@ def test_digits_one_vs_rest_matches_liblinear_per_class():
     indptr, indices, data = _csr(X)
     for k in range(10):
         y = np.where(labels == k, 1.0, -1.0)
-        ours = solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=C, bias=1.0, tol=1e-6,
-                         max_iter=10**5, trace_every=10**9)
+        ours = solve_dcd(
+            indptr, indices, data, y, n_features=X.shape[1], C=C, bias=1.0, tol=1e-6, max_iter=10**5, trace_every=10**9
+        )
         w, b = model.get_decfun(liblinear_labels.index(k))  # liblinear's class k vs rest, w for class k
-        reference = primal_objective(indptr, indices, data, y, np.append(w, b), C_neg=C, C_pos=C,
-                                     loss="hinge", bias=1.0)
+        reference = primal_objective(
+            indptr, indices, data, y, np.append(w, b), C_neg=C, C_pos=C, loss="hinge", bias=1.0
+        )
         assert abs(ours.objective - reference) <= RTOL * reference, (k, ours.objective, reference)
 
 
@@ -347,7 +367,9 @@ def test_trace_points_and_timing(cancer):
     control = SolverControl(on_point=seen.append)
     result = _run(X, y, C=1.0, tol=1e-4, max_iter=10**5, trace_every=5, control=control)
     iterations = [p["iteration"] for p in result.trace]
-    assert iterations == [i for i in range(5, result.n_iter + 1, 5)] + ([] if result.n_iter % 5 == 0 else [result.n_iter])
+    assert iterations == [i for i in range(5, result.n_iter + 1, 5)] + (
+        [] if result.n_iter % 5 == 0 else [result.n_iter]
+    )
     assert len(seen) == len(result.trace)
     keys = {"iteration", "elapsed_s", "primal", "dual", "gap", "relative_gap", "max_violation", "active_size"}
     for point in result.trace:
@@ -370,10 +392,20 @@ def test_dense_and_sparse_storage_agree(cancer, loss):
     dense_indices = np.tile(np.arange(X.shape[1], dtype=np.int32), X.shape[0])
     dense_data = X.ravel().copy()  # explicit zeros kept
     assert A.nnz < dense_data.size
-    dense = solve_dcd(dense_indptr, dense_indices, dense_data, y, n_features=X.shape[1], C=1.0, loss=loss,
-                      tol=1e-6, max_iter=10**5)
-    sparse = solve_dcd(A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data, y, n_features=X.shape[1],
-                       C=1.0, loss=loss, tol=1e-6, max_iter=10**5)
+    dense = solve_dcd(
+        dense_indptr, dense_indices, dense_data, y, n_features=X.shape[1], C=1.0, loss=loss, tol=1e-6, max_iter=10**5
+    )
+    sparse = solve_dcd(
+        A.indptr.astype(np.int64),
+        A.indices.astype(np.int32),
+        A.data,
+        y,
+        n_features=X.shape[1],
+        C=1.0,
+        loss=loss,
+        tol=1e-6,
+        max_iter=10**5,
+    )
     assert dense.n_iter == sparse.n_iter
     np.testing.assert_allclose(dense.w, sparse.w, rtol=1e-10, atol=1e-12)
     assert dense.objective == pytest.approx(sparse.objective, rel=1e-12)
@@ -442,8 +474,9 @@ for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int
             w_full = np.append(result.w, result.bias) if bias is not None else result.w
             primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
 """
-    missed = kernels_compiled_after_warm_up(["worker.solvers.dcd", "worker.solvers.data_passes"],
-                                            "from worker.solvers.dcd import warm_up; warm_up()", use)
+    missed = kernels_compiled_after_warm_up(
+        ["worker.solvers.dcd", "worker.solvers.data_passes"], "from worker.solvers.dcd import warm_up; warm_up()", use
+    )
     assert missed == []
 
 

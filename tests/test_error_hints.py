@@ -15,8 +15,14 @@ def dataset(service):
 
 
 def test_csv_sent_without_format_csv_says_send_format_csv(http):
-    err = assert_error(upload(http, b"label,a,b\n1,0.5,2\n-1,1,0\n", filename="data.csv"), 422, "parse_error",
-                       "line 1, column 1", "CSV header", "send format=csv")
+    err = assert_error(
+        upload(http, b"label,a,b\n1,0.5,2\n-1,1,0\n", filename="data.csv"),
+        422,
+        "parse_error",
+        "line 1, column 1",
+        "CSV header",
+        "send format=csv",
+    )
     assert err["details"]["line"] == 1
     # headerless CSV too
     assert_error(upload(http, b"1,0.5,2\n-1,1,0\n", filename="data.csv"), 422, "parse_error", "send format=csv")
@@ -33,17 +39,32 @@ def test_empty_upload_says_empty_without_line_zero(http):
 
 def test_json_without_content_type_names_the_missing_header(http, dataset):
     body = b'{"dataset_id": "%s", "solver": "dcd"}' % dataset["id"].encode()
-    err = assert_error(http.post("/v1/jobs", content=body), 422, "validation_error",
-                       "Content-Type: application/json", "no Content-Type header")
+    err = assert_error(
+        http.post("/v1/jobs", content=body),
+        422,
+        "validation_error",
+        "Content-Type: application/json",
+        "no Content-Type header",
+    )
     assert "valid dictionary" not in err["message"]
-    assert_error(http.post("/v1/jobs", content=body, headers={"Content-Type": "text/plain"}), 422,
-                 "validation_error", "'text/plain'", "Content-Type: application/json")
+    assert_error(
+        http.post("/v1/jobs", content=body, headers={"Content-Type": "text/plain"}),
+        422,
+        "validation_error",
+        "'text/plain'",
+        "Content-Type: application/json",
+    )
 
 
 def test_bad_json_says_where(http):
-    err = assert_error(http.post("/v1/jobs", content=b'{"dataset_id": "x",\n "solver": dcd}',
-                                 headers={"Content-Type": "application/json"}),
-                       422, "validation_error", "line 2, column 12")
+    err = assert_error(
+        http.post(
+            "/v1/jobs", content=b'{"dataset_id": "x",\n "solver": dcd}', headers={"Content-Type": "application/json"}
+        ),
+        422,
+        "validation_error",
+        "line 2, column 12",
+    )
     assert "JSON decode error" not in err["message"] and "not valid JSON" in err["message"]
 
 
@@ -76,5 +97,8 @@ def test_limits_are_named_by_their_environment_variables(service):
         connection.close()
     assert status == 413
     assert "HINGE_MAX_JSON_BODY_BYTES" in body["error"]["message"], body
-    assert body["error"]["details"] == {"limit": "max_json_body_bytes", "value": 64 * 1024 * 1024,
-                                        "setting": "HINGE_MAX_JSON_BODY_BYTES"}
+    assert body["error"]["details"] == {
+        "limit": "max_json_body_bytes",
+        "value": 64 * 1024 * 1024,
+        "setting": "HINGE_MAX_JSON_BODY_BYTES",
+    }

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.stats import kendalltau
 from sklearn import metrics as skm
 from sklearn.datasets import load_breast_cancer, load_wine
-from scipy.stats import kendalltau
 
 from service.scoring import metrics
 from tests.helpers import to_svmlight, upload, wait_job
@@ -89,8 +89,14 @@ def test_evaluate_multiclass_kernel_model(http):
     X, y = load_wine(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     dataset = upload(http, _svmlight(X, y.astype(float))).json()
-    job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo",
-                                      "params": {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.1}}}).json()
+    job = http.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset["id"],
+            "solver": "smo",
+            "params": {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.1}},
+        },
+    ).json()
     model_id = wait_job(http, job["id"], timeout=120)["model_id"]
     report = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": dataset["id"]}).json()
     answer = http.post(f"/v1/models/{model_id}/predict", json={"instances": X.tolist()}).json()

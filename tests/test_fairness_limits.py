@@ -23,10 +23,13 @@ SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    running = Cluster(tmp_path_factory.mktemp("fair"), {
-        "HINGE_API_KEYS": json.dumps(KEYS),
-        "HINGE_MAX_QUEUED_JOBS_PER_TENANT": "6",
-    }).start(workers=2)
+    running = Cluster(
+        tmp_path_factory.mktemp("fair"),
+        {
+            "HINGE_API_KEYS": json.dumps(KEYS),
+            "HINGE_MAX_QUEUED_JOBS_PER_TENANT": "6",
+        },
+    ).start(workers=2)
     try:
         yield running
     finally:
@@ -57,8 +60,11 @@ def test_queued_jobs_limit_answers_429(cluster, slow_ids):
         assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
         refused = submit(carol, slow_ids["carol"], max_seconds=1, **SLOW)
         err = assert_error(refused, 429, "too_many_queued_jobs", "HINGE_MAX_QUEUED_JOBS_PER_TENANT", "6")
-        assert err["details"] == {"limit": "max_queued_jobs_per_tenant", "value": 6,
-                                  "setting": "HINGE_MAX_QUEUED_JOBS_PER_TENANT"}
+        assert err["details"] == {
+            "limit": "max_queued_jobs_per_tenant",
+            "value": 6,
+            "setting": "HINGE_MAX_QUEUED_JOBS_PER_TENANT",
+        }
         assert refused.headers["retry-after"]
         assert submit(alice, slow_ids["alice"], max_seconds=1, **SLOW).status_code == 202, "other tenants unaffected"
         carol.post(f"/v1/jobs/{accepted[0].json()['id']}/cancel")
@@ -101,13 +107,26 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
     with cluster.client() as client:
         jobs = JobStore(client)
         for job_id in ("job_capA", "job_capB"):
-            assert jobs.create({"id": job_id, "tenant": "dave", "dataset_id": "ds_x", "solver": "dcd", "params": {},
-                                "created_at": "now", "attempts": 0})
-        assert jobs.transition_code("job_capA", ("queued",), "running", running_cap=1, worker="w", started_ts=time.time()) == 1
+            assert jobs.create(
+                {
+                    "id": job_id,
+                    "tenant": "dave",
+                    "dataset_id": "ds_x",
+                    "solver": "dcd",
+                    "params": {},
+                    "created_at": "now",
+                    "attempts": 0,
+                }
+            )
+        assert (
+            jobs.transition_code("job_capA", ("queued",), "running", running_cap=1, worker="w", started_ts=time.time())
+            == 1
+        )
         assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1, worker="w") == 2
         assert jobs.get("job_capB")["status"] == "queued" and jobs.count_in("dave", "running") == 1
 
         import os
+
         os.environ["REDIS_URL"] = cluster.redis.url
         os.environ["HINGE_MAX_RUNNING_JOBS_PER_TENANT"] = "1"
         get_settings.cache_clear()
@@ -115,8 +134,13 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
             settings = get_settings()
             queue = JobQueue(client, settings)
             client.sadd(f"hinge:fair:{settings.queue_name}:tenants", "dave", "erin")
-            worker = make_worker_class(SimpleWorker)([queue.base_queue()], connection=client, serializer=JSONSerializer,
-                                                     name="cap-check", prepare_for_work=False)
+            worker = make_worker_class(SimpleWorker)(
+                [queue.base_queue()],
+                connection=client,
+                serializer=JSONSerializer,
+                name="cap-check",
+                prepare_for_work=False,
+            )
             worker.hinge_queue = queue
             worker.refresh_queues()
             names = [q.name for q in worker.queues]
@@ -137,8 +161,14 @@ def hinge(cluster, *args) -> subprocess.CompletedProcess:
 
     from tests.conftest import ROOT
 
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=cluster.env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        env=cluster.env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_keys_command_creates_lists_and_revokes(cluster):
@@ -150,8 +180,9 @@ def test_keys_command_creates_lists_and_revokes(cluster):
     with cluster.client() as client:
         stored = {k.decode(): v.decode() for k, v in client.hgetall(f"hinge:apikey:{key_id}").items()}
         assert key not in json.dumps(stored) and len(stored["sha256"]) == 64, "only a digest is stored"
-        every_value = b"".join(v for k in client.scan_iter("hinge:*") if client.type(k) == b"string"
-                               for v in [client.get(k) or b""])
+        every_value = b"".join(
+            v for k in client.scan_iter("hinge:*") if client.type(k) == b"string" for v in [client.get(k) or b""]
+        )
         assert key.encode() not in every_value
     listed = hinge(cluster, "keys", "list", "--json")
     records = {r["key_id"]: r for r in json.loads(listed.stdout)}
@@ -187,8 +218,11 @@ def minimal_body(schema: dict, document: dict, ids: dict):
     if kind == "object" or "properties" in schema:
         out = {}
         for name in schema.get("required", []):
-            out[name] = ids[name] if name in ids else (
-                [[0.0] * 6] if name == "instances" else minimal_body(schema["properties"][name], document, ids))
+            out[name] = (
+                ids[name]
+                if name in ids
+                else ([[0.0] * 6] if name == "instances" else minimal_body(schema["properties"][name], document, ids))
+            )
         return out
     return {"string": "x", "integer": 1, "number": 1.0, "boolean": True, "array": []}.get(kind, None)
 
@@ -221,7 +255,8 @@ def test_every_operation_refuses_another_tenants_ids(cluster):
                 response = bob.request(method.upper(), url, json=body)
                 walked.append((method.upper(), path, response.status_code))
                 names_an_id = any("{" + name + "}" in path for name in ids) or (
-                    isinstance(body, dict) and any(name in body for name in ids))
+                    isinstance(body, dict) and any(name in body for name in ids)
+                )
                 if names_an_id:
                     assert response.status_code == 404, (method, path, response.text)
                     assert response.json()["error"]["code"].endswith("_not_found")
@@ -242,10 +277,12 @@ def test_metrics_report_requests_jobs_queue_workers_solver_seconds_and_datasets(
     with cluster.http("key-alice") as alice:
         alice.get("/v1/jobs/job_nope")
         text = alice.get("/metrics").text
+
     def value(name: str) -> float:
         match = [line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")]
         assert match, f"{name} missing from /metrics"
         return float(match[0].rsplit(" ", 1)[1])
+
     assert 'hinge_http_requests_total{method="GET",route="/v1/jobs/{job_id}",status="401"}' not in text
     assert 'route="/v1/jobs/{job_id}",status="404"' in text, "route templates, not raw paths"
     assert "job_nope" not in text
@@ -268,20 +305,32 @@ def test_logs_are_json_with_request_id_and_job_id(cluster, tmp_path):
     port = free_port()
     log_path = tmp_path / "api.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--log-level", "info"],
-                                env=cluster.env, cwd=ROOT, start_new_session=True, stderr=log, stdout=log)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "api", "--port", str(port), "--log-level", "info"],
+            env=cluster.env,
+            cwd=ROOT,
+            start_new_session=True,
+            stderr=log,
+            stdout=log,
+        )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(base, proc, path="/healthz", timeout=120)
         import httpx
 
-        answer = httpx.get(base + "/v1/datasets", headers={"X-Request-ID": "trace-me-42", "Authorization": "Bearer key-bob"})
+        answer = httpx.get(
+            base + "/v1/datasets", headers={"X-Request-ID": "trace-me-42", "Authorization": "Bearer key-bob"}
+        )
         assert answer.headers["x-request-id"] == "trace-me-42"
     finally:
         _terminate(proc)
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("request_id") == "trace-me-42" for line in lines), lines[-5:]
-    worker_lines = [json.loads(line) for proc in cluster.workers
-                    for line in Path(proc.log_path).read_text().splitlines() if line.startswith("{")]
+    worker_lines = [
+        json.loads(line)
+        for proc in cluster.workers
+        for line in Path(proc.log_path).read_text().splitlines()
+        if line.startswith("{")
+    ]
     started = [line for line in worker_lines if line["message"].startswith("job started")]
     assert started and all(line["job_id"].startswith("job_") for line in started)

@@ -19,8 +19,10 @@ from tests.conftest import ROOT, _terminate, start_api, wait_ready
 from tests.helpers import wait_for
 from tests.test_cli_serve import stop, wait_http
 
-LOG_SNIPPET = "import logging; from service.config import get_settings; from service.logs import configure_logging; " \
-              "configure_logging('INFO', get_settings().log_format); logging.getLogger('hinge.test').info('hello')"
+LOG_SNIPPET = (
+    "import logging; from service.config import get_settings; from service.logs import configure_logging; "
+    "configure_logging('INFO', get_settings().log_format); logging.getLogger('hinge.test').info('hello')"
+)
 
 
 def log_line(env_extra: dict, terminal: bool) -> str:
@@ -31,7 +33,9 @@ def log_line(env_extra: dict, terminal: bool) -> str:
         return subprocess.run([sys.executable, "-c", LOG_SNIPPET], env=env, capture_output=True, text=True).stderr
     leader, follower = pty.openpty()
     try:
-        subprocess.run([sys.executable, "-c", LOG_SNIPPET], env=env, stderr=follower, stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [sys.executable, "-c", LOG_SNIPPET], env=env, stderr=follower, stdout=subprocess.DEVNULL, check=True
+        )
         return os.read(leader, 4096).decode()
     finally:
         os.close(leader)
@@ -59,8 +63,14 @@ def test_readyz_says_warming_with_the_kernels_left(redis_server):
         wait_ready(f"http://127.0.0.1:{port}", api, path="/healthz", timeout=120)
         from service.storage import keys
 
-        beat = {"pid": 1, "host": "h", "job": "", "ts": time.time(), "ready": False,
-                "warming": {"done": {"dcd": 12.0}, "left": ["cpa", "smo"], "current": "cpa"}}
+        beat = {
+            "pid": 1,
+            "host": "h",
+            "job": "",
+            "ts": time.time(),
+            "ready": False,
+            "warming": {"done": {"dcd": 12.0}, "left": ["cpa", "smo"], "current": "cpa"},
+        }
         client.set(keys.worker_alive("w1"), json.dumps(beat), px=60_000)
         client.sadd(keys.workers(), "w1")
         answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
@@ -83,16 +93,37 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1",
-                             "--data-dir", str(data_dir), "--log-level", "warning"],
-                            env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
     reader.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        ready_line = wait_for(lambda: next((l for l in lines if l.startswith("hinge: ready: ")), None), timeout=600,
-                              interval=0.2, message="the ready line")
+        ready_line = wait_for(
+            lambda: next((l for l in lines if l.startswith("hinge: ready: ")), None),
+            timeout=600,
+            interval=0.2,
+            message="the ready line",
+        )
         assert f"API on {base}, 1 worker" in ready_line and f"{base}/ui/" in ready_line
         assert httpx.get(base + "/readyz", timeout=10).json()["status"] == "ok"  # ready means ready
         said = [l for l in lines if l.startswith("hinge: ")]
@@ -101,24 +132,44 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
             assert sum("kernels of" in l for l in said) == 5
         # `hinge keys` as the README types it: no REDIS_URL, the same data directory
         keys_env = dict(env, HINGE_DATA_DIR=str(data_dir))
-        created = subprocess.run([sys.executable, "-m", "service.cli", "keys", "create", "--tenant", "acme"],
-                                 env=keys_env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        created = subprocess.run(
+            [sys.executable, "-m", "service.cli", "keys", "create", "--tenant", "acme"],
+            env=keys_env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert created.returncode == 0, created.stderr
         key = created.stdout.strip()
         assert key.startswith("hinge_")
-        listed = subprocess.run([sys.executable, "-m", "service.cli", "keys", "list"], env=keys_env, cwd=ROOT,
-                                capture_output=True, text=True, timeout=60)
+        listed = subprocess.run(
+            [sys.executable, "-m", "service.cli", "keys", "list"],
+            env=keys_env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert "acme" in listed.stdout
         assert httpx.get(base + "/v1/datasets", timeout=10).status_code == 401
-        assert httpx.get(base + "/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code == 200
+        assert (
+            httpx.get(base + "/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code == 200
+        )
         wait_http(base, "/readyz", proc)
     finally:
         if proc.poll() is None:
             stop(proc)
     assert not (data_dir / "serve.json").exists()
     # without a running serve, keys says how to find one
-    gone = subprocess.run([sys.executable, "-m", "service.cli", "keys", "list"], env=dict(env, HINGE_DATA_DIR=str(data_dir)),
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    gone = subprocess.run(
+        [sys.executable, "-m", "service.cli", "keys", "list"],
+        env=dict(env, HINGE_DATA_DIR=str(data_dir)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert gone.returncode == 2 and "hinge serve" in gone.stderr
 
 
@@ -134,9 +185,11 @@ def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_look
 
     readiness = cli.Readiness(Supervisor())
     readiness.started -= 10.0  # past the grace before "compiling" is said
-    beats = [{"w": {"warming": {"done": {"dcd": 1.0}, "left": ["cpa", "ocas", "smo", "sampled_cuts"]}}},
-             {"w": {"warming": {"done": {"dcd": 1.0, "cpa": 2.0}, "left": ["ocas", "smo", "sampled_cuts"]}}},
-             {"w": {"ready": True}}]
+    beats = [
+        {"w": {"warming": {"done": {"dcd": 1.0}, "left": ["cpa", "ocas", "smo", "sampled_cuts"]}}},
+        {"w": {"warming": {"done": {"dcd": 1.0, "cpa": 2.0}, "left": ["ocas", "smo", "sampled_cuts"]}}},
+        {"w": {"ready": True}},
+    ]
     monkeypatch.setattr(readiness, "_beats", lambda: beats.pop(0))
     monkeypatch.setattr(readiness, "_api_up", lambda: True)
     for _ in range(3):

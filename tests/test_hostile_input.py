@@ -43,8 +43,9 @@ def test_schemathesis_every_operation_no_5xx_and_schema_conformant(service):
     totals = fuzz(service.base_url, FUZZ_EXAMPLES)
     if os.environ.get("HINGE_RECORD_RESULTS"):  # a plain test run leaves the repository unchanged
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "fuzz_ci.json").write_text(json.dumps(dict(totals, examples_per_operation_and_mode=FUZZ_EXAMPLES),
-                                                         indent=2) + "\n")
+        (RESULTS / "fuzz_ci.json").write_text(
+            json.dumps(dict(totals, examples_per_operation_and_mode=FUZZ_EXAMPLES), indent=2) + "\n"
+        )
     assert totals["status_5xx"] == 0
     document = json.loads((Path(__file__).resolve().parent.parent / "openapi" / "openapi.json").read_text())
     assert totals["operations"] == sum(len(ops) for ops in document["paths"].values())
@@ -89,8 +90,12 @@ def stream_post(base: str, path: str, pieces, content_type: str) -> tuple[int, d
     """
     url = urlparse(base)
     sock = socket.create_connection((url.hostname, url.port), timeout=120)
-    sock.sendall((f"POST {path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: {content_type}\r\n"
-                  "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"POST {path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: {content_type}\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        ).encode()
+    )
     sent = 0
     try:
         for piece in pieces:
@@ -123,8 +128,10 @@ def stream_post(base: str, path: str, pieces, content_type: str) -> tuple[int, d
 
 def multipart(pieces, boundary: str = "hingeboundary"):
     """Wrap generated file pieces in a multipart/form-data body (field `file`)."""
-    yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x.svm\"\r\n"
-           "Content-Type: application/octet-stream\r\n\r\n").encode()
+    yield (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.svm"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
     yield from pieces
     yield f"\r\n--{boundary}--\r\n".encode()
 
@@ -159,8 +166,9 @@ def assert_answer(status, body, code: int, error_code: str, *fragments):
 def test_two_gigabyte_line_is_refused_and_memory_stays_bounded(limited_api):
     base, proc = limited_api
     before = rss_bytes(proc.pid)
-    status, body, sent = stream_post(base, "/v1/datasets", multipart(long_line(2_000_000_000)),
-                                     "multipart/form-data; boundary=hingeboundary")
+    status, body, sent = stream_post(
+        base, "/v1/datasets", multipart(long_line(2_000_000_000)), "multipart/form-data; boundary=hingeboundary"
+    )
     assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_UPLOAD_BYTES")
     assert sent < 2_000_000_000, "refused while streaming, not after"
     grown = rss_bytes(proc.pid) - before
@@ -170,8 +178,9 @@ def test_two_gigabyte_line_is_refused_and_memory_stays_bounded(limited_api):
 def test_long_line_is_refused_by_the_line_limit(limited_api):
     base, proc = limited_api
     before = rss_bytes(proc.pid)
-    status, body, _ = stream_post(base, "/v1/datasets", multipart(long_line(300 * MiB)),
-                                  "multipart/form-data; boundary=hingeboundary")
+    status, body, _ = stream_post(
+        base, "/v1/datasets", multipart(long_line(300 * MiB)), "multipart/form-data; boundary=hingeboundary"
+    )
     assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_LINE_BYTES", "line 1")
     grown = rss_bytes(proc.pid) - before
     assert grown < 400 * MiB, f"API and ingest processes grew by {grown / MiB:.0f} MiB"
@@ -179,8 +188,9 @@ def test_long_line_is_refused_by_the_line_limit(limited_api):
 
 def test_ten_million_features_in_one_row_is_refused(limited_api):
     base, _ = limited_api
-    status, body, _ = stream_post(base, "/v1/datasets", multipart(wide_row(10_000_000)),
-                                  "multipart/form-data; boundary=hingeboundary")
+    status, body, _ = stream_post(
+        base, "/v1/datasets", multipart(wide_row(10_000_000)), "multipart/form-data; boundary=hingeboundary"
+    )
     assert_answer(status, body, 413, "payload_too_large", "HINGE_MAX_FEATURES", "line 1")
 
 
@@ -202,16 +212,25 @@ def test_streamed_json_body_over_the_limit_is_refused(limited_api):
 
 
 CORPUS = {
-    "truncated gzip": (lambda: (lambda z: z[: len(z) // 2])(gzip.compress(b"".join(b"%d 1:%d 2:0.5\n" % (i % 2, i)
-                                                                                   for i in range(50000)))),
-                       422, "parse_error", ["gzip"]),
+    "truncated gzip": (
+        lambda: (lambda z: z[: len(z) // 2])(
+            gzip.compress(b"".join(b"%d 1:%d 2:0.5\n" % (i % 2, i) for i in range(50000)))
+        ),
+        422,
+        "parse_error",
+        ["gzip"],
+    ),
     "binary garbage": (lambda: bytes(range(256)) * 64, 422, "parse_error", ["line 1"]),
     "label not a number": (lambda: b"1 1:1\nspam 2:1\n", 422, "parse_error", ["line 2", "label"]),
     "mixed qid": (lambda: b"1 qid:1 1:1\n-1 qid:1 2:1\n1 3:1\n", 422, "parse_error", ["line 3", "qid"]),
     "value not a number": (lambda: b"1 1:0x1F\n", 422, "parse_error", ["line 1"]),
     "csv without label column": (lambda: b"a,b\n1,2\n", 422, "parse_error", ["label"]),
-    "too many values (nnz)": (lambda: b"".join(b"1 " + b" ".join(b"%d:1" % j for j in range(1, 101)) + b"\n"
-                                               for _ in range(20_001)), 413, "payload_too_large", ["HINGE_MAX_NNZ"]),
+    "too many values (nnz)": (
+        lambda: b"".join(b"1 " + b" ".join(b"%d:1" % j for j in range(1, 101)) + b"\n" for _ in range(20_001)),
+        413,
+        "payload_too_large",
+        ["HINGE_MAX_NNZ"],
+    ),
 }
 
 

@@ -119,8 +119,13 @@ def test_no_import_cycle():
 
 def test_service_never_imports_worker():
     graph = import_graph()
-    wrong = sorted(f"{module} -> {target}" for module, targets in graph.items() if module.startswith("service")
-                   for target in targets if target == "worker" or target.startswith("worker."))
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("service")
+        for target in targets
+        if target == "worker" or target.startswith("worker.")
+    )
     assert wrong == []
 
 
@@ -128,7 +133,8 @@ def test_what_the_workers_import_has_no_web_framework():
     graph = import_graph()
     from_worker = _reachable(graph, {module for module in graph if module.startswith("worker")})
     assert not from_worker & set(WEB_FRAMEWORKS), sorted(
-        module for module in from_worker if set(graph.get(module, ())) & set(WEB_FRAMEWORKS))
+        module for module in from_worker if set(graph.get(module, ())) & set(WEB_FRAMEWORKS)
+    )
 
 
 def test_cycle_finder_finds_a_cycle():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from service.scoring.kernel import KernelExpansion, decision_function
 from tests import naive
 from worker.solvers.common import SolverInputError
-from service.scoring.kernel import KernelExpansion, decision_function
 from worker.solvers.kernels import (
     _kernel_row,
     kernel_block,
@@ -68,8 +68,8 @@ def test_explicit_zeros_change_nothing():
     dense = matrix.toarray()
     p_indptr, p_indices, p_data = [0], [], []
     for i in range(30):
-        cols = list(indices[indptr[i]:indptr[i + 1]])
-        vals = list(data[indptr[i]:indptr[i + 1]])
+        cols = list(indices[indptr[i] : indptr[i + 1]])
+        vals = list(data[indptr[i] : indptr[i + 1]])
         unused = np.flatnonzero(dense[i] == 0)
         if unused.size:
             cols.append(int(unused[0]))
@@ -173,8 +173,9 @@ def test_kernel_expansion_several_models_and_folded_linear():
     assert got.shape == (33, 3)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
     w = support.toarray().T @ coef[0]
-    folded = decision_function(None, None, None, np.zeros(0), 0.1, {"type": "linear"}, *_csr(queries),
-                               n_features=6, w=w)
+    folded = decision_function(
+        None, None, None, np.zeros(0), 0.1, {"type": "linear"}, *_csr(queries), n_features=6, w=w
+    )
     np.testing.assert_allclose(folded, queries.toarray() @ w + 0.1, rtol=1e-12, atol=1e-12)
 
 

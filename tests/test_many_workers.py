@@ -20,8 +20,12 @@ def three_workers(tmp_path_factory):
 def test_thirty_jobs_three_workers_each_job_once(three_workers):
     with three_workers.http() as http:
         dataset = upload(http, to_svmlight(*sparse_problem(3000, 100, 10, seed=4))).json()
-        ids = [http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
-                                           "params": {"C": 10.0, "tol": 0.001}}).json()["id"] for _ in range(30)]
+        ids = [
+            http.post(
+                "/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": 10.0, "tol": 0.001}}
+            ).json()["id"]
+            for _ in range(30)
+        ]
 
         def all_done():
             states = [http.get(f"/v1/jobs/{job_id}").json() for job_id in ids]

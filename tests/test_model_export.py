@@ -100,20 +100,26 @@ def saved(content: bytes, suffix: str) -> str:
 
 
 def import_model(http, content: bytes, format: str, **params):
-    return http.post("/v1/models", params={"format": format, **params},
-                     files={"file": ("model", content, "application/octet-stream")})
+    return http.post(
+        "/v1/models",
+        params={"format": format, **params},
+        files={"file": ("model", content, "application/octet-stream")},
+    )
 
 
 # -- LIBLINEAR -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("solver,params", [
-    ("dcd", {"C": 0.5, "tol": 1e-4}),
-    ("dcd", {"C": 0.5, "loss": "squared_hinge", "bias": 2.0}),
-    ("cpa", {"C": 0.5}),
-    ("ocas", {"C": 0.5, "n_processes": 1}),
-    ("dcd", {"C": 0.5, "bias": None}),
-])
+@pytest.mark.parametrize(
+    "solver,params",
+    [
+        ("dcd", {"C": 0.5, "tol": 1e-4}),
+        ("dcd", {"C": 0.5, "loss": "squared_hinge", "bias": 2.0}),
+        ("cpa", {"C": 0.5}),
+        ("ocas", {"C": 0.5, "n_processes": 1}),
+        ("dcd", {"C": 0.5, "bias": None}),
+    ],
+)
 def test_liblinear_export_predicts_like_us_binary(http, cancer, solver, params):
     dataset_id, X_test, y_test = cancer
     model = train(http, dataset_id, solver, params)
@@ -163,23 +169,29 @@ def _libsvm_matches(http, model, X_test, n_classes):
     return loaded
 
 
-@pytest.mark.parametrize("solver,params", [
-    ("smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}}),
-    ("smo", {"C": 0.5, "kernel": {"type": "poly", "gamma": 0.1, "coef0": 1.0, "degree": 2}}),
-    ("smo", {"C": 0.1, "kernel": {"type": "sigmoid", "gamma": 0.01, "coef0": 0.0}}),
-    ("sampled_cuts", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}, "sample_size": 80}),
-    ("dcd", {"C": 0.5}),
-])
+@pytest.mark.parametrize(
+    "solver,params",
+    [
+        ("smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}}),
+        ("smo", {"C": 0.5, "kernel": {"type": "poly", "gamma": 0.1, "coef0": 1.0, "degree": 2}}),
+        ("smo", {"C": 0.1, "kernel": {"type": "sigmoid", "gamma": 0.01, "coef0": 0.0}}),
+        ("sampled_cuts", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}, "sample_size": 80}),
+        ("dcd", {"C": 0.5}),
+    ],
+)
 def test_libsvm_export_binary(http, cancer, solver, params):
     dataset_id, X_test, y_test = cancer
     model = train(http, dataset_id, solver, params)
     _libsvm_matches(http, model, X_test, 2)
 
 
-@pytest.mark.parametrize("solver,params", [
-    ("smo", {"C": 10.0, "kernel": {"type": "rbf", "gamma": 0.02}}),
-    ("sampled_cuts", {"C": 10.0, "kernel": {"type": "rbf", "gamma": 0.02}, "sample_size": 150}),
-])
+@pytest.mark.parametrize(
+    "solver,params",
+    [
+        ("smo", {"C": 10.0, "kernel": {"type": "rbf", "gamma": 0.02}}),
+        ("sampled_cuts", {"C": 10.0, "kernel": {"type": "rbf", "gamma": 0.02}, "sample_size": 150}),
+    ],
+)
 def test_libsvm_export_one_vs_rest_votes_like_our_argmax(http, digits, solver, params):
     dataset_id, X_test, y_test = digits
     model = train(http, dataset_id, solver, params)
@@ -207,13 +219,24 @@ def run_onnx(content: bytes, X) -> dict:
     return dict(zip([o.name for o in session.get_outputs()], outputs))
 
 
-@pytest.mark.parametrize("data,solver,params", [
-    ("cancer", "dcd", {"C": 0.5, "probability": True}),
-    ("digits", "dcd", {"C": 0.1, "probability": True}),
-    ("cancer", "smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}}),
-    ("wine", "smo", {"C": 1.0, "kernel": {"type": "poly", "gamma": 0.1, "coef0": 1.0, "degree": 3}, "probability": True}),
-    ("digits", "sampled_cuts", {"C": 10.0, "kernel": {"type": "sigmoid", "gamma": 0.01, "coef0": 0.0}, "sample_size": 100}),
-])
+@pytest.mark.parametrize(
+    "data,solver,params",
+    [
+        ("cancer", "dcd", {"C": 0.5, "probability": True}),
+        ("digits", "dcd", {"C": 0.1, "probability": True}),
+        ("cancer", "smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}}),
+        (
+            "wine",
+            "smo",
+            {"C": 1.0, "kernel": {"type": "poly", "gamma": 0.1, "coef0": 1.0, "degree": 3}, "probability": True},
+        ),
+        (
+            "digits",
+            "sampled_cuts",
+            {"C": 10.0, "kernel": {"type": "sigmoid", "gamma": 0.01, "coef0": 0.0}, "sample_size": 100},
+        ),
+    ],
+)
 def test_onnx_export_runs_in_onnxruntime_like_us(http, request, data, solver, params):
     dataset_id, X_test, _ = request.getfixturevalue(data)
     model = train(http, dataset_id, solver, params)
@@ -250,12 +273,19 @@ def test_onnx_export_of_pairwise_models_scores_rows(http):
 # -- JSON and round trips --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data,solver,params", [
-    ("cancer", "dcd", {"C": 0.5, "probability": True}),
-    ("digits", "ocas", {"C": 0.1, "n_processes": 1}),
-    ("wine", "smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.1}, "probability": True}),
-    ("cancer", "sampled_cuts", {"C": 1.0, "kernel": {"type": "poly", "gamma": 0.05, "coef0": 1.0, "degree": 2}, "sample_size": 60}),
-])
+@pytest.mark.parametrize(
+    "data,solver,params",
+    [
+        ("cancer", "dcd", {"C": 0.5, "probability": True}),
+        ("digits", "ocas", {"C": 0.1, "n_processes": 1}),
+        ("wine", "smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.1}, "probability": True}),
+        (
+            "cancer",
+            "sampled_cuts",
+            {"C": 1.0, "kernel": {"type": "poly", "gamma": 0.05, "coef0": 1.0, "degree": 2}, "sample_size": 60},
+        ),
+    ],
+)
 def test_export_import_predict_is_the_identity(http, request, data, solver, params):
     dataset_id, X_test, y_test = request.getfixturevalue(data)
     model = train(http, dataset_id, solver, params)
@@ -277,7 +307,9 @@ def test_export_import_predict_is_the_identity(http, request, data, solver, para
         assert imported.headers["Location"] == f"/v1/models/{copy['id']}"
         after = predict(http, copy["id"], X_test, probabilities=calibrated and format != "liblinear")
         assert after["labels"] == before["labels"], format
-        assert np.max(np.abs(np.array(after["scores"]) - np.array(before["scores"]))) <= (0 if format == "json" else 1e-12), format
+        assert np.max(np.abs(np.array(after["scores"]) - np.array(before["scores"]))) <= (
+            0 if format == "json" else 1e-12
+        ), format
         if calibrated and format != "liblinear":
             assert np.max(np.abs(np.array(after["probabilities"]) - np.array(before["probabilities"]))) <= 1e-12
         if format == "json":
@@ -363,8 +395,12 @@ def test_libsvm_trained_one_vs_one_models_predict_as_libsvm(http, options):
         _, _, probabilities = svmutil.svm_predict([], sp.csr_matrix(X_test), model, "-q -b 1")
         order = np.argsort(model.get_labels())
         assert np.max(np.abs(np.array(probabilities)[:, order] - np.array(ours["probabilities"]))) <= 1e-6
-    evaluation = http.post(f"/v1/models/{copy['id']}/evaluate", json={"dataset_id": upload(http, svmlight(X_test, y_test)).json()["id"]})
-    assert evaluation.status_code == 200 and evaluation.json()["accuracy"] == pytest.approx(np.mean(np.array(theirs) == y_test))
+    evaluation = http.post(
+        f"/v1/models/{copy['id']}/evaluate", json={"dataset_id": upload(http, svmlight(X_test, y_test)).json()["id"]}
+    )
+    assert evaluation.status_code == 200 and evaluation.json()["accuracy"] == pytest.approx(
+        np.mean(np.array(theirs) == y_test)
+    )
     # written back, LIBSVM reads the same model
     again = svmutil.svm_load_model(saved(export(http, copy["id"], "libsvm"), ".libsvm"))
     assert svmutil.svm_predict([], sp.csr_matrix(X_test), again, "-q")[0] == theirs
@@ -402,8 +438,17 @@ def test_a_million_feature_linear_model_streams_and_loads(http):
 def test_a_twelve_thousand_support_vector_model_streams(http):
     rng = np.random.default_rng(4)
     m, width = 12_000, 50
-    lines = ["svm_type c_svc", "kernel_type rbf", "gamma 0.1", "nr_class 2", f"total_sv {m}", "rho 0.25", "label 1 -1",
-             f"nr_sv {m // 2} {m // 2}", "SV"]
+    lines = [
+        "svm_type c_svc",
+        "kernel_type rbf",
+        "gamma 0.1",
+        "nr_class 2",
+        f"total_sv {m}",
+        "rho 0.25",
+        "label 1 -1",
+        f"nr_sv {m // 2} {m // 2}",
+        "SV",
+    ]
     support = rng.normal(size=(m, width)).round(6)
     coef = np.concatenate([rng.random(m // 2), -rng.random(m // 2)])
     for s in range(m):
@@ -434,21 +479,47 @@ def test_a_twelve_thousand_support_vector_model_streams(http):
 LIBLINEAR_OK = "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 3\nbias -1\nw\n0.5\n-0.25\n1\n"
 
 
-@pytest.mark.parametrize("format,content,needle", [
-    ("liblinear", LIBLINEAR_OK.replace("-0.25", "abc"), "line 8: weight: 'abc' is not a number"),
-    ("liblinear", LIBLINEAR_OK.replace("nr_class 2", "nr_class 2\nflavour sweet"), "line 3: unknown header field 'flavour'"),
-    ("liblinear", LIBLINEAR_OK.replace("L2R_L1LOSS_SVC_DUAL", "L2R_L2LOSS_SVR"), "line 1: solver_type L2R_L2LOSS_SVR is a regression"),
-    ("liblinear", LIBLINEAR_OK.replace("\n1\n", "\n"), "line 9: the file ends after 2 weight lines"),
-    ("liblinear", LIBLINEAR_OK.replace("-0.25", "-0.25 7"), "line 8: expected 1 weight on this line, found 2"),
-    ("libsvm", "svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 2\nrho 0.1\nlabel 1 -1\nnr_sv 1 1\nSV\n1 1:0.5 3:1\n-1 3:0.5 2:1\n",
-     "line 11: feature index 2 after 3: indices must ascend"),
-    ("libsvm", "svm_type epsilon_svr\nkernel_type rbf\n", "line 1: svm_type epsilon_svr is a one-class or regression model"),
-    ("libsvm", "svm_type c_svc\nkernel_type rbf\nnr_class 2\ntotal_sv 0\nrho 0\nlabel 1 -1\nnr_sv 0 0\nSV\n", "line 8: the header has no gamma line"),
-    ("json", '{"format": "hinge-model",\n "format_version": 1,\n "kind": }', "line 3"),
-    ("json", '{"format": "hinge-model", "format_version": 1, "kind": "linear", "task": "classification", "labels": [-1, 1], '
-             '"n_features": 2, "zero_based": false, "weights": [[1.0]], "offsets": [0.0]}', "weights[0] has 1 entries; n_features is 2"),
-    ("libsvm", "\x00\x01\x02garbage", "line 1"),
-])
+@pytest.mark.parametrize(
+    "format,content,needle",
+    [
+        ("liblinear", LIBLINEAR_OK.replace("-0.25", "abc"), "line 8: weight: 'abc' is not a number"),
+        (
+            "liblinear",
+            LIBLINEAR_OK.replace("nr_class 2", "nr_class 2\nflavour sweet"),
+            "line 3: unknown header field 'flavour'",
+        ),
+        (
+            "liblinear",
+            LIBLINEAR_OK.replace("L2R_L1LOSS_SVC_DUAL", "L2R_L2LOSS_SVR"),
+            "line 1: solver_type L2R_L2LOSS_SVR is a regression",
+        ),
+        ("liblinear", LIBLINEAR_OK.replace("\n1\n", "\n"), "line 9: the file ends after 2 weight lines"),
+        ("liblinear", LIBLINEAR_OK.replace("-0.25", "-0.25 7"), "line 8: expected 1 weight on this line, found 2"),
+        (
+            "libsvm",
+            "svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 2\nrho 0.1\nlabel 1 -1\nnr_sv 1 1\nSV\n1 1:0.5 3:1\n-1 3:0.5 2:1\n",
+            "line 11: feature index 2 after 3: indices must ascend",
+        ),
+        (
+            "libsvm",
+            "svm_type epsilon_svr\nkernel_type rbf\n",
+            "line 1: svm_type epsilon_svr is a one-class or regression model",
+        ),
+        (
+            "libsvm",
+            "svm_type c_svc\nkernel_type rbf\nnr_class 2\ntotal_sv 0\nrho 0\nlabel 1 -1\nnr_sv 0 0\nSV\n",
+            "line 8: the header has no gamma line",
+        ),
+        ("json", '{"format": "hinge-model",\n "format_version": 1,\n "kind": }', "line 3"),
+        (
+            "json",
+            '{"format": "hinge-model", "format_version": 1, "kind": "linear", "task": "classification", "labels": [-1, 1], '
+            '"n_features": 2, "zero_based": false, "weights": [[1.0]], "offsets": [0.0]}',
+            "weights[0] has 1 entries; n_features is 2",
+        ),
+        ("libsvm", "\x00\x01\x02garbage", "line 1"),
+    ],
+)
 def test_bad_model_files_get_422_naming_the_line(http, format, content, needle):
     before = http.get("/v1/models").json()["total"]
     response = import_model(http, content.encode(), format)
@@ -484,5 +555,7 @@ def test_exports_that_a_format_cannot_hold_are_409(http, cancer, digits):
     assert http.get(f"/v1/models/{model['id']}/export", params={"format": "onnx"}).status_code == 200
     assert http.get("/v1/models/mdl_missing/export", params={"format": "json"}).status_code == 404
     assert http.get(f"/v1/models/{model['id']}/export", params={"format": "pmml"}).status_code == 422
-    uncalibrated = http.post(f"/v1/models/{model['id']}/predict", json={"instances": [[0.0] * 30], "probabilities": True})
+    uncalibrated = http.post(
+        f"/v1/models/{model['id']}/predict", json={"instances": [[0.0] * 30], "probabilities": True}
+    )
     assert uncalibrated.status_code == 409 and "probability: true" in uncalibrated.json()["error"]["message"]

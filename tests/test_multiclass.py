@@ -14,8 +14,12 @@ from worker.training import train_model
 
 def arrays_of(X, y):
     matrix = sp.csr_matrix(X)
-    return {"indptr": matrix.indptr.astype(np.int64), "indices": matrix.indices.astype(np.int32),
-            "data": matrix.data.astype(np.float64), "y": y.astype(np.float64)}
+    return {
+        "indptr": matrix.indptr.astype(np.int64),
+        "indices": matrix.indices.astype(np.int32),
+        "data": matrix.data.astype(np.float64),
+        "y": y.astype(np.float64),
+    }
 
 
 def primal(X, y_signs, w, b, C):
@@ -29,10 +33,29 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     C = 0.01  # liblinear-official converges within its 300-iteration cap here (at larger C it stops early)
-    params = {"C": C, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 1e-4, "max_iter": 100000,
-              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": processes}
-    outcome = train_model("dcd", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=NullSink(), n_processes=processes)
+    params = {
+        "C": C,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 1e-4,
+        "max_iter": 100000,
+        "shrinking": True,
+        "trace_every": 1000,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": processes,
+    }
+    outcome = train_model(
+        "dcd",
+        params,
+        arrays_of(X, y),
+        X.shape[1],
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        n_processes=processes,
+    )
     model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-4 -B 1 -q")
     labels = model.get_labels()
     ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
@@ -55,11 +78,23 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
     X, y = loader(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     gamma, C = 1.0 / X.shape[1], 1.0
-    params = {"C": C, "kernel": {"type": "rbf", "gamma": gamma}, "working_set": "second_order", "tol": 1e-3,
-              "cache_mb": 100.0, "shrinking": True, "class_weight": None, "max_iter": None, "trace_every": 1000,
-              "seed": 0, "max_seconds": None, "n_processes": 2}
-    outcome = train_model("smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=NullSink())
+    params = {
+        "C": C,
+        "kernel": {"type": "rbf", "gamma": gamma},
+        "working_set": "second_order",
+        "tol": 1e-3,
+        "cache_mb": 100.0,
+        "shrinking": True,
+        "class_weight": None,
+        "max_iter": None,
+        "trace_every": 1000,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 2,
+    }
+    outcome = train_model(
+        "smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False, sink=NullSink()
+    )
     predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
     model = svmutil.svm_train(y.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")
@@ -77,4 +112,7 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
         coef[np.array(binary.get_sv_indices()) - 1] = flip * np.array(binary.get_sv_coef()).ravel()
         theirs_objective = 0.5 * coef @ K @ coef + C * np.maximum(0.0, 1.0 - signs * flip * np.ravel(values)).sum()
         assert abs(outcome.meta["objectives"][k] - theirs_objective) <= 1e-3 * theirs_objective, (
-            label, outcome.meta["objectives"][k], theirs_objective)
+            label,
+            outcome.meta["objectives"][k],
+            theirs_objective,
+        )

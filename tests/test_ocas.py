@@ -9,14 +9,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.preprocessing import StandardScaler
-from sklearn.svm import LinearSVC
 
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
+from worker.solvers import cut_store, line_search
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas, warm_up
-from worker.solvers import cut_store, line_search
 
 _csr = naive.csr_parts
 _primal = naive.hinge_primal
@@ -26,12 +25,6 @@ _reference = naive.linear_svc_optimum
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():
     warm_up()
-
-
-
-
-
-
 
 
 def _cancer():
@@ -109,7 +102,10 @@ def test_line_search_is_exact_and_independent_of_the_chunks(seed):
     k3, S3 = run([0, 64, 136, n])
     k3p, _ = run([0, 64, 136, n], serial=False)
     assert k1 == k3 == k3p  # other chunks, threads or not: the very same answer
-    G = lambda k: 0.5 * A0 * k * k + B0 * k + float(np.maximum(0.0, k * Bi + Ci).sum())
+
+    def G(k):
+        return 0.5 * A0 * k * k + B0 * k + float(np.maximum(0.0, k * Bi + Ci).sum())
+
     assert G(k1) <= G_ref + 1e-9 * max(1.0, abs(G_ref))
     assert k1 == pytest.approx(k_ref, rel=1e-7, abs=1e-9) or G(k1) == pytest.approx(G_ref, rel=1e-12)
 
@@ -156,8 +152,9 @@ def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
     X, y = problems["sparse"]
     C = 0.5
     best = _reference(X, y, C, 1.0)
-    res = solve_ocas(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1],
-                     C=C, tol_rel=1e-3)
+    res = solve_ocas(
+        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1], C=C, tol_rel=1e-3
+    )
     assert res.converged
     assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
 
@@ -165,8 +162,7 @@ def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
 def test_ocas_agrees_with_dcd(problems):
     dcd = pytest.importorskip("worker.solvers.dcd")
     X, y = problems["cancer"]
-    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6,
-                        max_iter=100000)
+    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
     res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=1e-3)
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective * (1 + 1e-3)
 
@@ -185,8 +181,16 @@ def test_ocas_agrees_with_liblinear_official_at_tight_tolerance(problems, name):
     model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-6 -B 1 -q")
     w_full = liblinear_w_full(model, bias=1.0)
     ref = _primal(Xs, y, w_full[:-1], w_full[-1], C, 1.0)
-    res = solve_ocas(Xs.indptr.astype(np.int64), Xs.indices.astype(np.int32), Xs.data, y,
-                     n_features=X.shape[1], C=C, bias=1.0, tol_rel=1e-6)
+    res = solve_ocas(
+        Xs.indptr.astype(np.int64),
+        Xs.indices.astype(np.int32),
+        Xs.data,
+        y,
+        n_features=X.shape[1],
+        C=C,
+        bias=1.0,
+        tol_rel=1e-6,
+    )
     assert abs(res.objective - ref) <= 1e-3 * ref
 
 
@@ -304,8 +308,14 @@ def test_ocas_max_iter_deadline_cancel(problems):
     res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9, control=SolverControl(deadline=0.0))
     assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1
     calls = []
-    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9,
-                     control=SolverControl(cancel_requested=lambda: calls.append(1) or len(calls) >= 7))
+    res = solve_ocas(
+        *args,
+        y,
+        n_features=X.shape[1],
+        C=1.0,
+        tol_rel=1e-9,
+        control=SolverControl(cancel_requested=lambda: calls.append(1) or len(calls) >= 7),
+    )
     # three looks an iteration (after the outputs pass, after the update pass, at its end): the 7th is
     # the first of iteration 3
     assert res.stop_reason is StopReason.CANCELED and res.n_iter == 3
@@ -318,12 +328,22 @@ def test_ocas_trace_is_monotone_and_complete(problems):
     lower = [p["lower_bound"] for p in res.trace]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(primal, primal[1:]))  # F(w_b) never increases
     assert all(b >= a for a, b in zip(lower, lower[1:]))  # the lower bound never decreases
-    for key in ("iteration", "elapsed_s", "gap", "gap_rel", "n_cuts", "step", "qp_s", "output_s",
-                "line_search_s", "update_s", "cut_s"):
+    for key in (
+        "iteration",
+        "elapsed_s",
+        "gap",
+        "gap_rel",
+        "n_cuts",
+        "step",
+        "qp_s",
+        "output_s",
+        "line_search_s",
+        "update_s",
+        "cut_s",
+    ):
         assert key in res.trace[0]
     assert set(res.extra["seconds"]) >= {"qp", "output", "line_search", "update", "cut"}
-    assert res.extra["gap_rel"] == pytest.approx(
-        (res.objective - res.extra["lower_bound"]) / res.objective, rel=1e-12)
+    assert res.extra["gap_rel"] == pytest.approx((res.objective - res.extra["lower_bound"]) / res.objective, rel=1e-12)
 
 
 def test_ocas_warm_start_from_the_optimum(problems):

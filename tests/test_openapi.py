@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,12 +63,28 @@ def generated_client(tmp_path_factory):
     out = tmp_path_factory.mktemp("generated")
     config = out / "config.yaml"
     # named apart from this repository's own hinge_client package
-    config.write_text("post_hooks: []\nproject_name_override: hinge_generated\npackage_name_override: hinge_generated\n")
+    config.write_text(
+        "post_hooks: []\nproject_name_override: hinge_generated\npackage_name_override: hinge_generated\n"
+    )
     target = out / "hinge_generated"
     result = subprocess.run(
-        [sys.executable, "-m", "openapi_python_client", "generate", "--path", str(OPENAPI_PATH), "--meta", "none",
-         "--output-path", str(target), "--config", str(config), "--fail-on-warning"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "openapi_python_client",
+            "generate",
+            "--path",
+            str(OPENAPI_PATH),
+            "--meta",
+            "none",
+            "--output-path",
+            str(target),
+            "--config",
+            str(config),
+            "--fail-on-warning",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     sys.path.insert(0, str(out))
@@ -89,21 +104,29 @@ def test_generated_client_uploads_trains_polls_predicts(service, generated_clien
 
     upload_body = next(
         getattr(importlib.import_module("hinge_generated.models"), name)
-        for name in dir(importlib.import_module("hinge_generated.models")) if "DatasetUpload" in name
+        for name in dir(importlib.import_module("hinge_generated.models"))
+        if "DatasetUpload" in name
     )
     indptr, indices, data, y = sparse_problem(300, 12, 4, seed=11)
     text = to_svmlight(indptr, indices, data, y)
     client = Client(base_url=service.base_url, raise_on_unexpected_status=True, timeout=60)
     import io
 
-    dataset = upload_dataset.sync(client=client, body=upload_body(file=File(payload=io.BytesIO(text), file_name="d.svm")))
+    dataset = upload_dataset.sync(
+        client=client, body=upload_body(file=File(payload=io.BytesIO(text), file_name="d.svm"))
+    )
     assert dataset.n_samples == 300, dataset
-    job = submit_job.sync(client=client, body=DcdJobRequest(dataset_id=dataset.id, solver="dcd",
-                                                             params=DcdParams(c=0.5, tol=0.01)))
+    job = submit_job.sync(
+        client=client, body=DcdJobRequest(dataset_id=dataset.id, solver="dcd", params=DcdParams(c=0.5, tol=0.01))
+    )
     from tests.helpers import wait_for
 
-    done = wait_for(lambda: (lambda j: j if j.status.value in ("succeeded", "failed") else None)(
-        get_job.sync(job.id, client=client)), timeout=120)
+    done = wait_for(
+        lambda: (lambda j: j if j.status.value in ("succeeded", "failed") else None)(
+            get_job.sync(job.id, client=client)
+        ),
+        timeout=120,
+    )
     assert done.status.value == "succeeded"
     trace = get_trace.sync(job.id, client=client)
     assert len(trace.points) >= 1

@@ -64,13 +64,9 @@ def _number_tokens(seed, n):
     for x in rng.uniform(-1e3, 1e3, size=n):
         tokens += [repr(float(x)), "%.6g" % x, "%.3f" % x, "%d" % int(x), "%.17g" % x]
     for k, e in zip(rng.integers(0, 25, size=n), rng.integers(-330, 309, size=n), strict=True):
-        tokens.append(
-            "%.*e" % (int(k), float(rng.uniform(1, 10)) * 10.0 ** int(e) if -300 < e < 300 else 1.5)
-        )
+        tokens.append("%.*e" % (int(k), float(rng.uniform(1, 10)) * 10.0 ** int(e) if -300 < e < 300 else 1.5))
         tokens.append("%.*fe%d" % (int(k), float(rng.uniform(0, 10)), int(e)))
-    subnormals = [
-        struct.unpack("<d", struct.pack("<q", int(b)))[0] for b in rng.integers(1, 2**52, size=n // 10)
-    ]
+    subnormals = [struct.unpack("<d", struct.pack("<q", int(b)))[0] for b in rng.integers(1, 2**52, size=n // 10)]
     tokens += [repr(x) for x in subnormals]
     tokens += [
         ".5", "5.", "+.5e-3", "-.5E+3", "0", "-0", "+0", "-0.0", "0e999", "0.000", "00012", "1.e5",
@@ -527,11 +523,7 @@ def test_csv_errors(tmp_path, text, line, column, words):
 def test_csv_limits_and_label_column(tmp_path):
     text = "label,a,b,c\n1,0,0,1\n2,1,1,1\n"
     got = _parse(tmp_path, text, format="csv")
-    assert (
-        got.y.tolist() == [1, 2]
-        and got.indices.tolist() == [2, 0, 1, 2]
-        and got.feature_names == ["a", "b", "c"]
-    )
+    assert got.y.tolist() == [1, 2] and got.indices.tolist() == [2, 0, 1, 2] and got.feature_names == ["a", "b", "c"]
     got = _parse(tmp_path, text, format="csv", label_column="b")
     assert got.y.tolist() == [0, 1] and got.feature_names == ["label", "a", "c"]
     with pytest.raises(UploadLimitError) as info:
@@ -562,8 +554,11 @@ for text, fmt, zero_based in texts:
             parse_into(ArrayCollector(), lambda raw=raw: io.BytesIO(raw), format=fmt, zero_based=zero_based,
                        value_dtype=value_dtype, limits=limits)
 """
-    missed = kernels_compiled_after_warm_up(["service.ingest.parse_kernels", "service.ingest.parser"],
-                                            "from service.ingest import parser; parser.warm_up()", use)
+    missed = kernels_compiled_after_warm_up(
+        ["service.ingest.parse_kernels", "service.ingest.parser"],
+        "from service.ingest import parser; parser.warm_up()",
+        use,
+    )
     assert missed == []
 
 
@@ -627,5 +622,7 @@ def test_followed_upload_that_is_abandoned_raises(tmp_path):
     path.write_bytes(b"")
     writer = _write_slowly(path, marker, text[: len(text) // 2], [100], {"status": "aborted", "reason": "client gone"})
     with pytest.raises(parser.UploadAborted, match="client gone"):
-        parser.parse_into(parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, _chunk_bytes=64)
+        parser.parse_into(
+            parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, _chunk_bytes=64
+        )
     writer.join()

@@ -17,14 +17,25 @@ def arrays_of(indptr, indices, data, y):
     return {"indptr": indptr, "indices": indices, "data": data, "y": y}
 
 
-DCD = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.01, "max_iter": 1000, "shrinking": True,
-       "trace_every": 1, "seed": 0, "max_seconds": None, "n_processes": 1}
+DCD = {
+    "C": 1.0,
+    "loss": "hinge",
+    "bias": 1.0,
+    "class_weight": None,
+    "tol": 0.01,
+    "max_iter": 1000,
+    "shrinking": True,
+    "trace_every": 1,
+    "seed": 0,
+    "max_seconds": None,
+    "n_processes": 1,
+}
 
 
 def test_fraction_is_the_log_distance_from_the_first_measure_to_the_tolerance():
     first = {"max_violation": 10.0, "iteration": 1}
     assert convergence_fraction("dcd", DCD, first, None) == (1 / 1000, 10.0)  # 1 of max_iter 1000 iterations
-    half, _ = convergence_fraction("dcd", DCD, {"max_violation": 10.0 ** 0.5 * 0.1 ** 0.5 * 1.0, "iteration": 2}, 10.0)
+    half, _ = convergence_fraction("dcd", DCD, {"max_violation": 10.0**0.5 * 0.1**0.5 * 1.0, "iteration": 2}, 10.0)
     # log(10 / 1) / log(10 / 0.01) = 1/3 at a violation of 1; sqrt(10 * 0.1) = 1 here
     assert half == pytest.approx(1.0 / 3.0)
     assert convergence_fraction("dcd", DCD, {"max_violation": 0.005, "iteration": 3}, 10.0)[0] == 1.0
@@ -49,8 +60,9 @@ def test_one_vs_rest_fraction_is_the_mean_over_classes():
 def test_training_publishes_phases_and_a_fraction_that_never_goes_back():
     indptr, indices, data, y = sparse_problem(3000, 40, 10, seed=3, noise=0.5)
     sink = NullSink()
-    train_model("dcd", DCD, arrays_of(indptr, indices, data, y), 40, deadline=None, cancel_requested=lambda: False,
-                sink=sink)
+    train_model(
+        "dcd", DCD, arrays_of(indptr, indices, data, y), 40, deadline=None, cancel_requested=lambda: False, sink=sink
+    )
     progress = sink.jobs.progress
     phases = [p["phase"] for p in progress]
     assert phases[0] == "training" and phases[-1] == "scoring training data"
@@ -62,8 +74,16 @@ def test_training_publishes_phases_and_a_fraction_that_never_goes_back():
 def test_one_vs_rest_progress_counts_classes(monkeypatch):
     indptr, indices, data, y = sparse_problem(1500, 30, 8, seed=4, n_classes=3)
     sink = NullSink(subproblems=3)
-    train_model("dcd", DCD, arrays_of(indptr, indices, data, y), 30, deadline=None, cancel_requested=lambda: False,
-                sink=sink, n_processes=1)
+    train_model(
+        "dcd",
+        DCD,
+        arrays_of(indptr, indices, data, y),
+        30,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=sink,
+        n_processes=1,
+    )
     assert {p["subproblem"] for p in sink.jobs.points} == {0, 1, 2}
     assert sink.jobs.progress[-1]["fraction"] == 1.0
 
@@ -72,11 +92,29 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
     from worker.search import run_search
 
     indptr, indices, data, y = sparse_problem(600, 20, 6, seed=5, noise=0.3)
-    params = dict(DCD, search={"C": [0.1, 1.0], "gamma": None, "cv_folds": 3, "metric": None, "seed": 0,
-                               "warm_start": True, "distribute": False})
+    params = dict(
+        DCD,
+        search={
+            "C": [0.1, 1.0],
+            "gamma": None,
+            "cv_folds": 3,
+            "metric": None,
+            "seed": 0,
+            "warm_start": True,
+            "distribute": False,
+        },
+    )
     sink = NullSink()
-    run_search("dcd", params, arrays_of(indptr, indices, data, y), 20, deadline=None, cancel_requested=lambda: False,
-               sink=sink, publish=lambda table, subtasks: None)
+    run_search(
+        "dcd",
+        params,
+        arrays_of(indptr, indices, data, y),
+        20,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=sink,
+        publish=lambda table, subtasks: None,
+    )
     search_points = [p for p in sink.jobs.points if p.get("stage") == "search"]
     assert {(p["fold"], p["C"]) for p in search_points} == {(f, C) for f in range(3) for C in (0.1, 1.0)}
     assert any(p.get("stage") == "refit" for p in sink.jobs.points)
@@ -105,8 +143,17 @@ def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
             seen["shrunk"] = point
 
     control = SolverControl(cancel_requested=lambda: "shrunk" in seen, on_point=watch)
-    result = smo.solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel={"type": "rbf", "gamma": 0.0081},
-                           trace_every=50, control=control)
+    result = smo.solve_smo(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=123,
+        C=1.0,
+        kernel={"type": "rbf", "gamma": 0.0081},
+        trace_every=50,
+        control=control,
+    )
     assert result.stop_reason is StopReason.CANCELED
     point = seen["shrunk"]
     assert point["iteration"] == result.n_iter  # stopped right after that point: same iterate

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from sklearn.metrics import roc_auc_score
 from sklearn.svm import LinearSVC
 
+from service.scoring.metrics import pairwise_accuracy, roc_auc
+from service.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverInputError
 from worker.solvers.cpa import solve_cpa, warm_up
-from service.scoring.metrics import pairwise_accuracy, roc_auc
-from service.scoring.metrics import predicted_ranks as predict_ranks
 from worker.solvers.ranking import fit_thresholds, pairwise_cut, pairwise_setup
 
 _csr = naive.csr_parts
@@ -27,8 +26,6 @@ _csr = naive.csr_parts
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():
     warm_up()
-
-
 
 
 def _ranked_problem(n, d, n_ranks, seed, n_groups=None):
@@ -101,15 +98,22 @@ def test_pairwise_setup_refuses_bad_input():
 
 @pytest.mark.parametrize(
     "objective,n_ranks,n_groups,n",
-    [("roc_area", 2, None, 150), ("ordinal", 3, None, 140), ("ordinal", 5, None, 130), ("ranking", 3, 8, 300),
-     ("ranking", 5, 12, 300)],
+    [
+        ("roc_area", 2, None, 150),
+        ("ordinal", 3, None, 140),
+        ("ordinal", 5, None, 130),
+        ("ranking", 3, 8, 300),
+        ("ranking", 5, 12, 300),
+    ],
 )
 def test_pairwise_objectives_reach_brute_force_optimum(objective, n_ranks, n_groups, n):
     X, y, qid = _ranked_problem(n, 6, n_ranks, seed=n_ranks + n, n_groups=n_groups)
     C = 0.05
     best, m = _brute_force_optimum(X, y, qid, C)
     tol = 1e-5
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=tol, objective=objective, qid=qid)
+    res = solve_cpa(
+        *_csr(X), y, n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=tol, objective=objective, qid=qid
+    )
     assert res.converged
     assert res.bias == 0.0
     assert res.extra["n_pairs"] == m

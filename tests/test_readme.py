@@ -24,8 +24,14 @@ def walkthrough() -> str:
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the walkthrough uses curl")
 def test_walkthrough_runs_as_written(service, tmp_path):
     script = "set -eu\n" + walkthrough()
-    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                            env={"HINGE": service.base_url, "PATH": "/usr/bin:/bin:/usr/local/bin"})
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HINGE": service.base_url, "PATH": "/usr/bin:/bin:/usr/local/bin"},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"job job_\w+: succeeded", result.stdout), result.stdout
     prediction = json.loads(result.stdout.strip().splitlines()[-1])
@@ -33,7 +39,7 @@ def test_walkthrough_runs_as_written(service, tmp_path):
 
 
 def test_every_setting_is_in_the_configuration_table():
-    for name, field in Settings.model_fields.items():
+    for name in Settings.model_fields:
         variable = "REDIS_URL" if name == "redis_url" else f"HINGE_{name.upper()}"
         assert f"`{variable}`" in README, f"README's configuration table lacks {variable}"
 

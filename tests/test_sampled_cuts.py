@@ -9,13 +9,12 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from service.scoring.kernel import KernelExpansion
 from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
-from service.scoring.kernel import KernelExpansion
 from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts import solve_sampled_cuts
 from worker.solvers.smo import solve_smo
-
 
 _csr = naive.csr_parts
 
@@ -33,8 +32,9 @@ KERNEL = {"type": "rbf", "gamma": 2.0}
 
 def _test_error(result, X, X_test, y_test):
     support = sp.csr_matrix(X)[result.extra["support_indices"]]
-    model = KernelExpansion(support.indptr, support.indices, support.data, result.extra["dual_coef"], result.bias,
-                            KERNEL, n_features=2)
+    model = KernelExpansion(
+        support.indptr, support.indices, support.data, result.extra["dual_coef"], result.bias, KERNEL, n_features=2
+    )
     decision = model.decision_function(*_csr(X_test))
     return 100.0 * float(np.mean(np.where(decision > 0, 1.0, -1.0) != y_test))
 
@@ -78,8 +78,9 @@ def _primal_of(result, K, y, B=1.0):
 def test_linear_variant_reports_the_exact_primal_and_meets_its_stopping_rule(small):
     X, y, K, optimum = small
     control = SolverControl()
-    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=200,
-                                control=control)
+    result = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=200, control=control
+    )
     assert result.converged and not result.extra["objective_is_estimate"]
     assert result.objective == pytest.approx(_primal_of(result, K, y), rel=1e-9)
     assert result.objective >= optimum * (1 - 1e-9)
@@ -92,8 +93,9 @@ def test_linear_variant_reports_the_exact_primal_and_meets_its_stopping_rule(sma
 @pytest.mark.parametrize("variant", ["linear", "constant"])
 def test_large_samples_approach_the_exact_optimum(small, variant):
     X, y, K, optimum = small
-    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant,
-                                sample_size=4000, seed=1)
+    result = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant, sample_size=4000, seed=1
+    )
     primal = _primal_of(result, K, y)
     assert optimum * (1 - 1e-9) <= primal <= optimum * 1.025
     if variant == "constant":
@@ -102,8 +104,9 @@ def test_large_samples_approach_the_exact_optimum(small, variant):
 
 def test_without_bias_feature(small):
     X, y, K, _ = small
-    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", bias=None,
-                                sample_size=200)
+    result = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", bias=None, sample_size=200
+    )
     assert result.bias == 0.0
     coef = np.zeros(y.size)
     coef[result.extra["support_indices"]] = result.extra["dual_coef"]
@@ -112,8 +115,9 @@ def test_without_bias_feature(small):
 
 def test_inactive_cuts_are_removed(small):
     X, y, _, _ = small
-    result = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=100,
-                                max_inactive=1)
+    result = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant="linear", sample_size=100, max_inactive=1
+    )
     # after every master solve, a cut whose alpha is 0 is dropped at once
     assert np.all(result.extra["cut_alpha"] > 0)
     assert result.n_iter > result.extra["n_cuts"]
@@ -121,8 +125,10 @@ def test_inactive_cuts_are_removed(small):
 
 def test_same_seed_same_model(small):
     X, y, _, _ = small
-    runs = [solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=v, sample_size=150, seed=s)
-            for v, s in (("constant", 4), ("constant", 4), ("constant", 5))]
+    runs = [
+        solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=v, sample_size=150, seed=s)
+        for v, s in (("constant", 4), ("constant", 4), ("constant", 5))
+    ]
     np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
     np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])
     assert runs[0].n_iter == runs[1].n_iter
@@ -140,10 +146,15 @@ def test_master_qp_matches_a_generic_solver():
         grad = np.zeros(t)
         _steps, value, _gap, xi = reduced_dual_smo(H, h, alpha, t, C, 1e-12, 1_000_000, grad)
         assert np.all(alpha >= 0) and alpha.sum() <= C * (1 + 1e-12)
-        reference = minimize(lambda a, H=H, h=h: 0.5 * a @ H @ a - h @ a, np.full(t, C / (2 * t)),
-                             jac=lambda a, H=H, h=h: H @ a - h, bounds=[(0, None)] * t,
-                             constraints=[{"type": "ineq", "fun": lambda a, C=C: C - a.sum()}],
-                             method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
+        reference = minimize(
+            lambda a, H=H, h=h: 0.5 * a @ H @ a - h @ a,
+            np.full(t, C / (2 * t)),
+            jac=lambda a, H=H, h=h: H @ a - h,
+            bounds=[(0, None)] * t,
+            constraints=[{"type": "ineq", "fun": lambda a, C=C: C - a.sum()}],
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 1000},
+        )
         assert value == pytest.approx(-reference.fun, rel=1e-7, abs=1e-10)
         assert value == pytest.approx(h @ alpha - 0.5 * alpha @ H @ alpha, rel=1e-12, abs=1e-12)
         # KKT: positive coordinates share the largest gradient, which is xi when the budget is used
@@ -172,8 +183,9 @@ def test_stop_reasons(small):
 
     for variant in ("linear", "constant"):
         calls["n"] = 0
-        canceled = solve_sampled_cuts(*_csr(X), y, variant=variant,
-                                      control=SolverControl(cancel_requested=cancel_soon), **args)
+        canceled = solve_sampled_cuts(
+            *_csr(X), y, variant=variant, control=SolverControl(cancel_requested=cancel_soon), **args
+        )
         assert canceled.stop_reason == StopReason.CANCELED and not canceled.converged
         assert canceled.n_iter <= 3
 
@@ -214,8 +226,12 @@ def test_two_threads_give_the_very_same_model(small, monkeypatch, variant):
         pytest.skip("numba allows one thread here")
     monkeypatch.setattr(module, "PAR_MIN_VALUES", 1)
     X, y, _, _ = small
-    runs = [solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant, sample_size=60,
-                               seed=2, n_threads=threads) for threads in (1, 2)]
+    runs = [
+        solve_sampled_cuts(
+            *_csr(X), y, n_features=2, C=1.0, kernel=KERNEL, variant=variant, sample_size=60, seed=2, n_threads=threads
+        )
+        for threads in (1, 2)
+    ]
     assert runs[0].n_iter == runs[1].n_iter
     np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
     np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])

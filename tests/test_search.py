@@ -28,19 +28,49 @@ def cancer_arrays():
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     matrix = sp.csr_matrix(X)
-    return {"indptr": matrix.indptr.astype(np.int64), "indices": matrix.indices.astype(np.int32),
-            "data": matrix.data, "y": np.where(y == 1, 1.0, -1.0)}, X.shape[1]
+    return {
+        "indptr": matrix.indptr.astype(np.int64),
+        "indices": matrix.indices.astype(np.int32),
+        "data": matrix.data,
+        "y": np.where(y == 1, 1.0, -1.0),
+    }, X.shape[1]
 
 
 def search_table(processes: int, warm: bool = True) -> dict:
     arrays, n_features = cancer_arrays()
-    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
-              "shrinking": True, "trace_every": 1, "seed": 0, "max_seconds": None, "n_processes": processes,
-              "search": {"C": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0], "gamma": None, "cv_folds": 5, "metric": "accuracy",
-                         "seed": 7, "warm_start": warm, "distribute": False}}
+    params = {
+        "C": 1.0,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 0.1,
+        "max_iter": 1000,
+        "shrinking": True,
+        "trace_every": 1,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": processes,
+        "search": {
+            "C": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0],
+            "gamma": None,
+            "cv_folds": 5,
+            "metric": "accuracy",
+            "seed": 7,
+            "warm_start": warm,
+            "distribute": False,
+        },
+    }
     tables = []
-    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                         sink=NullSink(), publish=lambda table, subtasks: tables.append((table, subtasks)))
+    outcome = run_search(
+        "dcd",
+        params,
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: tables.append((table, subtasks)),
+    )
     assert tables[-1][1]["done"] == tables[-1][1]["total"]
     return outcome.meta
 
@@ -61,10 +91,13 @@ def test_same_table_with_one_and_two_processes():
     assert one["refit_params"]["C"] == best["C"] and one["objectives"]
 
 
-@pytest.mark.parametrize("solver,params", [
-    ("dcd", {"tol": 0.1, "trace_every": 1000}),
-    ("ocas", {"tol_rel": 1e-3, "n_processes": 1}),
-])
+@pytest.mark.parametrize(
+    "solver,params",
+    [
+        ("dcd", {"tol": 0.1, "trace_every": 1000}),
+        ("ocas", {"tol_rel": 1e-3, "n_processes": 1}),
+    ],
+)
 def test_warm_start_saves_iterations_along_c(solver, params):
     from service.schemas.solver_params import solver_params
     from worker import registry
@@ -78,8 +111,17 @@ def test_warm_start_saves_iterations_along_c(solver, params):
         for C in [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]:
             setting = solver_params(solver, dict(params, C=C))
             start = registry.warm_start_arguments(solver, previous, setting, previous_C) if mode == "warm" else {}
-            result = fit(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"], n_features=n_features,
-                         params=setting, class_weight=(1.0, 1.0), control=SolverControl(), **start)
+            result = fit(
+                arrays["indptr"],
+                arrays["indices"],
+                arrays["data"],
+                arrays["y"],
+                n_features=n_features,
+                params=setting,
+                class_weight=(1.0, 1.0),
+                control=SolverControl(),
+                **start,
+            )
             total += result.n_iter
             previous, previous_C = result, C
         totals[mode] = total
@@ -114,26 +156,70 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
 
 def test_measured_cold_fits_show_the_iterations_saved():
     arrays, n_features = cancer_arrays()
-    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.01, "max_iter": 1000,
-              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": 2,
-              "search": {"C": [0.01, 0.1, 1.0, 10.0, 100.0], "cv_folds": 3, "seed": 1, "warm_start": True,
-                         "measure_cold": True}}
-    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                         sink=NullSink(), publish=lambda table, subtasks: None)
+    params = {
+        "C": 1.0,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 0.01,
+        "max_iter": 1000,
+        "shrinking": True,
+        "trace_every": 1000,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 2,
+        "search": {
+            "C": [0.01, 0.1, 1.0, 10.0, 100.0],
+            "cv_folds": 3,
+            "seed": 1,
+            "warm_start": True,
+            "measure_cold": True,
+        },
+    }
+    outcome = run_search(
+        "dcd",
+        params,
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: None,
+    )
     settings = outcome.meta["search_results"]["settings"]
     assert settings[0]["iterations_saved"] == 0, "the first C of a path is a cold fit"
-    assert all(row["cold_n_iter"] is not None and row["iterations_saved_basis"].startswith("measured")
-               for row in settings)
+    assert all(
+        row["cold_n_iter"] is not None and row["iterations_saved_basis"].startswith("measured") for row in settings
+    )
     assert sum(row["iterations_saved"] for row in settings) > 0, settings
 
 
 def test_max_iter_shows_in_the_table():
     arrays, n_features = cancer_arrays()
-    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 1e-6, "max_iter": 3,
-              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": 1,
-              "search": {"C": [0.001, 100.0], "cv_folds": 3, "seed": 1}}
-    outcome = run_search("dcd", params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                         sink=NullSink(), publish=lambda table, subtasks: None)
+    params = {
+        "C": 1.0,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 1e-6,
+        "max_iter": 3,
+        "shrinking": True,
+        "trace_every": 1000,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 1,
+        "search": {"C": [0.001, 100.0], "cv_folds": 3, "seed": 1},
+    }
+    outcome = run_search(
+        "dcd",
+        params,
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: None,
+    )
     big = outcome.meta["search_results"]["settings"][1]
     assert big["stop_reason"] == "max_iter" and big["stop_reasons"].get("max_iter", 0) >= 1
 
@@ -145,11 +231,24 @@ def multiclass_arrays():
     return {"indptr": indptr, "indices": indices, "data": data, "y": y}, 40
 
 
-@pytest.mark.parametrize("solver,extra", [
-    ("dcd", {"loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 1000, "shrinking": True, "trace_every": 1000}),
-    ("smo", {"kernel": {"type": "rbf", "gamma": 0.05}, "working_set": "second_order", "tol": 1e-3, "cache_mb": 10,
-             "shrinking": True, "max_iter": None, "trace_every": 1000}),
-])
+@pytest.mark.parametrize(
+    "solver,extra",
+    [
+        ("dcd", {"loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 1000, "shrinking": True, "trace_every": 1000}),
+        (
+            "smo",
+            {
+                "kernel": {"type": "rbf", "gamma": 0.05},
+                "working_set": "second_order",
+                "tol": 1e-3,
+                "cache_mb": 10,
+                "shrinking": True,
+                "max_iter": None,
+                "trace_every": 1000,
+            },
+        ),
+    ],
+)
 def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
     from service.scoring.models import Scorer
@@ -158,12 +257,35 @@ def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     from worker.training import assemble_model, fit_problems
 
     arrays, n_features = multiclass_arrays()
-    params = dict(extra, C=1.0, class_weight=None, seed=0, max_seconds=None, n_processes=2,
-                  search={"C": [0.1, 1.0], "cv_folds": 3, "seed": 2, "warm_start": False})
-    one = run_search(solver, dict(params, n_processes=1), arrays, n_features, deadline=None,
-                     cancel_requested=lambda: False, sink=NullSink(), publish=lambda table, subtasks: None)
-    two = run_search(solver, params, arrays, n_features, deadline=None, cancel_requested=lambda: False,
-                     sink=NullSink(), publish=lambda table, subtasks: None)
+    params = dict(
+        extra,
+        C=1.0,
+        class_weight=None,
+        seed=0,
+        max_seconds=None,
+        n_processes=2,
+        search={"C": [0.1, 1.0], "cv_folds": 3, "seed": 2, "warm_start": False},
+    )
+    one = run_search(
+        solver,
+        dict(params, n_processes=1),
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: None,
+    )
+    two = run_search(
+        solver,
+        params,
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: None,
+    )
     assert strip_timing(one.meta["search_results"]) == strip_timing(two.meta["search_results"])
     search = Search(solver, params, arrays, n_features)
     for row in one.meta["search_results"]["settings"]:
@@ -171,9 +293,18 @@ def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
             train = subset(arrays, np.flatnonzero(search.folds != fold), n_features)
             held = subset(arrays, np.flatnonzero(search.folds == fold), n_features)
             setting = search.setting(row["C"], None)
-            labels, results = fit_problems(solver, setting, train, n_features, deadline=None,
-                                           cancel_requested=lambda: False, on_point=lambda k, p: None)
-            model_arrays, meta = assemble_model(solver, setting, results, labels, train, n_features, with_accuracy=False)
+            labels, results = fit_problems(
+                solver,
+                setting,
+                train,
+                n_features,
+                deadline=None,
+                cancel_requested=lambda: False,
+                on_point=lambda k, p: None,
+            )
+            model_arrays, meta = assemble_model(
+                solver, setting, results, labels, train, n_features, with_accuracy=False
+            )
             matrix = sp.csr_matrix((held["data"], held["indices"], held["indptr"]), shape=(held["y"].size, n_features))
             predicted, _ = Scorer(meta, model_arrays).predict_values(matrix)
             assert row["fold_scores"][fold] == pytest.approx(float(np.mean(predicted == held["y"])), abs=1e-12)
@@ -183,8 +314,11 @@ def test_search_over_http(http):
     arrays, n_features = cancer_arrays()
     content = to_svmlight(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
     dataset = upload(http, content).json()
-    body = {"dataset_id": dataset["id"], "solver": "dcd",
-            "params": {"search": {"C": [0.01, 0.1, 1.0], "cv_folds": 3, "metric": "f1"}}}
+    body = {
+        "dataset_id": dataset["id"],
+        "solver": "dcd",
+        "params": {"search": {"C": [0.01, 0.1, 1.0], "cv_folds": 3, "metric": "f1"}},
+    }
     job = http.post("/v1/jobs", json=body).json()
     done = wait_job(http, job["id"], timeout=120)
     assert done["status"] == "succeeded", done
@@ -194,25 +328,37 @@ def test_search_over_http(http):
     model = http.get(f"/v1/models/{done['model_id']}").json()
     assert model["search_results"]["best"] == results["best"]
     # the best setting is the one with the highest mean score (ties: the smaller C), and the model is refit at it
-    best_row = min((row for row in results["settings"] if row["mean"] is not None), key=lambda row: (-row["mean"], row["C"]))
+    best_row = min(
+        (row for row in results["settings"] if row["mean"] is not None), key=lambda row: (-row["mean"], row["C"])
+    )
     assert results["best"]["C"] == best_row["C"]
     assert model["refit_params"] == {"C": best_row["C"], "gamma": None}
 
-    kernel = {"dataset_id": dataset["id"], "solver": "smo",
-              "params": {"kernel": {"type": "rbf"}, "search": {"C": [0.1, 1.0], "gamma": [0.01, 0.1], "cv_folds": 3}}}
+    kernel = {
+        "dataset_id": dataset["id"],
+        "solver": "smo",
+        "params": {"kernel": {"type": "rbf"}, "search": {"C": [0.1, 1.0], "gamma": [0.01, 0.1], "cv_folds": 3}},
+    }
     done = wait_job(http, http.post("/v1/jobs", json=kernel).json()["id"], timeout=300)
     assert done["status"] == "succeeded", done
     assert {(row["C"], row["gamma"]) for row in done["search_results"]["settings"]} == {
-        (0.1, 0.01), (0.1, 0.1), (1.0, 0.01), (1.0, 0.1)}
+        (0.1, 0.01),
+        (0.1, 0.1),
+        (1.0, 0.01),
+        (1.0, 0.1),
+    }
 
 
-@pytest.mark.parametrize("params,field", [
-    ({"search": {"gamma": [0.1]}}, "gamma"),
-    ({"search": {"metric": "pairwise_accuracy"}}, "metric"),
-    ({"search": {"cv_folds": 1}}, "cv_folds"),
-    ({"search": {"C": []}}, "C"),
-    ({"search": {"C": [-1]}}, "C"),
-])
+@pytest.mark.parametrize(
+    "params,field",
+    [
+        ({"search": {"gamma": [0.1]}}, "gamma"),
+        ({"search": {"metric": "pairwise_accuracy"}}, "metric"),
+        ({"search": {"cv_folds": 1}}, "cv_folds"),
+        ({"search": {"C": []}}, "C"),
+        ({"search": {"C": [-1]}}, "C"),
+    ],
+)
 def test_search_validation(http, params, field):
     dataset = upload(http, b"1 1:1\n-1 1:-1\n1 1:2\n-1 1:-2\n").json()
     response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params})
@@ -239,8 +385,11 @@ def test_distributed_search_spreads_over_the_workers(service, http):
     problem = sparse_problem(3000, 200, 20, seed=21, noise=1.0)
     dataset = upload(http, to_svmlight(*problem)).json()
     grid = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
-    body = {"dataset_id": dataset["id"], "solver": "dcd",
-            "params": {"tol": 0.01, "search": {"C": grid, "cv_folds": 4, "distribute": True}}}
+    body = {
+        "dataset_id": dataset["id"],
+        "solver": "dcd",
+        "params": {"tol": 0.01, "search": {"C": grid, "cv_folds": 4, "distribute": True}},
+    }
     job = http.post("/v1/jobs", json=body).json()
     done = wait_job(http, job["id"], timeout=300)
     assert done["status"] == "succeeded", done
@@ -266,14 +415,32 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
     import worker.search as search_module
 
     arrays, n_features = cancer_arrays()
-    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
-              "shrinking": True, "trace_every": 1, "seed": 0, "max_seconds": None,
-              "search": {"C": [0.001, 0.01, 0.1, 1.0], "cv_folds": 3, "seed": 7, "warm_start": True}}
+    params = {
+        "C": 1.0,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 0.1,
+        "max_iter": 1000,
+        "shrinking": True,
+        "trace_every": 1,
+        "seed": 0,
+        "max_seconds": None,
+        "search": {"C": [0.001, 0.01, 0.1, 1.0], "cv_folds": 3, "seed": 7, "warm_start": True},
+    }
 
     def run(processes):
         sink = NullSink()
-        outcome = run_search("dcd", dict(params, n_processes=processes), arrays, n_features, deadline=None,
-                             cancel_requested=lambda: False, sink=sink, publish=lambda table, subtasks: None)
+        outcome = run_search(
+            "dcd",
+            dict(params, n_processes=processes),
+            arrays,
+            n_features,
+            deadline=None,
+            cancel_requested=lambda: False,
+            sink=sink,
+            publish=lambda table, subtasks: None,
+        )
         return outcome, sink
 
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 1)

@@ -73,13 +73,21 @@ def test_csv_errors(http):
 
 
 def test_upload_needs_multipart_with_file(http):
-    assert_error(http.post("/v1/datasets", content=b"1 1:1\n", headers={"content-type": "text/plain"}),
-                 415, "unsupported_media_type", "multipart/form-data")
+    assert_error(
+        http.post("/v1/datasets", content=b"1 1:1\n", headers={"content-type": "text/plain"}),
+        415,
+        "unsupported_media_type",
+        "multipart/form-data",
+    )
     response = http.post("/v1/datasets", files={"other": ("x", b"1 1:1\n")})
     error = assert_error(response, 422, "validation_error", "file")
     assert error["details"][0]["loc"] == ["body", "file"]
-    assert_error(http.post("/v1/datasets", params={"format": "xml"}, files={"file": ("x", b"1 1:1\n")}),
-                 422, "validation_error", "format")
+    assert_error(
+        http.post("/v1/datasets", params={"format": "xml"}, files={"file": ("x", b"1 1:1\n")}),
+        422,
+        "validation_error",
+        "format",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -97,21 +105,38 @@ def test_job_request_validation(http, dataset):
     post = lambda body: http.post("/v1/jobs", json=body)  # noqa: E731
     err = assert_error(post({"dataset_id": dataset["id"], "solver": "nope"}), 422, "validation_error", "solver")
     assert err["details"]
-    err = assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": -1}}), 422,
-                       "validation_error", "params.C")
+    err = assert_error(
+        post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": -1}}), 422, "validation_error", "params.C"
+    )
     assert err["details"][0]["loc"][-1] == "C"
-    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"Cc": 1}}), 422,
-                 "validation_error", "params.Cc")
-    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"loss": "log"}}), 422,
-                 "validation_error", "params.loss")
+    assert_error(
+        post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"Cc": 1}}), 422, "validation_error", "params.Cc"
+    )
+    assert_error(
+        post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"loss": "log"}}),
+        422,
+        "validation_error",
+        "params.loss",
+    )
     assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "extra": 1}), 422, "validation_error", "extra")
     assert_error(post({"dataset_id": "ds_missing", "solver": "dcd"}), 404, "dataset_not_found", "ds_missing")
-    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"class_weight": {"7": 2}}}), 422,
-                 "validation_error", "class_weight")
-    assert_error(post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"max_seconds": 1e12}}), 422,
-                 "validation_error", "max_seconds")
-    assert_error(http.post("/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}),
-                 422, "validation_error")
+    assert_error(
+        post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"class_weight": {"7": 2}}}),
+        422,
+        "validation_error",
+        "class_weight",
+    )
+    assert_error(
+        post({"dataset_id": dataset["id"], "solver": "dcd", "params": {"max_seconds": 1e12}}),
+        422,
+        "validation_error",
+        "max_seconds",
+    )
+    assert_error(
+        http.post("/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}),
+        422,
+        "validation_error",
+    )
     assert_error(http.get("/v1/jobs/job_nope"), 404, "job_not_found")
     assert_error(http.get("/v1/jobs/job_nope/trace"), 404, "job_not_found")
     assert_error(http.post("/v1/jobs/job_nope/cancel"), 404, "job_not_found")
@@ -119,22 +144,29 @@ def test_job_request_validation(http, dataset):
 
 def test_single_label_dataset_refused(http):
     one = upload(http, b"1 1:1\n1 2:1\n").json()
-    assert_error(http.post("/v1/jobs", json={"dataset_id": one["id"], "solver": "dcd"}), 422,
-                 "validation_error", "two")
+    assert_error(http.post("/v1/jobs", json={"dataset_id": one["id"], "solver": "dcd"}), 422, "validation_error", "two")
 
 
 def test_predict_validation(http, dataset):
     job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
     model_id = wait_job(http, job["id"])["model_id"]
     url = f"/v1/models/{model_id}/predict"
-    assert_error(http.post(url, json={"instances": [[1.0, 2.0]]}), 422, "validation_error", "instances[0]", "10 features")
+    assert_error(
+        http.post(url, json={"instances": [[1.0, 2.0]]}), 422, "validation_error", "instances[0]", "10 features"
+    )
     assert_error(http.post(url, json={"instances": [{"a": 1.0}]}), 422, "validation_error", "instances[0]")
     assert_error(http.post(url, json={"instances": [{"1": 1.0}, {"0": 1.0}]}), 422, "validation_error", "instances[1]")
     assert_error(http.post(url, json={"instances": "x"}), 422, "validation_error", "instances")
     assert_error(http.post(url, json={"rows": []}), 422, "validation_error")
     # A sparse index beyond the model's 10 features: refused, naming the row and the index (issue 9) ...
-    err = assert_error(http.post(url, json={"instances": [{"1": 1.0}, {"1": 1.0, "999": 5.0}]}), 422,
-                       "validation_error", "instances[1]", "999", "ignore_unknown_features")
+    err = assert_error(
+        http.post(url, json={"instances": [{"1": 1.0}, {"1": 1.0, "999": 5.0}]}),
+        422,
+        "validation_error",
+        "instances[1]",
+        "999",
+        "ignore_unknown_features",
+    )
     assert err["details"][0]["loc"] == ["body", "instances", 1, "999"]
     # ... unless the caller says to ignore such features: then they weigh nothing.
     ok = http.post(url, json={"instances": [{"1": 1.0, "999": 5.0}], "ignore_unknown_features": True})
@@ -142,10 +174,12 @@ def test_predict_validation(http, dataset):
     assert ok.json() == http.post(url, json={"instances": [{"1": 1.0}]}).json()
     assert http.post(url, json={"instances": [{"10": 1.0}]}).status_code == 200  # the last feature (one-based)
     # Unknown query parameters are named, not ignored (`?probability=true` used to answer 200).
-    err = assert_error(http.post(url + "?probability=true", json={"instances": [{"1": 1.0}]}), 422,
-                       "validation_error", "probability")
-    assert err["details"] == [{"loc": ["query", "probability"], "msg": "unknown query parameter",
-                               "type": "extra_forbidden"}]
+    err = assert_error(
+        http.post(url + "?probability=true", json={"instances": [{"1": 1.0}]}), 422, "validation_error", "probability"
+    )
+    assert err["details"] == [
+        {"loc": ["query", "probability"], "msg": "unknown query parameter", "type": "extra_forbidden"}
+    ]
     assert_error(http.get("/v1/datasets?limit=5&ofset=2"), 422, "validation_error", "ofset", "offset")
     assert http.get("/v1/datasets?limit=5&offset=0").status_code == 200
     assert http.get("/docs/oauth2-redirect?code=x&state=y").status_code == 200  # pages for people are not checked

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tests.helpers import wait_for
-from tests.helpers import gzipped, sparse_problem, to_svmlight, upload, wait_job
+from tests.helpers import gzipped, sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +56,9 @@ def test_dataset_listed_fetched_and_deleted(http, small_problem):
 
 
 def test_train_poll_trace_predict(http, small_dataset, small_problem):
-    response = http.post("/v1/jobs", json={"dataset_id": small_dataset["id"], "solver": "dcd",
-                                           "params": {"C": 1.0, "tol": 0.001}})
+    response = http.post(
+        "/v1/jobs", json={"dataset_id": small_dataset["id"], "solver": "dcd", "params": {"C": 1.0, "tol": 0.001}}
+    )
     assert response.status_code == 202, response.text
     job = response.json()
     assert job["status"] == "queued"
@@ -100,20 +100,27 @@ def test_trace_grows_while_running_and_cancel_returns_a_model(http, slow_dataset
     params = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
     job = http.post("/v1/jobs", json={"dataset_id": slow_dataset["id"], "solver": "dcd", "params": params}).json()
     wait_job(http, job["id"], statuses=("running",), timeout=60)
-    seen = wait_for(lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2, timeout=30,
-                    message="trace points while running")
+    seen = wait_for(
+        lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2,
+        timeout=30,
+        message="trace points while running",
+    )
     assert seen
     first_look = http.get(f"/v1/jobs/{job['id']}/trace").json()
     assert first_look["status"] == "running"
     later = wait_for(
         lambda: (lambda t: t if len(t["points"]) > len(first_look["points"]) else None)(
-            http.get(f"/v1/jobs/{job['id']}/trace").json()),
-        timeout=30, message="more trace points")
+            http.get(f"/v1/jobs/{job['id']}/trace").json()
+        ),
+        timeout=30,
+        message="more trace points",
+    )
     assert later["status"] == "running"
     progress = http.get(f"/v1/jobs/{job['id']}").json()["progress"]
     assert progress["iteration"] >= 1 and progress["primal"] is not None
 
     import time
+
     asked = time.monotonic()
     canceled = http.post(f"/v1/jobs/{job['id']}/cancel")
     assert canceled.status_code == 202
@@ -142,8 +149,11 @@ def test_max_seconds_returns_best_model_so_far(http, slow_dataset):
 def test_multiclass_one_vs_rest(http):
     problem = sparse_problem(600, 20, 8, seed=3, n_classes=3)
     dataset = upload(http, to_svmlight(*problem)).json()
-    assert dataset["labels"] == {"1": int((problem[3] == 1).sum()), "2": int((problem[3] == 2).sum()),
-                                 "3": int((problem[3] == 3).sum())}
+    assert dataset["labels"] == {
+        "1": int((problem[3] == 1).sum()),
+        "2": int((problem[3] == 2).sum()),
+        "3": int((problem[3] == 3).sum()),
+    }
     job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
     final = wait_job(http, job["id"])
     assert final["status"] == "succeeded", final
@@ -159,8 +169,10 @@ def test_multiclass_one_vs_rest(http):
 def test_cancel_a_queued_job_never_runs(service, http, small_dataset):
     """With every worker busy, a queued job is canceled before any worker takes it."""
     slow = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "max_seconds": 8.0}
-    blockers = [http.post("/v1/jobs", json={"dataset_id": small_dataset["id"], "solver": "dcd", "params": slow}).json()
-                for _ in range(len(service.workers))]
+    blockers = [
+        http.post("/v1/jobs", json={"dataset_id": small_dataset["id"], "solver": "dcd", "params": slow}).json()
+        for _ in range(len(service.workers))
+    ]
     for blocker in blockers:
         wait_job(http, blocker["id"], statuses=("running", "succeeded"), timeout=60)
     queued = http.post("/v1/jobs", json={"dataset_id": small_dataset["id"], "solver": "dcd"}).json()

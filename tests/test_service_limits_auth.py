@@ -19,16 +19,18 @@ KEYS = {"key-alice": "alice", "key-bob": "bob"}
 @pytest.fixture(scope="module")
 def strict_api(service):
     env = dict(service.env)
-    env.update({
-        "HINGE_API_KEYS": json.dumps(KEYS),
-        "HINGE_MAX_UPLOAD_BYTES": "20000",
-        "HINGE_MAX_DECOMPRESSED_BYTES": "50000",
-        "HINGE_MAX_ROWS": "300",
-        "HINGE_MAX_FEATURES": "1000",
-        "HINGE_MAX_JSON_BODY_BYTES": "4096",
-        "HINGE_MAX_PREDICT_INSTANCES": "5",
-        "HINGE_MAX_SECONDS_CEILING": "60",
-    })
+    env.update(
+        {
+            "HINGE_API_KEYS": json.dumps(KEYS),
+            "HINGE_MAX_UPLOAD_BYTES": "20000",
+            "HINGE_MAX_DECOMPRESSED_BYTES": "50000",
+            "HINGE_MAX_ROWS": "300",
+            "HINGE_MAX_FEATURES": "1000",
+            "HINGE_MAX_JSON_BODY_BYTES": "4096",
+            "HINGE_MAX_PREDICT_INSTANCES": "5",
+            "HINGE_MAX_SECONDS_CEILING": "60",
+        }
+    )
     port = free_port()
     proc = start_api(env, port)
     base = f"http://127.0.0.1:{port}"
@@ -98,10 +100,18 @@ def test_json_and_predict_limits(strict_api):
         big = {"dataset_id": "x" * 5000, "solver": "dcd"}
         assert_error(alice.post("/v1/jobs", json=big), 413, "payload_too_large", "HINGE_MAX_JSON_BODY_BYTES")
         dataset = upload(alice, to_svmlight(*sparse_problem(50, 4, 2, seed=5))).json()
-        assert_error(alice.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
-                                                  "params": {"max_seconds": 61}}), 422, "validation_error", "60",
-                     "HINGE_MAX_SECONDS_CEILING")
+        assert_error(
+            alice.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"max_seconds": 61}}),
+            422,
+            "validation_error",
+            "60",
+            "HINGE_MAX_SECONDS_CEILING",
+        )
         job = alice.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
         model_id = wait_job(alice, job["id"])["model_id"]
-        assert_error(alice.post(f"/v1/models/{model_id}/predict", json={"instances": [[0.0] * 4] * 6}),
-                     413, "payload_too_large", "HINGE_MAX_PREDICT_INSTANCES")
+        assert_error(
+            alice.post(f"/v1/models/{model_id}/predict", json={"instances": [[0.0] * 4] * 6}),
+            413,
+            "payload_too_large",
+            "HINGE_MAX_PREDICT_INSTANCES",
+        )

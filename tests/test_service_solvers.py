@@ -42,7 +42,11 @@ def test_linear_solvers_agree_on_the_objective(http, cancer):
     for model in (cpa, ocas):
         assert model["gap_rel"] is not None and model["gap_rel"] <= 1e-3 and model["gap_rel_note"]
         assert model["objective"] >= exact["objective"] * (1 - 1e-6)
-        assert model["objective"] <= exact["objective"] * (1 + 2e-3), (model["solver"], model["objective"], exact["objective"])
+        assert model["objective"] <= exact["objective"] * (1 + 2e-3), (
+            model["solver"],
+            model["objective"],
+            exact["objective"],
+        )
         assert model["train_accuracy"] > 0.95
     trace = http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]
     assert trace and "lower_bound" in trace[-1] and "n_cuts" in trace[-1]
@@ -94,12 +98,18 @@ def test_ordinal_ranking_and_roc_area(http):
     answer = http.post(f"/v1/models/{ranking['id']}/predict", json={"instances": X[:5].tolist()}).json()
     assert answer["labels"] is None and len(answer["scores"]) == 5
 
-    assert http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "cpa",
-                                       "params": {"objective": "roc_area"}}).status_code == 422
+    assert (
+        http.post(
+            "/v1/jobs", json={"dataset_id": dataset["id"], "solver": "cpa", "params": {"objective": "roc_area"}}
+        ).status_code
+        == 422
+    )
     binary = upload(http, as_svmlight(X, np.where(latent > 0, 1.0, -1.0))).json()
     _, roc = train(http, binary["id"], "cpa", {"objective": "roc_area", "C": 0.01})
     assert roc["train_roc_auc"] > 0.9
-    no_qid = http.post("/v1/jobs", json={"dataset_id": binary["id"], "solver": "cpa", "params": {"objective": "ranking"}})
+    no_qid = http.post(
+        "/v1/jobs", json={"dataset_id": binary["id"], "solver": "cpa", "params": {"objective": "ranking"}}
+    )
     assert no_qid.status_code == 422 and "qid" in no_qid.json()["error"]["message"]
 
 

@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from service.embedded_redis import free_port
-from tests.helpers import wait_for
-from tests.helpers import sparse_problem, to_svmlight, upload
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for
 from tests.serve_harness import ServeRun, aof_check, stored_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
@@ -36,11 +35,19 @@ def start_with_running_job(data_dir, env_extra=None) -> tuple[ServeRun, dict]:
                 if left["status"] in ("queued", "running"):  # handed back by an earlier test's stop
                     http.post(f"/v1/jobs/{left['id']}/cancel")
             existing = [d for d in http.get("/v1/datasets").json()["items"] if d["name"] == "slow"]
-            dataset = existing[0] if existing else upload(
-                http, to_svmlight(*sparse_problem(6000, 400, 12, seed=7, random_labels=True)), name="slow").json()
+            dataset = (
+                existing[0]
+                if existing
+                else upload(
+                    http, to_svmlight(*sparse_problem(6000, 400, 12, seed=7, random_labels=True)), name="slow"
+                ).json()
+            )
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": SLOW}).json()
-            wait_for(lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2, timeout=120,
-                     message="the job to be running with trace points")
+            wait_for(
+                lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2,
+                timeout=120,
+                message="the job to be running with trace points",
+            )
         run.snapshot()
     except BaseException:
         run.close()
@@ -79,8 +86,9 @@ def test_every_way_of_stopping_checkpoints_the_running_job(data_dir, how):
     if how != "sighup":  # after SIGHUP the terminal is gone: nothing can be read from it
         lines = run.supervisor_lines()
         assert "maxmemory 256 MiB" in lines[0], lines[0]  # HINGE_REDIS_MAXMEMORY reaches the embedded Redis
-        assert any("waiting up to" in line and "checkpoint" in line and job["id"] in line for line in lines), \
-            "\n".join(lines)
+        assert any("waiting up to" in line and "checkpoint" in line and job["id"] in line for line in lines), "\n".join(
+            lines
+        )
         assert any("stopping Redis last" in line for line in lines), lines
 
 
@@ -88,8 +96,11 @@ def test_second_ctrl_c_stops_at_once_and_hands_the_job_back(data_dir):
     run, job = start_with_running_job(data_dir, env_extra={"HINGE_SHUTDOWN_GRACE_S": "600"})
     try:
         run.ctrl_c()
-        wait_for(lambda: any("checkpoint" in line for line in run.supervisor_lines()), timeout=30,
-                 message="the first stop step")
+        wait_for(
+            lambda: any("checkpoint" in line for line in run.supervisor_lines()),
+            timeout=30,
+            message="the first stop step",
+        )
         run.ctrl_c()
         gone = run.wait_gone(timeout=120)
     finally:
@@ -117,15 +128,23 @@ def test_requeue_policy_puts_the_job_back_and_a_restart_runs_it(data_dir):
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:
-            wait_for(lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] == "running", timeout=120,
-                     message="the handed-back job to run again")
+            wait_for(
+                lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] == "running",
+                timeout=120,
+                message="the handed-back job to run again",
+            )
             assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
-            wait_for(lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] == "canceled", timeout=60,
-                     message="the cancel")
+            wait_for(
+                lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] == "canceled",
+                timeout=60,
+                message="the cancel",
+            )
             models = http.get("/v1/models", params={"limit": 1000}).json()["items"]
             assert models, "the models checkpointed by the earlier stops are kept"
             for model in models:
-                assert http.post(f"/v1/models/{model['id']}/predict", json={"instances": [[0.0] * 400]}).status_code == 200
+                assert (
+                    http.post(f"/v1/models/{model['id']}/predict", json={"instances": [[0.0] * 400]}).status_code == 200
+                )
         run.snapshot()
     except BaseException:
         run.close()

@@ -21,7 +21,6 @@ from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.kernels import kernel_block
 from worker.solvers.smo import solve_smo
 
-
 _csr = naive.csr_parts
 
 
@@ -73,8 +72,17 @@ def _libsvm(matrix, y, options):
 def _compare_with_libsvm(matrix, y, *, C, kernel, options, class_weight=(1.0, 1.0), working_set="second_order"):
     indptr, indices, data = _csr(matrix)
     n_features = matrix.shape[1]
-    result = solve_smo(indptr, indices, data, y, n_features=n_features, C=C, kernel=kernel,
-                       working_set=working_set, class_weight=class_weight)
+    result = solve_smo(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=n_features,
+        C=C,
+        kernel=kernel,
+        working_set=working_set,
+        class_weight=class_weight,
+    )
     assert result.converged and result.stop_reason == StopReason.CONVERGED
     sv, coef, b = _libsvm(matrix, y, options)
     K_lib = kernel_block(indptr, indices, data, sv, sv, n_features=n_features, kernel=kernel)
@@ -84,8 +92,11 @@ def _compare_with_libsvm(matrix, y, *, C, kernel, options, class_weight=(1.0, 1.
     n_lib = sv.size
     assert abs(result.extra["n_sv"] - n_lib) <= max(1, 0.01 * n_lib), (result.extra["n_sv"], n_lib)
     rows = np.arange(y.size)
-    ours_dec = kernel_block(indptr, indices, data, rows, result.extra["support_indices"], n_features=n_features,
-                            kernel=kernel) @ result.extra["dual_coef"] + result.bias
+    ours_dec = (
+        kernel_block(indptr, indices, data, rows, result.extra["support_indices"], n_features=n_features, kernel=kernel)
+        @ result.extra["dual_coef"]
+        + result.bias
+    )
     lib_dec = kernel_block(indptr, indices, data, rows, sv, n_features=n_features, kernel=kernel) @ coef + b
     assert np.max(np.abs(ours_dec - lib_dec)) <= 1e-2
     return result
@@ -100,8 +111,17 @@ def test_two_points_known_answer():
     # x1 = (2, 0), y = +1; x2 = (0, 0), y = -1: w = (1, 0), b = -1, alpha = (0.5, 0.5), dual 0.5
     indptr, indices, data = _csr(np.array([[2.0, 0.0], [0.0, 0.0]]))
     for working_set in ("second_order", "platt"):
-        result = solve_smo(indptr, indices, data, np.array([1.0, -1.0]), n_features=2, C=10.0,
-                           kernel={"type": "linear"}, working_set=working_set, tol=1e-9)
+        result = solve_smo(
+            indptr,
+            indices,
+            data,
+            np.array([1.0, -1.0]),
+            n_features=2,
+            C=10.0,
+            kernel={"type": "linear"},
+            working_set=working_set,
+            tol=1e-9,
+        )
         np.testing.assert_allclose(result.extra["alpha"], [0.5, 0.5], atol=1e-12)
         np.testing.assert_allclose(result.w, [1.0, 0.0], atol=1e-12)
         assert result.bias == pytest.approx(-1.0, abs=1e-12)
@@ -116,8 +136,18 @@ def test_kkt_and_objectives_match_naive(breast_cancer, working_set):
     indptr, indices, data = _csr(matrix)
     C = 2.0
     class_weight = (1.5, 1.0)
-    result = solve_smo(indptr, indices, data, y, n_features=30, C=C, kernel=kernel, working_set=working_set,
-                       class_weight=class_weight, tol=1e-4)
+    result = solve_smo(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=30,
+        C=C,
+        kernel=kernel,
+        working_set=working_set,
+        class_weight=class_weight,
+        tol=1e-4,
+    )
     K = naive.kernel_dense(matrix.toarray(), matrix.toarray(), kernel)
     C_i = np.where(y > 0, C * class_weight[1], C * class_weight[0])
     alpha = result.extra["alpha"]
@@ -149,14 +179,21 @@ def test_kkt_and_objectives_match_naive(breast_cancer, working_set):
 def test_rbf_matches_libsvm_on_breast_cancer(breast_cancer, working_set):
     matrix, y = breast_cancer
     gamma = 1.0 / 30.0
-    _compare_with_libsvm(matrix, y, C=1.0, kernel={"type": "rbf", "gamma": gamma},
-                         options=f"-s 0 -t 2 -c 1 -g {gamma!r} -e 0.001 -h 1", working_set=working_set)
+    _compare_with_libsvm(
+        matrix,
+        y,
+        C=1.0,
+        kernel={"type": "rbf", "gamma": gamma},
+        options=f"-s 0 -t 2 -c 1 -g {gamma!r} -e 0.001 -h 1",
+        working_set=working_set,
+    )
 
 
 def test_rbf_matches_libsvm_on_a9a_stand_in(stand_in):
     matrix, y = stand_in
-    result = _compare_with_libsvm(matrix, y, C=1.0, kernel={"type": "rbf", "gamma": 0.0081},
-                                  options="-s 0 -t 2 -c 1 -g 0.0081 -e 0.001 -h 1")
+    result = _compare_with_libsvm(
+        matrix, y, C=1.0, kernel={"type": "rbf", "gamma": 0.0081}, options="-s 0 -t 2 -c 1 -g 0.0081 -e 0.001 -h 1"
+    )
     assert result.extra["min_active_size"] < y.size  # shrinking did happen here
 
 
@@ -174,8 +211,7 @@ def test_other_kernels_match_libsvm(breast_cancer, kernel, options):
     result = _compare_with_libsvm(matrix, y, C=0.5, kernel=kernel, options=f"-s 0 {options} -c 0.5 -e 0.001 -h 1")
     if kernel["type"] == "linear":
         # the folded weight vector of Section 2.3 gives the same decision values
-        w = matrix.T @ np.bincount(result.extra["support_indices"], weights=result.extra["dual_coef"],
-                                   minlength=y.size)
+        w = matrix.T @ np.bincount(result.extra["support_indices"], weights=result.extra["dual_coef"], minlength=y.size)
         np.testing.assert_allclose(result.w, w, rtol=1e-10, atol=1e-12)
     else:
         assert result.w is None
@@ -184,8 +220,14 @@ def test_other_kernels_match_libsvm(breast_cancer, kernel, options):
 def test_class_weight_matches_libsvm(breast_cancer):
     matrix, y = breast_cancer
     gamma = 0.05
-    _compare_with_libsvm(matrix, y, C=1.0, kernel={"type": "rbf", "gamma": gamma}, class_weight=(3.0, 0.5),
-                         options=f"-s 0 -t 2 -c 1 -g {gamma} -e 0.001 -h 1 -w-1 3 -w1 0.5")
+    _compare_with_libsvm(
+        matrix,
+        y,
+        C=1.0,
+        kernel={"type": "rbf", "gamma": gamma},
+        class_weight=(3.0, 0.5),
+        options=f"-s 0 -t 2 -c 1 -g {gamma} -e 0.001 -h 1 -w-1 3 -w1 0.5",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,15 +240,21 @@ def test_platt_and_second_order_reach_the_same_solution(stand_in):
     matrix, y = matrix[:2000], y[:2000]
     indptr, indices, data = _csr(matrix)
     kernel = {"type": "rbf", "gamma": 0.0081}
-    results = [solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, working_set=ws)
-               for ws in ("second_order", "platt")]
+    results = [
+        solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, working_set=ws)
+        for ws in ("second_order", "platt")
+    ]
     a, b = results
     assert a.converged and b.converged
     assert a.extra["dual_objective"] == pytest.approx(b.extra["dual_objective"], rel=1e-3)
     assert abs(a.extra["n_sv"] - b.extra["n_sv"]) <= 0.01 * a.extra["n_sv"]
     rows = np.arange(y.size)
-    dec = [kernel_block(indptr, indices, data, rows, r.extra["support_indices"], n_features=123, kernel=kernel)
-           @ r.extra["dual_coef"] + r.bias for r in results]
+    dec = [
+        kernel_block(indptr, indices, data, rows, r.extra["support_indices"], n_features=123, kernel=kernel)
+        @ r.extra["dual_coef"]
+        + r.bias
+        for r in results
+    ]
     assert np.max(np.abs(dec[0] - dec[1])) <= 1e-2
     assert b.extra["safety_steps"] == 0
 
@@ -217,8 +265,12 @@ def test_cache_size_does_not_change_the_iterates(stand_in, working_set):
     matrix, y = stand_in
     indptr, indices, data = _csr(matrix)
     kernel = {"type": "rbf", "gamma": 0.0081}
-    runs = [solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, cache_mb=mb,
-                      working_set=working_set, seed=3) for mb in (0.0, 2.0, 200.0)]
+    runs = [
+        solve_smo(
+            indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, cache_mb=mb, working_set=working_set, seed=3
+        )
+        for mb in (0.0, 2.0, 200.0)
+    ]
     for other in runs[1:]:
         assert other.n_iter == runs[0].n_iter
         np.testing.assert_array_equal(other.extra["alpha"], runs[0].extra["alpha"])
@@ -232,8 +284,10 @@ def test_shrinking_on_and_off_agree(stand_in):
     matrix, y = matrix[:3000], y[:3000]
     indptr, indices, data = _csr(matrix)
     kernel = {"type": "rbf", "gamma": 0.0081}
-    on, off = (solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, shrinking=s, tol=1e-4)
-               for s in (True, False))
+    on, off = (
+        solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, shrinking=s, tol=1e-4)
+        for s in (True, False)
+    )
     assert on.extra["min_active_size"] < y.size and off.extra["min_active_size"] == y.size
     assert on.extra["dual_objective"] == pytest.approx(off.extra["dual_objective"], rel=1e-6)
     assert on.objective == pytest.approx(off.objective, rel=1e-4)
@@ -322,8 +376,9 @@ def _feasible(result, y, C):
 def test_max_iter_is_a_result(stand_in):
     matrix, y = stand_in
     indptr, indices, data = _csr(matrix)
-    result = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel={"type": "rbf", "gamma": 0.0081},
-                       max_iter=50)
+    result = solve_smo(
+        indptr, indices, data, y, n_features=123, C=1.0, kernel={"type": "rbf", "gamma": 0.0081}, max_iter=50
+    )
     assert not result.converged and result.stop_reason == StopReason.MAX_ITER
     assert result.n_iter == 50
     assert np.isfinite(result.objective) and result.extra["max_violation"] > 1e-3
@@ -345,8 +400,17 @@ def test_deadline_and_cancel_return_the_model_so_far(stand_in):
         calls["n"] += 1
         return calls["n"] > 5
 
-    canceled = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, trace_every=7,
-                         control=SolverControl(cancel_requested=cancel_after_five))
+    canceled = solve_smo(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=123,
+        C=1.0,
+        kernel=kernel,
+        trace_every=7,
+        control=SolverControl(cancel_requested=cancel_after_five),
+    )
     assert canceled.stop_reason == StopReason.CANCELED and not canceled.converged
     assert calls["n"] == 6 and 1 <= canceled.n_iter <= 6 * 7  # checked at least every 7 steps
     _feasible(canceled, y, 1.0)
@@ -364,13 +428,14 @@ def test_cancel_while_shrunk_still_reports_the_primal(stand_in):
         seen["shrunk"] = seen["shrunk"] or point["active_size"] < y.size
 
     control = SolverControl(cancel_requested=lambda: seen["shrunk"], on_point=watch)
-    result = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, trace_every=50,
-                       control=control)
+    result = solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, trace_every=50, control=control)
     assert result.stop_reason == StopReason.CANCELED and result.extra["min_active_size"] < y.size
     assert result.extra["primal_complete"] is True and result.extra["active_size"] == y.size
     support, coef = result.extra["support_indices"], result.extra["dual_coef"]
-    decision = kernel_block(indptr, indices, data, np.arange(y.size), support, n_features=123,
-                            kernel=kernel) @ coef + result.bias
+    decision = (
+        kernel_block(indptr, indices, data, np.arange(y.size), support, n_features=123, kernel=kernel) @ coef
+        + result.bias
+    )
     K_sv = kernel_block(indptr, indices, data, support, support, n_features=123, kernel=kernel)
     primal = 0.5 * coef @ K_sv @ coef + np.maximum(0.0, 1.0 - y * decision).sum()
     assert result.objective == pytest.approx(primal, rel=1e-6)
@@ -381,8 +446,17 @@ def test_trace_points(stand_in):
     matrix, y = stand_in
     indptr, indices, data = _csr(matrix[:2000])
     control = SolverControl()
-    result = solve_smo(indptr, indices, data, y[:2000], n_features=123, C=1.0,
-                       kernel={"type": "rbf", "gamma": 0.0081}, trace_every=100, control=control)
+    result = solve_smo(
+        indptr,
+        indices,
+        data,
+        y[:2000],
+        n_features=123,
+        C=1.0,
+        kernel={"type": "rbf", "gamma": 0.0081},
+        trace_every=100,
+        control=control,
+    )
     points = control.points
     assert len(points) == result.n_iter // 100 + 1
     for key in ("iteration", "elapsed_s", "dual", "max_violation", "n_sv", "n_bounded_sv", "cache_hit_rate"):
@@ -434,8 +508,15 @@ def test_bad_arguments_are_refused(change, word):
 def test_bad_csr_dtypes_are_refused():
     indptr, indices, data = _csr(np.eye(3))
     with pytest.raises(SolverInputError, match="int32 or int64 indices"):
-        solve_smo(indptr, indices.astype(np.int16), data, np.array([1.0, -1.0, 1.0]), n_features=3, C=1.0,
-                  kernel={"type": "linear"})
+        solve_smo(
+            indptr,
+            indices.astype(np.int16),
+            data,
+            np.array([1.0, -1.0, 1.0]),
+            n_features=3,
+            C=1.0,
+            kernel={"type": "linear"},
+        )
 
 
 def test_float32_values_and_int64_indices_give_the_same_model(breast_cancer):
@@ -449,10 +530,14 @@ def test_float32_values_and_int64_indices_give_the_same_model(breast_cancer):
     np.testing.assert_array_equal(a.extra["alpha"], b.extra["alpha"])
 
 
-@pytest.mark.parametrize("case,working_set,dense_fill", [
-    ("second_order_dense", "second_order", 0.05), ("second_order_columns", "second_order", 2.0),
-    ("platt_dense", "platt", 0.05),
-])
+@pytest.mark.parametrize(
+    "case,working_set,dense_fill",
+    [
+        ("second_order_dense", "second_order", 0.05),
+        ("second_order_columns", "second_order", 2.0),
+        ("platt_dense", "platt", 0.05),
+    ],
+)
 def test_same_steps_as_the_saved_run(monkeypatch, case, working_set, dense_fill):
     """The steps of a saved run, with shrinking and a cache too small for the rows (re-cut slots): the same
     number of steps and the same alpha. tests/data/smo_reference.npz was written by the code before the
@@ -463,8 +548,16 @@ def test_same_steps_as_the_saved_run(monkeypatch, case, working_set, dense_fill)
     reference = np.load(os.path.join(os.path.dirname(__file__), "data", "smo_reference.npz"))
     monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", dense_fill)
     matrix, y = a9a_stand_in(2000, 1)
-    result = solve_smo(*_csr(matrix), y, n_features=123, C=10.0, kernel={"type": "rbf", "gamma": 0.0081},
-                       working_set=working_set, cache_mb=0.5, n_threads=1)
+    result = solve_smo(
+        *_csr(matrix),
+        y,
+        n_features=123,
+        C=10.0,
+        kernel={"type": "rbf", "gamma": 0.0081},
+        working_set=working_set,
+        cache_mb=0.5,
+        n_threads=1,
+    )
     assert result.extra["min_active_size"] < y.size  # shrinking took place
     assert result.n_iter == int(reference[f"{case}_n_iter"])
     np.testing.assert_allclose(result.extra["alpha"], reference[f"{case}_alpha"], rtol=1e-9, atol=1e-12)

@@ -13,8 +13,13 @@ def test_short_soak_under_chaos_loses_nothing(tmp_path):
     run = ServeRun(tmp_path / "data", free_port(), workers=2)
     try:
         run.wait_ready()
-        report = soak(run, seconds=20, clients={"predict": 2, "train_all": 2, "cancel": 1, "upload": 1, "poll": 1},
-                      kill_every_s=7, redis_restart_at_s=10)
+        report = soak(
+            run,
+            seconds=20,
+            clients={"predict": 2, "train_all": 2, "cancel": 1, "upload": 1, "poll": 1},
+            kill_every_s=7,
+            redis_restart_at_s=10,
+        )
         run.snapshot()
         run.stop_by("ctrl_c")
         gone = run.wait_gone(timeout=120)

@@ -18,8 +18,15 @@ def square(task, context):
 
 def test_results_in_order_with_points_and_progress():
     points, done = [], []
-    results = run_subtasks(square, list(range(7)), n_processes=2, deadline=None, cancel_requested=lambda: False,
-                           on_point=lambda i, p: points.append((i, p["task"])), on_done=lambda i, r: done.append(i))
+    results = run_subtasks(
+        square,
+        list(range(7)),
+        n_processes=2,
+        deadline=None,
+        cancel_requested=lambda: False,
+        on_point=lambda i, p: points.append((i, p["task"])),
+        on_done=lambda i, r: done.append(i),
+    )
     assert [r[0] for r in results] == [t * t for t in range(7)]
     assert sorted(done) == list(range(7))
     assert sorted(points) == [(t, t) for t in range(7)]
@@ -28,8 +35,9 @@ def test_results_in_order_with_points_and_progress():
 
 
 def test_one_process_runs_in_place():
-    results = run_subtasks(square, [3], n_processes=4, deadline=None, cancel_requested=lambda: False,
-                           on_point=lambda i, p: None)
+    results = run_subtasks(
+        square, [3], n_processes=4, deadline=None, cancel_requested=lambda: False, on_point=lambda i, p: None
+    )
     assert results == [(9, os.getpid())]
 
 
@@ -42,8 +50,14 @@ def fail_on_three(task, context):
 def test_a_failing_subtask_fails_the_run_and_leaves_no_process():
     before = {pid for pid in descendants(os.getpid()) if alive(pid)}
     with pytest.raises(SubtaskError, match="subtask 3 failed: ValueError: bad fold"):
-        run_subtasks(fail_on_three, list(range(6)), n_processes=2, deadline=None, cancel_requested=lambda: False,
-                     on_point=lambda i, p: None)
+        run_subtasks(
+            fail_on_three,
+            list(range(6)),
+            n_processes=2,
+            deadline=None,
+            cancel_requested=lambda: False,
+            on_point=lambda i, p: None,
+        )
     after = {pid for pid in descendants(os.getpid()) if alive(pid)}
     assert after <= before
 
@@ -62,15 +76,27 @@ def wait_for_stop(task, context):
 def test_cancel_reaches_every_subtask():
     asked = time.monotonic() + 0.3
     start = time.monotonic()
-    results = run_subtasks(wait_for_stop, [0, 1], n_processes=2, deadline=None,
-                           cancel_requested=lambda: time.monotonic() > asked, on_point=lambda i, p: None)
+    results = run_subtasks(
+        wait_for_stop,
+        [0, 1],
+        n_processes=2,
+        deadline=None,
+        cancel_requested=lambda: time.monotonic() > asked,
+        on_point=lambda i, p: None,
+    )
     assert results == ["canceled", "canceled"]
     assert time.monotonic() - start < 5
 
 
 def test_deadline_reaches_every_subtask():
-    results = run_subtasks(wait_for_stop, [0, 1, 2], n_processes=2, deadline=time.monotonic() + 0.3,
-                           cancel_requested=lambda: False, on_point=lambda i, p: None)
+    results = run_subtasks(
+        wait_for_stop,
+        [0, 1, 2],
+        n_processes=2,
+        deadline=time.monotonic() + 0.3,
+        cancel_requested=lambda: False,
+        on_point=lambda i, p: None,
+    )
     assert results == ["deadline"] * 3
 
 
@@ -93,8 +119,15 @@ def test_task_graph_runs_follow_ups_with_what_their_predecessor_handed_over(proc
         finished.append((chain, step, len(carried)))
         return [((step + 1, chain), (chain, step + 1, carried))] if step < 3 else []
 
-    run_task_graph(countdown, [((0, c), (c, 0, [])) for c in range(3)], n_processes=processes, deadline=None,
-                   cancel_requested=lambda: False, on_done=on_done, on_point=lambda i, p: points.append(p))
+    run_task_graph(
+        countdown,
+        [((0, c), (c, 0, [])) for c in range(3)],
+        n_processes=processes,
+        deadline=None,
+        cancel_requested=lambda: False,
+        on_done=on_done,
+        on_point=lambda i, p: points.append(p),
+    )
     assert sorted(finished) == [(c, s, s + 1) for c in range(3) for s in range(4)], "each step saw its chain's history"
     assert len(points) == 12
     if processes == 1:
@@ -109,8 +142,14 @@ def test_task_graph_failure_fails_the_run_and_leaves_no_process():
         return [((step + 1, chain), (chain, step + 1, None if chain == 2 else result[0]))] if step < 2 else []
 
     with pytest.raises(SubtaskError, match="ValueError: bad step"):
-        run_task_graph(countdown, [((0, c), (c, 0, [])) for c in range(3)], n_processes=2, deadline=None,
-                       cancel_requested=lambda: False, on_done=on_done)
+        run_task_graph(
+            countdown,
+            [((0, c), (c, 0, [])) for c in range(3)],
+            n_processes=2,
+            deadline=None,
+            cancel_requested=lambda: False,
+            on_done=on_done,
+        )
     after = {pid for pid in descendants(os.getpid()) if alive(pid)}
     assert after <= before
 
@@ -124,7 +163,13 @@ def test_task_graph_cancel_stops_running_tasks_and_starts_no_new_one():
         return [(1, "never")]
 
     start = time.monotonic()
-    run_task_graph(wait_for_stop, [(0, "a"), (1, "b"), (2, "c"), (3, "d")], n_processes=2, deadline=None,
-                   cancel_requested=lambda: time.monotonic() > asked, on_done=on_done)
+    run_task_graph(
+        wait_for_stop,
+        [(0, "a"), (1, "b"), (2, "c"), (3, "d")],
+        n_processes=2,
+        deadline=None,
+        cancel_requested=lambda: time.monotonic() > asked,
+        on_done=on_done,
+    )
     assert time.monotonic() - start < 5
     assert 1 <= len(done) <= 3 and set(done) == {"canceled"}, done

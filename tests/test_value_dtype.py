@@ -191,8 +191,9 @@ def _text(values: list[str]) -> bytes:
 FOUR_DECIMALS = ["0.1234", "-0.5", "1.25", "0.0001", "-2.7182", "3.1416", "0.3333"]
 
 
-@pytest.mark.parametrize("option, stored", [(None, "float32"), ("auto", "float32"), ("float32", "float32"),
-                                            ("float64", "float64")])
+@pytest.mark.parametrize(
+    "option, stored", [(None, "float32"), ("auto", "float32"), ("float32", "float32"), ("float64", "float64")]
+)
 def test_upload_option_and_what_is_stored(service, http, option, stored):
     params = {"name": f"dtype-{option}"}
     if option is not None:
@@ -234,13 +235,16 @@ def _stored(service, dataset_id):
 
 
 def _train(http, dataset_id, solver="dcd", **params):
-    job = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": solver,
-                                      "params": {"C": 1.0, **params}}).json()
+    job = http.post(
+        "/v1/jobs", json={"dataset_id": dataset_id, "solver": solver, "params": {"C": 1.0, **params}}
+    ).json()
     done = wait_job(http, job["id"])
     assert done["status"] == "succeeded", done
     model = http.get(f"/v1/models/{done['model_id']}").json()
-    weights = http.post(f"/v1/models/{done['model_id']}/predict",  # one unit row per feature the model has
-                        json={"instances": [{str(j + 1): 1.0} for j in range(model["n_features"])]}).json()["scores"]
+    weights = http.post(
+        f"/v1/models/{done['model_id']}/predict",  # one unit row per feature the model has
+        json={"instances": [{str(j + 1): 1.0} for j in range(model["n_features"])]},
+    ).json()["scores"]
     return model, np.array(weights)
 
 
@@ -278,7 +282,8 @@ def test_float32_data_set_trains_on_the_widened_values(http, solver):
     widened = text.decode()
     for value in set(FOUR_DECIMALS):
         widened = widened.replace(f":{value}\n", f":{float(np.float32(value))!r}\n").replace(
-            f":{value} ", f":{float(np.float32(value))!r} ")
+            f":{value} ", f":{float(np.float32(value))!r} "
+        )
     double = upload(http, widened.encode(), name="widened", value_dtype="float64").json()
     assert double["value_dtype"] == "float64"
     model_single, scores_single = _train(http, single["id"], solver)
@@ -295,8 +300,10 @@ def test_linear_scores_by_row_blocks_equal_the_whole_product(monkeypatch):
 
     rng = np.random.default_rng(5)
     matrix = sp.random(3000, 200, density=0.05, format="csr", random_state=6, dtype=np.float32)
-    scorer = models.Scorer({"kind": "linear", "n_features": 200, "labels": [-1.0, 1.0, 2.0]},
-                           {"weights": rng.normal(size=(3, 200)), "offsets": rng.normal(size=3)})
+    scorer = models.Scorer(
+        {"kind": "linear", "n_features": 200, "labels": [-1.0, 1.0, 2.0]},
+        {"weights": rng.normal(size=(3, 200)), "offsets": rng.normal(size=3)},
+    )
     whole = scorer.decision_values(matrix)
     monkeypatch.setattr(models, "SCORE_BLOCK_NNZ", 100)
     blocked = scorer.decision_values(matrix)

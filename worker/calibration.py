@@ -36,9 +36,19 @@ log = logging.getLogger("hinge.worker")
 CV_FOLDS = 5
 
 
-def held_out_decision_values(solver: str, params: SolverParams, arrays: dict, n_features: int, problems: list[np.ndarray],
-                             class_weights: list[tuple[float, float]], folds: np.ndarray, *, deadline,
-                             cancel_requested, n_processes: int) -> np.ndarray | None:
+def held_out_decision_values(
+    solver: str,
+    params: SolverParams,
+    arrays: dict,
+    n_features: int,
+    problems: list[np.ndarray],
+    class_weights: list[tuple[float, float]],
+    folds: np.ndarray,
+    *,
+    deadline,
+    cancel_requested,
+    n_processes: int,
+) -> np.ndarray | None:
     """Decision values (n, n_problems) of every row from a model that did not see its fold; None when canceled."""
     fit = registry.adapter(solver)
     parallel = 1 if solver == "ocas" else None  # ocas: the processes go to the (fold, problem) fits
@@ -55,20 +65,42 @@ def held_out_decision_values(solver: str, params: SolverParams, arrays: dict, n_
             return np.full(test_rows.size, 1.0 if y_train[0] > 0 else -1.0)
         train = subset(arrays, train_rows, n_features)
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested)
-        result = fit(train["indptr"], train["indices"], train["data"], y_train, n_features=n_features,
-                     params=params, class_weight=class_weights[k], control=control, parallel=parallel)
+        result = fit(
+            train["indptr"],
+            train["indices"],
+            train["data"],
+            y_train,
+            n_features=n_features,
+            params=params,
+            class_weight=class_weights[k],
+            control=control,
+            parallel=parallel,
+        )
         test = matrix[test_rows]
         kernel = getattr(params, "kernel", None)
         if kernel is None:  # a linear solver: its weights
             return np.asarray(test @ result.w).reshape(-1) + result.bias
         support = np.asarray(result.extra["support_indices"], dtype=np.int64)
         rows = csr(train, n_features)[support]
-        expansion = KernelExpansion(rows.indptr, rows.indices, rows.data, np.asarray(result.extra["dual_coef"]),
-                                    result.bias, kernel.model_dump(), n_features=n_features)
+        expansion = KernelExpansion(
+            rows.indptr,
+            rows.indices,
+            rows.data,
+            np.asarray(result.extra["dual_coef"]),
+            result.bias,
+            kernel.model_dump(),
+            n_features=n_features,
+        )
         return expansion.decision_function(test.indptr, test.indices, test.data)
 
-    results = run_subtasks(fit_one, plan, n_processes=n_processes, deadline=deadline,
-                           cancel_requested=cancel_requested, on_point=lambda index, point: None)
+    results = run_subtasks(
+        fit_one,
+        plan,
+        n_processes=n_processes,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        on_point=lambda index, point: None,
+    )
     if any(r is None for r in results) or cancel_requested():
         return None
     values = np.empty((folds.size, len(problems)))
@@ -77,16 +109,27 @@ def held_out_decision_values(solver: str, params: SolverParams, arrays: dict, n_
     return values
 
 
-def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested,
-              n_processes: int) -> dict | None:
+def calibrate(
+    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, n_processes: int
+) -> dict | None:
     """The model's calibration ({method, A, B, cv_folds, seed}), or None when canceled or impossible."""
     y = np.asarray(arrays["y"])
     labels, problems = binary_problems(y)
     seed = int(params.seed)
     folds = make_folds(y, None, min(CV_FOLDS, y.size), seed)
     started = time.perf_counter()
-    values = held_out_decision_values(solver, params, arrays, n_features, problems, class_weight_pairs(labels, getattr(params, "class_weight", None)),
-                                      folds, deadline=deadline, cancel_requested=cancel_requested, n_processes=n_processes)
+    values = held_out_decision_values(
+        solver,
+        params,
+        arrays,
+        n_features,
+        problems,
+        class_weight_pairs(labels, getattr(params, "class_weight", None)),
+        folds,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        n_processes=n_processes,
+    )
     if values is None:
         return None
     A, B = [], []
@@ -94,7 +137,17 @@ def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, 
         a, b = fit_sigmoid(values[:, k], target > 0)
         A.append(a)
         B.append(b)
-    log.info("calibrated %d problem(s) on %d-fold decision values in %.2f s", len(problems), int(folds.max()) + 1,
-             time.perf_counter() - started)
-    return {"method": "platt_ovr", "A": A, "B": B, "cv_folds": int(folds.max()) + 1, "seed": seed,
-            "seconds": time.perf_counter() - started}
+    log.info(
+        "calibrated %d problem(s) on %d-fold decision values in %.2f s",
+        len(problems),
+        int(folds.max()) + 1,
+        time.perf_counter() - started,
+    )
+    return {
+        "method": "platt_ovr",
+        "A": A,
+        "B": B,
+        "cv_folds": int(folds.max()) + 1,
+        "seed": seed,
+        "seconds": time.perf_counter() - started,
+    }

@@ -23,7 +23,6 @@ import numpy as np
 
 from service.storage.records import RecordStore
 
-
 DISK_MARGIN_BYTES = 16 * 1024 * 1024
 """Free disk the cache leaves for everything else on it (logs, the spool of uploads)."""
 
@@ -39,7 +38,8 @@ class CacheDiskFull(OSError):
         super().__init__(
             f"the worker's disk is full: data set {dataset_id} needs {needed} bytes in its cache ({folder}) but only "
             f"{free} bytes are free after removing every other cached copy; free disk space on the worker or run "
-            "the job on another worker")
+            "the job on another worker"
+        )
         self.needed = needed
         self.free = free
 
@@ -127,8 +127,9 @@ def _fetch_array(store: RecordStore, record: dict, name: str, path: Path) -> Non
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     written = 0
     with open(path, "wb") as out:
-        np.lib.format.write_array_header_2_0(out, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                   "fortran_order": False, "shape": shape})
+        np.lib.format.write_array_header_2_0(
+            out, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+        )
         for piece in store.iter_array_chunks(record, name):
             out.write(piece)
             written += len(piece)

@@ -33,7 +33,7 @@ WARMING_BYTES = 512
 
 log = logging.getLogger("hinge.heartbeat")
 
-_handle: "Heartbeat | None" = None
+_handle: Heartbeat | None = None
 
 
 class Heartbeat:
@@ -50,11 +50,19 @@ class Heartbeat:
         self.process = ctx.Process(
             target=run,
             name="hinge-heartbeat",
-            args=(os.getpid(), worker_id, settings.model_dump(mode="json"), self.current, self.stop_flag, self.ready,
-                  self.accepting, self.warming),
+            args=(
+                os.getpid(),
+                worker_id,
+                settings.model_dump(mode="json"),
+                self.current,
+                self.stop_flag,
+                self.ready,
+                self.accepting,
+                self.warming,
+            ),
         )
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         global _handle
         self.process.start()
         _handle = self
@@ -93,14 +101,16 @@ def current_job(job_id: str | None) -> None:
         _handle.set_job(job_id)
 
 
-def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting, warming=None) -> None:
+def run(
+    parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting, warming=None
+) -> None:
     """Body of the heartbeat process."""
     import redis
 
     from service.config import Settings
-    from service.processes import die_with_parent
     from service.lifecycle import Reaper
     from service.logs import configure_logging
+    from service.processes import die_with_parent
     from service.storage import keys
 
     die_with_parent()  # SIGTERM when the worker dies; the handler below only wakes the loop
@@ -124,8 +134,13 @@ def run(parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag
         now = time.monotonic()
         warming_now = warming.value if warming is not None else b""
         if now >= next_beat or warming_now != last_warming:  # warm-up progress is published at once
-            beat = {"pid": parent_pid, "host": host, "job": current.value.decode(errors="replace"), "ts": time.time(),
-                    "ready": bool(accepting.value)}
+            beat = {
+                "pid": parent_pid,
+                "host": host,
+                "job": current.value.decode(errors="replace"),
+                "ts": time.time(),
+                "ready": bool(accepting.value),
+            }
             last_warming = warming_now
             if warming_now and not accepting.value:
                 try:

@@ -78,12 +78,20 @@ def _train(job_id: str) -> dict:
     fence = ("rq_job_id", rq_job_id) if rq_job_id and job.get("rq_job_id") else None
     run = int(job.get("attempts", 0) or 0) + 1
     code = jobs.transition_code(
-        job_id, ("queued",), "running", fence=fence, running_cap=settings.max_running_jobs_per_tenant,
-        started_at=utc_now(), started_ts=time.time(), worker=worker_id(), attempts=run,
+        job_id,
+        ("queued",),
+        "running",
+        fence=fence,
+        running_cap=settings.max_running_jobs_per_tenant,
+        started_at=utc_now(),
+        started_ts=time.time(),
+        worker=worker_id(),
+        attempts=run,
     )
     if code == 2:
-        JobQueue(client, settings).enqueue(job_id, job["tenant"], at_front=True,
-                                           description=f"train {job['solver']} on {job['dataset_id']}")
+        JobQueue(client, settings).enqueue(
+            job_id, job["tenant"], at_front=True, description=f"train {job['solver']} on {job['dataset_id']}"
+        )
         return {"deferred": "tenant at max_running_jobs_per_tenant"}
     if code != 1:
         current = jobs.get(job_id) or {}
@@ -93,7 +101,9 @@ def _train(job_id: str) -> dict:
     try:
         params = solver_params(job["solver"], job["params"])  # the API's own schema: typed, defaults filled in
     except (KeyError, ValidationError) as exc:
-        return fail(jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job['solver']}: {exc}")
+        return fail(
+            jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job['solver']}: {exc}"
+        )
     if INTERRUPT.is_set():
         return hand_back(jobs, client, job, mine, "the worker was stopping when the job started")
     begin = time.monotonic()
@@ -124,7 +134,9 @@ def _train(job_id: str) -> dict:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
     except datacache.DatasetMissing:
-        return fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
+        return fail(
+            jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran"
+        )
     except SolverInputError as exc:
         return fail(jobs, job_id, mine, "invalid_params", str(exc))
     except redis.exceptions.RedisError:
@@ -138,8 +150,16 @@ def _train(job_id: str) -> dict:
     return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
 
 
-def train_job(solver: str, params: SolverParams | dict, arrays: dict, n_features: int, *, deadline,
-              cancel_requested, sink: TraceSink) -> TrainingOutcome:
+def train_job(
+    solver: str,
+    params: SolverParams | dict,
+    arrays: dict,
+    n_features: int,
+    *,
+    deadline,
+    cancel_requested,
+    sink: TraceSink,
+) -> TrainingOutcome:
     """A job's training in this process: a model selection when ``params.search`` is set, else one model."""
     params = solver_params(solver, params)
     if params.search is not None:
@@ -147,7 +167,16 @@ def train_job(solver: str, params: SolverParams | dict, arrays: dict, n_features
         def publish(results_table: dict, subtasks: dict) -> None:
             sink.jobs.update(sink.job_id, search_results=results_table, subtasks=subtasks)
 
-        return run_search(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                          sink=sink, publish=publish)
-    return train_model(solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested,
-                       sink=sink)
+        return run_search(
+            solver,
+            params,
+            arrays,
+            n_features,
+            deadline=deadline,
+            cancel_requested=cancel_requested,
+            sink=sink,
+            publish=publish,
+        )
+    return train_model(
+        solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
+    )

@@ -44,7 +44,6 @@ import uuid
 
 def make_worker_class(base):
     """A worker class on top of RQ's SimpleWorker or Worker (see the module docstring)."""
-    import redis
 
     from service.config import get_settings
     from service.lifecycle import release_lost_job
@@ -74,9 +73,7 @@ def make_worker_class(base):
                 served, running = answers[0], answers[1:]
             cap = settings.max_running_jobs_per_tenant
             order = sorted(
-                (score or 0.0, tenant)
-                for tenant, score, n in zip(tenants, served, running)
-                if cap == 0 or n < cap
+                (score or 0.0, tenant) for tenant, score, n in zip(tenants, served, running) if cap == 0 or n < cap
             )
             queues = [self.hinge_queue.tenant_queue(tenant) for _, tenant in order]
             queues.append(self.hinge_queue.base_queue())
@@ -87,7 +84,7 @@ def make_worker_class(base):
             settings = get_settings()
             prefix = keys.tenant_queue_name(settings.queue_name, "")
             if reference_queue.name.startswith(prefix):
-                tenant = reference_queue.name[len(prefix):]
+                tenant = reference_queue.name[len(prefix) :]
                 self.connection.zadd(keys.fair_served(settings.queue_name), {tenant: time.time()})
 
         def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
@@ -130,7 +127,11 @@ def make_worker_class(base):
                 return
             jobs = JobStore(self.connection)
             record = jobs.get(job_id)
-            if record is not None and record.get("status") == "running" and record.get("worker") == os.environ.get("HINGE_WORKER_ID"):
+            if (
+                record is not None
+                and record.get("status") == "running"
+                and record.get("worker") == os.environ.get("HINGE_WORKER_ID")
+            ):
                 release_lost_job(jobs, self.hinge_queue, record, f"work horse died (wait status {ret_val})")
 
     return HingeWorker
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     seconds = warm_up_all(on_progress=beat.set_warming)
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
+
     log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
     worker_class = make_worker_class(SimpleWorker if args.execution == "inline" else Worker)
@@ -228,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             # the heartbeat's worker id (`name`, recorded in running jobs) stays.
             rq_name = name if loops == 0 else f"{name}-{loops}"
             loops += 1
-            worker = worker_class([JobQueue(client, settings).base_queue()], connection=client,
-                                  serializer=JSONSerializer, name=rq_name)
+            worker = worker_class(
+                [JobQueue(client, settings).base_queue()], connection=client, serializer=JSONSerializer, name=rq_name
+            )
             worker.hinge_queue = JobQueue(client, settings)
             try:
                 worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)

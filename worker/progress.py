@@ -28,14 +28,22 @@ MAX_PENDING = 100_000
 """Most trace points a job keeps in memory while Redis is full (the oldest go first)."""
 
 
-PHASES = ("loading data", "training", "cross-validating", "refitting the best setting", "scoring training data",
-          "storing model")
+PHASES = (
+    "loading data",
+    "training",
+    "cross-validating",
+    "refitting the best setting",
+    "scoring training data",
+    "storing model",
+)
 """What a running job is doing, as ``progress.phase`` says (in this order; a search has the middle two)."""
 
 FLOOR = 1e-300
 
 
-def convergence_fraction(solver: str, params: SolverParams | dict, point: dict, first: float | None) -> tuple[float, float | None]:
+def convergence_fraction(
+    solver: str, params: SolverParams | dict, point: dict, first: float | None
+) -> tuple[float, float | None]:
     """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
 
     The measure is what the solver's stopping rule compares with its tolerance: the largest

@@ -41,7 +41,10 @@ def _dcd(indptr, indices, data, y, *, n_features, params: DcdParams, class_weigh
     from worker.solvers.dcd import solve_dcd
 
     return solve_dcd(
-        indptr, indices, data, y,
+        indptr,
+        indices,
+        data,
+        y,
         n_features=n_features,
         C=params.C,
         loss=params.loss,
@@ -62,7 +65,10 @@ def _cpa(indptr, indices, data, y, *, n_features, params: CpaParams, class_weigh
     from worker.solvers.cpa import solve_cpa
 
     return solve_cpa(
-        indptr, indices, data, y,
+        indptr,
+        indices,
+        data,
+        y,
         n_features=n_features,
         C=params.C,
         bias=params.bias,
@@ -83,7 +89,10 @@ def _ocas(indptr, indices, data, y, *, n_features, params: OcasParams, class_wei
 
     processes = parallel or params.n_processes or available_cores()
     return solve_ocas(
-        indptr, indices, data, y,
+        indptr,
+        indices,
+        data,
+        y,
         n_features=n_features,
         C=params.C,
         bias=params.bias,
@@ -103,7 +112,10 @@ def _smo(indptr, indices, data, y, *, n_features, params: SmoParams, class_weigh
     from worker.solvers.smo import solve_smo
 
     return solve_smo(
-        indptr, indices, data, y,
+        indptr,
+        indices,
+        data,
+        y,
         n_features=n_features,
         C=params.C,
         kernel=params.kernel.model_dump(),
@@ -121,12 +133,16 @@ def _smo(indptr, indices, data, y, *, n_features, params: SmoParams, class_weigh
     )
 
 
-def _sampled_cuts(indptr, indices, data, y, *, n_features, params: SampledCutsParams, class_weight, control,
-                  parallel=None):
+def _sampled_cuts(
+    indptr, indices, data, y, *, n_features, params: SampledCutsParams, class_weight, control, parallel=None
+):
     from worker.solvers.sampled_cuts import solve_sampled_cuts
 
     return solve_sampled_cuts(
-        indptr, indices, data, y,
+        indptr,
+        indices,
+        data,
+        y,
         n_features=n_features,
         C=params.C,
         kernel=params.kernel.model_dump(),

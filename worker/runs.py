@@ -46,8 +46,16 @@ def worker_id() -> str:
     return os.environ.get("HINGE_WORKER_ID") or f"{os.uname().nodename}:{os.getpid()}"
 
 
-def record_outcome(jobs: JobStore, client: redis.Redis, job: dict, record: dict, params: dict,
-                   outcome: TrainingOutcome, mine: tuple[str, str], run: int) -> dict:
+def record_outcome(
+    jobs: JobStore,
+    client: redis.Redis,
+    job: dict,
+    record: dict,
+    params: dict,
+    outcome: TrainingOutcome,
+    mine: tuple[str, str],
+    run: int,
+) -> dict:
     """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
     settings = get_settings()
     job_id = job["id"]
@@ -108,5 +116,7 @@ def hand_back(jobs: JobStore, client: redis.Redis, job: dict, mine: tuple[str, s
 
 def fail(jobs: JobStore, job_id: str, mine: tuple[str, str], code: str, message: str) -> dict:
     """End the run as ``failed`` with an error code and a message the user reads (fenced on the run)."""
-    jobs.transition(job_id, ("running",), "failed", fence=mine, finished_at=utc_now(), error={"code": code, "message": message})
+    jobs.transition(
+        job_id, ("running",), "failed", fence=mine, finished_at=utc_now(), error={"code": code, "message": message}
+    )
     return {"status": "failed", "code": code}

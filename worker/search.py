@@ -87,8 +87,12 @@ FOLD_CACHE_BYTES = 256 << 20
 PUBLISH_EVERY_S = 0.2
 ALL_ROWS = -1
 """The fold number of the paths on all the data (the refit's), which run with the search when its fits are tasks."""
-STOP_SEVERITY = (StopReason.CONVERGED.value, StopReason.DEADLINE.value, StopReason.CANCELED.value,
-                 StopReason.MAX_ITER.value)
+STOP_SEVERITY = (
+    StopReason.CONVERGED.value,
+    StopReason.DEADLINE.value,
+    StopReason.CANCELED.value,
+    StopReason.MAX_ITER.value,
+)
 """Order in which a setting's worst stop reason is chosen (the last one present wins)."""
 
 
@@ -97,8 +101,15 @@ def default_metric(task: str) -> str:
     return "accuracy" if task == "classification" else "pairwise_accuracy"
 
 
-def score_decisions(metric: str, task: str, labels: np.ndarray | None, decisions: np.ndarray, y: np.ndarray,
-                    qid: np.ndarray | None = None, ranking: dict | None = None) -> float:
+def score_decisions(
+    metric: str,
+    task: str,
+    labels: np.ndarray | None,
+    decisions: np.ndarray,
+    y: np.ndarray,
+    qid: np.ndarray | None = None,
+    ranking: dict | None = None,
+) -> float:
     """The metric of held-out decision values (rows x problems) as a stored model would score them.
 
     Two labels: one column, positive means ``labels[1]``; more: one column per label, argmax. Pairwise
@@ -186,9 +197,13 @@ class FoldCache:
             return self.entries[fold][0]
         train = subset(self.arrays, np.flatnonzero(self.folds != fold), self.n_features)
         held = subset(self.arrays, np.flatnonzero(self.folds == fold), self.n_features)
-        entry = {"train": train, "held": held,
-                 "held_matrix": sp.csr_matrix((held["data"], held["indices"], held["indptr"]),
-                                              shape=(held["indptr"].size - 1, self.n_features))}
+        entry = {
+            "train": train,
+            "held": held,
+            "held_matrix": sp.csr_matrix(
+                (held["data"], held["indices"], held["indptr"]), shape=(held["indptr"].size - 1, self.n_features)
+            ),
+        }
         if self.task == "classification":
             entry["labels"], entry["problems"] = binary_problems(np.asarray(train["y"]))
         size = sum(a.nbytes for part in (train, held) for a in part.values())
@@ -211,9 +226,18 @@ def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | No
     train = fold_data["train"]
     support = np.asarray(result.extra["support_indices"], dtype=np.int64)
     rows = csr(train, n_features)[support]
-    expansion = KernelExpansion(rows.indptr, rows.indices, rows.data, np.asarray(result.extra["dual_coef"]),
-                                result.bias, kernel, n_features=n_features)
-    return np.asarray(expansion.decision_function(held_matrix.indptr, held_matrix.indices, held_matrix.data)).reshape(-1)
+    expansion = KernelExpansion(
+        rows.indptr,
+        rows.indices,
+        rows.data,
+        np.asarray(result.extra["dual_coef"]),
+        result.bias,
+        kernel,
+        n_features=n_features,
+    )
+    return np.asarray(expansion.decision_function(held_matrix.indptr, held_matrix.indices, held_matrix.data)).reshape(
+        -1
+    )
 
 
 class Search:
@@ -261,7 +285,7 @@ class Search:
     def paths(self, folds: list[int] | None = None, gamma_indices: list[int] | None = None) -> list[Path]:
         """Every path of the search (or of the given folds and gammas), fold-major."""
         out = []
-        for fold in (range(self.cv_folds) if folds is None else folds):
+        for fold in range(self.cv_folds) if folds is None else folds:
             for g, gamma in enumerate(self.gammas):
                 if gamma_indices is not None and g not in gamma_indices:
                     continue
@@ -287,8 +311,18 @@ class Search:
             return 1 if self.processes == 1 else None  # None: the threads the process is allowed
         return None
 
-    def fit_segment(self, path: Path, start: int, stop: int, state, cache: FoldCache, *, deadline,
-                    cancel_requested, record_point=None) -> tuple[list[FitRecord], object]:
+    def fit_segment(
+        self,
+        path: Path,
+        start: int,
+        stop: int,
+        state,
+        cache: FoldCache,
+        *,
+        deadline,
+        cancel_requested,
+        record_point=None,
+    ) -> tuple[list[FitRecord], object]:
         """Fit ``path.Cs[start:stop]`` in order, each from the previous (or ``state``, a (C, result) pair)."""
         fit = registry.adapter(self.solver)
         fold_data = cache.get(path.fold)
@@ -307,33 +341,72 @@ class Search:
             if self.task == "classification":
                 labels = fold_data["labels"]
                 pair = class_weight_pairs(labels, getattr(setting, "class_weight", None))[path.problem]
-                result = fit(train["indptr"], train["indices"], train["data"], fold_data["problems"][path.problem],
-                             n_features=self.n_features, params=setting, class_weight=pair, control=control,
-                             parallel=self.parallel_within_fit(), **start_args)
+                result = fit(
+                    train["indptr"],
+                    train["indices"],
+                    train["data"],
+                    fold_data["problems"][path.problem],
+                    n_features=self.n_features,
+                    params=setting,
+                    class_weight=pair,
+                    control=control,
+                    parallel=self.parallel_within_fit(),
+                    **start_args,
+                )
                 ranking = None
             else:
-                result = registry.adapter("cpa")(train["indptr"], train["indices"], train["data"], train["y"],
-                                                 n_features=self.n_features, params=setting, class_weight=(1.0, 1.0),
-                                                 control=control, parallel=self.parallel_within_fit(),
-                                                 qid=train.get("qid") if self.task == "ranking" else None)
+                result = registry.adapter("cpa")(
+                    train["indptr"],
+                    train["indices"],
+                    train["data"],
+                    train["y"],
+                    n_features=self.n_features,
+                    params=setting,
+                    class_weight=(1.0, 1.0),
+                    control=control,
+                    parallel=self.parallel_within_fit(),
+                    qid=train.get("qid") if self.task == "ranking" else None,
+                )
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
             if path.fold == ALL_ROWS:
                 decisions, whole = None, result
             else:
                 kernel = getattr(setting, "kernel", None)
-                decisions = _held_out_decisions(result, fold_data, None if kernel is None else kernel.model_dump(),
-                                                self.n_features)
+                decisions = _held_out_decisions(
+                    result, fold_data, None if kernel is None else kernel.model_dump(), self.n_features
+                )
                 whole = None
-            records.append(FitRecord(C, int(result.n_iter), time.perf_counter() - began, result.stop_reason.value,
-                                     bool(start_args), decisions, ranking, whole))
+            records.append(
+                FitRecord(
+                    C,
+                    int(result.n_iter),
+                    time.perf_counter() - began,
+                    result.stop_reason.value,
+                    bool(start_args),
+                    decisions,
+                    ranking,
+                    whole,
+                )
+            )
             state = (C, _warm_state(result)) if path.warm else None
             if result.stop_reason is StopReason.CANCELED:
                 break
         return records, state
 
-    def run(self, *, n_processes: int, deadline, cancel_requested, publish, folds: list[int] | None = None,
-            gamma_indices: list[int] | None = None, on_rows=None, on_point=None, flush=None) -> list[dict]:
+    def run(
+        self,
+        *,
+        n_processes: int,
+        deadline,
+        cancel_requested,
+        publish,
+        folds: list[int] | None = None,
+        gamma_indices: list[int] | None = None,
+        on_rows=None,
+        on_point=None,
+        flush=None,
+    ) -> list[dict]:
         """Run the paths (all, or those of ``folds`` and ``gamma_indices``); returns the table rows (one per fold and setting).
 
         ``publish(table, subtasks)`` gets the table as it fills (throttled, and ``flush()`` is called with
@@ -370,15 +443,25 @@ class Search:
 
         def run_task(payload, context: SubtaskContext):
             p, start, stop, state = payload
-            return self.fit_segment(paths[p], start, stop, state, cache, deadline=context.deadline,
-                                    cancel_requested=context.cancel_requested,
-                                    record_point=None if on_point is None else context.record_point)
+            return self.fit_segment(
+                paths[p],
+                start,
+                stop,
+                state,
+                cache,
+                deadline=context.deadline,
+                cancel_requested=context.cancel_requested,
+                record_point=None if on_point is None else context.record_point,
+            )
 
         cells: dict[tuple, dict[int, FitRecord]] = {}
         cold: dict[tuple, dict[int, FitRecord]] = {}
         rows: list[dict] = []
-        total = ((len(folds) if folds is not None else self.cv_folds) * len(self.Cs)
-                 * (len(gamma_indices) if gamma_indices is not None else len(self.gammas)))
+        total = (
+            (len(folds) if folds is not None else self.cv_folds)
+            * len(self.Cs)
+            * (len(gamma_indices) if gamma_indices is not None else len(self.gammas))
+        )
         last_publish = [0.0]
 
         def maybe_publish(force: bool = False) -> None:
@@ -422,15 +505,26 @@ class Search:
                 if on_rows is not None:
                     on_rows(new_rows)
                 maybe_publish()
-            if path.warm and split and stop < len(path.Cs) and len(records) == stop - start \
-                    and records[-1].stop_reason != StopReason.CANCELED.value:
+            if (
+                path.warm
+                and split
+                and stop < len(path.Cs)
+                and len(records) == stop - start
+                and records[-1].stop_reason != StopReason.CANCELED.value
+            ):
                 return [((stop, path.fold, p), (p, stop, stop + 1, state))]
             return []
 
         maybe_publish(force=True)
-        run_task_graph(run_task, tasks, n_processes=n_processes, deadline=deadline,
-                       cancel_requested=cancel_requested, on_done=on_done,
-                       on_point=None if on_point is None else (lambda index, point: on_point(point)))
+        run_task_graph(
+            run_task,
+            tasks,
+            n_processes=n_processes,
+            deadline=deadline,
+            cancel_requested=cancel_requested,
+            on_done=on_done,
+            on_point=None if on_point is None else (lambda index, point: on_point(point)),
+        )
         for (fold, gamma_index, C), fits in cold.items():
             if len(fits) == self.n_problems(fold):
                 for row in rows:
@@ -444,11 +538,21 @@ class Search:
         """Score one (fold, setting) cell from its problems' held-out decision values."""
         ordered = [fits[k] for k in range(len(fits))]
         decisions = np.column_stack([f.decisions for f in ordered])
-        score = score_decisions(self.metric, self.task, self.fold_labels[fold], decisions, self.held_y[fold],
-                                self.held_qid[fold], ordered[0].ranking)
+        score = score_decisions(
+            self.metric,
+            self.task,
+            self.fold_labels[fold],
+            decisions,
+            self.held_y[fold],
+            self.held_qid[fold],
+            ordered[0].ranking,
+        )
         reasons = Counter(f.stop_reason for f in ordered)
         return {
-            "C": ordered[0].C, "gamma": gamma, "fold": fold, "score": score,
+            "C": ordered[0].C,
+            "gamma": gamma,
+            "fold": fold,
+            "score": score,
             "n_iter": int(sum(f.n_iter for f in ordered)),
             "seconds": float(sum(f.seconds for f in ordered)),
             "warm_started": any(f.warm_started for f in ordered),
@@ -462,21 +566,36 @@ class Search:
         """Train the best setting on all the data (see the module docstring); the table goes into the metadata."""
         best = results_table["best"]
         if best is None:
-            raise RuntimeError(f"no setting could be scored with metric {results_table['metric']!r} "
-                               "(every fold lacked what it needs)")
+            raise RuntimeError(
+                f"no setting could be scored with metric {results_table['metric']!r} (every fold lacked what it needs)"
+            )
         refit_params = self.setting(best["C"], best.get("gamma"))
         path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
         n_full = n_binary_problems(np.asarray(self.arrays["y"]))
         if all((k, best["C"]) in self.full_results for k in range(n_full)):
             outcome, walked = self._refit_from_search(refit_params, best["C"], n_full, sink)
         elif len(path) == 1:
-            outcome = train_model(self.solver, refit_params, self.arrays, self.n_features, deadline=deadline,
-                                  cancel_requested=cancel_requested, sink=sink, n_processes=n_processes,
-                                  phase="refitting the best setting")
+            outcome = train_model(
+                self.solver,
+                refit_params,
+                self.arrays,
+                self.n_features,
+                deadline=deadline,
+                cancel_requested=cancel_requested,
+                sink=sink,
+                n_processes=n_processes,
+                phase="refitting the best setting",
+            )
             walked = {"C": path, "n_iter": [outcome.meta.get("n_iter")]}
         else:
-            outcome, walked = self._refit_path(refit_params, path, n_processes=n_processes, deadline=deadline,
-                                               cancel_requested=cancel_requested, sink=sink)
+            outcome, walked = self._refit_path(
+                refit_params,
+                path,
+                n_processes=n_processes,
+                deadline=deadline,
+                cancel_requested=cancel_requested,
+                sink=sink,
+            )
         outcome.meta["search_results"] = results_table
         outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
         outcome.meta["refit_path"] = walked
@@ -497,10 +616,12 @@ class Search:
         sink.set_phase("scoring training data")
         model_arrays, meta = assemble_model(self.solver, refit_params, results, labels, self.arrays, self.n_features)
         walked_Cs = sorted({C for (_k, C) in self.full_results if C <= best_C})
-        walked = {"C": walked_Cs,
-                  "n_iter": [int(sum(self.full_results[(k, C)].n_iter for k in range(n_full))) for C in walked_Cs],
-                  "ran_with_search": True,
-                  "fits_beyond_best": len({C for (_k, C) in self.full_results if C > best_C})}
+        walked = {
+            "C": walked_Cs,
+            "n_iter": [int(sum(self.full_results[(k, C)].n_iter for k in range(n_full))) for C in walked_Cs],
+            "ran_with_search": True,
+            "fits_beyond_best": len({C for (_k, C) in self.full_results if C > best_C}),
+        }
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
     def _refit_path(self, refit_params: SolverParams, path: list, *, n_processes, deadline, cancel_requested, sink):
@@ -515,11 +636,19 @@ class Search:
 
         for i, C in enumerate(path):
             last = i == len(path) - 1
-            labels, results = fit_problems(self.solver, refit_params.model_copy(update={"C": C}), self.arrays, self.n_features,
-                                           deadline=deadline, cancel_requested=cancel_requested,
-                                           on_point=on_point if last else (lambda k, point: None),
-                                           n_processes=n_processes, warm=previous, warm_C=previous_C,
-                                           on_problem_done=estimator.problem_done if last else None)
+            labels, results = fit_problems(
+                self.solver,
+                refit_params.model_copy(update={"C": C}),
+                self.arrays,
+                self.n_features,
+                deadline=deadline,
+                cancel_requested=cancel_requested,
+                on_point=on_point if last else (lambda k, point: None),
+                n_processes=n_processes,
+                warm=previous,
+                warm_C=previous_C,
+                on_problem_done=estimator.problem_done if last else None,
+            )
             if any(r is None for r in results):
                 sink.flush()
                 done = [r for r in results if r is not None]
@@ -532,8 +661,9 @@ class Search:
             previous, previous_C = results, C
         sink.flush()
         sink.set_phase("scoring training data")
-        model_arrays, meta = assemble_model(self.solver, refit_params.model_copy(update={"C": C}), results, labels, self.arrays,
-                                            self.n_features)
+        model_arrays, meta = assemble_model(
+            self.solver, refit_params.model_copy(update={"C": C}), results, labels, self.arrays, self.n_features
+        )
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
 
@@ -543,8 +673,17 @@ def worst_stop_reason(reasons: Counter | dict) -> str:
     return present[-1] if present else StopReason.CONVERGED.value
 
 
-def run_search(solver: str, params: SolverParams | dict, arrays: dict, n_features: int, *, deadline, cancel_requested, sink,
-               publish) -> TrainingOutcome:
+def run_search(
+    solver: str,
+    params: SolverParams | dict,
+    arrays: dict,
+    n_features: int,
+    *,
+    deadline,
+    cancel_requested,
+    sink,
+    publish,
+) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
     search = Search(solver, params, arrays, n_features)
     processes = search.params.n_processes or available_cores()
@@ -555,17 +694,24 @@ def run_search(solver: str, params: SolverParams | dict, arrays: dict, n_feature
     def on_rows(new_rows: list[dict]) -> None:
         search_work.done += len(new_rows)
 
-    rows = search.run(n_processes=processes, deadline=deadline, cancel_requested=cancel_requested, publish=publish,
-                      on_rows=on_rows, on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
-                      flush=sink.flush)
+    rows = search.run(
+        n_processes=processes,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        publish=publish,
+        on_rows=on_rows,
+        on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
+        flush=sink.flush,
+    )
     sink.flush()
     results_table = table(rows, search.metric, search.search, search.warm)
     if cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
     sink.base, sink.span = sink.span, 1.0 - sink.span
     sink.tags = {"stage": "refit"}
-    return search.refit(results_table, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested,
-                        sink=sink)
+    return search.refit(
+        results_table, n_processes=processes, deadline=deadline, cancel_requested=cancel_requested, sink=sink
+    )
 
 
 class FitCount:
@@ -596,23 +742,30 @@ def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> di
         for row in group:
             reasons.update(row.get("stop_reasons") or {row["stop_reason"]: 1})
         measured = [row for row in group if row.get("cold_n_iter") is not None]
-        settings.append({
-            "C": C,
-            "gamma": None if gamma == -1.0 else gamma,
-            "mean": float(finite.mean()) if finite.size else None,
-            "std": float(finite.std()) if finite.size else None,
-            "fold_scores": [None if not math.isfinite(s) else float(s) for s in scores],
-            "folds_done": len(group),
-            "n_iter": int(sum(row["n_iter"] for row in group)),
-            "seconds": float(sum(row["seconds"] for row in group)),
-            "warm_started_fits": int(sum(row["warm_started"] for row in group)),
-            "stop_reason": worst_stop_reason(reasons),
-            "stop_reasons": dict(sorted(reasons.items())),
-            "cold_n_iter": int(sum(row["cold_n_iter"] for row in measured)) if measured else None,
-            "iterations_saved": int(sum(row["cold_n_iter"] - row["n_iter"] for row in measured)) if measured else None,
-            "iterations_saved_basis": (f"measured: fold {', '.join(str(r['fold']) for r in measured)} refitted cold"
-                                       if measured else "not measured (set search.measure_cold)"),
-        })
+        settings.append(
+            {
+                "C": C,
+                "gamma": None if gamma == -1.0 else gamma,
+                "mean": float(finite.mean()) if finite.size else None,
+                "std": float(finite.std()) if finite.size else None,
+                "fold_scores": [None if not math.isfinite(s) else float(s) for s in scores],
+                "folds_done": len(group),
+                "n_iter": int(sum(row["n_iter"] for row in group)),
+                "seconds": float(sum(row["seconds"] for row in group)),
+                "warm_started_fits": int(sum(row["warm_started"] for row in group)),
+                "stop_reason": worst_stop_reason(reasons),
+                "stop_reasons": dict(sorted(reasons.items())),
+                "cold_n_iter": int(sum(row["cold_n_iter"] for row in measured)) if measured else None,
+                "iterations_saved": int(sum(row["cold_n_iter"] - row["n_iter"] for row in measured))
+                if measured
+                else None,
+                "iterations_saved_basis": (
+                    f"measured: fold {', '.join(str(r['fold']) for r in measured)} refitted cold"
+                    if measured
+                    else "not measured (set search.measure_cold)"
+                ),
+            }
+        )
     complete = [s for s in settings if s["mean"] is not None and s["folds_done"] == search.cv_folds]
     best = None
     if complete:

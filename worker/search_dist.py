@@ -81,15 +81,28 @@ def start(jobs: JobStore, client, job: dict, run: int) -> dict:
     client.delete(keys.job_search_rows(job_id))
     children = []
     for index, (fold, g) in enumerate(units):
-        children.append(queue.enqueue(
-            "worker.search_dist.run_setting", job_id, run, index,
-            job_id=f"{job_id}_r{run}_s{index}", job_timeout=settings.job_timeout_s, result_ttl=3600,
-            failure_ttl=7 * 24 * 3600, description=f"search {job_id}: fold {fold} gamma={gammas[g]}",
-        ))
+        children.append(
+            queue.enqueue(
+                "worker.search_dist.run_setting",
+                job_id,
+                run,
+                index,
+                job_id=f"{job_id}_r{run}_s{index}",
+                job_timeout=settings.job_timeout_s,
+                result_ttl=3600,
+                failure_ttl=7 * 24 * 3600,
+                description=f"search {job_id}: fold {fold} gamma={gammas[g]}",
+            )
+        )
     queue.enqueue(
-        "worker.search_dist.finish", job_id, run,
-        job_id=f"{job_id}_r{run}_finish", depends_on=Dependency(jobs=children, allow_failure=True),
-        job_timeout=settings.job_timeout_s, result_ttl=3600, failure_ttl=7 * 24 * 3600,
+        "worker.search_dist.finish",
+        job_id,
+        run,
+        job_id=f"{job_id}_r{run}_finish",
+        depends_on=Dependency(jobs=children, allow_failure=True),
+        job_timeout=settings.job_timeout_s,
+        result_ttl=3600,
+        failure_ttl=7 * 24 * 3600,
         description=f"search {job_id}: refit the best setting",
     )
     jobs.update(job_id, subtasks={"done": 0, "total": len(units)})
@@ -108,8 +121,13 @@ def _deadline(job: dict) -> float | None:
 
 def _load(client, job: dict):
     settings = get_settings()
-    return datacache.load(dataset_store(client, settings.chunk_bytes), job["dataset_id"], job["tenant"],
-                          settings.data_dir / "cache", settings.worker_cache_bytes)
+    return datacache.load(
+        dataset_store(client, settings.chunk_bytes),
+        job["dataset_id"],
+        job["tenant"],
+        settings.data_dir / "cache",
+        settings.worker_cache_bytes,
+    )
 
 
 def _current(jobs: JobStore, job_id: str, run: int) -> dict | None:
@@ -132,12 +150,18 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
     search = search_module.Search(job["solver"], params, arrays, record["n_features"])
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
-    rows = search.run(n_processes=params.n_processes or 1,
-                      deadline=_deadline(job), cancel_requested=poller, publish=lambda table, subtasks: None,
-                      folds=[fold], gamma_indices=[gamma_index])
+    rows = search.run(
+        n_processes=params.n_processes or 1,
+        deadline=_deadline(job),
+        cancel_requested=poller,
+        publish=lambda table, subtasks: None,
+        folds=[fold],
+        gamma_indices=[gamma_index],
+    )
     if rows:
-        client.rpush(keys.job_search_rows(job_id),
-                     *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows])
+        client.rpush(
+            keys.job_search_rows(job_id), *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows]
+        )
     _publish(jobs, client, job, search.metric)
     return {"unit": index, "rows": len(rows)}
 
@@ -183,19 +207,31 @@ def finish(job_id: str, run: int) -> dict:
         scored = {(row["C"], row["gamma"]): row["folds_done"] for row in results_table["settings"]}
         missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < cv_folds]
         if missing:
-            return fail(jobs, job_id, mine, "search_setting_failed",
-                         f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}")
-        sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"]))
+            return fail(
+                jobs,
+                job_id,
+                mine,
+                "search_setting_failed",
+                f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}",
+            )
+        sink = TraceSink(
+            jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"])
+        )
         sink.run = run
         n_fits = len(grid) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
         outcome = search.refit(
-            results_table, deadline=_deadline(job), cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
-            sink=sink, n_processes=params.n_processes or available_cores(),
+            results_table,
+            deadline=_deadline(job),
+            cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
+            sink=sink,
+            n_processes=params.n_processes or available_cores(),
         )
         return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
     except datacache.DatasetMissing:
-        return fail(jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran")
+        return fail(
+            jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran"
+        )
     except Exception as exc:
         log.exception("job %s: the search's refit failed", job_id)
         return fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")

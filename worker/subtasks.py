@@ -29,8 +29,9 @@ import multiprocessing
 import queue
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 _shared: dict = {}
 """What forked children inherit: the task function, the data and the channels (set before forking)."""
@@ -211,8 +212,12 @@ def run_task_graph(
             while ready and len(running) <= n_processes and not event.is_set():
                 _priority, _order, payload = heapq.heappop(ready)
                 running[index] = payload
-                pool.apply_async(_child_run_payload, (index, payload), callback=finished.put,
-                                 error_callback=lambda exc, i=index: finished.put((i, None, f"{type(exc).__name__}: {exc}")))
+                pool.apply_async(
+                    _child_run_payload,
+                    (index, payload),
+                    callback=finished.put,
+                    error_callback=lambda exc, i=index: finished.put((i, None, f"{type(exc).__name__}: {exc}")),
+                )
                 index += 1
             if event.is_set() and not running:
                 break

@@ -110,11 +110,22 @@ def fit_problems(
         parallel = n_processes
 
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
-        control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested,
-                                on_point=context.record_point)
+        control = SolverControl(
+            deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=context.record_point
+        )
         start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
-        return fit(indptr, indices, data, problems[k], n_features=n_features, params=params,
-                   class_weight=pairs[k], control=control, parallel=parallel, **start)
+        return fit(
+            indptr,
+            indices,
+            data,
+            problems[k],
+            n_features=n_features,
+            params=params,
+            class_weight=pairs[k],
+            control=control,
+            parallel=parallel,
+            **start,
+        )
 
     if n_processes > 1 and len(problems) > 1:
         done: set[int] = set()
@@ -126,8 +137,15 @@ def fit_problems(
             if on_subtask_done is not None:
                 on_subtask_done(len(done), len(problems))
 
-        results = run_subtasks(fit_one, list(range(len(problems))), n_processes=n_processes, deadline=deadline,
-                               cancel_requested=cancel_requested, on_point=on_point, on_done=finished)
+        results = run_subtasks(
+            fit_one,
+            list(range(len(problems))),
+            n_processes=n_processes,
+            deadline=deadline,
+            cancel_requested=cancel_requested,
+            on_point=on_point,
+            on_done=finished,
+        )
         return labels, results
     results: list[SolverResult | None] = [None] * len(problems)
     for k in range(len(problems)):
@@ -161,7 +179,9 @@ def train_model(
     params = solver_params(solver, params)
     n_processes = n_processes or params.n_processes or available_cores()
     if isinstance(params, CpaParams) and params.task != "classification":
-        return _train_pairwise(params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink)
+        return _train_pairwise(
+            params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
+        )
     params = resolve_kernel(params, arrays, n_features)
 
     estimator = ProblemsEstimator(solver, params, n_binary_problems(np.asarray(arrays["y"])))
@@ -175,9 +195,18 @@ def train_model(
         sink.jobs.update(sink.job_id, subtasks={"done": done, "total": total})
 
     sink.set_phase(phase)
-    labels, results = fit_problems(solver, params, arrays, n_features, deadline=deadline,
-                                   cancel_requested=cancel_requested, on_point=on_point, n_processes=n_processes,
-                                   on_subtask_done=on_subtask_done, on_problem_done=estimator.problem_done)
+    labels, results = fit_problems(
+        solver,
+        params,
+        arrays,
+        n_features,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        on_point=on_point,
+        n_processes=n_processes,
+        on_subtask_done=on_subtask_done,
+        on_problem_done=estimator.problem_done,
+    )
     sink.flush()
     if any(r is None for r in results):
         done = [r for r in results if r is not None]
@@ -188,13 +217,28 @@ def train_model(
         from worker.calibration import calibrate
 
         sink.set_phase("calibrating probabilities")
-        meta["probability"] = calibrate(solver, params, arrays, n_features, deadline=deadline,
-                                        cancel_requested=cancel_requested, n_processes=n_processes)
+        meta["probability"] = calibrate(
+            solver,
+            params,
+            arrays,
+            n_features,
+            deadline=deadline,
+            cancel_requested=cancel_requested,
+            n_processes=n_processes,
+        )
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
 
-def assemble_model(solver: str, params: SolverParams, results: list[SolverResult], labels: np.ndarray, arrays: dict,
-                   n_features: int, *, with_accuracy: bool = True) -> tuple[dict, dict]:
+def assemble_model(
+    solver: str,
+    params: SolverParams,
+    results: list[SolverResult],
+    labels: np.ndarray,
+    arrays: dict,
+    n_features: int,
+    *,
+    with_accuracy: bool = True,
+) -> tuple[dict, dict]:
     """The stored arrays and metadata of a classification model from its problems' results."""
     kernel = getattr(params, "kernel", None)
     if kernel is not None:
@@ -243,8 +287,11 @@ def _certified_gap(results: list[SolverResult]) -> dict:
     gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
     note = results[0].extra.get("gap_note") if results else None
     if any(g is None for g in gaps) or not gaps:
-        return {"gap_rel": None, "gap_rel_per_problem": gaps,
-                "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with"}
+        return {
+            "gap_rel": None,
+            "gap_rel_per_problem": gaps,
+            "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with",
+        }
     return {"gap_rel": max(gaps), "gap_rel_per_problem": gaps, "gap_rel_note": note}
 
 
@@ -295,7 +342,9 @@ def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: in
     return float(np.mean(predicted == y[rows]))
 
 
-def _train_pairwise(params: CpaParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink) -> TrainingOutcome:
+def _train_pairwise(
+    params: CpaParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink
+) -> TrainingOutcome:
     """cpa with an ordinal, ROC-area or ranking objective: one problem over the labels as ranks."""
     objective = params.objective
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
@@ -306,13 +355,27 @@ def _train_pairwise(params: CpaParams, arrays: dict, n_features: int, *, deadlin
     sink.estimator = estimator
     sink.set_phase("training")
     control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add)
-    result = registry.adapter("cpa")(indptr, indices, data, y, n_features=n_features, params=params,
-                                     class_weight=(1.0, 1.0), control=control, qid=qid)
+    result = registry.adapter("cpa")(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=n_features,
+        params=params,
+        class_weight=(1.0, 1.0),
+        control=control,
+        qid=qid,
+    )
     estimator.problem_done(0)
     sink.set_phase("scoring training data")
     model_arrays = {"weights": np.asarray(result.w, dtype=np.float64).reshape(1, -1), "offsets": np.zeros(1)}
-    meta = dict(_summary([result], result.stop_reason is StopReason.DEADLINE), kind="ranking", task=objective,
-                n_features=int(n_features), n_pairs=int(result.extra.get("n_pairs", 0)))
+    meta = dict(
+        _summary([result], result.stop_reason is StopReason.DEADLINE),
+        kind="ranking",
+        task=objective,
+        n_features=int(n_features),
+        n_pairs=int(result.extra.get("n_pairs", 0)),
+    )
     scores = np.asarray(csr(arrays, n_features) @ model_arrays["weights"][0])
     meta["train_pairwise_accuracy"] = pairwise_accuracy(scores, y, qid)
     if objective == "roc_area":

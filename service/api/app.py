@@ -15,18 +15,18 @@ from service.api.deps import key_digests_from, reject_unknown_query
 from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
-from service.api.routes.ui import install_ui
 from service.api.routes import datasets, evaluation, health, job_events, jobs, model_files, models, plots
+from service.api.routes.ui import install_ui
 from service.config import Settings, get_settings, model_reserve_fraction
-from service.schemas.model_files import ModelDocument
-from service.schemas.models import PredictRequest
 from service.ingest.pool import IngestPool
 from service.lifecycle import start_reaper_thread
 from service.logs import request_id_var
 from service.queueing import JobQueue
+from service.schemas.model_files import ModelDocument
+from service.schemas.models import PredictRequest
+from service.storage.capacity import StorageFull, is_out_of_memory
 from service.storage.connection import resilient_client
 from service.storage.jobs import JobStore
-from service.storage.capacity import StorageFull, is_out_of_memory
 from service.storage.records import dataset_store, model_store
 
 log = logging.getLogger("hinge.api")
@@ -54,7 +54,9 @@ class BodyLimitMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 response = error_response(
-                    413, "payload_too_large", f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
+                    413,
+                    "payload_too_large",
+                    f"request body of {int(value)} bytes exceeds max_json_body_bytes = {limit}",
                     {"limit": "max_json_body_bytes", "value": limit},
                 )
                 return await response(scope, receive, send)
@@ -112,8 +114,9 @@ class BodyTimeoutMiddleware:
                 async with asyncio.timeout(wait):  # a timer on this task (wait_for would start another task)
                     message = await receive()
             except TimeoutError:
-                raise BodyTimeout(received, self.timeout_s, self.min_rate,
-                                  slow=loop.time() - now < self.timeout_s - 1e-3) from None
+                raise BodyTimeout(
+                    received, self.timeout_s, self.min_rate, slow=loop.time() - now < self.timeout_s - 1e-3
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 finished = not message.get("more_body", False)
@@ -203,8 +206,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(redis.exceptions.ConnectionError)
     async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
         log.error("Redis unavailable: %s", exc)
-        return error_response(503, "storage_unavailable", "storage is unavailable; try again shortly",
-                              headers={"Retry-After": "5"})
+        return error_response(
+            503, "storage_unavailable", "storage is unavailable; try again shortly", headers={"Retry-After": "5"}
+        )
 
     @app.exception_handler(StorageFull)
     async def _storage_full(request: Request, exc: StorageFull) -> JSONResponse:
@@ -214,19 +218,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _redis_refused(request: Request, exc: redis.exceptions.ResponseError) -> JSONResponse:
         if is_out_of_memory(exc):  # a small write (a job record) while Redis is full to its last byte
             log.warning("Redis is full: %s", exc)
-            return error_response(507, "storage_full", "storage is full (Redis is at its maxmemory); nothing was "
-                                  "stored: try again after data sets, models or jobs were deleted")
+            return error_response(
+                507,
+                "storage_full",
+                "storage is full (Redis is at its maxmemory); nothing was "
+                "stored: try again after data sets, models or jobs were deleted",
+            )
         request_id = getattr(request.state, "request_id", None)
-        log.error("Redis refused a command on %s %s (request %s): %s", request.method, request.url.path, request_id, exc)
-        return error_response(500, "internal_error", f"internal error; the request did not complete (request id {request_id})")
+        log.error(
+            "Redis refused a command on %s %s (request %s): %s", request.method, request.url.path, request_id, exc
+        )
+        return error_response(
+            500, "internal_error", f"internal error; the request did not complete (request id {request_id})"
+        )
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s, min_rate=settings.body_min_rate)
     app.add_middleware(RequestIdMiddleware)
     app.state.metrics_registry, requests_total, latency = build_registry(app)
     app.add_middleware(MetricsMiddleware, requests=requests_total, latency=latency)
-    for router in (datasets.router, jobs.router, job_events.router, models.router, model_files.router, plots.router,
-                   evaluation.router, health.router):
+    for router in (
+        datasets.router,
+        jobs.router,
+        job_events.router,
+        models.router,
+        model_files.router,
+        plots.router,
+        evaluation.router,
+        health.router,
+    ):
         app.include_router(router)
     install_ui(app)
     install_openapi(app)
@@ -247,8 +267,9 @@ def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict:
         if app.openapi_schema:
             return app.openapi_schema
-        schema = get_openapi(title=app.title, version=app.version, description=app.description,
-                             routes=app.routes, tags=app.openapi_tags)
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes, tags=app.openapi_tags
+        )
         error_ref = {"$ref": "#/components/schemas/ErrorResponse"}
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():

@@ -66,8 +66,12 @@ async def tenant_dep(
     if not key_digests and not _redis_keys_active(request):
         return PUBLIC_TENANT
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-        raise ApiError(401, "unauthorized", "missing API key: send `Authorization: Bearer <key>`",
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing API key: send `Authorization: Bearer <key>`",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     digest = _key_digest(credentials.credentials)
     tenant = None
     for known, owner in key_digests:
@@ -134,7 +138,8 @@ async def reject_unknown_query(request: Request) -> None:
         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
         plural = "s" if len(unknown) > 1 else ""
         raise ApiError(
-            422, "validation_error",
+            422,
+            "validation_error",
             f"unknown query parameter{plural} {', '.join(repr(n) for n in unknown)}: this route takes {takes}",
             [{"loc": ["query", name], "msg": "unknown query parameter", "type": "extra_forbidden"} for name in unknown],
         )

@@ -63,11 +63,15 @@ class BodyTimeout(StarletteHTTPException):
 
     def __init__(self, received: int, timeout_s: float, min_rate: float, slow: bool):
         if slow:
-            message = (f"request body too slow: {received} bytes arrived, below the minimum rate of {min_rate:g} bytes "
-                       f"per second (body_min_rate) after the first {timeout_s:g} s (body_timeout_s)")
+            message = (
+                f"request body too slow: {received} bytes arrived, below the minimum rate of {min_rate:g} bytes "
+                f"per second (body_min_rate) after the first {timeout_s:g} s (body_timeout_s)"
+            )
         else:
-            message = (f"request body stopped arriving: nothing for {timeout_s:g} s (body_timeout_s) after {received} "
-                       "bytes; was the Content-Length right?")
+            message = (
+                f"request body stopped arriving: nothing for {timeout_s:g} s (body_timeout_s) after {received} "
+                "bytes; was the Content-Length right?"
+            )
         super().__init__(408, message, headers={"Connection": "close"})
         self.received = received
         self.limit = "body_min_rate" if slow else "body_timeout_s"
@@ -114,8 +118,9 @@ def error_body(code: str, message: str, details: Any = None) -> dict:
     return {"error": {"code": code, "message": with_setting_variables(message), "details": details}}
 
 
-def error_response(status: int, code: str, message: str, details: Any = None,
-                   headers: dict | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict | None = None
+) -> JSONResponse:
     """An error answer: every handler, middleware and route that answers an error builds it here."""
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
@@ -130,8 +135,10 @@ async def _explain(request: Request, detail: dict) -> str:
         sent = request.headers.get("content-type")
         if not sent or "json" not in sent.lower():
             what = f"was sent as {sent.split(';')[0]!r}" if sent else "has no Content-Type header"
-            return (f"body: expected a JSON object, but the request {what}: send the header "
-                    "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')")
+            return (
+                f"body: expected a JSON object, but the request {what}: send the header "
+                "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')"
+            )
     if kind == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int):
         reason = (detail.get("ctx") or {}).get("error") or "not valid JSON"
         body = await request.body()
@@ -161,8 +168,9 @@ def user_loc(loc) -> list:
     out: list = []
     for index, part in enumerate(loc):
         previous = loc[index - 1] if index else None
-        if isinstance(part, str) and (part in UNION_TAGS.get(previous, ()) and (previous != "body" or index == 1)
-                                      or _TYPE_TAG.match(part)):
+        if isinstance(part, str) and (
+            part in UNION_TAGS.get(previous, ()) and (previous != "body" or index == 1) or _TYPE_TAG.match(part)
+        ):
             continue
         out.append(part)
     return out
@@ -217,13 +225,19 @@ def install_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # FastAPI's answer to a body that is not even text (bad UTF-8): the same 422 as invalid JSON.
             message = "body: not valid JSON (it must be UTF-8 text)"
-            return error_response(422, "validation_error", message,
-                                  [{"loc": ["body"], "msg": message, "type": "json_invalid"}])
+            return error_response(
+                422, "validation_error", message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}]
+            )
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:
             headers = dict(headers or {}, Allow=", ".join(allowed_methods(request)))
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized",
-                 408: "request_timeout"}
+        codes = {
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "payload_too_large",
+            401: "unauthorized",
+            408: "request_timeout",
+        }
         code = codes.get(exc.status_code, "http_error")
         details = None
         if isinstance(exc, BodyTooLarge):

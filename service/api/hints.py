@@ -24,8 +24,11 @@ def setting_variable(name: str) -> str:
     return "REDIS_URL" if name == "redis_url" else f"HINGE_{name.upper()}"
 
 
-_SETTING_NAMES = re.compile(r"\b(" + "|".join(sorted((n for n in Settings.model_fields if n.startswith("max_")),
-                                                      key=len, reverse=True)) + r")\b")
+_SETTING_NAMES = re.compile(
+    r"\b("
+    + "|".join(sorted((n for n in Settings.model_fields if n.startswith("max_")), key=len, reverse=True))
+    + r")\b"
+)
 
 
 def with_setting_variables(message: str) -> str:
@@ -77,7 +80,7 @@ def _parent_model(root: list[type[BaseModel]], path: list) -> type[BaseModel] | 
 
 
 def extra_field_hint(root: list[type[BaseModel]], loc: list) -> str | None:
-    """"did you mean ...?" for an unknown field at ``loc`` (a validation location without 'body')."""
+    """ "did you mean ...?" for an unknown field at ``loc`` (a validation location without 'body')."""
     if not loc or not isinstance(loc[-1], str):
         return None
     name = loc[-1]

@@ -62,9 +62,13 @@ class RedisCollector:
         for status in STATUSES:
             jobs.add_metric([status], max(0.0, stats.get(status, 0.0)))
         yield jobs
-        events = CounterMetricFamily("hinge_job_events", "Job life-cycle events: lost (worker died), retried, "
-                                     "interrupted (checkpointed on SIGTERM), requeued_on_shutdown, rescued (its "
-                                     "worker died between taking it from RQ and starting it).", labels=["event"])
+        events = CounterMetricFamily(
+            "hinge_job_events",
+            "Job life-cycle events: lost (worker died), retried, "
+            "interrupted (checkpointed on SIGTERM), requeued_on_shutdown, rescued (its "
+            "worker died between taking it from RQ and starting it).",
+            labels=["event"],
+        )
         for event in ("lost", "retried", "interrupted", "requeued_on_shutdown", "rescued"):
             events.add_metric([event], stats.get(f"event:{event}", 0.0))
         yield events
@@ -74,8 +78,9 @@ class RedisCollector:
         live = GaugeMetricFamily("hinge_workers", "Workers with a current heartbeat.")
         live.add_metric([], float(workers))
         yield live
-        seconds = CounterMetricFamily("hinge_solver_seconds", "Solver seconds spent by finished jobs, per solver.",
-                                      labels=["solver"])
+        seconds = CounterMetricFamily(
+            "hinge_solver_seconds", "Solver seconds spent by finished jobs, per solver.", labels=["solver"]
+        )
         for name, value in sorted(solver.items()):
             seconds.add_metric([name], value)
         yield seconds
@@ -90,10 +95,15 @@ class RedisCollector:
 def build_registry(app) -> tuple[CollectorRegistry, Counter, Histogram]:
     """A registry for one application: the HTTP metrics and the Redis collector."""
     registry = CollectorRegistry(auto_describe=False)
-    requests = Counter("hinge_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=registry)
+    requests = Counter(
+        "hinge_http_requests", "HTTP requests answered.", ["method", "route", "status"], registry=registry
+    )
     latency = Histogram(
-        "hinge_http_request_duration_seconds", "Time to answer an HTTP request.", ["method", "route", "status"],
-        registry=registry, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        "hinge_http_request_duration_seconds",
+        "Time to answer an HTTP request.",
+        ["method", "route", "status"],
+        registry=registry,
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     )
     registry.register(RedisCollector(app))
     return registry, requests, latency

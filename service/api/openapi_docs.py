@@ -23,8 +23,13 @@ from copy import deepcopy
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 
-RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "required": True,
-                               "schema": {"type": "integer", "minimum": 0}}}
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
 LOCATION = {"Location": {"description": "URL of the created resource.", "required": True, "schema": {"type": "string"}}}
 
 DEFAULT_DESCRIPTIONS = {
@@ -50,8 +55,10 @@ def error_responses(*statuses: int, descriptions: dict[int, str] | None = None) 
     descriptions = descriptions or {}
     out = {}
     for status in statuses:
-        entry = {"description": descriptions.get(status, DEFAULT_DESCRIPTIONS[status]),
-                 "content": {"application/json": {"schema": ERROR_REF}}}
+        entry = {
+            "description": descriptions.get(status, DEFAULT_DESCRIPTIONS[status]),
+            "content": {"application/json": {"schema": ERROR_REF}},
+        }
         if status in HEADERS:
             entry["headers"] = deepcopy(HEADERS[status])
         out[status] = entry
@@ -63,7 +70,11 @@ def model_links(id_expression: str = "$response.body#/id") -> dict:
     parameters = {"model_id": id_expression}
     return {
         "GetModel": {"operationId": "get_model", "parameters": parameters, "description": "The model."},
-        "GetModelTrace": {"operationId": "get_model_trace", "parameters": parameters, "description": "Its convergence trace."},
+        "GetModelTrace": {
+            "operationId": "get_model_trace",
+            "parameters": parameters,
+            "description": "Its convergence trace.",
+        },
         "ExportModel": {"operationId": "export_model", "parameters": parameters, "description": "Export it."},
         "Predict": {"operationId": "predict", "parameters": parameters, "description": "Score rows with it."},
         "DeleteModel": {"operationId": "delete_model", "parameters": parameters, "description": "Delete it."},
@@ -71,31 +82,62 @@ def model_links(id_expression: str = "$response.body#/id") -> dict:
 
 
 DATASET_LINKS = {
-    "GetDataset": {"operationId": "get_dataset", "parameters": {"dataset_id": "$response.body#/id"}, "description": "The data set."},
-    "SubmitJob": {"operationId": "submit_job", "requestBody": {"dataset_id": "$response.body#/id", "solver": "dcd"},
-                  "description": "Train a linear SVM on it."},
-    "DeleteDataset": {"operationId": "delete_dataset", "parameters": {"dataset_id": "$response.body#/id"}, "description": "Delete it."},
+    "GetDataset": {
+        "operationId": "get_dataset",
+        "parameters": {"dataset_id": "$response.body#/id"},
+        "description": "The data set.",
+    },
+    "SubmitJob": {
+        "operationId": "submit_job",
+        "requestBody": {"dataset_id": "$response.body#/id", "solver": "dcd"},
+        "description": "Train a linear SVM on it.",
+    },
+    "DeleteDataset": {
+        "operationId": "delete_dataset",
+        "parameters": {"dataset_id": "$response.body#/id"},
+        "description": "Delete it.",
+    },
 }
 JOB_LINKS = {
-    "GetJob": {"operationId": "get_job", "parameters": {"job_id": "$response.body#/id"}, "description": "The job's state."},
-    "GetTrace": {"operationId": "get_trace", "parameters": {"job_id": "$response.body#/id"}, "description": "Its convergence trace."},
-    "CancelJob": {"operationId": "cancel_job", "parameters": {"job_id": "$response.body#/id"}, "description": "Cancel it."},
+    "GetJob": {
+        "operationId": "get_job",
+        "parameters": {"job_id": "$response.body#/id"},
+        "description": "The job's state.",
+    },
+    "GetTrace": {
+        "operationId": "get_trace",
+        "parameters": {"job_id": "$response.body#/id"},
+        "description": "Its convergence trace.",
+    },
+    "CancelJob": {
+        "operationId": "cancel_job",
+        "parameters": {"job_id": "$response.body#/id"},
+        "description": "Cancel it.",
+    },
 }
 JOB_MODEL_LINKS = {
     **model_links("$response.body#/model_id"),
-    "Evaluate": {"operationId": "evaluate", "parameters": {"model_id": "$response.body#/model_id"},
-                 "requestBody": {"dataset_id": "$response.body#/dataset_id"},
-                 "description": "Evaluate the job's model on its training data."},
+    "Evaluate": {
+        "operationId": "evaluate",
+        "parameters": {"model_id": "$response.body#/model_id"},
+        "requestBody": {"dataset_id": "$response.body#/dataset_id"},
+        "description": "Evaluate the job's model on its training data.",
+    },
 }
+
 
 def first_item(links: dict) -> dict:
     """The same links taken from the first item of a page (`items/0`)."""
     out = deepcopy(links)
     for link in out.values():
-        link["parameters"] = {k: v.replace("$response.body#/", "$response.body#/items/0/") for k, v in link.get("parameters", {}).items()}
+        link["parameters"] = {
+            k: v.replace("$response.body#/", "$response.body#/items/0/") for k, v in link.get("parameters", {}).items()
+        }
         if "requestBody" in link:
-            link["requestBody"] = {k: v.replace("$response.body#/", "$response.body#/items/0/") if isinstance(v, str) else v
-                                   for k, v in link["requestBody"].items()}
+            link["requestBody"] = {
+                k: v.replace("$response.body#/", "$response.body#/items/0/") if isinstance(v, str) else v
+                for k, v in link["requestBody"].items()
+            }
     return out
 
 
@@ -116,8 +158,13 @@ RESPONSE_EXTRAS = {
 UPLOAD_EXAMPLE = "+1 1:0.5 3:1.25\n-1 2:-0.75 3:0.5\n+1 1:1.5 2:0.25\n-1 1:-1 3:-0.5\n"
 REQUEST_EXAMPLES = {
     "upload_dataset": {"multipart/form-data": {"file": UPLOAD_EXAMPLE}},
-    "submit_job": {"application/json": {"dataset_id": "ds_0123456789abcdef", "solver": "dcd",
-                                        "params": {"C": 1.0, "tol": 0.01, "probability": False}}},
+    "submit_job": {
+        "application/json": {
+            "dataset_id": "ds_0123456789abcdef",
+            "solver": "dcd",
+            "params": {"C": 1.0, "tol": 0.01, "probability": False},
+        }
+    },
     "predict": {"application/json": {"instances": [[1.0, 0.5, -1.0], {"1": -2.0, "3": 1.5}], "probabilities": False}},
     "evaluate": {"application/json": {"dataset_id": "ds_0123456789abcdef"}},
 }
@@ -185,10 +232,18 @@ def finish_document(schema: dict) -> dict:
                 content = operation.get("requestBody", {}).get("content", {}).get(media)
                 if content is not None:
                     content.setdefault("example", example)
-    upload = (schema.get("paths", {}).get("/v1/datasets", {}).get("post", {}).get("requestBody", {})
-              .get("content", {}).get("multipart/form-data"))
+    upload = (
+        schema.get("paths", {})
+        .get("/v1/datasets", {})
+        .get("post", {})
+        .get("requestBody", {})
+        .get("content", {})
+        .get("multipart/form-data")
+    )
     if upload is not None:
-        upload.setdefault("encoding", {"file": {"contentType": "application/octet-stream, text/plain, application/gzip"}})
+        upload.setdefault(
+            "encoding", {"file": {"contentType": "application/octet-stream, text/plain, application/gzip"}}
+        )
         file_schema = upload.get("schema", {}).get("properties", {}).get("file")
         if file_schema is not None:
             file_schema.setdefault("contentMediaType", "application/octet-stream")

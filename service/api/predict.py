@@ -48,7 +48,9 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
                         ["body", "instances", row_number, key],
                     )
                 if not np.isfinite(value):
-                    raise unprocessable(f"instances[{row_number}][{key!r}] is not finite", ["body", "instances", row_number, key])
+                    raise unprocessable(
+                        f"instances[{row_number}][{key!r}] is not finite", ["body", "instances", row_number, key]
+                    )
                 if index - base < n_features:
                     indices.append(index - base)
                     values.append(value)
@@ -56,7 +58,7 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
                     last = n_features - 1 + base
                     raise unprocessable(
                         f"instances[{row_number}]: feature index {index} is beyond the model's {n_features} features "
-                        f"(highest index {last}); send \"ignore_unknown_features\": true to score such rows anyway",
+                        f'(highest index {last}); send "ignore_unknown_features": true to score such rows anyway',
                         ["body", "instances", row_number, key],
                     )
         else:

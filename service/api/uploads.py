@@ -92,7 +92,9 @@ class _FilePartWriter:
         self.size += len(piece)
         if self.size > self.max_bytes:
             raise too_large(
-                "max_upload_bytes", self.max_bytes, f"upload exceeds the limit max_upload_bytes = {self.max_bytes} bytes"
+                "max_upload_bytes",
+                self.max_bytes,
+                f"upload exceeds the limit max_upload_bytes = {self.max_bytes} bytes",
             )
         self.digest.update(piece)
         try:
@@ -149,7 +151,9 @@ async def spool_upload(
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes + MULTIPART_OVERHEAD:
         raise too_large(
-            "max_upload_bytes", max_bytes, f"upload of {int(declared)} bytes exceeds the limit max_upload_bytes = {max_bytes} bytes"
+            "max_upload_bytes",
+            max_bytes,
+            f"upload of {int(declared)} bytes exceeds the limit max_upload_bytes = {max_bytes} bytes",
         )
     if path is None:
         path = new_spool_file(upload_dir)
@@ -162,7 +166,9 @@ async def spool_upload(
             async for piece in request.stream():
                 received += len(piece)
                 if received > max_bytes + MULTIPART_OVERHEAD and not writer.found:
-                    raise too_large("max_upload_bytes", max_bytes, f"request body exceeds max_upload_bytes = {max_bytes} bytes")
+                    raise too_large(
+                        "max_upload_bytes", max_bytes, f"request body exceeds max_upload_bytes = {max_bytes} bytes"
+                    )
                 try:
                     parser.write(piece)
                 except ApiError:
@@ -193,8 +199,13 @@ def disk_full(exc: OSError, written: int) -> Exception:
     """507 for an upload the API's disk has no room to spool (other OS errors pass through unchanged)."""
     if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
         return exc
-    return ApiError(507, "disk_full", f"the API's disk is full: the upload could not be spooled ({exc.strerror} after "
-                    f"{written} bytes); nothing was stored", {"written_bytes": written})
+    return ApiError(
+        507,
+        "disk_full",
+        f"the API's disk is full: the upload could not be spooled ({exc.strerror} after "
+        f"{written} bytes); nothing was stored",
+        {"written_bytes": written},
+    )
 
 
 def remove_quietly(path: Path) -> None:

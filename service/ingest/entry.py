@@ -95,8 +95,13 @@ def ingest(
     try:
         try:
             summary = parse_into(
-                staged, open_text, format=format, zero_based=zero_based, value_dtype=value_dtype,
-                label_column=label_column, limits=ParseLimits(**limits),
+                staged,
+                open_text,
+                format=format,
+                zero_based=zero_based,
+                value_dtype=value_dtype,
+                label_column=label_column,
+                limits=ParseLimits(**limits),
             )
             manifest = staged.manifest()
         except UploadParseError as exc:

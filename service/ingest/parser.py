@@ -207,9 +207,7 @@ class _GzipSource:
                         yield self._emit(out)
                     if d.eof:
                         continue
-                    raise _GzipError(
-                        "gzip data is truncated (the compressed stream ends before its end marker)"
-                    )
+                    raise _GzipError("gzip data is truncated (the compressed stream ends before its end marker)")
             try:
                 out = d.decompress(pending, min(chunk, self.budget - self.total + 1))
             except zlib.error as exc:
@@ -467,9 +465,7 @@ class _Builder:
                 else:
                     what = "label" if slot < 0 else "feature value"
                 column = start - self._line_start(buf, start) + 1
-                raise UploadParseError(
-                    line, column, f"{what} {_quote(raw)} is not a finite number (overflows float64)"
-                )
+                raise UploadParseError(line, column, f"{what} {_quote(raw)} is not a finite number (overflows float64)")
             if slot < 0:
                 y[-slot - 1] = value
                 continue
@@ -523,7 +519,7 @@ class _Builder:
             K.E_F32_OVERFLOW: _f32_overflow(raw),
         }
         if self.csv and code == K.E_F32_OVERFLOW:
-            messages = {K.E_F32_OVERFLOW: f"{_f32_overflow(raw)[len('feature value '):]} in {self._column_name(aux)}"}
+            messages = {K.E_F32_OVERFLOW: f"{_f32_overflow(raw)[len('feature value ') :]} in {self._column_name(aux)}"}
         elif self.csv and code in (K.E_CSV_EMPTY, K.E_CSV_BAD_NUMBER, K.E_CSV_NONFINITE):
             where = self._column_name(aux)
             messages = {
@@ -532,9 +528,7 @@ class _Builder:
                 K.E_CSV_NONFINITE: f"{tok} in {where} is not a finite number{no_nan}",
             }
         elif code == K.E_CSV_RAGGED:
-            messages = {
-                K.E_CSV_RAGGED: f"wrong number of fields: expected {self.n_cols} as in the header, got {aux}"
-            }
+            messages = {K.E_CSV_RAGGED: f"wrong number of fields: expected {self.n_cols} as in the header, got {aux}"}
         reason = messages.get(code, f"unparsable text (internal error code {code})")
         raise UploadParseError(line, column, reason)
 
@@ -564,8 +558,7 @@ class _Builder:
             raise UploadParseError(
                 1,
                 1,
-                f"label column {_short_name(self.label_column)} is not in the CSV header"
-                f" (columns: {shown}{more})",
+                f"label column {_short_name(self.label_column)} is not in the CSV header (columns: {shown}{more})",
             )
         if len(where) > 1:
             raise UploadParseError(
@@ -592,19 +585,29 @@ class _Builder:
         if n_rows == 0:
             lines = int(st[K.S_LINE])
             if text_bytes == 0:
-                raise UploadParseError(0, 0, "the uploaded file is empty (0 bytes): send a file with one example per line")
-            if self.csv and self.names is None:
                 raise UploadParseError(
-                    0, 0, "the file is empty (a CSV upload needs a header line and data rows)"
+                    0, 0, "the uploaded file is empty (0 bytes): send a file with one example per line"
                 )
+            if self.csv and self.names is None:
+                raise UploadParseError(0, 0, "the file is empty (a CSV upload needs a header line and data rows)")
             what = "only a header" if self.csv else "only blank or comment lines"
             raise UploadParseError(0, 0, f"no data rows: the file has {lines} line(s), {what}")
         value_dtype = np.dtype(self.value_dtype).name
         if self.csv:
             assert self.names is not None
             names = self.names[: self.label_col] + self.names[self.label_col + 1 :]
-            return ParseSummary(n_rows, nnz, len(names), False, names, int(text_bytes), bool(compressed), False,
-                                dict(self.label_counts), value_dtype)
+            return ParseSummary(
+                n_rows,
+                nnz,
+                len(names),
+                False,
+                names,
+                int(text_bytes),
+                bool(compressed),
+                False,
+                dict(self.label_counts),
+                value_dtype,
+            )
         zero_based = self.mode == K.MODE_ZERO_BASED or (self.mode == K.MODE_AUTO and nnz == 0)
         max_idx = int(st[K.S_MAX_IDX])
         if nnz == 0:
@@ -613,8 +616,18 @@ class _Builder:
             n_features = max_idx + 1 if zero_based else max_idx
         if n_features > self.max_features:
             raise UploadLimitError("max_features", self.limits.max_features, int(st[K.S_MAX_IDX_LINE]))
-        return ParseSummary(n_rows, nnz, int(n_features), bool(zero_based), None, int(text_bytes), bool(compressed),
-                            bool(st[K.S_HAS_QID] == 1), dict(self.label_counts), value_dtype)
+        return ParseSummary(
+            n_rows,
+            nnz,
+            int(n_features),
+            bool(zero_based),
+            None,
+            int(text_bytes),
+            bool(compressed),
+            bool(st[K.S_HAS_QID] == 1),
+            dict(self.label_counts),
+            value_dtype,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -740,8 +753,9 @@ class FollowedFile:
         self.close()
 
 
-def _parse_once(f, *, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, chunk: int,
-                sink) -> ParseSummary:
+def _parse_once(
+    f, *, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, chunk: int, sink
+) -> ParseSummary:
     budget = max(0, int(limits.max_decompressed_bytes))
     head = f.read(2)
     while 0 < len(head) < 2:  # a followed upload may so far hold a single byte
@@ -818,8 +832,9 @@ def parse_into(
     while True:
         with open_text() as f:
             try:
-                return _parse_once(f, fmt=fmt, mode=mode, vmode=vmode, label_column=label_column, limits=limits,
-                                   chunk=chunk, sink=sink)
+                return _parse_once(
+                    f, fmt=fmt, mode=mode, vmode=vmode, label_column=label_column, limits=limits, chunk=chunk, sink=sink
+                )
             except _Restart as restart:
                 sink.reset()
                 if restart.reason == "widen":
@@ -846,9 +861,16 @@ def parse_upload(
     (a limit crossed).
     """
     sink = ArrayCollector()
-    summary = parse_into(sink, lambda: open(path, "rb"), format=format, zero_based=zero_based,
-                         value_dtype=value_dtype, label_column=label_column, limits=limits,
-                         _chunk_bytes=_chunk_bytes)
+    summary = parse_into(
+        sink,
+        lambda: open(path, "rb"),
+        format=format,
+        zero_based=zero_based,
+        value_dtype=value_dtype,
+        label_column=label_column,
+        limits=limits,
+        _chunk_bytes=_chunk_bytes,
+    )
     arrays = sink.arrays()
     return ParsedData(
         arrays["indptr"],
@@ -873,10 +895,14 @@ def warm_up() -> None:
     limits = ParseLimits(1 << 20, 1000, 1000, 1000)
     for value_dtype in ("float64", "auto"):
         for text, fmt in ((_WARM_SVM, "svmlight"), (_WARM_CSV, "csv")):
-            parse_into(ArrayCollector(), lambda text=text: io.BytesIO(text), format=fmt, value_dtype=value_dtype,
-                       limits=limits, _chunk_bytes=64)
+            parse_into(
+                ArrayCollector(),
+                lambda text=text: io.BytesIO(text),
+                format=fmt,
+                value_dtype=value_dtype,
+                limits=limits,
+                _chunk_bytes=64,
+            )
     starts = np.zeros(1, dtype=np.int64)
     ends = np.ones(1, dtype=np.int64)
-    K.parse_numbers(
-        np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64)
-    )
+    K.parse_numbers(np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64))

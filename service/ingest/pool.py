@@ -53,7 +53,9 @@ class IngestPool:
         try:
             return await loop.run_in_executor(self._pool(), functools.partial(function, *args, **kwargs))
         except BrokenProcessPool:
-            log.error("an ingest process died while running %s; starting a new pool", getattr(function, "__name__", function))
+            log.error(
+                "an ingest process died while running %s; starting a new pool", getattr(function, "__name__", function)
+            )
             self.close()
             raise
 

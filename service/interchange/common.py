@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gzip
 import io
-from typing import IO, Iterator, cast
+from collections.abc import Iterator
+from typing import IO, cast
 
 import numpy as np
 
@@ -81,8 +82,14 @@ def numbered_lines(text: IO[str]) -> Iterator[tuple[int, str]]:
 class Header:
     """The key-value lines before a model file's body (`w` for LIBLINEAR, `SV` for LIBSVM), with their lines."""
 
-    def __init__(self, lines: Iterator[tuple[int, str]], terminator: str, fields: tuple[str, ...], format_name: str,
-                 refuse=lambda key, values: None):
+    def __init__(
+        self,
+        lines: Iterator[tuple[int, str]],
+        terminator: str,
+        fields: tuple[str, ...],
+        format_name: str,
+        refuse=lambda key, values: None,
+    ):
         self.values: dict[str, tuple[int, list[str]]] = {}
         self.end = 0
         for self.end, line in lines:
@@ -92,18 +99,25 @@ class Header:
             key, values = parts[0], parts[1:]
             if key == terminator:
                 if values:
-                    raise ModelFileError(self.end, f"`{terminator}` must stand alone on its line, found {line.strip()!r}")
+                    raise ModelFileError(
+                        self.end, f"`{terminator}` must stand alone on its line, found {line.strip()!r}"
+                    )
                 return
             if key not in fields:
-                raise ModelFileError(self.end, f"unknown header field {key!r}: a {format_name} model file has "
-                                               f"{', '.join(fields)}, then `{terminator}`")
+                raise ModelFileError(
+                    self.end,
+                    f"unknown header field {key!r}: a {format_name} model file has "
+                    f"{', '.join(fields)}, then `{terminator}`",
+                )
             if key in self.values:
                 raise ModelFileError(self.end, f"{key} is given twice (first on line {self.values[key][0]})")
             reason = refuse(key, values)
             if reason:
                 raise ModelFileError(self.end, reason)
             self.values[key] = (self.end, values)
-        raise ModelFileError(self.end or 1, f"no `{terminator}` line: this is not a {format_name} model file (or it is cut short)")
+        raise ModelFileError(
+            self.end or 1, f"no `{terminator}` line: this is not a {format_name} model file (or it is cut short)"
+        )
 
     def __contains__(self, name: str) -> bool:
         return name in self.values

@@ -7,7 +7,7 @@ same double), so export then import gives the same model bit for bit.
 from __future__ import annotations
 
 import json
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 from pydantic import ValidationError
@@ -16,11 +16,32 @@ from service.interchange.common import ExportRefused, ModelFileError
 from service.schemas.model_files import ModelDocument
 
 NUMBERS_PER_PIECE = 8192
-STRUCTURAL = ("kind", "task", "multiclass", "labels", "ovo_labels", "nr_sv", "n_features", "zero_based", "kernel",
-              "ranks", "thresholds", "probability")
+STRUCTURAL = (
+    "kind",
+    "task",
+    "multiclass",
+    "labels",
+    "ovo_labels",
+    "nr_sv",
+    "n_features",
+    "zero_based",
+    "kernel",
+    "ranks",
+    "thresholds",
+    "probability",
+)
 HIDDEN = ("tenant", "arrays")
-TRAINING_FIELDS = ("solver", "params", "n_iter", "converged", "stop_reason", "training_seconds", "objective",
-                   "train_accuracy", "created_at")
+TRAINING_FIELDS = (
+    "solver",
+    "params",
+    "n_iter",
+    "converged",
+    "stop_reason",
+    "training_seconds",
+    "objective",
+    "train_accuracy",
+    "created_at",
+)
 
 
 def _numbers(values) -> Iterator[str]:
@@ -28,7 +49,7 @@ def _numbers(values) -> Iterator[str]:
     flat = np.asarray(values).reshape(-1).tolist()
     yield "["
     for start in range(0, len(flat), NUMBERS_PER_PIECE):
-        yield ("," if start else "") + ",".join(map(repr, flat[start:start + NUMBERS_PER_PIECE]))
+        yield ("," if start else "") + ",".join(map(repr, flat[start : start + NUMBERS_PER_PIECE]))
     yield "]"
 
 
@@ -152,7 +173,7 @@ def _line_of(raw: bytes, error: Mapping) -> int | None:
     message = error.get("msg", "")
     marker = message.rfind("line ")
     if marker >= 0:
-        digits = message[marker + 5:].split(" ", 1)[0]
+        digits = message[marker + 5 :].split(" ", 1)[0]
         if digits.isdigit():
             return int(digits)
     return None

@@ -25,17 +25,34 @@ Logistic-regression models keep their probabilities: P = 1 / (1 + exp(-decision 
 
 from __future__ import annotations
 
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 import numpy as np
 
 from service.interchange.common import (
-    ROWS_PER_PIECE, ExportRefused, Header, ModelFileError, format_matrix, integral_labels, number, numbered_lines,
-    parse_float, parse_int,
+    ROWS_PER_PIECE,
+    ExportRefused,
+    Header,
+    ModelFileError,
+    format_matrix,
+    integral_labels,
+    number,
+    numbered_lines,
+    parse_float,
+    parse_int,
 )
 
-CLASSIFIER_TYPES = ("L2R_LR", "L2R_L2LOSS_SVC_DUAL", "L2R_L2LOSS_SVC", "L2R_L1LOSS_SVC_DUAL", "MCSVM_CS",
-                    "L1R_L2LOSS_SVC", "L1R_LR", "L2R_LR_DUAL")
+CLASSIFIER_TYPES = (
+    "L2R_LR",
+    "L2R_L2LOSS_SVC_DUAL",
+    "L2R_L2LOSS_SVC",
+    "L2R_L1LOSS_SVC_DUAL",
+    "MCSVM_CS",
+    "L1R_L2LOSS_SVC",
+    "L1R_LR",
+    "L2R_LR_DUAL",
+)
 LOGISTIC_TYPES = ("L2R_LR", "L1R_LR", "L2R_LR_DUAL")
 OTHER_TYPES = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "ONECLASS_SVM")
 HEADER_FIELDS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
@@ -56,8 +73,11 @@ def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
     if meta.get("kind") != "linear":
         raise ExportRefused(
             f"LIBLINEAR files hold linear classifiers; this is a {meta.get('kind')} model"
-            + (" (its pairwise scoring function exports as json or onnx)" if meta.get("kind") == "ranking" else
-               " (export it as libsvm, json or onnx)")
+            + (
+                " (its pairwise scoring function exports as json or onnx)"
+                if meta.get("kind") == "ranking"
+                else " (export it as libsvm, json or onnx)"
+            )
         )
     labels = integral_labels(meta["labels"], "LIBLINEAR")
     weights = np.asarray(arrays["weights"], dtype=np.float64)
@@ -80,7 +100,7 @@ def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
         "w\n"
     )
     for start in range(0, n_features, ROWS_PER_PIECE):
-        yield format_matrix(weights[:, start:start + ROWS_PER_PIECE].T)
+        yield format_matrix(weights[:, start : start + ROWS_PER_PIECE].T)
     if bias_weights is not None:
         yield format_matrix(bias_weights.reshape(1, -1))
 
@@ -98,9 +118,13 @@ def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
     field, last = header.field, header.end
     where, (solver_type,) = field("solver_type")
     if solver_type in OTHER_TYPES:
-        raise ModelFileError(where, f"solver_type {solver_type} is a regression or one-class model; Hinge imports classifiers")
+        raise ModelFileError(
+            where, f"solver_type {solver_type} is a regression or one-class model; Hinge imports classifiers"
+        )
     if solver_type not in CLASSIFIER_TYPES:
-        raise ModelFileError(where, f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers: {', '.join(CLASSIFIER_TYPES)})")
+        raise ModelFileError(
+            where, f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers: {', '.join(CLASSIFIER_TYPES)})"
+        )
     where, (token,) = field("nr_class")
     nr_class = parse_int(token, where, "nr_class")
     if nr_class < 2:
@@ -141,8 +165,12 @@ def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
         "liblinear_solver_type": solver_type,
     }
     if solver_type in LOGISTIC_TYPES:
-        meta["probability"] = {"method": "platt_ovr", "A": [-1.0] * weights.shape[0], "B": [0.0] * weights.shape[0],
-                               "source": "LIBLINEAR logistic regression: P = 1 / (1 + exp(-decision value))"}
+        meta["probability"] = {
+            "method": "platt_ovr",
+            "A": [-1.0] * weights.shape[0],
+            "B": [0.0] * weights.shape[0],
+            "source": "LIBLINEAR logistic regression: P = 1 / (1 + exp(-decision value))",
+        }
     return meta, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
 
 
@@ -158,11 +186,15 @@ def _read_weight_rows(lines: Iterator[tuple[int, str]], n_rows: int, nr_w: int, 
         if len(rows) == n_rows:
             raise ModelFileError(last, f"more weight lines than the {n_rows} that nr_feature and bias call for")
         if len(values) != nr_w:
-            raise ModelFileError(last, f"expected {nr_w} weight{'s' if nr_w > 1 else ''} on this line, found {len(values)}")
+            raise ModelFileError(
+                last, f"expected {nr_w} weight{'s' if nr_w > 1 else ''} on this line, found {len(values)}"
+            )
         rows.append(values)
         numbers.append(last)
     if len(rows) < n_rows:
-        raise ModelFileError(last + 1, f"the file ends after {len(rows)} weight lines; nr_feature and bias call for {n_rows}")
+        raise ModelFileError(
+            last + 1, f"the file ends after {len(rows)} weight lines; nr_feature and bias call for {n_rows}"
+        )
     try:
         table = np.array(rows, dtype=np.float64)
     except ValueError:

@@ -36,21 +36,42 @@ kept and give LIBSVM's coupled probabilities. An index 0 in the file makes the m
 
 from __future__ import annotations
 
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.interchange.common import (
-    ROWS_PER_PIECE, ExportRefused, Header, ModelFileError, integral_labels, number, numbered_lines, parse_float,
+    ROWS_PER_PIECE,
+    ExportRefused,
+    Header,
+    ModelFileError,
+    integral_labels,
+    number,
+    numbered_lines,
+    parse_float,
     parse_int,
 )
 
 KERNEL_TYPES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid": "sigmoid"}
 SVM_TYPES = ("c_svc", "nu_svc")
 OTHER_SVM_TYPES = ("one_class", "epsilon_svr", "nu_svr")
-HEADER_FIELDS = ("svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class", "total_sv", "rho", "label",
-                 "probA", "probB", "nr_sv", "prob_density_marks")
+HEADER_FIELDS = (
+    "svm_type",
+    "kernel_type",
+    "degree",
+    "gamma",
+    "coef0",
+    "nr_class",
+    "total_sv",
+    "rho",
+    "label",
+    "probA",
+    "probB",
+    "nr_sv",
+    "prob_density_marks",
+)
 
 
 def pairs_of(n_classes: int) -> list[tuple[int, int]]:
@@ -75,8 +96,14 @@ def write_libsvm(meta: dict, arrays: dict) -> Iterator[str]:
         coef = np.eye(support.shape[0])
     else:
         kernel = meta["kernel"]
-        support = sp.csr_matrix((np.asarray(arrays["sv_data"], dtype=np.float64), np.asarray(arrays["sv_indices"]),
-                                 np.asarray(arrays["sv_indptr"])), shape=(len(arrays["sv_indptr"]) - 1, int(meta["n_features"])))
+        support = sp.csr_matrix(
+            (
+                np.asarray(arrays["sv_data"], dtype=np.float64),
+                np.asarray(arrays["sv_indices"]),
+                np.asarray(arrays["sv_indptr"]),
+            ),
+            shape=(len(arrays["sv_indptr"]) - 1, int(meta["n_features"])),
+        )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
     if meta.get("multiclass") == "ovo":
@@ -96,8 +123,12 @@ def _header(kernel: dict, labels: list, n_sv: list[int], rho, prob: tuple | None
         lines.append(f"gamma {number(kernel['gamma'])}")
     if kind in ("poly", "sigmoid"):
         lines.append(f"coef0 {number(kernel.get('coef0', 0.0))}")
-    lines += [f"nr_class {len(labels)}", f"total_sv {sum(n_sv)}", "rho " + " ".join(number(v) for v in rho),
-              "label " + " ".join(str(int(v)) for v in labels)]
+    lines += [
+        f"nr_class {len(labels)}",
+        f"total_sv {sum(n_sv)}",
+        "rho " + " ".join(number(v) for v in rho),
+        "label " + " ".join(str(int(v)) for v in labels),
+    ]
     if prob is not None:
         lines += ["probA " + " ".join(number(v) for v in prob[0]), "probB " + " ".join(number(v) for v in prob[1])]
     lines += ["nr_sv " + " ".join(str(n) for n in n_sv), "SV"]
@@ -148,7 +179,11 @@ def _write_one_vs_one(meta: dict, kernel: dict, support, coef: np.ndarray, offse
     k = len(file_labels)
     pair_index = {pair: p for p, pair in enumerate(pairs_of(k))}
     calibration = meta.get("probability")
-    prob = (calibration["A"], calibration["B"]) if calibration and calibration.get("method") == "pairwise_coupling" else None
+    prob = (
+        (calibration["A"], calibration["B"])
+        if calibration and calibration.get("method") == "pairwise_coupling"
+        else None
+    )
     yield _header(kernel, file_labels, n_sv, [-v for v in offsets], prob)
     start = 0
     for c, count in enumerate(n_sv):
@@ -179,7 +214,9 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
     field, last = header.field, header.end
     where, (svm_type,) = field("svm_type")
     if svm_type in OTHER_SVM_TYPES:
-        raise ModelFileError(where, f"svm_type {svm_type} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)")
+        raise ModelFileError(
+            where, f"svm_type {svm_type} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)"
+        )
     if svm_type not in SVM_TYPES:
         raise ModelFileError(where, f"unknown svm_type {svm_type!r} (classifiers: {', '.join(SVM_TYPES)})")
     kernel = _read_kernel(header, field)
@@ -206,7 +243,10 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
     if "probA" in header or "probB" in header:
         where_a, tokens_a = field("probA", n_pairs)
         where_b, tokens_b = field("probB", n_pairs)
-        prob = ([parse_float(t, where_a, "probA") for t in tokens_a], [parse_float(t, where_b, "probB") for t in tokens_b])
+        prob = (
+            [parse_float(t, where_a, "probA") for t in tokens_a],
+            [parse_float(t, where_b, "probB") for t in tokens_b],
+        )
 
     coefficients, support, zero_based = _read_support_vectors(lines, total_sv, k - 1, last)
     largest = support.shape[1]
@@ -219,8 +259,8 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
     pair_coef = np.zeros((n_pairs, total_sv))
     starts = np.concatenate([[0], np.cumsum(nr_sv)])
     for p, (i, j) in enumerate(pairs_of(k)):
-        pair_coef[p, starts[i]:starts[i + 1]] = coefficients[starts[i]:starts[i + 1], j - 1]
-        pair_coef[p, starts[j]:starts[j + 1]] = coefficients[starts[j]:starts[j + 1], i]
+        pair_coef[p, starts[i] : starts[i + 1]] = coefficients[starts[i] : starts[i + 1], j - 1]
+        pair_coef[p, starts[j] : starts[j + 1]] = coefficients[starts[j] : starts[j + 1], i]
     offsets = -rho
     meta = {
         "kind": "kernel",
@@ -238,13 +278,21 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
         pair_coef, offsets = sign * pair_coef, sign * offsets
         if prob is not None:
             # LIBSVM: P(first label) = 1 / (1 + exp(A d + B)); for d' = sign d and the larger label: A, sign * B
-            meta["probability"] = {"method": "platt_ovr", "A": [prob[0][0]], "B": [sign * prob[1][0]],
-                                   "source": "LIBSVM probA/probB"}
+            meta["probability"] = {
+                "method": "platt_ovr",
+                "A": [prob[0][0]],
+                "B": [sign * prob[1][0]],
+                "source": "LIBSVM probA/probB",
+            }
     else:
         meta.update(multiclass="ovo", ovo_labels=[float(v) for v in file_labels], nr_sv=nr_sv)
         if prob is not None:
-            meta["probability"] = {"method": "pairwise_coupling", "A": prob[0], "B": prob[1],
-                                   "source": "LIBSVM probA/probB"}
+            meta["probability"] = {
+                "method": "pairwise_coupling",
+                "A": prob[0],
+                "B": prob[1],
+                "source": "LIBSVM probA/probB",
+            }
     arrays = {
         "sv_indptr": support.indptr.astype(np.int64),
         "sv_indices": support.indices.astype(np.int32),
@@ -259,7 +307,10 @@ def _read_kernel(header: Header, field) -> dict:
     where, (name,) = field("kernel_type")
     types = {v: k for k, v in KERNEL_TYPES.items()}
     if name == "precomputed":
-        raise ModelFileError(where, "kernel_type precomputed: the model holds kernel values, not vectors; Hinge cannot score new rows with it")
+        raise ModelFileError(
+            where,
+            "kernel_type precomputed: the model holds kernel values, not vectors; Hinge cannot score new rows with it",
+        )
     if name not in types:
         raise ModelFileError(where, f"unknown kernel_type {name!r} (one of {', '.join(types)})")
     kind = types[name]
@@ -297,7 +348,9 @@ def _read_support_vectors(lines, total_sv: int, n_coef: int, header_end: int) ->
         if count == total_sv:
             raise ModelFileError(last, f"more support vector lines than total_sv = {total_sv}")
         if len(tokens) < n_coef:
-            raise ModelFileError(last, f"a support vector line starts with {n_coef} coefficients, found {len(tokens)} values")
+            raise ModelFileError(
+                last, f"a support vector line starts with {n_coef} coefficients, found {len(tokens)} values"
+            )
         for t in range(n_coef):
             coefficients[count, t] = parse_float(tokens[t], last, f"coefficient {t + 1}")
         previous = -1
@@ -321,6 +374,7 @@ def _read_support_vectors(lines, total_sv: int, n_coef: int, header_end: int) ->
     zero_based = bool(index_array.size and index_array.min() == 0)
     columns = index_array if zero_based else index_array - 1
     width = int(columns.max()) + 1 if columns.size else 1
-    support = sp.csr_matrix((np.asarray(values, dtype=np.float64), columns, np.asarray(indptr, dtype=np.int64)),
-                            shape=(total_sv, width))
+    support = sp.csr_matrix(
+        (np.asarray(values, dtype=np.float64), columns, np.asarray(indptr, dtype=np.int64)), shape=(total_sv, width)
+    )
     return coefficients, support, zero_based

@@ -58,11 +58,20 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         _check_size(weights.size, "weights")
         raw = node("MatMul", [x, const("weights_t", np.ascontiguousarray(weights.T))])
     else:
-        support = sp.csr_matrix((np.asarray(arrays["sv_data"], dtype=np.float64), np.asarray(arrays["sv_indices"]),
-                                 np.asarray(arrays["sv_indptr"])), shape=(len(arrays["sv_indptr"]) - 1, n_features))
+        support = sp.csr_matrix(
+            (
+                np.asarray(arrays["sv_data"], dtype=np.float64),
+                np.asarray(arrays["sv_indices"]),
+                np.asarray(arrays["sv_indptr"]),
+            ),
+            shape=(len(arrays["sv_indptr"]) - 1, n_features),
+        )
         _check_size(support.shape[0] * n_features, "support vectors")
         kernel_values = _kernel_nodes(meta["kernel"], x, support, const, node)
-        raw = node("MatMul", [kernel_values, const("coef_t", np.ascontiguousarray(np.asarray(arrays["coef"], dtype=np.float64).T))])
+        raw = node(
+            "MatMul",
+            [kernel_values, const("coef_t", np.ascontiguousarray(np.asarray(arrays["coef"], dtype=np.float64).T))],
+        )
     scores = node("Add", [raw, const("offsets", offsets)])  # [N, k]
 
     outputs = []
@@ -100,7 +109,9 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         _output(nodes, node("Gather", [label_table("labels", labels), best], axis=0), "label")
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     _output(nodes, node("Cast", [score_out], to=TensorProto.FLOAT), "scores")
-    score_shape: list[str | int | None] = ["N"] if (kind == "ranking" or (offsets.size == 1 and meta.get("multiclass") != "ovo")) else ["N", len(labels)]
+    score_shape: list[str | int | None] = (
+        ["N"] if (kind == "ranking" or (offsets.size == 1 and meta.get("multiclass") != "ovo")) else ["N", len(labels)]
+    )
     outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, score_shape))
 
     calibration = meta.get("probability")
@@ -108,7 +119,9 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         A = np.asarray(calibration["A"], dtype=np.float64)
         B = np.asarray(calibration["B"], dtype=np.float64)
         # 1 / (1 + exp(A f + B)) = sigmoid(-(A f + B))
-        p = node("Sigmoid", [node("Neg", [node("Add", [node("Mul", [scores, const("platt_a", A)]), const("platt_b", B)])])])
+        p = node(
+            "Sigmoid", [node("Neg", [node("Add", [node("Mul", [scores, const("platt_a", A)]), const("platt_b", B)])])]
+        )
         if offsets.size == 1:
             probabilities = node("Concat", [node("Sub", [const("one", np.array([[1.0]])), p]), p], axis=1)
         else:
@@ -118,15 +131,27 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", len(labels)]))
 
     graph = helper.make_graph(
-        nodes, "hinge_model",
+        nodes,
+        "hinge_model",
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", n_features])],
-        outputs, initializer=initializers,
+        outputs,
+        initializer=initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hinge",
-                              doc_string=f"Hinge {kind} model {meta.get('id', '')}: input X float32 [N, {n_features}]")
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="hinge",
+        doc_string=f"Hinge {kind} model {meta.get('id', '')}: input X float32 [N, {n_features}]",
+    )
     model.ir_version = 8
-    helper.set_model_props(model, {"hinge_model_id": str(meta.get("id", "")), "hinge_kind": kind,
-                                   "hinge_task": str(meta.get("task", "classification"))})
+    helper.set_model_props(
+        model,
+        {
+            "hinge_model_id": str(meta.get("id", "")),
+            "hinge_kind": kind,
+            "hinge_task": str(meta.get("task", "classification")),
+        },
+    )
     onnx.checker.check_model(model)
     return model.SerializeToString()
 
@@ -156,12 +181,20 @@ def _kernel_nodes(kernel: dict, x: str, support: sp.csr_matrix, const, node) -> 
         return dots
     gamma = float(kernel["gamma"])
     if kind == "rbf":
-        x_sq = node("ReduceSum", [node("Mul", [x, x]), const("feature_axis", np.array([1], dtype=np.int64))], keepdims=1)
+        x_sq = node(
+            "ReduceSum", [node("Mul", [x, x]), const("feature_axis", np.array([1], dtype=np.int64))], keepdims=1
+        )
         sv_sq = const("support_sq", (dense * dense).sum(axis=1).reshape(1, -1))
         distance = node("Sub", [node("Add", [x_sq, sv_sq]), node("Mul", [dots, const("two", np.array(2.0))])])
         distance = node("Max", [distance, const("zero_d", np.array(0.0))])
         return node("Exp", [node("Mul", [distance, const("minus_gamma", np.array(-gamma))])])
-    inner = node("Add", [node("Mul", [dots, const("gamma", np.array(gamma))]), const("coef0", np.array(float(kernel.get("coef0", 0.0))))])
+    inner = node(
+        "Add",
+        [
+            node("Mul", [dots, const("gamma", np.array(gamma))]),
+            const("coef0", np.array(float(kernel.get("coef0", 0.0)))),
+        ],
+    )
     if kind == "poly":
         return node("Pow", [inner, const("degree", np.array(float(kernel.get("degree", 3))))])
     return node("Tanh", [inner])
@@ -181,12 +214,26 @@ def _one_vs_one_nodes(meta: dict, pairwise: str, const, node, label_table, nodes
         second[p, j] = 1.0
     wins = node("Cast", [node("Greater", [pairwise, const("zero_p", np.array(0.0))])], to=TensorProto.DOUBLE)
     losses = node("Sub", [const("one_p", np.array(1.0)), wins])
-    votes = node("Add", [node("MatMul", [wins, const("vote_first", first)]), node("MatMul", [losses, const("vote_second", second)])])
+    votes = node(
+        "Add",
+        [node("MatMul", [wins, const("vote_first", first)]), node("MatMul", [losses, const("vote_second", second)])],
+    )
     best = node("ArgMax", [votes], axis=1, keepdims=0, select_last_index=0)
     _output(nodes, node("Gather", [label_table("vote_labels", vote_labels), best], axis=0), "label")
     confidence = node("MatMul", [pairwise, const("confidence_sign", first - second)])
-    squashed = node("Div", [confidence, node("Mul", [const("three", np.array(3.0)),
-                                                     node("Add", [node("Abs", [confidence]), const("one_c", np.array(1.0))])])])
+    squashed = node(
+        "Div",
+        [
+            confidence,
+            node(
+                "Mul",
+                [
+                    const("three", np.array(3.0)),
+                    node("Add", [node("Abs", [confidence]), const("one_c", np.array(1.0))]),
+                ],
+            ),
+        ],
+    )
     per_class = node("Add", [votes, squashed])
     order = np.argsort(np.asarray(vote_labels), kind="stable").astype(np.int64)
     return node("Gather", [per_class, const("ascending", order)], axis=1)

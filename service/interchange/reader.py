@@ -21,13 +21,17 @@ def read_model_file(path: str, format: str, n_features: int | None = None) -> di
 
                 meta, arrays = read_json(read_all(raw))
                 if n_features is not None:
-                    raise ModelFileError(None, "n_features applies to libsvm files only (a JSON document states its own)")
+                    raise ModelFileError(
+                        None, "n_features applies to libsvm files only (a JSON document states its own)"
+                    )
             elif format == "liblinear":
                 from service.interchange.liblinear import read_liblinear
 
                 meta, arrays = read_liblinear(open_text(raw))
                 if n_features is not None:
-                    raise ModelFileError(None, "n_features applies to libsvm files only (LIBLINEAR files state nr_feature)")
+                    raise ModelFileError(
+                        None, "n_features applies to libsvm files only (LIBLINEAR files state nr_feature)"
+                    )
             elif format == "libsvm":
                 from service.interchange.libsvm import read_libsvm
 
@@ -40,5 +44,7 @@ def read_model_file(path: str, format: str, n_features: int | None = None) -> di
         return {"error": {"line": None, "reason": f"the file could not be read: {exc}"}}
     except Exception as exc:  # a reader's bug must not become a 500 for the caller's file; it is logged
         log.exception("reading a %s model file failed", format)
-        return {"error": {"line": None, "reason": f"the file could not be read as a {format} model ({type(exc).__name__})"}}
+        return {
+            "error": {"line": None, "reason": f"the file could not be read as a {format} model ({type(exc).__name__})"}
+        }
     return {"meta": meta, "arrays": arrays}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -21,7 +20,9 @@ class ResponseModel(BaseModel):
 class ValidationIssue(ResponseModel):
     """One invalid field of a request."""
 
-    loc: list[str | int] = Field(description="Where: `body`, `query` or `path`, then field names and list indices, as the request wrote them.")
+    loc: list[str | int] = Field(
+        description="Where: `body`, `query` or `path`, then field names and list indices, as the request wrote them."
+    )
     msg: str = Field(description="What is wrong with it.")
     type: str = Field(description="Machine-readable kind of problem, e.g. `missing`, `greater_than`, `json_invalid`.")
 
@@ -37,7 +38,9 @@ class ParseErrorDetails(ResponseModel):
 class LimitDetails(ResponseModel):
     """Which configured limit a request crossed."""
 
-    limit: str = Field(description="Name of the limit (setting), e.g. `max_upload_bytes`, `max_queued_jobs_per_tenant`.")
+    limit: str = Field(
+        description="Name of the limit (setting), e.g. `max_upload_bytes`, `max_queued_jobs_per_tenant`."
+    )
     value: int = Field(description="The limit's value.")
 
 

@@ -48,14 +48,18 @@ class DatasetOut(ResponseModel):
     n_samples: int = Field(description="Number of rows (instances).")
     n_features: int = Field(description="Number of features (largest index, after the index base is applied).")
     nnz: int = Field(description="Number of stored (index, value) pairs.")
-    labels: dict[str, int] = Field(description="Count of rows per label value, keyed by the label as text (`-1`, `1`, `2.5`).")
+    labels: dict[str, int] = Field(
+        description="Count of rows per label value, keyed by the label as text (`-1`, `1`, `2.5`)."
+    )
     has_qid: bool = Field(description="Whether rows carry `qid:` query ids (ranking data).")
     zero_based: bool = Field(description="Whether feature indices were read as zero-based (`auto` resolved).")
     compressed: bool = Field(description="Whether the upload was gzip-compressed.")
     bytes: int = Field(description="Size of the uploaded file in bytes, as sent.")
     text_bytes: int = Field(description="Size of the text after decompression.")
     sha256: str = Field(description="SHA-256 of the uploaded file, as sent (hex).")
-    feature_names: list[str] | None = Field(default=None, description="CSV header names of the feature columns; null for svmlight.")
+    feature_names: list[str] | None = Field(
+        default=None, description="CSV header names of the feature columns; null for svmlight."
+    )
     value_dtype: StoredValueDtype = Field(
         default=StoredValueDtype.float64,
         description="How feature values are stored: `float32` (each value is the float32 nearest to its text; "

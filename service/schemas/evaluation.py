@@ -10,7 +10,9 @@ from service.schemas.base import ResponseModel, StrictModel
 class EvaluateRequest(StrictModel):
     """Which data set to evaluate the model on."""
 
-    dataset_id: str = Field(description="Id of a data set of yours with the same feature numbering as the training data.", max_length=100)
+    dataset_id: str = Field(
+        description="Id of a data set of yours with the same feature numbering as the training data.", max_length=100
+    )
 
 
 class ClassMetrics(ResponseModel):
@@ -26,7 +28,9 @@ class ClassMetrics(ResponseModel):
 class ConfusionMatrix(ResponseModel):
     """Counts of (true label, predicted label)."""
 
-    labels: list[float] = Field(description="Row and column labels: the model's labels and any other label found in the data.")
+    labels: list[float] = Field(
+        description="Row and column labels: the model's labels and any other label found in the data."
+    )
     matrix: list[list[int]] = Field(description="matrix[i][j]: rows with true label labels[i] predicted as labels[j].")
 
 
@@ -37,14 +41,33 @@ class EvaluationOut(ResponseModel):
     dataset_id: str = Field(description="The data set.")
     n_samples: int = Field(description="Rows evaluated.")
     task: str = Field(description="`classification`, `ordinal`, `roc_area` or `ranking`.")
-    accuracy: float | None = Field(default=None, description="Fraction of rows whose predicted label (or rank) is right.")
+    accuracy: float | None = Field(
+        default=None, description="Fraction of rows whose predicted label (or rank) is right."
+    )
     error_rate: float | None = Field(default=None, description="1 - accuracy.")
-    precision: float | None = Field(default=None, description="Two classes: of the positive class (the larger label); more: macro average.")
+    precision: float | None = Field(
+        default=None, description="Two classes: of the positive class (the larger label); more: macro average."
+    )
     recall: float | None = Field(default=None, description="Two classes: of the positive class; more: macro average.")
     f1: float | None = Field(default=None, description="Two classes: of the positive class; more: macro average.")
-    prbep: float | None = Field(default=None, description="Precision/recall break-even point (two classes, or roc_area): precision among the k highest scores, k = number of positives.")
-    roc_auc: float | None = Field(default=None, description="Area under the ROC curve (two classes; more: macro average of one-vs-rest AUCs).")
-    confusion_matrix: ConfusionMatrix | None = Field(default=None, description="Counts of true versus predicted labels.")
-    per_class: list[ClassMetrics] | None = Field(default=None, description="Precision, recall and F1 per class of the model.")
-    pairwise_accuracy: float | None = Field(default=None, description="Pairwise tasks: fraction of pairs with y_i > y_j (same qid for ranking) scored s_i > s_j; ties count one half.")
-    kendall_tau: float | None = Field(default=None, description="Pairwise tasks: Kendall's tau-b between scores and labels (ranking: mean over queries).")
+    prbep: float | None = Field(
+        default=None,
+        description="Precision/recall break-even point (two classes, or roc_area): precision among the k highest scores, k = number of positives.",
+    )
+    roc_auc: float | None = Field(
+        default=None, description="Area under the ROC curve (two classes; more: macro average of one-vs-rest AUCs)."
+    )
+    confusion_matrix: ConfusionMatrix | None = Field(
+        default=None, description="Counts of true versus predicted labels."
+    )
+    per_class: list[ClassMetrics] | None = Field(
+        default=None, description="Precision, recall and F1 per class of the model."
+    )
+    pairwise_accuracy: float | None = Field(
+        default=None,
+        description="Pairwise tasks: fraction of pairs with y_i > y_j (same qid for ranking) scored s_i > s_j; ties count one half.",
+    )
+    kendall_tau: float | None = Field(
+        default=None,
+        description="Pairwise tasks: Kendall's tau-b between scores and labels (ranking: mean over queries).",
+    )

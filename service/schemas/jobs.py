@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -51,11 +51,13 @@ class SampledCutsJobRequest(StrictModel):
 
     dataset_id: str = DATASET_ID
     solver: Literal["sampled_cuts"] = Field(description="The solver: `sampled_cuts`.")
-    params: SampledCutsParams = Field(default_factory=SampledCutsParams, description="Parameters of the sampled_cuts solver.")
+    params: SampledCutsParams = Field(
+        default_factory=SampledCutsParams, description="Parameters of the sampled_cuts solver."
+    )
 
 
 JobRequest = Annotated[
-    Union[DcdJobRequest, CpaJobRequest, OcasJobRequest, SmoJobRequest, SampledCutsJobRequest],
+    DcdJobRequest | CpaJobRequest | OcasJobRequest | SmoJobRequest | SampledCutsJobRequest,
     Field(discriminator="solver"),
 ]
 """The body of POST /v1/jobs: a union discriminated by `solver`."""
@@ -90,20 +92,31 @@ class JobProgress(ResponseModel):
         description="What the job is doing: `loading data`, `training`, `cross-validating`, "
         "`refitting the best setting`, `scoring training data`, `calibrating probabilities`, `storing model`, or `done` once the job succeeded.",
     )
-    fraction: float | None = Field(default=None, ge=0.0, le=1.0, description="Fraction done, 0 to 1 (see the schema's description); it never goes back.")
+    fraction: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Fraction done, 0 to 1 (see the schema's description); it never goes back.",
+    )
     eta_s: float | None = Field(
         default=None,
         description="Estimated seconds left, from how fast `fraction` grew over the recent past (the last third of "
         "the run, at least 3 s); null while there is no estimate.",
     )
-    iteration: int | None = Field(default=None, description="Outer iterations done (of the binary problem being solved).")
+    iteration: int | None = Field(
+        default=None, description="Outer iterations done (of the binary problem being solved)."
+    )
     elapsed_s: float | None = Field(default=None, description="Solver seconds so far.")
     primal: float | None = Field(default=None, description="Latest primal objective.")
     dual: float | None = Field(default=None, description="Latest dual objective or lower bound.")
     gap: float | None = Field(default=None, description="Latest duality gap (primal minus dual or lower bound).")
-    subproblem: int | None = Field(default=None, description="Index of the binary problem being solved (one-vs-rest), from 0.")
+    subproblem: int | None = Field(
+        default=None, description="Index of the binary problem being solved (one-vs-rest), from 0."
+    )
     subproblems: int | None = Field(default=None, description="Number of binary problems of the job.")
-    subtasks_done: int | None = Field(default=None, description="Subtasks finished (one-vs-rest classes, or folds and settings of a search).")
+    subtasks_done: int | None = Field(
+        default=None, description="Subtasks finished (one-vs-rest classes, or folds and settings of a search)."
+    )
     subtasks_total: int | None = Field(default=None, description="Subtasks of the job.")
 
 
@@ -126,8 +139,13 @@ class JobOut(ResponseModel):
     started_at: str | None = Field(default=None, description="When a worker started it.")
     finished_at: str | None = Field(default=None, description="When it ended.")
     progress: JobProgress = Field(default_factory=JobProgress, description="Latest progress.")
-    model_id: str | None = Field(default=None, description="Id of the trained model (also set for a canceled job that had a model to return).")
-    stop_reason: StopReason | None = Field(default=None, description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).")
+    model_id: str | None = Field(
+        default=None, description="Id of the trained model (also set for a canceled job that had a model to return)."
+    )
+    stop_reason: StopReason | None = Field(
+        default=None,
+        description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).",
+    )
     error: JobError | None = Field(default=None, description="Set when the job failed.")
     search_results: dict[str, Any] | None = Field(
         default=None,
@@ -156,13 +174,17 @@ class TracePoint(ResponseModel):
     primal: float | None = Field(default=None, description="Primal objective 0.5|w|^2 + C*sum loss at this point.")
     dual: float | None = Field(default=None, description="Dual objective (or lower bound) at this point.")
     gap: float | None = Field(default=None, description="primal - dual.")
-    subproblem: int | None = Field(default=None, description="Binary problem (one-vs-rest class index) the point belongs to.")
+    subproblem: int | None = Field(
+        default=None, description="Binary problem (one-vs-rest class index) the point belongs to."
+    )
 
 
 class TraceOut(ResponseModel):
     """The convergence points recorded so far (while the job runs, the list grows)."""
 
     job_id: str | None = Field(description="The job (null for an imported model, which has no trace).")
-    status: JobStatus | None = Field(description="The job's status when the trace was read (null for an imported model).")
+    status: JobStatus | None = Field(
+        description="The job's status when the trace was read (null for an imported model)."
+    )
     points: list[TracePoint] = Field(description="Points from index `since` on, in the order recorded.")
     next: int = Field(description="Pass this as `since` to get only the points recorded after these.")

@@ -39,10 +39,16 @@ class Calibration(BaseModel):
     )
     A: list[float] = Field(description="Slope per score column (negative when larger scores mean the positive class).")
     B: list[float] = Field(description="Offset per score column.")
-    cv_folds: int | None = Field(default=None, description="Cross-validation folds the decision values were taken from (models trained here).")
+    cv_folds: int | None = Field(
+        default=None, description="Cross-validation folds the decision values were taken from (models trained here)."
+    )
     seed: int | None = Field(default=None, description="Seed of the fold assignment (models trained here).")
-    seconds: float | None = Field(default=None, description="Seconds the cross-validation fits took (models trained here).")
-    source: str | None = Field(default=None, description="Where the sigmoids come from when imported (e.g. LIBSVM's probA/probB).")
+    seconds: float | None = Field(
+        default=None, description="Seconds the cross-validation fits took (models trained here)."
+    )
+    source: str | None = Field(
+        default=None, description="Where the sigmoids come from when imported (e.g. LIBSVM's probA/probB)."
+    )
 
 
 class ModelKernel(BaseModel):
@@ -50,7 +56,9 @@ class ModelKernel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["linear", "poly", "rbf", "sigmoid"] = Field(description="K(x, z): <x,z>; (gamma <x,z> + coef0)^degree; exp(-gamma |x-z|^2); tanh(gamma <x,z> + coef0).")
+    type: Literal["linear", "poly", "rbf", "sigmoid"] = Field(
+        description="K(x, z): <x,z>; (gamma <x,z> + coef0)^degree; exp(-gamma |x-z|^2); tanh(gamma <x,z> + coef0)."
+    )
     gamma: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="Scale (poly, rbf, sigmoid).")
     coef0: float | None = Field(default=None, allow_inf_nan=False, description="Constant term (poly, sigmoid).")
     degree: int | None = Field(default=None, ge=1, le=20, description="Degree (poly).")
@@ -61,7 +69,9 @@ class SupportVectors(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    indptr: list[int] = Field(description="Row s holds the entries indptr[s] to indptr[s+1] - 1 (length: rows + 1, from 0).")
+    indptr: list[int] = Field(
+        description="Row s holds the entries indptr[s] to indptr[s+1] - 1 (length: rows + 1, from 0)."
+    )
     indices: list[int] = Field(description="Feature column of each entry, from 0, ascending within a row.")
     data: list[float] = Field(description="Value of each entry.")
 
@@ -77,7 +87,9 @@ class TrainingInfo(BaseModel):
     converged: bool | None = Field(default=None, description="Whether every binary problem met its stopping rule.")
     stop_reason: StopReason | None = Field(default=None, description="Why training stopped.")
     training_seconds: float | None = Field(default=None, description="Solver seconds.")
-    objective: float | None = Field(default=None, description="Primal objective of the model (summed over one-vs-rest problems).")
+    objective: float | None = Field(
+        default=None, description="Primal objective of the model (summed over one-vs-rest problems)."
+    )
     train_accuracy: float | None = Field(default=None, description="Accuracy on the training data.")
     created_at: str | None = Field(default=None, description="When the model was stored (ISO 8601 UTC).")
 
@@ -87,26 +99,48 @@ class ModelDocument(StrictModel):
 
     format: Literal["hinge-model"] = Field(description="Always `hinge-model`.")
     format_version: Literal[1] = Field(description="Version of this layout: 1.")
-    kind: ModelKind = Field(description="`linear` (weights), `kernel` (support vectors and coefficients) or `ranking` (one weight vector that scores rows).")
+    kind: ModelKind = Field(
+        description="`linear` (weights), `kernel` (support vectors and coefficients) or `ranking` (one weight vector that scores rows)."
+    )
     task: Task = Field(description="`classification`, or a pairwise objective: `ordinal`, `roc_area`, `ranking`.")
-    multiclass: Multiclass | None = Field(default=None, description="More than two labels: `ovr` (one score per label) or `ovo` (one per pair of labels).")
-    labels: list[float] | None = Field(description="Class labels ascending (ordinal: the ranks); null for models that only score.")
-    ovo_labels: list[float] | None = Field(default=None, description="`ovo` models: the labels in the order their pairs are numbered (and ties are broken).")
-    nr_sv: list[int] | None = Field(default=None, description="`ovo` models: support vectors per class of `ovo_labels` (they are stored grouped in that order).")
+    multiclass: Multiclass | None = Field(
+        default=None, description="More than two labels: `ovr` (one score per label) or `ovo` (one per pair of labels)."
+    )
+    labels: list[float] | None = Field(
+        description="Class labels ascending (ordinal: the ranks); null for models that only score."
+    )
+    ovo_labels: list[float] | None = Field(
+        default=None,
+        description="`ovo` models: the labels in the order their pairs are numbered (and ties are broken).",
+    )
+    nr_sv: list[int] | None = Field(
+        default=None,
+        description="`ovo` models: support vectors per class of `ovo_labels` (they are stored grouped in that order).",
+    )
     n_features: int = Field(ge=1, description="Number of feature columns the model reads.")
     zero_based: bool = Field(description="Whether sparse predict rows number features from 0 (else from 1).")
-    weights: list[list[float]] | None = Field(default=None, description="`linear` and `ranking`: one row of n_features weights per score.")
+    weights: list[list[float]] | None = Field(
+        default=None, description="`linear` and `ranking`: one row of n_features weights per score."
+    )
     offsets: list[float] = Field(description="The constant added to each score.")
     kernel: ModelKernel | None = Field(default=None, description="`kernel` models: the kernel.")
-    support_vectors: SupportVectors | None = Field(default=None, description="`kernel` models: the stored rows of the expansion.")
-    coef: list[list[float]] | None = Field(default=None, description="`kernel` models: one row of coefficients per score, one per support vector.")
+    support_vectors: SupportVectors | None = Field(
+        default=None, description="`kernel` models: the stored rows of the expansion."
+    )
+    coef: list[list[float]] | None = Field(
+        default=None, description="`kernel` models: one row of coefficients per score, one per support vector."
+    )
     ranks: list[float] | None = Field(default=None, description="`ordinal` models: the ranks, ascending.")
-    thresholds: list[float] | None = Field(default=None, description="`ordinal` models: score thresholds between adjacent ranks, ascending.")
-    probability: Calibration | None = Field(default=None, description="Calibrated models: the sigmoids that give class probabilities.")
+    thresholds: list[float] | None = Field(
+        default=None, description="`ordinal` models: score thresholds between adjacent ranks, ascending."
+    )
+    probability: Calibration | None = Field(
+        default=None, description="Calibrated models: the sigmoids that give class probabilities."
+    )
     training: TrainingInfo | None = Field(default=None, description="How the model was trained.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ModelDocument":
+    def _consistent(self) -> ModelDocument:
         n_scores = len(self.offsets)
         if self.kind in (ModelKind.linear, ModelKind.ranking):
             if self.weights is None:
@@ -130,7 +164,9 @@ class ModelDocument(StrictModel):
             if any(not 0 <= j < self.n_features for j in sv.indices):
                 raise ValueError(f"support_vectors.indices must lie in [0, n_features = {self.n_features})")
             if len(self.coef) != n_scores or any(len(row) != m for row in self.coef):
-                raise ValueError(f"coef must have {n_scores} rows (one per offset) of {m} entries (one per support vector)")
+                raise ValueError(
+                    f"coef must have {n_scores} rows (one per offset) of {m} entries (one per support vector)"
+                )
         n_labels = len(self.labels) if self.labels is not None else 0
         if self.task == Task.classification:
             if n_labels < 2:
@@ -139,16 +175,21 @@ class ModelDocument(StrictModel):
                 raise ValueError("labels must be distinct and ascending")
             if self.multiclass == Multiclass.ovo:
                 if self.ovo_labels is None or sorted(self.ovo_labels) != self.labels or self.kind != ModelKind.kernel:
-                    raise ValueError("an ovo model is a kernel model whose ovo_labels are its labels in the file's order")
+                    raise ValueError(
+                        "an ovo model is a kernel model whose ovo_labels are its labels in the file's order"
+                    )
                 expected = n_labels * (n_labels - 1) // 2
             else:
                 expected = 1 if n_labels == 2 else n_labels
             if n_scores != expected:
-                raise ValueError(f"{n_labels} labels need {expected} score{'s' if expected > 1 else ''}, found {n_scores} offsets")
+                raise ValueError(
+                    f"{n_labels} labels need {expected} score{'s' if expected > 1 else ''}, found {n_scores} offsets"
+                )
         elif n_scores != 1:
             raise ValueError(f"a {self.task.value} model has one score, found {n_scores} offsets")
-        if self.task == Task.ordinal and (self.ranks is None or self.thresholds is None
-                                          or len(self.thresholds) != len(self.ranks) - 1):
+        if self.task == Task.ordinal and (
+            self.ranks is None or self.thresholds is None or len(self.thresholds) != len(self.ranks) - 1
+        ):
             raise ValueError("an ordinal model needs ranks and thresholds (one fewer than ranks)")
         if self.probability is not None:
             if self.task != Task.classification:

@@ -15,12 +15,16 @@ class ModelOut(ResponseModel):
     """A trained model (its weights stay in binary in Redis)."""
 
     id: str = Field(description="Model id (`mdl_…`).")
-    source: ModelSource = Field(default=ModelSource.trained, description="`trained` by a job here, or `imported` (POST /v1/models).")
+    source: ModelSource = Field(
+        default=ModelSource.trained, description="`trained` by a job here, or `imported` (POST /v1/models)."
+    )
     import_format: ImportFormat | None = Field(default=None, description="Imported models: the format of the file.")
     job_id: str | None = Field(description="The job that trained it (null for imported models).")
     dataset_id: str | None = Field(description="The training data set (null for imported models).")
     solver: SolverName | None = Field(description="Solver name (null for models imported from LIBLINEAR or LIBSVM).")
-    params: dict[str, Any] = Field(description="Solver parameters used (imported models: what the file states, e.g. the bias or kernel).")
+    params: dict[str, Any] = Field(
+        description="Solver parameters used (imported models: what the file states, e.g. the bias or kernel)."
+    )
     kind: ModelKind = Field(
         description=(
             "`linear` (a weight vector per binary problem), `kernel` (an expansion over stored training rows) or "
@@ -31,20 +35,40 @@ class ModelOut(ResponseModel):
         description="The class labels, ascending (two labels: scores are positive for the larger one); for ordinal models the ranks; null for models that only score."
     )
     n_features: int = Field(description="Number of features the model was trained on.")
-    zero_based: bool = Field(description="Whether sparse predict rows use zero-based indices (as the training upload did).")
-    multiclass: Multiclass | None = Field(default=None, description="More than two labels: `ovr` (one score per label, argmax) or `ovo` (LIBSVM imports: one decision per pair of labels, vote).")
-    probability: Calibration | None = Field(default=None, description="Calibrated models (trained with `probability: true`, or imported with probabilities): the sigmoids behind `predict` with `probabilities: true`.")
-    n_iter: int | None = Field(description="Outer iterations, summed over the binary problems (null for imported models).")
+    zero_based: bool = Field(
+        description="Whether sparse predict rows use zero-based indices (as the training upload did)."
+    )
+    multiclass: Multiclass | None = Field(
+        default=None,
+        description="More than two labels: `ovr` (one score per label, argmax) or `ovo` (LIBSVM imports: one decision per pair of labels, vote).",
+    )
+    probability: Calibration | None = Field(
+        default=None,
+        description="Calibrated models (trained with `probability: true`, or imported with probabilities): the sigmoids behind `predict` with `probabilities: true`.",
+    )
+    n_iter: int | None = Field(
+        description="Outer iterations, summed over the binary problems (null for imported models)."
+    )
     n_iter_per_problem: list[int] = Field(default_factory=list, description="Outer iterations of each binary problem.")
-    converged: bool | None = Field(description="Whether every binary problem met its stopping rule (null for imported models).")
-    stop_reason: StopReason | None = Field(description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems); null for imported models.")
-    training_seconds: float | None = Field(description="Solver seconds only (no data loading, no trace evaluation); null for imported models.")
-    objective: float | None = Field(description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems).")
+    converged: bool | None = Field(
+        description="Whether every binary problem met its stopping rule (null for imported models)."
+    )
+    stop_reason: StopReason | None = Field(
+        description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems); null for imported models."
+    )
+    training_seconds: float | None = Field(
+        description="Solver seconds only (no data loading, no trace evaluation); null for imported models."
+    )
+    objective: float | None = Field(
+        description="Primal objective 0.5|w|^2 + C*sum loss of the returned model (summed over one-vs-rest problems)."
+    )
     objectives: list[float | None] = Field(
         default_factory=list,
-        description="Primal objective per binary problem (one entry for two classes); null where it was not computed (smo stopped by a deadline while shrunk, on a large problem)."
+        description="Primal objective per binary problem (one entry for two classes); null where it was not computed (smo stopped by a deadline while shrunk, on a large problem).",
     )
-    trace_seconds: float | None = Field(default=None, description="Seconds spent evaluating trace points (not in training_seconds).")
+    trace_seconds: float | None = Field(
+        default=None, description="Seconds spent evaluating trace points (not in training_seconds)."
+    )
     gap_rel: float | None = Field(
         default=None,
         description=(
@@ -53,24 +77,52 @@ class ModelOut(ResponseModel):
             "(see gap_rel_note)."
         ),
     )
-    gap_rel_per_problem: list[float | None] | None = Field(default=None, description="Certified relative gap of each binary problem (null where unknown).")
+    gap_rel_per_problem: list[float | None] | None = Field(
+        default=None, description="Certified relative gap of each binary problem (null where unknown)."
+    )
     gap_rel_note: str | None = Field(default=None, description="How gap_rel was certified, or why it is unknown.")
     train_accuracy: float | None = Field(
         description="Accuracy on the training data (kernel models, and models stopped by a cancel, a shutdown or their deadline: on a seeded sample of train_accuracy_rows rows when larger); null for score-only models."
     )
-    train_accuracy_rows: int | None = Field(default=None, description="Rows the training accuracy was measured on, when a sample.")
-    task: Task = Field(default=Task.classification, description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.")
+    train_accuracy_rows: int | None = Field(
+        default=None, description="Rows the training accuracy was measured on, when a sample."
+    )
+    task: Task = Field(
+        default=Task.classification,
+        description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.",
+    )
     kernel: dict | None = Field(default=None, description="Kernel models: the kernel with gamma resolved to a number.")
-    n_support: int | None = Field(default=None, description="Kernel models: stored expansion rows (union over the binary problems).")
-    n_support_per_problem: list[int] | None = Field(default=None, description="Kernel models: support vectors (or basis rows) per binary problem.")
-    n_bounded_support_per_problem: list[int | None] | None = Field(default=None, description="Kernel models: support vectors at the upper bound C per binary problem (smo).")
+    n_support: int | None = Field(
+        default=None, description="Kernel models: stored expansion rows (union over the binary problems)."
+    )
+    n_support_per_problem: list[int] | None = Field(
+        default=None, description="Kernel models: support vectors (or basis rows) per binary problem."
+    )
+    n_bounded_support_per_problem: list[int | None] | None = Field(
+        default=None, description="Kernel models: support vectors at the upper bound C per binary problem (smo)."
+    )
     ranks: list[float] | None = Field(default=None, description="Ordinal models: the rank values, ascending.")
-    thresholds: list[float] | None = Field(default=None, description="Ordinal models: score thresholds between adjacent ranks (a score above thresholds[k] ranks above ranks[k]).")
-    n_pairs: int | None = Field(default=None, description="Pairwise objectives: number of ordered pairs in the training loss.")
-    train_pairwise_accuracy: float | None = Field(default=None, description="Pairwise objectives: fraction of training pairs ordered correctly (ties count one half).")
-    train_roc_auc: float | None = Field(default=None, description="roc_area models: area under the ROC curve on the training data.")
-    search_results: dict[str, Any] | None = Field(default=None, description="Model selection: the cross-validation table and the best setting (see the job's search_results).")
-    refit_params: dict[str, Any] | None = Field(default=None, description="Model selection: the C (and gamma) of the best setting, refit on all the data.")
+    thresholds: list[float] | None = Field(
+        default=None,
+        description="Ordinal models: score thresholds between adjacent ranks (a score above thresholds[k] ranks above ranks[k]).",
+    )
+    n_pairs: int | None = Field(
+        default=None, description="Pairwise objectives: number of ordered pairs in the training loss."
+    )
+    train_pairwise_accuracy: float | None = Field(
+        default=None,
+        description="Pairwise objectives: fraction of training pairs ordered correctly (ties count one half).",
+    )
+    train_roc_auc: float | None = Field(
+        default=None, description="roc_area models: area under the ROC curve on the training data."
+    )
+    search_results: dict[str, Any] | None = Field(
+        default=None,
+        description="Model selection: the cross-validation table and the best setting (see the job's search_results).",
+    )
+    refit_params: dict[str, Any] | None = Field(
+        default=None, description="Model selection: the C (and gamma) of the best setting, refit on all the data."
+    )
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 
 
@@ -82,10 +134,17 @@ class ModelList(Page):
 
 FeatureIndex = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,10}$")]
 """A sparse row's key: a feature index as the training upload numbered it, in decimal digits."""
-SparseRow = Annotated[dict[FeatureIndex, float], WithJsonSchema({
-    "type": "object", "propertyNames": {"pattern": "^[0-9]{1,10}$"}, "additionalProperties": {"type": "number"},
-    "description": "A sparse row: {\"feature index\": value}.",
-})]
+SparseRow = Annotated[
+    dict[FeatureIndex, float],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": "^[0-9]{1,10}$"},
+            "additionalProperties": {"type": "number"},
+            "description": 'A sparse row: {"feature index": value}.',
+        }
+    ),
+]
 
 
 class PredictRequest(StrictModel):
@@ -94,7 +153,7 @@ class PredictRequest(StrictModel):
     instances: list[list[float] | SparseRow] = Field(
         description=(
             "Rows to predict: dense rows (lists of n_features numbers) or sparse rows "
-            "({\"index\": value} maps, indices numbered as in the training upload). A sparse index beyond "
+            '({"index": value} maps, indices numbered as in the training upload). A sparse index beyond '
             "the model's features is refused (422 naming the row and the index) unless "
             "`ignore_unknown_features` is true."
         ),
@@ -115,7 +174,9 @@ class PredictRequest(StrictModel):
 class PredictOut(ResponseModel):
     """Predicted labels and decision values."""
 
-    labels: list[float] | None = Field(description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking).")
+    labels: list[float] | None = Field(
+        description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking)."
+    )
     scores: list[float] | list[list[float]] = Field(
         description="Two classes: one score per row, positive meaning the larger label. More: one score per class per row (one-vs-rest)."
     )

@@ -7,7 +7,7 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -24,10 +24,17 @@ class SearchParams(StrictModel):
         default=None, min_length=1, max_length=100, description="Values of C to try (default: the job's C only)."
     )
     gamma: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
-        default=None, min_length=1, max_length=100,
+        default=None,
+        min_length=1,
+        max_length=100,
         description="Kernel solvers: values of the kernel's gamma to try (default: the job's kernel gamma only).",
     )
-    cv_folds: int = Field(default=5, ge=2, le=50, description="Number of cross-validation folds (stratified by label; grouped by qid for ranking).")
+    cv_folds: int = Field(
+        default=5,
+        ge=2,
+        le=50,
+        description="Number of cross-validation folds (stratified by label; grouped by qid for ranking).",
+    )
     metric: Literal["accuracy", "roc_auc", "f1", "pairwise_accuracy"] | None = Field(
         default=None,
         description=(
@@ -92,7 +99,10 @@ class CommonParams(StrictModel):
         ),
     )
     seed: int = Field(
-        default=0, ge=0, le=2**63 - 1, description="Seed of every random choice of the solver: the same seed gives the same model."
+        default=0,
+        ge=0,
+        le=2**63 - 1,
+        description="Seed of every random choice of the solver: the same seed gives the same model.",
     )
     probability: StrictBool = Field(
         default=False,
@@ -117,7 +127,12 @@ class CommonParams(StrictModel):
 class DcdParams(CommonParams):
     """Dual coordinate descent (Hsieh et al., ICML 2008) for linear SVMs with L1 or L2 loss."""
 
-    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.")
+    C: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.",
+    )
     loss: Literal["hinge", "squared_hinge"] = Field(
         default="hinge",
         description="`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1).",
@@ -133,7 +148,7 @@ class DcdParams(CommonParams):
     class_weight: dict[str, PositiveFactor] | None = Field(
         default=None,
         description=(
-            "Factor on C per label, keyed by the label as the data set lists it (e.g. {\"1\": 5}). "
+            'Factor on C per label, keyed by the label as the data set lists it (e.g. {"1": 5}). '
             "Labels not listed keep factor 1."
         ),
     )
@@ -161,13 +176,15 @@ class DcdParams(CommonParams):
             "C = 100); a model stopped here says so (`stop_reason: max_iter`)."
         ),
     )
-    shrinking: StrictBool = Field(default=True, description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.")
+    shrinking: StrictBool = Field(
+        default=True,
+        description="Drop bounded dual variables from the passes (paper's Section 3.2); always ends with a full check.",
+    )
     trace_every: int = Field(
         default=1,
         ge=1,
         description="Record a convergence point every this many outer iterations (each point costs one pass over the data, not counted in training_seconds).",
     )
-
 
 
 class CpaParams(CommonParams):
@@ -216,7 +233,10 @@ class CpaParams(CommonParams):
     )
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
     max_inactive: int = Field(
-        default=50, ge=1, le=10**6, description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set."
+        default=50,
+        ge=1,
+        le=10**6,
+        description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set.",
     )
 
     @property
@@ -227,9 +247,10 @@ class CpaParams(CommonParams):
     @model_validator(mode="after")
     def _some_stopping_rule(self):
         if self.tol_rel == 0 and self.tol is None:
-            raise ValueError("tol_rel is 0 and tol is null: give tol_rel > 0 (certified relative gap) or the paper's tol")
+            raise ValueError(
+                "tol_rel is 0 and tol is null: give tol_rel > 0 (certified relative gap) or the paper's tol"
+            )
         return self
-
 
 
 class OcasParams(CommonParams):
@@ -237,14 +258,25 @@ class OcasParams(CommonParams):
 
     model_config = {"extra": "forbid", "populate_by_name": True}
 
-    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
-    bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value B of the constant feature appended to every row (regularized). Null: no offset.")
+    C: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i hinge_i.",
+    )
+    bias: float | None = Field(
+        default=1.0,
+        allow_inf_nan=False,
+        description="Value B of the constant feature appended to every row (regularized). Null: no offset.",
+    )
     tol_rel: float = Field(
         default=0.01,
         ge=0,
         description="Stop when primal - lower bound <= tol_rel * |primal| (the paper's rule (9), relative part).",
     )
-    tol_abs: float = Field(default=0.0, ge=0, description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part).")
+    tol_abs: float = Field(
+        default=0.0, ge=0, description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part)."
+    )
     lam: float = Field(
         default=0.1,
         alias="lambda",
@@ -253,14 +285,15 @@ class OcasParams(CommonParams):
         description="Where the new cut is taken between the best-so-far and the reduced-problem solution: w_c = (1 - lambda) w_b + lambda w_t (paper's (8)).",
     )
     max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
-    max_inactive: int = Field(default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
+    max_inactive: int = Field(
+        default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped."
+    )
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):
         if self.tol_rel == 0 and self.tol_abs == 0:
             raise ValueError("tol_rel and tol_abs are both 0: at least one must be > 0")
         return self
-
 
 
 PositiveGamma = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -285,7 +318,9 @@ class PolyKernel(StrictModel):
     """K(x, z) = (gamma <x, z> + coef0)^degree."""
 
     type: Literal["poly"] = Field(description="`poly`.")
-    gamma: PositiveGamma | Literal["scale"] = Field(default="scale", description="Scale of the inner product; `scale` as for rbf.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Scale of the inner product; `scale` as for rbf."
+    )
     coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
     degree: int = Field(default=3, ge=1, le=20, description="Degree of the polynomial.")
 
@@ -294,26 +329,38 @@ class SigmoidKernel(StrictModel):
     """K(x, z) = tanh(gamma <x, z> + coef0)."""
 
     type: Literal["sigmoid"] = Field(description="`sigmoid`.")
-    gamma: PositiveGamma | Literal["scale"] = Field(default="scale", description="Scale of the inner product; `scale` as for rbf.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Scale of the inner product; `scale` as for rbf."
+    )
     coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
 
 
-Kernel = Annotated[Union[LinearKernel, RbfKernel, PolyKernel, SigmoidKernel], Field(discriminator="type")]
-KERNEL_TYPES = tuple(get_args(kind.model_fields["type"].annotation)[0]
-                     for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel))
+Kernel = Annotated[LinearKernel | RbfKernel | PolyKernel | SigmoidKernel, Field(discriminator="type")]
+KERNEL_TYPES = tuple(
+    get_args(kind.model_fields["type"].annotation)[0] for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel)
+)
 """The kernel `type` names, read from the schemas above: ("linear", "poly", "rbf", "sigmoid")."""
 
 
 class SmoParams(CommonParams):
     """Sequential minimal optimization (Platt 1998) for kernel SVMs, with a kernel cache and shrinking."""
 
-    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i (LIBSVM's C-SVC, with an unregularized offset b).")
-    kernel: Kernel = Field(default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`).")
+    C: float = Field(
+        default=1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i (LIBSVM's C-SVC, with an unregularized offset b).",
+    )
+    kernel: Kernel = Field(
+        default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`)."
+    )
     working_set: Literal["second_order", "platt"] = Field(
         default="second_order",
         description="`second_order`: maximal violating pair with second-order gain (as LIBSVM). `platt`: the paper's heuristics of Section 2.2.",
     )
-    tol: float = Field(default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).")
+    tol: float = Field(
+        default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e)."
+    )
     tol_rel: float | None = Field(
         default=0.01,
         gt=0,
@@ -324,30 +371,60 @@ class SmoParams(CommonParams):
             "tol is divided by 10 and the steps go on (down to 1e-9). Null: tol alone, as LIBSVM."
         ),
     )
-    cache_mb: float = Field(default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB.")
-    shrinking: StrictBool = Field(default=True, description="Leave bounded variables out of the selection; always ends with a full check.")
+    cache_mb: float = Field(
+        default=200.0, ge=0, le=1_000_000, description="Memory for the least-recently-used cache of kernel rows, in MB."
+    )
+    shrinking: StrictBool = Field(
+        default=True, description="Leave bounded variables out of the selection; always ends with a full check."
+    )
     class_weight: dict[str, PositiveFactor] | None = Field(
         default=None, description="Factor on C per label, keyed by the label as the data set lists it."
     )
-    max_iter: int | None = Field(default=None, ge=1, description="Most two-variable steps per binary problem. Null: LIBSVM's cap, max(10^7, 100 n) for n rows, which guards a run without max_seconds against one that never reaches tol.")
+    max_iter: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most two-variable steps per binary problem. Null: LIBSVM's cap, max(10^7, 100 n) for n rows, which guards a run without max_seconds against one that never reaches tol.",
+    )
     trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
 
 
 class SampledCutsParams(CommonParams):
     """Cutting-plane training of kernel SVMs with sampled cuts (Yu & Joachims, KDD 2008)."""
 
-    C: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i.")
-    kernel: Kernel = Field(default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`).")
+    C: float = Field(
+        default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i."
+    )
+    kernel: Kernel = Field(
+        default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`)."
+    )
     variant: Literal["linear", "constant"] = Field(
         default="linear",
         description="`linear` (Algorithm 3: exact cut decides stopping, samples among the examples with non-zero loss) or `constant` (Algorithm 2: r uniform samples per cut, stop after p non-violated sampled cuts).",
     )
-    sample_size: int = Field(default=400, ge=1, le=1_000_000, description="r: examples sampled per cut; the model is an expansion over the sampled basis.")
-    p: int = Field(default=4, ge=1, le=1000, description="`constant` variant: stop after this many consecutive non-violated sampled cuts.")
-    tol: float = Field(default=0.001, gt=0, description="The paper's epsilon: precision of the training loss per example.")
-    max_inactive: int = Field(default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped.")
+    sample_size: int = Field(
+        default=400,
+        ge=1,
+        le=1_000_000,
+        description="r: examples sampled per cut; the model is an expansion over the sampled basis.",
+    )
+    p: int = Field(
+        default=4,
+        ge=1,
+        le=1000,
+        description="`constant` variant: stop after this many consecutive non-violated sampled cuts.",
+    )
+    tol: float = Field(
+        default=0.001, gt=0, description="The paper's epsilon: precision of the training loss per example."
+    )
+    max_inactive: int = Field(
+        default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped."
+    )
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
-    bias: float | None = Field(default=1.0, allow_inf_nan=False, description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.")
+    bias: float | None = Field(
+        default=1.0,
+        allow_inf_nan=False,
+        description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.",
+    )
 
 
 SolverParams = DcdParams | CpaParams | OcasParams | SmoParams | SampledCutsParams
@@ -378,4 +455,3 @@ def solver_params(solver: str, params: Mapping[str, Any] | SolverParams) -> Solv
     if isinstance(params, CommonParams):
         raise TypeError(f"parameters of {type(params).__name__} given for solver {solver}")
     return schema.model_validate(params)
-

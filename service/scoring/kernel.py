@@ -31,8 +31,20 @@ _TYPES = ("linear", "poly", "rbf", "sigmoid")
 class KernelExpansion:
     """A kernel model ready for repeated prediction (build once, keep in memory, call many times)."""
 
-    def __init__(self, sv_indptr, sv_indices, sv_data, coef, bias, kernel: dict, *, n_features: int,
-                 w=None, dense_limit: int = 1 << 22, max_block: int = 1 << 22) -> None:
+    def __init__(
+        self,
+        sv_indptr,
+        sv_indices,
+        sv_data,
+        coef,
+        bias,
+        kernel: dict,
+        *,
+        n_features: int,
+        w=None,
+        dense_limit: int = 1 << 22,
+        max_block: int = 1 << 22,
+    ) -> None:
         kind = kernel.get("type") if isinstance(kernel, dict) else None
         if kind not in _TYPES:
             raise ValueError(f"kernel['type'] must be one of {list(_TYPES)}, got {kind!r}")
@@ -58,8 +70,10 @@ class KernelExpansion:
             self.w = w.reshape(-1, 1) if w.ndim == 1 else w.T  # (n_features, n_models)
             self.sv = None
             return
-        self.sv = sp.csr_matrix((np.asarray(sv_data, dtype=np.float64), np.asarray(sv_indices),
-                                 np.asarray(sv_indptr)), shape=(len(sv_indptr) - 1, self.n_features))
+        self.sv = sp.csr_matrix(
+            (np.asarray(sv_data, dtype=np.float64), np.asarray(sv_indices), np.asarray(sv_indptr)),
+            shape=(len(sv_indptr) - 1, self.n_features),
+        )
         if self.sv.shape[0] != self.coef.shape[1]:
             raise ValueError(f"{self.sv.shape[0]} stored rows but coef has {self.coef.shape[1]} columns")
         self.sv_sq = np.asarray(self.sv.multiply(self.sv).sum(axis=1)).reshape(-1)
@@ -73,8 +87,10 @@ class KernelExpansion:
 
     def decision_function(self, indptr, indices, data) -> np.ndarray:
         """Decision values of the query rows: shape (n,) for one model, (n, n_models) for several."""
-        queries = sp.csr_matrix((np.asarray(data, dtype=np.float64), np.asarray(indices), np.asarray(indptr)),
-                                shape=(len(indptr) - 1, self.n_features))
+        queries = sp.csr_matrix(
+            (np.asarray(data, dtype=np.float64), np.asarray(indices), np.asarray(indptr)),
+            shape=(len(indptr) - 1, self.n_features),
+        )
         n = queries.shape[0]
         out = np.empty((n, self.coef.shape[0]), dtype=np.float64)
         if self.w is not None:
@@ -107,15 +123,27 @@ class KernelExpansion:
         dots *= self.gamma
         dots += self.coef0
         if self.kind == "poly":
-            return dots ** self.degree
+            return dots**self.degree
         return np.tanh(dots, out=dots)
 
 
-def decision_function(sv_indptr, sv_indices, sv_data, coef, bias, kernel: dict,
-                      q_indptr, q_indices, q_data, *, n_features: int, w=None,
-                      max_block: int = 1 << 22) -> np.ndarray:
+def decision_function(
+    sv_indptr,
+    sv_indices,
+    sv_data,
+    coef,
+    bias,
+    kernel: dict,
+    q_indptr,
+    q_indices,
+    q_data,
+    *,
+    n_features: int,
+    w=None,
+    max_block: int = 1 << 22,
+) -> np.ndarray:
     """One-shot form of :class:`KernelExpansion` (stored rows, coefficients, bias, kernel, query rows)."""
-    model = KernelExpansion(sv_indptr, sv_indices, sv_data, coef, bias, kernel, n_features=n_features,
-                            w=w, max_block=max_block)
+    model = KernelExpansion(
+        sv_indptr, sv_indices, sv_data, coef, bias, kernel, n_features=n_features, w=w, max_block=max_block
+    )
     return model.decision_function(q_indptr, q_indices, q_data)
-

@@ -78,7 +78,9 @@ def kendall_tau(scores: np.ndarray, y: np.ndarray, qid: np.ndarray | None = None
     return float(np.mean(taus)) if taus else None
 
 
-def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.ndarray, model_labels: np.ndarray) -> dict:
+def classification_report(
+    true: np.ndarray, predicted: np.ndarray, scores: np.ndarray, model_labels: np.ndarray
+) -> dict:
     """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and the confusion matrix.
 
     Two model labels: the larger is the positive class and ``scores`` has one column. More: precision,
@@ -90,8 +92,11 @@ def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.nd
     all_labels = np.union1d(np.asarray(model_labels, dtype=np.float64), np.unique(true))
     index = {value: i for i, value in enumerate(all_labels)}
     confusion = np.zeros((all_labels.size, all_labels.size), dtype=np.int64)
-    np.add.at(confusion, (np.array([index[v] for v in true], dtype=np.int64),
-                          np.array([index[v] for v in predicted], dtype=np.int64)), 1)
+    np.add.at(
+        confusion,
+        (np.array([index[v] for v in true], dtype=np.int64), np.array([index[v] for v in predicted], dtype=np.int64)),
+        1,
+    )
     per_class = []
     for value in model_labels:
         tp = int(np.sum((predicted == value) & (true == value)))
@@ -100,12 +105,22 @@ def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.nd
         precision = tp / (tp + fp) if tp + fp else 0.0
         recall = tp / (tp + fn) if tp + fn else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        per_class.append({"label": float(value), "precision": precision, "recall": recall, "f1": f1,
-                          "support": int(np.sum(true == value))})
+        per_class.append(
+            {
+                "label": float(value),
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+                "support": int(np.sum(true == value)),
+            }
+        )
     accuracy = float(np.mean(predicted == true))
-    report = {"accuracy": accuracy, "error_rate": 1.0 - accuracy,
-              "confusion_matrix": {"labels": [float(v) for v in all_labels], "matrix": confusion.tolist()},
-              "per_class": per_class}
+    report = {
+        "accuracy": accuracy,
+        "error_rate": 1.0 - accuracy,
+        "confusion_matrix": {"labels": [float(v) for v in all_labels], "matrix": confusion.tolist()},
+        "per_class": per_class,
+    }
     scores = np.asarray(scores, dtype=np.float64)
     if len(model_labels) == 2:
         positive_class = per_class[1]
@@ -114,9 +129,11 @@ def classification_report(true: np.ndarray, predicted: np.ndarray, scores: np.nd
         report["roc_auc"] = roc_auc(scores.reshape(-1), positive)
         report["prbep"] = prbep(scores.reshape(-1), positive)
     else:
-        report.update(precision=float(np.mean([c["precision"] for c in per_class])),
-                      recall=float(np.mean([c["recall"] for c in per_class])),
-                      f1=float(np.mean([c["f1"] for c in per_class])))
+        report.update(
+            precision=float(np.mean([c["precision"] for c in per_class])),
+            recall=float(np.mean([c["recall"] for c in per_class])),
+            f1=float(np.mean([c["f1"] for c in per_class])),
+        )
         aucs = [roc_auc(scores[:, k], true == value) for k, value in enumerate(model_labels)]
         known = [float(a) for a in aucs if a is not None]
         report["roc_auc"] = float(np.mean(known)) if known else None

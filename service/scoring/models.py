@@ -29,7 +29,6 @@ from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
 from service.scoring.probability import ovr_probabilities, pairwise_coupling
 
-
 SCORE_BLOCK_NNZ = 1 << 22
 """Linear models score a sparse matrix by blocks of rows holding about this many stored values."""
 
@@ -49,11 +48,18 @@ class Scorer:
             self.vote_labels = np.asarray(meta["ovo_labels"], dtype=np.float64)
             n_classes = self.vote_labels.size
             self.pairs = [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
-            self.to_ascending = np.argsort(self.vote_labels, kind="stable")  # column r of the answer: class to_ascending[r]
+            self.to_ascending = np.argsort(
+                self.vote_labels, kind="stable"
+            )  # column r of the answer: class to_ascending[r]
         if self.kind == "kernel":
             self.expansion = KernelExpansion(
-                arrays["sv_indptr"], arrays["sv_indices"], arrays["sv_data"], arrays["coef"], self.offsets,
-                meta["kernel"], n_features=self.n_features,
+                arrays["sv_indptr"],
+                arrays["sv_indices"],
+                arrays["sv_data"],
+                arrays["coef"],
+                self.offsets,
+                meta["kernel"],
+                n_features=self.n_features,
             )
         else:
             self.weights = np.ascontiguousarray(arrays["weights"], dtype=np.float64)

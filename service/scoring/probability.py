@@ -41,8 +41,15 @@ def sigmoid(scores: np.ndarray, A: float, B: float) -> np.ndarray:
     return out
 
 
-def fit_sigmoid(scores: np.ndarray, positive: np.ndarray, *, max_iter: int = 100, min_step: float = 1e-10,
-                sigma: float = 1e-12, eps: float = 1e-5) -> tuple[float, float]:
+def fit_sigmoid(
+    scores: np.ndarray,
+    positive: np.ndarray,
+    *,
+    max_iter: int = 100,
+    min_step: float = 1e-10,
+    sigma: float = 1e-12,
+    eps: float = 1e-5,
+) -> tuple[float, float]:
     """(A, B) maximizing the likelihood of Platt's targets given the decision values.
 
     ``positive`` tells which rows are of the positive class. Targets are Platt's smoothed ones,
@@ -126,8 +133,11 @@ def pairwise_coupling(pairwise: np.ndarray, A, B, n_classes: int, *, max_iter: i
     for row in range(pairwise.shape[0]):
         r = np.zeros((k, k))
         for index, (i, j) in enumerate(pairs):
-            value = float(np.clip(sigmoid(pairwise[row, index:index + 1], A[index], B[index])[0],
-                                  SIGMOID_FLOOR, 1.0 - SIGMOID_FLOOR))
+            value = float(
+                np.clip(
+                    sigmoid(pairwise[row, index : index + 1], A[index], B[index])[0], SIGMOID_FLOOR, 1.0 - SIGMOID_FLOOR
+                )
+            )
             r[i, j] = value
             r[j, i] = 1.0 - value
         out[row] = _couple(r, iterations, eps)
@@ -139,7 +149,7 @@ def _couple(r: np.ndarray, iterations: int, eps: float) -> np.ndarray:
     k = r.shape[0]
     Q = -(r.T * r)  # Q[t, j] = -r[j, t] * r[t, j] for j != t
     np.fill_diagonal(Q, 0.0)
-    np.fill_diagonal(Q, (r.T ** 2).sum(axis=1) - np.diag(r) ** 2)  # Q[t, t] = sum_{j != t} r[j, t]^2
+    np.fill_diagonal(Q, (r.T**2).sum(axis=1) - np.diag(r) ** 2)  # Q[t, t] = sum_{j != t} r[j, t]^2
     p = np.full(k, 1.0 / k)
     Qp = Q @ p
     pQp = float(p @ Qp)

@@ -26,8 +26,8 @@ import time
 import redis
 
 from service.storage import keys
-from service.storage.jobs import utc_now
 from service.storage.connection import text
+from service.storage.jobs import utc_now
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_PATTERN = re.compile(r"^hinge_([0-9a-f]{16})_[A-Za-z0-9_-]{20,}$")
@@ -47,13 +47,22 @@ class ApiKeyStore:
     def create(self, tenant: str, name: str = "") -> tuple[str, str]:
         """A new key for ``tenant``; returns (key id, key). The key is shown once and never stored."""
         if not TENANT_PATTERN.match(tenant):
-            raise ValueError(f"tenant {tenant!r}: use 1 to 64 letters, digits, '_', '.', '-' (starting with a letter or digit)")
+            raise ValueError(
+                f"tenant {tenant!r}: use 1 to 64 letters, digits, '_', '.', '-' (starting with a letter or digit)"
+            )
         key_id = secrets.token_hex(8)
         key = f"hinge_{key_id}_{secrets.token_urlsafe(32)}"
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.api_key(key_id), mapping={
-                "key_id": key_id, "tenant": tenant, "name": name, "sha256": digest(key), "created_at": utc_now(),
-            })
+            pipe.hset(
+                keys.api_key(key_id),
+                mapping={
+                    "key_id": key_id,
+                    "tenant": tenant,
+                    "name": name,
+                    "sha256": digest(key),
+                    "created_at": utc_now(),
+                },
+            )
             pipe.zadd(keys.api_keys(), {key_id: time.time()})
             pipe.sadd(keys.api_keys_active(), key_id)
             pipe.execute()

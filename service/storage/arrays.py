@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import redis
@@ -51,8 +51,9 @@ class StagedArrays:
     call.
     """
 
-    def __init__(self, client: redis.Redis, owner_key: str, chunk_bytes: int, *, background: bool = False,
-                 before_chunk=None):
+    def __init__(
+        self, client: redis.Redis, owner_key: str, chunk_bytes: int, *, background: bool = False, before_chunk=None
+    ):
         self.client = client
         self.before_chunk = before_chunk  # called with each chunk's size before it is written (a room check)
         self.owner_key = owner_key
@@ -175,9 +176,7 @@ class StagedArrays:
 def chunk_keys(owner_key: str, manifest: Mapping[str, dict]) -> list[str]:
     """Every Redis key holding a chunk of the arrays in the manifest."""
     return [
-        keys.array_chunk(owner_key, name, index)
-        for name, entry in manifest.items()
-        for index in range(entry["chunks"])
+        keys.array_chunk(owner_key, name, index) for name, entry in manifest.items() for index in range(entry["chunks"])
     ]
 
 

@@ -29,9 +29,11 @@ class StorageFull(Exception):
         self.available = int(max(0, available))
         self.maxmemory = int(maxmemory)
         if maxmemory:
-            message = (f"storage is full: the {what} needs about {self.needed} bytes but only {self.available} bytes of "
-                       f"Redis's maxmemory ({self.maxmemory} bytes) are free for data sets and models; delete data sets, "
-                       "models or jobs, or raise the limit (HINGE_REDIS_MAXMEMORY)")
+            message = (
+                f"storage is full: the {what} needs about {self.needed} bytes but only {self.available} bytes of "
+                f"Redis's maxmemory ({self.maxmemory} bytes) are free for data sets and models; delete data sets, "
+                "models or jobs, or raise the limit (HINGE_REDIS_MAXMEMORY)"
+            )
         else:
             message = f"storage is full: Redis refused to store the {what} (out of memory)"
         super().__init__(message)

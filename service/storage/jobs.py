@@ -16,10 +16,10 @@ reaper once ``job_ttl_s`` has passed): its record, trace and flags go, its model
 
 from __future__ import annotations
 
-import json
 import builtins
+import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import redis
 
@@ -114,7 +114,7 @@ return 1
 
 def utc_now() -> str:
     """The current time as an ISO 8601 UTC string with a Z suffix."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class JobStore:
@@ -139,8 +139,13 @@ class JobStore:
             args.extend([name, value])
         tenant = job["tenant"]
         created = self._create(
-            keys=[keys.job(job["id"]), keys.tenant_index(tenant, "jobs"), keys.job_stats(),
-                  keys.tenant_jobs_in(tenant, "queued"), keys.jobs_outbox()],
+            keys=[
+                keys.job(job["id"]),
+                keys.tenant_index(tenant, "jobs"),
+                keys.job_stats(),
+                keys.tenant_jobs_in(tenant, "queued"),
+                keys.jobs_outbox(),
+            ],
             args=args,
         )
         return created == 1
@@ -228,16 +233,33 @@ class JobStore:
         tenant = text(raw_tenant)
         encoded = _encode(dict(fields, status=to_state))
         fence_field, fence_value = fence if fence is not None else ("", "")
-        args: list = [job_id, fence_field, str(fence_value), time.time(), int(running_cap),
-                      len(from_states), *from_states, len(delete), *delete]
+        args: list = [
+            job_id,
+            fence_field,
+            str(fence_value),
+            time.time(),
+            int(running_cap),
+            len(from_states),
+            *from_states,
+            len(delete),
+            *delete,
+        ]
         for name, value in encoded.items():
             args.extend([name, value])
-        return int(self._transition(
-            keys=[keys.job(job_id), keys.jobs_running(), keys.job_stats(),
-                  keys.tenant_jobs_in(tenant, "queued"), keys.tenant_jobs_in(tenant, "running"), keys.jobs_outbox(),
-                  keys.jobs_finished()],
-            args=args,
-        ))
+        return int(
+            self._transition(
+                keys=[
+                    keys.job(job_id),
+                    keys.jobs_running(),
+                    keys.job_stats(),
+                    keys.tenant_jobs_in(tenant, "queued"),
+                    keys.tenant_jobs_in(tenant, "running"),
+                    keys.jobs_outbox(),
+                    keys.jobs_finished(),
+                ],
+                args=args,
+            )
+        )
 
     def delete(self, job_id: str) -> int:
         """Delete a finished job: its record, trace, search rows and cancel flag (its model stays).
@@ -247,11 +269,20 @@ class JobStore:
         raw_tenant = self.client.hget(keys.job(job_id), "tenant")
         if raw_tenant is None:
             return -1
-        return int(self._delete(
-            keys=[keys.job(job_id), keys.job_trace(job_id), keys.job_search_rows(job_id), keys.job_cancel(job_id),
-                  keys.tenant_index(text(raw_tenant), "jobs"), keys.job_stats(), keys.jobs_finished()],
-            args=[job_id],
-        ))
+        return int(
+            self._delete(
+                keys=[
+                    keys.job(job_id),
+                    keys.job_trace(job_id),
+                    keys.job_search_rows(job_id),
+                    keys.job_cancel(job_id),
+                    keys.tenant_index(text(raw_tenant), "jobs"),
+                    keys.job_stats(),
+                    keys.jobs_finished(),
+                ],
+                args=[job_id],
+            )
+        )
 
     def expire_finished(self, ttl_s: float, now: float | None = None, batch: int = 500) -> int:
         """Delete the jobs that finished more than ``ttl_s`` seconds ago (HINGE_JOB_TTL_S); returns how many."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import redis
@@ -23,8 +23,15 @@ from service.storage.connection import text
 class RecordStore:
     """Data sets or models: ``kind`` is the tenant-index name, ``key_of`` builds the metadata key."""
 
-    def __init__(self, client: redis.Redis, kind: str, key_of: Callable[[str], str], chunk_bytes: int,
-                 stats_key: str | None = None, reserve_fraction: float = 0.0):
+    def __init__(
+        self,
+        client: redis.Redis,
+        kind: str,
+        key_of: Callable[[str], str],
+        chunk_bytes: int,
+        stats_key: str | None = None,
+        reserve_fraction: float = 0.0,
+    ):
         self.client = client
         self.kind = kind
         self.key_of = key_of
@@ -55,7 +62,10 @@ class RecordStore:
         Each chunk is checked for room first (``StorageFull``, as ``create``)."""
         what = self._what(record_id)
         return arrays.StagedArrays(
-            self.client, self.key_of(record_id), self.chunk_bytes, background=background,
+            self.client,
+            self.key_of(record_id),
+            self.chunk_bytes,
+            background=background,
             before_chunk=lambda nbytes: capacity.ensure_room(self.client, nbytes, self.reserve_fraction, what),
         )
 
@@ -92,8 +102,9 @@ class RecordStore:
         """Redis refused a write for want of memory: say so as ``StorageFull`` (the caller removed what was written)."""
         if capacity.is_out_of_memory(exc):
             used, maxmemory = capacity.memory(self.client)
-            raise capacity.StorageFull(self._what(record_id), nbytes,
-                                       int(maxmemory * (1 - self.reserve_fraction)) - used, maxmemory) from exc
+            raise capacity.StorageFull(
+                self._what(record_id), nbytes, int(maxmemory * (1 - self.reserve_fraction)) - used, maxmemory
+            ) from exc
 
     def get(self, record_id: str, tenant: str) -> dict | None:
         """The metadata of a record of this tenant, or None (missing or another tenant's)."""
@@ -178,8 +189,9 @@ def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
 
 def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:
     """The store of uploaded data sets (counted in the data-set stats: count and stored bytes)."""
-    return RecordStore(client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats(),
-                       reserve_fraction=reserve_fraction)
+    return RecordStore(
+        client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats(), reserve_fraction=reserve_fraction
+    )
 
 
 def model_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:

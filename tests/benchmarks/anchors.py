@@ -42,25 +42,66 @@ def svmocas(path: str, C: float, n_features: int, tol_rel: float = 0.01, threads
     """libocas: ``svmocas -c C -b 1 -r tol_rel``; its ocas_time, iterations and per-iteration trace."""
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        out = subprocess.run([str(BIN / "svmocas"), "-c", repr(C), "-b", "1", "-r", repr(tol_rel), "-p", str(threads),
-                              "-v", "1", path, model], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                str(BIN / "svmocas"),
+                "-c",
+                repr(C),
+                "-b",
+                "1",
+                "-r",
+                repr(tol_rel),
+                "-p",
+                str(threads),
+                "-v",
+                "1",
+                path,
+                model,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         values = np.loadtxt(model)
-    trace = [(int(m.group(1)), float(m.group(2)), float(m.group(3)))
-             for m in re.finditer(r"^\s*(\d+): tim=([0-9.e+-]+), Q_P=([0-9.e+-]+)", out, re.M)]
+    trace = [
+        (int(m.group(1)), float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"^\s*(\d+): tim=([0-9.e+-]+), Q_P=([0-9.e+-]+)", out, re.M)
+    ]
     seconds = float(re.search(r"ocas_time\s*:\s*([0-9.e+-]+)", out).group(1))
     w = np.zeros(n_features)
     k = min(n_features, values.size - 1)
     w[:k] = values[:k]
-    return {"seconds": seconds, "iterations": trace[-1][0] if trace else None, "w": w, "w_bias": float(values[-1]),
-            "trace": [{"iteration": i, "elapsed_s": t, "primal": p} for i, t, p in trace]}
+    return {
+        "seconds": seconds,
+        "iterations": trace[-1][0] if trace else None,
+        "w": w,
+        "w_bias": float(values[-1]),
+        "trace": [{"iteration": i, "elapsed_s": t, "primal": p} for i, t, p in trace],
+    }
 
 
 def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.01) -> dict:
     """SVMperf ``-w 9`` (its default algorithm), error-rate loss, ``-c C n / 100``, ``--b 1``."""
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        out = subprocess.run([str(BIN / "svm_perf_learn"), "-c", repr(C * n_rows / 100.0), "-w", "9", "-e", repr(eps),
-                              "--b", "1", path, model], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                str(BIN / "svm_perf_learn"),
+                "-c",
+                repr(C * n_rows / 100.0),
+                "-w",
+                "9",
+                "-e",
+                repr(eps),
+                "--b",
+                "1",
+                path,
+                model,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         lines = Path(model).read_text().splitlines()
     seconds = float(re.search(r"Runtime in cpu-seconds:\s*([0-9.e+-]+)", out).group(1))
     iterations = len(re.findall(r"^Iter \d+", out, re.M)) or None
@@ -82,8 +123,9 @@ def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.0
 def _strace_solver_seconds(command: list[str], model: str):
     """Run a program that reads its input and then writes ``model``; (the run, seconds from closing the input
     to opening the model file), from strace's microsecond stamps of those two system calls."""
-    run = subprocess.run(["strace", "-ttt", "-e", "trace=openat,close", *command], capture_output=True, text=True,
-                         check=True)
+    run = subprocess.run(
+        ["strace", "-ttt", "-e", "trace=openat,close", *command], capture_output=True, text=True, check=True
+    )
     stamps = run.stderr.splitlines()
     opened = next(k for k, line in enumerate(stamps) if "openat(" in line and model in line)
     closed = max(k for k in range(opened) if re.search(r"\sclose\(", stamps[k]))
@@ -97,15 +139,20 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
     """
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        run, seconds = _strace_solver_seconds([str(BIN / "liblinear-train"), "-s", str(solver), "-c", repr(C), "-B", "1",
-                                               "-e", repr(eps), path, model], model)
+        run, seconds = _strace_solver_seconds(
+            [str(BIN / "liblinear-train"), "-s", str(solver), "-c", repr(C), "-B", "1", "-e", repr(eps), path, model],
+            model,
+        )
         iterations = re.search(r"#iter = (\d+)", run.stdout)
         text = Path(model).read_text().splitlines()
     labels = next(line for line in text if line.startswith("label")).split()[1:]
     start = text.index("w") + 1
     table = np.array([[float(v) for v in line.split()] for line in text[start:]])  # (features + 1) x columns
-    result = {"seconds": seconds, "iterations": int(iterations.group(1)) if iterations else None,
-              "hit_iteration_cap": "reaching max number of iterations" in run.stdout}
+    result = {
+        "seconds": seconds,
+        "iterations": int(iterations.group(1)) if iterations else None,
+        "hit_iteration_cap": "reaching max number of iterations" in run.stdout,
+    }
     if len(labels) == 2:  # one column, for the first label
         values = table[:, 0] if labels[0] == "1" else -table[:, 0]
         w = np.zeros(n_features)
@@ -120,16 +167,41 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
     return result
 
 
-def svm_train(path: str, C: float, gamma: float, eps: float = 1e-3, cache_mb: int = 200, shrinking: bool = True) -> dict:
+def svm_train(
+    path: str, C: float, gamma: float, eps: float = 1e-3, cache_mb: int = 200, shrinking: bool = True
+) -> dict:
     """LIBSVM ``svm-train -s 0 -t 2`` (built without OpenMP: one thread); solver seconds from strace as for
     LIBLINEAR (from closing the input file to opening the model file), its #iter, obj (= -dual) and nSV."""
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
-        run, seconds = _strace_solver_seconds([str(BIN / "svm-train"), "-s", "0", "-t", "2", "-c", repr(C), "-g", repr(gamma),
-                                               "-e", repr(eps), "-m", str(cache_mb), "-h", "1" if shrinking else "0",
-                                               path, model], model)
+        run, seconds = _strace_solver_seconds(
+            [
+                str(BIN / "svm-train"),
+                "-s",
+                "0",
+                "-t",
+                "2",
+                "-c",
+                repr(C),
+                "-g",
+                repr(gamma),
+                "-e",
+                repr(eps),
+                "-m",
+                str(cache_mb),
+                "-h",
+                "1" if shrinking else "0",
+                path,
+                model,
+            ],
+            model,
+        )
     iterations = re.search(r"#iter = (\d+)", run.stdout)
     obj = re.search(r"obj = ([0-9.e+-]+)", run.stdout)
     n_sv = re.search(r"nSV = (\d+)", run.stdout)
-    return {"seconds": seconds, "iterations": int(iterations.group(1)) if iterations else None,
-            "dual_objective": -float(obj.group(1)) if obj else None, "n_sv": int(n_sv.group(1)) if n_sv else None}
+    return {
+        "seconds": seconds,
+        "iterations": int(iterations.group(1)) if iterations else None,
+        "dual_objective": -float(obj.group(1)) if obj else None,
+        "n_sv": int(n_sv.group(1)) if n_sv else None,
+    }

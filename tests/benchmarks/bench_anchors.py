@@ -39,8 +39,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from tests.benchmarks import anchors, synthetic
 from tests.benchmarks.environment import DATA_DIR, machine
 
@@ -82,7 +80,7 @@ def prepare(name: str) -> Path:
     if name == "sector1":
         _write_binary(DATA_DIR / "sector.scale.svm.gz", path, positive="1")
     elif name.startswith("sector_class"):
-        _write_binary(DATA_DIR / "sector.scale.svm.gz", path, positive=name[len("sector_class"):])
+        _write_binary(DATA_DIR / "sector.scale.svm.gz", path, positive=name[len("sector_class") :])
     elif name in ("a9a", "w8a", "ijcnn1"):
         _write_binary(DATA_DIR / f"{name}.svm.gz", path)
     elif name == "syn20k" and not path.exists():
@@ -148,9 +146,18 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
     cores = available_cores()
     exact = _ours("ocas", arrays, n_features, C, cores, tol_rel=1e-6, max_iter=100000)
     F_star = exact.objective
-    row = {"data": data_name, "C": C, "n_rows": int(len(y)), "n_features": n_features, "nnz": int(indptr[-1]),
-           "optimum": F_star, "optimum_lower_bound": exact.extra["lower_bound"], "cores": cores,
-           "default_threads": threads, "load_average": os.getloadavg()}
+    row = {
+        "data": data_name,
+        "C": C,
+        "n_rows": int(len(y)),
+        "n_features": n_features,
+        "nnz": int(indptr[-1]),
+        "optimum": F_star,
+        "optimum_lower_bound": exact.extra["lower_bound"],
+        "cores": cores,
+        "default_threads": threads,
+        "load_average": os.getloadavg(),
+    }
     precision = lambda F: (F - F_star) / F_star  # noqa: E731
     for solver in solvers:
         anchor_name, tight, key = PAIRS[solver]
@@ -158,22 +165,45 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
         for _ in range(repeats):
             a = _anchor(anchor_name, path, C, len(y), n_features)
             F_a = anchors.objective(indptr, indices, data, y, a["w"], a["w_bias"], C)
-            runs["anchor"].append({"seconds": a["seconds"], "iterations": a["iterations"], "objective": F_a,
-                                   "precision": precision(F_a), **({"hit_iteration_cap": a["hit_iteration_cap"]}
-                                                                   if "hit_iteration_cap" in a else {})})
+            runs["anchor"].append(
+                {
+                    "seconds": a["seconds"],
+                    "iterations": a["iterations"],
+                    "objective": F_a,
+                    "precision": precision(F_a),
+                    **({"hit_iteration_cap": a["hit_iteration_cap"]} if "hit_iteration_cap" in a else {}),
+                }
+            )
             d = _ours(solver, arrays, n_features, C, threads)
-            runs["ours_default"].append({"seconds": d.solver_seconds, "iterations": d.n_iter, "objective": d.objective,
-                                         "precision": precision(d.objective), "gap_rel": d.extra.get("gap_rel"),
-                                         "stop_reason": d.stop_reason.value})
+            runs["ours_default"].append(
+                {
+                    "seconds": d.solver_seconds,
+                    "iterations": d.n_iter,
+                    "objective": d.objective,
+                    "precision": precision(d.objective),
+                    "gap_rel": d.extra.get("gap_rel"),
+                    "stop_reason": d.stop_reason.value,
+                }
+            )
             for label, threads in (("ours_1thread_tight", 1), ("ours_tight", cores)):
                 t = _ours(solver, arrays, n_features, C, threads, **tight)
-                runs[label].append({"seconds_to_anchor_objective": _first_reaching(t.trace, F_a, key),
-                                    "seconds": t.solver_seconds, "iterations": t.n_iter})
+                runs[label].append(
+                    {
+                        "seconds_to_anchor_objective": _first_reaching(t.trace, F_a, key),
+                        "seconds": t.solver_seconds,
+                        "iterations": t.n_iter,
+                    }
+                )
         summary = {}
         for label, values in runs.items():
-            summary[label] = {k: (statistics.median([v[k] for v in values]) if all(isinstance(v.get(k), (int, float))
-                                  and not isinstance(v.get(k), bool) for v in values) else values[0].get(k))
-                              for k in values[0]}
+            summary[label] = {
+                k: (
+                    statistics.median([v[k] for v in values])
+                    if all(isinstance(v.get(k), (int, float)) and not isinstance(v.get(k), bool) for v in values)
+                    else values[0].get(k)
+                )
+                for k in values[0]
+            }
         anchor_s = summary["anchor"]["seconds"]
         for label in ("ours_1thread_tight", "ours_tight"):
             s = summary[label]["seconds_to_anchor_objective"]
@@ -184,14 +214,31 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
             for tol_rel in (0.01, 0.001):
                 ours = _ours("ocas", arrays, n_features, C, cores, tol_rel=tol_rel)
                 theirs = anchors.svmocas(str(path), C, n_features, tol_rel=tol_rel)
-                iters[str(tol_rel)] = {"ours": ours.n_iter, "libocas": theirs["iterations"],
-                                       "ratio": ours.n_iter / max(1, theirs["iterations"])}
+                iters[str(tol_rel)] = {
+                    "ours": ours.n_iter,
+                    "libocas": theirs["iterations"],
+                    "ratio": ours.n_iter / max(1, theirs["iterations"]),
+                }
             row["ocas"]["iterations_same_tol_rel"] = iters
-        print(json.dumps({"data": data_name, "C": C, "solver": solver,
-                          **{k: {kk: vv for kk, vv in v.items() if kk in ("seconds", "precision", "iterations",
-                                                                          "seconds_to_anchor_objective",
-                                                                          "ratio_to_anchor")}
-                             for k, v in summary.items()}}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "data": data_name,
+                    "C": C,
+                    "solver": solver,
+                    **{
+                        k: {
+                            kk: vv
+                            for kk, vv in v.items()
+                            if kk
+                            in ("seconds", "precision", "iterations", "seconds_to_anchor_objective", "ratio_to_anchor")
+                        }
+                        for k, v in summary.items()
+                    },
+                }
+            ),
+            flush=True,
+        )
     return row
 
 
@@ -250,13 +297,21 @@ def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
             seconds[key].append(value)
         print(json.dumps({"sector_all_rep": rep, **{k: round(v, 3) for k, v in sums.items()}}), flush=True)
     median = {k: statistics.median(v) for k, v in seconds.items()}
-    return {"data": "sector_all_ovr", "C": C, "classes": len(classes), "threads": threads,
-            "seconds_median": median, "runs": seconds,
-            "ratios": {"ocas_to_svmocas": median["ours_ocas"] / median["svmocas"],
-                       "cpa_to_svm_perf": median["ours_cpa"] / median["svm_perf"],
-                       "dcd_to_liblinear": median["ours_dcd"] / median["liblinear"]},
-            "precision_of_summed_objective": {k: (v - optimum) / optimum for k, v in objective.items()},
-            "optimum_sum": optimum}
+    return {
+        "data": "sector_all_ovr",
+        "C": C,
+        "classes": len(classes),
+        "threads": threads,
+        "seconds_median": median,
+        "runs": seconds,
+        "ratios": {
+            "ocas_to_svmocas": median["ours_ocas"] / median["svmocas"],
+            "cpa_to_svm_perf": median["ours_cpa"] / median["svm_perf"],
+            "dcd_to_liblinear": median["ours_dcd"] / median["liblinear"],
+        },
+        "precision_of_summed_objective": {k: (v - optimum) / optimum for k, v in objective.items()},
+        "optimum_sum": optimum,
+    }
 
 
 def _fmt(value, digits=3):
@@ -269,9 +324,11 @@ def _fmt(value, digits=3):
 
 def report(result: dict) -> str:
     """Markdown tables of a results JSON: one row per (data set, C) and pair."""
-    lines = ["| data | C | pair | anchor s (it., above opt.) | ours default s (it., above opt., gap_rel) "
-             "| ours to anchor's objective: 1 thread / all cores | ratio (1 thread) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| data | C | pair | anchor s (it., above opt.) | ours default s (it., above opt., gap_rel) "
+        "| ours to anchor's objective: 1 thread / all cores | ratio (1 thread) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for row in result.get("rows", []):
         for solver in ("ocas", "cpa", "dcd"):
             if solver not in row:
@@ -285,23 +342,33 @@ def report(result: dict) -> str:
                 f"| {_fmt(d['seconds'])} ({_fmt(d['iterations'])}, {_fmt(100 * d['precision'], 2)}%, "
                 f"{_fmt(100 * d['gap_rel'], 2)}%) "
                 f"| {_fmt(t1['seconds_to_anchor_objective'])} / {_fmt(t2['seconds_to_anchor_objective'])} "
-                f"| {_fmt(t1['ratio_to_anchor'], 2)} |")
+                f"| {_fmt(t1['ratio_to_anchor'], 2)} |"
+            )
     iters = ["", "| data | C | ocas iterations / libocas, TolRel 0.01 | TolRel 0.001 |", "| --- | --- | --- | --- |"]
     for row in result.get("rows", []):
         same = row.get("ocas", {}).get("iterations_same_tol_rel")
         if same:
-            iters.append(f"| {row['data']} | {_fmt(row['C'])} | {same['0.01']['ours']} / {same['0.01']['libocas']} "
-                         f"| {same['0.001']['ours']} / {same['0.001']['libocas']} |")
+            iters.append(
+                f"| {row['data']} | {_fmt(row['C'])} | {same['0.01']['ours']} / {same['0.01']['libocas']} "
+                f"| {same['0.001']['ours']} / {same['0.001']['libocas']} |"
+            )
     out = lines + iters
     for C, block in (result.get("sector_all") or {}).items():
         m = block["seconds_median"]
         p = block["precision_of_summed_objective"]
-        out += ["", f"sector.scale, 105 classes one-vs-rest, C = {C} (summed solver seconds, precision of the summed "
-                    "objective):", "",
-                "| pair | anchor | ours (1 thread) | ratio |", "| --- | --- | --- | --- |"]
+        out += [
+            "",
+            f"sector.scale, 105 classes one-vs-rest, C = {C} (summed solver seconds, precision of the summed "
+            "objective):",
+            "",
+            "| pair | anchor | ours (1 thread) | ratio |",
+            "| --- | --- | --- | --- |",
+        ]
         for ours, theirs in (("ours_ocas", "svmocas"), ("ours_cpa", "svm_perf"), ("ours_dcd", "liblinear")):
-            out.append(f"| {ours[5:]} / {theirs} | {_fmt(m[theirs])} s ({_fmt(100 * p[theirs], 2)}%) "
-                       f"| {_fmt(m[ours])} s ({_fmt(100 * p[ours], 2)}%) | {_fmt(m[ours] / m[theirs], 2)} |")
+            out.append(
+                f"| {ours[5:]} / {theirs} | {_fmt(m[theirs])} s ({_fmt(100 * p[theirs], 2)}%) "
+                f"| {_fmt(m[ours])} s ({_fmt(100 * p[ours], 2)}%) | {_fmt(m[ours] / m[theirs], 2)} |"
+            )
     return "\n".join(out)
 
 
@@ -312,8 +379,12 @@ def main(argv=None) -> int:
     parser.add_argument("--Cs", default="0.1,1,10,100", help="C values for sector1 (the others run at C = 1)")
     parser.add_argument("--solvers", default="ocas,cpa,dcd")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads of our default runs (default: cores // 2, what ./dev serve gives a job)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of our default runs (default: cores // 2, what ./dev serve gives a job)",
+    )
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
     parser.add_argument("--sector-all-Cs", default="1", help="C values of the one-vs-rest runs")
@@ -324,8 +395,10 @@ def main(argv=None) -> int:
         return 0
     missing = [k for k, ok in anchors.available().items() if not ok]
     if missing:
-        print(f"anchor programs missing in {anchors.BIN}: {missing}; run ../shared/tools/build-anchors.sh",
-              file=sys.stderr)
+        print(
+            f"anchor programs missing in {anchors.BIN}: {missing}; run ../shared/tools/build-anchors.sh",
+            file=sys.stderr,
+        )
         return 2
     from worker.solvers import cpa, dcd, ocas
 
@@ -348,8 +421,10 @@ def main(argv=None) -> int:
             rows.append(bench_row(name, C, repeats, solvers, threads))
     result = {"machine": machine(), "load_average_start": load_start, "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
-        result["sector_all"] = {str(C): bench_sector_all(args.repeats, C, threads)
-                                for C in [float(c) for c in args.sector_all_Cs.split(",")]}
+        result["sector_all"] = {
+            str(C): bench_sector_all(args.repeats, C, threads)
+            for C in [float(c) for c in args.sector_all_Cs.split(",")]
+        }
     result["load_average_end"] = os.getloadavg()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

@@ -36,11 +36,21 @@ JOBS = {
     "cpa": {"C": 1000.0, "tol": 1e-9, "max_iter": 10_000_000, "max_inactive": 1_000_000},
     "ocas": {"C": 1000.0, "tol_rel": 1e-12, "max_iter": 10_000_000, "max_inactive": 1_000_000},
     "smo": {"C": 1.0, "kernel": {"type": "rbf", "gamma": "scale"}, "tol": 1e-6},
-    "sampled_cuts": {"C": 1.0, "kernel": {"type": "rbf", "gamma": "scale"}, "tol": 1e-9, "max_inactive": 1_000_000,
-                     "sample_size": 1000},
+    "sampled_cuts": {
+        "C": 1.0,
+        "kernel": {"type": "rbf", "gamma": "scale"},
+        "tol": 1e-9,
+        "max_inactive": 1_000_000,
+        "sample_size": 1000,
+    },
 }
-PARAMS = {"dcd": "DcdParams", "cpa": "CpaParams", "ocas": "OcasParams", "smo": "SmoParams",
-          "sampled_cuts": "SampledCutsParams"}
+PARAMS = {
+    "dcd": "DcdParams",
+    "cpa": "CpaParams",
+    "ocas": "OcasParams",
+    "smo": "SmoParams",
+    "sampled_cuts": "SampledCutsParams",
+}
 
 
 def full_params(solver: str, overrides: dict) -> dict:
@@ -55,8 +65,13 @@ def a9a() -> tuple[dict, int]:
     from service.ingest.parser import ParseLimits, parse_upload
 
     big = 1 << 40
-    parsed = parse_upload(str(DATA_DIR / "a9a.svm.gz"), format="svmlight", zero_based="auto", label_column="label",
-                          limits=ParseLimits(big, big, 2**31 - 1, big))
+    parsed = parse_upload(
+        str(DATA_DIR / "a9a.svm.gz"),
+        format="svmlight",
+        zero_based="auto",
+        label_column="label",
+        limits=ParseLimits(big, big, 2**31 - 1, big),
+    )
     arrays = {"indptr": parsed.indptr, "indices": parsed.indices, "data": parsed.data, "y": parsed.y}
     return arrays, int(parsed.n_features)
 
@@ -65,8 +80,12 @@ def synthetic(n_rows: int) -> tuple[dict, int]:
     from tests.benchmarks import synthetic as gen
 
     indptr, indices, data, y = gen.csr(0, n_rows)
-    arrays = {"indptr": np.asarray(indptr, np.int64), "indices": np.asarray(indices, np.int32),
-              "data": np.asarray(data, np.float64), "y": np.asarray(y, np.float64)}
+    arrays = {
+        "indptr": np.asarray(indptr, np.int64),
+        "indices": np.asarray(indices, np.int32),
+        "data": np.asarray(data, np.float64),
+        "y": np.asarray(y, np.float64),
+    }
     return arrays, int(arrays["indices"].max()) + 1
 
 
@@ -141,12 +160,20 @@ def main() -> None:
             params = full_params(solver, dict(JOBS[solver], n_processes=1))
             runs = [measure(solver, params, arrays, n_features, args.after) for _ in range(args.repeats)]
             latencies = [r["outcome_s"] for r in runs if r["outcome_s"] is not None]
-            row = {"data": name, "solver": solver, "params": JOBS[solver], "runs": runs,
-                   "median_outcome_s": statistics.median(latencies) if latencies else None,
-                   "max_outcome_s": max(latencies) if latencies else None}
+            row = {
+                "data": name,
+                "solver": solver,
+                "params": JOBS[solver],
+                "runs": runs,
+                "median_outcome_s": statistics.median(latencies) if latencies else None,
+                "max_outcome_s": max(latencies) if latencies else None,
+            }
             rows.append(row)
-            print(f"{name:24s} {solver:13s} cancel -> outcome median {row['median_outcome_s']} max {row['max_outcome_s']}"
-                  f"  ({[r['stop_reason'] for r in runs]})", flush=True)
+            print(
+                f"{name:24s} {solver:13s} cancel -> outcome median {row['median_outcome_s']} max {row['max_outcome_s']}"
+                f"  ({[r['stop_reason'] for r in runs]})",
+                flush=True,
+            )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "bench_cancel.json"
     out.write_text(json.dumps({"machine": machine(), "after_s": args.after, "results": rows}, indent=2) + "\n")

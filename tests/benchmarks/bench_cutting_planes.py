@@ -47,14 +47,15 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.svm import LinearSVC
 
+from service.scoring.metrics import pairwise_accuracy
+from service.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
+from tests.benchmarks.environment import machine
 from worker.solvers import cpa as cpa_module
 from worker.solvers import ocas as ocas_module
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas
-from service.scoring.metrics import pairwise_accuracy
-from service.scoring.metrics import predicted_ranks as predict_ranks
 
 DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_cutting_planes.json"
@@ -83,12 +84,20 @@ def _median(values):
 
 def _compile_seconds() -> float:
     """Seconds to compile every cpa/ocas kernel from scratch (fresh numba cache dir, in a subprocess)."""
-    code = ("import time; t=time.perf_counter(); from worker.solvers import cpa, ocas; "
-            "cpa.warm_up(); ocas.warm_up(); print(time.perf_counter()-t)")
+    code = (
+        "import time; t=time.perf_counter(); from worker.solvers import cpa, ocas; "
+        "cpa.warm_up(); ocas.warm_up(); print(time.perf_counter()-t)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, NUMBA_CACHE_DIR=tmp)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                             cwd=Path(__file__).resolve().parents[2])
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -132,7 +141,8 @@ def bench_classification(repeats):
         n, d = X.shape
         t0 = time.perf_counter()
         ref = LinearSVC(dual=True, loss="hinge", C=C, fit_intercept=False, tol=1e-6, max_iter=10**6).fit(
-            sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape), y)
+            sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape), y
+        )
         sk_seconds = time.perf_counter() - t0
         F_star = _hinge_objective(X, y, ref.coef_.ravel(), C)
         eps = 1e-3 * F_star
@@ -148,9 +158,18 @@ def bench_classification(repeats):
                 times.append(time.perf_counter() - t0)
             w = np.array(model.get_decfun()[0]) * (1.0 if model.get_labels()[0] == 1 else -1.0)
             lib[f"-e {e}"] = {"seconds_median": _median(times), "objective": _hinge_objective(X, y, w, C)}
-        row = {"n": n, "features": d, "nnz": int(X.nnz), "C": C, "bias": None, "eps_abs": eps,
-               "optimum_linearsvc_tol1e-6": F_star, "linearsvc_seconds": sk_seconds,
-               "anchor_optimum": ANCHORS[name], "liblinear_s3": lib}
+        row = {
+            "n": n,
+            "features": d,
+            "nnz": int(X.nnz),
+            "C": C,
+            "bias": None,
+            "eps_abs": eps,
+            "optimum_linearsvc_tol1e-6": F_star,
+            "linearsvc_seconds": sk_seconds,
+            "anchor_optimum": ANCHORS[name],
+            "liblinear_s3": lib,
+        }
         for solver in ("cpa", "ocas"):
             runs = []
             for _ in range(repeats):
@@ -163,12 +182,16 @@ def bench_classification(repeats):
             key = "best_primal" if solver == "cpa" else "primal"
             it_t, sec_t = _first_within(r.trace, target, key)
             row[solver] = {
-                "n_iter": r.n_iter, "converged": r.converged, "objective": r.objective,
+                "n_iter": r.n_iter,
+                "converged": r.converged,
+                "objective": r.objective,
                 "rel_above_optimum": (r.objective - F_star) / F_star,
                 "solver_seconds_median": _median([x.solver_seconds for x in runs]),
                 "solver_seconds_all": [x.solver_seconds for x in runs],
-                "iterations_to_target": it_t, "elapsed_s_to_target_first_run": sec_t,
-                "n_cuts_final": r.extra["n_cuts"], "qp_steps": r.extra["qp_steps"],
+                "iterations_to_target": it_t,
+                "elapsed_s_to_target_first_run": sec_t,
+                "n_cuts_final": r.extra["n_cuts"],
+                "qp_steps": r.extra["qp_steps"],
                 "phase_seconds_first_run": r.extra["seconds"],
             }
         out[name] = row
@@ -198,16 +221,22 @@ def bench_threads(repeats, max_rows):
         for p, runs in runs_by_p.items():
             r = runs[0]
             results[p] = {
-                "n_iter": r.n_iter, "objective": r.objective, "threads": r.extra["threads"],
+                "n_iter": r.n_iter,
+                "objective": r.objective,
+                "threads": r.extra["threads"],
                 "cut_form": r.extra["cut_form"],
                 "solver_seconds_median": _median([x.solver_seconds for x in runs]),
-                "phase_seconds_median": {k: _median([x.extra["seconds"][k] for x in runs])
-                                         for k in ("output", "line_search", "update", "cut", "qp")},
+                "phase_seconds_median": {
+                    k: _median([x.extra["seconds"][k] for x in runs])
+                    for k in ("output", "line_search", "update", "cut", "qp")
+                },
             }
         row["t1"], row["t2"] = results[1], results[2]
         row["bit_identical"] = bool(np.array_equal(runs_by_p[1][0].w, runs_by_p[2][0].w))
-        row["speedup"] = {k: results[1]["phase_seconds_median"][k] / max(results[2]["phase_seconds_median"][k], 1e-12)
-                          for k in ("output", "line_search", "update", "cut")}
+        row["speedup"] = {
+            k: results[1]["phase_seconds_median"][k] / max(results[2]["phase_seconds_median"][k], 1e-12)
+            for k in ("output", "line_search", "update", "cut")
+        }
         row["speedup"]["total"] = results[1]["solver_seconds_median"] / max(results[2]["solver_seconds_median"], 1e-12)
         out[name] = row
         print(name, json.dumps(row["speedup"]), flush=True)
@@ -221,16 +250,30 @@ def bench_ordinal(repeats):
     for label, rows in (("full", X.shape[0]), ("subset_1000", 1000)):
         Xs, ys = X[:rows], y[:rows]
         args = _csr(Xs)
-        runs = [solve_cpa(*args, ys, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3, objective="ordinal")
-                for _ in range(repeats)]
+        runs = [
+            solve_cpa(*args, ys, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3, objective="ordinal")
+            for _ in range(repeats)
+        ]
         r = runs[0]
         scores = Xs @ r.w
-        row = {"n": rows, "ranks": int(np.unique(ys).size), "pairs": r.extra["n_pairs"], "C_per_pair": C, "tol": 1e-3,
-               "cpa": {"n_iter": r.n_iter, "objective": r.objective, "lower_bound": r.extra["lower_bound"],
-                       "solver_seconds_median": _median([x.solver_seconds for x in runs]),
-                       "pairwise_accuracy": pairwise_accuracy(scores, ys),
-                       "rank_accuracy": float(np.mean(predict_ranks(scores, r.extra["ranks"], r.extra["thresholds"]) == ys)),
-                       "within_one_rank": float(np.mean(np.abs(predict_ranks(scores, r.extra["ranks"], r.extra["thresholds"]) - ys) <= 1))}}
+        row = {
+            "n": rows,
+            "ranks": int(np.unique(ys).size),
+            "pairs": r.extra["n_pairs"],
+            "C_per_pair": C,
+            "tol": 1e-3,
+            "cpa": {
+                "n_iter": r.n_iter,
+                "objective": r.objective,
+                "lower_bound": r.extra["lower_bound"],
+                "solver_seconds_median": _median([x.solver_seconds for x in runs]),
+                "pairwise_accuracy": pairwise_accuracy(scores, ys),
+                "rank_accuracy": float(np.mean(predict_ranks(scores, r.extra["ranks"], r.extra["thresholds"]) == ys)),
+                "within_one_rank": float(
+                    np.mean(np.abs(predict_ranks(scores, r.extra["ranks"], r.extra["thresholds"]) - ys) <= 1)
+                ),
+            },
+        }
         if rows <= 1000:
             Xd = Xs.toarray()
             P = [(i, j) for i in range(rows) for j in range(rows) if ys[i] > ys[j]]
@@ -243,8 +286,11 @@ def bench_ordinal(repeats):
             ref_seconds = time.perf_counter() - t0
             w = ref.coef_.ravel()
             ref_obj = 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - (Xd[I] - Xd[J]) @ w).sum())
-            row["brute_force_linearsvc"] = {"objective": ref_obj, "seconds": ref_seconds,
-                                            "build_seconds_excluded": True}
+            row["brute_force_linearsvc"] = {
+                "objective": ref_obj,
+                "seconds": ref_seconds,
+                "build_seconds_excluded": True,
+            }
             row["cpa"]["rel_above_brute_force"] = (r.objective - ref_obj) / ref_obj
         out[label] = row
         print("ordinal", label, json.dumps(row["cpa"])[:300], flush=True)
@@ -257,13 +303,19 @@ def bench_ranking(repeats):
     args = _csr(X)
     out = {"n": X.shape[0], "queries": int(np.unique(qid).size), "C_per_pair": C, "anchor_optimum": RANK_ANCHOR}
     for tol in (1e-3, 1e-4):
-        runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=tol, objective="ranking", qid=qid)
-                for _ in range(repeats)]
+        runs = [
+            solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=tol, objective="ranking", qid=qid)
+            for _ in range(repeats)
+        ]
         r = runs[0]
         out[f"cpa_tol_{tol}"] = {
-            "n_iter": r.n_iter, "objective": r.objective, "rel_above_anchor": (r.objective - RANK_ANCHOR) / RANK_ANCHOR,
-            "solver_seconds_median": _median([x.solver_seconds for x in runs]), "pairs": r.extra["n_pairs"],
-            "pairwise_accuracy": pairwise_accuracy(X @ r.w, y, qid)}
+            "n_iter": r.n_iter,
+            "objective": r.objective,
+            "rel_above_anchor": (r.objective - RANK_ANCHOR) / RANK_ANCHOR,
+            "solver_seconds_median": _median([x.solver_seconds for x in runs]),
+            "pairs": r.extra["n_pairs"],
+            "pairwise_accuracy": pairwise_accuracy(X @ r.w, y, qid),
+        }
     # brute force: explicit difference vectors within each query
     rows, cols, vals, signs = [], [], [], []
     Xd = X.tocsr()
@@ -284,11 +336,15 @@ def bench_ranking(repeats):
     signs = np.array(signs)
     t0 = time.perf_counter()
     ref = LinearSVC(dual=True, loss="hinge", C=C, fit_intercept=False, tol=1e-6, max_iter=10**6).fit(
-        sp.csr_matrix((D.data, D.indices.astype(np.int32), D.indptr.astype(np.int32)), shape=D.shape), signs)
+        sp.csr_matrix((D.data, D.indices.astype(np.int32), D.indptr.astype(np.int32)), shape=D.shape), signs
+    )
     seconds = time.perf_counter() - t0
     w = ref.coef_.ravel()
-    out["brute_force_linearsvc"] = {"pairs": k, "seconds": seconds,
-                                    "objective": 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - signs * (D @ w)).sum())}
+    out["brute_force_linearsvc"] = {
+        "pairs": k,
+        "seconds": seconds,
+        "objective": 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - signs * (D @ w)).sum()),
+    }
     print("ranking", json.dumps(out, default=str)[:500], flush=True)
     return out
 
@@ -296,19 +352,34 @@ def bench_ranking(repeats):
 def bench_scaling(repeats, max_rows):
     X_all, y_all = _generated(max_rows)
     sizes = [s for s in (10_000, 30_000, 100_000, 300_000, 1_000_000) if s <= max_rows]
-    out = {"features": X_all.shape[1], "C": "1e4 / n (paper convention C_paper = 1e4)", "sizes": sizes,
-           "ocas": [], "cpa": []}
+    out = {
+        "features": X_all.shape[1],
+        "C": "1e4 / n (paper convention C_paper = 1e4)",
+        "sizes": sizes,
+        "ocas": [],
+        "cpa": [],
+    }
     for n in sizes:
         X = X_all[:n]
         y = y_all[:n]
         args = _csr(X)
         C = 1e4 / n
         ocas_runs = [solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=1e-3) for _ in range(repeats)]
-        cpa_runs = [solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
-                    for _ in range(max(1, repeats if n <= 300_000 else 1))]
+        cpa_runs = [
+            solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
+            for _ in range(max(1, repeats if n <= 300_000 else 1))
+        ]
         for name, runs in (("ocas", ocas_runs), ("cpa", cpa_runs)):
-            out[name].append({"n": n, "nnz": int(X.nnz), "n_iter": runs[0].n_iter, "objective": runs[0].objective,
-                              "runs": len(runs), "solver_seconds_median": _median([r.solver_seconds for r in runs])})
+            out[name].append(
+                {
+                    "n": n,
+                    "nnz": int(X.nnz),
+                    "n_iter": runs[0].n_iter,
+                    "objective": runs[0].objective,
+                    "runs": len(runs),
+                    "solver_seconds_median": _median([r.solver_seconds for r in runs]),
+                }
+            )
         print("scaling", n, out["ocas"][-1], out["cpa"][-1], flush=True)
     for name in ("ocas", "cpa"):
         ns = np.log([r["n"] for r in out[name]])
@@ -316,8 +387,9 @@ def bench_scaling(repeats, max_rows):
         out[f"{name}_loglog_slope"] = float(np.polyfit(ns, ts, 1)[0]) if len(ns) > 1 else None
         big = [r for r in out[name] if r["n"] >= 100_000]
         if len(big) > 1:
-            out[f"{name}_loglog_slope_n_ge_100k"] = float(np.polyfit(np.log([r["n"] for r in big]),
-                                                                   np.log([r["solver_seconds_median"] for r in big]), 1)[0])
+            out[f"{name}_loglog_slope_n_ge_100k"] = float(
+                np.polyfit(np.log([r["n"] for r in big]), np.log([r["solver_seconds_median"] for r in big]), 1)[0]
+            )
     return out
 
 
@@ -335,13 +407,19 @@ def main() -> None:
     cpa_module.warm_up()
     ocas_module.warm_up()
     results["jit"]["first_call_seconds_cache_load"] = time.perf_counter() - t0
-    results["settings"] = {"repeats": opts.repeats, "numba_parallel_kernels": True,
-                           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "qp_rel": cpa_module.QP_REL}
-    sections = {"classification": lambda: bench_classification(opts.repeats),
-                "threads": lambda: bench_threads(opts.repeats, opts.max_rows),
-                "ordinal": lambda: bench_ordinal(opts.repeats),
-                "ranking": lambda: bench_ranking(opts.repeats),
-                "scaling": lambda: bench_scaling(opts.repeats, opts.max_rows)}
+    results["settings"] = {
+        "repeats": opts.repeats,
+        "numba_parallel_kernels": True,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "qp_rel": cpa_module.QP_REL,
+    }
+    sections = {
+        "classification": lambda: bench_classification(opts.repeats),
+        "threads": lambda: bench_threads(opts.repeats, opts.max_rows),
+        "ordinal": lambda: bench_ordinal(opts.repeats),
+        "ranking": lambda: bench_ranking(opts.repeats),
+        "scaling": lambda: bench_scaling(opts.repeats, opts.max_rows),
+    }
     for name in opts.sections.split(","):
         started = time.perf_counter()
         results[name] = sections[name]()

@@ -40,15 +40,15 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 import sklearn
+from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from liblinear import liblinearutil
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
+from tests.benchmarks.environment import cpu_model
 from worker.solvers.common import SolverControl
 from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
-
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, cpu_model  # noqa: E402
 
 DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_dcd.json"
@@ -58,24 +58,36 @@ EPS_LADDER = [0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4, 3e-5, 1e-5, 1e-6]
 C = 1.0
 
 
-
-
 def _load(name):
     X, y = load_svmlight_file(str(DATA_DIR / f"{name}.svm.gz"))
     X = sp.csr_matrix(X)
     X.sort_indices()
-    return X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64), \
-        y.astype(np.float64), X.shape[1], X
+    return (
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data.astype(np.float64),
+        y.astype(np.float64),
+        X.shape[1],
+        X,
+    )
 
 
 def _compile_seconds() -> float:
     """Seconds to compile every dcd kernel from scratch (fresh numba cache dir, in a subprocess)."""
-    code = ("import time; t = time.perf_counter(); from worker.solvers.dcd import warm_up; warm_up(); "
-            "print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); from worker.solvers.dcd import warm_up; warm_up(); "
+        "print(time.perf_counter() - t)"
+    )
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                             cwd=Path(__file__).resolve().parents[2])
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -89,8 +101,15 @@ def _sklearn_reference(problem, loss, bias):
     A = X.copy()
     A.indptr = A.indptr.astype(np.int32)
     A.indices = A.indices.astype(np.int32)
-    model = LinearSVC(dual=True, loss=loss, C=C, fit_intercept=bias is not None,
-                      intercept_scaling=1.0 if bias is None else bias, tol=1e-6, max_iter=10**6)
+    model = LinearSVC(
+        dual=True,
+        loss=loss,
+        C=C,
+        fit_intercept=bias is not None,
+        intercept_scaling=1.0 if bias is None else bias,
+        tol=1e-6,
+        max_iter=10**6,
+    )
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
@@ -98,8 +117,11 @@ def _sklearn_reference(problem, loss, bias):
     seconds = time.perf_counter() - start
     w = model.coef_.ravel()
     w_full = w if bias is None else np.append(w, model.intercept_[0] / bias)
-    return _objective(problem, w_full, loss, bias), seconds, not any(
-        issubclass(c.category, ConvergenceWarning) for c in caught)
+    return (
+        _objective(problem, w_full, loss, bias),
+        seconds,
+        not any(issubclass(c.category, ConvergenceWarning) for c in caught),
+    )
 
 
 def _ours(problem, loss, bias, **kwargs):
@@ -127,17 +149,28 @@ def _median(values):
 
 def bench_case(problem, prob_by_bias, name, loss, bias, repeats):
     y = problem[3]
-    case = {"data": name, "rows": int(y.size), "features": int(problem[4]), "nnz": int(problem[2].size),
-            "loss": loss, "bias": bias, "C": C}
+    case = {
+        "data": name,
+        "rows": int(y.size),
+        "features": int(problem[4]),
+        "nnz": int(problem[2].size),
+        "loss": loss,
+        "bias": bias,
+        "C": C,
+    }
 
     # ---- reference optimum ----
     sk_obj, sk_seconds, sk_converged = _sklearn_reference(problem, loss, bias)
     tight = _ours(problem, loss, bias, tol=1e-6, max_iter=30000, trace_every=10**9)
     reference = min(sk_obj, tight.objective)
     case["reference"] = {
-        "sklearn_objective": sk_obj, "sklearn_seconds": sk_seconds, "sklearn_converged": sk_converged,
-        "dcd_tol_1e-6_objective": tight.objective, "dcd_tol_1e-6_iterations": tight.n_iter,
-        "dcd_tol_1e-6_converged": tight.converged, "optimum_used": reference,
+        "sklearn_objective": sk_obj,
+        "sklearn_seconds": sk_seconds,
+        "sklearn_converged": sk_converged,
+        "dcd_tol_1e-6_objective": tight.objective,
+        "dcd_tol_1e-6_iterations": tight.n_iter,
+        "dcd_tol_1e-6_converged": tight.converged,
+        "optimum_used": reference,
     }
     if bias is None and loss == "hinge" and name in ANCHORS:
         case["reference"]["anchor"] = ANCHORS[name]
@@ -146,8 +179,9 @@ def bench_case(problem, prob_by_bias, name, loss, bias, repeats):
     # ---- ours: the outer iteration k at which the primal is first within 1% (eq. (20)) ----
     # a traced run, canceled through its control once a trace point is within 1%
     points = []
-    control = SolverControl(on_point=points.append,
-                            cancel_requested=lambda: bool(points) and points[-1]["primal"] <= 1.01 * reference)
+    control = SolverControl(
+        on_point=points.append, cancel_requested=lambda: bool(points) and points[-1]["primal"] <= 1.01 * reference
+    )
     _ours(problem, loss, bias, tol=1e-6, max_iter=100000, trace_every=1, control=control)
     within = [p for p in points if (p["primal"] - reference) / reference <= 0.01]
     k = within[0]["iteration"]
@@ -164,12 +198,23 @@ def bench_case(problem, prob_by_bias, name, loss, bias, repeats):
         return None, None
 
     our_tol, our_rel = first_within(lambda tol: _ours(problem, loss, bias, tol=tol, trace_every=10**9).objective)
-    lib_eps, lib_rel = first_within(lambda eps: _objective(
-        problem, _liblinear_w_full(_liblinear_train(prob, f"{base} -e {eps}")[0], bias), loss, bias))
+    lib_eps, lib_rel = first_within(
+        lambda eps: _objective(
+            problem, _liblinear_w_full(_liblinear_train(prob, f"{base} -e {eps}")[0], bias), loss, bias
+        )
+    )
 
     # ---- timed runs, interleaved so that the machine's load hits both solvers alike ----
-    timed = {key: [] for key in ("dcd_to_1pct", "dcd_to_1pct_by_tol", "dcd_default_tol",
-                                 "liblinear_to_1pct", "liblinear_default_eps")}
+    timed = {
+        key: []
+        for key in (
+            "dcd_to_1pct",
+            "dcd_to_1pct_by_tol",
+            "dcd_default_tol",
+            "liblinear_to_1pct",
+            "liblinear_default_eps",
+        )
+    }
     last = {}
 
     def ours_timed(key, **kwargs):
@@ -196,31 +241,54 @@ def bench_case(problem, prob_by_bias, name, loss, bias, repeats):
     def summary(key):
         wall = [t[0] for t in timed[key]]
         cpu = [t[1] for t in timed[key]]
-        return {"seconds_median": _median(wall), "seconds_min": float(min(wall)), "seconds_all": wall,
-                "cpu_seconds_median": _median(cpu)}
+        return {
+            "seconds_median": _median(wall),
+            "seconds_min": float(min(wall)),
+            "seconds_all": wall,
+            "cpu_seconds_median": _median(cpu),
+        }
 
-    case["dcd_to_1pct"] = {"iterations": k, "traced_elapsed_s": within[0]["elapsed_s"],
-                           "relative_error": (last["dcd_to_1pct"].objective - reference) / reference,
-                           **summary("dcd_to_1pct")}
+    case["dcd_to_1pct"] = {
+        "iterations": k,
+        "traced_elapsed_s": within[0]["elapsed_s"],
+        "relative_error": (last["dcd_to_1pct"].objective - reference) / reference,
+        **summary("dcd_to_1pct"),
+    }
     if our_tol is None:
         case["dcd_to_1pct_by_tol"] = {"reached": False, "tol_tried": EPS_LADDER}
     else:
-        case["dcd_to_1pct_by_tol"] = {"reached": True, "tol": our_tol, "relative_error": our_rel,
-                                      "iterations": last["dcd_to_1pct_by_tol"].n_iter,
-                                      **summary("dcd_to_1pct_by_tol")}
+        case["dcd_to_1pct_by_tol"] = {
+            "reached": True,
+            "tol": our_tol,
+            "relative_error": our_rel,
+            "iterations": last["dcd_to_1pct_by_tol"].n_iter,
+            **summary("dcd_to_1pct_by_tol"),
+        }
     run = last["dcd_default_tol"]
-    case["dcd_default_tol"] = {"tol": 0.1, "iterations": run.n_iter, "converged": run.converged,
-                               "objective": run.objective, "relative_error": (run.objective - reference) / reference,
-                               **summary("dcd_default_tol")}
+    case["dcd_default_tol"] = {
+        "tol": 0.1,
+        "iterations": run.n_iter,
+        "converged": run.converged,
+        "objective": run.objective,
+        "relative_error": (run.objective - reference) / reference,
+        **summary("dcd_default_tol"),
+    }
     if lib_eps is None:
         case["liblinear_to_1pct"] = {"reached": False, "eps_tried": EPS_LADDER}
     else:
-        case["liblinear_to_1pct"] = {"reached": True, "eps": lib_eps, "relative_error": lib_rel,
-                                     **summary("liblinear_to_1pct")}
+        case["liblinear_to_1pct"] = {
+            "reached": True,
+            "eps": lib_eps,
+            "relative_error": lib_rel,
+            **summary("liblinear_to_1pct"),
+        }
     objective = _objective(problem, _liblinear_w_full(last["liblinear_default_eps"], bias), loss, bias)
-    case["liblinear_default_eps"] = {"eps": 0.1, "objective": objective,
-                                     "relative_error": (objective - reference) / reference,
-                                     **summary("liblinear_default_eps")}
+    case["liblinear_default_eps"] = {
+        "eps": 0.1,
+        "objective": objective,
+        "relative_error": (objective - reference) / reference,
+        **summary("liblinear_default_eps"),
+    }
 
     lib_1 = case["liblinear_to_1pct"].get("seconds_median")
     lib_d = case["liblinear_default_eps"]["seconds_median"]
@@ -228,8 +296,9 @@ def bench_case(problem, prob_by_bias, name, loss, bias, repeats):
     ours_t = case["dcd_to_1pct_by_tol"].get("seconds_median")
     case["ratio_to_1pct_by_tol"] = ours_t / lib_1 if (lib_1 and ours_t) else None
     case["ratio_default_tol"] = case["dcd_default_tol"]["seconds_median"] / lib_d
-    case["ratio_default_tol_cpu"] = (case["dcd_default_tol"]["cpu_seconds_median"]
-                                     / case["liblinear_default_eps"]["cpu_seconds_median"])
+    case["ratio_default_tol_cpu"] = (
+        case["dcd_default_tol"]["cpu_seconds_median"] / case["liblinear_default_eps"]["cpu_seconds_median"]
+    )
     return case
 
 
@@ -255,15 +324,17 @@ def main(argv=None):
                 case = bench_case(problem, prob_by_bias, name, loss, bias, args.repeats)
                 cases.append(case)
                 lib1 = case["liblinear_to_1pct"]
-                print(f"{name:7s} bias={str(bias):4s} {loss:13s} | to 1%: dcd {case['dcd_to_1pct']['seconds_median']:.4f}s "
-                      f"({case['dcd_to_1pct']['iterations']} it) liblinear "
-                      f"{lib1.get('seconds_median', float('nan')):.4f}s (-e {lib1.get('eps')}) "
-                      f"ratio {case['ratio_to_1pct'] or float('nan'):.2f} (by tol {case['ratio_to_1pct_by_tol'] or float('nan'):.2f})"
-                      f" | tol 0.1: dcd "
-                      f"{case['dcd_default_tol']['seconds_median']:.4f}s liblinear "
-                      f"{case['liblinear_default_eps']['seconds_median']:.4f}s ratio {case['ratio_default_tol']:.2f} "
-                      f"(cpu {case['ratio_default_tol_cpu']:.2f})",
-                      flush=True)
+                print(
+                    f"{name:7s} bias={str(bias):4s} {loss:13s} | to 1%: dcd {case['dcd_to_1pct']['seconds_median']:.4f}s "
+                    f"({case['dcd_to_1pct']['iterations']} it) liblinear "
+                    f"{lib1.get('seconds_median', float('nan')):.4f}s (-e {lib1.get('eps')}) "
+                    f"ratio {case['ratio_to_1pct'] or float('nan'):.2f} (by tol {case['ratio_to_1pct_by_tol'] or float('nan'):.2f})"
+                    f" | tol 0.1: dcd "
+                    f"{case['dcd_default_tol']['seconds_median']:.4f}s liblinear "
+                    f"{case['liblinear_default_eps']['seconds_median']:.4f}s ratio {case['ratio_default_tol']:.2f} "
+                    f"(cpu {case['ratio_default_tol_cpu']:.2f})",
+                    flush=True,
+                )
 
     result = {
         "benchmark": "bench_dcd",
@@ -287,6 +358,7 @@ def main(argv=None):
     }
     try:
         from importlib.metadata import version
+
         result["liblinear"] = version("liblinear-official")
     except Exception:  # noqa: BLE001 - metadata is informative only
         pass

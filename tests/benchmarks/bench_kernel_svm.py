@@ -45,10 +45,11 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
-from tests import naive
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
-from worker.solvers import sampled_cuts, smo
 from service.scoring.kernel import KernelExpansion
+from tests import naive
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
+from tests.benchmarks.environment import machine
+from worker.solvers import sampled_cuts, smo
 
 DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_svm.json"
@@ -66,14 +67,22 @@ _csr = naive.csr_parts
 
 def _compile_seconds() -> float:
     """Seconds to compile every kernel of kernels/smo/sampled_cuts from scratch (fresh cache, subprocess)."""
-    code = ("import time; t = time.perf_counter()\n"
-            "from worker.solvers import kernels, smo, sampled_cuts\n"
-            "kernels.warm_up(); smo.warm_up(); sampled_cuts.warm_up()\n"
-            "print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter()\n"
+        "from worker.solvers import kernels, smo, sampled_cuts\n"
+        "kernels.warm_up(); smo.warm_up(); sampled_cuts.warm_up()\n"
+        "print(time.perf_counter() - t)"
+    )
     with tempfile.TemporaryDirectory() as cache_dir:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                             cwd=str(Path(__file__).resolve().parents[2]))
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -117,8 +126,15 @@ def _libsvm_summary(model, lines):
 
 
 def _libsvm_error(model, X_test, y_test):
-    rows = [dict(zip((X_test.indices[X_test.indptr[i]:X_test.indptr[i + 1]] + 1).tolist(),
-                     X_test.data[X_test.indptr[i]:X_test.indptr[i + 1]].tolist())) for i in range(X_test.shape[0])]
+    rows = [
+        dict(
+            zip(
+                (X_test.indices[X_test.indptr[i] : X_test.indptr[i + 1]] + 1).tolist(),
+                X_test.data[X_test.indptr[i] : X_test.indptr[i + 1]].tolist(),
+            )
+        )
+        for i in range(X_test.shape[0])
+    ]
     sys.stdout.flush()
     labels, _, _ = svmutil.svm_predict(y_test.tolist(), rows, model, "-q")
     return 100.0 * float(np.mean(np.asarray(labels) != y_test))
@@ -126,8 +142,15 @@ def _libsvm_error(model, X_test, y_test):
 
 def _our_error(result, X, X_test, y_test, kernel):
     support = X[result.extra["support_indices"]]
-    model = KernelExpansion(support.indptr, support.indices, support.data, result.extra["dual_coef"], result.bias,
-                            kernel, n_features=X.shape[1])
+    model = KernelExpansion(
+        support.indptr,
+        support.indices,
+        support.data,
+        result.extra["dual_coef"],
+        result.bias,
+        kernel,
+        n_features=X.shape[1],
+    )
     decision = model.decision_function(X_test.indptr, X_test.indices, X_test.data)
     return 100.0 * float(np.mean(np.where(decision > 0, 1.0, -1.0) != y_test))
 
@@ -147,8 +170,10 @@ def _load_avg():
     return list(os.getloadavg())
 
 
-THREADS_DATA = {"a9a": {"file": "a9a", "n_features": 123, "gamma": 0.0081, "test": "a9a.t"},
-                "ijcnn1": {"file": "ijcnn1", "n_features": 22, "gamma": 2.0, "test": "ijcnn1.t"}}
+THREADS_DATA = {
+    "a9a": {"file": "a9a", "n_features": 123, "gamma": 0.0081, "test": "a9a.t"},
+    "ijcnn1": {"file": "ijcnn1", "n_features": 22, "gamma": 2.0, "test": "ijcnn1.t"},
+}
 
 
 def _plain_file(name: str, X, y) -> Path:
@@ -165,9 +190,14 @@ def _plain_file(name: str, X, y) -> Path:
 def _libsvm_openmp(name: str, rows: int, gamma: float, C: float, threads: int) -> dict:
     """libsvm-official with OMP_NUM_THREADS=threads, in a child process (OpenMP reads it when loaded)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_kernel_svm", "--libsvm-child",
-                          f"{name},{rows},{gamma!r},{C!r}"], env=env, capture_output=True, text=True, check=True,
-                         cwd=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bench_kernel_svm", "--libsvm-child", f"{name},{rows},{gamma!r},{C!r}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -177,9 +207,19 @@ def libsvm_child(spec: str) -> None:
     X, y = _load(name, THREADS_DATA[name]["n_features"] if name in THREADS_DATA else None)
     X, y = X[: int(rows)], y[: int(rows)]
     problem = _libsvm_problem(X, y)
-    model, seconds, cpu, lines = _libsvm_train(problem, f"-s 0 -t 2 -c {float(C)!r} -g {float(gamma)!r} -e 0.001 -h 1 -m 200")
-    print(json.dumps({"seconds": seconds, "cpu": cpu, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-                      **_libsvm_summary(model, lines)}))
+    model, seconds, cpu, lines = _libsvm_train(
+        problem, f"-s 0 -t 2 -c {float(C)!r} -g {float(gamma)!r} -e 0.001 -h 1 -m 200"
+    )
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "cpu": cpu,
+                "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+                **_libsvm_summary(model, lines),
+            }
+        )
+    )
 
 
 def section_threads(names: list[str], repeats: int) -> dict:
@@ -199,37 +239,60 @@ def section_threads(names: list[str], repeats: int) -> dict:
             entry = {"repeat": repeat}
             for threads in (1, 2):
                 load = _load_avg()
-                result = smo.solve_smo(indptr, indices, data, y, n_features=spec["n_features"], C=1.0, kernel=kernel,
-                                       cache_mb=200, n_threads=threads)
-                entry[f"smo_{threads}"] = {"seconds": result.solver_seconds, "iterations": result.n_iter,
-                                           "dual_objective": result.extra["dual_objective"], "n_sv": result.extra["n_sv"],
-                                           "load": [load, _load_avg()]}
+                result = smo.solve_smo(
+                    indptr,
+                    indices,
+                    data,
+                    y,
+                    n_features=spec["n_features"],
+                    C=1.0,
+                    kernel=kernel,
+                    cache_mb=200,
+                    n_threads=threads,
+                )
+                entry[f"smo_{threads}"] = {
+                    "seconds": result.solver_seconds,
+                    "iterations": result.n_iter,
+                    "dual_objective": result.extra["dual_objective"],
+                    "n_sv": result.extra["n_sv"],
+                    "load": [load, _load_avg()],
+                }
                 if repeat == 0 and threads == 1:
                     entry["smo_test_error_pct"] = _our_error(result, X, X_test, y_test, kernel)
             load = _load_avg()
             entry["svm_train"] = dict(anchors.svm_train(str(path), 1.0, spec["gamma"]), load=[load, _load_avg()])
             load = _load_avg()
-            entry["libsvm_omp2"] = dict(_libsvm_openmp(spec["file"], X.shape[0], spec["gamma"], 1.0, 2),
-                                        load=[load, _load_avg()])
+            entry["libsvm_omp2"] = dict(
+                _libsvm_openmp(spec["file"], X.shape[0], spec["gamma"], 1.0, 2), load=[load, _load_avg()]
+            )
             entry["ratio_smo1_over_svm_train"] = entry["smo_1"]["seconds"] / entry["svm_train"]["seconds"]
             entry["ratio_smo2_over_libsvm_omp2"] = entry["smo_2"]["seconds"] / entry["libsvm_omp2"]["seconds"]
             entry["smo_thread_speedup"] = entry["smo_1"]["seconds"] / entry["smo_2"]["seconds"]
             entry["libsvm_openmp_vs_svm_train"] = entry["svm_train"]["seconds"] / entry["libsvm_omp2"]["seconds"]
             rounds.append(entry)
-            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in entry.items() if not isinstance(v, dict)},
-                  {k: round(v["seconds"], 2) for k, v in entry.items() if isinstance(v, dict)}, flush=True)
+            print(
+                name,
+                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in entry.items() if not isinstance(v, dict)},
+                {k: round(v["seconds"], 2) for k, v in entry.items() if isinstance(v, dict)},
+                flush=True,
+            )
         med = lambda key: _median([r[key] for r in rounds])  # noqa: E731
         out[name] = {
             "data": f"{spec['file']} ({X.shape[0]:,} rows), rbf gamma {spec['gamma']}, C = 1, tol 1e-3, cache 200 MB",
             "rounds": rounds,
-            "median_seconds": {k: _median([r[k]["seconds"] for r in rounds]) for k in ("smo_1", "smo_2", "svm_train", "libsvm_omp2")},
+            "median_seconds": {
+                k: _median([r[k]["seconds"] for r in rounds]) for k in ("smo_1", "smo_2", "svm_train", "libsvm_omp2")
+            },
             "paired_median_smo1_over_svm_train": med("ratio_smo1_over_svm_train"),
             "paired_median_smo2_over_libsvm_omp2": med("ratio_smo2_over_libsvm_omp2"),
             "paired_median_smo_thread_speedup": med("smo_thread_speedup"),
             "paired_median_libsvm_openmp_speedup": med("libsvm_openmp_vs_svm_train"),
             "targets": {"smo1_over_svm_train": 0.5, "smo2_over_libsvm_omp2": 0.6},
-            "identical_1_and_2_threads": all(r["smo_1"]["iterations"] == r["smo_2"]["iterations"]
-                                             and r["smo_1"]["dual_objective"] == r["smo_2"]["dual_objective"] for r in rounds),
+            "identical_1_and_2_threads": all(
+                r["smo_1"]["iterations"] == r["smo_2"]["iterations"]
+                and r["smo_1"]["dual_objective"] == r["smo_2"]["dual_objective"]
+                for r in rounds
+            ),
         }
     return out
 
@@ -259,48 +322,83 @@ def section_trend(sizes: list[int], repeats_at: dict[int, int], linear_max: int)
             X, y = sp.vstack([X_train, X_rest[:extra]]).tocsr(), np.concatenate([y_train, y_rest[:extra]])
             left = X_rest.shape[0] - extra
             if left >= 20000:
-                X_eval, y_eval, eval_kind = X_rest[extra:extra + 20000], y_rest[extra:extra + 20000], "test: 20,000 unused rows of ijcnn1.t"
+                X_eval, y_eval, eval_kind = (
+                    X_rest[extra : extra + 20000],
+                    y_rest[extra : extra + 20000],
+                    "test: 20,000 unused rows of ijcnn1.t",
+                )
             else:
                 sample = np.sort(np.random.default_rng(2).choice(size, 20000, replace=False))
-                X_eval, y_eval, eval_kind = X[sample], y[sample], "training error on 20,000 of its rows (no test rows left)"
+                X_eval, y_eval, eval_kind = (
+                    X[sample],
+                    y[sample],
+                    "training error on 20,000 of its rows (no test rows left)",
+                )
         indptr, indices, data = _csr(X)
         csr = (indptr, indices, data, y)
         entry = {"n": int(size), "error_on": eval_kind, "runs": []}
         solvers = {
             "sampled_cuts_constant_1": lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=1),
+                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=1
+            ),
             "smo_1": lambda: smo.solve_smo(*csr, n_features=22, C=1.0, kernel=kernel, n_threads=1),
             "sampled_cuts_constant_2": lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=2),
+                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=2
+            ),
             "smo_2": lambda: smo.solve_smo(*csr, n_features=22, C=1.0, kernel=kernel, n_threads=2),
         }
         if size <= linear_max:
             solvers["sampled_cuts_linear_2"] = lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="linear", sample_size=400, n_threads=2)
+                *csr, n_features=22, C=1.0, kernel=kernel, variant="linear", sample_size=400, n_threads=2
+            )
         for repeat in range(repeats_at.get(size, 1)):
             run = {}
             for name, fit in solvers.items():
                 load = _load_avg()
                 result = fit()
-                run[name] = {"seconds": result.solver_seconds, "iterations": result.n_iter, "n_sv": result.extra["n_sv"],
-                             "objective": result.objective, "load": [load, _load_avg()]}
+                run[name] = {
+                    "seconds": result.solver_seconds,
+                    "iterations": result.n_iter,
+                    "n_sv": result.extra["n_sv"],
+                    "objective": result.objective,
+                    "load": [load, _load_avg()],
+                }
                 if repeat == 0:
                     run[name]["error_pct"] = _our_error(result, X, X_eval, y_eval, kernel)
             for threads in (1, 2):
-                run[f"smo_over_constant_{threads}"] = run[f"smo_{threads}"]["seconds"] / run[f"sampled_cuts_constant_{threads}"]["seconds"]
+                run[f"smo_over_constant_{threads}"] = (
+                    run[f"smo_{threads}"]["seconds"] / run[f"sampled_cuts_constant_{threads}"]["seconds"]
+                )
             entry["runs"].append(run)
-            print(f"n={size}", {k: (round(v["seconds"], 2), v.get("error_pct")) if isinstance(v, dict) else round(v, 2)
-                                for k, v in run.items()}, flush=True)
+            print(
+                f"n={size}",
+                {
+                    k: (round(v["seconds"], 2), v.get("error_pct")) if isinstance(v, dict) else round(v, 2)
+                    for k, v in run.items()
+                },
+                flush=True,
+            )
         entry["median_seconds"] = {name: _median([r[name]["seconds"] for r in entry["runs"]]) for name in solvers}
         entry["error_pct"] = {name: entry["runs"][0][name]["error_pct"] for name in solvers}
         for threads in (1, 2):
-            entry[f"paired_median_smo_over_constant_{threads}"] = _median([r[f"smo_over_constant_{threads}"] for r in entry["runs"]])
+            entry[f"paired_median_smo_over_constant_{threads}"] = _median(
+                [r[f"smo_over_constant_{threads}"] for r in entry["runs"]]
+            )
         rows.append(entry)
-    return {"data": "ijcnn1: nested random subsets (seed 0) of the 49,990 training rows, then those rows plus ijcnn1.t's "
-                    "rows in a seeded order (seed 1) up to all 141,691",
-            "parameters": {"kernel": kernel, "C": 1.0, "sample_size": 400, "tol_sampled_cuts": 1e-3, "p": 4,
-                           "tol_smo": 1e-3, "cache_mb_smo": 200},
-            "sizes": rows}
+    return {
+        "data": "ijcnn1: nested random subsets (seed 0) of the 49,990 training rows, then those rows plus ijcnn1.t's "
+        "rows in a seeded order (seed 1) up to all 141,691",
+        "parameters": {
+            "kernel": kernel,
+            "C": 1.0,
+            "sample_size": 400,
+            "tol_sampled_cuts": 1e-3,
+            "p": 4,
+            "tol_smo": 1e-3,
+            "cache_mb_smo": 200,
+        },
+        "sizes": rows,
+    }
 
 
 def section_cache(repeats: int) -> dict:
@@ -315,22 +413,35 @@ def section_cache(repeats: int) -> dict:
     load_before = _load_avg()
     for _ in range(repeats):
         for shrinking, cache_mb in settings:
-            result = smo.solve_smo(indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel,
-                                   shrinking=shrinking, cache_mb=cache_mb)
+            result = smo.solve_smo(
+                indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, shrinking=shrinking, cache_mb=cache_mb
+            )
             runs[f"smo shrinking={shrinking} cache_mb={cache_mb:g}"].append(
-                {"seconds": result.solver_seconds, "iterations": result.n_iter,
-                 "dual_objective": result.extra["dual_objective"], "cache_hit_rate": result.extra["cache_hit_rate"],
-                 "kernel_values_computed": result.extra["kernel_values_computed"],
-                 "min_active_size": result.extra["min_active_size"]})
+                {
+                    "seconds": result.solver_seconds,
+                    "iterations": result.n_iter,
+                    "dual_objective": result.extra["dual_objective"],
+                    "cache_hit_rate": result.extra["cache_hit_rate"],
+                    "kernel_values_computed": result.extra["kernel_values_computed"],
+                    "min_active_size": result.extra["min_active_size"],
+                }
+            )
             print(f"  smo shrinking={shrinking} cache={cache_mb:g}: {result.solver_seconds:.2f} s", flush=True)
         for name, opts in (("libsvm -h 1 -m 200", "-h 1"), ("libsvm -h 0 -m 200", "-h 0")):
             model, seconds, cpu, lines = _libsvm_train(problem, f"-s 0 -t 2 -c 1 -g 0.0081 -e 0.001 -m 200 {opts}")
             lib_runs[name].append({"seconds": seconds, "cpu": cpu, **_libsvm_summary(model, lines)})
             print(f"  {name}: {seconds:.2f} s", flush=True)
-    table = {name: {"median_seconds": _median([r["seconds"] for r in rs]), "runs": rs}
-             for name, rs in {**runs, **lib_runs}.items()}
-    return {"data": "a9a, first 8,000 rows", "parameters": {"kernel": kernel, "C": 1.0, "tol": 1e-3},
-            "repeats": repeats, "results": table, "load_average_before_after": [load_before, _load_avg()]}
+    table = {
+        name: {"median_seconds": _median([r["seconds"] for r in rs]), "runs": rs}
+        for name, rs in {**runs, **lib_runs}.items()
+    }
+    return {
+        "data": "a9a, first 8,000 rows",
+        "parameters": {"kernel": kernel, "C": 1.0, "tol": 1e-3},
+        "repeats": repeats,
+        "results": table,
+        "load_average_before_after": [load_before, _load_avg()],
+    }
 
 
 def main(argv=None) -> None:
@@ -352,8 +463,10 @@ def main(argv=None) -> None:
     for stale in ("a9a", "ijcnn1"):  # superseded by smo_threads and trend
         report.pop(stale, None)
     report["machine"] = machine()
-    report["threads"] = {"OMP_NUM_THREADS (in-process libsvm)": os.environ.get("OMP_NUM_THREADS"),
-                         "ours": "n_threads per run (numba prange, workqueue layer)"}
+    report["threads"] = {
+        "OMP_NUM_THREADS (in-process libsvm)": os.environ.get("OMP_NUM_THREADS"),
+        "ours": "n_threads per run (numba prange, workqueue layer)",
+    }
     if not args.skip_compile:
         report["jit_compile_seconds"] = _compile_seconds()
         print(f"compile (fresh cache): {report['jit_compile_seconds']:.1f} s", flush=True)

@@ -38,9 +38,14 @@ def percentiles(values: list[float]) -> dict:
     if not values:
         return {}
     array = np.asarray(values)
-    return {"count": len(values), "p50_ms": float(np.percentile(array, 50)), "p90_ms": float(np.percentile(array, 90)),
-            "p99_ms": float(np.percentile(array, 99)), "max_ms": float(array.max()),
-            "mean_ms": float(statistics.fmean(values))}
+    return {
+        "count": len(values),
+        "p50_ms": float(np.percentile(array, 50)),
+        "p90_ms": float(np.percentile(array, 90)),
+        "p99_ms": float(np.percentile(array, 99)),
+        "max_ms": float(array.max()),
+        "mean_ms": float(statistics.fmean(values)),
+    }
 
 
 def main() -> None:
@@ -53,14 +58,23 @@ def main() -> None:
     parser.add_argument("--api-processes", type=int, default=1)
     parser.add_argument("--label", default="")
     parser.add_argument("--root", default=None, help="Run the service from this checkout (compare a former version).")
-    parser.add_argument("--log-level", default="warning", help="hinge serve's --log-level (info: every request logged).")
+    parser.add_argument(
+        "--log-level", default="warning", help="hinge serve's --log-level (info: every request logged)."
+    )
     args = parser.parse_args()
 
     content = (DATA_DIR / "heart_scale.svm.gz").read_bytes()
     data_dir = Path(tempfile.mkdtemp(prefix="hinge-bench-load-"))
-    extra = ("--log-level", args.log_level) + (("--api-processes", str(args.api_processes)) if args.api_processes > 1 else ())
-    run = ServeRun(data_dir, free_port(), workers=args.workers, extra_args=extra,
-                   **({"root": Path(args.root)} if args.root else {}))
+    extra = ("--log-level", args.log_level) + (
+        ("--api-processes", str(args.api_processes)) if args.api_processes > 1 else ()
+    )
+    run = ServeRun(
+        data_dir,
+        free_port(),
+        workers=args.workers,
+        extra_args=extra,
+        **({"root": Path(args.root)} if args.root else {}),
+    )
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=120) as http:
@@ -76,8 +90,11 @@ def main() -> None:
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         start_at = time.time() + 3.0
-        procs = [ctx.Process(target=client_process, args=(role, n, run.base_url, setup, args.seconds, start_at, out))
-                 for role, n in (("predict", args.predictors), ("train", args.trainers), ("upload", args.uploaders)) if n]
+        procs = [
+            ctx.Process(target=client_process, args=(role, n, run.base_url, setup, args.seconds, start_at, out))
+            for role, n in (("predict", args.predictors), ("train", args.trainers), ("upload", args.uploaders))
+            if n
+        ]
         for proc in procs:
             proc.start()
         tallies = dict(out.get(timeout=args.seconds + 600) for _ in procs)
@@ -100,9 +117,16 @@ def main() -> None:
     result = {
         "label": args.label,
         "machine": machine(),
-        "load": {"seconds": args.seconds, "predictors": args.predictors, "trainers": args.trainers,
-                 "uploaders": args.uploaders, "workers": args.workers, "api_processes": args.api_processes,
-                 "log_level": args.log_level, "code": args.root or "this checkout"},
+        "load": {
+            "seconds": args.seconds,
+            "predictors": args.predictors,
+            "trainers": args.trainers,
+            "uploaders": args.uploaders,
+            "workers": args.workers,
+            "api_processes": args.api_processes,
+            "log_level": args.log_level,
+            "code": args.root or "this checkout",
+        },
         "requests": requests,
         "statuses": statuses,
         "jobs": jobs,
@@ -111,8 +135,12 @@ def main() -> None:
         "errors": [e for t in tallies.values() for e in t["errors"]][:20],
         "load_average": os.getloadavg(),
     }
-    print(json.dumps({k: result[k] for k in ("label", "requests", "statuses", "jobs", "predict_one_row",
-                                             "service_memory_mib")}, indent=1))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("label", "requests", "statuses", "jobs", "predict_one_row", "service_memory_mib")},
+            indent=1,
+        )
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "bench_load.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else []

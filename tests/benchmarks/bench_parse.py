@@ -27,13 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, cpu_model  # noqa: E402
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
+from tests.benchmarks.environment import cpu_model
 
 DATA = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_parse.json"
 LIMITS = dict(max_decompressed_bytes=1 << 34, max_rows=1 << 40, max_features=1 << 30, max_nnz=1 << 40)
-
-
 
 
 def _startup_seconds(cache_dir: str) -> float:
@@ -117,9 +116,7 @@ def main(argv=None) -> int:
                 sklearn_gzip_mb_s=text_mb / sk_gz_s,
                 speedup_plain=sk_s / ours_s,
                 speedup_gzip=sk_gz_s / gz_s,
-                runs=dict(
-                    ours_plain=ours_all, ours_gzip=gz_all, sklearn_plain=sk_all, sklearn_gzip=sk_gz_all
-                ),
+                runs=dict(ours_plain=ours_all, ours_gzip=gz_all, sklearn_plain=sk_all, sklearn_gzip=sk_gz_all),
             )
             rows.append(row)
             print(
@@ -131,9 +128,7 @@ def main(argv=None) -> int:
 
     report = dict(
         benchmark="bench_parse",
-        parameters=dict(
-            repeats=args.repeats, chunk_bytes=parser._CHUNK_BYTES, zero_based="auto", format="svmlight"
-        ),
+        parameters=dict(repeats=args.repeats, chunk_bytes=parser._CHUNK_BYTES, zero_based="auto", format="svmlight"),
         reference=f"scikit-learn {sklearn.__version__} load_svmlight_file (same file, same process)",
         compile_seconds_empty_cache=compile_s,
         startup_seconds_cached=cached_start_s,
@@ -149,9 +144,7 @@ def main(argv=None) -> int:
     )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(
-        f"compile {compile_s:.2f} s (empty cache), start with cache {cached_start_s:.2f} s; wrote {RESULTS}"
-    )
+    print(f"compile {compile_s:.2f} s (empty cache), start with cache {cached_start_s:.2f} s; wrote {RESULTS}")
     return 0
 
 

@@ -73,28 +73,61 @@ def quality(probabilities: np.ndarray, classes: np.ndarray, y: np.ndarray, label
 def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
     from worker.training import train_model
 
-    params = {"seed": 0, "max_seconds": None, "n_processes": processes, "probability": True, "class_weight": None,
-              "trace_every": 10**6}
+    params = {
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": processes,
+        "probability": True,
+        "class_weight": None,
+        "trace_every": 10**6,
+    }
     if section["solver"] == "dcd":
-        params.update(C=section["params"]["C"], loss="hinge", bias=1.0, tol=section["params"]["tol"], max_iter=100000,
-                      shrinking=True)
+        params.update(
+            C=section["params"]["C"],
+            loss="hinge",
+            bias=1.0,
+            tol=section["params"]["tol"],
+            max_iter=100000,
+            shrinking=True,
+        )
     else:
-        params.update(C=section["params"]["C"], kernel={"type": "rbf", "gamma": section["params"]["gamma"]},
-                      working_set="second_order", tol=1e-3, cache_mb=200.0, shrinking=True, max_iter=None,
-                      trace_every=10**6)
-    arrays = {"indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32),
-              "data": X.data.astype(np.float64), "y": y}
+        params.update(
+            C=section["params"]["C"],
+            kernel={"type": "rbf", "gamma": section["params"]["gamma"]},
+            working_set="second_order",
+            tol=1e-3,
+            cache_mb=200.0,
+            shrinking=True,
+            max_iter=None,
+            trace_every=10**6,
+        )
+    arrays = {
+        "indptr": X.indptr.astype(np.int64),
+        "indices": X.indices.astype(np.int32),
+        "data": X.data.astype(np.float64),
+        "y": y,
+    }
     started = time.perf_counter()
-    outcome = train_model(section["solver"], params, arrays, X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=NullSink(), n_processes=processes)
+    outcome = train_model(
+        section["solver"],
+        params,
+        arrays,
+        X.shape[1],
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        n_processes=processes,
+    )
     seconds = time.perf_counter() - started
     scorer = Scorer(outcome.meta, outcome.arrays)
     labels, _ = scorer.predict_values(X_test)
     probabilities = scorer.probabilities(X_test)
     result = quality(probabilities, scorer.labels, y_test, labels)
-    result.update(seconds_training_and_calibration=seconds,
-                  seconds_calibration=outcome.meta["probability"]["seconds"],
-                  training_seconds=outcome.meta["training_seconds"])
+    result.update(
+        seconds_training_and_calibration=seconds,
+        seconds_calibration=outcome.meta["probability"]["seconds"],
+        training_seconds=outcome.meta["training_seconds"],
+    )
     return result
 
 
@@ -107,7 +140,10 @@ def calibrated_linear_svc(section: dict, X, y, X_test, y_test) -> dict:
     model = CalibratedClassifierCV(base, method="sigmoid", cv=5).fit(X, y)
     seconds = time.perf_counter() - started
     result = quality(model.predict_proba(X_test), model.classes_, y_test, model.predict(X_test))
-    result.update(seconds=seconds, reference="scikit-learn CalibratedClassifierCV(LinearSVC(loss='hinge'), method='sigmoid', cv=5)")
+    result.update(
+        seconds=seconds,
+        reference="scikit-learn CalibratedClassifierCV(LinearSVC(loss='hinge'), method='sigmoid', cv=5)",
+    )
     return result
 
 
@@ -134,15 +170,26 @@ def run(name: str, processes: int) -> dict:
     X, y = load(section["data"], section["n_features"])
     X_test, y_test = load(section["data"] + ".t", section["n_features"])
     mine = ours(section, X, y, X_test, y_test, processes)
-    reference = calibrated_linear_svc(section, X, y, X_test, y_test) if section["solver"] == "dcd" else \
-        libsvm_b1(section, X, y, X_test, y_test)
+    reference = (
+        calibrated_linear_svc(section, X, y, X_test, y_test)
+        if section["solver"] == "dcd"
+        else libsvm_b1(section, X, y, X_test, y_test)
+    )
     return {
-        "train": f"{section['data']}.svm.gz", "test": f"{section['data']}.t.svm.gz",
-        "rows": int(y.size), "test_rows": int(y_test.size), "classes": int(np.unique(y).size),
-        "solver": section["solver"], "params": section["params"], "ours": mine, "reference": reference,
+        "train": f"{section['data']}.svm.gz",
+        "test": f"{section['data']}.t.svm.gz",
+        "rows": int(y.size),
+        "test_rows": int(y_test.size),
+        "classes": int(np.unique(y).size),
+        "solver": section["solver"],
+        "params": section["params"],
+        "ours": mine,
+        "reference": reference,
         "log_loss_ratio": mine["log_loss"] / reference["log_loss"],
         "brier_ratio": mine["brier"] / reference["brier"],
-        "within_1_percent": bool(mine["log_loss"] <= 1.01 * reference["log_loss"] and mine["brier"] <= 1.01 * reference["brier"]),
+        "within_1_percent": bool(
+            mine["log_loss"] <= 1.01 * reference["log_loss"] and mine["brier"] <= 1.01 * reference["brier"]
+        ),
     }
 
 
@@ -155,8 +202,13 @@ def main() -> None:
     results["machine"] = machine()
     for name in args.sections.split(","):
         results[name] = run(name, args.processes)
-        print(name, json.dumps({k: results[name][k] for k in ("log_loss_ratio", "brier_ratio", "within_1_percent")}),
-              json.dumps(results[name]["ours"]), json.dumps(results[name]["reference"]), flush=True)
+        print(
+            name,
+            json.dumps({k: results[name][k] for k in ("log_loss_ratio", "brier_ratio", "within_1_percent")}),
+            json.dumps(results[name]["ours"]),
+            json.dumps(results[name]["reference"]),
+            flush=True,
+        )
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -183,10 +183,18 @@ class PssSampler(threading.Thread):
             for pid, used in self._cpu.items():
                 name = self._roles.get(pid, "?")
                 cpu[name] = cpu.get(name, 0.0) + used
-            self.samples.append({"cpu_s": {k: round(v, 2) for k, v in sorted(cpu.items())},"t": round(tick - start, 2), "phase": self.phase, "total_mib": round(total / 1024.0, 1),
-                                 "by_role_mib": {k: round(v, 1) for k, v in sorted(per.items())},
-                                 "by_role_kind_mib": {k: {kk: round(vv, 1) for kk, vv in v.items()}
-                                                      for k, v in sorted(kinds.items())}})
+            self.samples.append(
+                {
+                    "cpu_s": {k: round(v, 2) for k, v in sorted(cpu.items())},
+                    "t": round(tick - start, 2),
+                    "phase": self.phase,
+                    "total_mib": round(total / 1024.0, 1),
+                    "by_role_mib": {k: round(v, 1) for k, v in sorted(per.items())},
+                    "by_role_kind_mib": {
+                        k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in sorted(kinds.items())
+                    },
+                }
+            )
             self._halt.wait(max(0.0, SAMPLE_S - (time.monotonic() - tick)))
 
     def stop(self) -> None:
@@ -241,8 +249,9 @@ def upload(base: str, path: Path, name: str, value_dtype: str | None) -> tuple[d
     if value_dtype:
         url += f"&value_dtype={value_dtype}"
     start = time.perf_counter()
-    out = subprocess.run(["curl", "-sS", "--fail-with-body", "-F", f"file=@{path}", url],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["curl", "-sS", "--fail-with-body", "-F", f"file=@{path}", url], capture_output=True, text=True
+    )
     seconds = time.perf_counter() - start
     if out.returncode != 0:
         raise SystemExit(f"upload of {path} failed: {out.stdout} {out.stderr}")
@@ -261,10 +270,17 @@ def train(http: httpx.Client, dataset_id: str, solver: str, params: dict) -> dic
     if state["status"] != "succeeded":
         raise SystemExit(f"{solver} job ended {state['status']}: {state.get('error')}")
     model = http.get(f"/v1/models/{state['model_id']}").json()
-    return {"job_id": job["id"], "model_id": state["model_id"], "wall_s": round(wall, 2),
-            "solver_s": model.get("training_seconds"), "n_iter": model.get("n_iter"),
-            "stop_reason": model.get("stop_reason"), "objective": model.get("objective"),
-            "gap_rel": model.get("gap_rel"), "train_accuracy": model.get("train_accuracy")}
+    return {
+        "job_id": job["id"],
+        "model_id": state["model_id"],
+        "wall_s": round(wall, 2),
+        "solver_s": model.get("training_seconds"),
+        "n_iter": model.get("n_iter"),
+        "stop_reason": model.get("stop_reason"),
+        "objective": model.get("objective"),
+        "gap_rel": model.get("gap_rel"),
+        "train_accuracy": model.get("train_accuracy"),
+    }
 
 
 def parser_alone(path: Path, value_dtype: str | None) -> dict:
@@ -284,8 +300,13 @@ def parser_alone(path: Path, value_dtype: str | None) -> dict:
         " 'cpu_s': round(cpu, 2), 'mb_per_cpu_s': round(s.text_bytes / cpu / 1e6, 1),"
         " 'value_dtype': s.value_dtype, 'max_rss_mib': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(path), value_dtype or "auto"], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), value_dtype or "auto"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -295,8 +316,20 @@ def ensure_data(workdir: Path, rows: int, test_rows: int) -> tuple[Path, Path]:
     test_path = workdir / f"synthetic-{test_rows}-from-{rows}.svm"
     for path, n, first in ((train_path, rows, 0), (test_path, test_rows, rows)):
         if not path.exists():
-            subprocess.run([sys.executable, "-m", "tests.benchmarks.synthetic", str(path) + ".part", "--rows", str(n),
-                            "--first-row", str(first)], cwd=ROOT, check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.benchmarks.synthetic",
+                    str(path) + ".part",
+                    "--rows",
+                    str(n),
+                    "--first-row",
+                    str(first),
+                ],
+                cwd=ROOT,
+                check=True,
+            )
             os.rename(str(path) + ".part", path)
     return train_path, test_path
 
@@ -318,9 +351,15 @@ def main(argv=None) -> int:
     workdir = Path(args.workdir)
     train_path, test_path = ensure_data(workdir, args.rows, args.test_rows)
     text_bytes = train_path.stat().st_size
-    result: dict = {"machine": machine(), "rows": args.rows, "test_rows": args.test_rows,
-                    "train_file_bytes": text_bytes, "test_file_bytes": test_path.stat().st_size, "C": args.C,
-                    "value_dtype": args.value_dtype}
+    result: dict = {
+        "machine": machine(),
+        "rows": args.rows,
+        "test_rows": args.test_rows,
+        "train_file_bytes": text_bytes,
+        "test_file_bytes": test_path.stat().st_size,
+        "C": args.C,
+        "value_dtype": args.value_dtype,
+    }
     load_before = os.getloadavg()
     if not args.skip_parser_alone:
         result["parser_alone"] = parser_alone(train_path, args.value_dtype)
@@ -330,9 +369,25 @@ def main(argv=None) -> int:
     shutil.rmtree(data_dir, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HINGE_LOG_FORMAT="text")
     env.pop("REDIS_URL", None)
-    serve = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(args.port), "--workers", "2",
-                              "--data-dir", str(data_dir), "--log-level", "warning"], cwd=ROOT, env=env,
-                             start_new_session=True)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(args.port),
+            "--workers",
+            "2",
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{args.port}"
     sampler = PssSampler(serve.pid)
     try:
@@ -344,9 +399,11 @@ def main(argv=None) -> int:
 
         sampler.phase = "upload"
         train_ds, upload_s = upload(base, train_path, "synthetic-train", args.value_dtype)
-        result["upload"] = {"seconds": round(upload_s, 2), "mb_per_s": round(text_bytes / upload_s / 1e6, 1),
-                            "dataset": {k: train_ds.get(k) for k in ("id", "n_samples", "n_features", "nnz",
-                                                                      "value_dtype", "bytes")}}
+        result["upload"] = {
+            "seconds": round(upload_s, 2),
+            "mb_per_s": round(text_bytes / upload_s / 1e6, 1),
+            "dataset": {k: train_ds.get(k) for k in ("id", "n_samples", "n_features", "nnz", "value_dtype", "bytes")},
+        }
         print("upload:", result["upload"], flush=True)
         sampler.phase = "upload test"
         test_ds, test_s = upload(base, test_path, "synthetic-test", args.value_dtype)
@@ -401,13 +458,18 @@ def main(argv=None) -> int:
         "peaks_by_phase": {k: v for k, v in peaks.items() if k != "overall"},
         "cpu_s_by_phase": sampler.cpu_by_phase(),
         # the totals as "t phase total" every 2 s, the per-process figures every 60 s (peaks: from all samples)
-        "samples_t_phase_total_mib": [f'{x["t"]} {x["phase"]} {x["total_mib"]}' for x in sampler.samples[::4]],
+        "samples_t_phase_total_mib": [f"{x['t']} {x['phase']} {x['total_mib']}" for x in sampler.samples[::4]],
         "samples_by_role_every_60s": [x for x in sampler.samples if int(x["t"] / 60) != int((x["t"] - SAMPLE_S) / 60)],
     }
     result["load_average_before"] = load_before
     result["load_average_after"] = os.getloadavg()
-    print("peak PSS", result["memory"]["peak_mib"], "MiB in", result["memory"]["peak_phase"],
-          f"({result['memory']['peak_over_csr']}x the 12-byte CSR; budget {result['budget_mib']} MiB)")
+    print(
+        "peak PSS",
+        result["memory"]["peak_mib"],
+        "MiB in",
+        result["memory"]["peak_phase"],
+        f"({result['memory']['peak_over_csr']}x the 12-byte CSR; budget {result['budget_mib']} MiB)",
+    )
     for phase, sample in result["memory"]["peaks_by_phase"].items():
         print(f"  {phase:<16} {sample['total_mib']:>8.0f} MiB  {sample['by_role_mib']}")
         print(f"  {'':<16} CPU s {result['memory']['cpu_s_by_phase'].get(phase)}")

@@ -51,31 +51,65 @@ GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
 def load(name: str, n_features: int | None = None):
     X, y = load_svmlight_file(str(DATA / name), n_features=n_features)
     X = X.tocsr()
-    arrays = {"indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32),
-              "data": X.data.astype(np.float64), "y": y.astype(np.float64)}
+    arrays = {
+        "indptr": X.indptr.astype(np.int64),
+        "indices": X.indices.astype(np.int32),
+        "data": X.data.astype(np.float64),
+        "y": y.astype(np.float64),
+    }
     return arrays, X.shape[1], X, y
 
 
 def dcd_params(**overrides):
     """The dcd parameters of these runs, as the solver's schema reads them (what the adapters take)."""
-    params = {"C": 1.0, "loss": "hinge", "bias": 1.0, "class_weight": None, "tol": 0.1, "max_iter": 1000,
-              "shrinking": True, "trace_every": 1000, "seed": 0, "max_seconds": None, "n_processes": None}
+    params = {
+        "C": 1.0,
+        "loss": "hinge",
+        "bias": 1.0,
+        "class_weight": None,
+        "tol": 0.1,
+        "max_iter": 1000,
+        "shrinking": True,
+        "trace_every": 1000,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": None,
+    }
     params.update(overrides)
     return solver_params("dcd", params)
 
 
 def ocas_params(**overrides):
     """The ocas parameters of these runs, as the solver's schema reads them (what the adapters take)."""
-    params = {"C": 1.0, "bias": 1.0, "tol_rel": 0.01, "tol_abs": 0.0, "lambda": 0.1, "max_iter": 100000,
-              "max_inactive": 50, "seed": 0, "max_seconds": None, "n_processes": 1}
+    params = {
+        "C": 1.0,
+        "bias": 1.0,
+        "tol_rel": 0.01,
+        "tol_abs": 0.0,
+        "lambda": 0.1,
+        "max_iter": 100000,
+        "max_inactive": 50,
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 1,
+    }
     params.update(overrides)
     return solver_params("ocas", params)
 
 
 def cpa_params(**overrides):
     """The cpa parameters of these runs, as the solver's schema reads them (what the adapters take)."""
-    params = {"C": 1.0, "bias": 1.0, "tol": 0.001, "max_iter": 10000, "max_inactive": 50, "objective": "classification",
-              "seed": 0, "max_seconds": None, "n_processes": 1}
+    params = {
+        "C": 1.0,
+        "bias": 1.0,
+        "tol": 0.001,
+        "max_iter": 10000,
+        "max_inactive": 50,
+        "objective": "classification",
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 1,
+    }
     params.update(overrides)
     return solver_params("cpa", params)
 
@@ -87,8 +121,16 @@ def _search_params(processes: int, measure_cold: bool = False) -> dict:
     """dcd with the schema's defaults (what a job gets), an 8-value C grid, 5 folds."""
     from service.schemas.solver_params import DcdParams
 
-    search = {"C": GRID, "gamma": None, "cv_folds": 5, "metric": "accuracy", "seed": 0, "warm_start": True,
-              "distribute": False, "measure_cold": measure_cold}
+    search = {
+        "C": GRID,
+        "gamma": None,
+        "cv_folds": 5,
+        "metric": "accuracy",
+        "seed": 0,
+        "warm_start": True,
+        "distribute": False,
+        "measure_cold": measure_cold,
+    }
     return dict(DcdParams().model_dump(), n_processes=processes, search=search)
 
 
@@ -110,13 +152,22 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
             for processes in (1, 2):
                 load_before = _load_average()
                 start = time.perf_counter()
-                outcome = run_search("dcd", _search_params(processes), arrays, n_features, deadline=None,
-                                     cancel_requested=lambda: False, sink=NullSink(),
-                                     publish=lambda table, subtasks: None)
+                outcome = run_search(
+                    "dcd",
+                    _search_params(processes),
+                    arrays,
+                    n_features,
+                    deadline=None,
+                    cancel_requested=lambda: False,
+                    sink=NullSink(),
+                    publish=lambda table, subtasks: None,
+                )
                 run[f"search_{processes}_s"] = time.perf_counter() - start
                 run[f"search_{processes}_load"] = [load_before, _load_average()]
-                tables[processes] = [{k: v for k, v in row.items() if k != "seconds"}
-                                     for row in outcome.meta["search_results"]["settings"]]
+                tables[processes] = [
+                    {k: v for k, v in row.items() if k != "seconds"}
+                    for row in outcome.meta["search_results"]["settings"]
+                ]
                 if processes == 1:
                     run["refit_path"] = outcome.meta["refit_path"]
                     run["best"] = outcome.meta["search_results"]["best"]
@@ -125,11 +176,20 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
             run["search_ratio"] = run["search_1_s"] / run["search_2_s"]
             run["calibration_ratio"] = run["calibration_1_s"] / run["calibration_2_s"]
             runs.append(run)
-            print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in run.items()
-                         if not isinstance(v, (dict, list))}, flush=True)
+            print(
+                name,
+                {
+                    k: (round(v, 3) if isinstance(v, float) else v)
+                    for k, v in run.items()
+                    if not isinstance(v, (dict, list))
+                },
+                flush=True,
+            )
         median = statistics.median
         out[name] = {
-            "data": file_name, "settings": len(GRID), "cv_folds": 5,
+            "data": file_name,
+            "settings": len(GRID),
+            "cv_folds": 5,
             "paths": 5 * (1 if len(np.unique(arrays["y"])) == 2 else len(np.unique(arrays["y"]))),
             "runs": runs,
             "search_1_median_s": median(r["search_1_s"] for r in runs),
@@ -142,8 +202,16 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
             "tables_identical": tables[1] == tables[2],
             "table": tables[1],
         }
-        print(name, "paired speedup", round(out[name]["paired_speedup_median"], 3), "calibration",
-              round(out[name]["calibration_paired_median"], 3), "identical", out[name]["tables_identical"], flush=True)
+        print(
+            name,
+            "paired speedup",
+            round(out[name]["paired_speedup_median"], 3),
+            "calibration",
+            round(out[name]["calibration_paired_median"], 3),
+            "identical",
+            out[name]["tables_identical"],
+            flush=True,
+        )
     return out
 
 
@@ -155,22 +223,51 @@ def calibration_run(arrays: dict, n_features: int, processes: int, fits: int = 1
     fit = registry.adapter("dcd")
 
     def one_fit(task, context):
-        fit(arrays["indptr"], arrays["indices"], arrays["data"], y, n_features=n_features,
-            params=dcd_params(C=1.0, tol=0.01, seed=task % 2), class_weight=(1.0, 1.0), control=SolverControl())
+        fit(
+            arrays["indptr"],
+            arrays["indices"],
+            arrays["data"],
+            y,
+            n_features=n_features,
+            params=dcd_params(C=1.0, tol=0.01, seed=task % 2),
+            class_weight=(1.0, 1.0),
+            control=SolverControl(),
+        )
 
     start = time.perf_counter()
-    run_subtasks(one_fit, list(range(fits)), n_processes=processes, deadline=None, cancel_requested=lambda: False,
-                 on_point=lambda index, point: None)
+    run_subtasks(
+        one_fit,
+        list(range(fits)),
+        n_processes=processes,
+        deadline=None,
+        cancel_requested=lambda: False,
+        on_point=lambda index, point: None,
+    )
     return time.perf_counter() - start
 
 
 def measured_savings() -> dict:
     """The search table's own measurement of what warm starts save (fold 0 refitted cold), dcd on a9a."""
     arrays, n_features, _, _ = load("a9a.svm.gz")
-    outcome = run_search("dcd", _search_params(2, measure_cold=True), arrays, n_features, deadline=None,
-                         cancel_requested=lambda: False, sink=NullSink(), publish=lambda table, subtasks: None)
-    keys = ("C", "n_iter", "warm_started_fits", "stop_reasons", "cold_n_iter", "iterations_saved",
-            "iterations_saved_basis")
+    outcome = run_search(
+        "dcd",
+        _search_params(2, measure_cold=True),
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        publish=lambda table, subtasks: None,
+    )
+    keys = (
+        "C",
+        "n_iter",
+        "warm_started_fits",
+        "stop_reasons",
+        "cold_n_iter",
+        "iterations_saved",
+        "iterations_saved_basis",
+    )
     return {"settings": [{k: row[k] for k in keys} for row in outcome.meta["search_results"]["settings"]]}
 
 
@@ -188,9 +285,20 @@ def warm(repeats: int) -> dict:
                 previous, previous_C, total_iter, start = None, None, 0, time.perf_counter()
                 for C in GRID:
                     params = make(C=C)
-                    start_args = registry.warm_start_arguments(solver, previous, params, previous_C) if mode == "warm" else {}
-                    result = fit(indptr, indices, data, y, n_features=n_features, params=params, class_weight=(1.0, 1.0),
-                                 control=SolverControl(), **start_args)
+                    start_args = (
+                        registry.warm_start_arguments(solver, previous, params, previous_C) if mode == "warm" else {}
+                    )
+                    result = fit(
+                        indptr,
+                        indices,
+                        data,
+                        y,
+                        n_features=n_features,
+                        params=params,
+                        class_weight=(1.0, 1.0),
+                        control=SolverControl(),
+                        **start_args,
+                    )
                     total_iter += result.n_iter
                     previous, previous_C = result, C
                 seconds.append(time.perf_counter() - start)
@@ -220,15 +328,27 @@ def table3(repeats: int) -> dict:
                 for C in GRID:
                     params = make(C=C)
                     start_args = registry.warm_start_arguments(solver, previous, params, previous_C)
-                    result = fit(arrays["indptr"], arrays["indices"], arrays["data"], y, n_features=n_features,
-                                 params=params, class_weight=(1.0, 1.0), control=SolverControl(), **start_args)
+                    result = fit(
+                        arrays["indptr"],
+                        arrays["indices"],
+                        arrays["data"],
+                        y,
+                        n_features=n_features,
+                        params=params,
+                        class_weight=(1.0, 1.0),
+                        control=SolverControl(),
+                        **start_args,
+                    )
                     previous, previous_C = result, C
                     auc = metrics.roc_auc(Xt @ result.w + result.bias, positive)
                     if best is None or auc > best[1]:
                         best = (C, auc)
                 runs.append((time.perf_counter() - start, best))
-            rows[solver] = {"median_s": statistics.median(r[0] for r in runs), "best_C": runs[0][1][0],
-                            "test_auroc": runs[0][1][1]}
+            rows[solver] = {
+                "median_s": statistics.median(r[0] for r in runs),
+                "best_C": runs[0][1][0],
+                "test_auroc": runs[0][1][1],
+            }
             print("table3", name, solver, rows[solver], flush=True)
         from liblinear import liblinearutil
 
@@ -238,8 +358,12 @@ def table3(repeats: int) -> dict:
             start = time.perf_counter()
             best_C, _, best_accuracy = liblinearutil.train(problem, "-s 2 -C -v 5 -B 1 -q")
             seconds.append(time.perf_counter() - start)
-        rows["liblinear_-C_-s2"] = {"median_s": statistics.median(seconds), "best_C": best_C,
-                                    "cv_accuracy": best_accuracy, "note": "5-fold CV over LIBLINEAR's own C grid"}
+        rows["liblinear_-C_-s2"] = {
+            "median_s": statistics.median(seconds),
+            "best_C": best_C,
+            "cv_accuracy": best_accuracy,
+            "note": "5-fold CV over LIBLINEAR's own C grid",
+        }
         print("table3", name, "liblinear", rows["liblinear_-C_-s2"], flush=True)
         out[name] = rows
     return out
@@ -262,8 +386,12 @@ def main() -> None:
             entry = speedup(args.repeats, args.speedup_data.split(","))
         else:
             entry = {"warm": warm, "table3": table3}[section](args.repeats)
-        result[section] = {"machine": machine(), "repeats": args.repeats,
-                           "load_average_before_after": [started, _load_average()], **entry}
+        result[section] = {
+            "machine": machine(),
+            "repeats": args.repeats,
+            "load_average_before_after": [started, _load_average()],
+            **entry,
+        }
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(result, indent=2, default=float) + "\n")
 

@@ -28,7 +28,8 @@ import httpx
 import numpy as np
 
 from service.embedded_redis import EmbeddedRedis, free_port
-from tests.benchmarks.environment import DATA_DIR as SHARED_DATA, machine
+from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
+from tests.benchmarks.environment import machine
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = SHARED_DATA
@@ -59,11 +60,19 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="hinge-bench-"))
     redis_server = EmbeddedRedis(workdir / "redis").start()
-    env = dict(os.environ, REDIS_URL=redis_server.url, HINGE_DATA_DIR=str(workdir), NUMBA_THREADING_LAYER="workqueue",
-               PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_server.url,
+        HINGE_DATA_DIR=str(workdir),
+        NUMBA_THREADING_LAYER="workqueue",
+        PYTHONPATH=str(ROOT),
+    )
     port = free_port()
-    api = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--no-access-log",
-                            "--log-level", "warning"], env=env, cwd=ROOT)
+    api = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "api", "--port", str(port), "--no-access-log", "--log-level", "warning"],
+        env=env,
+        cwd=ROOT,
+    )
     worker = subprocess.Popen([sys.executable, "-m", "worker", "--log-level", "WARNING"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -100,10 +109,14 @@ def main() -> None:
         latencies = {}
         connection = http_client.HTTPConnection("127.0.0.1", port)
         url = f"/v1/models/{model_id}/predict"
-        for name, body, count in (("one_row_dense", one, args.requests), ("one_row_sparse", sparse_one, args.requests),
-                                  ("thousand_rows_dense", thousand, max(50, args.requests // 20))):
+        for name, body, count in (
+            ("one_row_dense", one, args.requests),
+            ("one_row_sparse", sparse_one, args.requests),
+            ("thousand_rows_dense", thousand, max(50, args.requests // 20)),
+        ):
             payload = json.dumps(body).encode()
             for client_name in ("http.client", "httpx"):
+
                 def post():
                     if client_name == "httpx":
                         return http.post(url, content=payload, headers={"Content-Type": "application/json"}).status_code
@@ -111,6 +124,7 @@ def main() -> None:
                     response = connection.getresponse()
                     response.read()
                     return response.status
+
                 for _ in range(20):
                     post()
                 times = []
@@ -120,8 +134,12 @@ def main() -> None:
                     times.append((time.perf_counter() - start) * 1000)
                     assert status == 200
                 key = name if client_name == "http.client" else f"{name}_httpx_client"
-                latencies[key] = {"requests": count, "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99),
-                                  "mean_ms": statistics.fmean(times)}
+                latencies[key] = {
+                    "requests": count,
+                    "p50_ms": percentile(times, 50),
+                    "p99_ms": percentile(times, 99),
+                    "mean_ms": statistics.fmean(times),
+                }
                 print(key, {k: round(v, 3) for k, v in latencies[key].items()}, flush=True)
 
         small = b"".join(f"{1 if i % 2 else -1} 1:{i % 7} 2:{(i * 3) % 5} 3:1\n".encode() for i in range(200))

@@ -37,8 +37,16 @@ from tests.benchmarks.environment import DATA_DIR, machine
 from tests.serve_harness import ServeRun, aof_check, stored_job
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SCENARIOS = ("ctrl_c", "sigint_group", "sigterm_group", "sigterm_supervisor", "sighup", "ctrl_c_twice",
-             "requeue_policy", "idle_ctrl_c")
+SCENARIOS = (
+    "ctrl_c",
+    "sigint_group",
+    "sigterm_group",
+    "sigterm_supervisor",
+    "sighup",
+    "ctrl_c_twice",
+    "requeue_policy",
+    "idle_ctrl_c",
+)
 JOB = {"solver": "smo", "params": {"C": 1.0, "kernel": {"type": "rbf", "gamma": "scale"}}}
 
 
@@ -96,8 +104,9 @@ def one(scenario: str, data_dir: Path, dataset_path: Path, train_s: float, worke
     }
     if job is not None:
         record = stored_job(data_dir / "redis", job["id"])
-        result["job"] = {key: record.get(key) for key in ("status", "stop_reason", "model_id", "model_stored", "lost",
-                                                          "error")}
+        result["job"] = {
+            key: record.get(key) for key in ("status", "stop_reason", "model_id", "model_stored", "lost", "error")
+        }
     return result
 
 
@@ -115,9 +124,12 @@ def main() -> None:
         row = one(scenario, data_dir, Path(args.data), args.train_s, args.workers)
         rows.append(row)
         job = row.get("job") or {}
-        print(f"{scenario:20s} all gone {row['all_gone_s']} s  roles {row['gone_s_by_role']}  redis last "
-              f"{row['redis_last']}  aof {row['aof_valid']}  job {job.get('status')} {job.get('stop_reason')} "
-              f"model {job.get('model_stored')}", flush=True)
+        print(
+            f"{scenario:20s} all gone {row['all_gone_s']} s  roles {row['gone_s_by_role']}  redis last "
+            f"{row['redis_last']}  aof {row['aof_valid']}  job {job.get('status')} {job.get('stop_reason')} "
+            f"model {job.get('model_stored')}",
+            flush=True,
+        )
 
     # Restart once on the same data: the data set and every model trained above are there.
     run = ServeRun(data_dir, free_port(), workers=1)
@@ -128,8 +140,11 @@ def main() -> None:
             models = http.get("/v1/models", params={"limit": 1000}).json()["items"]
             expected = {row["job"]["model_id"] for row in rows if (row.get("job") or {}).get("model_id")}
             found = {m["id"] for m in models}
-            restart = {"datasets": len(datasets), "models_expected": len(expected),
-                       "models_found": len(expected & found)}
+            restart = {
+                "datasets": len(datasets),
+                "models_expected": len(expected),
+                "models_found": len(expected & found),
+            }
         run.snapshot()
         run.ctrl_c()
         run.wait_gone(timeout=60)
@@ -138,9 +153,21 @@ def main() -> None:
     print("restart:", restart)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "bench_shutdown.json"
-    out.write_text(json.dumps({"machine": machine(), "job": JOB, "data": Path(args.data).name,
-                               "workers": args.workers, "train_s_before_stop": args.train_s,
-                               "scenarios": rows, "restart": restart}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "machine": machine(),
+                "job": JOB,
+                "data": Path(args.data).name,
+                "workers": args.workers,
+                "train_s_before_stop": args.train_s,
+                "scenarios": rows,
+                "restart": restart,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

@@ -33,8 +33,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     current = smo.PAR_MIN_ROW
-    runs = {"1 thread": (1, current), f"2 threads, rows split from {OLD_PAR_MIN_ROW}": (2, OLD_PAR_MIN_ROW),
-            f"2 threads, rows split from {current}": (2, current)}
+    runs = {
+        "1 thread": (1, current),
+        f"2 threads, rows split from {OLD_PAR_MIN_ROW}": (2, OLD_PAR_MIN_ROW),
+        f"2 threads, rows split from {current}": (2, current),
+    }
     report = {"machine": machine(), "par_min_row": current, "data": {}}
     for name, n_features, gamma in (("ijcnn1", 22, 2.0), ("a9a", 123, 0.0081)):
         X, y = _load(name, n_features)
@@ -49,7 +52,10 @@ def main() -> None:
                 smo.solve_smo(*csr, n_features=n_features, C=1.0, kernel=kernel, n_threads=threads)
                 seconds[label].append(time.perf_counter() - start)
         smo.PAR_MIN_ROW = current
-        report["data"][name] = {"seconds": seconds, "median_seconds": {k: statistics.median(v) for k, v in seconds.items()}}
+        report["data"][name] = {
+            "seconds": seconds,
+            "median_seconds": {k: statistics.median(v) for k, v in seconds.items()},
+        }
         print(name, {k: round(statistics.median(v), 2) for k, v in seconds.items()}, flush=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {RESULTS}")

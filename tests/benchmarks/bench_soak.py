@@ -44,20 +44,41 @@ def main() -> None:
     run = ServeRun(data_dir, free_port(), workers=args.workers, extra_args=extra)
     try:
         run.wait_ready()
-        report = soak(run, seconds=args.seconds, clients=CLIENTS, kill_every_s=args.kill_every,
-                      redis_restart_at_s=args.seconds / 2)
+        report = soak(
+            run,
+            seconds=args.seconds,
+            clients=CLIENTS,
+            kill_every_s=args.kill_every,
+            redis_restart_at_s=args.seconds / 2,
+        )
         run.snapshot()
         run.stop_by("ctrl_c")
         run.wait_gone(timeout=60)
     finally:
         run.close()
     predict = np.asarray(report.pop("predict_ms"))
-    report["predict_one_row"] = {"count": int(predict.size), "p50_ms": float(np.percentile(predict, 50)),
-                                 "p99_ms": float(np.percentile(predict, 99)), "max_ms": float(predict.max())}
-    report.update(machine=machine(), workers=args.workers, api_processes=args.api_processes,
-                  load_average=os.getloadavg(), supervisor_lines=run.supervisor_lines()[-40:])
-    print(json.dumps({k: report[k] for k in ("requests", "statuses", "jobs", "predict_one_row", "server_errors",
-                                             "redis_window_s")}, indent=1))
+    report["predict_one_row"] = {
+        "count": int(predict.size),
+        "p50_ms": float(np.percentile(predict, 50)),
+        "p99_ms": float(np.percentile(predict, 99)),
+        "max_ms": float(predict.max()),
+    }
+    report.update(
+        machine=machine(),
+        workers=args.workers,
+        api_processes=args.api_processes,
+        load_average=os.getloadavg(),
+        supervisor_lines=run.supervisor_lines()[-40:],
+    )
+    print(
+        json.dumps(
+            {
+                k: report[k]
+                for k in ("requests", "statuses", "jobs", "predict_one_row", "server_errors", "redis_window_s")
+            },
+            indent=1,
+        )
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "bench_soak.json"
     out.write_text(json.dumps(report, indent=2) + "\n")

@@ -54,13 +54,21 @@ def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
     from service.schemas.solver_params import PARAMS_BY_SOLVER
     from worker.training import train_model
 
-    base = {"seed": 0, "max_seconds": None, "n_processes": 2, "probability": False, "class_weight": None, "trace_every": 10**6}
+    base = {
+        "seed": 0,
+        "max_seconds": None,
+        "n_processes": 2,
+        "probability": False,
+        "class_weight": None,
+        "trace_every": 10**6,
+    }
     arrays = {"indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32), "data": X.data, "y": y}
     started = time.perf_counter()
     fields = PARAMS_BY_SOLVER[solver].model_fields  # the worker validates params: keep what this solver takes
     given = {key: value for key, value in dict(base, **params).items() if key in fields or key == "lambda"}
-    outcome = train_model(solver, given, arrays, X.shape[1], deadline=None, cancel_requested=lambda: False,
-                          sink=NullSink(), n_processes=2)
+    outcome = train_model(
+        solver, given, arrays, X.shape[1], deadline=None, cancel_requested=lambda: False, sink=NullSink(), n_processes=2
+    )
     meta = dict(outcome.meta, solver=solver, params=dict(base, **params), id=f"check-{solver}")
     return meta, outcome.arrays, time.perf_counter() - started
 
@@ -69,7 +77,16 @@ DCD = {"C": 1.0, "loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 1000, "sh
 CPA = {"C": 1.0, "bias": 1.0, "tol": 0.001, "max_iter": 10000, "max_inactive": 50, "objective": "classification"}
 OCAS = {"C": 1.0, "bias": 1.0, "tol_rel": 0.01, "tol_abs": 0.0, "lambda": 0.1, "max_iter": 100000, "max_inactive": 50}
 SMO = {"C": 10.0, "working_set": "second_order", "tol": 1e-3, "cache_mb": 200.0, "shrinking": True, "max_iter": None}
-CUTS = {"C": 1.0, "variant": "linear", "sample_size": 400, "p": 4, "tol": 0.001, "max_inactive": 20, "max_iter": 10000, "bias": 1.0}
+CUTS = {
+    "C": 1.0,
+    "variant": "linear",
+    "sample_size": 400,
+    "p": 4,
+    "tol": 0.001,
+    "max_inactive": 20,
+    "max_iter": 10000,
+    "bias": 1.0,
+}
 
 
 def compare(meta, arrays, X_test, theirs_labels, theirs_values, pairwise=False) -> dict:
@@ -83,17 +100,25 @@ def compare(meta, arrays, X_test, theirs_labels, theirs_values, pairwise=False) 
         ours_values = np.column_stack([scores[:, i] - scores[:, j] for i, j in pairs])
     else:
         ours_values = scores
-    return {"rows": int(X_test.shape[0]), "labels_equal": int(np.sum(np.asarray(theirs_labels) == labels)),
-            "labels_different": int(np.sum(np.asarray(theirs_labels) != labels)),
-            "max_abs_decision_difference": float(np.max(np.abs(ours_values - theirs_values)))}
+    return {
+        "rows": int(X_test.shape[0]),
+        "labels_equal": int(np.sum(np.asarray(theirs_labels) == labels)),
+        "labels_different": int(np.sum(np.asarray(theirs_labels) != labels)),
+        "max_abs_decision_difference": float(np.max(np.abs(ours_values - theirs_values))),
+    }
 
 
 def section_liblinear() -> dict:
     from liblinear import liblinearutil
 
     out = {}
-    for name, solver, params in [("a9a", "dcd", DCD), ("a9a", "cpa", CPA), ("a9a", "ocas", OCAS),
-                                 ("letter.scale", "dcd", DCD), ("sector.scale", "dcd", DCD)]:
+    for name, solver, params in [
+        ("a9a", "dcd", DCD),
+        ("a9a", "cpa", CPA),
+        ("a9a", "ocas", OCAS),
+        ("letter.scale", "dcd", DCD),
+        ("sector.scale", "dcd", DCD),
+    ]:
         X, y = load(name)
         X_test, y_test = load(name + ".t")
         meta, arrays, seconds = train(solver, params, X, y)
@@ -103,8 +128,11 @@ def section_liblinear() -> dict:
         model = liblinearutil.load_model(handle.name)
         labels, _, values = liblinearutil.predict([], X_test, model, "-q")
         result = compare(meta, arrays, X_test, labels, values)
-        result.update(train_seconds=seconds, file_bytes=os.path.getsize(handle.name),
-                      test_accuracy=float(np.mean(np.asarray(labels) == y_test)))
+        result.update(
+            train_seconds=seconds,
+            file_bytes=os.path.getsize(handle.name),
+            test_accuracy=float(np.mean(np.asarray(labels) == y_test)),
+        )
         result["bar_met"] = result["labels_different"] == 0 and result["max_abs_decision_difference"] <= 1e-9
         out[f"{name} {solver}"] = result
         print("liblinear", name, solver, json.dumps(result), flush=True)
@@ -118,9 +146,30 @@ def section_libsvm() -> dict:
     out = {}
     a9a_X, a9a_y = load("a9a")
     for label, (X, y), test, solver, params, multi in [
-        ("a9a[:5000] smo rbf", (a9a_X[:5000], a9a_y[:5000]), "a9a.t", "smo", dict(SMO, C=1.0, kernel={"type": "rbf", "gamma": 0.05}), False),
-        ("a9a sampled_cuts rbf", (a9a_X, a9a_y), "a9a.t", "sampled_cuts", dict(CUTS, kernel={"type": "rbf", "gamma": 0.05}), False),
-        ("letter smo rbf (one-vs-rest as pairs)", load("letter.scale"), "letter.scale.t", "smo", dict(SMO, kernel={"type": "rbf", "gamma": 0.5}), True),
+        (
+            "a9a[:5000] smo rbf",
+            (a9a_X[:5000], a9a_y[:5000]),
+            "a9a.t",
+            "smo",
+            dict(SMO, C=1.0, kernel={"type": "rbf", "gamma": 0.05}),
+            False,
+        ),
+        (
+            "a9a sampled_cuts rbf",
+            (a9a_X, a9a_y),
+            "a9a.t",
+            "sampled_cuts",
+            dict(CUTS, kernel={"type": "rbf", "gamma": 0.05}),
+            False,
+        ),
+        (
+            "letter smo rbf (one-vs-rest as pairs)",
+            load("letter.scale"),
+            "letter.scale.t",
+            "smo",
+            dict(SMO, kernel={"type": "rbf", "gamma": 0.5}),
+            True,
+        ),
     ]:
         X_test, y_test = load(test)
         meta, arrays, seconds = train(solver, params, X, y)
@@ -130,8 +179,12 @@ def section_libsvm() -> dict:
         model = svmutil.svm_load_model(handle.name)
         labels, _, values = svmutil.svm_predict([], X_test, model, "-q")
         result = compare(meta, arrays, X_test, labels, values, pairwise=multi)
-        result.update(train_seconds=seconds, file_bytes=os.path.getsize(handle.name), n_support=meta["n_support"],
-                      test_accuracy=float(np.mean(np.asarray(labels) == y_test)))
+        result.update(
+            train_seconds=seconds,
+            file_bytes=os.path.getsize(handle.name),
+            n_support=meta["n_support"],
+            test_accuracy=float(np.mean(np.asarray(labels) == y_test)),
+        )
         result["bar_met"] = result["labels_different"] == 0 and result["max_abs_decision_difference"] <= 1e-6
         out[label] = result
         print("libsvm", label, json.dumps(result), flush=True)
@@ -143,15 +196,18 @@ def section_onnx() -> dict:
     import onnxruntime as ort
 
     out = {}
-    for name, solver, params in [("a9a", "dcd", DCD), ("sector.scale", "dcd", DCD),
-                                 ("letter.scale", "smo", dict(SMO, kernel={"type": "rbf", "gamma": 0.5}))]:
+    for name, solver, params in [
+        ("a9a", "dcd", DCD),
+        ("sector.scale", "dcd", DCD),
+        ("letter.scale", "smo", dict(SMO, kernel={"type": "rbf", "gamma": 0.5})),
+    ]:
         X, y = load(name)
         X_test, y_test = load(name + ".t")
         meta, arrays, seconds = train(solver, params, X, y)
         session = ort.InferenceSession(write_onnx(meta, arrays), providers=["CPUExecutionProvider"])
         labels, scores = [], []
         for start in range(0, X_test.shape[0], 256):
-            block = X_test[start:start + 256].toarray().astype(np.float32)
+            block = X_test[start : start + 256].toarray().astype(np.float32)
             label, score = session.run(["label", "scores"], {"X": block})
             labels.append(label)
             scores.append(score.reshape(block.shape[0], -1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -34,7 +34,7 @@ def machine() -> dict:
     except ImportError:  # pragma: no cover
         numba_version, threads, layer = None, None, None
     return {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpu": cpu,
         "cores": os.cpu_count(),
         "python": platform.python_version(),

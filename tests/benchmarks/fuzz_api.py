@@ -36,11 +36,17 @@ def main() -> None:
         finally:
             cluster.stop()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = dict(totals, examples_per_operation_and_mode=args.examples, seconds=round(seconds, 1),
-               machine=platform.processor() or platform.machine())
+    out = dict(
+        totals,
+        examples_per_operation_and_mode=args.examples,
+        seconds=round(seconds, 1),
+        machine=platform.processor() or platform.machine(),
+    )
     (RESULTS / "fuzz_api.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"{totals['cases']} cases over {totals['operations']} operations in {seconds:.0f} s: "
-          f"{totals['status_5xx']} answers 5xx")
+    print(
+        f"{totals['cases']} cases over {totals['operations']} operations in {seconds:.0f} s: "
+        f"{totals['status_5xx']} answers 5xx"
+    )
 
 
 if __name__ == "__main__":

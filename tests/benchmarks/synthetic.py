@@ -187,8 +187,13 @@ def main(argv=None) -> int:
     parser.add_argument("--noise", type=float, default=0.5)
     args = parser.parse_args(argv)
     size = write_svmlight(
-        args.out, args.seed, args.rows, first_row=args.first_row,
-        n_features=args.features, nnz_per_row=args.nnz, noise=args.noise,
+        args.out,
+        args.seed,
+        args.rows,
+        first_row=args.first_row,
+        n_features=args.features,
+        nnz_per_row=args.nnz,
+        noise=args.noise,
     )
     print(f"{args.out}: {args.rows} rows, {size} bytes of text", file=sys.stderr)
     return 0

@@ -18,8 +18,9 @@ from __future__ import annotations
 import enum
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -116,8 +117,11 @@ def check_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_featu
 
     Values may be float32 (what the service stores when the text holds them exactly); every solver
     accumulates in float64."""
-    if (indptr.dtype != np.int64 or indices.dtype not in (np.int32, np.int64)
-            or data.dtype not in (np.float64, np.float32)):
+    if (
+        indptr.dtype != np.int64
+        or indices.dtype not in (np.int32, np.int64)
+        or data.dtype not in (np.float64, np.float32)
+    ):
         raise SolverInputError(
             f"CSR arrays must be (int64 indptr, int32 or int64 indices, float64 or float32 data), got "
             f"({indptr.dtype}, {indices.dtype}, {data.dtype})"
@@ -143,8 +147,12 @@ def check_positive(name: str, value: float) -> float:
 def check_int(name: str, value, minimum: int, maximum: int | None = None, *, or_none: bool = False) -> int:
     """Return value as int if it is an integer (a bool is not) in [minimum, maximum], else raise naming the
     parameter. ``or_none`` only says in the message that None is allowed too (the caller handles None)."""
-    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum
-            or (maximum is not None and value > maximum)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
         raise SolverInputError(f"{name} must be {allowed}{' or None' if or_none else ''}, got {value!r}")
     return int(value)

@@ -172,17 +172,34 @@ def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_in
     return n, C, B, max_iter, max_inactive
 
 
-def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol=None, max_iter=10000,
-              max_inactive=50, objective="classification", qid=None, n_processes=1, seed=0,
-              control=None) -> SolverResult:
+def solve_cpa(
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    C,
+    bias=1.0,
+    tol_rel=0.01,
+    tol=None,
+    max_iter=10000,
+    max_inactive=50,
+    objective="classification",
+    qid=None,
+    n_processes=1,
+    seed=0,
+    control=None,
+) -> SolverResult:
     """Train by Algorithm 1 (classification) or Algorithm 2 (pairwise objectives) of paper 001.
 
     See the module docstring for the problem, the stopping rules (``tol_rel``: certified relative gap;
     ``tol``: the paper's epsilon per example or per pair, off by default) and the trace.
     ``n_processes``: numba threads for the passes (None: every core of this process).
     """
-    n, C, B, max_iter, max_inactive = check_common(indptr, indices, data, y, n_features, C, bias,
-                                                   max_iter, max_inactive, seed)
+    n, C, B, max_iter, max_inactive = check_common(
+        indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
+    )
     tol_rel = float(tol_rel)
     if not (math.isfinite(tol_rel) and tol_rel >= 0):
         raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
@@ -211,12 +228,12 @@ def solve_cpa(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01
     X = prepare_data(indptr, indices, data, int(n_features), B, n_processes)
     store = choose(X, C, coef_dtype=np.int8 if classification else np.float64)
     with threads(X.n_threads) as used:
-        return _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control,
-                         start, used)
+        return _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start, used)
 
 
-def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start,
-              n_threads) -> SolverResult:
+def _cpa_loop(
+    X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start, n_threads
+) -> SolverResult:
     """Algorithm 1 / 2 of paper 001 over the cut store; returns the SolverResult."""
     classification = setup is None
     n = X.n
@@ -309,21 +326,23 @@ def _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inac
         seconds["outputs"] += t_out
         seconds["cut"] += t_cut
         r0 = time.perf_counter()
-        control.record({
-            "iteration": n_iter,
-            "elapsed_s": r0 - start - trace_time,
-            "primal": F,
-            "best_primal": best_F,
-            "lower_bound": lower,
-            "gap": F - lower,
-            "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
-            "violation": violation,
-            "n_cuts": rp.t,
-            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
-            "qp_s": t_qp,
-            "outputs_s": t_out,
-            "cut_s": t_cut,
-        })
+        control.record(
+            {
+                "iteration": n_iter,
+                "elapsed_s": r0 - start - trace_time,
+                "primal": F,
+                "best_primal": best_F,
+                "lower_bound": lower,
+                "gap": F - lower,
+                "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
+                "violation": violation,
+                "n_cuts": rp.t,
+                "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
+                "qp_s": t_qp,
+                "outputs_s": t_out,
+                "cut_s": t_cut,
+            }
+        )
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0
         if converged:
@@ -379,10 +398,18 @@ def warm_up() -> None:
     data_passes.warm_up()
     cut_store.warm_up()
     ranking.warm_up()
-    for indptr, indices, data in data_passes.csr_variants([0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0],
-                                                          [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]):
+    for indptr, indices, data in data_passes.csr_variants(
+        [0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0], [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]
+    ):
         for n_features in (2, 7):  # dense cuts, cuts as outputs
-            solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features,
-                      C=1.0, max_iter=5)
-            solve_cpa(indptr, indices, data, np.array([1.0, 2.0, 3.0, 1.0]), n_features=n_features,
-                      C=1.0, max_iter=5, objective="ordinal")
+            solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
+            solve_cpa(
+                indptr,
+                indices,
+                data,
+                np.array([1.0, 2.0, 3.0, 1.0]),
+                n_features=n_features,
+                C=1.0,
+                max_iter=5,
+                objective="ordinal",
+            )

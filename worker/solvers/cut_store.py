@@ -52,7 +52,6 @@ from worker.solvers.data_passes import (
 )
 from worker.solvers.reduced_qp import ReducedProblem
 
-
 # ---------------------------------------------------------------------------------------------
 # kernels
 # ---------------------------------------------------------------------------------------------
@@ -182,8 +181,9 @@ class Data:
 
     def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
-        gather_outputs(self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out,
-                       self.serial)
+        gather_outputs(
+            self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out, self.serial
+        )
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
         """X_aug^T coef as a dense vector of length d + 1 (one scatter over all rows)."""
@@ -205,8 +205,7 @@ def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: 
     """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
     process, and one per PARALLEL_NNZ non-zeros."""
     n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
-    return Data(indptr, indices, data, n_features, B, row_chunks(indptr),
-                n_threads)
+    return Data(indptr, indices, data, n_features, B, row_chunks(indptr), n_threads)
 
 
 MEMORY_SHARE = 0.25
@@ -530,8 +529,7 @@ class OutputCuts:
     def keep_t(self) -> None:
         """Remember the current w_t as the best iterate (its row coefficients, O(n t_a))."""
         rp = self.rp
-        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef,
-                      self.X.serial)
+        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef, self.X.serial)
 
     def kept_weights(self) -> np.ndarray:
         """The remembered iterate as a dense vector (d + 1 entries): one scatter pass."""

@@ -153,12 +153,17 @@ def csr_variants(indptr, indices, data):
     """
     variants = []
     for index_dtype, value_dtype, writable in (
-        (np.int32, np.float64, True), (np.int32, np.float64, False),
-        (np.int32, np.float32, True), (np.int32, np.float32, False),
+        (np.int32, np.float64, True),
+        (np.int32, np.float64, False),
+        (np.int32, np.float32, True),
+        (np.int32, np.float32, False),
         (np.int64, np.float64, True),
     ):
-        arrays = (np.array(indptr, dtype=np.int64), np.array(indices, dtype=index_dtype),
-                  np.array(data, dtype=value_dtype))
+        arrays = (
+            np.array(indptr, dtype=np.int64),
+            np.array(indices, dtype=index_dtype),
+            np.array(data, dtype=value_dtype),
+        )
         for a in arrays:
             a.flags.writeable = writable
         variants.append(arrays)

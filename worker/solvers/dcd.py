@@ -97,10 +97,10 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from worker.solvers.common import (
+    SLICE_SECONDS,
     SolverControl,
     SolverInputError,
     SolverResult,
-    SLICE_SECONDS,
     StopReason,
     binary_signs,
     check_csr,
@@ -175,8 +175,27 @@ def _dcd_build_w(indptr, indices, data, y, alpha, B, w):
 
 
 @njit(cache=True)
-def _dcd_epoch(indptr, indices, data, y, QD, alpha, w, index, active_size, B,
-               U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state, resume, stop_at):
+def _dcd_epoch(
+    indptr,
+    indices,
+    data,
+    y,
+    QD,
+    alpha,
+    w,
+    index,
+    active_size,
+    B,
+    U_neg,
+    U_pos,
+    D_neg,
+    D_pos,
+    PGmax_old,
+    PGmin_old,
+    state,
+    resume,
+    stop_at,
+):
     """One outer iteration of Algorithm 1 over index[:active_size], shuffled first (Section 3.1).
 
     Shrinks by rule (16) against PGmax_old / PGmin_old (pass +inf / -inf for no shrinking).
@@ -360,8 +379,9 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
     return float(_dcd_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos), squared))
 
 
-def _check_args(indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter,
-                trace_every, seed):
+def _check_args(
+    indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
+):
     """solve_dcd's input checks, once, up front; returns the arrays (contiguous) and the parameters as used."""
     n_features = check_int("n_features", n_features, 0)
     check_csr(indptr, indices, data, n_features)
@@ -420,7 +440,8 @@ def solve_dcd(
     Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables (for warm starts).
     """
     indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel = _check_args(
-        indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed)
+        indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
+    )
     n_rows = indptr.shape[0] - 1
     if control is None:
         control = SolverControl()
@@ -474,8 +495,25 @@ def solve_dcd(
         stopped_inside = None
         while True:  # an epoch, in slices of SLICE_SECONDS: a deadline or cancel is seen within one
             active_size, PGmax_new, PGmin_new, done = _dcd_epoch(
-                indptr, indices, data, y, QD, alpha, w, index, active_size, B,
-                U_neg, U_pos, D_neg, D_pos, PGmax_old, PGmin_old, state, resume, time.monotonic() + SLICE_SECONDS,
+                indptr,
+                indices,
+                data,
+                y,
+                QD,
+                alpha,
+                w,
+                index,
+                active_size,
+                B,
+                U_neg,
+                U_pos,
+                D_neg,
+                D_pos,
+                PGmax_old,
+                PGmin_old,
+                state,
+                resume,
+                time.monotonic() + SLICE_SECONDS,
             )
             if done:
                 break
@@ -488,7 +526,9 @@ def solve_dcd(
 
         finished = stopped_inside is not None
         certified = None
-        if stopped_inside is not None:  # stopped inside a long epoch: the model is the current w (M, m of a part say nothing)
+        if (
+            stopped_inside is not None
+        ):  # stopped inside a long epoch: the model is the current w (M, m of a part say nothing)
             stop_reason = stopped_inside
         elif violation < tol_used:
             if started_full and active_size == n_rows:
@@ -566,7 +606,9 @@ def solve_dcd(
             "max_violation": float(violation),
             "tol_used": float(tol_used),
             "dual": float(last_dual),
-            "gap_rel": max(0.0, (float(last_primal) - float(last_dual)) / abs(float(last_primal))) if last_primal else 0.0,
+            "gap_rel": max(0.0, (float(last_primal) - float(last_dual)) / abs(float(last_primal)))
+            if last_primal
+            else 0.0,
             "gap_note": "objective minus the dual objective of the returned dual variables (weak duality)",
         },
     )
@@ -587,8 +629,9 @@ def warm_up() -> None:
         arrays = (indptr, indices, data, y)
         for loss in LOSSES:
             for bias in (1.0, None):
-                result = solve_dcd(*arrays, n_features=2, C=1.0, loss=loss, bias=bias, max_iter=3,
-                                   alpha0=np.full(3, 0.1))
+                result = solve_dcd(
+                    *arrays, n_features=2, C=1.0, loss=loss, bias=bias, max_iter=3, alpha0=np.full(3, 0.1)
+                )
                 assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)

@@ -103,8 +103,12 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
     kind = kernel.get("type")
     if kind not in KERNEL_CODES:
         raise SolverInputError(f"kernel['type'] must be one of {sorted(KERNEL_CODES)}, got {kind!r}")
-    allowed = {"linear": {"type"}, "rbf": {"type", "gamma"}, "poly": {"type", "gamma", "coef0", "degree"},
-               "sigmoid": {"type", "gamma", "coef0"}}[kind]
+    allowed = {
+        "linear": {"type"},
+        "rbf": {"type", "gamma"},
+        "poly": {"type", "gamma", "coef0", "degree"},
+        "sigmoid": {"type", "gamma", "coef0"},
+    }[kind]
     unknown = set(kernel) - allowed
     if unknown:
         raise SolverInputError(f"kernel type {kind!r} takes only {sorted(allowed)}, got also {sorted(unknown)}")
@@ -120,7 +124,11 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
     if not (math.isfinite(gamma) and gamma > 0):
         raise SolverInputError(f"kernel['gamma'] must be a finite number > 0, got {gamma!r}")
     coef0 = kernel.get("coef0", 0.0)
-    if isinstance(coef0, bool) or not isinstance(coef0, (int, float, np.integer, np.floating)) or not math.isfinite(coef0):
+    if (
+        isinstance(coef0, bool)
+        or not isinstance(coef0, (int, float, np.integer, np.floating))
+        or not math.isfinite(coef0)
+    ):
         raise SolverInputError(f"kernel['coef0'] must be a finite number, got {coef0!r}")
     degree = kernel.get("degree", 3)
     if code == KERNEL_POLY:
@@ -133,16 +141,20 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
 @intrinsic
 def _float_bits(typingctx, x):
     """The IEEE-754 bits of a float64 as an int64 (a bit cast, no conversion)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(64))
+
     return types.int64(types.float64), codegen
 
 
 @intrinsic
 def _bits_float(typingctx, x):
     """The float64 whose IEEE-754 bits are the given int64 (a bit cast, no conversion)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.DoubleType())
+
     return types.float64(types.int64), codegen
 
 
@@ -159,9 +171,47 @@ def fast_exp(x):
     kd = xc * _LOG2E + _ROUND_SHIFT
     k = kd - _ROUND_SHIFT
     r = xc - k * _LN2_HI - k * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (
-        1.0 / 720.0 + r * (1.0 / 5040.0 + r * (1.0 / 40320.0 + r * (1.0 / 362880.0 + r * (
-            1.0 / 3628800.0 + r * (1.0 / 39916800.0 + r * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0)))))))))))))
+    p = 1.0 + r * (
+        1.0
+        + r
+        * (
+            0.5
+            + r
+            * (
+                1.0 / 6.0
+                + r
+                * (
+                    1.0 / 24.0
+                    + r
+                    * (
+                        1.0 / 120.0
+                        + r
+                        * (
+                            1.0 / 720.0
+                            + r
+                            * (
+                                1.0 / 5040.0
+                                + r
+                                * (
+                                    1.0 / 40320.0
+                                    + r
+                                    * (
+                                        1.0 / 362880.0
+                                        + r
+                                        * (
+                                            1.0 / 3628800.0
+                                            + r
+                                            * (1.0 / 39916800.0 + r * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0)))
+                                        )
+                                    )
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
+    )
     # the low bits of kd hold k: shifted into the exponent field and biased, they make 2^k
     scale = _bits_float((_float_bits(kd) << 52) + (1023 << 52))
     return p * scale if x >= -708.0 else 0.0
@@ -241,9 +291,24 @@ def _kernel_row(indptr, indices, data, sq, a, rows, start, stop, code, gamma, co
 
 
 @njit(cache=True)
-def _kernel_block(indptr_a, indices_a, data_a, sq_a, rows_a,
-                  indptr_b, indices_b, data_b, sq_b, rows_b,
-                  n_features, code, gamma, coef0, degree, out):
+def _kernel_block(
+    indptr_a,
+    indices_a,
+    data_a,
+    sq_a,
+    rows_a,
+    indptr_b,
+    indices_b,
+    data_b,
+    sq_b,
+    rows_b,
+    n_features,
+    code,
+    gamma,
+    coef0,
+    degree,
+    out,
+):
     """out[i, j] = K(a_{rows_a[i]}, b_{rows_b[j]}) for two CSR matrices with the same feature space."""
     m = rows_b.size
     if n_features * m <= _DENSE_BLOCK_LIMIT:
@@ -285,8 +350,24 @@ def kernel_block(indptr, indices, data, rows_a, rows_b, *, n_features, kernel) -
     rows_a = np.ascontiguousarray(rows_a, dtype=np.int64)
     rows_b = np.ascontiguousarray(rows_b, dtype=np.int64)
     out = np.empty((rows_a.size, rows_b.size), dtype=np.float64)
-    _kernel_block(indptr, indices, data, sq, rows_a, indptr, indices, data, sq, rows_b,
-                  n_features, code, gamma, coef0, degree, out)
+    _kernel_block(
+        indptr,
+        indices,
+        data,
+        sq,
+        rows_a,
+        indptr,
+        indices,
+        data,
+        sq,
+        rows_b,
+        n_features,
+        code,
+        gamma,
+        coef0,
+        degree,
+        out,
+    )
     return out
 
 

@@ -124,14 +124,32 @@ def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_pa
             _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
 
 
-def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.01, tol_abs=0.0, lam=0.1,
-               max_iter=100000, max_inactive=50, n_processes=1, seed=0, control=None, w0=None) -> SolverResult:
+def solve_ocas(
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    C,
+    bias=1.0,
+    tol_rel=0.01,
+    tol_abs=0.0,
+    lam=0.1,
+    max_iter=100000,
+    max_inactive=50,
+    n_processes=1,
+    seed=0,
+    control=None,
+    w0=None,
+) -> SolverResult:
     """Train a linear hinge-loss SVM by OCAS (paper 000, Algorithm 1); see the module docstring.
 
     ``n_processes``: numba threads for the passes (None: every core of this process).
     """
-    n, C, B, max_iter, max_inactive = check_common(indptr, indices, data, y, n_features, C, bias,
-                                                   max_iter, max_inactive, seed)
+    n, C, B, max_iter, max_inactive = check_common(
+        indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
+    )
     y = binary_signs(y).copy()  # writable: one compiled version of the kernels
     for name, value in (("tol_rel", tol_rel), ("tol_abs", tol_abs)):
         value = float(value)
@@ -168,12 +186,12 @@ def solve_ocas(indptr, indices, data, y, *, n_features, C, bias=1.0, tol_rel=0.0
     X = prepare_data(indptr, indices, data, n_features, B, n_processes)
     store = choose(X, C)
     with threads(X.n_threads) as used:
-        return _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control,
-                          start, used)
+        return _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control, start, used)
 
 
-def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_b, control, start,
-               n_threads) -> SolverResult:
+def _ocas_loop(
+    X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_b, control, start, n_threads
+) -> SolverResult:
     """Algorithm 1 of paper 000 over the cut store; returns the SolverResult."""
     n = X.n
     chunks = X.chunks
@@ -237,8 +255,7 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
 
         # new best-so-far point w_b <- (1 - k*) w_b + k* w_t (7), the cut's rows pi_i at w_c (8), F(w_b)
         sq_b = store.move_best(k_star)
-        _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts,
-                     X.serial)
+        _ocas_update(y, o_b, o_t, k_star, lam, chunks, gamma, rows, loss_parts, count_parts, gsum_parts, X.serial)
         F_b = 0.5 * sq_b + C * float(np.sum(loss_parts))
         t4 = time.perf_counter()
 
@@ -256,18 +273,20 @@ def _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_
         for key, value in step.items():
             totals[key] += value
         r0 = time.perf_counter()
-        control.record({
-            "iteration": n_iter,
-            "elapsed_s": r0 - start - trace_time,
-            "primal": F_b,
-            "lower_bound": lower,
-            "gap": gap,
-            "gap_rel": gap / F_b if F_b > 0 else 0.0,
-            "n_cuts": rp.t,
-            "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
-            "step": k_star,
-            **{f"{key}_s": value for key, value in step.items()},
-        })
+        control.record(
+            {
+                "iteration": n_iter,
+                "elapsed_s": r0 - start - trace_time,
+                "primal": F_b,
+                "lower_bound": lower,
+                "gap": gap,
+                "gap_rel": gap / F_b if F_b > 0 else 0.0,
+                "n_cuts": rp.t,
+                "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
+                "step": k_star,
+                **{f"{key}_s": value for key, value in step.items()},
+            }
+        )
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0
         if converged:
@@ -321,9 +340,9 @@ def warm_up() -> None:
     line_search.warm_up()
     cut_store.warm_up()
     y = np.array([1.0, -1.0, 1.0, -1.0])
-    for indptr, indices, data in data_passes.csr_variants([0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0],
-                                                          [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]):
+    for indptr, indices, data in data_passes.csr_variants(
+        [0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0], [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]
+    ):
         for n_features in (2, 7):  # dense cuts, cuts as outputs
             solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5)
-            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5,
-                       w0=np.full(n_features, 0.1))
+            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5, w0=np.full(n_features, 0.1))

@@ -51,12 +51,12 @@ PAIRWISE_OBJECTIVES = ("ordinal", "roc_area", "ranking")
 class PairwiseSetup:
     """Rows grouped by qid (one group without qid) and each row's rank code inside its group."""
 
-    rows: np.ndarray        # int64, row numbers ordered by group
-    group_ptr: np.ndarray   # int64, group g is rows[group_ptr[g]:group_ptr[g+1]]
-    code: np.ndarray        # int64 per row: index of y_i among its group's sorted distinct values
+    rows: np.ndarray  # int64, row numbers ordered by group
+    group_ptr: np.ndarray  # int64, group g is rows[group_ptr[g]:group_ptr[g+1]]
+    code: np.ndarray  # int64 per row: index of y_i among its group's sorted distinct values
     group_ranks: np.ndarray  # int64 per group: number of distinct values
-    n_pairs: int            # m = |P|
-    ranks: np.ndarray       # float64, distinct y values over the whole data set, ascending
+    n_pairs: int  # m = |P|
+    ranks: np.ndarray  # float64, distinct y values over the whole data set, ascending
 
 
 def pairwise_setup(y: np.ndarray, qid: np.ndarray | None, objective: str) -> PairwiseSetup:
@@ -67,9 +67,7 @@ def pairwise_setup(y: np.ndarray, qid: np.ndarray | None, objective: str) -> Pai
     n = y.shape[0]
     ranks = np.unique(y)
     if objective == "roc_area" and ranks.size != 2:
-        raise SolverInputError(
-            f"objective='roc_area' needs exactly two distinct y values, got {ranks.size}"
-        )
+        raise SolverInputError(f"objective='roc_area' needs exactly two distinct y values, got {ranks.size}")
     if objective == "ranking":
         if qid is None:
             raise SolverInputError("objective='ranking' needs qid (one query id per row)")
@@ -90,7 +88,7 @@ def pairwise_setup(y: np.ndarray, qid: np.ndarray | None, objective: str) -> Pai
     group_ranks = np.zeros(n_groups, dtype=np.int64)
     n_pairs = 0
     for g in range(n_groups):
-        members = rows[group_ptr[g]:group_ptr[g + 1]]
+        members = rows[group_ptr[g] : group_ptr[g + 1]]
         values, inverse, counts = np.unique(y[members], return_inverse=True, return_counts=True)
         code[members] = inverse
         group_ranks[g] = values.size
@@ -178,8 +176,9 @@ def _rank_counts(o, rows, group_ptr, code, group_ranks, cplus, cminus, gamma):
     return b, risk + b
 
 
-def pairwise_cut(o: np.ndarray, setup: PairwiseSetup, cplus: np.ndarray, cminus: np.ndarray,
-                 gamma: np.ndarray) -> tuple[float, float]:
+def pairwise_cut(
+    o: np.ndarray, setup: PairwiseSetup, cplus: np.ndarray, cminus: np.ndarray, gamma: np.ndarray
+) -> tuple[float, float]:
     """(b, R(w)) of the most violated cut at outputs o; gamma receives c+ - c- per row."""
     b, risk = _rank_counts(o, setup.rows, setup.group_ptr, setup.code, setup.group_ranks, cplus, cminus, gamma)
     return float(b), float(risk)
@@ -208,7 +207,7 @@ def fit_thresholds(scores: np.ndarray, y: np.ndarray, monotone: bool = True) -> 
     thetas = np.empty(max(ranks.size - 1, 0))
     for k in range(ranks.size - 1):
         high = ys > ranks[k]
-        high_below = np.concatenate(([0], np.cumsum(high)))           # high examples among the q lowest
+        high_below = np.concatenate(([0], np.cumsum(high)))  # high examples among the q lowest
         low_above = (n - high.sum()) - (np.arange(n + 1) - high_below)  # low examples above the cut
         errors = np.where(allowed, high_below + low_above, n + 1)
         best = errors.min()
@@ -230,5 +229,6 @@ def warm_up() -> None:
     y = np.array([1.0, 2.0, 3.0, 2.0])
     setup = pairwise_setup(y, None, "ordinal")
     n = y.size
-    pairwise_cut(np.array([0.1, 0.5, 0.2, -0.3]), setup, np.zeros(n, dtype=np.int64),
-                 np.zeros(n, dtype=np.int64), np.zeros(n))
+    pairwise_cut(
+        np.array([0.1, 0.5, 0.2, -0.3]), setup, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n)
+    )

@@ -260,7 +260,9 @@ class ReducedProblem:
             return 0.0, 0.0, 0
         if max_steps <= 0:
             max_steps = 1000 * t + 10000
-        steps, dual, gap, _ = reduced_dual_smo(self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g)
+        steps, dual, gap, _ = reduced_dual_smo(
+            self.H, self.b, self.alpha, t, self.C, float(tol), int(max_steps), self._g
+        )
         _rqp_h_alpha(self.H, self.alpha, t, self.h_alpha)
         active = self.alpha[:t] > 0.0
         self.inactive[:t] = np.where(active, 0, self.inactive[:t] + 1)

@@ -153,8 +153,9 @@ def _sampled_cuts_inner(indptr, indices, data, sq, rows, n_features):
 
 
 @njit(cache=True)
-def _sampled_cuts_kvals(o, inner, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_inner, kp, shift, xbuf,
-                        kvals):
+def _sampled_cuts_kvals(
+    o, inner, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_inner, kp, shift, xbuf, kvals
+):
     """kvals[j] = K(x_o, x_inner[j]) + shift for j in [lo, hi) (sq_inner[j] = |x_inner[j]|^2).
 
     Loops run over views from index 0, so that numba knows the index is not negative and LLVM vectorizes
@@ -187,14 +188,33 @@ def _sampled_cuts_kvals(o, inner, lo, hi, dense_t, use_dense, indptr, indices, d
 
 
 @njit(cache=True)
-def _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
-                                 dense_t, use_dense, n_features, lo, hi, out):
+def _sampled_cuts_basis_at_range(
+    indptr,
+    indices,
+    data,
+    sq,
+    kp,
+    shift,
+    urows,
+    uptr,
+    ucut,
+    ucoef,
+    targets,
+    sq_t,
+    dense_t,
+    use_dense,
+    n_features,
+    lo,
+    hi,
+    out,
+):
     xbuf = np.zeros(n_features if not use_dense else 1)
     kvals = np.empty(targets.size)
     kv = kvals[lo:hi]
     for u in range(urows.size):
-        _sampled_cuts_kvals(urows[u], targets, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, shift,
-                            xbuf, kvals)
+        _sampled_cuts_kvals(
+            urows[u], targets, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, shift, xbuf, kvals
+        )
         for e in range(uptr[u], uptr[u + 1]):
             c = ucoef[e]
             row = out[ucut[e], lo:hi]
@@ -203,17 +223,53 @@ def _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, up
 
 
 @njit(cache=True, parallel=True)
-def _sampled_cuts_basis_at_parallel(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
-                                    dense_t, use_dense, n_features, n_chunks, out):
+def _sampled_cuts_basis_at_parallel(
+    indptr,
+    indices,
+    data,
+    sq,
+    kp,
+    shift,
+    urows,
+    uptr,
+    ucut,
+    ucoef,
+    targets,
+    sq_t,
+    dense_t,
+    use_dense,
+    n_features,
+    n_chunks,
+    out,
+):
     m = targets.size
     for c in prange(n_chunks):
-        _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
-                                     dense_t, use_dense, n_features, m * c // n_chunks, m * (c + 1) // n_chunks, out)
+        _sampled_cuts_basis_at_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            urows,
+            uptr,
+            ucut,
+            ucoef,
+            targets,
+            sq_t,
+            dense_t,
+            use_dense,
+            n_features,
+            m * c // n_chunks,
+            m * (c + 1) // n_chunks,
+            out,
+        )
 
 
 @njit(cache=True)
-def _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets,
-                           n_features, out, threads, par_min):
+def _sampled_cuts_basis_at(
+    indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, n_features, out, threads, par_min
+):
     """out[k, j] += sum over basis entries e of cut k: coef_e * K'(x_row(e), x_targets[j]).
 
     The basis is grouped by unique row (urows, with entries uptr[u]:uptr[u+1] of (ucut, ucoef)), so
@@ -224,22 +280,74 @@ def _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, uc
     m = targets.size
     use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
     if threads > 1 and urows.size * m >= par_min:
-        _sampled_cuts_basis_at_parallel(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
-                                        dense_t, use_dense, n_features, threads, out)
+        _sampled_cuts_basis_at_parallel(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            urows,
+            uptr,
+            ucut,
+            ucoef,
+            targets,
+            sq_t,
+            dense_t,
+            use_dense,
+            n_features,
+            threads,
+            out,
+        )
     else:
-        _sampled_cuts_basis_at_range(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, sq_t,
-                                     dense_t, use_dense, n_features, 0, m, out)
+        _sampled_cuts_basis_at_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            urows,
+            uptr,
+            ucut,
+            ucoef,
+            targets,
+            sq_t,
+            dense_t,
+            use_dense,
+            n_features,
+            0,
+            m,
+            out,
+        )
 
 
 @njit(cache=True)
-def _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
-                                  dense_t, use_dense, n_features, start, stop, out):
+def _sampled_cuts_expansion_range(
+    indptr,
+    indices,
+    data,
+    sq,
+    kp,
+    shift,
+    basis_rows,
+    basis_coef,
+    sq_b,
+    targets,
+    dense_t,
+    use_dense,
+    n_features,
+    start,
+    stop,
+    out,
+):
     m = basis_rows.size
     xbuf = np.zeros(n_features if not use_dense else 1)
     kvals = np.empty(m)
     for t in range(start, stop):
-        _sampled_cuts_kvals(targets[t], basis_rows, 0, m, dense_t, use_dense, indptr, indices, data, sq, sq_b, kp,
-                            shift, xbuf, kvals)
+        _sampled_cuts_kvals(
+            targets[t], basis_rows, 0, m, dense_t, use_dense, indptr, indices, data, sq, sq_b, kp, shift, xbuf, kvals
+        )
         acc = 0.0
         for v in range(m):
             acc += basis_coef[v] * kvals[v]
@@ -247,27 +355,107 @@ def _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_ro
 
 
 @njit(cache=True, parallel=True)
-def _sampled_cuts_expansion_parallel(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
-                                     dense_t, use_dense, n_features, start, stop, n_chunks, out):
+def _sampled_cuts_expansion_parallel(
+    indptr,
+    indices,
+    data,
+    sq,
+    kp,
+    shift,
+    basis_rows,
+    basis_coef,
+    sq_b,
+    targets,
+    dense_t,
+    use_dense,
+    n_features,
+    start,
+    stop,
+    n_chunks,
+    out,
+):
     for c in prange(n_chunks):
-        _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
-                                      dense_t, use_dense, n_features, start + (stop - start) * c // n_chunks,
-                                      start + (stop - start) * (c + 1) // n_chunks, out)
+        _sampled_cuts_expansion_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            basis_rows,
+            basis_coef,
+            sq_b,
+            targets,
+            dense_t,
+            use_dense,
+            n_features,
+            start + (stop - start) * c // n_chunks,
+            start + (stop - start) * (c + 1) // n_chunks,
+            out,
+        )
 
 
 @njit(cache=True)
-def _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, targets, start, stop,
-                            n_features, out, threads, par_min):
+def _sampled_cuts_expansion(
+    indptr,
+    indices,
+    data,
+    sq,
+    kp,
+    shift,
+    basis_rows,
+    basis_coef,
+    targets,
+    start,
+    stop,
+    n_features,
+    out,
+    threads,
+    par_min,
+):
     """out[t] = sum_v basis_coef[v] * K'(x_basis_rows[v], x_targets[t]) for t in [start, stop) (targets split
     between the threads)."""
     m = basis_rows.size
     use_dense, dense_t, sq_b = _sampled_cuts_inner(indptr, indices, data, sq, basis_rows, n_features)
     if threads > 1 and (stop - start) * m >= par_min:
-        _sampled_cuts_expansion_parallel(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
-                                         dense_t, use_dense, n_features, start, stop, threads, out)
+        _sampled_cuts_expansion_parallel(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            basis_rows,
+            basis_coef,
+            sq_b,
+            targets,
+            dense_t,
+            use_dense,
+            n_features,
+            start,
+            stop,
+            threads,
+            out,
+        )
     else:
-        _sampled_cuts_expansion_range(indptr, indices, data, sq, kp, shift, basis_rows, basis_coef, sq_b, targets,
-                                      dense_t, use_dense, n_features, start, stop, out)
+        _sampled_cuts_expansion_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            kp,
+            shift,
+            basis_rows,
+            basis_coef,
+            sq_b,
+            targets,
+            dense_t,
+            use_dense,
+            n_features,
+            start,
+            stop,
+            out,
+        )
 
 
 @njit(cache=True)
@@ -318,8 +506,15 @@ class _Cuts:
             A[:t] = self.A[:t]
             self.A = A
 
-    def add(self, rows: np.ndarray, coef: np.ndarray, c: float, column: np.ndarray, self_dot: float,
-            a_row: np.ndarray | None) -> None:
+    def add(
+        self,
+        rows: np.ndarray,
+        coef: np.ndarray,
+        c: float,
+        column: np.ndarray,
+        self_dot: float,
+        a_row: np.ndarray | None,
+    ) -> None:
         self._grow()
         t = self.t
         self.H[t, :t] = column
@@ -389,8 +584,24 @@ def _combine(rows: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size, p, tol, max_inactive,
-                max_iter, bias, trace_every, seed):
+def _check_args(
+    indptr,
+    indices,
+    data,
+    y,
+    n_features,
+    C,
+    kernel,
+    variant,
+    sample_size,
+    p,
+    tol,
+    max_inactive,
+    max_iter,
+    bias,
+    trace_every,
+    seed,
+):
     if not isinstance(n_features, (int, np.integer)) or n_features < 1:
         raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
     check_csr(indptr, indices, data, int(n_features))
@@ -404,8 +615,14 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample
     kp = kernel_params(kernel)
     if variant not in VARIANTS:
         raise SolverInputError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-    for name, value, low in (("sample_size", sample_size, 1), ("p", p, 1), ("max_inactive", max_inactive, 1),
-                             ("max_iter", max_iter, 1), ("trace_every", trace_every, 1), ("seed", seed, 0)):
+    for name, value, low in (
+        ("sample_size", sample_size, 1),
+        ("p", p, 1),
+        ("max_inactive", max_inactive, 1),
+        ("max_iter", max_iter, 1),
+        ("trace_every", trace_every, 1),
+        ("seed", seed, 0),
+    ):
         check_int(name, value, low)
     tol = check_positive("tol", tol)
     if bias is not None:
@@ -415,12 +632,46 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample
     return y, C, kp, tol, bias
 
 
-def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict, variant="linear",
-                       sample_size=400, p=4, tol=0.001, max_inactive=20, max_iter=10_000, bias=1.0,
-                       trace_every=1, seed=0, n_threads=None, control=None) -> SolverResult:
+def solve_sampled_cuts(
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    C,
+    kernel: dict,
+    variant="linear",
+    sample_size=400,
+    p=4,
+    tol=0.001,
+    max_inactive=20,
+    max_iter=10_000,
+    bias=1.0,
+    trace_every=1,
+    seed=0,
+    n_threads=None,
+    control=None,
+) -> SolverResult:
     """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
-    y, C, kp, tol, bias = _check_args(indptr, indices, data, y, n_features, C, kernel, variant, sample_size,
-                                      p, tol, max_inactive, max_iter, bias, trace_every, seed)
+    y, C, kp, tol, bias = _check_args(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features,
+        C,
+        kernel,
+        variant,
+        sample_size,
+        p,
+        tol,
+        max_inactive,
+        max_iter,
+        bias,
+        trace_every,
+        seed,
+    )
     threads = solver_threads(n_threads)
     # one compiled specialization of every kernel: float64 values, int32 indices (float32 values are accepted)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
@@ -466,8 +717,16 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
         max_inactive iterations dropped (Section 6.1: 20 in the paper)."""
         nonlocal xi, master_dual
         t = cuts.t
-        _steps, master_dual, _gap, xi = reduced_dual_smo(cuts.H, np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
-                                                         cuts.alpha, t, C_paper, qp_tol, qp_max_steps, cuts.grad)
+        _steps, master_dual, _gap, xi = reduced_dual_smo(
+            cuts.H,
+            np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
+            cuts.alpha,
+            t,
+            C_paper,
+            qp_tol,
+            qp_max_steps,
+            cuts.grad,
+        )
         cuts.drop_inactive(int(max_inactive))
 
     while iteration < max_iter:
@@ -482,8 +741,15 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             violators = np.flatnonzero(margins < 1.0)
             exact_value = float(np.sum(1.0 - margins[violators])) / n
             last_primal = 0.5 * w_sq + C_paper * exact_value
-            point = {"iteration": iteration, "primal": last_primal, "dual": master_dual,
-                     "gap": last_primal - master_dual, "xi": xi, "cut_value": exact_value, "n_cuts": t}
+            point = {
+                "iteration": iteration,
+                "primal": last_primal,
+                "dual": master_dual,
+                "gap": last_primal - master_dual,
+                "xi": xi,
+                "cut_value": exact_value,
+                "n_cuts": t,
+            }
             if exact_value <= xi + tol:  # Algorithm 3, line 4: c' + <w, g'> <= xi + epsilon
                 converged = True
                 stop_reason = StopReason.CONVERGED
@@ -492,7 +758,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
                 break
             frac = violators.size / n
             best_rows = None
-            for attempt in range(_MAX_REDRAWS):  # Algorithm 3, lines 17-20: draw until the cut is violated
+            for _attempt in range(_MAX_REDRAWS):  # Algorithm 3, lines 17-20: draw until the cut is violated
                 # line 18: r rows uniformly from I; line 19: c = |I| / N times their mean hinge
                 _sampled_cuts_draw(rng, violators, violators.size, r, draw)
                 value = frac * float(np.mean(1.0 - margins[draw]))
@@ -510,8 +776,23 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             chunk = max(1, SLICE_VALUES // max(1, rows.size))
             stopped = None
             for start in range(0, n, chunk):
-                _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, all_rows, start,
-                                        min(n, start + chunk), n_features, a_row, threads, PAR_MIN_VALUES)
+                _sampled_cuts_expansion(
+                    indptr,
+                    indices,
+                    data,
+                    sq,
+                    kp,
+                    shift,
+                    rows,
+                    coef,
+                    all_rows,
+                    start,
+                    min(n, start + chunk),
+                    n_features,
+                    a_row,
+                    threads,
+                    PAR_MIN_VALUES,
+                )
                 stopped = control.check()
                 if stopped is not None:
                     break
@@ -529,17 +810,39 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
             urows, uptr, ucut, ucoef = cuts.grouped_basis()
             a_at = np.zeros((max(t, 1), r))
             if t:
-                _sampled_cuts_basis_at(indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, draw,
-                                       n_features, a_at, threads, PAR_MIN_VALUES)
+                _sampled_cuts_basis_at(
+                    indptr,
+                    indices,
+                    data,
+                    sq,
+                    kp,
+                    shift,
+                    urows,
+                    uptr,
+                    ucut,
+                    ucoef,
+                    draw,
+                    n_features,
+                    a_at,
+                    threads,
+                    PAR_MIN_VALUES,
+                )
                 computed += urows.size * r
             f_draw = alpha @ a_at[:t] if t else np.zeros(r)
             margins = y[draw] * f_draw
             hinge = np.maximum(0.0, 1.0 - margins)
             value = float(hinge.mean())
-            recent_hinge = (recent_hinge + [value])[-int(p):]
+            recent_hinge = (recent_hinge + [value])[-int(p) :]
             estimate = 0.5 * w_sq + C_paper * float(np.mean(recent_hinge))
-            point = {"iteration": iteration, "primal": estimate, "dual": master_dual,
-                     "gap": estimate - master_dual, "xi": xi, "cut_value": value, "n_cuts": t}
+            point = {
+                "iteration": iteration,
+                "primal": estimate,
+                "dual": master_dual,
+                "gap": estimate - master_dual,
+                "xi": xi,
+                "cut_value": value,
+                "n_cuts": t,
+            }
             if value <= xi + tol:  # Algorithm 2, line 4, read as Section 6.1: p non-violated cuts in a row
                 quiet += 1
                 if quiet >= p:
@@ -557,8 +860,23 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
                 weights = y[draw[loss]] / r
                 column = a_at[:t, np.flatnonzero(loss)] @ weights if t else np.zeros(0)
                 self_vals = np.empty(rows.size)
-                _sampled_cuts_expansion(indptr, indices, data, sq, kp, shift, rows, coef, rows, 0, rows.size,
-                                        n_features, self_vals, threads, PAR_MIN_VALUES)
+                _sampled_cuts_expansion(
+                    indptr,
+                    indices,
+                    data,
+                    sq,
+                    kp,
+                    shift,
+                    rows,
+                    coef,
+                    rows,
+                    0,
+                    rows.size,
+                    n_features,
+                    self_vals,
+                    threads,
+                    PAR_MIN_VALUES,
+                )
                 computed += rows.size * rows.size
                 self_dot = float(self_vals @ coef)
                 cuts.add(rows, coef, c_new, column, self_dot, None)
@@ -597,7 +915,7 @@ def solve_sampled_cuts(indptr, indices, data, y, *, n_features, C, kernel: dict,
         "master_dual": master_dual,
         "objective_is_estimate": is_estimate,
         "gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
-                    "approximation, not the optimum",
+        "approximation, not the optimum",
         "kernel": dict(kernel),
         "bias_feature": bias,
         "variant": variant,
@@ -629,5 +947,15 @@ def warm_up() -> None:
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
     for variant in VARIANTS:
-        solve_sampled_cuts(indptr, indices, matrix.data, y, n_features=3, C=1.0,
-                           kernel={"type": "rbf", "gamma": 0.5}, variant=variant, sample_size=20, max_iter=5)
+        solve_sampled_cuts(
+            indptr,
+            indices,
+            matrix.data,
+            y,
+            n_features=3,
+            C=1.0,
+            kernel={"type": "rbf", "gamma": 0.5},
+            variant=variant,
+            sample_size=20,
+            max_iter=5,
+        )

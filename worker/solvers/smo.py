@@ -239,8 +239,23 @@ def default_max_iter(n: int) -> int:
     return max(10_000_000, 100 * n)
 
 
-def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
-                class_weight, max_iter, trace_every, seed):
+def _check_args(
+    indptr,
+    indices,
+    data,
+    y,
+    n_features,
+    C,
+    kernel,
+    working_set,
+    tol,
+    cache_mb,
+    shrinking,
+    class_weight,
+    max_iter,
+    trace_every,
+    seed,
+):
     check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
@@ -261,7 +276,9 @@ def _check_args(indptr, indices, data, y, n_features, C, kernel, working_set, to
     try:
         w_neg, w_pos = (float(v) for v in class_weight)
     except (TypeError, ValueError):
-        raise SolverInputError(f"class_weight must be a pair (weight for y=-1, weight for y=+1), got {class_weight!r}") from None
+        raise SolverInputError(
+            f"class_weight must be a pair (weight for y=-1, weight for y=+1), got {class_weight!r}"
+        ) from None
     for name, value in (("class_weight[0]", w_neg), ("class_weight[1]", w_pos)):
         check_positive(name, value)
     max_iter = default_max_iter(n) if max_iter is None else check_int("max_iter", max_iter, 1, or_none=True)
@@ -274,8 +291,22 @@ class _Run:
     """One solve's arrays and clocks, and the Python side of its loop: slices of numba work between control
     checks, trace points, gradient rebuilds."""
 
-    def __init__(self, indptr, indices, data, y, n_features: int, C: float, w_neg: float, w_pos: float, kp,
-                 cache_mb: float, threads: int, seed: int, control: SolverControl):
+    def __init__(
+        self,
+        indptr,
+        indices,
+        data,
+        y,
+        n_features: int,
+        C: float,
+        w_neg: float,
+        w_pos: float,
+        kp,
+        cache_mb: float,
+        threads: int,
+        seed: int,
+        control: SolverControl,
+    ):
         self.control = control
         self.started = time.perf_counter()
         self.trace_seconds = 0.0
@@ -285,9 +316,14 @@ class _Run:
         self.kp = KernelParams(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
         sq = row_sq_norms(indptr, data)
         self.yp = y.copy()  # labels in position order (the solver swaps positions when it shrinks)
-        self.V = Variables(np.zeros(n), -np.ones(n), np.zeros(n), np.where(self.yp > 0, C * w_pos, C * w_neg),
-                           kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree),
-                           np.zeros(n, dtype=np.int8))
+        self.V = Variables(
+            np.zeros(n),
+            -np.ones(n),
+            np.zeros(n),
+            np.where(self.yp > 0, C * w_pos, C * w_neg),
+            kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree),
+            np.zeros(n, dtype=np.int8),
+        )
         dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
         self.X = position_copies(indptr, indices, data, sq, self.yp, n_features, threads, dense)
         self.orig = OriginalRows(indptr, indices, data, sq, np.arange(n, dtype=np.int64))
@@ -314,8 +350,23 @@ class _Run:
 
     def run_slice(self, platt: bool, tol: float, shrinking: bool, max_work: int, stop_iter: int) -> int:
         """About max_work units of numba work (or up to stop_iter steps); returns a RUN_* code."""
-        args = (self.n, self.budget, self.X, self.orig, self.kp, self.ca, self.V, self.istate, self.fstate,
-                self.swap_p, self.swap_q, tol, shrinking, max_work, stop_iter)
+        args = (
+            self.n,
+            self.budget,
+            self.X,
+            self.orig,
+            self.kp,
+            self.ca,
+            self.V,
+            self.istate,
+            self.fstate,
+            self.swap_p,
+            self.swap_q,
+            tol,
+            shrinking,
+            max_work,
+            stop_iter,
+        )
         return run_platt(*args, self.rng) if platt else run_second_order(*args)
 
     def stats(self):
@@ -367,8 +418,18 @@ class _Run:
         rest = np.zeros(n - active)
         chunk = max(1, int(2_000_000 // max(1, n - active)))
         for start in range(0, free_pos.size, chunk):
-            inactive_gradient(self.X, self.kp, V.alpha, free_pos, start, min(free_pos.size, start + chunk), active, n,
-                              self.istate, rest)
+            inactive_gradient(
+                self.X,
+                self.kp,
+                V.alpha,
+                free_pos,
+                start,
+                min(free_pos.size, start + chunk),
+                active,
+                n,
+                self.istate,
+                rest,
+            )
             if self.control.check() is not None:
                 return None, None
         G_rest = V.G_bar[active:] - 1.0 + rest
@@ -391,8 +452,19 @@ class _Run:
             chunk = max(1, int(2_000_000 // n))  # a row fetched here costs up to n kernel values
             last_check = time.perf_counter()
             for start in range(0, free_pos.size, chunk):
-                rebuild_gradient(self.X, self.kp, self.ca, istate, V.alpha, V.G, free_pos, start,
-                                 min(free_pos.size, start + chunk), active, n)
+                rebuild_gradient(
+                    self.X,
+                    self.kp,
+                    self.ca,
+                    istate,
+                    V.alpha,
+                    V.G,
+                    free_pos,
+                    start,
+                    min(free_pos.size, start + chunk),
+                    active,
+                    n,
+                )
                 if check and time.perf_counter() - last_check > SLICE_SECONDS:
                     last_check = time.perf_counter()
                     reason = self.control.check()
@@ -415,7 +487,7 @@ class _Run:
 TOL_FLOOR = 1e-9  # tol_rel tightens tol down to this
 
 
-def _gap_rel(run: "_Run") -> float | None:
+def _gap_rel(run: _Run) -> float | None:
     """(P - D) / P of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
@@ -425,13 +497,45 @@ def _gap_rel(run: "_Run") -> float | None:
     return max(primal - dual, 0.0) / primal if primal > 0 else None
 
 
-def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_set="second_order",
-              tol=1e-3, tol_rel=0.01, cache_mb=200, shrinking=True, class_weight=(1.0, 1.0), max_iter=None,
-              trace_every=1000, seed=0, n_threads=None, control=None) -> SolverResult:
+def solve_smo(
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    C,
+    kernel: dict,
+    working_set="second_order",
+    tol=1e-3,
+    tol_rel=0.01,
+    cache_mb=200,
+    shrinking=True,
+    class_weight=(1.0, 1.0),
+    max_iter=None,
+    trace_every=1000,
+    seed=0,
+    n_threads=None,
+    control=None,
+) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs)."""
     y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
-        indptr, indices, data, y, n_features, C, kernel, working_set, tol, cache_mb, shrinking,
-        class_weight, max_iter, trace_every, seed)
+        indptr,
+        indices,
+        data,
+        y,
+        n_features,
+        C,
+        kernel,
+        working_set,
+        tol,
+        cache_mb,
+        shrinking,
+        class_weight,
+        max_iter,
+        trace_every,
+        seed,
+    )
     if tol_rel is not None:
         tol_rel = check_positive("tol_rel", tol_rel)
     threads = solver_threads(n_threads)
@@ -441,8 +545,21 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
     data = np.ascontiguousarray(data, dtype=np.float64)
     n_features = int(n_features)
     trace_every = int(trace_every)
-    run = _Run(indptr, indices, data, y, n_features, C, w_neg, w_pos, kp, cache_mb, threads, int(seed),
-               control if control is not None else SolverControl())
+    run = _Run(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features,
+        C,
+        w_neg,
+        w_pos,
+        kp,
+        cache_mb,
+        threads,
+        int(seed),
+        control if control is not None else SolverControl(),
+    )
     istate, n = run.istate, run.n
 
     work_budget = 50_000
@@ -520,8 +637,11 @@ def solve_smo(indptr, indices, data, y, *, n_features, C, kernel: dict, working_
         "primal_complete": complete,
         # weak duality: the dual value of any feasible alpha is <= the optimum <= the primal at (alpha, b)
         "gap_rel": (max(objective - dual_value, 0.0) / objective) if complete and objective > 0 else None,
-        "gap_note": ("primal minus the dual objective of the returned alpha (weak duality)" if complete else
-                     "stopped while shrunk: the primal of the returned model was not computed, so no gap"),
+        "gap_note": (
+            "primal minus the dual objective of the returned alpha (weak duality)"
+            if complete
+            else "stopped while shrunk: the primal of the returned model was not computed, so no gap"
+        ),
         "max_violation": float(m - M),
         "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
         "kernel_values_computed": int(istate[IS_COMPUTED]),
@@ -558,8 +678,18 @@ def warm_up() -> None:
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
     for working_set in WORKING_SETS:
-        solve_smo(indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel={"type": "rbf", "gamma": 0.5},
-                  working_set=working_set, cache_mb=0.0, trace_every=5)
+        solve_smo(
+            indptr,
+            indices,
+            matrix.data,
+            y,
+            n_features=3,
+            C=1.0,
+            kernel={"type": "rbf", "gamma": 0.5},
+            working_set=working_set,
+            cache_mb=0.0,
+            trace_every=5,
+        )
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
     istate = np.zeros(IS_SIZE, dtype=np.int64)

@@ -49,8 +49,15 @@ def new_row_cache(n: int, budget: int) -> tuple[RowCache, int]:
     pool = np.empty(max(budget, 2 * n), dtype=np.float32)
     free_stack = np.empty(n, dtype=np.int64)
     free_stack[:n_slots] = np.arange(n_slots - 1, -1, -1)
-    cache = RowCache(pool, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64),
-                     np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), free_stack)
+    cache = RowCache(
+        pool,
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        free_stack,
+    )
     return cache, n_slots
 
 

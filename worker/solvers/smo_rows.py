@@ -75,9 +75,26 @@ def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int
         col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
     else:
         dense_t = np.zeros((1, 1))
-        col_ptr, col_pos, col_val = np.zeros(n_features + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz)
-    return PositionRows(indptr.copy(), indices.copy(), data.copy(), sq.copy(), yp, dense_t, col_ptr, col_pos, col_val,
-                        np.empty(n), np.empty(threads), np.empty(threads), np.empty(threads, dtype=np.int64))
+        col_ptr, col_pos, col_val = (
+            np.zeros(n_features + 1, dtype=np.int64),
+            np.empty(nnz, dtype=np.int32),
+            np.empty(nnz),
+        )
+    return PositionRows(
+        indptr.copy(),
+        indices.copy(),
+        data.copy(),
+        sq.copy(),
+        yp,
+        dense_t,
+        col_ptr,
+        col_pos,
+        col_val,
+        np.empty(n),
+        np.empty(threads),
+        np.empty(threads),
+        np.empty(threads, dtype=np.int64),
+    )
 
 
 @njit(cache=True)
@@ -195,7 +212,7 @@ def _row_kernel(p, lo, hi, X, kp, out, base, coef, accumulate):
     else:
         for t in range(m):
             d[t] = yp * yy[t] * kernel_from_dot(code, gamma, coef0, degree, d[t], sq_p, ss[t])
-    o = out[base + lo:base + hi]
+    o = out[base + lo : base + hi]
     if accumulate:
         for t in range(m):
             o[t] += coef * d[t]
@@ -209,8 +226,9 @@ def _row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, n_chunks):
     # solve_smo sets numba's chunk size to 1: chunks go to whichever thread is free (a thread the system has
     # descheduled does not hold the row up)
     for c in prange(n_chunks):
-        _row_chunk(p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base,
-                       coef, accumulate)
+        _row_chunk(
+            p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base, coef, accumulate
+        )
 
 
 @njit(cache=True)

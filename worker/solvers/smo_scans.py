@@ -131,7 +131,7 @@ def _select_j_range(i, m, base_i, y, G, QD, status, cache, lo, hi):
         gg = G[b0:b1]
         st = status[b0:b1]
         qd = QD[b0:b1]
-        row = cache[base_i + b0:base_i + b1]
+        row = cache[base_i + b0 : base_i + b1]
         bb = -np.inf
         for t in range(b1 - b0):
             gain = _gain(yi, QDi, m, yy[t], gg[t], st[t], qd[t], row[t])
@@ -151,8 +151,9 @@ def _select_j_range(i, m, base_i, y, G, QD, status, cache, lo, hi):
 @njit(cache=True, parallel=True)
 def _select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, n_chunks, part_f, part_i):
     for c in prange(n_chunks):
-        j, best = _select_j_range(i, m, base_i, y, G, QD, status, cache, active * c // n_chunks,
-                                      active * (c + 1) // n_chunks)
+        j, best = _select_j_range(
+            i, m, base_i, y, G, QD, status, cache, active * c // n_chunks, active * (c + 1) // n_chunks
+        )
         part_f[c] = best
         part_i[c] = j
 
@@ -184,7 +185,7 @@ def select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
 @njit(cache=True)
 def _axpy_chunk(v, a, cache, base, lo, hi):
     vv = v[lo:hi]
-    cc = cache[base + lo:base + hi]
+    cc = cache[base + lo : base + hi]
     for t in range(hi - lo):
         vv[t] += a * cc[t]
 
@@ -208,8 +209,8 @@ def axpy(v, a, cache, base, lo, hi, istate):
 @njit(cache=True)
 def _update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
     g = G[lo:hi]
-    qi = cache[base_i + lo:base_i + hi]
-    qj = cache[base_j + lo:base_j + hi]
+    qi = cache[base_i + lo : base_i + hi]
+    qj = cache[base_j + lo : base_j + hi]
     for t in range(hi - lo):
         g[t] += qi[t] * di + qj[t] * dj
 

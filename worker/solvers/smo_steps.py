@@ -259,8 +259,9 @@ def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
 
 
 @njit(cache=True)
-def run_second_order(n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol, shrinking, max_work,
-                     stop_iter):
+def run_second_order(
+    n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol, shrinking, max_work, stop_iter
+):
     """Second-order working-set selection (LIBSVM's rule) until converged, a rebuild is due or the budget ends."""
     work = 0
     while True:
@@ -354,8 +355,7 @@ def _platt_examine(i2, n, X, kp, ca, V, istate, fstate, rng, eps):
 
 
 @njit(cache=True)
-def run_platt(n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol, shrinking, max_work, stop_iter,
-              rng):
+def run_platt(n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol, shrinking, max_work, stop_iter, rng):
     """Platt's outer loop (Section 2.2): passes over all, then over the non-bound examples, until done."""
     eps = 0.5 * tol
     work = 0

@@ -26,10 +26,12 @@ from service.storage.keys import new_id
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
+
 def _ignore_outcome(task: asyncio.Future) -> None:
     """Collect the result of an ingest whose upload failed (so no 'exception never retrieved' warning)."""
     if not task.cancelled():
         task.exception()
+
 
 ERRORS = {
     404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
@@ -72,31 +74,51 @@ def public_view(record: dict) -> dict:
     openapi_extra=UPLOAD_BODY,
     responses={
         **ERRORS,
-        413: {"model": ErrorResponse, "description": "Over a size limit (bytes, decompressed bytes, line bytes, rows, features, nnz)."},
+        413: {
+            "model": ErrorResponse,
+            "description": "Over a size limit (bytes, decompressed bytes, line bytes, rows, features, nnz).",
+        },
         415: {"model": ErrorResponse, "description": "Not a multipart/form-data body."},
-        422: {"model": ErrorResponse, "description": "The file could not be parsed; the message names line, column and reason."},
-        408: {"model": ErrorResponse, "description": "The body stopped arriving, or arrived slower than body_min_rate."},
-        507: {"model": ErrorResponse, "description": "No room: Redis is at its maxmemory (`storage_full`) or the API's "
-              "disk is full (`disk_full`); nothing was stored."},
+        422: {
+            "model": ErrorResponse,
+            "description": "The file could not be parsed; the message names line, column and reason.",
+        },
+        408: {
+            "model": ErrorResponse,
+            "description": "The body stopped arriving, or arrived slower than body_min_rate.",
+        },
+        507: {
+            "model": ErrorResponse,
+            "description": "No room: Redis is at its maxmemory (`storage_full`) or the API's "
+            "disk is full (`disk_full`); nothing was stored.",
+        },
     },
 )
 async def upload_dataset(
     request: Request,
     response: Response,
     format: Annotated[DatasetFormat, Query(description="Text format of the file.")] = DatasetFormat.svmlight,
-    name: Annotated[str | None, Query(max_length=200, description="A name for the data set (default: the file's name).")] = None,
+    name: Annotated[
+        str | None, Query(max_length=200, description="A name for the data set (default: the file's name).")
+    ] = None,
     zero_based: Annotated[
         ZeroBased,
-        Query(description="svmlight feature indices: `auto` (zero-based iff some index is 0), `true` or `false` (one-based, LIBSVM's convention)."),
+        Query(
+            description="svmlight feature indices: `auto` (zero-based iff some index is 0), `true` or `false` (one-based, LIBSVM's convention)."
+        ),
     ] = ZeroBased.auto,
-    label_column: Annotated[str, Query(min_length=1, max_length=200, description="CSV only: the header name of the label column.")] = "label",
+    label_column: Annotated[
+        str, Query(min_length=1, max_length=200, description="CSV only: the header name of the label column.")
+    ] = "label",
     value_dtype: Annotated[
         ValueDtype,
-        Query(description="How feature values are stored. `auto`: float32 when every value has at most 7 significant "
-              "digits and rounding its float32 to 7 significant digits gives back the text exactly (half the memory; "
-              "training then sees each value as that float32 widened to float64), else float64. `float32`: the float32 "
-              "nearest to each value, always (422 for a value beyond float32's range). `float64`: the double nearest "
-              "to each value."),
+        Query(
+            description="How feature values are stored. `auto`: float32 when every value has at most 7 significant "
+            "digits and rounding its float32 to 7 significant digits gives back the text exactly (half the memory; "
+            "training then sees each value as that float32 widened to float64), else float64. `float32`: the float32 "
+            "nearest to each value, always (422 for a value beyond float32's range). `float64`: the double nearest "
+            "to each value."
+        ),
     ] = ValueDtype.auto,
     *,
     settings: SettingsDep,
@@ -134,8 +156,12 @@ async def upload_dataset(
     if follow:
         spool = new_spool_file(upload_dir)
         task = asyncio.ensure_future(
-            ingest.ingest(str(spool), meta=dict(base_meta, name=name or dataset_id, bytes=0, sha256=""),
-                          follow_marker=str(marker_path(spool)), **options)
+            ingest.ingest(
+                str(spool),
+                meta=dict(base_meta, name=name or dataset_id, bytes=0, sha256=""),
+                follow_marker=str(marker_path(spool)),
+                **options,
+            )
         )
         try:
             upload = await spool_upload(request, upload_dir, settings.max_upload_bytes, path=spool, keep_on_error=True)
@@ -144,12 +170,21 @@ async def upload_dataset(
             write_marker(spool, {"status": "aborted", "reason": f"the upload failed ({type(exc).__name__})"})
             task.add_done_callback(_ignore_outcome)
             raise
-        write_marker(spool, {"status": "complete", "meta": {
-            "name": name or upload.filename or dataset_id, "bytes": upload.size, "sha256": upload.sha256}})
+        write_marker(
+            spool,
+            {
+                "status": "complete",
+                "meta": {"name": name or upload.filename or dataset_id, "bytes": upload.size, "sha256": upload.sha256},
+            },
+        )
         try:
             outcome = await task
         except BrokenProcessPool:
-            raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this upload; nothing was stored, try again") from None
+            raise ApiError(
+                503,
+                "ingest_unavailable",
+                "the parser process stopped while reading this upload; nothing was stored, try again",
+            ) from None
         finally:
             remove_quietly(spool)
             remove_quietly(marker_path(spool))
@@ -160,7 +195,11 @@ async def upload_dataset(
             try:
                 outcome = await ingest.ingest(str(upload.path), meta=meta, **options)
             except BrokenProcessPool:
-                raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this upload; nothing was stored, try again") from None
+                raise ApiError(
+                    503,
+                    "ingest_unavailable",
+                    "the parser process stopped while reading this upload; nothing was stored, try again",
+                ) from None
         finally:
             remove_quietly(upload.path)
     if "aborted" in outcome:  # only when the marker says so, which this request did not write
@@ -182,8 +221,9 @@ def list_datasets(
 ) -> DatasetList:
     """The caller's data sets, newest first."""
     records, total = store.list(tenant, offset, limit)
-    return DatasetList.model_validate({"items": [public_view(r) for r in records], "total": total, "offset": offset,
-                                       "limit": limit})
+    return DatasetList.model_validate(
+        {"items": [public_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+    )
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a data set", responses=ERRORS)

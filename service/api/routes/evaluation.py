@@ -72,7 +72,8 @@ async def evaluate(
         if dataset is None:
             raise not_found("dataset", body.dataset_id)
         arrays = datasets.load_arrays(dataset)
-        return EvaluationOut.model_validate(dict(evaluate_arrays(model, arrays, dataset), model_id=model_id,
-                                                 dataset_id=body.dataset_id))
+        return EvaluationOut.model_validate(
+            dict(evaluate_arrays(model, arrays, dataset), model_id=model_id, dataset_id=body.dataset_id)
+        )
 
     return await run_in_threadpool(work)

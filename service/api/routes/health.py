@@ -33,9 +33,18 @@ def _not_ready(message: str, **details) -> JSONResponse:
     return error_response(503, "not_ready", message, details)
 
 
-@router.get("/readyz", response_model=Health, summary="Readiness: Redis reachable and at least one worker",
-            responses={503: {"model": ErrorResponse, "description": "Not ready: `details.status` is `warming` "
-                             "(kernels compiling, `details.kernels_left`) or `unavailable`."}})
+@router.get(
+    "/readyz",
+    response_model=Health,
+    summary="Readiness: Redis reachable and at least one worker",
+    responses={
+        503: {
+            "model": ErrorResponse,
+            "description": "Not ready: `details.status` is `warming` "
+            "(kernels compiling, `details.kernels_left`) or `unavailable`.",
+        }
+    },
+)
 def readyz(request: Request) -> Health | JSONResponse:
     """Ready when Redis answers and at least one worker's heartbeat is current and its kernels are warm.
 
@@ -50,8 +59,10 @@ def readyz(request: Request) -> Health | JSONResponse:
     warming = [beat["warming"] for beat in beats.values() if not beat.get("ready", True) and beat.get("warming")]
     if workers < 1 and warming:
         left = sorted({name for state in warming for name in state.get("left", [])})
-        detail = (f"{len(warming)} worker(s) compiling solver kernels (first run only; cached afterwards): "
-                  f"{', '.join(left) or 'finishing'} left")
+        detail = (
+            f"{len(warming)} worker(s) compiling solver kernels (first run only; cached afterwards): "
+            f"{', '.join(left) or 'finishing'} left"
+        )
         return _not_ready(detail, status="warming", redis=True, workers=0, warming=len(warming), kernels_left=left)
     if workers < 1:
         starting = sum(1 for beat in beats.values() if not beat.get("ready", True))
@@ -64,7 +75,12 @@ def readyz(request: Request) -> Health | JSONResponse:
     "/metrics",
     summary="Prometheus metrics",
     response_class=Response,
-    responses={200: {"description": "Metrics in the Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {
+            "description": "Metrics in the Prometheus text format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def metrics(request: Request) -> Response:
     """Requests and latencies by route and status; jobs by status; queue depth; workers; solver seconds; data sets."""

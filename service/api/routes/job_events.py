@@ -47,8 +47,10 @@ def resume_index(last_event_id: str | None, since: int | None) -> int:
     if last_event_id not in (None, ""):
         text = last_event_id.strip()
         if not text.isdigit() or len(text) > 18:
-            raise unprocessable(f"Last-Event-ID must be the id of an event of this stream (a count), got {text[:40]!r}",
-                                ["header", "Last-Event-ID"])
+            raise unprocessable(
+                f"Last-Event-ID must be the id of an event of this stream (a count), got {text[:40]!r}",
+                ["header", "Last-Event-ID"],
+            )
         return int(text)
     return since or 0
 
@@ -99,9 +101,13 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
 SSE_EVENT = {
     "type": "object",
     "description": "One server-sent event: `event` names it, `data` is its JSON (a job, a progress or a trace point), "
-                   "`id` counts the trace points sent (resume with Last-Event-ID).",
+    "`id` counts the trace points sent (resume with Last-Event-ID).",
     "properties": {
-        "event": {"type": "string", "enum": ["status", "progress", "trace", "end"], "description": "The kind of event."},
+        "event": {
+            "type": "string",
+            "enum": ["status", "progress", "trace", "end"],
+            "description": "The kind of event.",
+        },
         "data": {"type": "string", "description": "The event's JSON text."},
         "id": {"type": "string", "description": "Trace points sent so far (trace events)."},
         "retry": {"type": ["integer", "string"], "description": "Reconnection delay in milliseconds."},
@@ -116,18 +122,28 @@ SSE_EVENT = {
     response_class=StreamingResponse,
     responses={
         **ERRORS,
-        200: {"description": "An event stream: `status`, `progress`, `trace` (one per convergence point) and a last "
-                             "`end` event; ids count the trace points sent.",
-              "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+        200: {
+            "description": "An event stream: `status`, `progress`, `trace` (one per convergence point) and a last "
+            "`end` event; ids count the trace points sent.",
+            "content": {"text/event-stream": {"schema": SSE_EVENT}},
+        },
         422: {"description": "Last-Event-ID is not an id of this stream."},
     },
 )
 async def job_events(
     request: Request,
     job_id: JobIdPath,
-    since: Annotated[int | None, Query(ge=0, le=2**62, description="Start the trace at this index (Last-Event-ID wins).")] = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^[0-9]{1,18}$",
-                                                description="Resume after this event id (a count of trace points).")] = None,
+    since: Annotated[
+        int | None, Query(ge=0, le=2**62, description="Start the trace at this index (Last-Event-ID wins).")
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            pattern=r"^[0-9]{1,18}$",
+            description="Resume after this event id (a count of trace points).",
+        ),
+    ] = None,
     *,
     jobs: JobStoreDep,
     tenant: TenantDep,

@@ -46,7 +46,9 @@ def job_view(job: dict) -> dict:
         view["progress"] = dict(view["progress"], subtasks_done=subtasks["done"], subtasks_total=subtasks["total"])
         if view["progress"].get("fraction") is None and subtasks["total"]:
             # a distributed search: its settings run as RQ jobs of their own until the refit starts
-            view["progress"].update(phase="cross-validating", fraction=round(subtasks["done"] / (subtasks["total"] + 1), 4))
+            view["progress"].update(
+                phase="cross-validating", fraction=round(subtasks["done"] / (subtasks["total"] + 1), 4)
+            )
     if job["status"] in ("succeeded",) and view["progress"].get("fraction") is not None:
         view["progress"] = dict(view["progress"], fraction=1.0, eta_s=0.0, phase="done")
     return view
@@ -57,11 +59,17 @@ def job_view(job: dict) -> dict:
     status_code=202,
     response_model=JobOut,
     summary="Submit a training job",
-    responses={**ERRORS, 404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
-               413: {"model": ErrorResponse, "description": "Body over max_json_body_bytes."},
-               422: {"model": ErrorResponse, "description": "Invalid request; the message names the field."},
-               429: {"model": ErrorResponse, "description": "You have max_queued_jobs_per_tenant queued jobs already; "
-                     "retry after some finish (Retry-After)."}},
+    responses={
+        **ERRORS,
+        404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
+        413: {"model": ErrorResponse, "description": "Body over max_json_body_bytes."},
+        422: {"model": ErrorResponse, "description": "Invalid request; the message names the field."},
+        429: {
+            "model": ErrorResponse,
+            "description": "You have max_queued_jobs_per_tenant queued jobs already; "
+            "retry after some finish (Retry-After).",
+        },
+    },
 )
 def submit_job(
     request: Request,
@@ -91,11 +99,16 @@ def submit_job(
     limit = settings.max_queued_jobs_per_tenant
     if not jobs.create(record, max_queued=limit):
         raise ApiError(
-            429, "too_many_queued_jobs",
+            429,
+            "too_many_queued_jobs",
             f"you have {limit} queued jobs, the limit max_queued_jobs_per_tenant = {limit}; "
             "submit again when some have started"
-            + (f" (at most {settings.max_running_jobs_per_tenant} of your jobs run at once: "
-               "max_running_jobs_per_tenant)" if settings.max_running_jobs_per_tenant else ""),
+            + (
+                f" (at most {settings.max_running_jobs_per_tenant} of your jobs run at once: "
+                "max_running_jobs_per_tenant)"
+                if settings.max_running_jobs_per_tenant
+                else ""
+            ),
             {"limit": "max_queued_jobs_per_tenant", "value": limit},
             headers={"Retry-After": "5"},
         )
@@ -119,7 +132,9 @@ def list_jobs(
 ) -> JobList:
     """The caller's jobs, newest first."""
     items, total = jobs.list(tenant, offset, limit, status.value if status else None)
-    return JobList.model_validate({"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit})
+    return JobList.model_validate(
+        {"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit}
+    )
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
@@ -132,7 +147,9 @@ async def get_job(job: JobRecord) -> JobOut:
 def get_trace(
     job: JobRecord,
     jobs: JobStoreDep,
-    since: Annotated[int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")] = 0,
+    since: Annotated[
+        int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")
+    ] = 0,
 ) -> dict:
     """The convergence points recorded so far; they grow while the job runs."""
     points = jobs.trace(job["id"], since)
@@ -143,16 +160,22 @@ def get_trace(
     "/{job_id}",
     status_code=204,
     summary="Delete a finished job",
-    responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job is queued or running: cancel it first."}},
+    responses={
+        **ERRORS,
+        409: {"model": ErrorResponse, "description": "The job is queued or running: cancel it first."},
+    },
 )
 def delete_job(job: JobRecord, jobs: JobStoreDep) -> Response:
     """Delete a finished job with its trace (its model stays; `GET /v1/models/{id}/trace` is then empty)."""
     job_id = job["id"]
     outcome = jobs.delete(job_id)
     if outcome == 0:
-        raise ApiError(409, "job_not_finished",
-                       f"job {job_id} is {job['status']}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
-                       {"status": job["status"]})
+        raise ApiError(
+            409,
+            "job_not_finished",
+            f"job {job_id} is {job['status']}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
+            {"status": job["status"]},
+        )
     if outcome == -1:
         raise not_found("job", job_id)
     return Response(status_code=204)

@@ -35,8 +35,12 @@ MEDIA_TYPES = {
     ExportFormat.libsvm: "text/plain; charset=utf-8",
     ExportFormat.onnx: "application/octet-stream",
 }
-EXTENSIONS = {ExportFormat.json: "json", ExportFormat.liblinear: "liblinear", ExportFormat.libsvm: "libsvm",
-              ExportFormat.onnx: "onnx"}
+EXTENSIONS = {
+    ExportFormat.json: "json",
+    ExportFormat.liblinear: "liblinear",
+    ExportFormat.libsvm: "libsvm",
+    ExportFormat.onnx: "onnx",
+}
 
 EXPORT_RESPONSES = {
     200: {
@@ -45,20 +49,33 @@ EXPORT_RESPONSES = {
             "file; `onnx`: a serialized ONNX model (input `X` float32 [N, n_features]; outputs `label`, `scores` and, "
             "for calibrated models, `probabilities`)."
         ),
-        "headers": {"Content-Disposition": {"description": "`attachment; filename=\"<model id>.<format>\"`.",
-                                            "schema": {"type": "string"}}},
+        "headers": {
+            "Content-Disposition": {
+                "description": '`attachment; filename="<model id>.<format>"`.',
+                "schema": {"type": "string"},
+            }
+        },
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/ModelDocument"}},
             "text/plain": {"schema": {"type": "string"}},
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary",
-                                                    "contentMediaType": "application/octet-stream"}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
+            },
         },
     },
-    **error_responses(401, 404, 409, 422, 500, 503, descriptions={
-        404: "No such model (or not yours).",
-        409: "The format cannot hold this model (e.g. LIBLINEAR and a kernel model, non-integer labels for "
-             "LIBLINEAR/LIBSVM, a kernel model too large for a dense ONNX graph); the message says why and which formats can.",
-    }),
+    **error_responses(
+        401,
+        404,
+        409,
+        422,
+        500,
+        503,
+        descriptions={
+            404: "No such model (or not yours).",
+            409: "The format cannot hold this model (e.g. LIBLINEAR and a kernel model, non-integer labels for "
+            "LIBLINEAR/LIBSVM, a kernel model too large for a dense ONNX graph); the message says why and which formats can.",
+        },
+    ),
 }
 
 IMPORT_BODY = {
@@ -79,8 +96,14 @@ IMPORT_BODY = {
                         }
                     },
                 },
-                "encoding": {FILE_FIELD: {"contentType": "application/octet-stream, text/plain, application/json, application/gzip"}},
-                "example": {FILE_FIELD: "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n0.5\n-0.25\n"},
+                "encoding": {
+                    FILE_FIELD: {
+                        "contentType": "application/octet-stream, text/plain, application/json, application/gzip"
+                    }
+                },
+                "example": {
+                    FILE_FIELD: "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n0.5\n-0.25\n"
+                },
             }
         },
     }
@@ -110,7 +133,12 @@ def _writer(format: ExportFormat):
 async def export_model(
     record: ModelRecord,
     store: ModelStoreDep,
-    format: Annotated[ExportFormat, Query(description="`json` (every kind), `liblinear` (linear classifiers), `libsvm` (classifiers), `onnx` (every kind).")] = ExportFormat.json,
+    format: Annotated[
+        ExportFormat,
+        Query(
+            description="`json` (every kind), `liblinear` (linear classifiers), `libsvm` (classifiers), `onnx` (every kind)."
+        ),
+    ] = ExportFormat.json,
 ) -> Response:
     """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
     service's import reads, predicting the same labels and scores; text formats stream."""
@@ -126,7 +154,9 @@ async def export_model(
         pieces = _writer(format)(record, arrays)
         first = await run_in_threadpool(next, pieces)  # refusals happen before the first piece
     except ExportRefused as exc:
-        raise ApiError(409, "export_not_possible", f"model {model_id} cannot be exported as {format.value}: {exc}") from None
+        raise ApiError(
+            409, "export_not_possible", f"model {model_id} cannot be exported as {format.value}: {exc}"
+        ) from None
     return StreamingResponse(itertools.chain([first], pieces), media_type=MEDIA_TYPES[format], headers=headers)
 
 
@@ -137,21 +167,44 @@ async def export_model(
     summary="Import a model",
     openapi_extra=IMPORT_BODY,
     responses={
-        201: {"description": "The imported model.", "links": model_links(),
-              "headers": {"Location": {"description": "The model's URL.", "required": True, "schema": {"type": "string"}}}},
-        **error_responses(401, 413, 415, 422, 500, 503, descriptions={
-            413: "File over max_upload_bytes.",
-            422: "Not a valid model file: the message names the line (LIBLINEAR, LIBSVM, JSON syntax) or the field (JSON) and what is wrong.",
-        }),
+        201: {
+            "description": "The imported model.",
+            "links": model_links(),
+            "headers": {
+                "Location": {"description": "The model's URL.", "required": True, "schema": {"type": "string"}}
+            },
+        },
+        **error_responses(
+            401,
+            413,
+            415,
+            422,
+            500,
+            503,
+            descriptions={
+                413: "File over max_upload_bytes.",
+                422: "Not a valid model file: the message names the line (LIBLINEAR, LIBSVM, JSON syntax) or the field (JSON) and what is wrong.",
+            },
+        ),
     },
 )
 async def import_model(
     request: Request,
     response: Response,
-    format: Annotated[ImportFormat, Query(description="Format of the file: `json` (a ModelDocument), `liblinear` or `libsvm`.")],
-    n_features: Annotated[int | None, Query(ge=1, le=100_000_000, description=(
-        "libsvm only: the number of features the model reads (default: the largest index of a support vector). "
-        "Rows are cut to it before scoring; for the rbf kernel LIBSVM would count later features in the distance."))] = None,
+    format: Annotated[
+        ImportFormat, Query(description="Format of the file: `json` (a ModelDocument), `liblinear` or `libsvm`.")
+    ],
+    n_features: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=100_000_000,
+            description=(
+                "libsvm only: the number of features the model reads (default: the largest index of a support vector). "
+                "Rows are cut to it before scoring; for the rbf kernel LIBSVM would count later features in the distance."
+            ),
+        ),
+    ] = None,
     *,
     settings: SettingsDep,
     store: ModelStoreDep,
@@ -165,23 +218,41 @@ async def import_model(
         try:
             outcome = await request.app.state.ingest.run(read_model_file, str(upload.path), format.value, n_features)
         except BrokenProcessPool:
-            raise ApiError(503, "ingest_unavailable", "the parser process stopped while reading this file; nothing was stored, try again",
-                           headers={"Retry-After": "1"}) from None
+            raise ApiError(
+                503,
+                "ingest_unavailable",
+                "the parser process stopped while reading this file; nothing was stored, try again",
+                headers={"Retry-After": "1"},
+            ) from None
     finally:
         remove_quietly(upload.path)
     if "error" in outcome:
         error = outcome["error"]
         where = f"line {error['line']}: " if error["line"] is not None else ""
-        raise ApiError(422, "invalid_model_file", f"{format.value} model file: {where}{error['reason']}",
-                       {"line": error["line"], "column": None, "reason": error["reason"]})
+        raise ApiError(
+            422,
+            "invalid_model_file",
+            f"{format.value} model file: {where}{error['reason']}",
+            {"line": error["line"], "column": None, "reason": error["reason"]},
+        )
     meta, arrays = outcome["meta"], outcome["arrays"]
     if meta["n_features"] > settings.max_features:
-        raise ApiError(413, "payload_too_large", f"the model reads {meta['n_features']} features, over max_features = {settings.max_features}",
-                       {"limit": "max_features", "value": settings.max_features})
+        raise ApiError(
+            413,
+            "payload_too_large",
+            f"the model reads {meta['n_features']} features, over max_features = {settings.max_features}",
+            {"limit": "max_features", "value": settings.max_features},
+        )
     model_id = new_id("mdl")
     record = {
-        "n_iter": None, "converged": None, "stop_reason": None, "training_seconds": None, "objective": None,
-        "objectives": [], "train_accuracy": None, "solver": None,
+        "n_iter": None,
+        "converged": None,
+        "stop_reason": None,
+        "training_seconds": None,
+        "objective": None,
+        "objectives": [],
+        "train_accuracy": None,
+        "solver": None,
         **meta,
         "id": model_id,
         "tenant": tenant,

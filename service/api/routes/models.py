@@ -41,8 +41,9 @@ def list_models(
 ) -> ModelList:
     """The caller's models, newest first."""
     records, total = store.list(tenant, offset, limit)
-    return ModelList.model_validate({"items": [model_view(r) for r in records], "total": total, "offset": offset,
-                                     "limit": limit})
+    return ModelList.model_validate(
+        {"items": [model_view(r) for r in records], "total": total, "offset": offset, "limit": limit}
+    )
 
 
 @router.get("/{model_id}", response_model=ModelOut, summary="Get a model", responses=ERRORS)
@@ -51,7 +52,9 @@ async def get_model(record: ModelRecord) -> ModelOut:
     return ModelOut.model_validate(model_view(record))
 
 
-@router.get("/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS)
+@router.get(
+    "/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS
+)
 def get_model_trace(
     record: ModelRecord,
     jobs: JobStoreDep,
@@ -107,11 +110,18 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     "/{model_id}/predict",
     response_model=PredictOut,
     summary="Predict labels and scores",
-    responses={**ERRORS, 409: {"model": ErrorResponse, "description": "`probabilities: true` for a model without a calibration."},
-               413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
-               422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."}},
-    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/PredictRequest"}}}}},
+    responses={
+        **ERRORS,
+        409: {"model": ErrorResponse, "description": "`probabilities: true` for a model without a calibration."},
+        413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
+        422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PredictRequest"}}},
+        }
+    },
 )
 async def predict(
     request: Request,
@@ -133,23 +143,37 @@ async def predict(
     # Small requests are scored on the event loop (a thread hop costs more than the work);
     # large ones go to the thread pool so they do not hold up other requests.
     if len(body.instances) <= INLINE_PREDICT_ROWS:
-        return JSONResponse(score(request, store, model_id, tenant, body.instances, body.probabilities,
-                                  body.ignore_unknown_features))
-    return JSONResponse(await run_in_threadpool(score, request, store, model_id, tenant, body.instances, body.probabilities,
-                                                body.ignore_unknown_features))
+        return JSONResponse(
+            score(request, store, model_id, tenant, body.instances, body.probabilities, body.ignore_unknown_features)
+        )
+    return JSONResponse(
+        await run_in_threadpool(
+            score, request, store, model_id, tenant, body.instances, body.probabilities, body.ignore_unknown_features
+        )
+    )
 
 
 INLINE_PREDICT_ROWS = 16
 
 
-def score(request: Request, store: RecordStore, model_id: str, tenant: str, instances: list,
-          probabilities: bool = False, ignore_unknown: bool = False) -> dict:
+def score(
+    request: Request,
+    store: RecordStore,
+    model_id: str,
+    tenant: str,
+    instances: list,
+    probabilities: bool = False,
+    ignore_unknown: bool = False,
+) -> dict:
     """Load (or reuse) the model and score the rows (and give class probabilities when asked)."""
     model = load_model(request, store, model_id, tenant)
     if probabilities and not model.has_probabilities:
-        raise ApiError(409, "model_not_calibrated",
-                       f"model {model_id} has no probability calibration: train it with params.probability: true "
-                       "(or import a model file that has probabilities)")
+        raise ApiError(
+            409,
+            "model_not_calibrated",
+            f"model {model_id} has no probability calibration: train it with params.probability: true "
+            "(or import a model file that has probabilities)",
+        )
     matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)), ignore_unknown)
     labels, scores = model.predict(matrix)
     answer = {"labels": labels, "scores": scores, "probabilities": None}

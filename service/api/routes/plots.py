@@ -43,36 +43,55 @@ def _trace_picture(job: dict, fmt: str, jobs: JobStore) -> Response:
 def _search_table(record: dict, kind: str, ident: str) -> dict:
     table = record.get("search_results")
     if not table:
-        raise ApiError(404, "search_not_found", f"{kind} {ident} has no search results: only jobs with params.search "
-                       "cross-validate settings")
+        raise ApiError(
+            404,
+            "search_not_found",
+            f"{kind} {ident} has no search results: only jobs with params.search cross-validate settings",
+        )
     return table
 
 
-@router.get("/v1/jobs/{job_id}/trace.svg", summary="Picture of a job's convergence trace (SVG)",
-            response_class=Response, responses=_responses("svg"))
+@router.get(
+    "/v1/jobs/{job_id}/trace.svg",
+    summary="Picture of a job's convergence trace (SVG)",
+    response_class=Response,
+    responses=_responses("svg"),
+)
 def job_trace_svg(job: JobRecord, jobs: JobStoreDep) -> Response:
     """Primal and dual (or lower bound) above, the gap below, against solver seconds on log scales; one colour
     per binary problem. Lines have SVG ids `primal-<k>`, `dual-<k>`, `gap-<k>`."""
     return _trace_picture(job, "svg", jobs)
 
 
-@router.get("/v1/jobs/{job_id}/trace.png", summary="Picture of a job's convergence trace (PNG)",
-            response_class=Response, responses=_responses("png"))
+@router.get(
+    "/v1/jobs/{job_id}/trace.png",
+    summary="Picture of a job's convergence trace (PNG)",
+    response_class=Response,
+    responses=_responses("png"),
+)
 def job_trace_png(job: JobRecord, jobs: JobStoreDep) -> Response:
     """The trace picture as a PNG."""
     return _trace_picture(job, "png", jobs)
 
 
-@router.get("/v1/jobs/{job_id}/search.svg", summary="Picture of a running or finished search's scores (SVG)",
-            response_class=Response, responses=_responses("svg"))
+@router.get(
+    "/v1/jobs/{job_id}/search.svg",
+    summary="Picture of a running or finished search's scores (SVG)",
+    response_class=Response,
+    responses=_responses("svg"),
+)
 def job_search_svg(job: JobRecord) -> Response:
     """The cross-validated score against C, error bars of one standard deviation, one line per gamma (as it fills)."""
     table = _search_table(job, "job", job["id"])
     return _image(plots.search_figure(table, f"search of job {job['id']}"), "svg")
 
 
-@router.get("/v1/models/{model_id}/search.svg", summary="Picture of the search that chose a model (SVG)",
-            response_class=Response, responses=_responses("svg"))
+@router.get(
+    "/v1/models/{model_id}/search.svg",
+    summary="Picture of the search that chose a model (SVG)",
+    response_class=Response,
+    responses=_responses("svg"),
+)
 def model_search_svg(model: ModelRecord) -> Response:
     """The cross-validated score against C (log scale), error bars of one standard deviation over the folds, one
     line per gamma (SVG ids `search-gamma-<gamma>` or `search-C`), the chosen setting starred (`search-best`)."""
@@ -80,8 +99,12 @@ def model_search_svg(model: ModelRecord) -> Response:
     return _image(plots.search_figure(table, f"search of model {model['id']}"), "svg")
 
 
-@router.get("/v1/models/{model_id}/search.png", summary="Picture of the search that chose a model (PNG)",
-            response_class=Response, responses=_responses("png"))
+@router.get(
+    "/v1/models/{model_id}/search.png",
+    summary="Picture of the search that chose a model (PNG)",
+    response_class=Response,
+    responses=_responses("png"),
+)
 def model_search_png(model: ModelRecord) -> Response:
     """The search picture as a PNG."""
     table = _search_table(model, "model", model["id"])

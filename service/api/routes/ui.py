@@ -36,18 +36,22 @@ def ui_without_slash() -> RedirectResponse:
 @router.get("/ui/")
 def ui() -> HTMLResponse:
     """The dashboard."""
-    return HTMLResponse((STATIC_DIR / "dashboard" / "index.html").read_text(encoding="utf-8"),
-                        headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(
+        (STATIC_DIR / "dashboard" / "index.html").read_text(encoding="utf-8"), headers={"Cache-Control": "no-cache"}
+    )
 
 
 @router.get("/docs")
 def swagger_ui() -> HTMLResponse:
     """Swagger UI over /openapi.json, from the vendored bundle."""
-    return get_swagger_ui_html(openapi_url="/openapi.json", title="Hinge - API (Swagger UI)",
-                               swagger_js_url=f"{VENDOR}/swagger-ui/swagger-ui-bundle.js",
-                               swagger_css_url=f"{VENDOR}/swagger-ui/swagger-ui.css",
-                               swagger_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
-                               oauth2_redirect_url="/docs/oauth2-redirect")
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="Hinge - API (Swagger UI)",
+        swagger_js_url=f"{VENDOR}/swagger-ui/swagger-ui-bundle.js",
+        swagger_css_url=f"{VENDOR}/swagger-ui/swagger-ui.css",
+        swagger_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
+        oauth2_redirect_url="/docs/oauth2-redirect",
+    )
 
 
 @router.get("/docs/oauth2-redirect")
@@ -58,9 +62,13 @@ def swagger_ui_redirect() -> HTMLResponse:
 @router.get("/redoc")
 def redoc() -> HTMLResponse:
     """Redoc over /openapi.json, from the vendored bundle, without Google Fonts."""
-    return get_redoc_html(openapi_url="/openapi.json", title="Hinge - API (Redoc)",
-                          redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
-                          redoc_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png", with_google_fonts=False)
+    return get_redoc_html(
+        openapi_url="/openapi.json",
+        title="Hinge - API (Redoc)",
+        redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
+        redoc_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
+        with_google_fonts=False,
+    )
 
 
 def install_ui(app: FastAPI) -> None:
