@@ -42,6 +42,7 @@ import logging
 import socket
 import threading
 import time
+from typing import Any
 
 import redis
 
@@ -238,7 +239,7 @@ class Reaper:
             # waiting in the queue; the intermediate list is not "held": a live worker moves a job on from
             # there within milliseconds, and a job left there longer than a lease is an orphan too
             held = {text(raw) for raw in self.client.lrange(queue.key, 0, -1)}
-            stale: dict[str, bytes] = {}
+            stale: dict[str, Any] = {}
             for entry in self.client.zrange(queue.started_job_registry.key, 0, -1):
                 rq_job_id = text(entry).rsplit(":", 1)[0]
                 try:

@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hinge_request_id", default=None)
 job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hinge_job_id", default=None)
@@ -36,7 +37,7 @@ class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "message", "request_id"?, "job_id"?, ...extra, "exc"?}``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {
+        out: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,

@@ -41,13 +41,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.processes import usable_cores
+
+if TYPE_CHECKING:
+    import redis
+
+    from service.embedded_redis import EmbeddedRedis
 
 SERVE_FILE = "serve.json"
 """Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url} (`hinge keys` finds
 the service's Redis through it)."""
-API_GRACE_S = 2.0
+API_GRACE_S = 2  # seconds (uvicorn takes an int)
 """How long the API gets to finish the requests in flight when it is stopped."""
 POLL_S = 0.05
 
@@ -74,12 +80,12 @@ class Supervisor:
         self.args = args
         self.settings = get_settings()
         self.data_dir = Path(args.data_dir).resolve()
-        self.redis = None
+        self.redis: EmbeddedRedis | None = None
         self.api: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self.signals = 0  # stop signals received: 1 orderly stop, 2 or more force it
         self.env = dict(os.environ)
-        self._client = None
+        self._client: redis.Redis | None = None
 
     # -- signals ------------------------------------------------------------------------------
 
@@ -186,7 +192,8 @@ class Supervisor:
                 if not redis_restarts.take():
                     log("Redis keeps dying (more than 3 restarts in a minute); stopping")
                     return 1
-                log(f"Redis exited with code {self.redis.process.returncode}; restarting it from its append-only file")
+                code = self.redis.process.returncode if self.redis.process is not None else None
+                log(f"Redis exited with code {code}; restarting it from its append-only file")
                 try:
                     self.redis.start()
                 except RuntimeError as exc:
@@ -347,7 +354,7 @@ class Readiness:
         self.reported: set[str] = set()
         self.slowest: dict[str, float] = {}
         self.known: list[str] = []  # every solver a warming beat named, in the order named
-        self._client = None
+        self._client: redis.Redis | None = None
 
     def _beats(self) -> dict:
         import redis

@@ -118,6 +118,8 @@ def run(
     signal.signal(signal.SIGINT, lambda *_: None)
     settings = Settings.model_validate(settings_data)
     configure_logging(os.environ.get("HINGE_LOG_LEVEL", "WARNING"), settings.log_format)
+    if settings.redis_url is None:
+        raise RuntimeError("REDIS_URL is not set: the heartbeat has no Redis to write to")
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
     reaper = Reaper(client, settings)
     key = keys.worker_alive(worker_id)

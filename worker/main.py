@@ -40,9 +40,10 @@ import socket
 import sys
 import time
 import uuid
+from typing import Any
 
 
-def make_worker_class(base):
+def make_worker_class(base: type) -> Any:
     """A worker class on top of RQ's SimpleWorker or Worker (see the module docstring)."""
 
     from service.config import get_settings
@@ -230,15 +231,15 @@ def main(argv: list[str] | None = None) -> int:
             # the heartbeat's worker id (`name`, recorded in running jobs) stays.
             rq_name = name if loops == 0 else f"{name}-{loops}"
             loops += 1
-            worker = worker_class(
+            rq_worker = worker_class(
                 [JobQueue(client, settings).base_queue()], connection=client, serializer=JSONSerializer, name=rq_name
             )
-            worker.hinge_queue = JobQueue(client, settings)
+            rq_worker.hinge_queue = JobQueue(client, settings)
             try:
-                worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)
+                rq_worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)
             except redis.exceptions.RedisError as exc:
                 log.warning("worker loop stopped on a Redis error (%s)", exc)
-            if args.burst or worker._stop_requested or worker._shutdown_requested_date is not None:
+            if args.burst or rq_worker._stop_requested or rq_worker._shutdown_requested_date is not None:
                 break
             # RQ's loop quits on a Redis error outside its dequeue (e.g. Redis restarting): go again.
             log.warning("worker loop ended without a stop request; starting it again in 1 s")

@@ -37,6 +37,8 @@ def redis_client() -> redis.Redis:
     global _client
     if _client is None:
         settings = get_settings()
+        if settings.redis_url is None:
+            raise RuntimeError("REDIS_URL is not set: a worker needs the service's Redis")
         _client = resilient_client(settings.redis_url, settings.redis_retry_s)
     return _client
 

@@ -24,6 +24,7 @@ process that just ran its predecessor).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import multiprocessing
 import queue
@@ -75,13 +76,19 @@ def _child_init(threads: int) -> None:
     try:
         import numba
 
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        pool_size = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # set when numba is imported
+        numba.set_num_threads(max(1, min(threads, pool_size)))
     except Exception:  # pragma: no cover - numba missing or layer refuses
         pass
 
 
 def _child_run(index: int):
     return _child_run_payload(index, _shared["tasks"][index])
+
+
+def _put_failure(finished: queue.SimpleQueue, index: int, exc: BaseException) -> None:
+    """A task that raised in the pool: (index, no result, the error) for the parent."""
+    finished.put((index, None, f"{type(exc).__name__}: {exc}"))
 
 
 def _child_run_payload(index: int, payload):
@@ -120,7 +127,7 @@ def run_subtasks(
     results: list = [None] * len(tasks)
     if n_processes == 1:
         for index, task in enumerate(tasks):
-            context = SubtaskContext(index, deadline, cancel_requested, lambda point, i=index: on_point(i, point))
+            context = SubtaskContext(index, deadline, cancel_requested, functools.partial(on_point, index))
             results[index] = function(task, context)
             if on_done is not None:
                 on_done(index, results[index])
@@ -193,7 +200,7 @@ def run_task_graph(
         index = 0
         while ready and not cancel_requested():
             _priority, _order, payload = heapq.heappop(ready)
-            context = SubtaskContext(index, deadline, cancel_requested, lambda point, i=index: on_point(i, point))
+            context = SubtaskContext(index, deadline, cancel_requested, functools.partial(on_point, index))
             push(on_done(payload, function(payload, context)))
             index += 1
         return
@@ -216,7 +223,7 @@ def run_task_graph(
                     _child_run_payload,
                     (index, payload),
                     callback=finished.put,
-                    error_callback=lambda exc, i=index: finished.put((i, None, f"{type(exc).__name__}: {exc}")),
+                    error_callback=functools.partial(_put_failure, finished, index),
                 )
                 index += 1
             if event.is_set() and not running:

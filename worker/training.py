@@ -20,6 +20,7 @@ binary problem on cross-validated decision values and stores it on the model (``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -137,7 +138,7 @@ def fit_problems(
             if on_subtask_done is not None:
                 on_subtask_done(len(done), len(problems))
 
-        results = run_subtasks(
+        parallel_results = run_subtasks(
             fit_one,
             list(range(len(problems))),
             n_processes=n_processes,
@@ -146,16 +147,16 @@ def fit_problems(
             on_point=on_point,
             on_done=finished,
         )
-        return labels, results
+        return labels, parallel_results
     results: list[SolverResult | None] = [None] * len(problems)
     for k in range(len(problems)):
-        context = SubtaskContext(k, deadline, cancel_requested, lambda point, k=k: on_point(k, point))
-        results[k] = fit_one(k, context)
+        context = SubtaskContext(k, deadline, cancel_requested, functools.partial(on_point, k))
+        result = results[k] = fit_one(k, context)
         if on_problem_done is not None:
             on_problem_done(k)
         if on_subtask_done is not None and len(problems) > 1:
             on_subtask_done(k + 1, len(problems))
-        if results[k].stop_reason is StopReason.CANCELED:
+        if result.stop_reason is StopReason.CANCELED:
             break
     return labels, results
 
@@ -208,11 +209,11 @@ def train_model(
         on_problem_done=estimator.problem_done,
     )
     sink.flush()
-    if any(r is None for r in results):
-        done = [r for r in results if r is not None]
+    done = [r for r in results if r is not None]
+    if len(done) < len(results):
         return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
     sink.set_phase("scoring training data")
-    model_arrays, meta = assemble_model(solver, params, results, labels, arrays, n_features)
+    model_arrays, meta = assemble_model(solver, params, done, labels, arrays, n_features)
     if params.probability and not cancel_requested():
         from worker.calibration import calibrate
 
@@ -246,7 +247,7 @@ def assemble_model(
         extra_meta["kernel"] = kernel.model_dump()
     else:
         model_arrays = {
-            "weights": np.vstack([r.w for r in results]).astype(np.float64),
+            "weights": np.vstack([_weights(r) for r in results]).astype(np.float64),
             "offsets": np.array([r.bias for r in results], dtype=np.float64),
         }
         extra_meta = {"kind": "linear"}
@@ -292,7 +293,14 @@ def _certified_gap(results: list[SolverResult]) -> dict:
             "gap_rel_per_problem": gaps,
             "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with",
         }
-    return {"gap_rel": max(gaps), "gap_rel_per_problem": gaps, "gap_rel_note": note}
+    return {"gap_rel": max(g for g in gaps if g is not None), "gap_rel_per_problem": gaps, "gap_rel_note": note}
+
+
+def _weights(result: SolverResult) -> np.ndarray:
+    """The weight vector of a linear solver's result."""
+    if result.w is None:
+        raise ValueError("a linear model's problem returned no weight vector")
+    return result.w
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -167,7 +167,8 @@ def user_loc(loc) -> list:
     """
     out: list = []
     for index, part in enumerate(loc):
-        previous = loc[index - 1] if index else None
+        previous = loc[index - 1] if index else ""
+
         if isinstance(part, str) and (
             part in UNION_TAGS.get(previous, ()) and (previous != "body" or index == 1) or _TYPE_TAG.match(part)
         ):

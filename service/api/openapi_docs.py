@@ -20,6 +20,7 @@ and serves generated clients (TypeScript, Python, ...) and stateful fuzzers well
 from __future__ import annotations
 
 from copy import deepcopy
+from typing import Any
 
 ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 
@@ -142,7 +143,7 @@ def first_item(links: dict) -> dict:
 
 
 # operationId -> {status: {"links": ..., "headers": ...}} for answers that create or name resources
-RESPONSE_EXTRAS = {
+RESPONSE_EXTRAS: dict[str, dict[str, dict[str, Any]]] = {
     "upload_dataset": {"201": {"links": DATASET_LINKS, "headers": LOCATION}},
     "list_datasets": {"200": {"links": first_item(DATASET_LINKS)}},
     "list_jobs": {"200": {"links": first_item({**JOB_LINKS, **JOB_MODEL_LINKS})}},
@@ -156,7 +157,7 @@ RESPONSE_EXTRAS = {
 }
 
 UPLOAD_EXAMPLE = "+1 1:0.5 3:1.25\n-1 2:-0.75 3:0.5\n+1 1:1.5 2:0.25\n-1 1:-1 3:-0.5\n"
-REQUEST_EXAMPLES = {
+REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
     "upload_dataset": {"multipart/form-data": {"file": UPLOAD_EXAMPLE}},
     "submit_job": {
         "application/json": {

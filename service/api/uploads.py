@@ -15,6 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -50,7 +51,7 @@ class _FilePartWriter:
         self._header_value = b""
         self._disposition: bytes | None = None
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> Any:  # python-multipart's MultipartCallbacks (a TypedDict)
         return {
             "on_part_begin": self._part_begin,
             "on_header_field": lambda data, start, end: self._append("_header_field", data[start:end]),

@@ -171,7 +171,7 @@ class ModelDocument(StrictModel):
         if self.task == Task.classification:
             if n_labels < 2:
                 raise ValueError("a classification model needs at least two labels")
-            if self.labels != sorted(set(self.labels)):
+            if self.labels is None or self.labels != sorted(set(self.labels)):
                 raise ValueError("labels must be distinct and ascending")
             if self.multiclass == Multiclass.ovo:
                 if self.ovo_labels is None or sorted(self.ovo_labels) != self.labels or self.kind != ModelKind.kernel:

@@ -22,6 +22,7 @@ import hmac
 import re
 import secrets
 import time
+from typing import Any
 
 import redis
 
@@ -70,9 +71,9 @@ class ApiKeyStore:
 
     def list(self) -> list[dict]:
         """Every key's record without its digest, oldest first."""
-        out = []
+        out: list[dict[str, Any]] = []
         for raw in self.client.zrange(keys.api_keys(), 0, -1):
-            record = {text(k): text(v) for k, v in self.client.hgetall(keys.api_key(text(raw))).items()}
+            record: dict[str, Any] = {text(k): text(v) for k, v in self.client.hgetall(keys.api_key(text(raw))).items()}
             if record:
                 record.pop("sha256", None)
                 record["active"] = "revoked_at" not in record

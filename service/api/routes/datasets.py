@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures.process import BrokenProcessPool
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -33,7 +33,7 @@ def _ignore_outcome(task: asyncio.Future) -> None:
         task.exception()
 
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such data set (or not yours)."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
 }

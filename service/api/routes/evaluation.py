@@ -35,6 +35,7 @@ def evaluate_arrays(model: Scorer, arrays: dict, dataset: dict) -> dict:
     task = model.meta.get("task", "classification")
     result: dict = {"n_samples": int(y.size), "task": task}
     if task == "classification":
+        assert predicted is not None and model.labels is not None, "a classification model predicts labels"
         result.update(metrics.classification_report(y, predicted, scores, model.labels))
         return result
     qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None

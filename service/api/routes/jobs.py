@@ -7,7 +7,7 @@ RQ queue (``service/queueing.py``: per-tenant queues served least recently serve
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
 
@@ -16,15 +16,23 @@ from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
 from service.schemas.base import ErrorResponse
 from service.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
-from service.storage.jobs import FINAL_STATES, utc_now
+from service.storage.jobs import FINAL_STATES, JobStore, utc_now
 from service.storage.keys import new_id
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
 }
+
+
+def _current(jobs: JobStore, job_id: str) -> dict:
+    """The job's record as it is now (404 when it was deleted in the meantime)."""
+    job = jobs.get(job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    return job
 
 
 def job_view(job: dict) -> dict:
@@ -118,7 +126,7 @@ def submit_job(
         # The record and its outbox entry stay: the reaper enqueues it once Redis answers again.
         pass
     response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return JobOut.model_validate(job_view(jobs.get(job_id)))
+    return JobOut.model_validate(job_view(_current(jobs, job_id)))
 
 
 @router.get("", response_model=JobList, summary="List jobs", responses=ERRORS)
@@ -197,4 +205,4 @@ def cancel_job(request: Request, job: JobRecord, jobs: JobStoreDep) -> JobOut:
     if jobs.transition(job_id, ("queued",), "canceled", finished_at=utc_now(), stop_reason="canceled"):
         # Already taken by a worker or gone: the worker sees the canceled status and skips it.
         request.app.state.job_queue.cancel(job.get("rq_job_id"))
-    return JobOut.model_validate(job_view(jobs.get(job_id)))
+    return JobOut.model_validate(job_view(_current(jobs, job_id)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -20,7 +20,7 @@ from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such model (or not yours)."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
 }

@@ -6,6 +6,8 @@ recorded so far. Drawing takes a fraction of a second and runs in the thread poo
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.responses import Response
 
@@ -18,7 +20,7 @@ from service.storage.jobs import JobStore
 router = APIRouter(tags=["plots"])
 
 MEDIA = {"svg": "image/svg+xml", "png": "image/png"}
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such job or model (or not yours), or no search to draw."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
 }
