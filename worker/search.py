@@ -51,6 +51,7 @@ import math
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -118,6 +119,7 @@ def score_decisions(
     """
     value = None
     if task == "classification":
+        assert labels is not None, "classification scores need the labels"
         if decisions.shape[1] == 1:
             scores = decisions[:, 0]
             predicted = np.where(scores > 0, labels[1], labels[0])
@@ -148,7 +150,7 @@ class Path:
 
     fold: int
     gamma_index: int
-    gamma: float | None
+    gamma: float | str | None  # a number, `scale` or `auto` (resolved by the kernel), or None
     problem: int
     Cs: tuple
     warm: bool
@@ -189,7 +191,7 @@ class FoldCache:
     def get(self, fold: int) -> dict:
         """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data)."""
         if fold == ALL_ROWS:
-            entry = {"train": self.arrays}
+            entry: dict[str, Any] = {"train": self.arrays}
             entry["labels"], entry["problems"] = binary_problems(np.asarray(self.arrays["y"]))
             return entry
         if fold in self.entries:
@@ -224,6 +226,7 @@ def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | No
     if result.w is not None and (kernel is None or kernel.get("type") == "linear"):
         return np.asarray(held_matrix @ result.w).reshape(-1) + result.bias
     train = fold_data["train"]
+    assert kernel is not None, "a result without a weight vector is a kernel expansion"
     support = np.asarray(result.extra["support_indices"], dtype=np.int64)
     rows = csr(train, n_features)[support]
     expansion = KernelExpansion(
@@ -268,10 +271,9 @@ class Search:
         self.folds = make_folds(y, qid, self.cv_folds, search.seed)
         self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
         self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
+        self.fold_labels: list[np.ndarray | None] = [None] * self.cv_folds
         if self.task == "classification":
             self.fold_labels = [np.unique(y[self.folds != f]) for f in range(self.cv_folds)]
-        else:
-            self.fold_labels = [None] * self.cv_folds
         self.processes = 1
         self.full_results: dict[tuple[int, float], SolverResult] = {}
 
@@ -418,7 +420,7 @@ class Search:
         split = self.warm and len(paths) < PATHS_PER_PROCESS * n_processes
         # with few paths (their fits are tasks) the refit's path on all the data runs with them, so that its
         # fits do not make a serial tail after the cross-validation (see the module docstring)
-        self.full_results: dict[tuple[int, float], SolverResult] = {}
+        self.full_results = {}
         self.full_walk: list[tuple[float, int]] = []
         with_refit = split and folds is None and self.task == "classification" and len(self.gammas) == 1
         if with_refit:
@@ -427,7 +429,7 @@ class Search:
         # processes: the refit's path goes first at each C (the longest chain); one process: after the search,
         # as far as the best C only
         refit_offset = 0 if n_processes > 1 else len(self.Cs)
-        tasks = []
+        tasks: list[tuple[tuple, tuple]] = []
         for p, path in enumerate(paths):
             if path.warm and not split:
                 tasks.append(((0, p), (p, 0, len(path.Cs), None)))
@@ -537,7 +539,9 @@ class Search:
     def cell_row(self, fold: int, gamma, fits: dict[int, FitRecord]) -> dict:
         """Score one (fold, setting) cell from its problems' held-out decision values."""
         ordered = [fits[k] for k in range(len(fits))]
-        decisions = np.column_stack([f.decisions for f in ordered])
+        columns = [f.decisions for f in ordered if f.decisions is not None]
+        assert len(columns) == len(ordered), "every fit of a cell reports its held-out decision values"
+        decisions = np.column_stack(columns)
         score = score_decisions(
             self.metric,
             self.task,
@@ -625,7 +629,8 @@ class Search:
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
     def _refit_path(self, refit_params: SolverParams, path: list, *, n_processes, deadline, cancel_requested, sink):
-        previous, previous_C, walked = None, None, {"C": [], "n_iter": []}
+        previous, previous_C = None, None
+        walked: dict[str, list] = {"C": [], "n_iter": []}
         estimator = ProblemsEstimator(self.solver, refit_params, n_binary_problems(np.asarray(self.arrays["y"])))
         sink.estimator = estimator
         sink.set_phase("refitting the best setting")
@@ -649,20 +654,20 @@ class Search:
                 warm_C=previous_C,
                 on_problem_done=estimator.problem_done if last else None,
             )
-            if any(r is None for r in results):
+            done = [r for r in results if r is not None]
+            if len(done) < len(results):
                 sink.flush()
-                done = [r for r in results if r is not None]
                 return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)}), walked
             walked["C"].append(C)
-            walked["n_iter"].append(int(sum(r.n_iter for r in results)))
-            stopped = any(r.stop_reason is StopReason.CANCELED for r in results)
+            walked["n_iter"].append(int(sum(r.n_iter for r in done)))
+            stopped = any(r.stop_reason is StopReason.CANCELED for r in done)
             if last or stopped:
                 break
-            previous, previous_C = results, C
+            previous, previous_C = done, C
         sink.flush()
         sink.set_phase("scoring training data")
         model_arrays, meta = assemble_model(
-            self.solver, refit_params.model_copy(update={"C": C}), results, labels, self.arrays, self.n_features
+            self.solver, refit_params.model_copy(update={"C": C}), done, labels, self.arrays, self.n_features
         )
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
@@ -734,8 +739,8 @@ def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> di
     """
     settings = []
     key = lambda row: (row["C"], row["gamma"] if row["gamma"] is not None else -1.0)  # noqa: E731
-    for (C, gamma), group in itertools.groupby(sorted(rows, key=key), key=key):
-        group = sorted(group, key=lambda row: row["fold"])
+    for (C, gamma), grouped in itertools.groupby(sorted(rows, key=key), key=key):
+        group = sorted(grouped, key=lambda row: row["fold"])
         scores = np.array([row["score"] for row in group], dtype=np.float64)
         finite = scores[np.isfinite(scores)]
         reasons: Counter = Counter()
