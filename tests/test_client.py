@@ -166,7 +166,7 @@ EXPECTED_FAILURES = {
     # SVC(probability=True), whose documentation warns about it.
     "probability": {
         "check_classifiers_train": "predict_proba's argmax may differ from predict near the boundary (Platt, as LIBSVM -b 1)"
-    },
+    }
 }
 
 

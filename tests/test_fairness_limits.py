@@ -24,11 +24,7 @@ SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     running = Cluster(
-        tmp_path_factory.mktemp("fair"),
-        {
-            "HINGE_API_KEYS": json.dumps(KEYS),
-            "HINGE_MAX_QUEUED_JOBS_PER_TENANT": "6",
-        },
+        tmp_path_factory.mktemp("fair"), {"HINGE_API_KEYS": json.dumps(KEYS), "HINGE_MAX_QUEUED_JOBS_PER_TENANT": "6"}
     ).start(workers=2)
     try:
         yield running

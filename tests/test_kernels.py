@@ -12,13 +12,7 @@ import scipy.sparse as sp
 from service.scoring.kernel import KernelExpansion, decision_function
 from tests import naive
 from worker.solvers.common import SolverInputError
-from worker.solvers.kernels import (
-    _kernel_row,
-    kernel_block,
-    kernel_params,
-    resolve_gamma,
-    row_sq_norms,
-)
+from worker.solvers.kernels import _kernel_row, kernel_block, kernel_params, resolve_gamma, row_sq_norms
 
 KERNELS = [
     {"type": "linear"},

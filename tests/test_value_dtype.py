@@ -16,13 +16,7 @@ import numpy as np
 import pytest
 
 from service.ingest import parse_kernels as K
-from service.ingest.parser import (
-    ParseLimits,
-    UploadParseError,
-    nearest_float32,
-    parse_upload,
-    recoverable_float32,
-)
+from service.ingest.parser import ParseLimits, UploadParseError, nearest_float32, parse_upload, recoverable_float32
 from tests.helpers import upload, wait_job
 
 BIG = ParseLimits(max_decompressed_bytes=1 << 30, max_rows=1 << 30, max_features=1 << 30, max_nnz=1 << 30)

@@ -22,11 +22,10 @@ import time
 import numpy as np
 
 from service.schemas.solver_params import SolverParams
-from service.scoring.kernel import KernelExpansion
 from service.scoring.models import csr
 from service.scoring.probability import fit_sigmoid
 from worker import registry
-from worker.folds import make_folds, subset
+from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs
 from worker.solvers.common import SolverControl
 from worker.subtasks import SubtaskContext, run_subtasks
@@ -78,20 +77,7 @@ def held_out_decision_values(
         )
         test = matrix[test_rows]
         kernel = getattr(params, "kernel", None)
-        if kernel is None:  # a linear solver: its weights
-            return np.asarray(test @ result.w).reshape(-1) + result.bias
-        support = np.asarray(result.extra["support_indices"], dtype=np.int64)
-        rows = csr(train, n_features)[support]
-        expansion = KernelExpansion(
-            rows.indptr,
-            rows.indices,
-            rows.data,
-            np.asarray(result.extra["dual_coef"]),
-            result.bias,
-            kernel.model_dump(),
-            n_features=n_features,
-        )
-        return expansion.decision_function(test.indptr, test.indices, test.data)
+        return held_out_decisions(result, train, test, kernel.model_dump() if kernel is not None else None, n_features)
 
     results = run_subtasks(
         fit_one,

@@ -7,8 +7,11 @@ grouped by qid for ranking (whole queries dealt round robin), so that a fold nev
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
+from service.scoring.kernel import KernelExpansion
 from service.scoring.models import csr
+from worker.solvers.common import SolverResult
 
 
 def make_folds(y: np.ndarray, qid: np.ndarray | None, k: int, seed: int) -> np.ndarray:
@@ -41,3 +44,27 @@ def subset(arrays: dict, rows: np.ndarray, n_features: int) -> dict:
     if "qid" in arrays:
         out["qid"] = np.asarray(arrays["qid"])[rows]
     return out
+
+
+def held_out_decisions(
+    result: SolverResult, train: dict, held_matrix: sp.csr_matrix, kernel: dict | None, n_features: int
+) -> np.ndarray:
+    """Decision values of a fit (on the rows ``train``) for the held-out rows: w for linear models, else
+    the kernel expansion over the support rows of ``train``."""
+    if result.w is not None and (kernel is None or kernel.get("type") == "linear"):
+        return np.asarray(held_matrix @ result.w).reshape(-1) + result.bias
+    if kernel is None:
+        raise ValueError("a fit without a weight vector needs its kernel to be scored")
+    support = np.asarray(result.extra["support_indices"], dtype=np.int64)
+    rows = csr(train, n_features)[support]
+    expansion = KernelExpansion(
+        rows.indptr,
+        rows.indices,
+        rows.data,
+        np.asarray(result.extra["dual_coef"]),
+        result.bias,
+        kernel,
+        n_features=n_features,
+    )
+    values = expansion.decision_function(held_matrix.indptr, held_matrix.indices, held_matrix.data)
+    return np.asarray(values).reshape(-1)

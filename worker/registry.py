@@ -16,14 +16,7 @@ import time
 
 import numpy as np
 
-from service.schemas.solver_params import (
-    CpaParams,
-    DcdParams,
-    OcasParams,
-    SampledCutsParams,
-    SmoParams,
-    SolverParams,
-)
+from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")

@@ -56,29 +56,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.schemas.solver_params import (
-    KERNEL_SOLVERS,
-    SearchParams,
-    SolverParams,
-    solver_params,
-)
+from service.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
 from service.scoring import metrics
-from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
-from service.scoring.models import csr
 from worker import registry
-from worker.folds import make_folds, subset
+from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_task_graph
-from worker.training import (
-    TrainingOutcome,
-    assemble_model,
-    fit_problems,
-    resolve_kernel,
-    train_model,
-)
+from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
 WARM_SOLVERS = ("dcd", "ocas")
 PATHS_PER_PROCESS = 4
@@ -222,25 +209,7 @@ def _warm_state(result: SolverResult) -> SolverResult:
 
 
 def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | None, n_features: int) -> np.ndarray:
-    held_matrix = fold_data["held_matrix"]
-    if result.w is not None and (kernel is None or kernel.get("type") == "linear"):
-        return np.asarray(held_matrix @ result.w).reshape(-1) + result.bias
-    train = fold_data["train"]
-    assert kernel is not None, "a result without a weight vector is a kernel expansion"
-    support = np.asarray(result.extra["support_indices"], dtype=np.int64)
-    rows = csr(train, n_features)[support]
-    expansion = KernelExpansion(
-        rows.indptr,
-        rows.indices,
-        rows.data,
-        np.asarray(result.extra["dual_coef"]),
-        result.bias,
-        kernel,
-        n_features=n_features,
-    )
-    return np.asarray(expansion.decision_function(held_matrix.indptr, held_matrix.indices, held_matrix.data)).reshape(
-        -1
-    )
+    return held_out_decisions(result, fold_data["train"], fold_data["held_matrix"], kernel, n_features)
 
 
 class Search:

@@ -53,10 +53,7 @@ def _key_digest(key: str) -> bytes:
 # These dependencies are coroutines: FastAPI would run plain functions in its thread pool, a hop that
 # costs more than the work they do. tenant_dep asks Redis whether it holds any API key at most every
 # couple of seconds; when it does, the presented key is looked up (one HMGET) on every request.
-async def tenant_dep(
-    request: Request,
-    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
-) -> str:
+async def tenant_dep(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> str:
     """The tenant of the caller: 'public' when no keys are configured, else the key's tenant (401 without one).
 
     Keys come from the HINGE_API_KEYS setting and from Redis (`hinge keys create`); both are

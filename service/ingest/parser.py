@@ -556,15 +556,11 @@ class _Builder:
             shown = ", ".join(_short_name(n) for n in names[:10])
             more = f" and {len(names) - 10} more" if len(names) > 10 else ""
             raise UploadParseError(
-                1,
-                1,
-                f"label column {_short_name(self.label_column)} is not in the CSV header (columns: {shown}{more})",
+                1, 1, f"label column {_short_name(self.label_column)} is not in the CSV header (columns: {shown}{more})"
             )
         if len(where) > 1:
             raise UploadParseError(
-                1,
-                1,
-                f"label column {_short_name(self.label_column)} appears {len(where)} times in the CSV header",
+                1, 1, f"label column {_short_name(self.label_column)} appears {len(where)} times in the CSV header"
             )
         if len(names) - 1 > self.max_features:
             raise UploadLimitError("max_features", self.limits.max_features, 1)

@@ -156,7 +156,7 @@ class PredictRequest(StrictModel):
             '({"index": value} maps, indices numbered as in the training upload). A sparse index beyond '
             "the model's features is refused (422 naming the row and the index) unless "
             "`ignore_unknown_features` is true."
-        ),
+        )
     )
     ignore_unknown_features: StrictBool = Field(
         default=False,

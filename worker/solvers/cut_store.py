@@ -43,13 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from worker.solvers.data_passes import (
-    available_cores,
-    fill,
-    gather_outputs,
-    row_chunks,
-    scatter_rows,
-)
+from worker.solvers.data_passes import available_cores, fill, gather_outputs, row_chunks, scatter_rows
 from worker.solvers.reduced_qp import ReducedProblem
 
 # ---------------------------------------------------------------------------------------------

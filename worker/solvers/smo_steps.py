@@ -17,15 +17,7 @@ from numba import njit
 from worker.solvers.common import rng_below
 from worker.solvers.smo_cache import get_row, permute_cached, reslot
 from worker.solvers.smo_rows import kernel_row, reorder
-from worker.solvers.smo_scans import (
-    TAU,
-    axpy,
-    extremes,
-    extremes_threads,
-    in_up,
-    select_j_threads,
-    update_gradient,
-)
+from worker.solvers.smo_scans import TAU, axpy, extremes, extremes_threads, in_up, select_j_threads, update_gradient
 from worker.solvers.smo_state import (
     FREE,
     FS_B,

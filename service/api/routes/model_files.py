@@ -124,12 +124,7 @@ def _writer(format: ExportFormat):
     return write_json
 
 
-@router.get(
-    "/{model_id}/export",
-    summary="Export a model",
-    response_class=Response,
-    responses=EXPORT_RESPONSES,
-)
+@router.get("/{model_id}/export", summary="Export a model", response_class=Response, responses=EXPORT_RESPONSES)
 async def export_model(
     record: ModelRecord,
     store: ModelStoreDep,

@@ -124,11 +124,7 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     },
 )
 async def predict(
-    request: Request,
-    model_id: ModelIdPath,
-    settings: SettingsDep,
-    store: ModelStoreDep,
-    tenant: TenantDep,
+    request: Request, model_id: ModelIdPath, settings: SettingsDep, store: ModelStoreDep, tenant: TenantDep
 ) -> JSONResponse:
     """Score rows with a model: labels and decision values."""
     raw = await read_body_limited(request, settings.max_predict_body_bytes, "max_predict_body_bytes")
