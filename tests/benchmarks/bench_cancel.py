@@ -100,6 +100,11 @@ class Sink:
 
     def __init__(self):
         self.last = None
+        self.estimator = None
+        self.phase = None
+
+    def set_phase(self, phase):
+        self.phase = phase
 
     def add(self, point):
         self.last = point
