@@ -92,6 +92,15 @@ OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
 QP_REL = 0.1
 QP_FINE = 1e-3
 
+# Listed passes (classification with dense cuts; see ``_cpa_loop``): after every full pass the
+# LISTED_SHARE of the rows nearest the margin (smallest |1 - y_i o_i| / |x_i|) are listed, and the
+# next iterations compute the outputs of those rows only. A cut built that way is accepted when its
+# violation at w_t is at least LISTED_KEEP times the violation of the last exact cut, at most
+# LISTED_RUN times in a row; otherwise the iteration makes a full pass.
+LISTED_SHARE = 0.2
+LISTED_KEEP = 0.25
+LISTED_RUN = 50
+
 
 @njit(cache=True)
 def _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts):
@@ -148,6 +157,41 @@ def hinge_parts(y, o, chunks, parts, serial):
     else:
         for c in prange(chunks.shape[0] - 1):
             parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
+
+
+@njit(cache=True)
+def _row_norms(indptr, data, B, nu):
+    """nu[i] = |x_i| with the bias feature B counted."""
+    for i in range(indptr.shape[0] - 1):
+        acc = B * B
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += float(data[k]) * float(data[k])
+        nu[i] = math.sqrt(acc)
+
+
+@njit(cache=True)
+def _listed_cut(indptr, indices, data, w, w_bias, y, listed, m, o, gamma):
+    """For the rows listed[:m] only: o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1]."""
+    for q in range(m):
+        i = listed[q]
+        acc = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += data[k] * w[indices[k]]
+        o[i] = acc + w_bias
+        gamma[i] = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _cut_rows(gamma, rows):
+    """rows[:count] = the rows with gamma_i != 0, in order; returns (count, sum_i gamma_i)."""
+    cnt = 0
+    gs = 0.0
+    for i in range(gamma.shape[0]):
+        if gamma[i] != 0.0:
+            rows[cnt] = i
+            cnt += 1
+            gs += gamma[i]
+    return cnt, gs
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -264,11 +308,27 @@ def _cpa_loop(
     fine_tol = QP_FINE * C * m * tol if tol is not None else 0.0
     n_sel = 0
     gsum = 0.0
+    # listed passes (dense cuts, classification): the reference point of the last full pass, its
+    # listed rows and the radius within which the listed rows alone decide the cut exactly
+    listed_passes = classification and store.kind == "dense"
+    if listed_passes:
+        nu = np.empty(n)
+        _row_norms(X.indptr, X.data, X.B, nu)
+        n_listed = min(n, max(1, int(math.ceil(LISTED_SHARE * n))))
+        listed = np.zeros(n_listed, dtype=np.int64)
+        w_ref = np.zeros(X.d + 1)
+    have_ref = False
+    radius = 0.0
+    last_violation = 0.0
+    run = 0
+    n_full = 0
     for it in range(max_iter):
         n_iter = it + 1
         t_qp = t_out = t_cut = 0.0
         qp_tol = QP_REL * prev_gap if math.isfinite(prev_gap) else 0.0
         qp_tol = max(qp_tol, 1e-13 * max(1.0, abs(best_F) if math.isfinite(best_F) else 1.0))
+        exact = True
+        prepared = False
         while True:
             t0 = time.perf_counter()
             D, _, _ = rp.solve(qp_tol)
@@ -276,21 +336,55 @@ def _cpa_loop(
             t = rp.t
             xi = max(0.0, float(np.max(rp.b[:t] - rp.h_alpha[:t]))) if t else 0.0
             t1 = time.perf_counter()
-            store.outputs_of_wt(o)
-            t2 = time.perf_counter()
-            if classification:
-                _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
-                risk = float(np.sum(risk_parts))
-                gsum = float(np.sum(gsum_parts))
-                b_cut = float(np.sum(count_parts))
+            listed_exact = False
+            if have_ref and run < LISTED_RUN:
+                # outputs of the listed rows only; the other rows keep their coefficient of the last
+                # full pass. The cut is valid whatever the coefficients; its loss at w_t is exact:
+                # sum_i gamma_i (1 - y_i o_i) = count - <z, w_t>. It is the most violated cut when
+                # w_t is within ``radius`` of the reference (|o_i - o_i,ref| <= |w_t - w_ref| |x_i|)
+                w = store.update_wt()
+                delta = float(np.linalg.norm(w - w_ref))
+                _listed_cut(X.indptr, X.indices, X.data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma)
+                t2 = time.perf_counter()
+                n_cut, gsum = _cut_rows(gamma, rows)
+                z = store.prepare_cut(gamma, rows, n_cut, gsum)
+                b_cut = float(n_cut)
+                risk = max(0.0, b_cut - float(z @ w))
+                listed_exact = delta * (1.0 + 1e-9) + 1e-12 < radius
+                if not listed_exact and C * (risk - xi) >= LISTED_KEEP * last_violation and risk > xi:
+                    exact = False
+                    prepared = True
+                    n_sel = n_cut
+                    t_qp += t1 - t0
+                    t_out += t2 - t1
+                    t_cut += time.perf_counter() - t2
+                    break
+                prepared = listed_exact
+                n_sel = n_cut
+                t3 = time.perf_counter()
+                t_out += t2 - t1
+                t_cut += t3 - t2
+                t1 = t3
+            if not listed_exact:
+                store.outputs_of_wt(o)
+                t2 = time.perf_counter()
+                if classification:
+                    _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
+                    risk = float(np.sum(risk_parts))
+                    gsum = float(np.sum(gsum_parts))
+                    b_cut = float(np.sum(count_parts))
+                else:
+                    b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
+                    gsum = 0.0
+                n_full += 1
             else:
-                b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
-                gsum = 0.0
+                t2 = t1
             F = 0.5 * store.sq_norm_t() + C * risk
             if F < best_F:
                 best_F = F
                 store.keep_t()
             violation = (risk - xi) / m
+            last_violation = C * (risk - xi)
             gap = best_F - lower
             converged = gap <= tol_rel * best_F
             paper_rule = tol is not None and violation <= tol
@@ -311,17 +405,34 @@ def _cpa_loop(
             stop_reason = stopped
             break
         t3 = time.perf_counter()
-        if not converged:
-            if classification:
-                n_sel = compact_chunks(chunks, count_parts, rows)
+        if exact and listed_passes and not listed_exact:  # a full pass: new reference, new listed rows
+            np.copyto(w_ref, store.w_t)
+            ratio = np.abs(1.0 - y * o) / nu
+            if n_listed < n:
+                order = np.argpartition(ratio, n_listed)
+                listed[:] = np.sort(order[:n_listed])
+                radius = float(ratio[order[n_listed]])
             else:
-                sel = np.flatnonzero(gamma)
-                n_sel = sel.shape[0]
-                rows[:n_sel] = sel
-            store.add_cut(gamma, rows, n_sel, gsum, b_cut)
+                listed[:] = np.arange(n)
+                radius = math.inf
+            have_ref = True
+        run = 0 if exact else run + 1
+        if not converged:
+            if not prepared:
+                if classification:
+                    n_sel = compact_chunks(chunks, count_parts, rows)
+                else:
+                    sel = np.flatnonzero(gamma)
+                    n_sel = sel.shape[0]
+                    rows[:n_sel] = sel
+            if prepared:
+                store.add_cut(gamma, rows, n_sel, gsum, b_cut, prepared=True)
+            else:
+                store.add_cut(gamma, rows, n_sel, gsum, b_cut)
             store.drop_inactive(max_inactive)
         t_cut += time.perf_counter() - t3
-        prev_gap = max(F - lower, 0.0)
+        if exact:
+            prev_gap = max(F - lower, 0.0)
         seconds["qp"] += t_qp
         seconds["outputs"] += t_out
         seconds["cut"] += t_cut
@@ -330,14 +441,15 @@ def _cpa_loop(
             {
                 "iteration": n_iter,
                 "elapsed_s": r0 - start - trace_time,
-                "primal": F,
+                "primal": F if exact else None,
                 "best_primal": best_F,
                 "lower_bound": lower,
-                "gap": F - lower,
+                "gap": F - lower if exact else None,
                 "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
-                "violation": violation,
+                "violation": violation if exact else None,
                 "n_cuts": rp.t,
                 "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
+                "rows_computed": n if exact and not listed_exact else n_listed,
                 "qp_s": t_qp,
                 "outputs_s": t_out,
                 "cut_s": t_cut,
@@ -364,6 +476,7 @@ def _cpa_loop(
         "violation": violation,
         "n_cuts": rp.t,
         "qp_steps": rp.total_steps,
+        "full_passes": n_full,
         "threads": int(n_threads),
         "cut_form": store.kind,
         "seconds": seconds,

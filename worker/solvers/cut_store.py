@@ -302,8 +302,10 @@ class DenseCuts:
 
     # -- cuts --------------------------------------------------------------------------------------
 
-    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
-        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None, prepared=False) -> None:
+        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b.
+
+        ``prepared``: ``prepare_cut`` was called with these coefficients, ``self.current.z`` is the cut."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
         slot, grew = self.slots.take()
@@ -313,7 +315,7 @@ class DenseCuts:
             self.Z = Z
         X = self.X
         z = self.Z[slot]
-        z[:] = self.current.update(gamma, rows, n_rows, gsum)
+        z[:] = self.current.z if prepared else self.current.update(gamma, rows, n_rows, gsum)
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
@@ -329,11 +331,20 @@ class DenseCuts:
 
     # -- w_t ---------------------------------------------------------------------------------------
 
-    def outputs_of_wt(self, o_t: np.ndarray) -> None:
-        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+    def update_wt(self) -> np.ndarray:
+        """w_t = sum_k alpha_k z_k (after a solve of the reduced problem); returns it."""
         rp = self.rp
         _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
-        self.X.outputs(self.w_t, o_t)
+        return self.w_t
+
+    def outputs_of_wt(self, o_t: np.ndarray) -> None:
+        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+        self.X.outputs(self.update_wt(), o_t)
+
+    def prepare_cut(self, gamma, rows, n_rows, gsum) -> np.ndarray:
+        """The vector z of the cut with coefficients gamma (as ``add_cut`` would store it), without
+        storing it; ``add_cut(..., prepared=True)`` then stores this vector."""
+        return self.current.update(gamma, rows, n_rows, gsum)
 
     def sq_norm_t(self) -> float:
         """|w_t|^2."""
