@@ -25,6 +25,25 @@ Each iteration (Algorithm 1, lines 4-8):
      c+ / c- of Algorithm 2 by a sort and R - 1 sweeps (O(n log n + R n), no pair is enumerated);
   4. stop if it is violated by at most the tolerance (line 9), else add it to W (line 8).
 
+Listed passes (classification with dense cuts, i.e. more rows than features). Any c in {0,1}^n gives
+a valid constraint of OP2 (R(w) >= sum_i c_i (1 - y_i <w, x_i>) for every w), so the reduced problem's
+dual value stays a lower bound whatever cut is added; only the stop needs the most violated one.
+After every full pass (step 2 over all rows) at a point w_ref, the ``LISTED_SHARE`` (20%) of the rows
+with the smallest |1 - y_i o_i| / |x_i| are listed, and ``radius`` is that ratio of the first row not
+listed. The next iterations compute the outputs of the listed rows only; the other rows keep their
+c_i. The loss of that cut at w_t is exact all the same (sum_i c_i (1 - y_i o_i) = sum_i c_i - <z, w_t>,
+one dot product with the cut vector z, which is built incrementally from the rows whose c_i changed).
+Since |<w_t - w_ref, x_i>| <= |w_t - w_ref| |x_i|, no unlisted row can change sides while
+|w_t - w_ref| < radius: then the cut is the most violated one and F(w_t) is exact (an exact iteration,
+with the stopping test). Farther away the cut is kept if its violation at w_t is at least
+``LISTED_KEEP`` (a quarter) of the last exact iteration's, at most ``LISTED_RUN`` (50) times in a row;
+otherwise the iteration makes a full pass. Every cut added is violated at w_t, so every iteration
+raises the dual; the exact iterations add the most violated cut as Algorithm 1 does (so Lemma 2's
+bound holds for them), at most LISTED_RUN listed iterations come between two of them, and the
+stopping rules below are only ever tested at exact iterations. This is what makes cpa's iterations cheap on w8a, ijcnn1 and a9a (about a
+fifth of a pass per listed iteration; tests/benchmarks/README.md). Trace points of listed iterations
+that are not exact carry ``primal``, ``gap`` and ``violation`` None (F(w_t) is not known there).
+
 Stopping rule in the user's terms. The reduced dual value D_t never decreases and is a lower bound
 of the optimum F(w*); the best iterate's F(w) is an upper bound. ``tol_rel`` (default 0.01) stops
 when F(w) - D_t <= tol_rel * F(w): the returned model is certified within tol_rel (relatively) of the
@@ -50,8 +69,9 @@ least as good and has the same guarantee), as ``w`` over the real features and `
 Trace point per iteration: iteration, elapsed_s, primal = F(w_t) of the current iterate,
 best_primal, lower_bound = the reduced dual value (a lower bound of the optimum that never
 decreases), gap = primal - lower_bound, violation = (R - xi)/n in the units of ``tol``, n_cuts, and
-gap_rel = (best_primal - lower_bound) / best_primal, and the seconds of the phases qp_s,
-outputs_s, cut_s (most violated constraint, its sum and Gram row). ``extra["gap_rel"]`` is the
+gap_rel = (best_primal - lower_bound) / best_primal, rows_computed (n, or the listed rows), and the
+seconds of the phases qp_s, outputs_s, cut_s (most violated constraint, its sum and Gram row).
+``extra["full_passes"]`` counts the iterations that computed every output. ``extra["gap_rel"]`` is the
 certified relative gap of the returned model; ``extra["objective_name"]`` says which problem's objective
 ``objective`` is ("classification" or a pairwise one).
 For "ordinal", ``extra["ranks"]`` and ``extra["thresholds"]`` hold the rank values and the
@@ -170,28 +190,28 @@ def _row_norms(indptr, data, B, nu):
 
 
 @njit(cache=True)
-def _listed_cut(indptr, indices, data, w, w_bias, y, listed, m, o, gamma):
-    """For the rows listed[:m] only: o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1]."""
+def _listed_cut(indptr, indices, data, w, w_bias, y, listed, m, o, gamma, changed):
+    """For the rows listed[:m] only: o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1].
+
+    The rows whose gamma_i changed go to changed[:count]; returns (count, change of the number of
+    rows in the cut, change of sum_i gamma_i)."""
+    n_changed = 0
+    d_count = 0
+    d_sum = 0.0
     for q in range(m):
         i = listed[q]
         acc = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             acc += data[k] * w[indices[k]]
         o[i] = acc + w_bias
-        gamma[i] = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
-
-
-@njit(cache=True)
-def _cut_rows(gamma, rows):
-    """rows[:count] = the rows with gamma_i != 0, in order; returns (count, sum_i gamma_i)."""
-    cnt = 0
-    gs = 0.0
-    for i in range(gamma.shape[0]):
-        if gamma[i] != 0.0:
-            rows[cnt] = i
-            cnt += 1
-            gs += gamma[i]
-    return cnt, gs
+        g = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
+        if g != gamma[i]:
+            d_count += (1 if g != 0.0 else 0) - (1 if gamma[i] != 0.0 else 0)
+            d_sum += g - gamma[i]
+            gamma[i] = g
+            changed[n_changed] = i
+            n_changed += 1
+    return n_changed, d_count, d_sum
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -316,7 +336,10 @@ def _cpa_loop(
         _row_norms(X.indptr, X.data, X.B, nu)
         n_listed = min(n, max(1, int(math.ceil(LISTED_SHARE * n))))
         listed = np.zeros(n_listed, dtype=np.int64)
+        changed = np.zeros(n_listed, dtype=np.int64)
         w_ref = np.zeros(X.d + 1)
+    n_cut = 0  # rows in the last cut (gamma_i != 0) and their sum of gamma_i
+    cut_sum = 0.0
     have_ref = False
     radius = 0.0
     last_violation = 0.0
@@ -344,10 +367,14 @@ def _cpa_loop(
                 # w_t is within ``radius`` of the reference (|o_i - o_i,ref| <= |w_t - w_ref| |x_i|)
                 w = store.update_wt()
                 delta = float(np.linalg.norm(w - w_ref))
-                _listed_cut(X.indptr, X.indices, X.data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma)
+                n_changed, d_count, d_sum = _listed_cut(
+                    X.indptr, X.indices, X.data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma, changed
+                )
                 t2 = time.perf_counter()
-                n_cut, gsum = _cut_rows(gamma, rows)
-                z = store.prepare_cut(gamma, rows, n_cut, gsum)
+                n_cut += d_count
+                cut_sum += d_sum
+                gsum = cut_sum
+                z = store.prepare_cut(gamma, changed, n_changed, gsum)
                 b_cut = float(n_cut)
                 risk = max(0.0, b_cut - float(z @ w))
                 listed_exact = delta * (1.0 + 1e-9) + 1e-12 < radius
@@ -373,6 +400,8 @@ def _cpa_loop(
                     risk = float(np.sum(risk_parts))
                     gsum = float(np.sum(gsum_parts))
                     b_cut = float(np.sum(count_parts))
+                    n_cut = int(np.sum(count_parts))
+                    cut_sum = gsum
                 else:
                     b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
                     gsum = 0.0
