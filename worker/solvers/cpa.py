@@ -190,8 +190,25 @@ def _row_norms(indptr, data, B, nu):
 
 
 @njit(cache=True)
-def _listed_cut(indptr, indices, data, w, w_bias, y, listed, m, o, gamma, changed):
-    """For the rows listed[:m] only: o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1].
+def _copy_rows(indptr, indices, data, listed, m, sub_indptr, sub_indices, sub_data):
+    """The rows listed[:m] as a CSR matrix of their own (sub_indptr[q] .. sub_indptr[q + 1]: row listed[q]),
+    so that the listed iterations read contiguous memory; returns its number of non-zeros."""
+    pos = 0
+    sub_indptr[0] = 0
+    for q in range(m):
+        i = listed[q]
+        for k in range(indptr[i], indptr[i + 1]):
+            sub_indices[pos] = indices[k]
+            sub_data[pos] = data[k]
+            pos += 1
+        sub_indptr[q + 1] = pos
+    return pos
+
+
+@njit(cache=True)
+def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, m, o, gamma, changed):
+    """For the rows listed[:m] only (their copy ``sub_*``): o_i = <x_i, w> + w_bias and
+    gamma_i = y_i [y_i o_i < 1].
 
     The rows whose gamma_i changed go to changed[:count]; returns (count, change of the number of
     rows in the cut, change of sum_i gamma_i)."""
@@ -201,8 +218,8 @@ def _listed_cut(indptr, indices, data, w, w_bias, y, listed, m, o, gamma, change
     for q in range(m):
         i = listed[q]
         acc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            acc += data[k] * w[indices[k]]
+        for k in range(sub_indptr[q], sub_indptr[q + 1]):
+            acc += sub_data[k] * w[sub_indices[k]]
         o[i] = acc + w_bias
         g = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
         if g != gamma[i]:
@@ -337,6 +354,9 @@ def _cpa_loop(
         n_listed = min(n, max(1, int(math.ceil(LISTED_SHARE * n))))
         listed = np.zeros(n_listed, dtype=np.int64)
         changed = np.zeros(n_listed, dtype=np.int64)
+        sub_indptr = np.zeros(n_listed + 1, dtype=np.int64)
+        sub_indices = np.zeros(0, dtype=X.indices.dtype)
+        sub_data = np.zeros(0, dtype=X.data.dtype)
         w_ref = np.zeros(X.d + 1)
     n_cut = 0  # rows in the last cut (gamma_i != 0) and their sum of gamma_i
     cut_sum = 0.0
@@ -368,7 +388,7 @@ def _cpa_loop(
                 w = store.update_wt()
                 delta = float(np.linalg.norm(w - w_ref))
                 n_changed, d_count, d_sum = _listed_cut(
-                    X.indptr, X.indices, X.data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma, changed
+                    sub_indptr, sub_indices, sub_data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma, changed
                 )
                 t2 = time.perf_counter()
                 n_cut += d_count
@@ -444,6 +464,11 @@ def _cpa_loop(
             else:
                 listed[:] = np.arange(n)
                 radius = math.inf
+            sub_nnz = int(np.sum(X.indptr[listed + 1] - X.indptr[listed]))
+            if sub_indices.shape[0] < sub_nnz:
+                sub_indices = np.zeros(int(1.25 * sub_nnz), dtype=X.indices.dtype)
+                sub_data = np.zeros(int(1.25 * sub_nnz), dtype=X.data.dtype)
+            _copy_rows(X.indptr, X.indices, X.data, listed, n_listed, sub_indptr, sub_indices, sub_data)
             have_ref = True
         run = 0 if exact else run + 1
         if not converged:
