@@ -40,8 +40,8 @@ with the stopping test). Farther away the cut is kept if its violation at w_t is
 otherwise the iteration makes a full pass. Every cut added is violated at w_t, so every iteration
 raises the dual; the exact iterations add the most violated cut as Algorithm 1 does (so Lemma 2's
 bound holds for them), at most LISTED_RUN listed iterations come between two of them, and the
-stopping rules below are only ever tested at exact iterations. This is what makes cpa's iterations cheap on w8a, ijcnn1 and a9a (about a
-fifth of a pass per listed iteration; tests/benchmarks/README.md). Trace points of listed iterations
+stopping rules below are only ever tested at exact iterations. On w8a, ijcnn1 and a9a this makes an iteration 1.9-2.7 times cheaper on
+average (tests/benchmarks/README.md). Trace points of listed iterations
 that are not exact carry ``primal``, ``gap`` and ``violation`` None (F(w_t) is not known there).
 
 Stopping rule in the user's terms. The reduced dual value D_t never decreases and is a lower bound
