@@ -568,6 +568,26 @@ def warm_up() -> None:
     for indptr, indices, data in data_passes.csr_variants(
         [0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0], [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]
     ):
+        # the listed passes' kernels, whether or not the tiny runs below get to a listed iteration
+        listed = np.array([0, 2], dtype=np.int64)
+        sub_indptr = np.zeros(3, dtype=np.int64)
+        sub_indices = np.zeros(6, dtype=indices.dtype)
+        sub_data = np.zeros(6, dtype=data.dtype)
+        _row_norms(indptr, data, 1.0, np.zeros(4))
+        _copy_rows(indptr, indices, data, listed, 2, sub_indptr, sub_indices, sub_data)
+        _listed_cut(
+            sub_indptr,
+            sub_indices,
+            sub_data,
+            np.zeros(3),
+            0.0,
+            np.ones(4),
+            listed,
+            2,
+            np.zeros(4),
+            np.zeros(4),
+            np.zeros(2, dtype=np.int64),
+        )
         for n_features in (2, 7):  # dense cuts, cuts as outputs
             solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
             solve_cpa(
