@@ -370,6 +370,7 @@ def _cpa_loop(
         t_qp = t_out = t_cut = 0.0
         qp_tol = QP_REL * prev_gap if math.isfinite(prev_gap) else 0.0
         qp_tol = max(qp_tol, 1e-13 * max(1.0, abs(best_F) if math.isfinite(best_F) else 1.0))
+        qp_tol_next = qp_tol  # what the next iteration uses after a listed one (prev_gap unchanged)
         exact = True
         prepared = False
         while True:
@@ -398,7 +399,10 @@ def _cpa_loop(
                 b_cut = float(n_cut)
                 risk = max(0.0, b_cut - float(z @ w))
                 listed_exact = delta * (1.0 + 1e-9) + 1e-12 < radius
-                if not listed_exact and C * (risk - xi) >= LISTED_KEEP * last_violation and risk > xi:
+                # kept: violated enough, and by more than the next solve's tolerance (the reduced
+                # problem's gap grows by at least C (risk - xi) with this cut, so that solve moves w)
+                kept = C * (risk - xi) >= LISTED_KEEP * last_violation and C * (risk - xi) > qp_tol_next
+                if not listed_exact and kept:
                     exact = False
                     prepared = True
                     n_sel = n_cut
