@@ -150,22 +150,33 @@ def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
 
 @pytest.fixture(scope="module")
 def tall_problem():
-    """3,000 rows, 12 dense features, labels of a planted w with 10% flipped (dense cuts, listed passes)."""
+    """3,000 rows, 12 features, 1-12 non-zeros a row, labels of a planted w with 10% flipped (dense cuts,
+    listed passes; rows of different lengths, so that the listed rows' chunks change between passes)."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(3000, 12))
+    X[rng.random(X.shape) < rng.random((3000, 1))] = 0.0
+    X[np.arange(3000), rng.integers(0, 12, size=3000)] = rng.normal(size=3000)
     y = np.where(X @ rng.normal(size=12) + 0.3 > 0, 1.0, -1.0)
     flip = rng.random(3000) < 0.1
     y[flip] = -y[flip]
     return X, y
 
 
-def test_cpa_listed_passes_keep_the_certificate(tall_problem):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cpa_listed_passes_keep_the_certificate(tall_problem, threads, monkeypatch):
     """Cuts from the listed rows only are valid cuts: the lower bound stays below the optimum and the
-    returned model is certified by a full pass."""
+    returned model is certified by a full pass. Two threads: the rows and the listed rows in many
+    chunks (small chunks, and threads even for this small problem)."""
     X, y = tall_problem
     C = 1.0
     best = _reference(X, y, C, 1.0)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5)
+    one = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5)
+    res = one
+    if threads == 2:
+        monkeypatch.setattr("worker.solvers.data_passes.CHUNK_NNZ", 300)
+        monkeypatch.setattr("worker.solvers.cut_store.PARALLEL_NNZ", 1000)
+        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5, n_processes=2)
+        assert res.objective == pytest.approx(one.objective, rel=2e-5)
     listed = [p for p in res.trace if p["primal"] is None]
     assert listed and all(p["rows_computed"] < len(y) for p in listed)  # the mechanism ran
     assert res.extra["full_passes"] < res.n_iter

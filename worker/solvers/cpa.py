@@ -99,7 +99,7 @@ from worker.solvers.common import (
     check_positive,
 )
 from worker.solvers.cut_store import choose, prepare_data
-from worker.solvers.data_passes import available_cores, compact_chunks, threads
+from worker.solvers.data_passes import available_cores, compact_chunks, row_chunks, threads
 from worker.solvers.ranking import PAIRWISE_OBJECTIVES, fit_thresholds, pairwise_cut, pairwise_setup
 
 OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
@@ -206,16 +206,12 @@ def _copy_rows(indptr, indices, data, listed, m, sub_indptr, sub_indices, sub_da
 
 
 @njit(cache=True)
-def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, m, o, gamma, changed):
-    """For the rows listed[:m] only (their copy ``sub_*``): o_i = <x_i, w> + w_bias and
-    gamma_i = y_i [y_i o_i < 1].
-
-    The rows whose gamma_i changed go to changed[:count]; returns (count, change of the number of
-    rows in the cut, change of sum_i gamma_i)."""
+def _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts):
     n_changed = 0
     d_count = 0
     d_sum = 0.0
-    for q in range(m):
+    base = lchunks[c]
+    for q in range(lchunks[c], lchunks[c + 1]):
         i = listed[q]
         acc = 0.0
         for k in range(sub_indptr[q], sub_indptr[q + 1]):
@@ -226,9 +222,24 @@ def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, m, o, g
             d_count += (1 if g != 0.0 else 0) - (1 if gamma[i] != 0.0 else 0)
             d_sum += g - gamma[i]
             gamma[i] = g
-            changed[n_changed] = i
+            changed[base + n_changed] = i
             n_changed += 1
-    return n_changed, d_count, d_sum
+    parts[0, c] = n_changed
+    parts[1, c] = d_count
+    parts[2, c] = d_sum
+
+
+@njit(cache=True, parallel=True)
+def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, o, gamma, changed, parts):
+    """For the listed rows only (their copy ``sub_*``, in chunks ``lchunks`` of the list):
+    o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1].
+
+    Per chunk c: the rows whose gamma_i changed at changed[lchunks[c]:] (``compact_chunks`` gathers
+    them), their number in parts[0, c], the change of the number of rows in the cut in parts[1, c] and
+    of sum_i gamma_i in parts[2, c]. (With one thread the caller runs ``_listed_cut_chunk`` on one
+    chunk itself: no parallel region to start.)"""
+    for c in prange(lchunks.shape[0] - 1):
+        _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts)
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -357,6 +368,8 @@ def _cpa_loop(
         sub_indptr = np.zeros(n_listed + 1, dtype=np.int64)
         sub_indices = np.zeros(0, dtype=X.indices.dtype)
         sub_data = np.zeros(0, dtype=X.data.dtype)
+        lchunks = np.zeros(2, dtype=np.int64)
+        parts = np.zeros((3, 1))  # per chunk of the list: changed rows, change of count, change of sum
         w_ref = np.zeros(X.d + 1)
     n_cut = 0  # rows in the last cut (gamma_i != 0) and their sum of gamma_i
     cut_sum = 0.0
@@ -388,12 +401,18 @@ def _cpa_loop(
                 # w_t is within ``radius`` of the reference (|o_i - o_i,ref| <= |w_t - w_ref| |x_i|)
                 w = store.update_wt()
                 delta = float(np.linalg.norm(w - w_ref))
-                n_changed, d_count, d_sum = _listed_cut(
-                    sub_indptr, sub_indices, sub_data, w, X.B * float(w[X.d]), y, listed, n_listed, o, gamma, changed
-                )
+                lists = (sub_indptr, sub_indices, sub_data, w, X.B * float(w[X.d]), y, listed, lchunks)
+                if X.serial:  # one chunk, in this thread (no parallel region to start)
+                    _listed_cut_chunk(*lists, 0, o, gamma, changed, parts)
+                    n_changed = int(parts[0, 0])
+                    n_cut += int(parts[1, 0])
+                    cut_sum += float(parts[2, 0])
+                else:
+                    _listed_cut(*lists, o, gamma, changed, parts)
+                    n_changed = compact_chunks(lchunks, parts[0].astype(np.int64), changed)
+                    n_cut += int(np.sum(parts[1]))
+                    cut_sum += float(np.sum(parts[2]))
                 t2 = time.perf_counter()
-                n_cut += d_count
-                cut_sum += d_sum
                 gsum = cut_sum
                 z = store.prepare_cut(gamma, changed, n_changed, gsum)
                 b_cut = float(n_cut)
@@ -473,6 +492,10 @@ def _cpa_loop(
                 sub_indices = np.zeros(int(1.25 * sub_nnz), dtype=X.indices.dtype)
                 sub_data = np.zeros(int(1.25 * sub_nnz), dtype=X.data.dtype)
             _copy_rows(X.indptr, X.indices, X.data, listed, n_listed, sub_indptr, sub_indices, sub_data)
+            # chunks of the list for the threads (one chunk for one thread: less to add up per
+            # iteration); the iterates do not depend on them (integer sums, changed rows in list order)
+            lchunks = np.array([0, n_listed], dtype=np.int64) if X.serial else row_chunks(sub_indptr)
+            parts = np.zeros((3, lchunks.shape[0] - 1))
             have_ref = True
         run = 0 if exact else run + 1
         if not converged:
@@ -579,19 +602,9 @@ def warm_up() -> None:
         sub_data = np.zeros(6, dtype=data.dtype)
         _row_norms(indptr, data, 1.0, np.zeros(4))
         _copy_rows(indptr, indices, data, listed, 2, sub_indptr, sub_indices, sub_data)
-        _listed_cut(
-            sub_indptr,
-            sub_indices,
-            sub_data,
-            np.zeros(3),
-            0.0,
-            np.ones(4),
-            listed,
-            2,
-            np.zeros(4),
-            np.zeros(4),
-            np.zeros(2, dtype=np.int64),
-        )
+        lists = (sub_indptr, sub_indices, sub_data, np.zeros(3), 0.0, np.ones(4), listed, np.array([0, 1, 2]))
+        _listed_cut_chunk(*lists, 0, np.zeros(4), np.zeros(4), np.zeros(2, dtype=np.int64), np.zeros((3, 2)))
+        _listed_cut(*lists, np.zeros(4), np.zeros(4), np.zeros(2, dtype=np.int64), np.zeros((3, 2)))
         for n_features in (2, 7):  # dense cuts, cuts as outputs
             solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
             solve_cpa(
