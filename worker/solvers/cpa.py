@@ -63,6 +63,9 @@ are checked after every iteration.
 Where the cuts live, and what runs in parallel: as in ``ocas`` (``worker.solvers.cut_store``: dense
 cuts for data with more rows than features, cuts as row coefficients and outputs otherwise, where
 the outputs of w_t cost no pass over the data; numba threads over row chunks and feature ranges).
+The listed passes run over chunks of the listed rows, which are copied at each full pass into a CSR
+of their own (memory: about LISTED_SHARE of the data's non-zeros, plus |x_i| per row); the iterates
+are the same for any number of threads.
 
 Output. The iterate with the smallest F seen (Algorithm 1 returns the last one; the best one is at
 least as good and has the same guarantee), as ``w`` over the real features and ``bias = B * w_B``.
