@@ -55,11 +55,14 @@ class Job(TypedDict):
 
 
 class Calibration(TypedDict, total=False):
-    """Calibration: the sigmoids behind class probabilities."""
+    """Calibration: the sigmoids or the softmax behind class probabilities."""
 
-    method: Literal["platt_ovr", "pairwise_coupling"]
-    A: list[float]
-    B: list[float]
+    method: Literal["platt_ovr", "multinomial", "pairwise_coupling"]
+    A: list[float] | None
+    B: list[float] | None
+    weights: list[list[float]] | None
+    intercepts: list[float] | None
+    ridge: float | None
     cv_folds: int | None
     seed: int | None
 

@@ -199,6 +199,57 @@ def test_libsvm_export_one_vs_rest_votes_like_our_argmax(http, digits, solver, p
     assert loaded.get_labels() == list(range(1, 11))
 
 
+def test_one_vs_one_smo_matches_libsvm_and_exports_its_pairs_and_sigmoids(http, service):
+    # trained here with multiclass: ovo, against LIBSVM trained on the same rows (same C, gamma, -e)
+    X, y = load_digits(return_X_y=True)
+    X_train, y_train, X_test, y_test = split(X / 16.0, y.astype(float) + 1)
+    dataset_id = upload(http, svmlight(X_train, y_train)).json()["id"]
+    params = {"C": 10.0, "kernel": {"type": "rbf", "gamma": 0.02}, "multiclass": "ovo", "probability": True}
+    model = train(http, dataset_id, "smo", params)
+    assert model["multiclass"] == "ovo" and model["labels"] == list(range(1, 11))
+    ours = predict(http, model["id"], X_test, probabilities=True)
+    problem = svmutil.svm_problem(y_train, sp.csr_matrix(X_train))
+    oracle = svmutil.svm_train(problem, svmutil.svm_parameter("-t 2 -g 0.02 -c 10 -e 0.001 -q"))
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), oracle, "-q")
+    assert np.mean(np.array(ours["labels"]) == np.array(theirs)) >= 0.99
+    assert abs(np.mean(np.array(ours["labels"]) == y_test) - np.mean(np.array(theirs) == y_test)) <= 0.01
+    probabilities = np.array(ours["probabilities"])
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+    assert np.mean(np.array(model["labels"])[np.argmax(probabilities, axis=1)] == y_test) >= 0.95
+    # the LIBSVM file: the same vote, pair decision values and coupled probabilities
+    loaded = svmutil.svm_load_model(saved(export(http, model["id"], "libsvm"), ".libsvm"))
+    assert loaded.is_probability_model() and loaded.get_labels() == list(range(1, 11))
+    labels, _, coupled = svmutil.svm_predict([], sp.csr_matrix(X_test), loaded, "-q -b 1")
+    plain, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), loaded, "-q")
+    assert plain == ours["labels"]
+    assert np.max(np.abs(np.array(coupled) - probabilities)) <= 1e-6
+    # ONNX and the JSON round trip keep the vote and the probabilities
+    outputs = run_onnx(export(http, model["id"], "onnx"), X_test)
+    assert outputs["label"].tolist() == ours["labels"]
+    document = export(http, model["id"], "json")
+    ModelDocument.model_validate_json(document)
+    copy = import_model(http, document, "json")
+    assert copy.status_code == 201, copy.text
+    again = predict(http, copy.json()["id"], X_test, probabilities=True)
+    assert again["labels"] == ours["labels"]
+    assert np.max(np.abs(np.array(again["probabilities"]) - probabilities)) <= 1e-12
+
+
+def test_one_vs_one_is_refused_in_a_search_over_more_than_two_labels(http, digits):
+    dataset_id, _, _ = digits
+    response = http.post(
+        "/v1/jobs",
+        json={
+            "dataset_id": dataset_id,
+            "solver": "smo",
+            "params": {"multiclass": "ovo", "search": {"C": [1.0, 10.0], "cv_folds": 3}},
+        },
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert "params.multiclass" in error["message"] and "search" in error["message"]
+
+
 def test_libsvm_export_keeps_binary_probabilities(http, cancer):
     dataset_id, X_test, _ = cancer
     model = train(http, dataset_id, "smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}, "probability": True})

@@ -1,7 +1,8 @@
 """The dispatcher: turns a job's labels into problems, runs the solver, assembles the model.
 
 Classification (every solver): two labels make one binary problem, more labels one problem per
-class (one-vs-rest), scored by argmax; ``worker.problems`` makes them and their class-weight
+class (one-vs-rest), scored by argmax, or for smo with ``multiclass: ovo`` one problem per pair of
+classes on their rows, scored by vote; ``worker.problems`` makes them and their class-weight
 factors. Linear solvers give a weight vector per problem; kernel solvers give an expansion
 over training rows, and the model stores the union of those rows once with a coefficient per
 problem and row. Pairwise objectives of ``cpa`` (ordinal, roc_area, ranking) are one problem over
@@ -14,8 +15,8 @@ far; a problem that starts after it stops after its first iteration, so a one-vs
 always complete. Cancel: running problems stop; the model is kept when every problem has a result
 (always for a single problem), otherwise the job ends without a model.
 
-``params.probability``: once the model is assembled, ``worker.calibration`` fits Platt's sigmoid per
-binary problem on cross-validated decision values and stores it on the model (``meta["probability"]``).
+``params.probability``: once the model is assembled, ``worker.calibration`` fits the calibration on
+cross-validated decision values and stores it on the model (``meta["probability"]``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from service.schemas.solver_params import (
 from service.scoring.metrics import pairwise_accuracy, roc_auc
 from service.scoring.models import Scorer, csr
 from worker import registry
-from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
+from worker.folds import subset
+from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_subtasks
@@ -99,8 +101,7 @@ def fit_problems(
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"])
-    labels, problems = binary_problems(y)
-    pairs = class_weight_pairs(labels, getattr(params, "class_weight", None))
+    labels, members, problems, pairs = job_problems(params, y)  # members: one-vs-one's rows per problem
     # ocas (processes) and the kernel solvers (threads) parallelize inside a single problem; with several
     # problems the processes go to the problems (and the kernel solvers take the threads each process is
     # allowed, cores // processes: their own n_processes, else the cores).
@@ -115,10 +116,12 @@ def fit_problems(
             deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=context.record_point
         )
         start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
-        return fit(
-            indptr,
-            indices,
-            data,
+        matrix = (indptr, indices, data)
+        if members is not None:
+            rows = subset(arrays, members[k], n_features)
+            matrix = (rows["indptr"], rows["indices"], registry.data_for(solver, rows["data"]))
+        result = fit(
+            *matrix,
             problems[k],
             n_features=n_features,
             params=params,
@@ -127,6 +130,10 @@ def fit_problems(
             parallel=parallel,
             **start,
         )
+        if members is not None:  # the expansion's rows, numbered in the whole data set as the model stores them
+            support = np.asarray(result.extra["support_indices"], dtype=np.int64)
+            result.extra["support_indices"] = members[k][support]
+        return result
 
     if n_processes > 1 and len(problems) > 1:
         done: set[int] = set()
@@ -185,7 +192,8 @@ def train_model(
         )
     params = resolve_kernel(params, arrays, n_features)
 
-    estimator = ProblemsEstimator(solver, params, n_binary_problems(np.asarray(arrays["y"])))
+    y = np.asarray(arrays["y"])
+    estimator = ProblemsEstimator(solver, params, n_binary_problems(y, uses_one_vs_one(params, y)))
     sink.estimator = estimator
 
     def on_point(k: int, point: dict) -> None:
@@ -243,7 +251,8 @@ def assemble_model(
     """The stored arrays and metadata of a classification model from its problems' results."""
     kernel = getattr(params, "kernel", None)
     if kernel is not None:
-        model_arrays, extra_meta = _kernel_model(results, arrays, n_features)
+        one_vs_one = uses_one_vs_one(params, np.asarray(arrays["y"]))
+        model_arrays, extra_meta = _kernel_model(results, arrays, n_features, labels if one_vs_one else None)
         extra_meta["kernel"] = kernel.model_dump()
     else:
         model_arrays = {
@@ -309,13 +318,29 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _kernel_model(results: list[SolverResult], arrays: dict, n_features: int) -> tuple[dict, dict]:
-    """The union of the problems' expansion rows, with one coefficient row per problem."""
+def _kernel_model(
+    results: list[SolverResult], arrays: dict, n_features: int, one_vs_one_labels: np.ndarray | None = None
+) -> tuple[dict, dict]:
+    """The union of the problems' expansion rows, with one coefficient row per problem.
+
+    One-vs-one models (``one_vs_one_labels``: the sorted labels) keep their rows grouped by label, in
+    the order of the labels, with the count per label (``nr_sv``), as a LIBSVM model file lists them.
+    """
     supports = [np.asarray(r.extra["support_indices"], dtype=np.int64) for r in results]
     rows = np.unique(np.concatenate(supports)) if supports else np.zeros(0, dtype=np.int64)
     coef = np.zeros((len(results), rows.size), dtype=np.float64)
     for k, (result, support) in enumerate(zip(results, supports)):
         coef[k, np.searchsorted(rows, support)] = np.asarray(result.extra["dual_coef"], dtype=np.float64)
+    grouping: dict = {}
+    if one_vs_one_labels is not None:
+        label_of_row = np.searchsorted(one_vs_one_labels, np.asarray(arrays["y"])[rows])
+        order = np.argsort(label_of_row, kind="stable")
+        rows, coef = rows[order], coef[:, order]
+        grouping = {
+            "multiclass": "ovo",
+            "ovo_labels": [float(v) for v in one_vs_one_labels],
+            "nr_sv": np.bincount(label_of_row, minlength=one_vs_one_labels.size).tolist(),
+        }
     matrix = csr(arrays, n_features)[rows]
     model_arrays = {
         "sv_indptr": matrix.indptr.astype(np.int64),
@@ -331,6 +356,7 @@ def _kernel_model(results: list[SolverResult], arrays: dict, n_features: int) ->
         "n_bounded_support_per_problem": [
             None if r.extra.get("n_bounded_sv") is None else int(r.extra["n_bounded_sv"]) for r in results
         ],
+        **grouping,
     }
     return model_arrays, meta
 

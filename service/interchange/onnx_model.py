@@ -8,7 +8,8 @@ j of a zero-based one). Outputs:
 - ``scores``: float32, [N] for two labels and for pairwise models (positive means the larger label),
   [N, k] for one-vs-rest models (one column per label, ascending) and one-vs-one models (votes plus
   squashed confidences, as ``service.scoring.models``);
-- ``probabilities`` float32 [N, n_classes], for calibrated models with the ``platt_ovr`` method.
+- ``probabilities`` float32 [N, n_classes], for calibrated models with the ``platt_ovr`` or ``multinomial``
+  method (a softmax over the scores).
 
 Inside, the input is cast to double and every step runs in double, so the scores equal the service's
 up to the float32 rounding of the input and the output. Linear models are one MatMul; kernel models
@@ -128,6 +129,17 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
             total = node("ReduceSum", [p, const("class_axis", np.array([1], dtype=np.int64))], keepdims=1)
             probabilities = node("Div", [p, total])
         _output(nodes, node("Cast", [probabilities], to=TensorProto.FLOAT), "probabilities")
+        outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", len(labels)]))
+    elif calibration and calibration.get("method") == "multinomial":
+        weights = np.asarray(calibration["weights"], dtype=np.float64)
+        logits = node(
+            "Add",
+            [
+                node("MatMul", [scores, const("softmax_weights", np.ascontiguousarray(weights.T))]),
+                const("softmax_intercepts", np.asarray(calibration["intercepts"], dtype=np.float64)),
+            ],
+        )
+        _output(nodes, node("Cast", [node("Softmax", [logits], axis=1)], to=TensorProto.FLOAT), "probabilities")
         outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", len(labels)]))
 
     graph = helper.make_graph(

@@ -9,7 +9,7 @@ A model document holds everything needed to score rows without Hinge:
   ``ovo_labels`` (0,1), (0,2), ..., (1,2), ..., positive for the first of the pair; the class with most
   pair wins is predicted, ties going to the one listed first.
 - ``ordinal``: the predicted rank is ranks[number of thresholds below the score].
-- ``probability``: P = 1 / (1 + exp(A * score + B)) per score; see ``Calibration``.
+- ``probability``: P = 1 / (1 + exp(A * score + B)) per score, or a softmax over the scores; see ``Calibration``.
 
 Feature columns count from 0 in ``weights`` and ``support_vectors.indices``; ``zero_based`` says how
 the sparse rows of a predict request are numbered (as the training upload was).
@@ -26,19 +26,34 @@ from service.schemas.enums import ModelKind, Multiclass, SolverName, StopReason,
 
 
 class Calibration(BaseModel):
-    """Probabilities of a calibrated model: one sigmoid P = 1 / (1 + exp(A * score + B)) per score column."""
+    """Probabilities of a calibrated model: sigmoids of its scores, or one softmax over them (``multinomial``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    method: Literal["platt_ovr", "pairwise_coupling"] = Field(
+    method: Literal["platt_ovr", "multinomial", "pairwise_coupling"] = Field(
         description=(
-            "`platt_ovr`: two labels: P(larger label) is the sigmoid of the score; more: each label's sigmoid of its "
-            "one-vs-rest score, divided by their sum. `pairwise_coupling` (LIBSVM one-vs-one imports): the pairs' "
-            "sigmoids coupled by Wu, Lin and Weng's second method, as LIBSVM's `-b 1`."
+            "`platt_ovr`: two labels: P(larger label) = 1 / (1 + exp(A[0] * score + B[0])); more labels (imports): each "
+            "label's sigmoid of its one-vs-rest score, divided by their sum. `multinomial` (multi-class models trained "
+            "here): P = softmax(weights @ scores + intercepts) over the one-vs-rest scores. `pairwise_coupling` (LIBSVM "
+            "one-vs-one imports): the pairs' sigmoids coupled by Wu, Lin and Weng's second method, as LIBSVM's `-b 1`."
         )
     )
-    A: list[float] = Field(description="Slope per score column (negative when larger scores mean the positive class).")
-    B: list[float] = Field(description="Offset per score column.")
+    A: list[float] | None = Field(
+        default=None,
+        description="`platt_ovr` and `pairwise_coupling`: slope per score column (negative when larger scores mean the positive class).",
+    )
+    B: list[float] | None = Field(
+        default=None, description="`platt_ovr` and `pairwise_coupling`: offset per score column."
+    )
+    weights: list[list[float]] | None = Field(
+        default=None,
+        description="`multinomial`: K x K matrix, one row per label (in the order of `labels`), one column per score.",
+    )
+    intercepts: list[float] | None = Field(default=None, description="`multinomial`: one intercept per label.")
+    ridge: float | None = Field(
+        default=None,
+        description="`multinomial` models trained here: the ridge on the off-diagonal weights (standardized scores) of the fit.",
+    )
     cv_folds: int | None = Field(
         default=None, description="Cross-validation folds the decision values were taken from (models trained here)."
     )
@@ -135,7 +150,7 @@ class ModelDocument(StrictModel):
         default=None, description="`ordinal` models: score thresholds between adjacent ranks, ascending."
     )
     probability: Calibration | None = Field(
-        default=None, description="Calibrated models: the sigmoids that give class probabilities."
+        default=None, description="Calibrated models: the sigmoids or the softmax that give class probabilities."
     )
     training: TrainingInfo | None = Field(default=None, description="How the model was trained.")
 
@@ -194,8 +209,27 @@ class ModelDocument(StrictModel):
         if self.probability is not None:
             if self.task != Task.classification:
                 raise ValueError("probability applies to classification models only")
-            if len(self.probability.A) != n_scores or len(self.probability.B) != n_scores:
+            calibration = self.probability
+            if (calibration.method == "pairwise_coupling") != (self.multiclass == Multiclass.ovo):
+                raise ValueError("pairwise_coupling goes with ovo models, platt_ovr or multinomial with the others")
+            if calibration.method == "multinomial":
+                if n_labels < 3:
+                    raise ValueError("multinomial calibration needs more than two labels (two labels use platt_ovr)")
+                if (
+                    calibration.weights is None
+                    or len(calibration.weights) != n_scores
+                    or any(len(row) != n_scores for row in calibration.weights)
+                    or calibration.intercepts is None
+                    or len(calibration.intercepts) != n_scores
+                ):
+                    raise ValueError(
+                        f"multinomial calibration needs weights of {n_scores} x {n_scores} and {n_scores} intercepts"
+                    )
+            elif (
+                calibration.A is None
+                or calibration.B is None
+                or len(calibration.A) != n_scores
+                or len(calibration.B) != n_scores
+            ):
                 raise ValueError(f"probability.A and probability.B need one entry per score ({n_scores})")
-            if (self.probability.method == "pairwise_coupling") != (self.multiclass == Multiclass.ovo):
-                raise ValueError("pairwise_coupling goes with ovo models, platt_ovr with the others")
         return self

@@ -44,7 +44,7 @@ class ModelOut(ResponseModel):
     )
     probability: Calibration | None = Field(
         default=None,
-        description="Calibrated models (trained with `probability: true`, or imported with probabilities): the sigmoids behind `predict` with `probabilities: true`.",
+        description="Calibrated models (trained with `probability: true`, or imported with probabilities): the sigmoids or the softmax behind `predict` with `probabilities: true`.",
     )
     n_iter: int | None = Field(
         description="Outer iterations, summed over the binary problems (null for imported models)."

@@ -107,10 +107,11 @@ class CommonParams(StrictModel):
     probability: StrictBool = Field(
         default=False,
         description=(
-            "Classification: after training, fit Platt's sigmoid to decision values from a 5-fold cross-validation "
+            "Classification: after training, fit a calibration to decision values from a 5-fold cross-validation "
             "(folds stratified by label and drawn with `seed`, as LIBSVM's -b 1), so that predict with "
-            "`probabilities: true` answers class probabilities (more than two labels: the one-vs-rest sigmoids "
-            "divided by their sum). Costs five more trainings on 4/5 of the data."
+            "`probabilities: true` answers class probabilities. Two labels: Platt's sigmoid. More labels: one "
+            "softmax over the one-vs-rest scores (multinomial logistic regression on them), or, for smo with "
+            "`multiclass: ovo`, one sigmoid per pair coupled as LIBSVM does. Costs five more trainings on 4/5 of the data."
         ),
     )
     retries: int = Field(
@@ -379,6 +380,16 @@ class SmoParams(CommonParams):
     )
     class_weight: dict[str, PositiveFactor] | None = Field(
         default=None, description="Factor on C per label, keyed by the label as the data set lists it."
+    )
+    multiclass: Literal["ovr", "ovo"] = Field(
+        default="ovr",
+        description=(
+            "More than two labels. `ovr`: one problem per label against all other rows, predicted by the largest "
+            "score. `ovo` (LIBSVM's scheme): one problem per pair of labels on the rows of those two labels only, "
+            "predicted by vote; K(K-1)/2 smaller problems, often faster and, with kernels, often more accurate "
+            "(letter: 0.970 against 0.963 test accuracy). With `probability`, `ovo` couples one sigmoid per pair "
+            "(Wu, Lin and Weng, as LIBSVM's -b 1). Two labels: the same model either way. Not available in a search."
+        ),
     )
     max_iter: int | None = Field(
         default=None,

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from service.labels import label_value
 from service.scoring.kernel import KernelExpansion
 from service.scoring.metrics import predicted_ranks
-from service.scoring.probability import ovr_probabilities, pairwise_coupling
+from service.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
 
 SCORE_BLOCK_NNZ = 1 << 22
 """Linear models score a sparse matrix by blocks of rows holding about this many stored values."""
@@ -128,6 +128,8 @@ class Scorer:
         if calibration.get("method") == "pairwise_coupling":
             coupled = pairwise_coupling(scores, calibration["A"], calibration["B"], self.vote_labels.size)
             return coupled[:, self.to_ascending]
+        if calibration.get("method") == "multinomial":
+            return softmax_probabilities(scores, calibration["weights"], calibration["intercepts"])
         return ovr_probabilities(scores, calibration["A"], calibration["B"])
 
     def predict(self, matrix: sp.csr_matrix) -> tuple[list | None, list]:

@@ -2,14 +2,15 @@
 ``CalibratedClassifierCV(method="sigmoid")``, on the standard test files of a9a and letter.
 
 Run on purpose: ``python -m tests.benchmarks.bench_probability [--sections a9a-linear,a9a-kernel,
-letter-linear,letter-kernel] [--processes 2]``. Writes tests/benchmarks/results/bench_probability.json
+letter-linear,letter-kernel,letter-kernel-ovo] [--processes 2]``. Writes tests/benchmarks/results/bench_probability.json
 (sections not run keep their previous entry).
 
 Each section trains on the training file and measures on the test file:
 
 * ours: the dispatcher the workers run (``worker.training.train_model``, the code a job runs) with
-  ``probability: true``: Platt's sigmoid per binary problem on 5-fold cross-validated decision values,
-  one-vs-rest sigmoids divided by their sum for more than two labels;
+  ``probability: true``, fitted on 5-fold cross-validated decision values: Platt's sigmoid for two
+  labels; for more, one softmax over the one-vs-rest scores, or with smo's ``multiclass: ovo``
+  (section ``letter-kernel-ovo``, LIBSVM's own scheme) one sigmoid per pair, pairwise coupled;
 * the reference: ``-linear`` sections: scikit-learn's ``CalibratedClassifierCV(LinearSVC(loss="hinge",
   C), method="sigmoid", cv=5)`` (the same problem as dcd with bias 1: LinearSVC penalizes its intercept
   like LIBLINEAR's -B 1); ``-kernel`` sections: libsvm-official ``svm_train -b 1`` with the same C and
@@ -46,6 +47,12 @@ SECTIONS = {
     "a9a-kernel": {"data": "a9a", "n_features": 123, "solver": "smo", "params": {"C": 1.0, "gamma": 0.05}},
     "letter-linear": {"data": "letter.scale", "n_features": 16, "solver": "dcd", "params": {"C": 1.0, "tol": 1e-4}},
     "letter-kernel": {"data": "letter.scale", "n_features": 16, "solver": "smo", "params": {"C": 10.0, "gamma": 0.5}},
+    "letter-kernel-ovo": {
+        "data": "letter.scale",
+        "n_features": 16,
+        "solver": "smo",
+        "params": {"C": 10.0, "gamma": 0.5, "multiclass": "ovo"},
+    },
 }
 
 
@@ -100,6 +107,7 @@ def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
             shrinking=True,
             max_iter=None,
             trace_every=10**6,
+            multiclass=section["params"].get("multiclass", "ovr"),
         )
     arrays = {
         "indptr": X.indptr.astype(np.int64),

@@ -12,7 +12,8 @@ files of ../shared/data and written by the service's exporters (``service.interc
   values within 1e-9.
 * ``libsvm``: smo (rbf) on the first 5,000 rows of a9a and on letter (one-vs-rest written as one-vs-one
   pairs), sampled_cuts on a9a; libsvm-official ``svm_load_model`` + ``svm_predict``: labels equal,
-  decision values within 1e-6 (letter: the pairwise differences of ours).
+  decision values within 1e-6 (letter: the pairwise differences of ours); letter trained one-vs-one
+  with probabilities: the pairs' decision values, and ``-b 1`` probabilities within 1e-6.
 * ``onnx``: the a9a and sector dcd models and the letter smo model in onnxruntime (float32 input,
   batches of 256 rows): labels equal, scores within 1e-5.
 """
@@ -94,6 +95,9 @@ def compare(meta, arrays, X_test, theirs_labels, theirs_values, pairwise=False) 
     labels, scores = scorer.predict_values(X_test)
     scores = np.asarray(scores).reshape(X_test.shape[0], -1)
     theirs_values = np.asarray(theirs_values, dtype=np.float64).reshape(X_test.shape[0], -1)
+    if meta.get("multiclass") == "ovo":  # trained one-vs-one: the pairs' own decision values
+        scores = scorer.decision_values(X_test)
+        pairwise = False
     if pairwise:
         k = scores.shape[1]
         pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
@@ -170,6 +174,14 @@ def section_libsvm() -> dict:
             dict(SMO, kernel={"type": "rbf", "gamma": 0.5}),
             True,
         ),
+        (
+            "letter smo rbf one-vs-one, calibrated",
+            load("letter.scale"),
+            "letter.scale.t",
+            "smo",
+            dict(SMO, kernel={"type": "rbf", "gamma": 0.5}, multiclass="ovo", probability=True),
+            False,
+        ),
     ]:
         X_test, y_test = load(test)
         meta, arrays, seconds = train(solver, params, X, y)
@@ -186,6 +198,12 @@ def section_libsvm() -> dict:
             test_accuracy=float(np.mean(np.asarray(labels) == y_test)),
         )
         result["bar_met"] = result["labels_different"] == 0 and result["max_abs_decision_difference"] <= 1e-6
+        if params.get("probability"):
+            _, _, coupled = svmutil.svm_predict([], X_test, model, "-q -b 1")
+            order = np.argsort(model.get_labels())
+            difference = np.abs(np.asarray(coupled)[:, order] - Scorer(meta, arrays).probabilities(X_test))
+            result["max_abs_probability_difference"] = float(np.max(difference))
+            result["bar_met"] = result["bar_met"] and result["max_abs_probability_difference"] <= 1e-6
         out[label] = result
         print("libsvm", label, json.dumps(result), flush=True)
         os.unlink(handle.name)
