@@ -114,14 +114,17 @@ def _dot_rows(gamma, rows, n_rows, v):
 
 @njit(cache=True)
 def _combine_chunk(table, slots, weights, t, i0, i1, base, c):
-    for i in range(i0, i1):
-        c[i] = base[i]
+    # through 1-d views of the chunk: the inner loop then compiles to vector instructions (indexed as
+    # table[s, i] and c[i] it did not, and ran 2-3x slower); same operations in the same order
+    cc = c[i0:i1]
+    cc[:] = base[i0:i1]
+    m = i1 - i0
     for k in range(t):
         a = weights[k]
         if a != 0.0:
-            s = slots[k]
-            for i in range(i0, i1):
-                c[i] += a * table[s, i]
+            row = table[slots[k], i0:i1]
+            for i in range(m):
+                cc[i] += a * row[i]
 
 
 @njit(cache=True, parallel=True)
