@@ -404,3 +404,72 @@ def test_small_problems_run_on_one_thread(problems):
     X, y = problems["sparse"]
     res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, n_processes=2)
     assert res.extra["threads"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the column copy for the cuts' outputs
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value_dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_column_gather_is_the_row_gather_bit_for_bit(value_dtype, index_dtype):
+    """Sorted rows (with repeated features): the column-wise gather of a sparse z adds each row's
+    products in the row's own order, so it returns the row-wise sums exactly; unsorted rows refuse."""
+    from worker.solvers import data_passes as dp
+
+    rng = np.random.default_rng(11)
+    n, d = 300, 400
+    counts = rng.integers(0, 30, size=n)
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    indices = np.concatenate([np.sort(rng.integers(0, d, size=c)) for c in counts]).astype(index_dtype)
+    data = rng.normal(size=indptr[-1]).astype(value_dtype)
+    z = np.where(rng.random(d + 1) < 0.2, rng.normal(size=d + 1), 0.0)
+    chunks = dp.row_chunks(indptr)
+    rows = np.zeros(n)
+    dp.gather_outputs(indptr, indices, data, z, 0.7, chunks, rows, True)
+    col_counts = np.zeros(d + 1, dtype=np.int64)
+    dp.column_counts(indices, d, col_counts)
+    assert dp.column_cost(col_counts, z, d) == int(np.sum(col_counts[:d][z[:d] != 0.0]))
+    colptr = np.zeros(d + 1, dtype=np.int64)
+    col_rows = np.zeros(indptr[-1], dtype=np.int32)
+    col_data = np.zeros(indptr[-1], dtype=value_dtype)
+    assert dp.column_copy(indptr, indices, data, col_counts, d, colptr, col_rows, col_data)
+    cols = np.zeros(n)
+    dp.gather_columns(colptr, col_rows, col_data, z, d, 0.7, cols)
+    np.testing.assert_array_equal(cols, rows)
+    shuffled = indices.copy()
+    first = int(np.argmax(counts >= 2))
+    a, b = indptr[first], indptr[first] + 1
+    shuffled[a], shuffled[b] = 5 * d // 4 % d, 0  # a row out of order
+    assert not dp.column_copy(indptr, shuffled, data, col_counts, d, colptr, col_rows, col_data)
+
+
+@pytest.mark.parametrize("solver", ["ocas", "cpa"])
+def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
+    """With the column copy built at once (it is otherwise built only on long runs), the cuts' outputs
+    come from it, and the model is the one of the row-wise passes bit for bit."""
+    from worker.solvers import data_passes as dp
+
+    X, y = problems["sparse"]
+    args = _csr(X)
+    fit = solve_ocas if solver == "ocas" else solve_cpa
+    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 0)
+    rows = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    used = []
+
+    def counting(*a):
+        used.append(1)
+        return dp.gather_columns(*a)
+
+    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 10**9)
+    monkeypatch.setattr(cut_store, "COLUMNS_WAIT", 1)
+    monkeypatch.setattr(cut_store, "COLUMNS_BUILD", 0.0)
+    monkeypatch.setattr(cut_store, "COLUMNS_ENTRY", 0.0)  # always the columns once built
+    monkeypatch.setattr(cut_store, "gather_columns", counting)
+    cols = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    assert rows.extra["cut_form"] == cols.extra["cut_form"] == "outputs"
+    assert len(used) >= cols.n_iter - 3
+    assert cols.n_iter == rows.n_iter
+    np.testing.assert_array_equal(cols.w, rows.w)
+    assert cols.bias == rows.bias and cols.objective == rows.objective

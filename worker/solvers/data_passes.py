@@ -116,6 +116,69 @@ def gather_outputs(indptr, indices, data, w, w_bias, chunks, out, serial):
             _gather_rows(indptr, indices, data, w, w_bias, chunks[c], chunks[c + 1], out)
 
 
+@njit(cache=True)
+def column_counts(indices, d, counts):
+    """counts[f] = number of stored entries of feature f (f < d); counts has d + 1 entries, the last 0."""
+    for f in range(counts.shape[0]):
+        counts[f] = 0
+    for k in range(indices.shape[0]):
+        counts[indices[k]] += 1
+
+
+@njit(cache=True)
+def column_cost(counts, z, d):
+    """Entries a column-wise gather of z reads: sum of counts[f] over the features f < d with z[f] != 0."""
+    c = 0
+    for f in range(d):
+        if z[f] != 0.0:
+            c += counts[f]
+    return c
+
+
+@njit(cache=True)
+def column_copy(indptr, indices, data, counts, d, colptr, col_rows, col_data):
+    """The data by columns (CSC: colptr, col_rows, col_data) from the CSR triple and ``counts``, rows in
+    increasing order within each column. Returns False (and leaves the copy unfinished) if some row's
+    indices are not in increasing order: the column-wise gather then would not add in the row's order."""
+    n = indptr.shape[0] - 1
+    colptr[0] = 0
+    for f in range(d):
+        colptr[f + 1] = colptr[f] + counts[f]
+    for i in range(n):
+        last = -1
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] < last:
+                return False
+            last = indices[k]
+    pos = colptr[:d].copy()
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            f = indices[k]
+            p = pos[f]
+            col_rows[p] = i
+            col_data[p] = data[k]
+            pos[f] = p + 1
+    return True
+
+
+@njit(cache=True)
+def gather_columns(colptr, col_rows, col_data, z, d, w_bias, out):
+    """out[i] = <x_i, z> + w_bias for every row, reading only the columns f with z[f] != 0.
+
+    Features in increasing order and rows in increasing order within a column: each row receives its
+    non-zero products in the order of its own (sorted) entries, so the sums are those of
+    ``gather_outputs`` bit for bit (the products skipped are exact zeros, which change no sum)."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for f in range(d):
+        zf = z[f]
+        if zf != 0.0:
+            for p in range(colptr[f], colptr[f + 1]):
+                out[col_rows[p]] += col_data[p] * zf
+    for i in range(out.shape[0]):
+        out[i] += w_bias
+
+
 # ---------------------------------------------------------------------------------------------
 # scatter: cut sums and weight vectors
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +244,14 @@ def warm_up() -> None:
         for serial in (True, False):
             gather_outputs(indptr, indices, data, np.array([0.3, -0.2]), 0.1, chunks, out, serial)
         scatter_rows(indptr, indices, data, coef, rows, 3, z)
+        counts = np.zeros(3, dtype=np.int64)
+        column_counts(indices, 2, counts)
+        column_cost(counts, z, 2)
+        colptr = np.zeros(3, dtype=np.int64)
+        col_rows = np.zeros(4, dtype=np.int32)
+        col_data = np.zeros(4, dtype=data.dtype)
+        column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)
+        gather_columns(colptr, col_rows, col_data, z, 2, 0.1, out)
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)
