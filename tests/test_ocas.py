@@ -473,3 +473,23 @@ def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
     assert cols.n_iter == rows.n_iter
     np.testing.assert_array_equal(cols.w, rows.w)
     assert cols.bias == rows.bias and cols.objective == rows.objective
+
+
+@pytest.mark.parametrize("solver", ["ocas", "cpa"])
+@pytest.mark.parametrize("name", ["sparse", "cancer"])  # cuts as outputs, dense cuts
+def test_16_bit_indices_change_no_iterate(problems, monkeypatch, solver, name):
+    """Data with few features is read through a 16-bit copy of its indices: the same model bit for bit,
+    and the cut budget still counts the caller's arrays."""
+    X, y = problems[name]
+    args = _csr(X)
+    fit = solve_ocas if solver == "ocas" else solve_cpa
+    narrow = cut_store.prepare_data(*args, X.shape[1], 1.0, 1)
+    assert narrow.indices.dtype == np.uint16 and narrow.index_bytes == args[1].itemsize
+    monkeypatch.setattr(cut_store, "NARROW_MAX_D", 0)
+    assert cut_store.prepare_data(*args, X.shape[1], 1.0, 1).indices.dtype == args[1].dtype
+    wide = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    monkeypatch.undo()
+    short = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    assert short.n_iter == wide.n_iter
+    np.testing.assert_array_equal(short.w, wide.w)
+    assert short.bias == wide.bias and short.objective == wide.objective

@@ -233,11 +233,20 @@ def csr_variants(indptr, indices, data):
     return variants
 
 
+def solver_csr_variants(indptr, indices, data):
+    """``csr_variants`` and the same with the 16-bit indices the cutting-plane solvers read narrow data
+    through (``cut_store.prepare_data``), for the warm-ups of their kernels."""
+    variants = csr_variants(indptr, indices, data)
+    for indptr_v, indices_v, data_v in list(variants[:4]):  # int32 indices x the four value arrays
+        variants.append((indptr_v, indices_v.astype(np.uint16), data_v))
+    return variants
+
+
 def warm_up() -> None:
-    """Compile every kernel of this module for the array types of ``csr_variants``."""
+    """Compile every kernel of this module for the array types of ``solver_csr_variants``."""
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.arange(3, dtype=np.int64)
-    for indptr, indices, data in csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
+    for indptr, indices, data in solver_csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
         out = np.zeros(3)
         z = np.zeros(2)
         coef = np.array([1.0, -1.0, 1.0])
@@ -248,10 +257,11 @@ def warm_up() -> None:
         column_counts(indices, 2, counts)
         column_cost(counts, z, 2)
         colptr = np.zeros(3, dtype=np.int64)
-        col_rows = np.zeros(4, dtype=np.int32)
-        col_data = np.zeros(4, dtype=data.dtype)
-        column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)
-        gather_columns(colptr, col_rows, col_data, z, 2, 0.1, out)
+        for rows_dtype in (np.uint16, np.int32, np.int64):
+            col_rows = np.zeros(4, dtype=rows_dtype)
+            col_data = np.zeros(4, dtype=data.dtype)
+            column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)
+            gather_columns(colptr, col_rows, col_data, z, 2, 0.1, out)
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)
