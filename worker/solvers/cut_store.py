@@ -19,6 +19,13 @@ active, n rows, d features, one pass = the non-zeros of the data):
   No cost grows with d x t: this is the form for data with more features than rows (text, hashed
   features), where dense cuts made OCAS and CPA spend most of their time on the reduced problem.
 
+The new cut's outputs X z_t are the one pass over the data per iteration that ``OutputCuts`` makes.
+A cut of a late iteration sums few rows, and only the columns of its non-zero features contribute:
+``Data.cut_outputs`` reads those columns from a copy of the data by columns when that reads fewer
+entries (about half on sector.scale), with the row-wise sums bit for bit; the copy is built only on
+runs long enough to repay it (see there). Data with at most 65,536 features is read through a 16-bit
+copy of its indices (``prepare_data``): the passes are bound by memory, not arithmetic.
+
 ``choose`` picks ``OutputCuts`` when n <= d + 1 (the costs above: n (t + t_a) against d (t + t_a)).
 
 OCAS also needs its best-so-far point w_b (paper 000, Change 1). ``DenseCuts`` keeps it as a dense

@@ -4,6 +4,8 @@ A cutting-plane iteration touches the data in two ways (paper 000, Section 3.1; 
 
 * output computation ``o_i = <x_i, w> + B w_B`` for every row (a *gather*: each row reads the
   entries of w at its features): ``gather_outputs``, split by rows;
+* the same outputs for a sparse z (a cut of a late iteration) through a column copy of the data
+  (``gather_columns``), reading only the columns of z's non-zero features, with the very same sums;
 * cut sum ``z += sum_i coef_i x_i`` over a list of rows (a *scatter*: each row adds into z at its
   features): ``scatter_rows``, in the calling thread, rows in order. (Split by feature ranges, each
   thread walking all the rows and adding only its own features, it was no faster on two cores: the
@@ -14,8 +16,8 @@ is split over fixed row chunks (``row_chunks``): the chunks depend on the data a
 number of threads, and every sum over rows is taken per chunk and the chunk sums are added in chunk
 order by the caller. Hence one thread and any number of threads give bit-identical iterates.
 
-The CSR triple is ``(indptr, indices, data)``: indptr int64, indices int32 or int64, data float64 or
-float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
+The CSR triple is ``(indptr, indices, data)``: indptr int64, indices int32 or int64 (or the 16-bit
+copy ``cut_store.prepare_data`` makes for data with few features), data float64 or float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
 arrays and scalars only, allocate nothing in their loops, and are ``@njit(cache=True)``; the parallel
 ones use ``prange`` over chunks (numba's threading layer must be fork-safe in a
 worker: 'workqueue', set by the worker before numba is imported). The caller picks the number of

@@ -39,7 +39,9 @@ is a dense vector over the weights (as in libocas). For data with at least as ma
 (text, hashed features: the data paper 000 was written for) each cut is kept as its row
 coefficients and its outputs X z_k, so that the Gram row of a new cut, the outputs of w_t and the
 best-so-far point cost O(n t) per iteration and nothing grows with features x cuts: one scatter
-(the new cut) and one gather (its outputs) are the only passes over the data.
+(the new cut, over the rows whose coefficient changed) and one gather (its outputs) are the only
+passes over the data; on long runs the gather reads only the columns of the cut's features, from a
+column copy of the data (``cut_store.Data.cut_outputs``: the same sums bit for bit).
 
 What runs in parallel (paper 000, Section 3.1, Table 4). ``n_processes`` numba threads (at most the
 cores of this process; None: all of them) share every pass: the output computation and the gathers
