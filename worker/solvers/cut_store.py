@@ -206,7 +206,6 @@ class Data:
         self.chunks = chunks
         self.n_threads = int(n_threads)
         self.serial = self.n_threads == 1
-        self.all_rows = None
         self.index_bytes = indices.itemsize  # of the caller's indices (``prepare_data`` may narrow them)
         # the column copy for the cuts' outputs (``cut_outputs``): -1 never, 0 not yet, 1 built
         self.nnz = int(indptr[-1])
@@ -272,11 +271,11 @@ class Data:
             self.counts = self.colptr = self.col_rows = self.col_data = None
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
-        """X_aug^T coef as a dense vector of length d + 1 (one scatter over all rows)."""
-        if self.all_rows is None:
-            self.all_rows = np.arange(self.n, dtype=np.int64)
+        """X_aug^T coef as a dense vector of length d + 1 (one scatter over the rows with coef != 0: the
+        others would add exact zeros)."""
+        rows = np.flatnonzero(coef)
         w = np.zeros(self.d + 1)
-        scatter_rows(self.indptr, self.indices, self.data, coef, self.all_rows, self.n, w)
+        scatter_rows(self.indptr, self.indices, self.data, coef, rows, rows.shape[0], w)
         w[self.d] = self.B * float(np.sum(coef))
         return w
 
@@ -499,6 +498,10 @@ class DenseCuts:
             self.w_b += k * self.w_t
         return float(self.w_b @ self.w_b)
 
+    def best_outputs(self, out: np.ndarray) -> bool:
+        """Outputs of w_b without a pass over the data: not kept in this form (returns False)."""
+        return False
+
     def best_weights(self) -> np.ndarray:
         """w_b as a dense vector (d + 1 entries)."""
         return self.w_b.copy()
@@ -646,6 +649,17 @@ class OutputCuts:
             self.rho *= keep
         self.sq_b = keep * keep * self.sq_b + 2.0 * k * keep * self._dot_bt + k * k * self._sq_t
         return self.sq_b
+
+    def best_outputs(self, out: np.ndarray) -> bool:
+        """out = X_aug w_b from the stored cuts' outputs (sum_k beta_k X z_k, O(n t), no pass over the
+        data) when w_b is a combination of stored cuts alone (no dropped cut and no w0 in it); returns
+        whether it did."""
+        if self.rho.shape[0] or (self.w0 is not None and self.s0 != 0.0):
+            return False
+        rp = self.rp
+        weights = self.beta[rp.slot[: rp.t]].copy()
+        _combine_rows(self.outs, rp.slot, weights, rp.t, self.X.chunks, self._zero_n, out, self.X.serial)
+        return True
 
     def best_weights(self) -> np.ndarray:
         """w_b as a dense vector (d + 1 entries): one scatter pass."""

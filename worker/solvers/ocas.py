@@ -303,8 +303,10 @@ def _ocas_loop(
     if stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
         objective = F_b  # no further pass when asked to stop: F_b is w_b's objective (running outputs)
     else:
-        # the returned objective from fresh outputs of w_b (not from the running convex combinations)
-        X.outputs(w, o_t)
+        # the returned objective from fresh outputs of w_b (not from the running convex combinations):
+        # from the stored cuts' outputs when w_b is their combination, else by a pass over the data
+        if not store.best_outputs(o_t):
+            X.outputs(w, o_t)
         hinge_parts(y, o_t, chunks, loss_parts, X.serial)
         objective = 0.5 * float(w @ w) + C * float(np.sum(loss_parts))
     solver_seconds = time.perf_counter() - start - trace_time
