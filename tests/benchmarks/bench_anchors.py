@@ -421,7 +421,7 @@ def main(argv=None) -> int:
     threads = args.threads or max(1, available_cores() // 2)
     rows = []
     load_start = os.getloadavg()
-    sets = args.sets.split(",") + (["syn2m"] if args.big else [])
+    sets = [name for name in args.sets.split(",") if name] + (["syn2m"] if args.big else [])  # --sets "": none
     for name in sets:
         Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
         for C in Cs:
