@@ -259,7 +259,9 @@ class Data:
 
     def _build_columns(self) -> None:
         self.colptr = np.zeros(self.d + 1, dtype=np.int64)
-        self.col_rows = np.empty(self.nnz, dtype=np.uint16 if self.n <= 65536 else np.int32 if self.n < 2**31 else np.int64)
+        self.col_rows = np.empty(
+            self.nnz, dtype=np.uint16 if self.n <= 65536 else np.int32 if self.n < 2**31 else np.int64
+        )
         self.col_data = np.empty(self.nnz, dtype=self.data.dtype)
         ok = column_copy(
             self.indptr, self.indices, self.data, self.counts, self.d, self.colptr, self.col_rows, self.col_data
