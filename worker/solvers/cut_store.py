@@ -209,7 +209,12 @@ class Data:
         self.index_bytes = indices.itemsize  # of the caller's indices (``prepare_data`` may narrow them)
         # the column copy for the cuts' outputs (``cut_outputs``): -1 never, 0 not yet, 1 built
         self.nnz = int(indptr[-1])
-        eligible = self.serial and 0 < self.nnz <= COLUMNS_MAX_NNZ and COLUMNS_MAX_D_SHARE * (self.d + 1) <= self.nnz
+        eligible = (
+            self.serial
+            and 0 < self.nnz <= COLUMNS_MAX_NNZ
+            and COLUMNS_MAX_D_SHARE * (self.d + 1) <= self.nnz
+            and self.n < 2**31  # row numbers of the copy: uint16 or int32
+        )
         self.columns_state = 0 if eligible else -1
         self.row_passes = 0
         self.missed = 0.0
@@ -259,9 +264,7 @@ class Data:
 
     def _build_columns(self) -> None:
         self.colptr = np.zeros(self.d + 1, dtype=np.int64)
-        self.col_rows = np.empty(
-            self.nnz, dtype=np.uint16 if self.n <= 65536 else np.int32 if self.n < 2**31 else np.int64
-        )
+        self.col_rows = np.empty(self.nnz, dtype=np.uint16 if self.n <= 65536 else np.int32)
         self.col_data = np.empty(self.nnz, dtype=self.data.dtype)
         ok = column_copy(
             self.indptr, self.indices, self.data, self.counts, self.d, self.colptr, self.col_rows, self.col_data

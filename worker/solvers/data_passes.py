@@ -259,7 +259,7 @@ def warm_up() -> None:
         column_counts(indices, 2, counts)
         column_cost(counts, z, 2)
         colptr = np.zeros(3, dtype=np.int64)
-        for rows_dtype in (np.uint16, np.int32, np.int64):
+        for rows_dtype in (np.uint16, np.int32):  # the row numbers ``cut_store.Data`` gives its copy
             col_rows = np.zeros(4, dtype=rows_dtype)
             col_data = np.zeros(4, dtype=data.dtype)
             column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)
