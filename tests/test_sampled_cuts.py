@@ -14,6 +14,7 @@ from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts import solve_sampled_cuts
+from worker.solvers.sampled_cuts_master import ACTIVE_SET_OK, master_active_set, master_refactor
 from worker.solvers.smo import solve_smo
 
 _csr = naive.csr_parts
@@ -164,6 +165,57 @@ def test_master_qp_matches_a_generic_solver():
         # a warm start from the optimum takes no step
         again = reduced_dual_smo(H, h, alpha, t, C, 1e-9, 1_000_000, grad)
         assert again[0] == 0
+
+
+@pytest.mark.parametrize("rank, max_changes", [(40, 1000), (4, 1000), (40, 2)])
+def test_active_set_master_matches_smo_along_added_cuts(rank, max_changes):
+    """The active-set master, warm-started as in the solver (one cut added per solve, its factor kept and
+    updated), reaches SMO's optimum at every step, also on a rank-deficient H; when it hands over (here:
+    a budget of 2 changes per solve), SMO finishes from its alpha and the factor is rebuilt next time."""
+    rng = np.random.default_rng(rank)
+    cap, C = 40, 25.0
+    Z = rng.normal(size=(cap, rank)) + 2.0  # nearly parallel cuts, as sampled cuts are
+    H_all = Z @ Z.T
+    h_all = rng.uniform(0.5, 1.5, size=cap)
+    L = np.zeros((cap, cap))
+    free = np.zeros(cap, dtype=np.int64)
+    alpha = np.zeros(cap)
+    grad = np.zeros(cap)
+    n_free = 0
+    handed_over = 0
+    for t in range(1, cap + 1):
+        H = np.zeros((cap, cap))
+        H[:t, :t] = H_all[:t, :t]
+        h = np.zeros(cap)
+        h[:t] = h_all[:t]
+        if n_free < 0:
+            n_free = master_refactor(H, alpha, t, L, free)
+        status = -1
+        if n_free >= 0:
+            status, n_free, _changes, value, gap, xi = master_active_set(
+                H, h, alpha, t, C, 1e-10, L, free, n_free, max_changes, grad
+            )
+        if status != ACTIVE_SET_OK:
+            handed_over += 1
+            _steps, value, gap, xi = reduced_dual_smo(H, h, alpha, t, C, 1e-10, 1_000_000, grad)
+            n_free = -1
+        else:
+            # the factor is that of H over the free set, which is the set of positive alphas
+            assert sorted(free[:n_free]) == list(np.flatnonzero(alpha[:t] > 0))
+            F = free[:n_free]
+            np.testing.assert_allclose(
+                L[:n_free, :n_free] @ L[:n_free, :n_free].T, H[np.ix_(F, F)], rtol=1e-8, atol=1e-8
+            )
+        reference = np.zeros(cap)
+        ref_grad = np.zeros(cap)
+        _steps, ref_value, _gap, ref_xi = reduced_dual_smo(H, h, reference, t, C, 1e-12, 10_000_000, ref_grad)
+        assert np.all(alpha[:t] >= 0) and alpha[:t].sum() <= C * (1 + 1e-12)
+        assert gap <= 1e-10
+        assert value == pytest.approx(ref_value, rel=1e-10, abs=1e-10)
+        assert value == pytest.approx(h[:t] @ alpha[:t] - 0.5 * alpha[:t] @ H[:t, :t] @ alpha[:t], rel=1e-10)
+        assert xi == pytest.approx(ref_xi, rel=1e-6, abs=1e-9)
+        np.testing.assert_allclose(grad[:t], h[:t] - H[:t, :t] @ alpha[:t], atol=1e-8)
+    assert (handed_over > 0) == (max_changes == 2)
 
 
 def test_stop_reasons(small):
