@@ -287,3 +287,52 @@ def test_two_threads_give_the_very_same_model(small, monkeypatch, variant):
     assert runs[0].n_iter == runs[1].n_iter
     np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
     np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])
+
+
+@pytest.mark.parametrize("single", [True, False])
+@pytest.mark.parametrize(
+    "kernel", [KERNEL, {"type": "poly", "gamma": 0.5, "coef0": 1.0, "degree": 2}, {"type": "linear"}]
+)
+@pytest.mark.parametrize("n_features", [5, 3000, 60_000])  # dense copies of the targets up to 2^22 values
+def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_features):
+    """_sampled_cuts_f_at: sum_u coef_u (K(x_u, x_t) + shift) at the targets, float32 only for rbf with a dense
+    copy (within 1e-6 of the sum of |terms|), float64 otherwise (1e-12)."""
+    from worker.solvers.kernels import kernel_params, row_sq_norms
+    from worker.solvers.sampled_cuts_kernels import _sampled_cuts_f_at
+
+    rng = np.random.default_rng(n_features)
+    X = sp.random(300, n_features, density=min(1.0, 4.0 / n_features) if n_features > 5 else 1.0, random_state=1)
+    X = sp.csr_matrix(X * 0.8)
+    indptr, indices, data = _csr(X)
+    indices = indices.astype(np.int32)
+    sq = row_sq_norms(indptr, data)
+    code, gamma, coef0, degree = kernel_params(kernel)
+    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    rows = np.sort(rng.choice(300, 120, replace=False)).astype(np.int64)
+    coef = rng.normal(size=rows.size) * 30.0
+    targets = rng.choice(300, 77).astype(np.int64)
+    out = np.empty(targets.size)
+    _sampled_cuts_f_at(
+        indptr,
+        indices,
+        data,
+        sq,
+        data.astype(np.float32),
+        sq.astype(np.float32),
+        kp,
+        1.0,
+        rows,
+        coef,
+        targets,
+        n_features,
+        out,
+        1,
+        100_000,
+        single,
+    )
+    dense = X.toarray()
+    K = naive.kernel_dense(dense[rows], dense[targets], kernel) + 1.0
+    expected = coef @ K
+    scale = np.abs(coef) @ np.abs(K)
+    float32_used = single and kernel["type"] == "rbf" and n_features * targets.size <= 1 << 22
+    np.testing.assert_array_less(np.abs(out - expected), (1e-6 if float32_used else 1e-12) * scale + 1e-300)

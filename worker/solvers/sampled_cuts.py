@@ -39,16 +39,22 @@ enough that the models are those of the solver this module had before, which sto
 gradients' spread instead: objectives within 3e-7 relative and the same iterations on 3,000 a9a-like
 rows). SMO alone needed ~5,000 steps per solve on 49,990 ijcnn1 rows (nearly parallel sampled cuts make
 H badly conditioned): 1.3 s of 4.8 s at r = 400, 24 s of 26 s at r = 100; the active-set method takes
-the same cuts (identical iterations, basis and objective there) in 0.08 s and 0.3 s. The gradient of cut k is its value c_k + <w, g_k> at w, and
-xi = max(0, max_k (c_k + <w, g_k>)).
+the same cuts (identical iterations, basis and objective there) in 0.08 s and 0.3 s. The gradient of
+cut k is its value c_k + <w, g_k> at w, and xi = max(0, max_k (c_k + <w, g_k>)).
 
 Algorithms
 ----------
 * ``variant="constant"``, Algorithm 2: a cut is built from r = ``sample_size`` rows S_1..S_r drawn
   uniformly with replacement (seeded splitmix64): c = (1/r) sum_j l_{S_j},
-  beta = (1/r) sum_j l_{S_j} y_{S_j} e_{S_j}. The values f(x_{S_j}) need K'(x_u, x_{S_j}) for every basis
-  row u of the active cuts (|U| * r kernel values); the same block gives the new column of H
-  (H_kt = sum_j beta_tj a_k(x_{S_j}), a_k(x) = sum_u beta_ku K'(x_u, x)), and H_tt takes r^2 more values.
+  beta = (1/r) sum_j l_{S_j} y_{S_j} e_{S_j}. The values f(x_{S_j}) = sum_u gamma_u K'(x_u, x_{S_j}) need
+  the basis rows u with gamma_u != 0 (|U_live| * r kernel values, the cost the paper counts as O(t r^2)
+  in Section 4.1.1); for the rbf kernel on rows that fit a dense copy these values are computed in
+  float32 (each within ~3e-7 relative of float64; summed in float32 over blocks of 64 rows and in float64
+  across blocks), which only decides which drawn rows have a loss and the sampled cut's value, both
+  compared with tol = 1e-3. The new column of H is computed in float64, as the new cut's expansion
+  b(x) = sum_j beta_tj K'(x_j, x) at the unique basis rows u of all cuts: H_kt = sum_u beta_ku b(x_u)
+  (|U| times the new cut's row count: about 40 of the r = 400 drawn rows on ijcnn1); H_tt takes the
+  square of that count more.
   Stopping (Section 6.1): after ``p`` consecutive sampled cuts that are not violated by more than
   ``tol`` (c + <w, g> <= xi + tol); a violated one is added and resets the count.
 * ``variant="linear"``, Algorithm 3: f(x_i) for all N rows comes from the cached A_ki = a_k(x_i)
@@ -80,8 +86,8 @@ rows, ascending), "dual_coef" (gamma over them: decision(x) = sum dual_coef K(x_
 dual (OP2's value: a lower bound on the master's primal, not on P for sampled cuts), primal (linear:
 exact; constant: estimate), gap, xi, cut_value, n_cuts, basis_size.
 
-What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's Gram column for the constant
-variant; the A row over all N rows for the linear one) are split by target rows over ``n_threads`` (numba
+What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's expansion at the basis rows
+for the constant variant; the A row over all N rows for the linear one) are split by target rows over ``n_threads`` (numba
 prange, each thread writing its own targets); every sum runs in the same order whatever the split, so the
 model is the same for 1 and 2 threads, and deterministic for a given seed.
 """
@@ -107,7 +113,7 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts_kernels import _sampled_cuts_basis_at, _sampled_cuts_draw, _sampled_cuts_expansion
+from worker.solvers.sampled_cuts_kernels import _sampled_cuts_draw, _sampled_cuts_expansion, _sampled_cuts_f_at
 from worker.solvers.sampled_cuts_master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
 
 VARIANTS = ("linear", "constant")
@@ -354,6 +360,8 @@ def solve_sampled_cuts(
     code, gamma, coef0, degree = kp
     kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
     sq = row_sq_norms(indptr, data)
+    data32 = data.astype(np.float32)  # the constant variant's decision values at the drawn rows (rbf)
+    sq32 = sq.astype(np.float32)
     rng = rng_state(int(seed))
     linear = variant == "linear"
     cuts = _Cuts(n, keep_a=linear)
@@ -480,27 +488,32 @@ def solve_sampled_cuts(
             # Algorithm 2, lines 12-16: r rows drawn uniformly, f there from the basis rows, the sampled cut
             _sampled_cuts_draw(rng, all_rows, n, r, draw)
             urows, uptr, ucut, ucoef = cuts.grouped_basis()
-            a_at = np.zeros((max(t, 1), r))
+            # f = sum_u gamma_u K'(x_u, .) over the basis rows with gamma_u = sum_k alpha_k beta_ku != 0
+            f_draw = np.zeros(r)
             if t:
-                _sampled_cuts_basis_at(
+                weighted = cuts.alpha[ucut] * ucoef
+                gamma_u = np.add.reduceat(weighted, uptr[:-1]) if weighted.size else np.zeros(0)
+                live = gamma_u != 0.0
+                f_rows = urows[live]
+                _sampled_cuts_f_at(
                     indptr,
                     indices,
                     data,
                     sq,
+                    data32,
+                    sq32,
                     kp,
                     shift,
-                    urows,
-                    uptr,
-                    ucut,
-                    ucoef,
+                    f_rows,
+                    gamma_u[live],
                     draw,
                     n_features,
-                    a_at,
+                    f_draw,
                     threads,
                     PAR_MIN_VALUES,
+                    True,
                 )
-                computed += urows.size * r
-            f_draw = alpha @ a_at[:t] if t else np.zeros(r)
+                computed += f_rows.size * r
             margins = y[draw] * f_draw
             hinge = np.maximum(0.0, 1.0 - margins)
             value = float(hinge.mean())
@@ -528,9 +541,31 @@ def solve_sampled_cuts(
                 loss = margins < 1.0
                 rows, coef = _combine(draw[loss], y[draw[loss]] / r)
                 c_new = float(np.count_nonzero(loss)) / r
-                # H_kt = sum_j beta_tj a_k(x_Sj): a_at columns of the loss rows, merged like rows
-                weights = y[draw[loss]] / r
-                column = a_at[:t, np.flatnonzero(loss)] @ weights if t else np.zeros(0)
+                # H_kt = <g_k, g_t> = sum_u beta_ku b(x_u) over cut k's rows u, with b(x) = sum_j beta_tj K'(x_j, x)
+                # the new cut's expansion, evaluated (in float64) at the unique basis rows
+                column = np.zeros(t)
+                if t:
+                    b_at_basis = np.empty(urows.size)
+                    _sampled_cuts_f_at(
+                        indptr,
+                        indices,
+                        data,
+                        sq,
+                        data32,
+                        sq32,
+                        kp,
+                        shift,
+                        rows,
+                        coef,
+                        urows,
+                        n_features,
+                        b_at_basis,
+                        threads,
+                        PAR_MIN_VALUES,
+                        False,
+                    )
+                    computed += urows.size * rows.size
+                    column = np.bincount(ucut, weights=ucoef * np.repeat(b_at_basis, np.diff(uptr)), minlength=t)
                 self_vals = np.empty(rows.size)
                 _sampled_cuts_expansion(
                     indptr,

@@ -7,12 +7,68 @@ whatever the split, so 1 and 2 threads give the same model."""
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange
+from numba.core import types
+from numba.extending import intrinsic
 
 from worker.solvers.common import rng_below
 from worker.solvers.kernels import KERNEL_RBF, clear_row, fast_exp, gather_dot, kernel_from_dot, scatter_row
 
 _DENSE_LIMIT = 1 << 22  # kernel values of a block below which the basis rows are densified (n_features x m)
+
+# ---------------------------------------------------------------------------------------------
+# float32 exponential for the decision values at the drawn rows (see _sampled_cuts_f_at)
+# ---------------------------------------------------------------------------------------------
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The IEEE-754 bits of a float32 as an int32 (a bit cast, no conversion)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, x):
+    """The float32 whose IEEE-754 bits are the given int32 (a bit cast, no conversion)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+_F32_LOG2E = np.float32(1.4426950408889634)
+_F32_SHIFT = np.float32(12582912.0)  # 1.5 * 2^23: adding it rounds to an integer held in the low bits
+_F32_LN2_HI = np.float32(0.693359375)  # ln 2 = _F32_LN2_HI + _F32_LN2_LO, k * _F32_LN2_HI exact for |k| < 2^8
+_F32_LN2_LO = np.float32(-2.12194440e-4)
+_F32_ONE = np.float32(1.0)
+_F32_C = tuple(np.float32(1.0 / f) for f in (2.0, 6.0, 24.0, 120.0, 720.0, 5040.0))
+_F32_MIN_ARG = np.float32(-87.0)  # exp(-87) = 1.6e-38, still a normal float32
+_F32_BLOCK = 64  # basis rows per float32 partial sum of the decision values
+_F64_CHUNK = 128  # targets per chunk of the float64 path
+
+
+@njit(cache=True, inline="always")
+def _exp_f32(x):
+    """exp(x) in float32 for x <= 0 (relative error below 1.2e-7; x below -87 gives exp(-87)).
+
+    The reduction of ``kernels.fast_exp`` in single precision: k = round(x / ln 2), |r| <= ln(2) / 2,
+    Taylor polynomial of degree 7 (truncation below 6e-9 relative), 2^k put into the exponent bits.
+    Branch-free, so that LLVM vectorizes the loop that calls it.
+    """
+    c2, c3, c4, c5, c6, c7 = _F32_C
+    xc = max(x, _F32_MIN_ARG)
+    kd = xc * _F32_LOG2E + _F32_SHIFT
+    k = kd - _F32_SHIFT
+    r = xc - k * _F32_LN2_HI - k * _F32_LN2_LO
+    p = _F32_ONE + r * (_F32_ONE + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * c7))))))
+    return p * _bits_f32((_f32_bits(kd) << np.int32(23)) + np.int32(127 << 23))
+
 
 # ---------------------------------------------------------------------------------------------
 # kernels
@@ -344,6 +400,202 @@ def _sampled_cuts_expansion(
             n_features,
             start,
             stop,
+            out,
+        )
+
+
+@njit(cache=True)
+def _sampled_cuts_f_at_rbf32(indptr, indices, data32, sq32, gamma32, rows, coef, dense_t32, sq_t32, lo, hi, out):
+    """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) over the targets t in [lo, hi), in
+    float32 (rows from data32/sq32, targets as the dense transposed copy dense_t32 with norms sq_t32):
+    partial sums over blocks of _F32_BLOCK rows in float32, added to out in float64."""
+    m = hi - lo
+    kv = np.empty(m, dtype=np.float32)
+    part = np.zeros(m, dtype=np.float32)
+    sqt = sq_t32[lo:hi]
+    acc = out[lo:hi]
+    zero = np.float32(0.0)
+    two = np.float32(2.0)
+    for u in range(rows.size):
+        o = rows[u]
+        for j in range(m):
+            kv[j] = zero
+        for k in range(indptr[o], indptr[o + 1]):
+            v = data32[k]
+            col = dense_t32[indices[k], lo:hi]
+            for j in range(m):
+                kv[j] += v * col[j]
+        sq_o = sq32[o]
+        c = np.float32(coef[u])
+        for j in range(m):
+            part[j] += c * _exp_f32(-gamma32 * max(sq_o + sqt[j] - two * kv[j], zero))
+        if u % _F32_BLOCK == _F32_BLOCK - 1 or u == rows.size - 1:
+            for j in range(m):
+                acc[j] += part[j]
+                part[j] = zero
+
+
+@njit(cache=True)
+def _sampled_cuts_f_at_range(
+    indptr,
+    indices,
+    data,
+    sq,
+    data32,
+    sq32,
+    kp,
+    rows,
+    coef,
+    targets,
+    sq_t,
+    dense_t,
+    dense_t32,
+    use_dense,
+    single,
+    n_features,
+    lo,
+    hi,
+    out,
+):
+    code, gamma, coef0, degree = kp
+    if single and code == KERNEL_RBF and use_dense:
+        _sampled_cuts_f_at_rbf32(
+            indptr,
+            indices,
+            data32,
+            sq32,
+            np.float32(gamma),
+            rows,
+            coef,
+            dense_t32,
+            sq_t.astype(np.float32),
+            lo,
+            hi,
+            out,
+        )
+        return
+    xbuf = np.zeros(n_features if not use_dense else 1)
+    kvals = np.empty(targets.size)
+    for start in range(lo, hi, _F64_CHUNK):  # chunks of targets whose dense columns stay in L1
+        stop = min(hi, start + _F64_CHUNK)
+        kv = kvals[start:stop]
+        acc = out[start:stop]
+        for u in range(rows.size):
+            _sampled_cuts_kvals(
+                rows[u], targets, start, stop, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, 0.0, xbuf, kvals
+            )
+            c = coef[u]
+            for j in range(stop - start):
+                acc[j] += c * kv[j]
+
+
+@njit(cache=True, parallel=True)
+def _sampled_cuts_f_at_parallel(
+    indptr,
+    indices,
+    data,
+    sq,
+    data32,
+    sq32,
+    kp,
+    rows,
+    coef,
+    targets,
+    sq_t,
+    dense_t,
+    dense_t32,
+    use_dense,
+    single,
+    n_features,
+    n_chunks,
+    out,
+):
+    m = targets.size
+    for c in prange(n_chunks):
+        _sampled_cuts_f_at_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            data32,
+            sq32,
+            kp,
+            rows,
+            coef,
+            targets,
+            sq_t,
+            dense_t,
+            dense_t32,
+            use_dense,
+            single,
+            n_features,
+            m * c // n_chunks,
+            m * (c + 1) // n_chunks,
+            out,
+        )
+
+
+@njit(cache=True)
+def _sampled_cuts_f_at(
+    indptr, indices, data, sq, data32, sq32, kp, shift, rows, coef, targets, n_features, out, threads, par_min, single
+):
+    """out[j] = sum_u coef[u] * K'(x_rows[u], x_targets[j]) (K' = K + shift): the decision values of the
+    expansion (rows, coef) at the targets.
+
+    With ``single``, rbf on a dense copy of the targets (the ijcnn1/a9a case): the kernel values are
+    computed in float32 (dot products, norms, exponential: each value within ~3e-7 of its float64 value)
+    and summed in float32 over blocks of 64 rows, the blocks in float64; everything else in float64.
+    Targets split over threads as in ``_sampled_cuts_basis_at``.
+    """
+    m = targets.size
+    use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
+    dense_t32 = dense_t.astype(np.float32)
+    total = 0.0
+    for u in range(rows.size):
+        total += coef[u]
+    for j in range(m):
+        out[j] = shift * total
+    if threads > 1 and rows.size * m >= par_min:
+        _sampled_cuts_f_at_parallel(
+            indptr,
+            indices,
+            data,
+            sq,
+            data32,
+            sq32,
+            kp,
+            rows,
+            coef,
+            targets,
+            sq_t,
+            dense_t,
+            dense_t32,
+            use_dense,
+            single,
+            n_features,
+            threads,
+            out,
+        )
+    else:
+        _sampled_cuts_f_at_range(
+            indptr,
+            indices,
+            data,
+            sq,
+            data32,
+            sq32,
+            kp,
+            rows,
+            coef,
+            targets,
+            sq_t,
+            dense_t,
+            dense_t32,
+            use_dense,
+            single,
+            n_features,
+            0,
+            m,
             out,
         )
 
