@@ -113,7 +113,14 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts_kernels import _sampled_cuts_draw, _sampled_cuts_expansion, _sampled_cuts_f_at
+from worker.solvers.sampled_cuts_kernels import (
+    _entries_group,
+    _entries_keep,
+    _entries_merge,
+    _sampled_cuts_draw,
+    _sampled_cuts_expansion,
+    _sampled_cuts_f_at,
+)
 from worker.solvers.sampled_cuts_master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
 
 VARIANTS = ("linear", "constant")
@@ -133,6 +140,10 @@ class _Cuts:
 
     def __init__(self, n_rows: int, keep_a: bool) -> None:
         self.rows: list[np.ndarray] = []
+        # every cut's basis entries (row, cut index, beta), sorted by row and then cut
+        self.e_rows = np.zeros(0, dtype=np.int64)
+        self.e_cut = np.zeros(0, dtype=np.int64)
+        self.e_coef = np.zeros(0)
         self.coef: list[np.ndarray] = []
         self.c: list[float] = []
         self.inactive: list[int] = []
@@ -192,6 +203,7 @@ class _Cuts:
         self.alpha[t] = 0.0
         if self.keep_a:
             self.A[t] = a_row
+        self.e_rows, self.e_cut, self.e_coef = _entries_merge(self.e_rows, self.e_cut, self.e_coef, rows, t, coef)
         self.rows.append(rows)
         self.coef.append(coef)
         self.c.append(float(c))
@@ -209,30 +221,28 @@ class _Cuts:
         self.H[:m, :m] = self.H[np.ix_(idx, idx)]
         self.alpha[:m] = self.alpha[idx]
         self.alpha[m:] = 0.0
+        new_index = np.full(t, -1, dtype=np.int64)
+        new_index[idx] = np.arange(m)
         if self.n_free > 0:  # the free cuts have alpha > 0, so they are all kept: renumber them
-            new_index = np.full(t, -1, dtype=np.int64)
-            new_index[idx] = np.arange(m)
             self.free[: self.n_free] = new_index[self.free[: self.n_free]]
         if self.keep_a:
             self.A[:m] = self.A[idx]
+        self.e_rows, self.e_cut, self.e_coef = _entries_keep(self.e_rows, self.e_cut, self.e_coef, new_index)
         self.rows = [self.rows[k] for k in keep]
         self.coef = [self.coef[k] for k in keep]
         self.c = [self.c[k] for k in keep]
         self.inactive = [self.inactive[k] for k in keep]
 
     def grouped_basis(self):
-        """Unique basis rows with CSR-like lists of (cut, coef) entries."""
-        if self.t == 0:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0)
-        rows = np.concatenate(self.rows)
-        cuts = np.repeat(np.arange(self.t, dtype=np.int64), [r.size for r in self.rows])
-        coef = np.concatenate(self.coef)
-        order = np.argsort(rows, kind="stable")  # by row; a row's entries keep the order of their cuts
-        sorted_rows = rows[order]
-        starts = np.flatnonzero(np.diff(sorted_rows, prepend=-1))
-        uptr = np.append(starts, sorted_rows.size).astype(np.int64)
-        return sorted_rows[starts].astype(np.int64), uptr, cuts[order], coef[order]
+        """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and
+        gamma_u = sum_k alpha_k beta_ku per unique row."""
+        urows, uptr, gamma = _entries_group(self.e_rows, self.e_cut, self.e_coef, self.alpha)
+        return urows, uptr, self.e_cut, self.e_coef, gamma
+
+    @property
+    def basis_size(self) -> int:
+        """Basis entries over all cuts (a row counts once per cut that holds it)."""
+        return int(self.e_rows.size)
 
     def expansion(self) -> tuple[np.ndarray, np.ndarray]:
         """(rows, gamma) with gamma = sum_k alpha_k beta_k, rows ascending, zeros dropped."""
@@ -433,7 +443,7 @@ def solve_sampled_cuts(
             if exact_value <= xi + tol:  # Algorithm 3, line 4: c' + <w, g'> <= xi + epsilon
                 converged = True
                 stop_reason = StopReason.CONVERGED
-                point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                point["basis_size"] = cuts.basis_size
                 record(point)
                 break
             frac = violators.size / n
@@ -487,12 +497,10 @@ def solve_sampled_cuts(
         else:
             # Algorithm 2, lines 12-16: r rows drawn uniformly, f there from the basis rows, the sampled cut
             _sampled_cuts_draw(rng, all_rows, n, r, draw)
-            urows, uptr, ucut, ucoef = cuts.grouped_basis()
+            urows, uptr, ucut, ucoef, gamma_u = cuts.grouped_basis()
             # f = sum_u gamma_u K'(x_u, .) over the basis rows with gamma_u = sum_k alpha_k beta_ku != 0
             f_draw = np.zeros(r)
             if t:
-                weighted = cuts.alpha[ucut] * ucoef
-                gamma_u = np.add.reduceat(weighted, uptr[:-1]) if weighted.size else np.zeros(0)
                 live = gamma_u != 0.0
                 f_rows = urows[live]
                 _sampled_cuts_f_at(
@@ -533,7 +541,7 @@ def solve_sampled_cuts(
                 if quiet >= p:
                     converged = True
                     stop_reason = StopReason.CONVERGED
-                    point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                    point["basis_size"] = cuts.basis_size
                     record(point)
                     break
             else:
@@ -588,7 +596,7 @@ def solve_sampled_cuts(
                 self_dot = float(self_vals @ coef)
                 cuts.add(rows, coef, c_new, column, self_dot, None)
                 solve_master()
-        point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+        point["basis_size"] = cuts.basis_size
         if iteration % int(trace_every) == 0:
             record(point)
         reason = control.check()

@@ -436,6 +436,29 @@ def _sampled_cuts_f_at_rbf32(indptr, indices, data32, sq32, gamma32, rows, coef,
 
 
 @njit(cache=True)
+def _sampled_cuts_f_at_rbf64(indptr, indices, data, sq, gamma, rows, coef, dense_t, sq_t, lo, hi, out):
+    """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) in float64 (the loops of the float32
+    version, with ``kernels.fast_exp``)."""
+    m = hi - lo
+    kv = np.empty(m)
+    sqt = sq_t[lo:hi]
+    acc = out[lo:hi]
+    for u in range(rows.size):
+        o = rows[u]
+        for j in range(m):
+            kv[j] = 0.0
+        for k in range(indptr[o], indptr[o + 1]):
+            v = data[k]
+            col = dense_t[indices[k], lo:hi]
+            for j in range(m):
+                kv[j] += v * col[j]
+        sq_o = sq[o]
+        c = coef[u]
+        for j in range(m):
+            acc[j] += c * fast_exp(-gamma * max(sq_o + sqt[j] - 2.0 * kv[j], 0.0))
+
+
+@njit(cache=True)
 def _sampled_cuts_f_at_range(
     indptr,
     indices,
@@ -473,6 +496,12 @@ def _sampled_cuts_f_at_range(
             hi,
             out,
         )
+        return
+    if code == KERNEL_RBF and use_dense:
+        for start in range(lo, hi, _F64_CHUNK):
+            _sampled_cuts_f_at_rbf64(
+                indptr, indices, data, sq, gamma, rows, coef, dense_t, sq_t, start, min(hi, start + _F64_CHUNK), out
+            )
         return
     xbuf = np.zeros(n_features if not use_dense else 1)
     kvals = np.empty(targets.size)
@@ -598,6 +627,78 @@ def _sampled_cuts_f_at(
             m,
             out,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# the basis entries of the cuts, kept sorted by (row, cut) from one iteration to the next
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _entries_merge(e_rows, e_cut, e_coef, rows, cut, coef):
+    """Merge the entries (rows ascending, all of cut ``cut``, the largest cut index) into the (row, cut)-sorted
+    entries: O(entries), no sort."""
+    n_old = e_rows.size
+    out_rows = np.empty(n_old + rows.size, dtype=np.int64)
+    out_cut = np.empty(n_old + rows.size, dtype=np.int64)
+    out_coef = np.empty(n_old + rows.size)
+    i = 0
+    j = 0
+    for q in range(n_old + rows.size):
+        if j >= rows.size or (i < n_old and e_rows[i] <= rows[j]):  # a row's older cuts come first
+            out_rows[q] = e_rows[i]
+            out_cut[q] = e_cut[i]
+            out_coef[q] = e_coef[i]
+            i += 1
+        else:
+            out_rows[q] = rows[j]
+            out_cut[q] = cut
+            out_coef[q] = coef[j]
+            j += 1
+    return out_rows, out_cut, out_coef
+
+
+@njit(cache=True)
+def _entries_keep(e_rows, e_cut, e_coef, new_index):
+    """The entries of the kept cuts (new_index[k] >= 0), renumbered; order kept."""
+    m = 0
+    for q in range(e_rows.size):
+        if new_index[e_cut[q]] >= 0:
+            m += 1
+    out_rows = np.empty(m, dtype=np.int64)
+    out_cut = np.empty(m, dtype=np.int64)
+    out_coef = np.empty(m)
+    m = 0
+    for q in range(e_rows.size):
+        k = new_index[e_cut[q]]
+        if k >= 0:
+            out_rows[m] = e_rows[q]
+            out_cut[m] = k
+            out_coef[m] = e_coef[q]
+            m += 1
+    return out_rows, out_cut, out_coef
+
+
+@njit(cache=True)
+def _entries_group(e_rows, e_cut, e_coef, alpha):
+    """Unique rows of the sorted entries, their ranges uptr, and gamma_u = sum of alpha[cut] * coef over
+    a row's entries (in cut order)."""
+    count = 0
+    for q in range(e_rows.size):
+        if q == 0 or e_rows[q] != e_rows[q - 1]:
+            count += 1
+    urows = np.empty(count, dtype=np.int64)
+    uptr = np.empty(count + 1, dtype=np.int64)
+    gamma = np.zeros(count)
+    u = -1
+    for q in range(e_rows.size):
+        if q == 0 or e_rows[q] != e_rows[q - 1]:
+            u += 1
+            urows[u] = e_rows[q]
+            uptr[u] = q
+        gamma[u] += alpha[e_cut[q]] * e_coef[q]
+    uptr[count] = e_rows.size
+    return urows, uptr, gamma
 
 
 @njit(cache=True)
