@@ -114,6 +114,7 @@ from worker.solvers.common import (
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts_kernels import (
+    _entries_column,
     _entries_group,
     _entries_keep,
     _entries_merge,
@@ -573,7 +574,7 @@ def solve_sampled_cuts(
                         False,
                     )
                     computed += urows.size * rows.size
-                    column = np.bincount(ucut, weights=ucoef * np.repeat(b_at_basis, np.diff(uptr)), minlength=t)
+                    column = _entries_column(uptr, ucut, ucoef, b_at_basis, t)
                 self_vals = np.empty(rows.size)
                 _sampled_cuts_expansion(
                     indptr,

@@ -702,6 +702,17 @@ def _entries_group(e_rows, e_cut, e_coef, alpha):
 
 
 @njit(cache=True)
+def _entries_column(uptr, e_cut, e_coef, b_at_rows, t):
+    """column[k] = sum over cut k's entries e of coef_e * b(x_row(e)), b given per unique row (uptr ranges)."""
+    column = np.zeros(t)
+    for u in range(uptr.size - 1):
+        b = b_at_rows[u]
+        for e in range(uptr[u], uptr[u + 1]):
+            column[e_cut[e]] += e_coef[e] * b
+    return column
+
+
+@njit(cache=True)
 def _sampled_cuts_draw(rng, pool, pool_size, count, out):
     """out[:count] = pool[j] for j drawn uniformly from [0, pool_size), with replacement (seeded splitmix64)."""
     for j in range(count):
