@@ -50,8 +50,9 @@ Algorithms
   the basis rows u with gamma_u != 0 (|U_live| * r kernel values, the cost the paper counts as O(t r^2)
   in Section 4.1.1); for the rbf kernel on rows that fit a dense copy these values are computed in
   float32 (each within ~3e-7 relative of float64; summed in float32 over blocks of 64 rows and in float64
-  across blocks), which only decides which drawn rows have a loss and the sampled cut's value, both
-  compared with tol = 1e-3. The new column of H is computed in float64, as the new cut's expansion
+  across blocks; on dense-ish rows the dot products by BLAS sgemm, one 64-row block at a time), which
+  only decides which drawn rows have a loss and the sampled cut's value, both compared with
+  tol = 1e-3. The new column of H is computed in float64, as the new cut's expansion
   b(x) = sum_j beta_tj K'(x_j, x) at the unique basis rows u of all cuts: H_kt = sum_u beta_ku b(x_u)
   (|U| times the new cut's row count: about 40 of the r = 400 drawn rows on ijcnn1); H_tt takes the
   square of that count more.

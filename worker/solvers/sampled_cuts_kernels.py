@@ -436,6 +436,39 @@ def _sampled_cuts_f_at_rbf32(indptr, indices, data32, sq32, gamma32, rows, coef,
 
 
 @njit(cache=True)
+def _sampled_cuts_f_at_rbf32_gemm(indptr, indices, data32, sq32, gamma32, rows, coef, dense_t32, sq_t32, lo, hi, out):
+    """What _sampled_cuts_f_at_rbf32 computes, with the dot products of each block of _F32_BLOCK rows as
+    one float32 matrix product (BLAS sgemm) of the block's dense copy and the targets' dense copy."""
+    m = hi - lo
+    nf = dense_t32.shape[0]
+    targets_t = np.ascontiguousarray(dense_t32[:, lo:hi])
+    block = np.zeros((_F32_BLOCK, nf), dtype=np.float32)
+    part = np.zeros(m, dtype=np.float32)
+    sqt = sq_t32[lo:hi]
+    acc = out[lo:hi]
+    zero = np.float32(0.0)
+    two = np.float32(2.0)
+    for b0 in range(0, rows.size, _F32_BLOCK):
+        nb = min(rows.size, b0 + _F32_BLOCK) - b0
+        for i in range(nb):
+            o = rows[b0 + i]
+            for f in range(nf):
+                block[i, f] = zero
+            for k in range(indptr[o], indptr[o + 1]):
+                block[i, indices[k]] = data32[k]
+        dots = np.dot(block[:nb], targets_t)
+        for i in range(nb):
+            sq_o = sq32[rows[b0 + i]]
+            c = np.float32(coef[b0 + i])
+            d_i = dots[i]
+            for j in range(m):
+                part[j] += c * _exp_f32(-gamma32 * max(sq_o + sqt[j] - two * d_i[j], zero))
+        for j in range(m):
+            acc[j] += part[j]
+            part[j] = zero
+
+
+@njit(cache=True)
 def _sampled_cuts_f_at_rbf64(indptr, indices, data, sq, gamma, rows, coef, dense_t, sq_t, lo, hi, out):
     """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) in float64 (the loops of the float32
     version, with ``kernels.fast_exp``)."""
@@ -482,20 +515,36 @@ def _sampled_cuts_f_at_range(
 ):
     code, gamma, coef0, degree = kp
     if single and code == KERNEL_RBF and use_dense:
-        _sampled_cuts_f_at_rbf32(
-            indptr,
-            indices,
-            data32,
-            sq32,
-            np.float32(gamma),
-            rows,
-            coef,
-            dense_t32,
-            sq_t.astype(np.float32),
-            lo,
-            hi,
-            out,
-        )
+        if 4 * (indptr[-1] - indptr[0]) >= n_features * (indptr.size - 1):  # dense-ish rows: sgemm pays
+            _sampled_cuts_f_at_rbf32_gemm(
+                indptr,
+                indices,
+                data32,
+                sq32,
+                np.float32(gamma),
+                rows,
+                coef,
+                dense_t32,
+                sq_t.astype(np.float32),
+                lo,
+                hi,
+                out,
+            )
+        else:
+            _sampled_cuts_f_at_rbf32(
+                indptr,
+                indices,
+                data32,
+                sq32,
+                np.float32(gamma),
+                rows,
+                coef,
+                dense_t32,
+                sq_t.astype(np.float32),
+                lo,
+                hi,
+                out,
+            )
         return
     if code == KERNEL_RBF and use_dense:
         for start in range(lo, hi, _F64_CHUNK):
@@ -573,7 +622,9 @@ def _sampled_cuts_f_at(
 
     With ``single``, rbf on a dense copy of the targets (the ijcnn1/a9a case): the kernel values are
     computed in float32 (dot products, norms, exponential: each value within ~3e-7 of its float64 value)
-    and summed in float32 over blocks of 64 rows, the blocks in float64; everything else in float64.
+    and summed in float32 over blocks of 64 rows, the blocks in float64; the dot products of a block as
+    one float32 matrix product (BLAS sgemm) when the rows are dense-ish (nonzeros >= n_features / 4 per
+    row on average: ijcnn1, not a9a). Everything else in float64.
     Targets split over threads as in ``_sampled_cuts_basis_at``.
     """
     m = targets.size
