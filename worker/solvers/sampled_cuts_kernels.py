@@ -515,36 +515,12 @@ def _sampled_cuts_f_at_range(
 ):
     code, gamma, coef0, degree = kp
     if single and code == KERNEL_RBF and use_dense:
-        if 4 * (indptr[-1] - indptr[0]) >= n_features * (indptr.size - 1):  # dense-ish rows: sgemm pays
-            _sampled_cuts_f_at_rbf32_gemm(
-                indptr,
-                indices,
-                data32,
-                sq32,
-                np.float32(gamma),
-                rows,
-                coef,
-                dense_t32,
-                sq_t.astype(np.float32),
-                lo,
-                hi,
-                out,
-            )
+        dense_ish = 4 * (indptr[-1] - indptr[0]) >= n_features * (indptr.size - 1)  # then sgemm pays
+        args = (indptr, indices, data32, sq32, np.float32(gamma), rows, coef, dense_t32, sq_t.astype(np.float32))
+        if dense_ish:
+            _sampled_cuts_f_at_rbf32_gemm(*args, lo, hi, out)
         else:
-            _sampled_cuts_f_at_rbf32(
-                indptr,
-                indices,
-                data32,
-                sq32,
-                np.float32(gamma),
-                rows,
-                coef,
-                dense_t32,
-                sq_t.astype(np.float32),
-                lo,
-                hi,
-                out,
-            )
+            _sampled_cuts_f_at_rbf32(*args, lo, hi, out)
         return
     if code == KERNEL_RBF and use_dense:
         for start in range(lo, hi, _F64_CHUNK):
