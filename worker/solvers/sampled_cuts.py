@@ -148,7 +148,7 @@ class _Cuts:
         self.e_coef = np.zeros(0)
         self.coef: list[np.ndarray] = []
         self.c: list[float] = []
-        self.inactive: list[int] = []
+        self.inactive = np.zeros(16, dtype=np.int64)  # consecutive solves with alpha_k = 0, per cut
         self.H = np.zeros((16, 16))
         self.alpha = np.zeros(16)
         self.grad = np.zeros(16)
@@ -178,6 +178,9 @@ class _Cuts:
         free = np.zeros(size, dtype=np.int64)
         free[:t] = self.free[:t]
         self.free = free
+        inactive = np.zeros(size, dtype=np.int64)
+        inactive[:t] = self.inactive[:t]
+        self.inactive = inactive
         for name in ("alpha", "grad"):
             old = getattr(self, name)
             new = np.zeros(size)
@@ -209,16 +212,16 @@ class _Cuts:
         self.rows.append(rows)
         self.coef.append(coef)
         self.c.append(float(c))
-        self.inactive.append(0)
+        self.inactive[t] = 0
 
     def drop_inactive(self, max_inactive: int) -> None:
         t = self.t
-        for k in range(t):
-            self.inactive[k] = self.inactive[k] + 1 if self.alpha[k] <= 0.0 else 0
-        keep = [k for k in range(t) if self.inactive[k] < max_inactive]
-        if len(keep) == t:
+        inactive = self.inactive[:t]
+        inactive[:] = np.where(self.alpha[:t] > 0.0, 0, inactive + 1)
+        if int(inactive.max(initial=0)) < max_inactive:
             return
-        idx = np.asarray(keep, dtype=np.int64)
+        idx = np.flatnonzero(inactive < max_inactive)
+        keep = idx.tolist()
         m = idx.size
         self.H[:m, :m] = self.H[np.ix_(idx, idx)]
         self.alpha[:m] = self.alpha[idx]
@@ -233,7 +236,7 @@ class _Cuts:
         self.rows = [self.rows[k] for k in keep]
         self.coef = [self.coef[k] for k in keep]
         self.c = [self.c[k] for k in keep]
-        self.inactive = [self.inactive[k] for k in keep]
+        self.inactive[:m] = self.inactive[idx]
 
     def grouped_basis(self):
         """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and
@@ -655,25 +658,30 @@ def solve_sampled_cuts(
 
 
 def warm_up() -> None:
-    """Compile every kernel of this module on a tiny problem (both variants, dense and sparse paths)."""
+    """Compile every kernel of this module on tiny problems: both variants, rows dense (sgemm) and sparse
+    relative to n_features, cuts dropped (max_inactive 1), and the master's refactoring."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
     dense = rng.normal(size=(60, 3))
     y = np.where(dense[:, 0] + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
-    matrix = sp.csr_matrix(dense)
-    indptr = matrix.indptr.astype(np.int64)
-    indices = matrix.indices.astype(np.int32)
-    for variant in VARIANTS:
-        solve_sampled_cuts(
-            indptr,
-            indices,
-            matrix.data,
-            y,
-            n_features=3,
-            C=1.0,
-            kernel={"type": "rbf", "gamma": 0.5},
-            variant=variant,
-            sample_size=20,
-            max_iter=5,
-        )
+    for n_features in (3, 12):  # 3 of 3 features set: dense-ish rows; 3 of 12: sparse ones
+        matrix = sp.csr_matrix(np.hstack([dense, np.zeros((60, n_features - 3))]))
+        indptr = matrix.indptr.astype(np.int64)
+        indices = matrix.indices.astype(np.int32)
+        for variant in VARIANTS:
+            solve_sampled_cuts(
+                indptr,
+                indices,
+                matrix.data,
+                y,
+                n_features=n_features,
+                C=1.0,
+                kernel={"type": "rbf", "gamma": 0.5},
+                variant=variant,
+                sample_size=20,
+                max_iter=5,
+                max_inactive=1,
+            )
+    H = np.eye(2)
+    master_refactor(H, np.ones(2), 2, np.zeros((2, 2)), np.zeros(2, dtype=np.int64))

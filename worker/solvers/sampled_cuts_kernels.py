@@ -605,7 +605,7 @@ def _sampled_cuts_f_at(
     """
     m = targets.size
     use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
-    dense_t32 = dense_t.astype(np.float32)
+    dense_t32 = dense_t.astype(np.float32) if single else np.zeros((1, 1), dtype=np.float32)
     total = 0.0
     for u in range(rows.size):
         total += coef[u]
