@@ -405,9 +405,11 @@ def test_distributed_search_spreads_over_the_workers(service, http):
     assert strip(local["search_results"]) == strip(results), "same folds, same warm paths, same table"
 
 
-def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatch):
+@pytest.mark.parametrize("grid", [[0.001, 0.01, 0.1, 1.0], [1e-5, 1e-4]])
+def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatch, grid):
     """With few paths the refit's path on all the data runs as tasks among the folds' fits: same model as
-    walking it after the search (the same warm chain), with 1 or 2 processes."""
+    walking it after the search (the same warm chain), with 1 or 2 processes. Its fit at the largest C
+    waits until that C is known to win (second grid: it wins; first: it does not, and never runs)."""
     import worker.search as search_module
 
     arrays, n_features = cancer_arrays()
@@ -422,7 +424,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
         "trace_every": 1,
         "seed": 0,
         "max_seconds": None,
-        "search": {"C": [0.001, 0.01, 0.1, 1.0], "cv_folds": 3, "seed": 7, "warm_start": True},
+        "search": {"C": grid, "cv_folds": 3, "seed": 7, "warm_start": True},
     }
 
     def run(processes):
@@ -451,5 +453,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
         np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
         assert strip_timing(outcome.meta["search_results"]) == strip_timing(after.meta["search_results"])
         assert any(p.get("stage") == "refit" for p in sink.jobs.points)
-        if processes == 1:
-            assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "one process walks only up to the best C"
+        # the best C is 0.1 (first grid) and 1e-4, the largest (second): the refit's fit at the largest C
+        # ran only in the second, once the search had scored it
+        assert outcome.meta["refit_path"]["C"] == ([0.001, 0.01, 0.1] if len(grid) == 4 else grid)
+        assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "walked only up to the best C"

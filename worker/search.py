@@ -39,8 +39,11 @@ the last fit's trace reaches the job. When the fits are tasks (few paths), that 
 runs among them: with several processes it goes first at every C (it is the longest chain: walked
 after the search it was a serial tail of about a fifth of a two-label search on a9a, which capped 2
 processes near 1.67x), as far as the best C once that is known (the fits beyond it are speculative,
-counted in ``refit_path.fits_beyond_best``); with one process it runs after the search, up to the
-best C only. Its fit at the best C is the model, the same one the walk after the search gives.
+counted in ``refit_path.fits_beyond_best``), except its fit at the largest C: that one waits until
+every setting is scored and runs only if the largest C wins (it is the most expensive fit, and run
+speculatively it took a process from the last folds' fits); with one process it runs after the
+search, up to the best C only. At each C the fold whose previous fit took longest goes first, so that
+the processes end together (a9a, 2 processes: 1.63x -> 1.75x over one). Its fit at the best C is the model, the same one the walk after the search gives.
 """
 
 from __future__ import annotations
@@ -403,9 +406,9 @@ class Search:
             if path.warm and not split:
                 tasks.append(((0, p), (p, 0, len(path.Cs), None)))
             elif path.fold == ALL_ROWS:
-                tasks.append(((refit_offset, ALL_ROWS, p), (p, 0, 1, None)))
+                tasks.append(((refit_offset, -math.inf, p), (p, 0, 1, None)))
             elif path.warm:
-                tasks.append(((0, path.fold, p), (p, 0, 1, None)))
+                tasks.append(((0, 0.0, path.fold, p), (p, 0, 1, None)))
             else:
                 # independent fits: largest C first (longest-processing-time-first keeps the processes even)
                 for i in range(len(path.Cs) - 1, -1, -1):
@@ -450,6 +453,8 @@ class Search:
             best = table(rows, self.metric, self.search, self.warm)["best"]
             return best["C"] if best is not None else -np.inf
 
+        parked: list[tuple[tuple, tuple]] = []  # the refit's fits at the largest C, until the best C is known
+
         def on_done(payload, result):
             p, start, stop, _ = payload
             records, state = result
@@ -459,8 +464,13 @@ class Search:
                     self.full_results[(path.problem, record.C)] = record.result
                 best = best_C()
                 more = stop < len(path.Cs) and records and records[-1].stop_reason != StopReason.CANCELED.value
+                if more and best is None and stop == len(path.Cs) - 1:
+                    # the fit at the largest C is only needed if that C wins: run it once that is known (it
+                    # is the most expensive fit, and would otherwise take a process from the last folds' fits)
+                    parked.append(((refit_offset + stop, -math.inf, p), (p, stop, stop + 1, state)))
+                    return []
                 if more and (best is None or path.Cs[stop - 1] < best):
-                    return [((refit_offset + stop, ALL_ROWS, p), (p, stop, stop + 1, state))]
+                    return [((refit_offset + stop, -math.inf, p), (p, stop, stop + 1, state))]
                 return []
             target = cold if path.cold_reference else cells
             new_rows = []
@@ -471,11 +481,16 @@ class Search:
                     if path.cold_reference:
                         continue
                     new_rows.append(self.cell_row(path.fold, path.gamma, target.pop(key)))
+            released = []
             if new_rows:
                 rows.extend(new_rows)
                 if on_rows is not None:
                     on_rows(new_rows)
                 maybe_publish()
+                best = best_C()
+                if best is not None and parked:
+                    released = [task for task in parked if paths[task[1][0]].Cs[task[1][1] - 1] < best]
+                    parked.clear()
             if (
                 path.warm
                 and split
@@ -483,8 +498,10 @@ class Search:
                 and len(records) == stop - start
                 and records[-1].stop_reason != StopReason.CANCELED.value
             ):
-                return [((stop, path.fold, p), (p, stop, stop + 1, state))]
-            return []
+                # at each C the slowest fold's fit goes first (its last fit is likeliest to run alone at the end)
+                priority = (stop, -records[-1].seconds, path.fold, p)
+                return released + [(priority, (p, stop, stop + 1, state))]
+            return released
 
         maybe_publish(force=True)
         run_task_graph(

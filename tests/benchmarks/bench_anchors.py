@@ -208,7 +208,13 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
         for label in ("ours_1thread_tight", "ours_tight"):
             s = summary[label]["seconds_to_anchor_objective"]
             summary[label]["ratio_to_anchor"] = (s / anchor_s) if (s is not None and anchor_s > 0) else None
-        row[solver] = {"anchor": anchor_name, "runs": runs, "summary": summary}
+        row[solver] = {
+            "anchor": anchor_name,
+            "runs": runs,
+            "summary": summary,
+            "measured_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            "load_average": os.getloadavg(),
+        }
         if solver == "ocas":
             iters = {}
             for tol_rel in (0.01, 0.001):
@@ -377,7 +383,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default="sector1,a9a,w8a,ijcnn1,syn20k")
     parser.add_argument("--Cs", default="0.1,1,10,100", help="C values for sector1 (the others run at C = 1)")
-    parser.add_argument("--solvers", default="ocas,cpa,dcd")
+    parser.add_argument(
+        "--solvers", default="ocas,cpa,dcd", help="pairs to run (the JSON keeps the other pairs' earlier results)"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--threads",
@@ -413,7 +421,7 @@ def main(argv=None) -> int:
     threads = args.threads or max(1, available_cores() // 2)
     rows = []
     load_start = os.getloadavg()
-    sets = args.sets.split(",") + (["syn2m"] if args.big else [])
+    sets = [name for name in args.sets.split(",") if name] + (["syn2m"] if args.big else [])  # --sets "": none
     for name in sets:
         Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
         for C in Cs:
@@ -429,7 +437,8 @@ def main(argv=None) -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     keyed = {(r["data"], r["C"]): r for r in previous.get("rows", [])}
-    keyed.update({(r["data"], r["C"]): r for r in rows})
+    for r in rows:  # a run of some solvers (--solvers) keeps the other solvers' earlier results of the row
+        keyed[(r["data"], r["C"])] = {**keyed.get((r["data"], r["C"]), {}), **r}
     result["rows"] = list(keyed.values())
     if "sector_all" not in result and "sector_all" in previous:
         result["sector_all"] = previous["sector_all"]

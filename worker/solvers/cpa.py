@@ -25,6 +25,25 @@ Each iteration (Algorithm 1, lines 4-8):
      c+ / c- of Algorithm 2 by a sort and R - 1 sweeps (O(n log n + R n), no pair is enumerated);
   4. stop if it is violated by at most the tolerance (line 9), else add it to W (line 8).
 
+Listed passes (classification with dense cuts, i.e. more rows than features). Any c in {0,1}^n gives
+a valid constraint of OP2 (R(w) >= sum_i c_i (1 - y_i <w, x_i>) for every w), so the reduced problem's
+dual value stays a lower bound whatever cut is added; only the stop needs the most violated one.
+After every full pass (step 2 over all rows) at a point w_ref, the ``LISTED_SHARE`` (20%) of the rows
+with the smallest |1 - y_i o_i| / |x_i| are listed, and ``radius`` is that ratio of the first row not
+listed. The next iterations compute the outputs of the listed rows only; the other rows keep their
+c_i. The loss of that cut at w_t is exact all the same (sum_i c_i (1 - y_i o_i) = sum_i c_i - <z, w_t>,
+one dot product with the cut vector z, which is built incrementally from the rows whose c_i changed).
+Since |<w_t - w_ref, x_i>| <= |w_t - w_ref| |x_i|, no unlisted row can change sides while
+|w_t - w_ref| < radius: then the cut is the most violated one and F(w_t) is exact (an exact iteration,
+with the stopping test). Farther away the cut is kept if its violation at w_t is at least
+``LISTED_KEEP`` (a quarter) of the last exact iteration's, at most ``LISTED_RUN`` (50) times in a row;
+otherwise the iteration makes a full pass. Every cut added is violated at w_t, so every iteration
+raises the dual; the exact iterations add the most violated cut as Algorithm 1 does (so Lemma 2's
+bound holds for them), at most LISTED_RUN listed iterations come between two of them, and the
+stopping rules below are only ever tested at exact iterations. On w8a, ijcnn1 and a9a this makes an iteration 1.9-2.7 times cheaper on
+average (tests/benchmarks/README.md). Trace points of listed iterations
+that are not exact carry ``primal``, ``gap`` and ``violation`` None (F(w_t) is not known there).
+
 Stopping rule in the user's terms. The reduced dual value D_t never decreases and is a lower bound
 of the optimum F(w*); the best iterate's F(w) is an upper bound. ``tol_rel`` (default 0.01) stops
 when F(w) - D_t <= tol_rel * F(w): the returned model is certified within tol_rel (relatively) of the
@@ -44,14 +63,18 @@ are checked after every iteration.
 Where the cuts live, and what runs in parallel: as in ``ocas`` (``worker.solvers.cut_store``: dense
 cuts for data with more rows than features, cuts as row coefficients and outputs otherwise, where
 the outputs of w_t cost no pass over the data; numba threads over row chunks and feature ranges).
+The listed passes run over chunks of the listed rows, which are copied at each full pass into a CSR
+of their own (memory: about LISTED_SHARE of the data's non-zeros, plus |x_i| per row); the iterates
+are the same for any number of threads.
 
 Output. The iterate with the smallest F seen (Algorithm 1 returns the last one; the best one is at
 least as good and has the same guarantee), as ``w`` over the real features and ``bias = B * w_B``.
 Trace point per iteration: iteration, elapsed_s, primal = F(w_t) of the current iterate,
 best_primal, lower_bound = the reduced dual value (a lower bound of the optimum that never
 decreases), gap = primal - lower_bound, violation = (R - xi)/n in the units of ``tol``, n_cuts, and
-gap_rel = (best_primal - lower_bound) / best_primal, and the seconds of the phases qp_s,
-outputs_s, cut_s (most violated constraint, its sum and Gram row). ``extra["gap_rel"]`` is the
+gap_rel = (best_primal - lower_bound) / best_primal, rows_computed (n, or the listed rows), and the
+seconds of the phases qp_s, outputs_s, cut_s (most violated constraint, its sum and Gram row).
+``extra["full_passes"]`` counts the iterations that computed every output. ``extra["gap_rel"]`` is the
 certified relative gap of the returned model; ``extra["objective_name"]`` says which problem's objective
 ``objective`` is ("classification" or a pairwise one).
 For "ordinal", ``extra["ranks"]`` and ``extra["thresholds"]`` hold the rank values and the
@@ -79,7 +102,7 @@ from worker.solvers.common import (
     check_positive,
 )
 from worker.solvers.cut_store import choose, prepare_data
-from worker.solvers.data_passes import available_cores, compact_chunks, threads
+from worker.solvers.data_passes import available_cores, compact_chunks, row_chunks, threads
 from worker.solvers.ranking import PAIRWISE_OBJECTIVES, fit_thresholds, pairwise_cut, pairwise_setup
 
 OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
@@ -91,6 +114,15 @@ OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
 # QP_FINE * C * m * tol.
 QP_REL = 0.1
 QP_FINE = 1e-3
+
+# Listed passes (classification with dense cuts; see ``_cpa_loop``): after every full pass the
+# LISTED_SHARE of the rows nearest the margin (smallest |1 - y_i o_i| / |x_i|) are listed, and the
+# next iterations compute the outputs of those rows only. A cut built that way is accepted when its
+# violation at w_t is at least LISTED_KEEP times the violation of the last exact cut, at most
+# LISTED_RUN times in a row; otherwise the iteration makes a full pass.
+LISTED_SHARE = 0.2
+LISTED_KEEP = 0.25
+LISTED_RUN = 50
 
 
 @njit(cache=True)
@@ -148,6 +180,69 @@ def hinge_parts(y, o, chunks, parts, serial):
     else:
         for c in prange(chunks.shape[0] - 1):
             parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
+
+
+@njit(cache=True)
+def _row_norms(indptr, data, B, nu):
+    """nu[i] = |x_i| with the bias feature B counted."""
+    for i in range(indptr.shape[0] - 1):
+        acc = B * B
+        for k in range(indptr[i], indptr[i + 1]):
+            acc += float(data[k]) * float(data[k])
+        nu[i] = math.sqrt(acc)
+
+
+@njit(cache=True)
+def _copy_rows(indptr, indices, data, listed, m, sub_indptr, sub_indices, sub_data):
+    """The rows listed[:m] as a CSR matrix of their own (sub_indptr[q] .. sub_indptr[q + 1]: row listed[q]),
+    so that the listed iterations read contiguous memory; returns its number of non-zeros."""
+    pos = 0
+    sub_indptr[0] = 0
+    for q in range(m):
+        i = listed[q]
+        for k in range(indptr[i], indptr[i + 1]):
+            sub_indices[pos] = indices[k]
+            sub_data[pos] = data[k]
+            pos += 1
+        sub_indptr[q + 1] = pos
+    return pos
+
+
+@njit(cache=True)
+def _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts):
+    n_changed = 0
+    d_count = 0
+    d_sum = 0.0
+    base = lchunks[c]
+    for q in range(lchunks[c], lchunks[c + 1]):
+        i = listed[q]
+        acc = 0.0
+        for k in range(sub_indptr[q], sub_indptr[q + 1]):
+            acc += sub_data[k] * w[sub_indices[k]]
+        o[i] = acc + w_bias
+        g = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
+        if g != gamma[i]:
+            d_count += (1 if g != 0.0 else 0) - (1 if gamma[i] != 0.0 else 0)
+            d_sum += g - gamma[i]
+            gamma[i] = g
+            changed[base + n_changed] = i
+            n_changed += 1
+    parts[0, c] = n_changed
+    parts[1, c] = d_count
+    parts[2, c] = d_sum
+
+
+@njit(cache=True, parallel=True)
+def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, o, gamma, changed, parts):
+    """For the listed rows only (their copy ``sub_*``, in chunks ``lchunks`` of the list):
+    o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1].
+
+    Per chunk c: the rows whose gamma_i changed at changed[lchunks[c]:] (``compact_chunks`` gathers
+    them), their number in parts[0, c], the change of the number of rows in the cut in parts[1, c] and
+    of sum_i gamma_i in parts[2, c]. (With one thread the caller runs ``_listed_cut_chunk`` on one
+    chunk itself: no parallel region to start.)"""
+    for c in prange(lchunks.shape[0] - 1):
+        _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts)
 
 
 def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
@@ -264,11 +359,36 @@ def _cpa_loop(
     fine_tol = QP_FINE * C * m * tol if tol is not None else 0.0
     n_sel = 0
     gsum = 0.0
+    # listed passes (dense cuts, classification): the reference point of the last full pass, its
+    # listed rows and the radius within which the listed rows alone decide the cut exactly
+    listed_passes = classification and store.kind == "dense"
+    if listed_passes:
+        nu = np.empty(n)
+        _row_norms(X.indptr, X.data, X.B, nu)
+        n_listed = min(n, max(1, int(math.ceil(LISTED_SHARE * n))))
+        listed = np.zeros(n_listed, dtype=np.int64)
+        changed = np.zeros(n_listed, dtype=np.int64)
+        sub_indptr = np.zeros(n_listed + 1, dtype=np.int64)
+        sub_indices = np.zeros(0, dtype=X.indices.dtype)
+        sub_data = np.zeros(0, dtype=X.data.dtype)
+        lchunks = np.zeros(2, dtype=np.int64)
+        parts = np.zeros((3, 1))  # per chunk of the list: changed rows, change of count, change of sum
+        w_ref = np.zeros(X.d + 1)
+    n_cut = 0  # rows in the last cut (gamma_i != 0) and their sum of gamma_i
+    cut_sum = 0.0
+    have_ref = False
+    radius = 0.0
+    last_violation = 0.0
+    run = 0
+    n_full = 0
     for it in range(max_iter):
         n_iter = it + 1
         t_qp = t_out = t_cut = 0.0
         qp_tol = QP_REL * prev_gap if math.isfinite(prev_gap) else 0.0
         qp_tol = max(qp_tol, 1e-13 * max(1.0, abs(best_F) if math.isfinite(best_F) else 1.0))
+        qp_tol_next = qp_tol  # what the next iteration uses after a listed one (prev_gap unchanged)
+        exact = True
+        prepared = False
         while True:
             t0 = time.perf_counter()
             D, _, _ = rp.solve(qp_tol)
@@ -276,21 +396,70 @@ def _cpa_loop(
             t = rp.t
             xi = max(0.0, float(np.max(rp.b[:t] - rp.h_alpha[:t]))) if t else 0.0
             t1 = time.perf_counter()
-            store.outputs_of_wt(o)
-            t2 = time.perf_counter()
-            if classification:
-                _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
-                risk = float(np.sum(risk_parts))
-                gsum = float(np.sum(gsum_parts))
-                b_cut = float(np.sum(count_parts))
+            listed_exact = False
+            if have_ref and run < LISTED_RUN:
+                # outputs of the listed rows only; the other rows keep their coefficient of the last
+                # full pass. The cut is valid whatever the coefficients; its loss at w_t is exact:
+                # sum_i gamma_i (1 - y_i o_i) = count - <z, w_t>. It is the most violated cut when
+                # w_t is within ``radius`` of the reference (|o_i - o_i,ref| <= |w_t - w_ref| |x_i|)
+                w = store.update_wt()
+                delta = float(np.linalg.norm(w - w_ref))
+                lists = (sub_indptr, sub_indices, sub_data, w, X.B * float(w[X.d]), y, listed, lchunks)
+                if X.serial:  # one chunk, in this thread (no parallel region to start)
+                    _listed_cut_chunk(*lists, 0, o, gamma, changed, parts)
+                    n_changed = int(parts[0, 0])
+                    n_cut += int(parts[1, 0])
+                    cut_sum += float(parts[2, 0])
+                else:
+                    _listed_cut(*lists, o, gamma, changed, parts)
+                    n_changed = compact_chunks(lchunks, parts[0].astype(np.int64), changed)
+                    n_cut += int(np.sum(parts[1]))
+                    cut_sum += float(np.sum(parts[2]))
+                t2 = time.perf_counter()
+                gsum = cut_sum
+                z = store.prepare_cut(gamma, changed, n_changed, gsum)
+                b_cut = float(n_cut)
+                risk = max(0.0, b_cut - float(z @ w))
+                listed_exact = delta * (1.0 + 1e-9) + 1e-12 < radius
+                # kept: violated enough, and by more than the next solve's tolerance (the reduced
+                # problem's gap grows by at least C (risk - xi) with this cut, so that solve moves w)
+                kept = C * (risk - xi) >= LISTED_KEEP * last_violation and C * (risk - xi) > qp_tol_next
+                if not listed_exact and kept:
+                    exact = False
+                    prepared = True
+                    n_sel = n_cut
+                    t_qp += t1 - t0
+                    t_out += t2 - t1
+                    t_cut += time.perf_counter() - t2
+                    break
+                prepared = listed_exact
+                n_sel = n_cut
+                t3 = time.perf_counter()
+                t_out += t2 - t1
+                t_cut += t3 - t2
+                t1 = t3
+            if not listed_exact:
+                store.outputs_of_wt(o)
+                t2 = time.perf_counter()
+                if classification:
+                    _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, X.serial)
+                    risk = float(np.sum(risk_parts))
+                    gsum = float(np.sum(gsum_parts))
+                    b_cut = float(np.sum(count_parts))
+                    n_cut = int(np.sum(count_parts))
+                    cut_sum = gsum
+                else:
+                    b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
+                    gsum = 0.0
+                n_full += 1
             else:
-                b_cut, risk = pairwise_cut(o, setup, cplus, cminus, gamma)
-                gsum = 0.0
+                t2 = t1
             F = 0.5 * store.sq_norm_t() + C * risk
             if F < best_F:
                 best_F = F
                 store.keep_t()
             violation = (risk - xi) / m
+            last_violation = C * (risk - xi)
             gap = best_F - lower
             converged = gap <= tol_rel * best_F
             paper_rule = tol is not None and violation <= tol
@@ -311,17 +480,43 @@ def _cpa_loop(
             stop_reason = stopped
             break
         t3 = time.perf_counter()
-        if not converged:
-            if classification:
-                n_sel = compact_chunks(chunks, count_parts, rows)
+        if exact and listed_passes and not listed_exact:  # a full pass: new reference, new listed rows
+            np.copyto(w_ref, store.w_t)
+            ratio = np.abs(1.0 - y * o) / nu
+            if n_listed < n:
+                order = np.argpartition(ratio, n_listed)
+                listed[:] = np.sort(order[:n_listed])
+                radius = float(ratio[order[n_listed]])
             else:
-                sel = np.flatnonzero(gamma)
-                n_sel = sel.shape[0]
-                rows[:n_sel] = sel
-            store.add_cut(gamma, rows, n_sel, gsum, b_cut)
+                listed[:] = np.arange(n)
+                radius = math.inf
+            sub_nnz = int(np.sum(X.indptr[listed + 1] - X.indptr[listed]))
+            if sub_indices.shape[0] < sub_nnz:
+                sub_indices = np.zeros(int(1.25 * sub_nnz), dtype=X.indices.dtype)
+                sub_data = np.zeros(int(1.25 * sub_nnz), dtype=X.data.dtype)
+            _copy_rows(X.indptr, X.indices, X.data, listed, n_listed, sub_indptr, sub_indices, sub_data)
+            # chunks of the list for the threads (one chunk for one thread: less to add up per
+            # iteration); the iterates do not depend on them (integer sums, changed rows in list order)
+            lchunks = np.array([0, n_listed], dtype=np.int64) if X.serial else row_chunks(sub_indptr)
+            parts = np.zeros((3, lchunks.shape[0] - 1))
+            have_ref = True
+        run = 0 if exact else run + 1
+        if not converged:
+            if not prepared:
+                if classification:
+                    n_sel = compact_chunks(chunks, count_parts, rows)
+                else:
+                    sel = np.flatnonzero(gamma)
+                    n_sel = sel.shape[0]
+                    rows[:n_sel] = sel
+            if prepared:
+                store.add_cut(gamma, rows, n_sel, gsum, b_cut, prepared=True)
+            else:
+                store.add_cut(gamma, rows, n_sel, gsum, b_cut)
             store.drop_inactive(max_inactive)
         t_cut += time.perf_counter() - t3
-        prev_gap = max(F - lower, 0.0)
+        if exact:
+            prev_gap = max(F - lower, 0.0)
         seconds["qp"] += t_qp
         seconds["outputs"] += t_out
         seconds["cut"] += t_cut
@@ -330,14 +525,15 @@ def _cpa_loop(
             {
                 "iteration": n_iter,
                 "elapsed_s": r0 - start - trace_time,
-                "primal": F,
+                "primal": F if exact else None,
                 "best_primal": best_F,
                 "lower_bound": lower,
-                "gap": F - lower,
+                "gap": F - lower if exact else None,
                 "gap_rel": (best_F - lower) / best_F if best_F > 0 else 0.0,
-                "violation": violation,
+                "violation": violation if exact else None,
                 "n_cuts": rp.t,
                 "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
+                "rows_computed": n if exact and not listed_exact else n_listed,
                 "qp_s": t_qp,
                 "outputs_s": t_out,
                 "cut_s": t_cut,
@@ -364,6 +560,7 @@ def _cpa_loop(
         "violation": violation,
         "n_cuts": rp.t,
         "qp_steps": rp.total_steps,
+        "full_passes": n_full,
         "threads": int(n_threads),
         "cut_form": store.kind,
         "seconds": seconds,
@@ -401,6 +598,16 @@ def warm_up() -> None:
     for indptr, indices, data in data_passes.csr_variants(
         [0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0], [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]
     ):
+        # the listed passes' kernels, whether or not the tiny runs below get to a listed iteration
+        listed = np.array([0, 2], dtype=np.int64)
+        sub_indptr = np.zeros(3, dtype=np.int64)
+        sub_indices = np.zeros(6, dtype=indices.dtype)
+        sub_data = np.zeros(6, dtype=data.dtype)
+        _row_norms(indptr, data, 1.0, np.zeros(4))
+        _copy_rows(indptr, indices, data, listed, 2, sub_indptr, sub_indices, sub_data)
+        lists = (sub_indptr, sub_indices, sub_data, np.zeros(3), 0.0, np.ones(4), listed, np.array([0, 1, 2]))
+        _listed_cut_chunk(*lists, 0, np.zeros(4), np.zeros(4), np.zeros(2, dtype=np.int64), np.zeros((3, 2)))
+        _listed_cut(*lists, np.zeros(4), np.zeros(4), np.zeros(2, dtype=np.int64), np.zeros((3, 2)))
         for n_features in (2, 7):  # dense cuts, cuts as outputs
             solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
             solve_cpa(

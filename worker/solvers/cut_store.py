@@ -153,6 +153,21 @@ def _changed_rows(gamma, previous, flips, delta):
     return m
 
 
+@njit(cache=True)
+def _listed_changes(gamma, previous, rows, n_rows, flips, delta):
+    """As ``_changed_rows``, looking at rows[:n_rows] only."""
+    m = 0
+    for q in range(n_rows):
+        i = rows[q]
+        g = gamma[i]
+        if g != previous[i]:
+            delta[i] = g - previous[i]
+            previous[i] = g
+            flips[m] = i
+            m += 1
+    return m
+
+
 # ---------------------------------------------------------------------------------------------
 # the data and its partitions, shared by both forms
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +288,19 @@ class CurrentCut:
         self.z[X.d] = X.B * gsum
         return self.z
 
+    def update_changed(self, gamma, changed, n_changed, gsum) -> np.ndarray:
+        """As ``update``, for coefficients gamma that differ from the previous ones at most at the rows
+        changed[:n_changed] (no scan over all rows, except for the periodic rebuild)."""
+        if self.since_refresh >= self.REFRESH:
+            rows = np.flatnonzero(gamma)
+            return self.update(gamma, rows, rows.shape[0], gsum)
+        X = self.X
+        n_flips = _listed_changes(gamma, self.previous, changed, n_changed, self.flips, self.delta)
+        scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, self.z)
+        self.since_refresh += 1
+        self.z[X.d] = X.B * gsum
+        return self.z
+
 
 # ---------------------------------------------------------------------------------------------
 # dense cuts
@@ -302,8 +330,10 @@ class DenseCuts:
 
     # -- cuts --------------------------------------------------------------------------------------
 
-    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None) -> None:
-        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b."""
+    def add_cut(self, gamma, rows, n_rows, gsum, b, o_b=None, prepared=False) -> None:
+        """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b.
+
+        ``prepared``: ``prepare_cut`` was called with these coefficients, ``self.current.z`` is the cut."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
         slot, grew = self.slots.take()
@@ -313,7 +343,7 @@ class DenseCuts:
             self.Z = Z
         X = self.X
         z = self.Z[slot]
-        z[:] = self.current.update(gamma, rows, n_rows, gsum)
+        z[:] = self.current.z if prepared else self.current.update(gamma, rows, n_rows, gsum)
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
@@ -329,11 +359,21 @@ class DenseCuts:
 
     # -- w_t ---------------------------------------------------------------------------------------
 
-    def outputs_of_wt(self, o_t: np.ndarray) -> None:
-        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+    def update_wt(self) -> np.ndarray:
+        """w_t = sum_k alpha_k z_k (after a solve of the reduced problem); returns it."""
         rp = self.rp
         _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
-        self.X.outputs(self.w_t, o_t)
+        return self.w_t
+
+    def outputs_of_wt(self, o_t: np.ndarray) -> None:
+        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+        self.X.outputs(self.update_wt(), o_t)
+
+    def prepare_cut(self, gamma, changed, n_changed, gsum) -> np.ndarray:
+        """The vector z of the cut with coefficients gamma (as ``add_cut`` would store it), without
+        storing it, for gamma that differs from the last cut's coefficients at most at the rows
+        changed[:n_changed]; ``add_cut(..., prepared=True)`` then stores this vector."""
+        return self.current.update_changed(gamma, changed, n_changed, gsum)
 
     def sq_norm_t(self) -> float:
         """|w_t|^2."""
@@ -546,6 +586,7 @@ def warm_up() -> None:
     rows = np.array([0, 2], dtype=np.int64)
     weights = np.array([0.5, 0.0, 0.25, 0.0])
     _changed_rows(np.array([1.0, 0.0, -1.0]), np.zeros(3), np.zeros(3, dtype=np.int64), np.zeros(3))
+    _listed_changes(np.array([1.0, 0.0, -1.0]), np.zeros(3), rows, 2, np.zeros(3, dtype=np.int64), np.zeros(3))
     for serial in (True, False):
         _dense_gram_row(Z, slots, 3, 3, out, 1 if serial else 2)
         for gamma in (np.array([1.0, 0.0, -1.0]), np.array([1, 0, -1], dtype=np.int8)):
