@@ -87,10 +87,10 @@ rows, ascending), "dual_coef" (gamma over them: decision(x) = sum dual_coef K(x_
 dual (OP2's value: a lower bound on the master's primal, not on P for sampled cuts), primal (linear:
 exact; constant: estimate), gap, xi, cut_value, n_cuts, basis_size.
 
-What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's expansion at the basis rows
-for the constant variant; the A row over all N rows for the linear one) are split by target rows over ``n_threads`` (numba
-prange, each thread writing its own targets); every sum runs in the same order whatever the split, so the
-model is the same for 1 and 2 threads, and deterministic for a given seed.
+What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's expansion at the basis
+rows for the constant variant; the A row over all N rows for the linear one) are split by target rows over
+``n_threads`` (numba prange, each thread writing its own targets); every sum runs in the same order
+whatever the split, so the model is the same for 1 and 2 threads, and deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -375,10 +375,11 @@ def solve_sampled_cuts(
     code, gamma, coef0, degree = kp
     kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
     sq = row_sq_norms(indptr, data)
-    data32 = data.astype(np.float32)  # the constant variant's decision values at the drawn rows (rbf)
-    sq32 = sq.astype(np.float32)
     rng = rng_state(int(seed))
     linear = variant == "linear"
+    # the constant variant's decision values at the drawn rows (rbf) read float32 copies
+    data32 = np.zeros(0, dtype=np.float32) if linear else data.astype(np.float32)
+    sq32 = np.zeros(0, dtype=np.float32) if linear else sq.astype(np.float32)
     cuts = _Cuts(n, keep_a=linear)
     all_rows = np.arange(n, dtype=np.int64)
     draw = np.empty(r, dtype=np.int64)
