@@ -119,6 +119,7 @@ from worker.solvers.sampled_cuts_kernels import (
     _entries_group,
     _entries_keep,
     _entries_merge,
+    _sampled_cut,
     _sampled_cuts_draw,
     _sampled_cuts_expansion,
     _sampled_cuts_f_at,
@@ -528,11 +529,9 @@ def solve_sampled_cuts(
                     True,
                 )
                 computed += f_rows.size * r
-            margins = y[draw] * f_draw
-            hinge = np.maximum(0.0, 1.0 - margins)
-            value = float(hinge.mean())
+            value, rows, coef, n_loss = _sampled_cut(draw, y, f_draw, r)  # line 16: c + <w, g> and the cut
             recent_hinge = (recent_hinge + [value])[-int(p) :]
-            estimate = 0.5 * w_sq + C_paper * float(np.mean(recent_hinge))
+            estimate = 0.5 * w_sq + C_paper * sum(recent_hinge) / len(recent_hinge)
             point = {
                 "iteration": iteration,
                 "primal": estimate,
@@ -552,54 +551,33 @@ def solve_sampled_cuts(
                     break
             else:
                 quiet = 0
-                loss = margins < 1.0
-                rows, coef = _combine(draw[loss], y[draw[loss]] / r)
-                c_new = float(np.count_nonzero(loss)) / r
+                c_new = n_loss / r
                 # H_kt = <g_k, g_t> = sum_u beta_ku b(x_u) over cut k's rows u, with b(x) = sum_j beta_tj K'(x_j, x)
-                # the new cut's expansion, evaluated (in float64) at the unique basis rows
-                column = np.zeros(t)
-                if t:
-                    b_at_basis = np.empty(urows.size)
-                    _sampled_cuts_f_at(
-                        indptr,
-                        indices,
-                        data,
-                        sq,
-                        data32,
-                        sq32,
-                        kp,
-                        shift,
-                        rows,
-                        coef,
-                        urows,
-                        n_features,
-                        b_at_basis,
-                        threads,
-                        PAR_MIN_VALUES,
-                        False,
-                    )
-                    computed += urows.size * rows.size
-                    column = _entries_column(uptr, ucut, ucoef, b_at_basis, t)
-                self_vals = np.empty(rows.size)
-                _sampled_cuts_expansion(
+                # the new cut's expansion, evaluated (in float64) at the unique basis rows and at its own rows
+                # (H_tt = sum_j beta_tj b(x_j))
+                targets = np.concatenate((urows, rows))
+                b_at = np.empty(targets.size)
+                _sampled_cuts_f_at(
                     indptr,
                     indices,
                     data,
                     sq,
+                    data32,
+                    sq32,
                     kp,
                     shift,
                     rows,
                     coef,
-                    rows,
-                    0,
-                    rows.size,
+                    targets,
                     n_features,
-                    self_vals,
+                    b_at,
                     threads,
                     PAR_MIN_VALUES,
+                    False,
                 )
-                computed += rows.size * rows.size
-                self_dot = float(self_vals @ coef)
+                computed += targets.size * rows.size
+                column = _entries_column(uptr, ucut, ucoef, b_at, t) if t else np.zeros(0)
+                self_dot = float(b_at[urows.size :] @ coef)
                 cuts.add(rows, coef, c_new, column, self_dot, None)
                 solve_master()
         point["basis_size"] = cuts.basis_size

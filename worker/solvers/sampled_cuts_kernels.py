@@ -740,6 +740,32 @@ def _entries_column(uptr, e_cut, e_coef, b_at_rows, t):
 
 
 @njit(cache=True)
+def _sampled_cut(draw, y, f_draw, r):
+    """Algorithm 2, line 16 for binary labels: the mean hinge loss over the drawn rows (the sampled cut's
+    value at w), and the cut's basis: the drawn rows with a loss (y f < 1), ascending, a row drawn twice
+    once with its coefficients y / r summed. Returns (value, rows, coef, number of loss draws)."""
+    total = 0.0
+    n_loss = 0
+    loss_rows = np.empty(draw.size, dtype=np.int64)
+    for j in range(draw.size):
+        margin = y[draw[j]] * f_draw[j]
+        if margin < 1.0:
+            total += 1.0 - margin
+            loss_rows[n_loss] = draw[j]
+            n_loss += 1
+    ordered = np.sort(loss_rows[:n_loss])
+    rows = np.empty(n_loss, dtype=np.int64)
+    coef = np.zeros(n_loss)
+    m = 0
+    for q in range(n_loss):
+        if q == 0 or ordered[q] != ordered[q - 1]:
+            rows[m] = ordered[q]
+            m += 1
+        coef[m - 1] += y[ordered[q]] / r
+    return total / draw.size, rows[:m].copy(), coef[:m].copy(), n_loss
+
+
+@njit(cache=True)
 def _sampled_cuts_draw(rng, pool, pool_size, count, out):
     """out[:count] = pool[j] for j drawn uniformly from [0, pool_size), with replacement (seeded splitmix64)."""
     for j in range(count):
