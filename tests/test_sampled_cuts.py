@@ -14,6 +14,7 @@ from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts import solve_sampled_cuts
+from worker.solvers.sampled_cuts_master import ACTIVE_SET_OK, master_active_set, master_refactor
 from worker.solvers.smo import solve_smo
 
 _csr = naive.csr_parts
@@ -166,6 +167,57 @@ def test_master_qp_matches_a_generic_solver():
         assert again[0] == 0
 
 
+@pytest.mark.parametrize("rank, max_changes", [(40, 1000), (4, 1000), (40, 2)])
+def test_active_set_master_matches_smo_along_added_cuts(rank, max_changes):
+    """The active-set master, warm-started as in the solver (one cut added per solve, its factor kept and
+    updated), reaches SMO's optimum at every step, also on a rank-deficient H; when it hands over (here:
+    a budget of 2 changes per solve), SMO finishes from its alpha and the factor is rebuilt next time."""
+    rng = np.random.default_rng(rank)
+    cap, C = 40, 25.0
+    Z = rng.normal(size=(cap, rank)) + 2.0  # nearly parallel cuts, as sampled cuts are
+    H_all = Z @ Z.T
+    h_all = rng.uniform(0.5, 1.5, size=cap)
+    L = np.zeros((cap, cap))
+    free = np.zeros(cap, dtype=np.int64)
+    alpha = np.zeros(cap)
+    grad = np.zeros(cap)
+    n_free = 0
+    handed_over = 0
+    for t in range(1, cap + 1):
+        H = np.zeros((cap, cap))
+        H[:t, :t] = H_all[:t, :t]
+        h = np.zeros(cap)
+        h[:t] = h_all[:t]
+        if n_free < 0:
+            n_free = master_refactor(H, alpha, t, L, free)
+        status = -1
+        if n_free >= 0:
+            status, n_free, _changes, value, gap, xi = master_active_set(
+                H, h, alpha, t, C, 1e-10, L, free, n_free, max_changes, grad
+            )
+        if status != ACTIVE_SET_OK:
+            handed_over += 1
+            _steps, value, gap, xi = reduced_dual_smo(H, h, alpha, t, C, 1e-10, 1_000_000, grad)
+            n_free = -1
+        else:
+            # the factor is that of H over the free set, which is the set of positive alphas
+            assert sorted(free[:n_free]) == list(np.flatnonzero(alpha[:t] > 0))
+            F = free[:n_free]
+            np.testing.assert_allclose(
+                L[:n_free, :n_free] @ L[:n_free, :n_free].T, H[np.ix_(F, F)], rtol=1e-8, atol=1e-8
+            )
+        reference = np.zeros(cap)
+        ref_grad = np.zeros(cap)
+        _steps, ref_value, _gap, ref_xi = reduced_dual_smo(H, h, reference, t, C, 1e-12, 10_000_000, ref_grad)
+        assert np.all(alpha[:t] >= 0) and alpha[:t].sum() <= C * (1 + 1e-12)
+        assert gap <= 1e-10
+        assert value == pytest.approx(ref_value, rel=1e-10, abs=1e-10)
+        assert value == pytest.approx(h[:t] @ alpha[:t] - 0.5 * alpha[:t] @ H[:t, :t] @ alpha[:t], rel=1e-10)
+        assert xi == pytest.approx(ref_xi, rel=1e-6, abs=1e-9)
+        np.testing.assert_allclose(grad[:t], h[:t] - H[:t, :t] @ alpha[:t], atol=1e-8)
+    assert (handed_over > 0) == (max_changes == 2)
+
+
 def test_stop_reasons(small):
     X, y, _, _ = small
     args = {"n_features": 2, "C": 1.0, "kernel": KERNEL, "sample_size": 50}
@@ -235,3 +287,52 @@ def test_two_threads_give_the_very_same_model(small, monkeypatch, variant):
     assert runs[0].n_iter == runs[1].n_iter
     np.testing.assert_array_equal(runs[0].extra["support_indices"], runs[1].extra["support_indices"])
     np.testing.assert_array_equal(runs[0].extra["dual_coef"], runs[1].extra["dual_coef"])
+
+
+@pytest.mark.parametrize("single", [True, False])
+@pytest.mark.parametrize(
+    "kernel", [KERNEL, {"type": "poly", "gamma": 0.5, "coef0": 1.0, "degree": 2}, {"type": "linear"}]
+)
+@pytest.mark.parametrize("n_features", [5, 3000, 60_000])  # dense copies of the targets up to 2^22 values
+def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_features):
+    """_sampled_cuts_f_at: sum_u coef_u (K(x_u, x_t) + shift) at the targets, float32 only for rbf with a dense
+    copy (within 1e-6 of the sum of |terms|), float64 otherwise (1e-12)."""
+    from worker.solvers.kernels import kernel_params, row_sq_norms
+    from worker.solvers.sampled_cuts_kernels import _sampled_cuts_f_at
+
+    rng = np.random.default_rng(n_features)
+    X = sp.random(300, n_features, density=min(1.0, 4.0 / n_features) if n_features > 5 else 1.0, random_state=1)
+    X = sp.csr_matrix(X * 0.8)
+    indptr, indices, data = _csr(X)
+    indices = indices.astype(np.int32)
+    sq = row_sq_norms(indptr, data)
+    code, gamma, coef0, degree = kernel_params(kernel)
+    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    rows = np.sort(rng.choice(300, 120, replace=False)).astype(np.int64)
+    coef = rng.normal(size=rows.size) * 30.0
+    targets = rng.choice(300, 77).astype(np.int64)
+    out = np.empty(targets.size)
+    _sampled_cuts_f_at(
+        indptr,
+        indices,
+        data,
+        sq,
+        data.astype(np.float32),
+        sq.astype(np.float32),
+        kp,
+        1.0,
+        rows,
+        coef,
+        targets,
+        n_features,
+        out,
+        1,
+        100_000,
+        single,
+    )
+    dense = X.toarray()
+    K = naive.kernel_dense(dense[rows], dense[targets], kernel) + 1.0
+    expected = coef @ K
+    scale = np.abs(coef) @ np.abs(K)
+    float32_used = single and kernel["type"] == "rbf" and n_features * targets.size <= 1 << 22
+    np.testing.assert_array_less(np.abs(out - expected), (1e-6 if float32_used else 1e-12) * scale + 1e-300)

@@ -336,7 +336,12 @@ def section_trend(sizes: list[int], repeats_at: dict[int, int], linear_max: int)
                 )
         indptr, indices, data = _csr(X)
         csr = (indptr, indices, data, y)
-        entry = {"n": int(size), "error_on": eval_kind, "runs": []}
+        entry = {
+            "n": int(size),
+            "error_on": eval_kind,
+            "measured_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            "runs": [],
+        }
         solvers = {
             "sampled_cuts_constant_1": lambda: sampled_cuts.solve_sampled_cuts(
                 *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=1
@@ -363,6 +368,9 @@ def section_trend(sizes: list[int], repeats_at: dict[int, int], linear_max: int)
                     "objective": result.objective,
                     "load": [load, _load_avg()],
                 }
+                for key in ("n_cuts", "master_smo_fallbacks", "kernel_values_computed"):
+                    if key in result.extra:
+                        run[name][key] = result.extra[key]
                 if repeat == 0:
                     run[name]["error_pct"] = _our_error(result, X, X_eval, y_eval, kernel)
             for threads in (1, 2):
@@ -480,7 +488,11 @@ def main(argv=None) -> None:
     if "trend" in sections:
         print("trend", flush=True)
         repeats_at = {int(k): int(v) for k, v in (item.split(":") for item in args.trend_repeats.split(",") if item)}
-        report["trend"] = section_trend([int(v) for v in args.sizes.split(",")], repeats_at, args.linear_max)
+        trend = section_trend([int(v) for v in args.sizes.split(",")], repeats_at, args.linear_max)
+        measured = {entry["n"] for entry in trend["sizes"]}
+        kept = [entry for entry in report.get("trend", {}).get("sizes", []) if entry["n"] not in measured]
+        trend["sizes"] = sorted(kept + trend["sizes"], key=lambda entry: entry["n"])  # sizes not run keep their entry
+        report["trend"] = trend
     if "cache" in sections:
         print("cache", flush=True)
         report["cache"] = section_cache(args.repeats)

@@ -29,23 +29,33 @@ Master problem (OP2): with cuts (c_k, g_k), k = 1..t, H_kl = <g_k, g_l> and h_k 
     max_alpha  h' alpha - 0.5 alpha' H alpha   s.t.  alpha >= 0,  sum_k alpha_k <= C_paper,
 
 and w = -sum_k alpha_k g_k. Every cut here is a kernel expansion g_k = -sum_u beta_ku phi'(x_u) over a
-few rows, so w = sum_u gamma_u phi'(x_u) with gamma = sum_k alpha_k beta_k. OP2 is solved by
-sequential minimal optimization on the simplex, the same solver as cpa's and ocas's reduced problem
-(``reduced_qp.reduced_dual_smo``: the slack C_paper - sum alpha is one more coordinate with gradient 0;
-mass moves from a coordinate with alpha_j > 0 to the one of largest gradient h - H alpha, j chosen by
-second-order gain), warm-started from the previous alpha; it stops when its duality gap is at most
-tol / 1000 (in the objective's units: tight enough that the models are those of the solver this module
-had before, which stopped on the gradients' spread instead: objectives within 3e-7 relative and the
-same iterations on 3,000 a9a-like rows). The gradient of cut k is its value c_k + <w, g_k> at w, and
-xi = max(0, max_k (c_k + <w, g_k>)).
+few rows, so w = sum_u gamma_u phi'(x_u) with gamma = sum_k alpha_k beta_k. OP2 is solved by a
+primal active-set method (``sampled_cuts_master``: the equality-constrained problem on the cuts with
+alpha > 0 solved exactly through a Cholesky factor of their Gram block, kept and updated across
+iterations), warm-started from the previous alpha; a numerically singular face hands over to sequential
+minimal optimization on the simplex (``reduced_qp.reduced_dual_smo``, cpa's and ocas's solver) from the
+same alpha. Both stop when the duality gap is at most tol / 1000 (in the objective's units: tight
+enough that the models are those of the solver this module had before, which stopped on the
+gradients' spread instead: objectives within 3e-7 relative and the same iterations on 3,000 a9a-like
+rows). SMO alone needed ~5,000 steps per solve on 49,990 ijcnn1 rows (nearly parallel sampled cuts make
+H badly conditioned): 1.3 s of 4.8 s at r = 400, 24 s of 26 s at r = 100; the active-set method takes
+the same cuts (identical iterations, basis and objective there) in 0.08 s and 0.3 s. The gradient of
+cut k is its value c_k + <w, g_k> at w, and xi = max(0, max_k (c_k + <w, g_k>)).
 
 Algorithms
 ----------
 * ``variant="constant"``, Algorithm 2: a cut is built from r = ``sample_size`` rows S_1..S_r drawn
   uniformly with replacement (seeded splitmix64): c = (1/r) sum_j l_{S_j},
-  beta = (1/r) sum_j l_{S_j} y_{S_j} e_{S_j}. The values f(x_{S_j}) need K'(x_u, x_{S_j}) for every basis
-  row u of the active cuts (|U| * r kernel values); the same block gives the new column of H
-  (H_kt = sum_j beta_tj a_k(x_{S_j}), a_k(x) = sum_u beta_ku K'(x_u, x)), and H_tt takes r^2 more values.
+  beta = (1/r) sum_j l_{S_j} y_{S_j} e_{S_j}. The values f(x_{S_j}) = sum_u gamma_u K'(x_u, x_{S_j}) need
+  the basis rows u with gamma_u != 0 (|U_live| * r kernel values, the cost the paper counts as O(t r^2)
+  in Section 4.1.1); for the rbf kernel on rows that fit a dense copy these values are computed in
+  float32 (each within ~3e-7 relative of float64; summed in float32 over blocks of 64 rows and in float64
+  across blocks; on dense-ish rows the dot products by BLAS sgemm, one 64-row block at a time), which
+  only decides which drawn rows have a loss and the sampled cut's value, both compared with
+  tol = 1e-3. The new column of H is computed in float64, as the new cut's expansion
+  b(x) = sum_j beta_tj K'(x_j, x) at the unique basis rows u of all cuts: H_kt = sum_u beta_ku b(x_u)
+  (|U| times the new cut's row count: about 40 of the r = 400 drawn rows on ijcnn1); H_tt takes the
+  square of that count more.
   Stopping (Section 6.1): after ``p`` consecutive sampled cuts that are not violated by more than
   ``tol`` (c + <w, g> <= xi + tol); a violated one is added and resets the count.
 * ``variant="linear"``, Algorithm 3: f(x_i) for all N rows comes from the cached A_ki = a_k(x_i)
@@ -77,10 +87,10 @@ rows, ascending), "dual_coef" (gamma over them: decision(x) = sum dual_coef K(x_
 dual (OP2's value: a lower bound on the master's primal, not on P for sampled cuts), primal (linear:
 exact; constant: estimate), gap, xi, cut_value, n_cuts, basis_size.
 
-What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's Gram column for the constant
-variant; the A row over all N rows for the linear one) are split by target rows over ``n_threads`` (numba
-prange, each thread writing its own targets); every sum runs in the same order whatever the split, so the
-model is the same for 1 and 2 threads, and deterministic for a given seed.
+What runs in parallel: the kernel blocks (f at the drawn rows and the new cut's expansion at the basis
+rows for the constant variant; the A row over all N rows for the linear one) are split by target rows over
+``n_threads`` (numba prange, each thread writing its own targets); every sum runs in the same order
+whatever the split, so the model is the same for 1 and 2 threads, and deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -104,7 +114,17 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts_kernels import _sampled_cuts_basis_at, _sampled_cuts_draw, _sampled_cuts_expansion
+from worker.solvers.sampled_cuts_kernels import (
+    _entries_column,
+    _entries_group,
+    _entries_keep,
+    _entries_merge,
+    _sampled_cut,
+    _sampled_cuts_draw,
+    _sampled_cuts_expansion,
+    _sampled_cuts_f_at,
+)
+from worker.solvers.sampled_cuts_master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
 
 VARIANTS = ("linear", "constant")
 PAR_MIN_VALUES = 100_000
@@ -123,14 +143,23 @@ class _Cuts:
 
     def __init__(self, n_rows: int, keep_a: bool) -> None:
         self.rows: list[np.ndarray] = []
+        # every cut's basis entries (row, cut index, beta), sorted by row and then cut
+        self.e_rows = np.zeros(0, dtype=np.int64)
+        self.e_cut = np.zeros(0, dtype=np.int64)
+        self.e_coef = np.zeros(0)
         self.coef: list[np.ndarray] = []
         self.c: list[float] = []
-        self.inactive: list[int] = []
+        self.inactive = np.zeros(16, dtype=np.int64)  # consecutive solves with alpha_k = 0, per cut
         self.H = np.zeros((16, 16))
         self.alpha = np.zeros(16)
         self.grad = np.zeros(16)
         self.keep_a = keep_a
         self.A = np.zeros((16 if keep_a else 0, n_rows if keep_a else 0))
+        # the master's free set (cuts with alpha > 0, in factor order) and the Cholesky factor of H over it;
+        # n_free = -1: to be refactored from alpha before the next solve
+        self.L = np.zeros((16, 16))
+        self.free = np.zeros(16, dtype=np.int64)
+        self.n_free = 0
 
     @property
     def t(self) -> int:
@@ -144,6 +173,15 @@ class _Cuts:
         H = np.zeros((size, size))
         H[:t, :t] = self.H[:t, :t]
         self.H = H
+        L = np.zeros((size, size))
+        L[:t, :t] = self.L[:t, :t]
+        self.L = L
+        free = np.zeros(size, dtype=np.int64)
+        free[:t] = self.free[:t]
+        self.free = free
+        inactive = np.zeros(size, dtype=np.int64)
+        inactive[:t] = self.inactive[:t]
+        self.inactive = inactive
         for name in ("alpha", "grad"):
             old = getattr(self, name)
             new = np.zeros(size)
@@ -171,43 +209,46 @@ class _Cuts:
         self.alpha[t] = 0.0
         if self.keep_a:
             self.A[t] = a_row
+        self.e_rows, self.e_cut, self.e_coef = _entries_merge(self.e_rows, self.e_cut, self.e_coef, rows, t, coef)
         self.rows.append(rows)
         self.coef.append(coef)
         self.c.append(float(c))
-        self.inactive.append(0)
+        self.inactive[t] = 0
 
     def drop_inactive(self, max_inactive: int) -> None:
         t = self.t
-        for k in range(t):
-            self.inactive[k] = self.inactive[k] + 1 if self.alpha[k] <= 0.0 else 0
-        keep = [k for k in range(t) if self.inactive[k] < max_inactive]
-        if len(keep) == t:
+        inactive = self.inactive[:t]
+        inactive[:] = np.where(self.alpha[:t] > 0.0, 0, inactive + 1)
+        if int(inactive.max(initial=0)) < max_inactive:
             return
-        idx = np.asarray(keep, dtype=np.int64)
+        idx = np.flatnonzero(inactive < max_inactive)
+        keep = idx.tolist()
         m = idx.size
         self.H[:m, :m] = self.H[np.ix_(idx, idx)]
         self.alpha[:m] = self.alpha[idx]
         self.alpha[m:] = 0.0
+        new_index = np.full(t, -1, dtype=np.int64)
+        new_index[idx] = np.arange(m)
+        if self.n_free > 0:  # the free cuts have alpha > 0, so they are all kept: renumber them
+            self.free[: self.n_free] = new_index[self.free[: self.n_free]]
         if self.keep_a:
             self.A[:m] = self.A[idx]
+        self.e_rows, self.e_cut, self.e_coef = _entries_keep(self.e_rows, self.e_cut, self.e_coef, new_index)
         self.rows = [self.rows[k] for k in keep]
         self.coef = [self.coef[k] for k in keep]
         self.c = [self.c[k] for k in keep]
-        self.inactive = [self.inactive[k] for k in keep]
+        self.inactive[:m] = self.inactive[idx]
 
     def grouped_basis(self):
-        """Unique basis rows with CSR-like lists of (cut, coef) entries."""
-        if self.t == 0:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, np.zeros(1, dtype=np.int64), empty, np.zeros(0)
-        rows = np.concatenate(self.rows)
-        cuts = np.repeat(np.arange(self.t, dtype=np.int64), [r.size for r in self.rows])
-        coef = np.concatenate(self.coef)
-        order = np.argsort(rows, kind="stable")  # by row; a row's entries keep the order of their cuts
-        sorted_rows = rows[order]
-        starts = np.flatnonzero(np.diff(sorted_rows, prepend=-1))
-        uptr = np.append(starts, sorted_rows.size).astype(np.int64)
-        return sorted_rows[starts].astype(np.int64), uptr, cuts[order], coef[order]
+        """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and
+        gamma_u = sum_k alpha_k beta_ku per unique row."""
+        urows, uptr, gamma = _entries_group(self.e_rows, self.e_cut, self.e_coef, self.alpha)
+        return urows, uptr, self.e_cut, self.e_coef, gamma
+
+    @property
+    def basis_size(self) -> int:
+        """Basis entries over all cuts (a row counts once per cut that holds it)."""
+        return int(self.e_rows.size)
 
     def expansion(self) -> tuple[np.ndarray, np.ndarray]:
         """(rows, gamma) with gamma = sum_k alpha_k beta_k, rows ascending, zeros dropped."""
@@ -337,12 +378,16 @@ def solve_sampled_cuts(
     sq = row_sq_norms(indptr, data)
     rng = rng_state(int(seed))
     linear = variant == "linear"
+    # the constant variant's decision values at the drawn rows (rbf) read float32 copies
+    data32 = np.zeros(0, dtype=np.float32) if linear else data.astype(np.float32)
+    sq32 = np.zeros(0, dtype=np.float32) if linear else sq.astype(np.float32)
     cuts = _Cuts(n, keep_a=linear)
     all_rows = np.arange(n, dtype=np.int64)
     draw = np.empty(r, dtype=np.int64)
     qp_tol = tol * 1e-3  # the master's duality gap (see the module docstring)
     qp_max_steps = 1_000_000
     computed = 0
+    qp_fallbacks = 0
     xi = 0.0
     master_dual = 0.0
     quiet = 0  # consecutive non-violated sampled cuts (constant variant)
@@ -363,18 +408,22 @@ def solve_sampled_cuts(
     def solve_master() -> None:
         """SOLVE_QP(J) (line 7 of Algorithms 2 and 3): OP2 in its dual, then the cuts inactive for
         max_inactive iterations dropped (Section 6.1: 20 in the paper)."""
-        nonlocal xi, master_dual
+        nonlocal xi, master_dual, qp_fallbacks
         t = cuts.t
-        _steps, master_dual, _gap, xi = reduced_dual_smo(
-            cuts.H,
-            np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t)),
-            cuts.alpha,
-            t,
-            C_paper,
-            qp_tol,
-            qp_max_steps,
-            cuts.grad,
-        )
+        h = np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t))
+        status = ACTIVE_SET_FAILED
+        if cuts.n_free < 0:
+            cuts.n_free = master_refactor(cuts.H, cuts.alpha, t, cuts.L, cuts.free)
+        if cuts.n_free >= 0:
+            status, cuts.n_free, _changes, master_dual, _gap, xi = master_active_set(
+                cuts.H, h, cuts.alpha, t, C_paper, qp_tol, cuts.L, cuts.free, cuts.n_free, 10 * t + 100, cuts.grad
+            )
+        if status != ACTIVE_SET_OK:  # numerically singular face or no progress: SMO finishes from this alpha
+            qp_fallbacks += 1
+            _steps, master_dual, _gap, xi = reduced_dual_smo(
+                cuts.H, h, cuts.alpha, t, C_paper, qp_tol, qp_max_steps, cuts.grad
+            )
+            cuts.n_free = -1
         cuts.drop_inactive(int(max_inactive))
 
     while iteration < max_iter:
@@ -401,7 +450,7 @@ def solve_sampled_cuts(
             if exact_value <= xi + tol:  # Algorithm 3, line 4: c' + <w, g'> <= xi + epsilon
                 converged = True
                 stop_reason = StopReason.CONVERGED
-                point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                point["basis_size"] = cuts.basis_size
                 record(point)
                 break
             frac = violators.size / n
@@ -455,33 +504,34 @@ def solve_sampled_cuts(
         else:
             # Algorithm 2, lines 12-16: r rows drawn uniformly, f there from the basis rows, the sampled cut
             _sampled_cuts_draw(rng, all_rows, n, r, draw)
-            urows, uptr, ucut, ucoef = cuts.grouped_basis()
-            a_at = np.zeros((max(t, 1), r))
+            urows, uptr, ucut, ucoef, gamma_u = cuts.grouped_basis()
+            # f = sum_u gamma_u K'(x_u, .) over the basis rows with gamma_u = sum_k alpha_k beta_ku != 0
+            f_draw = np.zeros(r)
             if t:
-                _sampled_cuts_basis_at(
+                live = gamma_u != 0.0
+                f_rows = urows[live]
+                _sampled_cuts_f_at(
                     indptr,
                     indices,
                     data,
                     sq,
+                    data32,
+                    sq32,
                     kp,
                     shift,
-                    urows,
-                    uptr,
-                    ucut,
-                    ucoef,
+                    f_rows,
+                    gamma_u[live],
                     draw,
                     n_features,
-                    a_at,
+                    f_draw,
                     threads,
                     PAR_MIN_VALUES,
+                    True,
                 )
-                computed += urows.size * r
-            f_draw = alpha @ a_at[:t] if t else np.zeros(r)
-            margins = y[draw] * f_draw
-            hinge = np.maximum(0.0, 1.0 - margins)
-            value = float(hinge.mean())
+                computed += f_rows.size * r
+            value, rows, coef, n_loss = _sampled_cut(draw, y, f_draw, r)  # line 16: c + <w, g> and the cut
             recent_hinge = (recent_hinge + [value])[-int(p) :]
-            estimate = 0.5 * w_sq + C_paper * float(np.mean(recent_hinge))
+            estimate = 0.5 * w_sq + C_paper * sum(recent_hinge) / len(recent_hinge)
             point = {
                 "iteration": iteration,
                 "primal": estimate,
@@ -496,40 +546,41 @@ def solve_sampled_cuts(
                 if quiet >= p:
                     converged = True
                     stop_reason = StopReason.CONVERGED
-                    point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+                    point["basis_size"] = cuts.basis_size
                     record(point)
                     break
             else:
                 quiet = 0
-                loss = margins < 1.0
-                rows, coef = _combine(draw[loss], y[draw[loss]] / r)
-                c_new = float(np.count_nonzero(loss)) / r
-                # H_kt = sum_j beta_tj a_k(x_Sj): a_at columns of the loss rows, merged like rows
-                weights = y[draw[loss]] / r
-                column = a_at[:t, np.flatnonzero(loss)] @ weights if t else np.zeros(0)
-                self_vals = np.empty(rows.size)
-                _sampled_cuts_expansion(
+                c_new = n_loss / r
+                # H_kt = <g_k, g_t> = sum_u beta_ku b(x_u) over cut k's rows u, with b(x) = sum_j beta_tj K'(x_j, x)
+                # the new cut's expansion, evaluated (in float64) at the unique basis rows and at its own rows
+                # (H_tt = sum_j beta_tj b(x_j))
+                targets = np.concatenate((urows, rows))
+                b_at = np.empty(targets.size)
+                _sampled_cuts_f_at(
                     indptr,
                     indices,
                     data,
                     sq,
+                    data32,
+                    sq32,
                     kp,
                     shift,
                     rows,
                     coef,
-                    rows,
-                    0,
-                    rows.size,
+                    targets,
                     n_features,
-                    self_vals,
+                    b_at,
                     threads,
                     PAR_MIN_VALUES,
+                    False,
                 )
-                computed += rows.size * rows.size
-                self_dot = float(self_vals @ coef)
+                computed += targets.size * rows.size
+                column = _entries_column(uptr, ucut, ucoef, b_at, t) if t else np.zeros(0)
+                self_dot = float(b_at[urows.size :] @ coef)
                 cuts.add(rows, coef, c_new, column, self_dot, None)
                 solve_master()
-        point["basis_size"] = int(sum(rw.size for rw in cuts.rows))
+        point["basis_size"] = cuts.basis_size
         if iteration % int(trace_every) == 0:
             record(point)
         reason = control.check()
@@ -569,6 +620,7 @@ def solve_sampled_cuts(
         "variant": variant,
         "sample_size": r,
         "kernel_values_computed": int(computed),
+        "master_smo_fallbacks": qp_fallbacks,
     }
     return SolverResult(
         w=None,
@@ -585,25 +637,30 @@ def solve_sampled_cuts(
 
 
 def warm_up() -> None:
-    """Compile every kernel of this module on a tiny problem (both variants, dense and sparse paths)."""
+    """Compile every kernel of this module on tiny problems: both variants, rows dense (sgemm) and sparse
+    relative to n_features, cuts dropped (max_inactive 1), and the master's refactoring."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
     dense = rng.normal(size=(60, 3))
     y = np.where(dense[:, 0] + 0.3 * rng.normal(size=60) > 0, 1.0, -1.0)
-    matrix = sp.csr_matrix(dense)
-    indptr = matrix.indptr.astype(np.int64)
-    indices = matrix.indices.astype(np.int32)
-    for variant in VARIANTS:
-        solve_sampled_cuts(
-            indptr,
-            indices,
-            matrix.data,
-            y,
-            n_features=3,
-            C=1.0,
-            kernel={"type": "rbf", "gamma": 0.5},
-            variant=variant,
-            sample_size=20,
-            max_iter=5,
-        )
+    for n_features in (3, 12):  # 3 of 3 features set: dense-ish rows; 3 of 12: sparse ones
+        matrix = sp.csr_matrix(np.hstack([dense, np.zeros((60, n_features - 3))]))
+        indptr = matrix.indptr.astype(np.int64)
+        indices = matrix.indices.astype(np.int32)
+        for variant in VARIANTS:
+            solve_sampled_cuts(
+                indptr,
+                indices,
+                matrix.data,
+                y,
+                n_features=n_features,
+                C=1.0,
+                kernel={"type": "rbf", "gamma": 0.5},
+                variant=variant,
+                sample_size=20,
+                max_iter=5,
+                max_inactive=1,
+            )
+    H = np.eye(2)
+    master_refactor(H, np.ones(2), 2, np.zeros((2, 2)), np.zeros(2, dtype=np.int64))
