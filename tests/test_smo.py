@@ -347,7 +347,7 @@ def test_two_threads_give_the_very_same_run(monkeypatch, dense_fill):
     if numba.get_num_threads() < 2:
         pytest.skip("numba allows one thread here")
     monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", dense_fill)
-    monkeypatch.setattr(smo_module, "PAR_MIN_ROW", 64)
+    monkeypatch.setattr(smo_module, "TEAM_MIN_ROW", 64)
     monkeypatch.setattr(smo_module, "PAR_MIN_SCAN", 64)
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(3000, 4))

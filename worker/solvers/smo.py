@@ -133,21 +133,19 @@ point when no variable is shrunk; while shrunk, at most every PRIMAL_EVERY_S sec
 variables' gradients are then computed outside the cache, at most about a fifth of the run's time,
 counted as trace time).
 
-What runs in parallel (``n_threads``, default: the threads numba allows this process): a kernel row is
-split into contiguous position ranges (4 per thread, taken by whichever thread is free); the gradient
-update (two rows) into one range per thread; the two working-set scans take each thread's first maximum
-and keep the first of those (so the choice is the one a single scan makes). Every value is computed by
-the same arithmetic whatever the split, so 1 and 2 threads take the very same steps and return the same
-alpha (tested). Passes shorter than ``PAR_MIN_ROW`` (kernel rows, 262,144 values) or
-``PAR_MIN_SCAN`` (gradient update and scans, 262,144 positions: about 1 ms) run on one thread in the
-calling thread (measured on 2 quiet cores, 2026-11-26: with rows split from 16,384 values, 2 threads took
-5.0 s on ijcnn1's 49,990 rows and 6.4 s on a9a against 4.0 s and 4.4 s for one thread; unsplit, 2 threads
-take the time of one; so on data of this size threads do not help smo, and its one-vs-rest problems run
-in processes instead): a parallel region costs tens of microseconds on an idle machine and up to milliseconds on
-a busy one (measured: ~100 us for an empty region at load 9 on 2 cores, and smo on 2 threads with
-every pass split ran 10x slower than on one there). numba's prange runs on its ``workqueue`` threading
-layer in the workers (fork-safe; processes x threads <= cores). Deterministic for a given seed and
-thread count (only ``platt`` draws numbers).
+What runs in parallel (``n_threads``, default: the threads numba allows this process): kernel rows of
+at least ``TEAM_MIN_ROW`` positions (8,192) are cut into 4 chunks per thread and computed by the solver's
+thread and ``n_threads - 1`` partner threads that spin between rows (``smo_team``: an OpenMP-like team
+of plain threads, handing a row over in well under a microsecond; numba's ``prange`` regions cost about
+as much as a row, so two threads had run no faster than one). The gradient update (two rows) is split into
+one range per thread and the two working-set scans take each thread's first maximum and keep the first of
+those (so the choice is the one a single scan makes), both through numba's ``prange`` on its
+``workqueue`` layer (fork-safe) and only from ``PAR_MIN_SCAN`` positions (262,144: about 1 ms), below
+which a region costs more than it saves (measured: ~100 us for an empty region at load 9 on 2 cores).
+Every value is computed by the same arithmetic whatever the split, so 1 and 2 threads take the very
+same steps and return the same alpha (tested). Measured on 2 quiet cores (2026-11-26,
+tests/benchmarks/README.md): 2 threads take 0.6x the time of one on ijcnn1 and a9a. Processes x threads
+<= cores. Deterministic for a given seed and thread count (only ``platt`` draws numbers).
 
 Where the code is
 -----------------
@@ -183,7 +181,7 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import KERNEL_LINEAR, kernel_diagonal, kernel_params, row_sq_norms
 from worker.solvers.smo_cache import new_row_cache, reslot
-from worker.solvers.smo_rows import KernelParams, OriginalRows, inactive_gradient, position_copies, reorder
+from worker.solvers.smo_rows import KernelParams, OriginalRows, position_copies, reorder
 from worker.solvers.smo_state import (
     FREE,
     FS_F,
@@ -201,7 +199,6 @@ from worker.solvers.smo_state import (
     IS_MISSES,
     IS_N_SLOTS,
     IS_NUM_CHANGED,
-    IS_PAR_MIN_ROW,
     IS_PAR_MIN_SCAN,
     IS_PASS_POS,
     IS_RECONSTRUCTED,
@@ -209,6 +206,7 @@ from worker.solvers.smo_state import (
     IS_SHRINK_COUNTER,
     IS_SIZE,
     IS_SLOT_LEN,
+    IS_TEAM_MIN_ROW,
     IS_THREADS,
     IS_UNCACHED,
     RUN_BUDGET,
@@ -216,6 +214,7 @@ from worker.solvers.smo_state import (
     RUN_RECONSTRUCT,
 )
 from worker.solvers.smo_steps import Variables, rebuild_gradient, run_platt, run_second_order, stats
+from worker.solvers.smo_team import TEAM_MIN_ROW, RowTeam, inactive_gradient
 
 SLICE_SECONDS = 0.1
 FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
@@ -223,10 +222,10 @@ FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to rep
 # and at least this fraction of its entries are stored (else the columns, CSC, do)
 _DENSE_T_MAX_BYTES = 256 << 20
 _DENSE_T_MIN_FILL = 0.05
-# below these lengths a pass runs on one thread: a parallel region of numba's workqueue layer costs tens of
-# microseconds on an idle machine and milliseconds on a busy one, so only passes of about 1 ms and more
-# are split. Read at each solve (istate), so that tests can lower them.
-PAR_MIN_ROW = 262144
+# below this length a scan or gradient update runs on one thread: a parallel region of numba's workqueue
+# layer costs tens of microseconds on an idle machine and milliseconds on a busy one, so only passes of
+# about 1 ms and more are split. Read at each solve (istate), as smo_team's TEAM_MIN_ROW, so that tests
+# can lower them.
 PAR_MIN_SCAN = 262144
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see _Run.record)
 
@@ -341,12 +340,19 @@ class _Run:
         istate[IS_SHRINK_COUNTER] = min(n, 1000)
         istate[IS_EXAMINE_ALL] = 1
         istate[IS_THREADS] = threads
-        istate[IS_PAR_MIN_ROW] = PAR_MIN_ROW
+        istate[IS_TEAM_MIN_ROW] = TEAM_MIN_ROW
         istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
         self.fstate = np.zeros(FS_SIZE)
         self.swap_p = np.empty(n, dtype=np.int64)
         self.swap_q = np.empty(n, dtype=np.int64)
         self.rng = rng_state(int(seed))
+        # long kernel rows are split over threads that spin between rows (started last: nothing above can fail)
+        self.team = RowTeam(self.X, self.kp, threads - 1) if threads > 1 else None
+
+    def close(self) -> None:
+        """Stop the row team's threads (the solve is over, however it ended)."""
+        if self.team is not None:
+            self.team.stop()
 
     def run_slice(self, platt: bool, tol: float, shrinking: bool, max_work: int, stop_iter: int) -> int:
         """About max_work units of numba work (or up to stop_iter steps); returns a RUN_* code."""
@@ -562,61 +568,64 @@ def solve_smo(
     )
     istate, n = run.istate, run.n
 
-    work_budget = 50_000
-    next_trace = trace_every
-    stop_reason = StopReason.MAX_ITER
-    converged = False
-    # split rows are handed out chunk by chunk to whichever thread is free (numba's setting, this thread only)
+    # split scans are handed out chunk by chunk to whichever thread is free (numba's setting, this thread only)
     chunk_size = numba.set_parallel_chunksize(1) if threads > 1 else None
-    while True:
-        t0 = time.perf_counter()
-        run_code = run.run_slice(working_set == "platt", tol, shrinking, work_budget, min(next_trace, max_iter))
-        took = time.perf_counter() - t0
-        if run_code == RUN_BUDGET and took > 0:
-            work_budget = int(min(max(work_budget * min(4.0, SLICE_SECONDS / max(took, 1e-4)), 10_000), 5e9))
-        if run_code == RUN_CONVERGED:
-            gap_rel = _gap_rel(run) if tol_rel is not None else None
-            if gap_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
-                tol = max(tol / 10.0, TOL_FLOOR)  # the gap is not certified yet: tighten and go on
+    try:
+        work_budget = 50_000
+        next_trace = trace_every
+        stop_reason = StopReason.MAX_ITER
+        converged = False
+        while True:
+            t0 = time.perf_counter()
+            run_code = run.run_slice(working_set == "platt", tol, shrinking, work_budget, min(next_trace, max_iter))
+            took = time.perf_counter() - t0
+            if run_code == RUN_BUDGET and took > 0:
+                work_budget = int(min(max(work_budget * min(4.0, SLICE_SECONDS / max(took, 1e-4)), 10_000), 5e9))
+            if run_code == RUN_CONVERGED:
+                gap_rel = _gap_rel(run) if tol_rel is not None else None
+                if gap_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
+                    tol = max(tol / 10.0, TOL_FLOOR)  # the gap is not certified yet: tighten and go on
+                    run.restart_full_check()
+                    continue
+                converged = True
+                stop_reason = StopReason.CONVERGED
+                break
+            if run_code == RUN_RECONSTRUCT:
+                reason = run.reconstruct()
+                if reason is not None:
+                    stop_reason = reason
+                    break
                 run.restart_full_check()
-                continue
-            converged = True
-            stop_reason = StopReason.CONVERGED
-            break
-        if run_code == RUN_RECONSTRUCT:
-            reason = run.reconstruct()
+            if istate[IS_ITER] >= next_trace:
+                run.record()
+                next_trace += trace_every
+            if istate[IS_ITER] >= max_iter:
+                stop_reason = StopReason.MAX_ITER
+                reason = run.reconstruct()
+                if reason is not None:
+                    stop_reason = reason
+                break
+            reason = run.control.check()
             if reason is not None:
                 stop_reason = reason
                 break
-            run.restart_full_check()
-        if istate[IS_ITER] >= next_trace:
-            run.record()
-            next_trace += trace_every
-        if istate[IS_ITER] >= max_iter:
-            stop_reason = StopReason.MAX_ITER
-            reason = run.reconstruct()
-            if reason is not None:
-                stop_reason = reason
-            break
-        reason = run.control.check()
-        if reason is not None:
-            stop_reason = reason
-            break
 
-    active = int(istate[IS_ACTIVE])
-    if active < n:
-        # stopped by a deadline or cancel while shrunk: complete G (hence the primal) when that is cheap
-        n_free = int(np.count_nonzero(run.V.status[:active] == FREE))
-        if n_free * (n - active) <= FINAL_REBUILD_VALUES:
-            run.reconstruct(check=False)
-            active = int(istate[IS_ACTIVE])
-    m, M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
-    complete = active == n
-    objective = 0.5 * quad + hinge if complete else float("nan")
-    dual_value = float(run.V.alpha.sum() - 0.5 * quad) if complete else -float(run.fstate[FS_F])
-    run.record(final=True)
-    if chunk_size is not None:
-        numba.set_parallel_chunksize(chunk_size)
+        active = int(istate[IS_ACTIVE])
+        if active < n:
+            # stopped by a deadline or cancel while shrunk: complete G (hence the primal) when that is cheap
+            n_free = int(np.count_nonzero(run.V.status[:active] == FREE))
+            if n_free * (n - active) <= FINAL_REBUILD_VALUES:
+                run.reconstruct(check=False)
+                active = int(istate[IS_ACTIVE])
+        m, M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
+        complete = active == n
+        objective = 0.5 * quad + hinge if complete else float("nan")
+        dual_value = float(run.V.alpha.sum() - 0.5 * quad) if complete else -float(run.fstate[FS_F])
+        run.record(final=True)
+    finally:
+        run.close()
+        if chunk_size is not None:
+            numba.set_parallel_chunksize(chunk_size)
 
     alpha_rows = np.empty(n)
     alpha_rows[run.orig.perm] = run.V.alpha
@@ -697,3 +706,10 @@ def warm_up() -> None:
     for dense_rows in (True, False):
         X = position_copies(indptr, indices, matrix.data, sq, y, 3, 1, dense_rows)
         inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, istate, np.zeros(10))
+    # the row team's kernels (the owner's and the partner's), whatever threads this process may use
+    team = RowTeam(X, kp, 1)
+    try:
+        istate[IS_TEAM_MIN_ROW] = 0
+        inactive_gradient(X, kp, np.ones(40), np.arange(3, dtype=np.int64), 0, 3, 30, 40, istate, np.zeros(10))
+    finally:
+        team.stop()

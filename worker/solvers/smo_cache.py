@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from worker.solvers.smo_rows import kernel_row
 from worker.solvers.smo_state import (
     IS_COMPUTED,
     IS_FREE_TOP,
@@ -28,6 +27,7 @@ from worker.solvers.smo_state import (
     IS_N_SLOTS,
     IS_SLOT_LEN,
 )
+from worker.solvers.smo_team import kernel_row
 
 
 class RowCache(NamedTuple):

@@ -10,7 +10,7 @@ sharing a feature with x_p are touched and a row of the active problem stops at 
 two algorithms, not one loop written twice: each is the faster one on its kind of data (see
 ``smo._DENSE_T_MIN_FILL``). Both give each dot product summed in the order of row p's entries, so the
 values are the same either way (tested). The rbf kernel then takes ``kernels.fast_exp`` (within one ulp
-of exp, vectorizes). A long row is split into contiguous ranges over the threads (``IS_PAR_MIN_ROW``).
+of exp, vectorizes). ``smo_team`` splits a long row over a team of threads (``kernel_row``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from worker.solvers.kernels import KERNEL_RBF, fast_exp, kernel_from_dot
-from worker.solvers.smo_state import IS_PAR_MIN_ROW, IS_THREADS
+from worker.solvers.smo_state import T_SIZE
 
-_CHUNKS_PER_THREAD = 4  # a split row is handed out in this many chunks per thread, first come first served
 _ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
 
 
@@ -62,6 +61,8 @@ class PositionRows(NamedTuple):
     part_f: np.ndarray  # per-thread results of the split scans
     part_g: np.ndarray
     part_i: np.ndarray
+    team: np.ndarray  # the row team's shared slots (``smo_team.T_*``)
+    team_coef: np.ndarray  # the team's current order's coefficient
 
 
 def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> PositionRows:
@@ -94,6 +95,8 @@ def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int
         np.empty(threads),
         np.empty(threads),
         np.empty(threads, dtype=np.int64),
+        np.zeros(T_SIZE, dtype=np.int64),
+        np.zeros(1),
     )
 
 
@@ -219,35 +222,3 @@ def _row_kernel(p, lo, hi, X, kp, out, base, coef, accumulate):
     else:
         for t in range(m):
             o[t] = d[t]
-
-
-@njit(cache=True, parallel=True)
-def _row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, n_chunks):
-    # solve_smo sets numba's chunk size to 1: chunks go to whichever thread is free (a thread the system has
-    # descheduled does not hold the row up)
-    for c in prange(n_chunks):
-        _row_chunk(
-            p, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks, X, kp, out, base, coef, accumulate
-        )
-
-
-@njit(cache=True)
-def kernel_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
-    """Row p of Q over positions [lo, hi) into out (see _row_chunk), split over the threads when long."""
-    threads = istate[IS_THREADS]
-    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_ROW]:
-        _row_parallel(p, lo, hi, X, kp, out, base, coef, accumulate, _CHUNKS_PER_THREAD * threads)
-    else:
-        _row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate)
-
-
-@njit(cache=True)
-def inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, istate, out):
-    """out[t - active] += sum over free_pos[start:stop] of alpha_j Q_tj, for t in [active, n), outside the cache.
-
-    For the trace's primal while shrunk: the shrunk variables' gradients without touching G, the
-    cache or any counter the solver steers by.
-    """
-    for idx in range(start, stop):
-        j = free_pos[idx]
-        kernel_row(j, active, n, X, kp, out, -active, alpha[j], True, istate)

@@ -1,5 +1,6 @@
 """SMO's scalar state, kept in two small arrays that the numba kernels update in place.
 
+``X.team`` (int64) holds what the row team's threads share (``worker.solvers.smo_team``).
 ``istate`` (int64) holds the step counter, the active-set size, the cache's bookkeeping and the counters
 that end up in the result; ``fstate`` (float64) the dual value, Platt's threshold and the last violation.
 Named slots instead of positional guesses; ``worker.solvers.smo`` documents what they mean to the solver.
@@ -34,9 +35,26 @@ IS_UNCACHED = 17  # kernel values computed beyond the slot length (G_bar rows)
 IS_FULL_ROWS = 18  # G_bar row updates
 IS_RECONSTRUCTED = 19  # kernel values computed by gradient rebuilds
 IS_THREADS = 20
-IS_PAR_MIN_ROW = 21  # shortest kernel row split over the threads
+IS_TEAM_MIN_ROW = 21  # shortest kernel row split over the row team (smo_team)
 IS_PAR_MIN_SCAN = 22  # shortest scan or gradient update split over the threads
 IS_SIZE = 23
+
+# X.team slots (smo_team's protocol); the three that threads write concurrently sit on their own 64-byte lines
+T_ORDER = 0  # (seq << SEQ_SHIFT) | next chunk to claim
+T_DONE = 8  # chunks finished for the current order
+T_QUIT = 16  # 1: partners return
+T_P = 24  # the order: row p over positions [lo, hi), into out[base + t], accumulate coef * Q or store Q
+T_LO = 25
+T_HI = 26
+T_BASE = 27
+T_ACCUMULATE = 28
+T_OUT_ADDRESS = 29
+T_OUT_LENGTH = 30
+T_OUT_ITEMSIZE = 31  # 8: float64 (gradients), 4: float32 (the cache pool)
+T_N_CHUNKS = 32
+T_SEQ = 33  # the owner's count of orders (its own copy; partners read seq from T_ORDER)
+T_PARTNERS = 40  # partners running; 0: the owner computes every row alone
+T_SIZE = 48
 
 # fstate slots
 FS_F = 0  # dual f(alpha) (minimization form)

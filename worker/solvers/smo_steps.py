@@ -16,7 +16,7 @@ from numba import njit
 
 from worker.solvers.common import rng_below
 from worker.solvers.smo_cache import get_row, permute_cached, reslot
-from worker.solvers.smo_rows import kernel_row, reorder
+from worker.solvers.smo_rows import reorder
 from worker.solvers.smo_scans import TAU, axpy, extremes, extremes_threads, in_up, select_j_threads, update_gradient
 from worker.solvers.smo_state import (
     FREE,
@@ -43,6 +43,7 @@ from worker.solvers.smo_state import (
     RUN_RECONSTRUCT,
     UPPER,
 )
+from worker.solvers.smo_team import kernel_row
 
 
 class Variables(NamedTuple):

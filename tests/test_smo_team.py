@@ -1,0 +1,166 @@
+"""The atomics that threads share inside numba kernels, and smo's row team built on them."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numba import njit
+
+from worker.solvers import smo as smo_module
+from worker.solvers.atomics import array_at, compare_and_swap, fetch_add, load_acquire, nap_ns, store_release, yield_cpu
+from worker.solvers.common import SolverControl, StopReason
+from worker.solvers.kernels import KERNEL_RBF, row_sq_norms
+from worker.solvers.smo import solve_smo
+from worker.solvers.smo_rows import KernelParams, _row_chunk, position_copies
+from worker.solvers.smo_state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
+from worker.solvers.smo_team import RowTeam, kernel_row
+
+
+@njit(nogil=True)
+def _count_up(counter, times):
+    for _ in range(times):
+        fetch_add(counter, 0, 1)
+
+
+@njit(nogil=True)
+def _claim_up(counter, times, wins):
+    """Increment slot 0 by compare-and-swap, retrying on a lost race; count the wins in wins[0]."""
+    for _ in range(times):
+        while True:
+            seen = load_acquire(counter, 0)
+            if compare_and_swap(counter, 0, seen, seen + 1):
+                wins[0] += 1
+                break
+            yield_cpu()
+
+
+def test_fetch_add_and_compare_and_swap_lose_no_update_between_threads():
+    counter = np.zeros(8, dtype=np.int64)
+    threads = [threading.Thread(target=_count_up, args=(counter, 200_000)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    _count_up(counter, 200_000)
+    for thread in threads:
+        thread.join()
+    assert counter[0] == 800_000
+
+    counter[:] = 0
+    wins = [np.zeros(1, dtype=np.int64) for _ in range(3)]
+    threads = [threading.Thread(target=_claim_up, args=(counter, 100_000, w)) for w in wins]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter[0] == 300_000 and [int(w[0]) for w in wins] == [100_000] * 3
+
+
+@njit
+def _store_then_load(slots, value):
+    store_release(slots, 3, value)
+    return load_acquire(slots, 3), compare_and_swap(slots, 3, value + 1, 0), compare_and_swap(slots, 3, value, 7)
+
+
+def test_store_load_and_a_failed_compare_and_swap():
+    slots = np.zeros(4, dtype=np.int64)
+    seen, failed, won = _store_then_load(slots, 41)
+    assert (seen, failed, won) == (41, False, True) and slots[3] == 7
+
+
+@njit
+def _write_through(address, length, like, value):
+    view = array_at(address, length, like)
+    for i in range(view.size):
+        view[i] = value + i
+    nap_ns(1000)
+    return view.size
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_array_at_is_a_view_of_the_memory_at_that_address(dtype):
+    target = np.zeros(6, dtype=dtype)
+    assert _write_through(target.ctypes.data + target.itemsize, 4, np.empty(0, dtype=dtype), 2.0) == 4
+    np.testing.assert_array_equal(target, np.array([0, 2, 3, 4, 5, 0], dtype=dtype))
+
+
+def test_atomics_refuse_anything_but_int64_slots():
+    from numba.core.errors import TypingError
+
+    with pytest.raises((TypeError, TypingError), match="int64"):
+        njit(lambda a: load_acquire(a, 0))(np.zeros(2))
+
+
+def _position_rows(n=3000, dense=True, seed=0):
+    rng = np.random.default_rng(seed)
+    matrix = sp.random(n, 6, density=0.6, random_state=seed, format="csr")
+    indptr, indices, data = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    X = position_copies(indptr, indices, data, row_sq_norms(indptr, data), y, 6, 1, dense)
+    from worker.solvers.smo_rows import OriginalRows, reorder
+
+    reorder(OriginalRows(indptr, indices, data, row_sq_norms(indptr, data), np.arange(n, dtype=np.int64)), X)
+    kp = KernelParams(np.int64(KERNEL_RBF), np.float64(0.7), np.float64(0.0), np.int64(3))
+    return X, kp
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense_rows", "columns"])
+@pytest.mark.parametrize("partners", [1, 3])
+def test_rows_split_over_the_team_are_the_rows_of_one_thread(dense, partners):
+    """Stored (float32, the cache) and accumulated (float64, gradients) rows, bit for bit, any partners."""
+    X, kp = _position_rows(dense=dense)
+    istate = np.zeros(IS_SIZE, dtype=np.int64)
+    istate[IS_TEAM_MIN_ROW] = 16
+    alone32, alone64 = np.zeros(3100, dtype=np.float32), np.full(3000, 0.5)
+    for p in (0, 17, 2999):
+        _row_chunk(p, 5, 2990, X, kp, alone32, 100, 0.0, False)
+        _row_chunk(p, 0, 3000, X, kp, alone64, 0, -0.3, True)
+    team = RowTeam(X, kp, partners)
+    try:
+        assert all(thread.is_alive() for thread in team.threads)
+        split32, split64 = np.zeros(3100, dtype=np.float32), np.full(3000, 0.5)
+        for _ in range(50):  # many hand-overs: any interleaving must give the same values
+            split32[:] = 0.0
+            split64[:] = 0.5
+            for p in (0, 17, 2999):
+                kernel_row(p, 5, 2990, X, kp, split32, 100, 0.0, False, istate)
+                kernel_row(p, 0, 3000, X, kp, split64, 0, -0.3, True, istate)
+            np.testing.assert_array_equal(split32, alone32)
+            np.testing.assert_array_equal(split64, alone64)
+    finally:
+        team.stop()
+    assert team.threads == [] and X.team[T_PARTNERS] == 0 and X.team[T_QUIT] == 1
+
+
+def _ring(n=4000, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = np.where(np.hypot(X[:, 0], X[:, 1]) < 0.6, 1.0, -1.0)
+    matrix = sp.csr_matrix(X)
+    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data, y
+
+
+def _partner_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("smo-row-partner")]
+
+
+def test_a_solve_leaves_no_partner_thread_behind_however_it_ends(monkeypatch):
+    import numba
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba allows one thread here")
+    monkeypatch.setattr(smo_module, "TEAM_MIN_ROW", 64)
+    args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "n_threads": 2}
+    done = solve_smo(*_ring(), **args)
+    assert done.converged and _partner_threads() == []
+
+    cancelled = solve_smo(*_ring(), **args, control=SolverControl(cancel_requested=lambda: True))
+    assert cancelled.stop_reason == StopReason.CANCELED and _partner_threads() == []
+
+    def explode(point):
+        raise RuntimeError("trace sink failed")
+
+    with pytest.raises(RuntimeError, match="trace sink failed"):
+        solve_smo(*_ring(), **args, trace_every=5, control=SolverControl(on_point=explode))
+    assert _partner_threads() == []
