@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,26 @@ class RunningService:
         )
         self.workers.append(proc)
         return proc
+
+    def wait_workers_idle(self, timeout: float = 300.0) -> None:
+        """Wait until every worker started here is registered with RQ, idle, and no queue holds a job
+        (earlier tests may leave jobs behind: a test about how work spreads must start from idle workers)."""
+        from rq import Queue, Worker
+
+        client = redis.Redis.from_url(self.redis_url)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                live = {proc.pid for proc in self.workers if proc.poll() is None}
+                workers = [w for w in Worker.all(connection=client) if w.pid in live]  # not killed ones' records
+                idle = len(workers) == len(live) and all(w.get_state() == "idle" for w in workers)
+                if idle and all(q.count == 0 for q in Queue.all(connection=client)):
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"workers still busy after {timeout} s: {[w.get_state() for w in workers]}")
+                time.sleep(0.1)
+        finally:
+            client.close()
 
     def stop_worker(self, proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         """Stop one worker (and its work horse) and wait until it is gone."""

@@ -378,6 +378,8 @@ def test_search_folds_must_hold_a_row_of_each_label(http):
 def test_distributed_search_spreads_over_the_workers(service, http):
     from tests.helpers import sparse_problem
 
+    # from idle workers: a job an earlier test left running would keep one worker from taking any unit
+    service.wait_workers_idle()
     problem = sparse_problem(3000, 200, 20, seed=21, noise=1.0)
     dataset = upload(http, to_svmlight(*problem)).json()
     grid = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]

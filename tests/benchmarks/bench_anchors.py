@@ -468,8 +468,10 @@ def main(argv=None) -> int:
     for r in rows:  # a run of some solvers (--solvers) keeps the other solvers' earlier results of the row
         keyed[(r["data"], r["C"])] = {**keyed.get((r["data"], r["C"]), {}), **r}
     result["rows"] = list(keyed.values())
-    if "sector_all" not in result and "sector_all" in previous:
-        result["sector_all"] = previous["sector_all"]
+    # a run of some C values (--sector-all-Cs) keeps the other C values' earlier one-vs-rest results
+    result["sector_all"] = {**previous.get("sector_all", {}), **result.get("sector_all", {})}
+    if not result["sector_all"]:
+        del result["sector_all"]
     RESULTS.write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {RESULTS}")
     return 0
