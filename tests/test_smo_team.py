@@ -15,8 +15,9 @@ from worker.solvers.common import SolverControl, StopReason
 from worker.solvers.kernels import KERNEL_RBF, row_sq_norms
 from worker.solvers.smo import solve_smo
 from worker.solvers.smo_rows import KernelParams, _row_chunk, position_copies
+from worker.solvers.smo_scans import axpy_chunk, update_g_chunk
 from worker.solvers.smo_state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
-from worker.solvers.smo_team import RowTeam, kernel_row
+from worker.solvers.smo_team import RowTeam, axpy, kernel_row, update_gradient
 
 
 @njit(nogil=True)
@@ -131,6 +132,32 @@ def test_rows_split_over_the_team_are_the_rows_of_one_thread(dense, partners):
     finally:
         team.stop()
     assert team.threads == [] and X.team[T_PARTNERS] == 0 and X.team[T_QUIT] == 1
+
+
+@pytest.mark.parametrize("partners", [1, 3])
+def test_gradient_updates_split_over_the_team_are_the_one_thread_updates(partners):
+    """G += di Q_i + dj Q_j and G_bar += a Q_p from the float32 cache pool, bit for bit, any partners."""
+    X, kp = _position_rows()
+    istate = np.zeros(IS_SIZE, dtype=np.int64)
+    istate[IS_TEAM_MIN_ROW] = 16
+    rng = np.random.default_rng(5)
+    pool = rng.normal(size=3 * 3000).astype(np.float32)
+    G0 = rng.normal(size=3000)
+    alone_g, alone_bar = G0.copy(), G0.copy()
+    for k in range(20):
+        update_g_chunk(alone_g, pool, 3000, 6000, 0.1 * k - 0.7, 1.3 - 0.05 * k, 0, 2950)
+        axpy_chunk(alone_bar, 0.3 * k - 2.0, pool, 3000 * (k % 3), 7, 3000)
+    team = RowTeam(X, kp, partners)
+    try:
+        split_g, split_bar = G0.copy(), G0.copy()
+        for k in range(20):
+            update_gradient(split_g, pool, 3000, 6000, 0.1 * k - 0.7, 1.3 - 0.05 * k, 2950, X, istate)
+            axpy(split_bar, 0.3 * k - 2.0, pool, 3000 * (k % 3), 7, 3000, X, istate)
+    finally:
+        team.stop()
+    np.testing.assert_array_equal(split_g, alone_g)
+    np.testing.assert_array_equal(split_bar, alone_bar)
+    assert not np.array_equal(split_g, G0) and not np.array_equal(split_bar, G0)
 
 
 def _ring(n=4000, seed=1):

@@ -133,19 +133,20 @@ point when no variable is shrunk; while shrunk, at most every PRIMAL_EVERY_S sec
 variables' gradients are then computed outside the cache, at most about a fifth of the run's time,
 counted as trace time).
 
-What runs in parallel (``n_threads``, default: the threads numba allows this process): kernel rows of
-at least ``TEAM_MIN_ROW`` positions (8,192) are cut into 4 chunks per thread and computed by the solver's
-thread and ``n_threads - 1`` partner threads that spin between rows (``smo_team``: an OpenMP-like team
-of plain threads, handing a row over in well under a microsecond; numba's ``prange`` regions cost about
-as much as a row, so two threads had run no faster than one). The gradient update (two rows) is split into
-one range per thread and the two working-set scans take each thread's first maximum and keep the first of
-those (so the choice is the one a single scan makes), both through numba's ``prange`` on its
-``workqueue`` layer (fork-safe) and only from ``PAR_MIN_SCAN`` positions (262,144: about 1 ms), below
-which a region costs more than it saves (measured: ~100 us for an empty region at load 9 on 2 cores).
-Every value is computed by the same arithmetic whatever the split, so 1 and 2 threads take the very
-same steps and return the same alpha (tested). Measured on 2 quiet cores (2026-11-26,
-tests/benchmarks/README.md): 2 threads take 0.6x the time of one on ijcnn1 and a9a. Processes x threads
-<= cores. Deterministic for a given seed and thread count (only ``platt`` draws numbers).
+What runs in parallel (``n_threads``, default: the threads numba allows this process): kernel rows and
+the gradient updates (G after a step, G_bar when a variable reaches or leaves its upper bound) of at least
+``TEAM_MIN_ROW`` positions (8,192) are cut into 4 chunks per thread and computed by the solver's thread
+and ``n_threads - 1`` partner threads that spin between passes (``smo_team``: an OpenMP-like team of
+plain threads, handing a pass over in well under a microsecond; numba's ``prange`` regions cost about as
+much as a row, so two threads had run no faster than one). The two working-set scans take each thread's
+first maximum and keep the first of those (so the choice is the one a single scan makes), through
+numba's ``prange`` on its ``workqueue`` layer (fork-safe) and only from ``PAR_MIN_SCAN`` positions
+(262,144: about 1 ms), below which a region costs more than it saves (measured: ~100 us for an empty
+region at load 9 on 2 cores). Every value is computed by the same arithmetic whatever the split, so 1 and
+2 threads take the very same steps and return the same alpha (tested). Measured on 2 quiet cores
+(2026-11-26, tests/benchmarks/README.md): 2 threads take 0.6x the time of one on ijcnn1 and a9a.
+Processes x threads <= cores. Deterministic for a given seed and thread count (only ``platt`` draws
+numbers).
 
 Where the code is
 -----------------
@@ -222,7 +223,7 @@ FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to rep
 # and at least this fraction of its entries are stored (else the columns, CSC, do)
 _DENSE_T_MAX_BYTES = 256 << 20
 _DENSE_T_MIN_FILL = 0.05
-# below this length a scan or gradient update runs on one thread: a parallel region of numba's workqueue
+# below this length a scan runs on one thread: a parallel region of numba's workqueue
 # layer costs tens of microseconds on an idle machine and milliseconds on a busy one, so only passes of
 # about 1 ms and more are split. Read at each solve (istate), as smo_team's TEAM_MIN_ROW, so that tests
 # can lower them.

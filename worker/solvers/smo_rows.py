@@ -62,7 +62,7 @@ class PositionRows(NamedTuple):
     part_g: np.ndarray
     part_i: np.ndarray
     team: np.ndarray  # the row team's shared slots (``smo_team.T_*``)
-    team_coef: np.ndarray  # the team's current order's coefficient
+    team_coef: np.ndarray  # the team's current order's coefficients (two)
 
 
 def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> PositionRows:
@@ -96,7 +96,7 @@ def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int
         np.empty(threads),
         np.empty(threads, dtype=np.int64),
         np.zeros(T_SIZE, dtype=np.int64),
-        np.zeros(1),
+        np.zeros(2),
     )
 
 

@@ -1,11 +1,12 @@
-"""SMO's passes over the gradient: the working-set scans and the gradient updates, split over threads when long.
+"""SMO's passes over the gradient: the working-set scans (split over threads when long) and the gradient updates.
 
 ``extremes``: m = max_{I_up} F and M = min_{I_low} F (F_t = -y_t G_t) and the first position of m;
-``select_j``: the second-order choice of j given i (Fan, Chen & Lin 2005); ``update_gradient`` and
-``axpy``: G += two rows (a step) or one row (G_bar). Each scan takes block maxima, then looks for the first
-maximum in its block; split over the threads (``IS_PAR_MIN_SCAN`` positions and more), each thread's
-first maximum is kept and the first of those wins, so the choice is the one a single scan makes and 1 and
-2 threads take the very same steps.
+``select_j``: the second-order choice of j given i (Fan, Chen & Lin 2005); ``update_g_chunk`` and
+``axpy_chunk``: G += two rows (a step) or one row (G_bar), over a range (``smo_team`` splits them over its
+threads). Each scan takes block maxima, then looks for the first maximum in its block; split over the
+threads (``IS_PAR_MIN_SCAN`` positions and more, numba's prange), each thread's first maximum is kept and
+the first of those wins, so the choice is the one a single scan makes and 1 and 2 threads take the very
+same steps.
 """
 
 from __future__ import annotations
@@ -183,48 +184,20 @@ def select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
 
 
 @njit(cache=True)
-def _axpy_chunk(v, a, cache, base, lo, hi):
+def axpy_chunk(v, a, cache, base, lo, hi):
+    """v[t] += a * cache[base + t] for t in [lo, hi) (G_bar's updates; ``smo_team.axpy`` splits it)."""
     vv = v[lo:hi]
     cc = cache[base + lo : base + hi]
     for t in range(hi - lo):
         vv[t] += a * cc[t]
 
 
-@njit(cache=True, parallel=True)
-def _axpy_parallel(v, a, cache, base, lo, hi, n_chunks):
-    for c in prange(n_chunks):
-        _axpy_chunk(v, a, cache, base, lo + (hi - lo) * c // n_chunks, lo + (hi - lo) * (c + 1) // n_chunks)
-
-
 @njit(cache=True)
-def axpy(v, a, cache, base, lo, hi, istate):
-    """v[t] += a * cache[base + t] for t in [lo, hi)."""
-    threads = istate[IS_THREADS]
-    if threads > 1 and hi - lo >= istate[IS_PAR_MIN_SCAN]:
-        _axpy_parallel(v, a, cache, base, lo, hi, threads)
-    else:
-        _axpy_chunk(v, a, cache, base, lo, hi)
-
-
-@njit(cache=True)
-def _update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
+def update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
+    """G[t] += Q[i, t] di + Q[j, t] dj for t in [lo, hi), from two cached rows (``smo_team.update_gradient``
+    splits it)."""
     g = G[lo:hi]
     qi = cache[base_i + lo : base_i + hi]
     qj = cache[base_j + lo : base_j + hi]
     for t in range(hi - lo):
         g[t] += qi[t] * di + qj[t] * dj
-
-
-@njit(cache=True, parallel=True)
-def _update_g_parallel(G, cache, base_i, base_j, di, dj, active, n_chunks):
-    for c in prange(n_chunks):
-        _update_g_chunk(G, cache, base_i, base_j, di, dj, active * c // n_chunks, active * (c + 1) // n_chunks)
-
-
-@njit(cache=True)
-def update_gradient(G, cache, base_i, base_j, di, dj, active, istate):
-    """G[t] += Q[i, t] di + Q[j, t] dj for the active t, from the two cached rows."""
-    if istate[IS_THREADS] > 1 and active >= istate[IS_PAR_MIN_SCAN]:
-        _update_g_parallel(G, cache, base_i, base_j, di, dj, active, istate[IS_THREADS])
-    else:
-        _update_g_chunk(G, cache, base_i, base_j, di, dj, 0, active)

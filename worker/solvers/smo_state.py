@@ -53,6 +53,10 @@ T_OUT_LENGTH = 30
 T_OUT_ITEMSIZE = 31  # 8: float64 (gradients), 4: float32 (the cache pool)
 T_N_CHUNKS = 32
 T_SEQ = 33  # the owner's count of orders (its own copy; partners read seq from T_ORDER)
+T_KIND = 34  # what the order asks: TEAM_ROW, TEAM_AXPY or TEAM_UPDATE_G (smo_team)
+T_SRC_ADDRESS = 35  # updates: the cache pool (float32) the rows are read from
+T_SRC_LENGTH = 36
+T_BASE_J = 37  # TEAM_UPDATE_G: the second row's offset in the pool
 T_PARTNERS = 40  # partners running; 0: the owner computes every row alone
 T_SIZE = 48
 

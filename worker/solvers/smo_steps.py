@@ -17,7 +17,7 @@ from numba import njit
 from worker.solvers.common import rng_below
 from worker.solvers.smo_cache import get_row, permute_cached, reslot
 from worker.solvers.smo_rows import reorder
-from worker.solvers.smo_scans import TAU, axpy, extremes, extremes_threads, in_up, select_j_threads, update_gradient
+from worker.solvers.smo_scans import TAU, extremes, extremes_threads, in_up, select_j_threads
 from worker.solvers.smo_state import (
     FREE,
     FS_B,
@@ -43,7 +43,7 @@ from worker.solvers.smo_state import (
     RUN_RECONSTRUCT,
     UPPER,
 )
-from worker.solvers.smo_team import kernel_row
+from worker.solvers.smo_team import axpy, kernel_row, update_gradient
 
 
 class Variables(NamedTuple):
@@ -116,7 +116,7 @@ def _gbar_row(p, coef, n, X, kp, ca, istate, G_bar):
     lim = min(n, L)
     istate[IS_FULL_ROWS] += 1
     base = get_row(p, lim, X, kp, ca, istate)
-    axpy(G_bar, coef, cache, base, 0, lim, istate)
+    axpy(G_bar, coef, cache, base, 0, lim, X, istate)
     if lim < n:
         kernel_row(p, lim, n, X, kp, G_bar, 0, coef, True, istate)
         istate[IS_COMPUTED] += n - lim
@@ -132,7 +132,7 @@ def _apply_step(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, V, istate, f
     dj = aj_new - alpha[j]
     Qij = cache[base_i + j]
     fstate[FS_F] += G[i] * di + G[j] * dj + 0.5 * (QD[i] * di * di + QD[j] * dj * dj) + Qij * di * dj
-    update_gradient(G, cache, base_i, base_j, di, dj, istate[IS_ACTIVE], istate)
+    update_gradient(G, cache, base_i, base_j, di, dj, istate[IS_ACTIVE], X, istate)
     alpha[i] = ai_new
     alpha[j] = aj_new
     old_ui = status[i] == UPPER

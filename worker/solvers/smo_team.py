@@ -1,4 +1,5 @@
-"""Kernel rows of SMO split over a team of threads that stay awake between rows (OpenMP's way, not numba's).
+"""SMO's kernel rows and gradient updates split over a team of threads that stay awake between them
+(OpenMP's way, not numba's).
 
 Why a team
 ----------
@@ -13,19 +14,20 @@ Handing a row to them costs a few hundred nanoseconds (measured: 0.4-0.5 us for 
 
 Protocol (``X.team``, slots ``T_*``; the atomics are ``worker.solvers.atomics``)
 --------------------------------------------------------------------------------
-The solver's own thread, the owner, calls ``kernel_row``. A row over [lo, hi) of at least
+The solver's own thread, the owner, calls ``kernel_row`` (a row of Q), ``update_gradient`` (G += two
+cached rows, after a step) or ``axpy`` (G_bar += one cached row). A pass over [lo, hi) of at least
 ``istate[IS_TEAM_MIN_ROW]`` positions, with partners running, is cut into ``CHUNKS_PER_THREAD`` chunks
-per thread. The owner writes the order (row, range, destination array's address, length and item size,
-coefficient), resets the done count, then publishes ``T_ORDER = seq << SEQ_SHIFT`` with a release store
-(seq counts orders). Every thread, the owner included, claims the next chunk by compare-and-swap on
-``T_ORDER`` (only while its seq is still the one it read the order for), computes it with
-``smo_rows._row_chunk`` and adds one to ``T_DONE``; the owner returns when ``T_DONE`` reaches the number
-of chunks. A partner that reads an order late, after every chunk is taken or the owner has moved on,
+per thread. The owner writes the order (its kind ``TEAM_*``, range, the arrays' addresses, lengths and
+item sizes, coefficients), resets the done count, then publishes ``T_ORDER = seq << SEQ_SHIFT`` with a
+release store (seq counts orders). Every thread, the owner included, claims the next chunk by
+compare-and-swap on ``T_ORDER`` (only while its seq is still the one it read the order for), computes it
+with the one-thread code (``smo_rows._row_chunk``, ``smo_scans.update_g_chunk``, ``smo_scans.axpy_chunk``)
+and adds one to ``T_DONE``; the owner returns when ``T_DONE`` reaches the number of chunks. A partner that reads an order late, after every chunk is taken or the owner has moved on,
 fails its compare-and-swap and takes nothing, so it never computes with a torn order, and a partner the
 system has descheduled does not hold a row up: the owner takes the chunks left.
 
 Chunks are disjoint ranges of positions and each value is computed by the same arithmetic whatever the
-range (``_row_chunk``), so any split, any thread count and any timing give the very same row: the run is
+range, so any split, any thread count and any timing give the very same row: the run is
 the one thread's, bit for bit (tested).
 
 Waiting
@@ -48,12 +50,15 @@ from numba import njit
 from worker.solvers.atomics import array_at, compare_and_swap, fetch_add, load_acquire, nap_ns, store_release, yield_cpu
 from worker.solvers.common import monotonic_s
 from worker.solvers.smo_rows import _row_chunk
+from worker.solvers.smo_scans import axpy_chunk, update_g_chunk
 from worker.solvers.smo_state import (
     IS_TEAM_MIN_ROW,
     T_ACCUMULATE,
     T_BASE,
+    T_BASE_J,
     T_DONE,
     T_HI,
+    T_KIND,
     T_LO,
     T_N_CHUNKS,
     T_ORDER,
@@ -64,7 +69,13 @@ from worker.solvers.smo_state import (
     T_PARTNERS,
     T_QUIT,
     T_SEQ,
+    T_SRC_ADDRESS,
+    T_SRC_LENGTH,
 )
+
+TEAM_ROW = 0  # order kinds: a kernel row (smo_rows._row_chunk)
+TEAM_AXPY = 1  # v += a * one cached row (smo_scans.axpy_chunk: G_bar's updates)
+TEAM_UPDATE_G = 2  # G += di * Q_i + dj * Q_j from two cached rows (smo_scans.update_g_chunk)
 
 SEQ_SHIFT = 24  # chunk numbers fit below this bit
 CHUNKS_PER_THREAD = 4  # chunks of a split row per thread, first come first served
@@ -77,31 +88,53 @@ TEAM_MIN_ROW = 8192
 
 
 @njit(cache=True)
-def _take_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out, base, coef, accumulate):
-    """Claim and compute chunks of order seq until none is left (or the order is no longer seq)."""
-    span = hi - lo
+def _claim(team, seq, n_chunks):
+    """The next chunk of order seq for this thread, or -1 when none is left (or the order is no longer seq)."""
     while True:
         word = load_acquire(team, T_ORDER)
         if (word >> SEQ_SHIFT) != seq:
-            return
+            return -1
         c = word & ((1 << SEQ_SHIFT) - 1)
         if c >= n_chunks:
-            return
+            return -1
         if compare_and_swap(team, T_ORDER, word, word + 1):
-            _row_chunk(
-                p, lo + span * c // n_chunks, lo + span * (c + 1) // n_chunks, X, kp, out, base, coef, accumulate
-            )
-            fetch_add(team, T_DONE, 1)
+            return c
 
 
 @njit(cache=True)
-def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
-    """Row p over [lo, hi) into out (as ``smo_rows._row_chunk``), computed by the owner and the partners."""
-    team = X.team
+def _take_row_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out, base, coef, accumulate):
+    """Claim and compute chunks of a row order until none is left."""
+    span = hi - lo
+    c = _claim(team, seq, n_chunks)
+    while c >= 0:
+        _row_chunk(p, lo + span * c // n_chunks, lo + span * (c + 1) // n_chunks, X, kp, out, base, coef, accumulate)
+        fetch_add(team, T_DONE, 1)
+        c = _claim(team, seq, n_chunks)
+
+
+@njit(cache=True)
+def _take_update_chunks(seq, team, kind, lo, hi, n_chunks, v, cache, base_i, base_j, a_i, a_j):
+    """Claim and compute chunks of an update order (``TEAM_AXPY`` or ``TEAM_UPDATE_G``) until none is left."""
+    span = hi - lo
+    c = _claim(team, seq, n_chunks)
+    while c >= 0:
+        a, b = lo + span * c // n_chunks, lo + span * (c + 1) // n_chunks
+        if kind == TEAM_UPDATE_G:
+            update_g_chunk(v, cache, base_i, base_j, a_i, a_j, a, b)
+        else:
+            axpy_chunk(v, a_i, cache, base_i, a, b)
+        fetch_add(team, T_DONE, 1)
+        c = _claim(team, seq, n_chunks)
+
+
+@njit(cache=True)
+def _publish(team, kind, lo, hi, out, base, accumulate):
+    """Write an order's common fields and publish it; returns (seq, number of chunks). The caller has
+    written the order's own fields before (they are published with it)."""
     n_chunks = CHUNKS_PER_THREAD * (team[T_PARTNERS] + 1)
     seq = team[T_SEQ] + 1
     team[T_SEQ] = seq
-    team[T_P] = p
+    team[T_KIND] = kind
     team[T_LO] = lo
     team[T_HI] = hi
     team[T_BASE] = base
@@ -110,10 +143,14 @@ def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
     team[T_OUT_LENGTH] = out.size
     team[T_OUT_ITEMSIZE] = out.itemsize
     team[T_N_CHUNKS] = n_chunks
-    X.team_coef[0] = coef
     store_release(team, T_DONE, 0)
-    store_release(team, T_ORDER, seq << SEQ_SHIFT)  # publishes everything written above
-    _take_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out, base, coef, accumulate)
+    store_release(team, T_ORDER, seq << SEQ_SHIFT)  # publishes everything written before
+    return seq, n_chunks
+
+
+@njit(cache=True)
+def _wait_done(team, n_chunks):
+    """Wait (spinning, then yielding) until every chunk of the current order is done."""
     polls = 0
     while load_acquire(team, T_DONE) < n_chunks:
         polls += 1
@@ -122,12 +159,60 @@ def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
 
 
 @njit(cache=True)
+def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
+    """Row p over [lo, hi) into out (as ``smo_rows._row_chunk``), computed by the owner and the partners."""
+    team = X.team
+    team[T_P] = p
+    X.team_coef[0] = coef
+    seq, n_chunks = _publish(team, TEAM_ROW, lo, hi, out, base, accumulate)
+    _take_row_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out, base, coef, accumulate)
+    _wait_done(team, n_chunks)
+
+
+@njit(cache=True)
+def _team_update(kind, v, a_i, a_j, cache, base_i, base_j, lo, hi, X):
+    team = X.team
+    team[T_SRC_ADDRESS] = cache.ctypes.data
+    team[T_SRC_LENGTH] = cache.size
+    team[T_BASE_J] = base_j
+    X.team_coef[0] = a_i
+    X.team_coef[1] = a_j
+    seq, n_chunks = _publish(team, kind, lo, hi, v, base_i, False)
+    _take_update_chunks(seq, team, kind, lo, hi, n_chunks, v, cache, base_i, base_j, a_i, a_j)
+    _wait_done(team, n_chunks)
+
+
+@njit(cache=True)
+def _team_takes(X, length, istate):
+    return X.team[T_PARTNERS] > 0 and length >= istate[IS_TEAM_MIN_ROW]
+
+
+@njit(cache=True)
 def kernel_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
     """Row p of Q over positions [lo, hi) into out (see ``smo_rows._row_chunk``), split over the team when long."""
-    if X.team[T_PARTNERS] > 0 and hi - lo >= istate[IS_TEAM_MIN_ROW]:
+    if _team_takes(X, hi - lo, istate):
         team_row(p, lo, hi, X, kp, out, base, coef, accumulate)
     else:
         _row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate)
+
+
+@njit(cache=True)
+def axpy(v, a, cache, base, lo, hi, X, istate):
+    """v[t] += a * cache[base + t] for t in [lo, hi) (``smo_scans.axpy_chunk``), split over the team when long."""
+    if _team_takes(X, hi - lo, istate) and cache.itemsize == 4 and v.itemsize == 8:
+        _team_update(TEAM_AXPY, v, a, 0.0, cache, base, base, lo, hi, X)
+    else:
+        axpy_chunk(v, a, cache, base, lo, hi)
+
+
+@njit(cache=True)
+def update_gradient(G, cache, base_i, base_j, di, dj, active, X, istate):
+    """G[t] += Q[i, t] di + Q[j, t] dj for the active t (``smo_scans.update_g_chunk``), split over the team
+    when long."""
+    if _team_takes(X, active, istate) and cache.itemsize == 4 and G.itemsize == 8:
+        _team_update(TEAM_UPDATE_G, G, di, dj, cache, base_i, base_j, 0, active, X)
+    else:
+        update_g_chunk(G, cache, base_i, base_j, di, dj, 0, active)
 
 
 @njit(cache=True)
@@ -145,19 +230,24 @@ def inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, istate, ou
 @njit(cache=True)
 def _serve(seq, team, X, kp):
     """A partner's share of order seq: read the order, then claim chunks while any are left."""
-    p, lo, hi, base = team[T_P], team[T_LO], team[T_HI], team[T_BASE]
-    accumulate = team[T_ACCUMULATE] != 0
+    kind, lo, hi, base = team[T_KIND], team[T_LO], team[T_HI], team[T_BASE]
     n_chunks = team[T_N_CHUNKS]
-    coef = X.team_coef[0]
+    coef, coef_j = X.team_coef[0], X.team_coef[1]
     address, length = team[T_OUT_ADDRESS], team[T_OUT_LENGTH]
     # a late reader may see the next order's fields half written: it then fails every compare-and-swap
-    # (the seq moved on) and never touches the view
-    if team[T_OUT_ITEMSIZE] == 4:
-        out32 = array_at(address, length, np.empty(0, dtype=np.float32))
-        _take_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out32, base, coef, accumulate)
+    # (the seq moved on) and never touches the views
+    if kind == TEAM_ROW:
+        p, accumulate = team[T_P], team[T_ACCUMULATE] != 0
+        if team[T_OUT_ITEMSIZE] == 4:
+            out32 = array_at(address, length, np.empty(0, dtype=np.float32))
+            _take_row_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out32, base, coef, accumulate)
+        else:
+            out64 = array_at(address, length, X.dots)
+            _take_row_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out64, base, coef, accumulate)
     else:
-        out64 = array_at(address, length, X.dots)
-        _take_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out64, base, coef, accumulate)
+        v = array_at(address, length, X.dots)
+        cache = array_at(team[T_SRC_ADDRESS], team[T_SRC_LENGTH], np.empty(0, dtype=np.float32))
+        _take_update_chunks(seq, team, kind, lo, hi, n_chunks, v, cache, base, team[T_BASE_J], coef, coef_j)
 
 
 @njit(cache=True, nogil=True)
