@@ -26,6 +26,12 @@ def _slot_pointer(context, builder, array_type, array, index):
     return cgutils.get_item_pointer(context, builder, array_type, ary, [index])
 
 
+def _slot_and_value(context, builder, signature, args):
+    """The slot's pointer (arguments 0 and 1) and argument 2 as an int64."""
+    pointer = _slot_pointer(context, builder, signature.args[0], args[0], args[1])
+    return pointer, context.cast(builder, args[2], signature.args[2], types.int64)
+
+
 def _check_int64_array(array):
     if not (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1):
         raise TypeError(f"atomics work on 1-d int64 arrays, not {array}")
@@ -49,8 +55,7 @@ def store_release(typingctx, array, index, value):
     _check_int64_array(array)
 
     def codegen(context, builder, signature, args):
-        pointer = _slot_pointer(context, builder, signature.args[0], args[0], args[1])
-        v = context.cast(builder, args[2], signature.args[2], types.int64)
+        pointer, v = _slot_and_value(context, builder, signature, args)
         builder.store_atomic(v, pointer, "release", 8)
         return context.get_dummy_value()
 
@@ -63,8 +68,7 @@ def compare_and_swap(typingctx, array, index, expected, new):
     _check_int64_array(array)
 
     def codegen(context, builder, signature, args):
-        pointer = _slot_pointer(context, builder, signature.args[0], args[0], args[1])
-        e = context.cast(builder, args[2], signature.args[2], types.int64)
+        pointer, e = _slot_and_value(context, builder, signature, args)
         n = context.cast(builder, args[3], signature.args[3], types.int64)
         outcome = builder.cmpxchg(pointer, e, n, "acq_rel", "acquire")
         return builder.extract_value(outcome, 1)
@@ -78,8 +82,7 @@ def fetch_add(typingctx, array, index, value):
     _check_int64_array(array)
 
     def codegen(context, builder, signature, args):
-        pointer = _slot_pointer(context, builder, signature.args[0], args[0], args[1])
-        v = context.cast(builder, args[2], signature.args[2], types.int64)
+        pointer, v = _slot_and_value(context, builder, signature, args)
         return builder.atomic_rmw("add", pointer, v, "acq_rel")
 
     return types.int64(array, index, value), codegen
