@@ -73,6 +73,7 @@ def check_orderly_stop(run: ServeRun, data_dir, gone: dict) -> None:
     assert redis_gone >= max(others), "Redis stopped before a process that writes to it"
     valid, report = aof_check(data_dir / "redis")
     assert valid, report
+    assert "leaked" not in run.text(), run.text()[-3000:]  # Python's resource tracker: semaphores left behind
 
 
 @pytest.mark.parametrize("how", ["ctrl_c", "sigterm_group", "sigint_group", "sigterm_supervisor", "sighup"])

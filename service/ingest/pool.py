@@ -14,6 +14,9 @@ from service.ingest import entry
 
 log = logging.getLogger("hinge.ingest")
 
+MANAGER_JOIN_S = 2.0
+"""How long ``IngestPool.close(wait=True)`` waits for the pool's manager thread once its processes are gone."""
+
 
 class IngestPool:
     """Runs ``entry.ingest`` in spawned processes; a crashed process is replaced for the next upload."""
@@ -64,14 +67,25 @@ class IngestPool:
 
         The API waits when it stops, so that no parser process outlives it; one still loading its
         kernels (an API stopped right after it started) would make it wait seconds: it is killed.
+        Waiting also releases the pool's named semaphores before the API exits: uvicorn ends the
+        process by re-raising the SIGTERM it caught, so no exit handler runs after this, and a queue
+        still held by the pool's manager thread would leave its semaphores for Python's resource
+        tracker to report as leaked.
         """
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-            if wait:
-                end = time.monotonic() + timeout
-                for process in multiprocessing.active_children():  # the API's only children: its parsers
-                    process.join(max(0.0, end - time.monotonic()))
-                    if process.is_alive():
-                        process.kill()
-                        process.join(1.0)
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        manager = getattr(executor, "_executor_manager_thread", None)  # None before the first submit
+        executor.shutdown(wait=False, cancel_futures=True)
+        if not wait:
+            return
+        end = time.monotonic() + timeout
+        for process in multiprocessing.active_children():  # the API's only children: its parsers
+            process.join(max(0.0, end - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        # The parsers are gone, so the manager thread ends at once (it sees them die) and drops the last
+        # references to the queues, whose finalizers unlink their semaphores and tell the resource tracker.
+        if manager is not None:
+            manager.join(MANAGER_JOIN_S)
