@@ -80,31 +80,29 @@ def svmocas(path: str, C: float, n_features: int, tol_rel: float = 0.01, threads
     }
 
 
-def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.01) -> dict:
-    """SVMperf ``-w 9`` (its default algorithm), error-rate loss, ``-c C n / 100``, ``--b 1``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "model")
-        out = subprocess.run(
-            [
-                str(BIN / "svm_perf_learn"),
-                "-c",
-                repr(C * n_rows / 100.0),
-                "-w",
-                "9",
-                "-e",
-                repr(eps),
-                "--b",
-                "1",
-                path,
-                model,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        lines = Path(model).read_text().splitlines()
-    seconds = float(re.search(r"Runtime in cpu-seconds:\s*([0-9.e+-]+)", out).group(1))
-    iterations = len(re.findall(r"^Iter \d+", out, re.M)) or None
+def svm_perf_command(path: str, C: float, n_rows: int, model: str, eps: float = 0.01) -> list[str]:
+    """SVMperf ``-w 9`` (its default algorithm), error-rate loss, ``-c C n / 100``, ``--b 1``, ``-e eps``."""
+    return [
+        str(BIN / "svm_perf_learn"),
+        "-c",
+        repr(C * n_rows / 100.0),
+        "-w",
+        "9",
+        "-e",
+        repr(eps),
+        "--b",
+        "1",
+        path,
+        model,
+    ]
+
+
+def read_svm_perf(output: str, model: str, n_features: int) -> dict:
+    """SVMperf's reported seconds ("Runtime in cpu-seconds": its loop only, not the statistics it prints
+    after), its iterations and the weights (w, w_B) of the model file it wrote."""
+    lines = Path(model).read_text().splitlines()
+    seconds = float(re.search(r"Runtime in cpu-seconds:\s*([0-9.e+-]+)", output).group(1))
+    iterations = len(re.findall(r"^Iter \d+", output, re.M)) or None
     b = float(lines[10].split("#")[0])
     w_all = {}
     for token in lines[11].split("#")[0].split()[1:]:
@@ -118,6 +116,16 @@ def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.0
         else:  # the bias feature SVMperf appends after the data's features
             w_bias += value
     return {"seconds": seconds, "iterations": iterations, "w": w, "w_bias": w_bias - b}
+
+
+def svm_perf(path: str, C: float, n_rows: int, n_features: int, eps: float = 0.01) -> dict:
+    """SVMperf (``svm_perf_command``) on one file: its seconds, iterations and weights (``read_svm_perf``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        out = subprocess.run(
+            svm_perf_command(path, C, n_rows, model, eps), capture_output=True, text=True, check=True
+        ).stdout
+        return read_svm_perf(out, model, n_features)
 
 
 def _strace_solver_seconds(command: list[str], model: str):

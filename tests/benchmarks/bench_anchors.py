@@ -25,6 +25,8 @@ For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLI
 Data: sector.scale class 1 against the rest ("sector1", 6,412 x 55,197), a9a, w8a, ijcnn1, and the
 generator of ``tests/benchmarks/synthetic.py`` (50 non-zeros a row over 10^6 features) at 20,000 rows
 ("syn20k") and with --big at 2,000,000 rows ("syn2m"). Writes tests/benchmarks/results/bench_anchors.json.
+On syn2m the cpa pair takes 2.5 hours this way (SVMperf alone runs 80 minutes):
+``bench_cpa_side_by_side`` measures it in SVMperf's time and merges its entry into the same file.
 """
 
 from __future__ import annotations
