@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from tests.benchmarks import anchors
-from tests.benchmarks.bench_anchors import RESULTS, WORK, _first_reaching, _ours, load, prepare
+from tests.benchmarks.bench_anchors import RESULTS, WORK, _ours, load, prepare
 
 TRACE_FIELDS = ("elapsed_s", "iteration", "best_primal", "lower_bound", "gap_rel", "rows_computed")
 """What each line of tight.jsonl keeps of a cpa trace point."""
@@ -43,9 +43,7 @@ TRACE_FIELDS = ("elapsed_s", "iteration", "best_primal", "lower_bound", "gap_rel
 def run_tight(arrays, n_features: int, C: float, tol_rel: float, max_seconds: float, out: Path) -> dict:
     """Our cpa, one thread, at ``tol_rel``, every trace point to out/tight.jsonl; its summary."""
     from worker.solvers.common import SolverControl
-    from worker.solvers.cpa import solve_cpa
 
-    indptr, indices, data, y = arrays
     with open(out / "tight.jsonl", "w") as sink:
 
         def on_point(point: dict) -> None:
@@ -53,10 +51,7 @@ def run_tight(arrays, n_features: int, C: float, tol_rel: float, max_seconds: fl
             sink.flush()
 
         control = SolverControl(deadline=time.monotonic() + max_seconds, on_point=on_point)
-        result = solve_cpa(
-            indptr, indices, data, y, n_features=n_features, C=C, bias=1.0, n_processes=1, tol_rel=tol_rel,
-            control=control,
-        )  # fmt: skip
+        result = _ours("cpa", arrays, n_features, C, 1, tol_rel=tol_rel, control=control)
     summary = {
         "tol_rel": tol_rel,
         "seconds": result.solver_seconds,
@@ -99,10 +94,8 @@ def report(name: str, C: float, arrays, n_features: int, out: Path) -> dict:
     F_star = min(p["best_primal"] for p in points if p["best_primal"] is not None)
     lower = max(p["lower_bound"] for p in points if p["lower_bound"] is not None)
     precision = lambda F: (F - F_star) / F_star  # noqa: E731
-    reached = _first_reaching(points, F_a, "best_primal")
-    reached_at = next(
-        (p["iteration"] for p in points if p["best_primal"] is not None and p["best_primal"] <= F_a), None
-    )
+    hit = next((p for p in points if p["best_primal"] is not None and p["best_primal"] <= F_a), None)
+    reached = hit["elapsed_s"] if hit else None
     summary = {
         "anchor": {
             "seconds": theirs["seconds"],
@@ -113,7 +106,7 @@ def report(name: str, C: float, arrays, n_features: int, out: Path) -> dict:
         "ours_default": {**default, "precision": precision(default["objective"])},
         "ours_1thread_tight": {
             "seconds_to_anchor_objective": reached,
-            "iteration_reaching_it": reached_at,
+            "iteration_reaching_it": hit["iteration"] if hit else None,
             "seconds": tight["seconds"],
             "iterations": tight["iterations"],
             "ratio_to_anchor": reached / theirs["seconds"] if reached is not None else None,
