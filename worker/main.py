@@ -108,7 +108,10 @@ def make_worker_class(base: type) -> Any:
                     os.kill(horse, signal.SIGTERM)  # the horse's handler sets its own INTERRUPT
                 except ProcessLookupError:
                     pass
-            self.log.info("Worker %s: stop requested; the running solver stops at its next check", self.name)
+            if horse:
+                self.log.info("Worker %s: stop requested; the running solver stops at its next check", self.name)
+            else:
+                self.log.info("Worker %s: stop requested; no job running", self.name)
 
         def request_force_stop(self, signum, frame) -> None:
             # RQ turns a second SIGTERM into a cold stop that drops the running job. A SIGTERM can
