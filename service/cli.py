@@ -151,6 +151,12 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # pragma: no cover
 
 
+def cmd_kernels(rest: list[str]) -> int:
+    """Replace this process with `python -m worker.warmup` (the kernel cache's state; --build compiles)."""
+    os.execv(sys.executable, [sys.executable, "-m", "worker.warmup", *rest])
+    return 0  # pragma: no cover
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the whole service in the foreground (see service/supervisor.py for the stop sequence)."""
     from service.supervisor import serve
@@ -188,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
         "worker", help="Run one worker (needs REDIS_URL); options: see `hinge worker --help`.", add_help=False
     )
 
+    sub.add_parser(
+        "kernels",
+        help="Show which numba kernels this machine has compiled; --build compiles the rest (see `hinge kernels --help`).",
+        add_help=False,
+    )
+
     keys_parser = sub.add_parser(
         "keys", help="Manage API keys (the Redis of a running `hinge serve`, or REDIS_URL): create, list, revoke."
     )
@@ -217,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["worker"]:
         return cmd_worker(argparse.Namespace(), argv[1:])
+    if argv[:1] == ["kernels"]:
+        return cmd_kernels(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)

@@ -126,6 +126,7 @@ class Supervisor:
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
         # workers x threads <= cores: each worker's jobs get an equal share of the machine
         self.env.setdefault("HINGE_WORKER_CORES", str(max(1, usable_cores() // max(1, self.args.workers))))
+        self.env["HINGE_LOCAL_WORKERS"] = str(self.args.workers)  # kernel compiles that run at once (estimates)
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
             self.env.setdefault(name, "1")
         if not self.env.get("REDIS_URL"):
@@ -332,28 +333,26 @@ class Supervisor:
 
 
 class Readiness:
-    """Tells the person at the terminal what `hinge serve` is doing until it can train, then says so once.
+    """Tells the person at the terminal what `hinge serve` is doing until every solver can train.
 
-    Reads the workers' heartbeats in Redis (``warming``: kernels done and left, see worker/heartbeat.py)
-    and asks the API's /healthz. Lines: "compiling solver kernels (first run only, about N s)" when a
-    worker is still warming after ANNOUNCE_AFTER_S (cached kernels load within it), one line per solver as the slowest worker finishes it,
-    then "ready: API on ..., N workers". N is the last measured compile time (kept in the data
-    directory), or KERNEL_SECONDS_GUESS before any.
+    Reads the workers' heartbeats in Redis (``solvers`` ready and ``warming``: the solvers left and an
+    estimate, from the machine's kernel cache; see worker/heartbeat.py) and asks the API's /healthz.
+    Lines: "compiling solver kernels ..." once, when the cache lacks some (the first run, or changed
+    solver code), with the estimate; one line per solver as its kernels are ready; a line at least every
+    PROGRESS_EVERY_S while they compile, with what is left and the estimate; "ready: API on ..." once the
+    workers take jobs (dcd's kernels are compiled first); "every solver ready" at the end.
     """
 
-    # loading cached kernels takes a few seconds; only a worker still warming after this is compiling
-    ANNOUNCE_AFTER_S = 6.0
-    KERNEL_SECONDS_GUESS = 90  # a cold compile of every solver on 2 quiet cores; a busy machine takes longer
-    TIMES_FILE = "kernel-seconds.json"
+    PROGRESS_EVERY_S = 15.0
 
     def __init__(self, supervisor: Supervisor):
         self.supervisor = supervisor
         self.started = time.monotonic()
         self.ready = False
+        self.complete = False
         self.announced = False
         self.reported: set[str] = set()
-        self.slowest: dict[str, float] = {}
-        self.known: list[str] = []  # every solver a warming beat named, in the order named
+        self.last_line = self.started
         self._client: redis.Redis | None = None
 
     def _beats(self) -> dict:
@@ -378,59 +377,50 @@ class Readiness:
         except OSError:
             return False
 
-    def _guess(self) -> int:
-        try:
-            return int(round(json.loads((self.supervisor.data_dir / self.TIMES_FILE).read_text())["seconds"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return self.KERNEL_SECONDS_GUESS
-
-    def _report(self, name: str, how_long: str) -> None:
-        if name in self.reported:
-            return
-        self.reported.add(name)
-        log(f"  kernels of {name} ready ({how_long}) [{len(self.reported)}/{max(len(self.known), 1)}]")
+    def _say(self, message: str) -> None:
+        log(message)
+        self.last_line = time.monotonic()
 
     def poll(self) -> None:
         """Look once; print what changed."""
-        if self.ready:
+        if self.ready and self.complete:
             return
         wanted = len(self.supervisor.workers)
         beats = self._beats() if wanted else {}
-        warming = [b["warming"] for b in beats.values() if not b.get("ready") and b.get("warming")]
         elapsed = time.monotonic() - self.started
-        if warming and not self.announced and elapsed > self.ANNOUNCE_AFTER_S:
+        warming = [b["warming"] for b in beats.values() if b.get("warming")]
+        left = sorted({name for state in warming for name in state.get("left", [])})
+        ready_solvers = [name for b in beats.values() for name in b.get("solvers", []) if name not in left]
+        eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
+        if left and not self.announced:
             self.announced = True
-            log(f"compiling solver kernels (first run only, about {self._guess()} s; cached afterwards)")
-        if self.announced:
-            for state in warming:
-                for name, seconds in state.get("done", {}).items():
-                    self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
-            still = {name for state in warming for name in state.get("left", [])}
-            for name in [*self.slowest, *sorted(still)]:
-                if name not in self.known:
-                    self.known.append(name)
-            for name in list(self.slowest):
-                if name not in still:
-                    self._report(name, f"{self.slowest[name]:.1f} s")
-        ready_workers = sum(1 for b in beats.values() if b.get("ready"))
-        if ready_workers >= wanted and self._api_up():
-            self.ready = True
-            if self.announced:
-                # A worker may finish its last solvers and turn ready between two looks (its final warming
-                # beat is replaced by the ready one): what was named and not yet reported is done now.
-                for name in self.known:
-                    self._report(name, "done")
-                try:
-                    (self.supervisor.data_dir / self.TIMES_FILE).write_text(json.dumps({"seconds": elapsed}))
-                except OSError:
-                    pass
-            url = self.supervisor.api_url
-            log(
-                f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
-                f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s); Ctrl-C stops"
+            self._say(
+                f"compiling solver kernels (first run on this machine, cached afterwards; about {eta:.0f} s for all "
+                f"on {usable_cores()} core(s) at this load; dcd first, the others in the background)"
             )
+        if self.announced:
+            for name in dict.fromkeys(ready_solvers):
+                if name not in self.reported:
+                    self.reported.add(name)
+                    self._say(f"  kernels of {name} ready ({elapsed:.0f} s)")
+            if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
+                self._say(f"  still compiling {', '.join(left)} ({elapsed:.0f} s so far, about {eta:.0f} s left)")
+        taking_jobs = sum(1 for b in beats.values() if b.get("ready"))
+        if not self.ready and beats and taking_jobs >= wanted and self._api_up():
+            self.ready = True
+            url = self.supervisor.api_url
+            later = f"; {', '.join(left)} still compiling (their jobs wait in the queue)" if left else ""
+            self._say(
+                f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
+                f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s){later}; Ctrl-C stops"
+            )
+        if self.ready and not left and beats and not self.complete:
+            self.complete = True
+            if self.announced:
+                self._say(f"every solver ready ({elapsed:.0f} s after start)")
             if self._client is not None:
                 self._client.close()
+                self._client = None
 
 
 class RestartBudget:

@@ -163,6 +163,14 @@ def service(redis_server, tmp_path_factory):
         for _ in range(2):
             running.start_worker()
         wait_ready(running.base_url, api)
+        # the workers take jobs once dcd is warm; on a cold kernel cache the other solvers compile meanwhile:
+        # the tests start when every solver is ready, so that no test's timeout includes a compile
+        wait_for(
+            lambda: httpx.get(running.base_url + "/readyz", timeout=5.0).json().get("solvers_compiling") == [],
+            timeout=READY_TIMEOUT_S,
+            interval=0.5,
+            message="every solver's kernels",
+        )
         yield running
     finally:
         for proc in list(running.workers):

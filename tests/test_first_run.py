@@ -128,8 +128,9 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
         assert httpx.get(base + "/readyz", timeout=10).json()["status"] == "ok"  # ready means ready
         said = [l for l in lines if l.startswith("hinge: ")]
         assert any("starting the API" in l for l in said)
-        if any("compiling solver kernels" in l for l in said):  # a cold numba cache: one line per solver
-            assert sum("kernels of" in l for l in said) == 5
+        if any("compiling solver kernels" in l for l in said):  # a cold kernel cache: one line per solver
+            wait_for(lambda: any("every solver ready" in l for l in lines), timeout=600, message="every solver ready")
+            assert sum("kernels of" in l for l in lines) == 5
         # `hinge keys` as the README types it: no REDIS_URL, the same data directory
         keys_env = dict(env, HINGE_DATA_DIR=str(data_dir))
         created = subprocess.run(
@@ -173,9 +174,10 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
     assert gone.returncode == 2 and "hinge serve" in gone.stderr
 
 
-def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_looks(tmp_path, monkeypatch, capsys):
-    """A worker can compile its last solvers and turn ready between two looks (its final warming beat is
-    replaced by the ready one): the ready line still comes after one line per solver named while warming."""
+def test_serve_tells_what_compiles_at_least_every_15_s_and_is_ready_once_dcd_is(tmp_path, monkeypatch, capsys):
+    """hinge serve's lines while the kernels compile: the estimate once, each solver as it is ready, a line at
+    least every 15 s while some compile, "ready" once the workers take jobs (dcd first; the others still
+    compiling are named), "every solver ready" at the end, even when the last ones finish between two looks."""
     from service import supervisor as cli
 
     class Supervisor:
@@ -184,17 +186,97 @@ def test_readiness_names_every_solver_when_the_last_ones_finish_between_two_look
         api_url = "http://127.0.0.1:1"
 
     readiness = cli.Readiness(Supervisor())
-    readiness.started -= 10.0  # past the grace before "compiling" is said
+    others = ["cpa", "ocas", "sampled_cuts", "smo"]
     beats = [
-        {"w": {"warming": {"done": {"dcd": 1.0}, "left": ["cpa", "ocas", "smo", "sampled_cuts"]}}},
-        {"w": {"warming": {"done": {"dcd": 1.0, "cpa": 2.0}, "left": ["ocas", "smo", "sampled_cuts"]}}},
-        {"w": {"ready": True}},
+        {"w": {"ready": False, "solvers": [], "warming": {"done": {}, "left": ["dcd", *others], "eta_s": 61.0}}},
+        {"w": {"ready": True, "solvers": ["dcd"], "warming": {"done": {"dcd": 4.0}, "left": others, "eta_s": 50.0}}},
+        {"w": {"ready": True, "solvers": ["dcd"], "warming": {"done": {"dcd": 4.0}, "left": others, "eta_s": 35.0}}},
+        {"w": {"ready": True, "solvers": ["dcd", *others]}},
     ]
     monkeypatch.setattr(readiness, "_beats", lambda: beats.pop(0))
     monkeypatch.setattr(readiness, "_api_up", lambda: True)
-    for _ in range(3):
-        readiness.poll()
+    readiness.poll()
+    readiness.poll()
+    readiness.last_line -= cli.Readiness.PROGRESS_EVERY_S + 1  # 16 s without a line
+    readiness.poll()
+    readiness.poll()
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hinge: ")]
-    kernels = [line for line in said if "kernels of" in line]
-    assert [line.split()[3] for line in kernels] == ["dcd", "cpa", "ocas", "sampled_cuts", "smo"]
-    assert kernels[-1].endswith("[5/5]") and said[-1].startswith("hinge: ready: ")
+    assert "about 61 s for all" in said[0] and "dcd first" in said[0]
+    assert said[1].startswith("hinge:   kernels of dcd ready")
+    assert said[2].startswith("hinge: ready: ") and "cpa, ocas, sampled_cuts, smo still compiling" in said[2]
+    assert said[3].startswith("hinge:   still compiling cpa, ocas, sampled_cuts, smo") and "about 35 s left" in said[3]
+    assert [line.split()[3] for line in said[4:8]] == others
+    assert said[8].startswith("hinge: every solver ready")
+    assert len(said) == 9
+
+
+def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path):
+    """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
+    with `progress.phase` `waiting for kernels`, then trains. A cancel while it waits ends it at once.
+    (The test holds the smo unit's lock, as a builder compiling smo would.)"""
+    from service.kernel_cache import file_lock
+    from worker.warmup import KERNELS
+
+    url = redis_server.url.rsplit("/", 1)[0] + "/4"  # a database of its own: the suite's workers are not there
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    env = dict(
+        os.environ,
+        REDIS_URL=url,
+        PYTHONPATH=str(ROOT),
+        HINGE_LOG_LEVEL="WARNING",
+        HINGE_DATA_DIR=str(tmp_path),
+        NUMBA_THREADING_LAYER="workqueue",
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = start_api(env, port)
+    worker = None
+    rows = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n" for i in range(60)).encode()
+    smo = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}
+    try:
+        with file_lock(KERNELS.unit("smo").lock_path()) as held:
+            assert held
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=env, cwd=ROOT, start_new_session=True
+            )
+            wait_ready(base, api)
+            with httpx.Client(base_url=base, timeout=30) as http:
+                dataset = http.post("/v1/datasets", files={"file": ("d.svm", rows)}).json()["id"]
+                first = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()["id"]
+
+                def waiting(job_id):
+                    job = http.get(f"/v1/jobs/{job_id}").json()
+                    return job if job["progress"]["phase"] == "waiting for kernels" else None
+
+                job = wait_for(lambda: waiting(first), timeout=60, message="the smo job waiting for kernels")
+                assert job["status"] == "running" and job["progress"]["kernels"] == "smo"
+                assert http.post(f"/v1/jobs/{first}/cancel").status_code in (200, 202)
+                canceled = wait_for(
+                    lambda: (j := http.get(f"/v1/jobs/{first}").json())["status"] == "canceled" and j,
+                    timeout=30,
+                    message="the waiting job canceled",
+                )
+                assert canceled["model_id"] is None and canceled["error"]["code"] == "canceled"
+                assert "waiting for the solver's kernels" in canceled["error"]["message"]
+                dcd = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()["id"]
+                second = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()[
+                    "id"
+                ]
+                wait_for(lambda: waiting(second), timeout=60, message="the second smo job waiting")
+                ready = http.get("/readyz").json()
+                assert ready["status"] == "ok" and "dcd" in ready["solvers_ready"]
+        with httpx.Client(base_url=base, timeout=30) as http:  # the lock is released: the job trains
+            for job_id in (dcd, second):
+                done = wait_for(
+                    lambda job_id=job_id: (j := http.get(f"/v1/jobs/{job_id}").json())["status"] == "succeeded" and j,
+                    timeout=120,
+                    message=f"job {job_id} to succeed",
+                )
+                assert done["model_id"]
+    finally:
+        if worker is not None:
+            _terminate(worker)
+        _terminate(api)
+        client.flushdb()
+        client.close()

@@ -1,56 +1,210 @@
-"""Cached numba kernels of worker/solvers are dropped when any of its sources changes (numba's own cache
-key is the kernel's file alone, not its callees')."""
+"""The kernel cache (service/kernel_cache.py): stamped with a module's sources and its callees', found wherever
+the code lives, filled once per machine under unit locks, seeded from an image's cache; and the solvers' own
+cache: a second start compiles nothing."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
-from worker.solvers.kernel_cache import STAMP_NAME, cache_dirs, drop_stale_kernel_caches, sources_fingerprint
+from service.kernel_cache import fingerprints_of
+from tests.conftest import ROOT
+
+SOLVERS = ROOT / "worker" / "solvers"
+
+# A package of three kernel modules: `caller` calls `callee`'s kernel, `alone` imports nothing of it.
+PACKAGE = {
+    "callee.py": "from numba import njit\n\n@njit(cache=True)\ndef g(x):\n    return x + 1\n",
+    "caller.py": "from numba import njit\nfrom kpkg.callee import g\n\n@njit(cache=True)\ndef f(x):\n    return g(x) * 2\n",
+    "alone.py": "from numba import njit\n\n@njit(cache=True)\ndef h(x):\n    return x - 1\n",
+    "units.py": textwrap.dedent(
+        """
+        import json, os, time
+        from service.kernel_cache import KernelSet, KernelUnit
+
+        def _record(name, dispatcher, value):
+            with open(os.environ["KPKG_LOG"], "a") as out:
+                out.write(json.dumps({"pid": os.getpid(), "unit": name, "misses": sum(dispatcher.stats.cache_misses.values()),
+                                      "hits": sum(dispatcher.stats.cache_hits.values()), "value": value}) + "\\n")
+
+        def warm_caller():
+            from kpkg.caller import f
+            time.sleep(float(os.environ.get("KPKG_SLOW", "0")))
+            _record("caller", f, f(1))
+
+        def warm_alone():
+            from kpkg.alone import h
+            time.sleep(float(os.environ.get("KPKG_SLOW", "0")))
+            _record("alone", h, h(1))
+
+        KERNELS = KernelSet((
+            KernelUnit("caller", "kpkg", "caller", "kpkg.units:warm_caller", reference_s=1.0),
+            KernelUnit("alone", "kpkg", "alone", "kpkg.units:warm_alone", reference_s=1.0),
+        ))
+        """
+    ),
+}
+INIT = "from pathlib import Path\nfrom service.kernel_cache import install\ninstall(__name__, Path(__file__).resolve().parent)\n"
 
 
-def _package(tmp_path: Path) -> tuple[Path, Path]:
-    source = tmp_path / "solvers"
-    source.mkdir()
-    (source / "caller.py").write_text("def f(): return g()\n")
-    (source / "callee.py").write_text("def g(): return 1\n")
-    cache = source / "__pycache__"
-    cache.mkdir()
-    return source, cache
+def make_package(where: Path) -> Path:
+    folder = where / "kpkg"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(INIT)
+    for name, text in PACKAGE.items():
+        (folder / name).write_text(text)
+    return folder
 
 
-def _cached(cache: Path) -> list[str]:
-    for name in ("caller.f-1.py311.nbi", "caller.f-1.py311.1.nbc", "callee.g-1.py311.nbi"):
-        (cache / name).write_bytes(b"kernel")
-    return sorted(p.name for p in cache.iterdir() if p.suffix in (".nbi", ".nbc"))
+def run(where: Path, cache: Path, code: str, log: Path, **env_extra) -> subprocess.Popen:
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{where}{os.pathsep}{ROOT}",
+        HINGE_KERNEL_CACHE_DIR=str(cache),
+        KPKG_LOG=str(log),
+        NUMBA_THREADING_LAYER="workqueue",
+        **env_extra,
+    )
+    env.pop("NUMBA_CACHE_DIR", None)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=where)
 
 
-def test_kernels_go_when_a_source_changes_and_stay_while_none_does(tmp_path):
-    source, cache = _package(tmp_path)
-    (cache / "caller.cpython-311.pyc").write_bytes(b"bytecode")
-    _cached(cache)
-    assert drop_stale_kernel_caches(source, [cache]) == 3, "no stamp yet: nothing cached can be trusted"
-    assert (cache / STAMP_NAME).read_text().strip() == sources_fingerprint(source)
-    assert (cache / "caller.cpython-311.pyc").exists(), "only numba's files are touched"
-
-    kept = _cached(cache)
-    assert drop_stale_kernel_caches(source, [cache]) == 0
-    assert sorted(p.name for p in cache.iterdir() if p.suffix in (".nbi", ".nbc")) == kept
-
-    (source / "callee.py").write_text("def g(): return 2\n")  # the caller's file did not change
-    assert drop_stale_kernel_caches(source, [cache]) == 3
-    assert not any(p.suffix in (".nbi", ".nbc") for p in cache.iterdir())
+def records(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def test_missing_or_unwritable_cache_dirs_are_skipped(tmp_path):
-    source, cache = _package(tmp_path)
-    assert drop_stale_kernel_caches(source, [tmp_path / "absent", tmp_path / "solvers" / "caller.py"]) == 0
+ENSURE_ALL = "from kpkg.units import KERNELS; KERNELS.ensure(['caller', 'alone'])"
 
 
-def test_the_package_looks_where_numba_caches(monkeypatch, tmp_path):
-    from numba.core import config
+def test_fingerprints_follow_imports_and_only_them(tmp_path):
+    """Changing smo_team.py changes the fingerprint of every solver module that imports it, directly or
+    not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid)."""
+    before = fingerprints_of(SOLVERS, "worker.solvers")
+    copy = tmp_path / "solvers"
+    shutil.copytree(SOLVERS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "smo_team.py").write_text((copy / "smo_team.py").read_text() + "\n# a change\n")
+    after = fingerprints_of(copy, "worker.solvers")
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"smo_team", "smo_cache", "smo_steps", "smo"}
+    assert "dcd" in before and "kernel_cache" not in before, "every solver module and nothing else is fingerprinted"
 
-    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "numba-cache"))
-    source = Path(__file__).resolve().parents[1] / "worker" / "solvers"
-    dirs = cache_dirs(source)
-    assert dirs[0] == source / "__pycache__"
-    assert any(str(d).startswith(str(tmp_path / "numba-cache") + "/solvers_") for d in dirs)
+
+def test_a_change_to_a_callee_recompiles_its_callers_and_nothing_else(tmp_path):
+    folder = make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    for _ in range(2):
+        assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
+    first, second = records(log)[:2], records(log)[2:]
+    assert all(r["misses"] == 1 for r in first), "a cold cache compiles"
+    assert all(r["misses"] == 0 and r["hits"] == 1 for r in second), "the second start compiles nothing"
+    (folder / "callee.py").write_text(PACKAGE["callee.py"].replace("x + 1", "x + 10"))
+    log.unlink()
+    assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
+    by_unit = {r["unit"]: r for r in records(log)}
+    assert by_unit["caller"]["misses"] == 1 and by_unit["caller"]["value"] == 22, "the caller runs the new callee"
+    assert by_unit["alone"]["misses"] == 0, "a module that does not import the callee keeps its kernels"
+
+
+def test_the_cache_is_found_wherever_the_code_is_installed(tmp_path):
+    """The same sources at another path (an image's build folder, then site-packages) use the same cache."""
+    make_package(tmp_path / "build")
+    make_package(tmp_path / "installed")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    assert run(tmp_path / "build", cache, ENSURE_ALL, log).wait(120) == 0
+    assert run(tmp_path / "installed", cache, ENSURE_ALL, log).wait(120) == 0
+    assert [r["misses"] for r in records(log)] == [1, 1, 0, 0]
+    assert sorted(p.name.split(".")[0] for p in (cache / "kpkg" / "built").iterdir()) == ["alone", "caller"]
+
+
+def test_processes_never_compile_the_same_unit_at_once(tmp_path):
+    """Three processes want both units at the same time: each unit is compiled by exactly one of them, the
+    others wait for it and load it from the cache."""
+    make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    procs = [run(tmp_path / "src", cache, ENSURE_ALL, log, KPKG_SLOW="1.0") for _ in range(3)]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    seen = records(log)
+    assert len(seen) == 6
+    for unit in ("caller", "alone"):
+        compiled = [r for r in seen if r["unit"] == unit and r["misses"] > 0]
+        assert len(compiled) == 1, f"{unit} compiled {len(compiled)} times"
+
+
+def test_builders_split_the_units_between_them(tmp_path):
+    """Two builders on a cold cache: each takes a unit the other does not hold, so both compile, once each."""
+    make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    code = "from kpkg.units import KERNELS; KERNELS.build_missing()"
+    procs = [run(tmp_path / "src", cache, code, log, KPKG_SLOW="2.0") for _ in range(2)]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    seen = records(log)
+    assert sorted(r["unit"] for r in seen) == ["alone", "caller"] and all(r["misses"] == 1 for r in seen)
+    assert len({r["pid"] for r in seen}) == 2, "the two builders worked at the same time, on different units"
+
+
+def test_a_seed_cache_is_copied_in_and_used_as_it_is(tmp_path):
+    """An image's cache (HINGE_KERNEL_SEED_DIR) fills an empty cache volume: nothing compiles there."""
+    make_package(tmp_path / "src")
+    seed, volume, log = tmp_path / "seed", tmp_path / "volume", tmp_path / "log.jsonl"
+    assert run(tmp_path / "src", seed, ENSURE_ALL, log).wait(120) == 0
+    log.unlink()
+    code = "from kpkg.units import KERNELS; assert KERNELS.seed() > 0; KERNELS.ensure(['caller', 'alone'])"
+    assert run(tmp_path / "src", volume, code, log, HINGE_KERNEL_SEED_DIR=str(seed)).wait(120) == 0
+    assert [r["misses"] for r in records(log)] == [0, 0]
+    code = "from kpkg.units import KERNELS; assert KERNELS.seed() == 0"  # already there: not copied again
+    assert run(tmp_path / "src", volume, code, log, HINGE_KERNEL_SEED_DIR=str(seed)).wait(120) == 0
+
+
+def test_another_cpu_target_compiles_into_the_same_cache_without_losing_the_first(tmp_path):
+    """numba's machine code depends on the CPU: a cache built for one target (here the generic x86-64 one)
+    is not taken for another, and both then live side by side in one cache."""
+    make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    generic = {"NUMBA_CPU_NAME": "generic"}
+    for extra in (generic, {}, generic, {}):
+        assert run(tmp_path / "src", cache, ENSURE_ALL, log, **extra).wait(120) == 0
+    assert [r["misses"] for r in records(log)] == [1, 1, 1, 1, 0, 0, 0, 0]
+
+
+def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
+    """Every solver's kernels, as a worker warms them: once built, a new process only loads them."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_THREADING_LAYER="workqueue")
+    built = subprocess.run(
+        [sys.executable, "-m", "service.cli", "kernels", "--build", "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert built.returncode == 0, built.stderr
+    state = json.loads(built.stdout)
+    assert all(unit["built"] for unit in state["units"].values())
+    assert state["solvers_ready"] == ["dcd", "cpa", "ocas", "smo", "sampled_cuts"]
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from numba.core.registry import CPUDispatcher
+        from worker import warmup
+        warmup.warm_up_all()
+        misses = {}
+        for name, module in list(sys.modules.items()):
+            if name.startswith("worker.solvers."):
+                for attr in vars(module).values():
+                    if isinstance(attr, CPUDispatcher) and sum(attr.stats.cache_misses.values()):
+                        misses[f"{name}.{attr.py_func.__name__}"] = dict(attr.stats.cache_misses)
+        print(json.dumps({"misses": {k: str(v) for k, v in misses.items()}, "loaded": sorted(warmup.KERNELS.loaded)}))
+        """
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout.strip().splitlines()[-1])
+    assert result["misses"] == {}, "a kernel was compiled again"
+    assert len(result["loaded"]) == 12

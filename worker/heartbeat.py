@@ -6,9 +6,11 @@ spawned by the worker before it takes jobs and shares two small pieces of memory
 the job running now (written by ``worker.jobs.train``, also from a forked work horse, without
 touching Redis) and a stop flag.
 
-Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready}`` with a TTL of
-``worker_lease_s`` (plus ``warming`` = ``{done: {solver: seconds}, left: [solvers]}`` while the worker
-compiles its kernels, written at once on every change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
+Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready, solvers}`` with a TTL
+of ``worker_lease_s``: ``ready`` once the worker takes jobs, ``solvers`` the solvers whose kernels the
+machine's cache holds, and while some are still compiling ``warming`` = ``{done: {unit: seconds}, left:
+[solvers], eta_s}`` (read from the cache's markers, ``worker.warmup.kernel_state``; written at once on every
+change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
 exits. SIGTERM while the worker lives (``docker stop``, Ctrl-C to the process group) is ignored: the
@@ -28,8 +30,11 @@ import socket
 import sys
 import time
 
+from service.processes import usable_cores
+
 JOB_ID_BYTES = 128
-WARMING_BYTES = 512
+KERNELS_LOOK_S = 0.5
+"""How often the heartbeat reads the kernel cache's markers."""
 
 log = logging.getLogger("hinge.heartbeat")
 
@@ -39,14 +44,13 @@ _handle: Heartbeat | None = None
 class Heartbeat:
     """The worker's side: set and clear the current job, stop the process."""
 
-    def __init__(self, worker_id: str, settings):
+    def __init__(self, worker_id: str, settings, kernel_plan: dict | None = None):
         ctx = multiprocessing.get_context("spawn")
         self.worker_id = worker_id
         self.current = ctx.RawArray(ctypes.c_char, JOB_ID_BYTES)
         self.stop_flag = ctx.RawValue(ctypes.c_bool, False)
         self.ready = ctx.RawValue(ctypes.c_bool, False)
-        self.accepting = ctx.RawValue(ctypes.c_bool, False)  # kernels warm: the worker takes jobs
-        self.warming = ctx.RawArray(ctypes.c_char, WARMING_BYTES)  # JSON {"done": {...}, "left": [...]} while warming
+        self.accepting = ctx.RawValue(ctypes.c_bool, False)  # its first solver is warm: the worker takes jobs
         self.process = ctx.Process(
             target=run,
             name="hinge-heartbeat",
@@ -58,7 +62,7 @@ class Heartbeat:
                 self.stop_flag,
                 self.ready,
                 self.accepting,
-                self.warming,
+                kernel_plan,
             ),
         )
 
@@ -81,11 +85,6 @@ class Heartbeat:
         """Record the job the worker runs now (None: no job)."""
         self.current.value = (job_id or "").encode()[: JOB_ID_BYTES - 1]
 
-    def set_warming(self, state: dict | None) -> None:
-        """Publish the kernel warm-up's state (``{"done": {solver: seconds}, "left": [solvers]}``; None: over)."""
-        text = json.dumps(state, separators=(",", ":")).encode() if state else b""
-        self.warming.value = text[: WARMING_BYTES - 1]
-
     def stop(self, timeout: float = 5.0) -> None:
         """Stop beating (the worker is leaving): the process deletes the liveness key and exits."""
         self.stop_flag.value = True
@@ -95,6 +94,27 @@ class Heartbeat:
             self.process.join(1)
 
 
+class KernelWatch:
+    """The heartbeat's reading of the kernel cache's markers (every KERNELS_LOOK_S; nothing without a plan)."""
+
+    def __init__(self, plan: dict | None):
+        self.plan = plan
+        self.state: dict = {}
+        self.next_look = 0.0
+        self.cores = usable_cores()
+        self.builders = int(os.environ.get("HINGE_LOCAL_WORKERS", "0") or 0) or self.cores
+        self.since = time.time()
+
+    def look(self, now: float) -> dict:
+        """The state as of the last look (``worker.warmup.kernel_state``); looks again when it is time."""
+        if self.plan is not None and now >= self.next_look:
+            from worker.warmup import kernel_state
+
+            self.state = kernel_state(self.plan, self.cores, self.builders, self.since)
+            self.next_look = now + KERNELS_LOOK_S
+        return self.state
+
+
 def current_job(job_id: str | None) -> None:
     """Tell the heartbeat process (if this worker has one) which job runs now."""
     if _handle is not None:
@@ -102,7 +122,7 @@ def current_job(job_id: str | None) -> None:
 
 
 def run(
-    parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting, warming=None
+    parent_pid: int, worker_id: str, settings_data: dict, current, stop_flag, ready, accepting, kernel_plan=None
 ) -> None:
     """Body of the heartbeat process."""
     import redis
@@ -131,11 +151,13 @@ def run(
     def gone() -> bool:
         return os.getppid() != parent_pid or stop_flag.value
 
-    last_warming = b""
+    kernels = KernelWatch(kernel_plan)
+    last_said: tuple = ()
     while not gone():
         now = time.monotonic()
-        warming_now = warming.value if warming is not None else b""
-        if now >= next_beat or warming_now != last_warming:  # warm-up progress is published at once
+        state = kernels.look(now)
+        said = (bool(accepting.value), tuple(state.get("ready", ())), tuple(state.get("left", ())))
+        if now >= next_beat or said != last_said:  # a worker taking jobs, a solver ready: published at once
             beat = {
                 "pid": parent_pid,
                 "host": host,
@@ -143,12 +165,11 @@ def run(
                 "ts": time.time(),
                 "ready": bool(accepting.value),
             }
-            last_warming = warming_now
-            if warming_now and not accepting.value:
-                try:
-                    beat["warming"] = json.loads(warming_now)
-                except ValueError:
-                    pass
+            if state:
+                beat["solvers"] = state["ready"]
+                if state["left"]:
+                    beat["warming"] = {key: state[key] for key in ("done", "left", "eta_s")}
+            last_said = said
             try:
                 with client.pipeline(transaction=False) as pipe:
                     pipe.set(key, json.dumps(beat), px=lease_ms)

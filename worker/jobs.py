@@ -27,13 +27,14 @@ import redis
 from pydantic import ValidationError
 
 from service.config import get_settings
+from service.kernel_cache import UnitsStopped
 from service.logs import job_id_var
 from service.processes import die_with_parent
 from service.queueing import JobQueue
 from service.schemas.solver_params import SolverParams, solver_params
 from service.storage.jobs import JobStore, utc_now
 from service.storage.records import dataset_store
-from worker import datacache, heartbeat, search_dist
+from worker import datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runs import fail, hand_back, record_outcome, redis_client, worker_id
 from worker.search import run_search
@@ -114,6 +115,20 @@ def _train(job_id: str) -> dict:
         except Exception as exc:
             log.exception("job %s: distributing the search failed", job_id)
             return fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
+    stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
+    if stopped == "interrupted":
+        return hand_back(jobs, client, job, mine, "the worker was stopping while the job waited for its kernels")
+    if stopped == "canceled":
+        jobs.transition(
+            job_id,
+            ("running",),
+            "canceled",
+            fence=mine,
+            finished_at=utc_now(),
+            stop_reason="canceled",
+            error={"code": "canceled", "message": "canceled while waiting for the solver's kernels: no model"},
+        )
+        return {"status": "canceled", "model_id": None}
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
         record, arrays = datacache.load(
@@ -148,6 +163,23 @@ def _train(job_id: str) -> dict:
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
     return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
+
+
+def _warm_solver(jobs: JobStore, job: dict, cancel_poll_s: float) -> str | None:
+    """Make the job's solver warm in this worker (``worker.warmup``); while another process compiles its
+    kernels the job's progress says ``waiting for kernels``. Returns None, or why the wait was given up:
+    ``canceled`` (a cancel request) or ``interrupted`` (the worker is stopping)."""
+    poller = CancelPoller(jobs, job["id"], cancel_poll_s)
+
+    def waiting(unit) -> None:
+        log.info("waiting for the kernels of %s (another process compiles them)", unit.name)
+        jobs.update(job["id"], progress={"phase": "waiting for kernels", "fraction": 0.0, "kernels": unit.name})
+
+    try:
+        warmup.ensure_solver(job["solver"], should_stop=poller, on_wait=waiting)
+    except UnitsStopped:
+        return "interrupted" if INTERRUPT.is_set() else "canceled"
+    return None
 
 
 def train_job(

@@ -1,7 +1,8 @@
-"""`hinge worker`: warm the numba kernels, then take jobs from the tenants' RQ queues, fairly.
+"""`hinge worker`: warm dcd's kernels, then take jobs from the tenants' RQ queues, fairly.
 
-By default a job runs inside the worker process (RQ's SimpleWorker): the kernels compiled at
-warm-up stay loaded and a job starts in about 10 ms. ``--execution fork`` uses RQ's forking
+The other solvers' kernels are compiled in the background, once per machine (``worker.warmup``); a job
+whose solver is not warm yet waits for it (``progress.phase`` says so). By default a job runs inside the
+worker process (RQ's SimpleWorker): the kernels stay loaded and a job starts in about 10 ms. ``--execution fork`` uses RQ's forking
 Worker instead (a fresh work horse per job: more isolation, about 50 ms more per job). numba's
 default threading layer (GNU OpenMP) is not fork-safe, so the worker selects the 'workqueue'
 layer before numba is imported, which keeps both modes and process pools inside jobs working.
@@ -51,6 +52,7 @@ def make_worker_class(base: type) -> Any:
     from service.queueing import JobQueue
     from service.storage import keys
     from service.storage.jobs import JobStore
+    from worker import warmup
     from worker.progress import INTERRUPT
 
     class HingeWorker(base):
@@ -91,6 +93,8 @@ def make_worker_class(base: type) -> Any:
         def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
             poll = get_settings().dequeue_poll_s
             while True:
+                if len(warmup.loaded_solvers()) < len(warmup.SOLVERS):
+                    warmup.load_built()  # idle: load what the builders finished, so no job waits for it
                 self.refresh_queues()
                 if timeout is None:  # burst: one non-blocking look
                     return super().dequeue_job_and_maintain_ttl(None, max_idle_time)
@@ -198,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from service.queueing import JobQueue
     from service.storage.connection import resilient_client
+    from worker import warmup
     from worker.heartbeat import Heartbeat
-    from worker.registry import warm_up_all
 
     os.environ["HINGE_WORKER_PID"] = str(os.getpid())
     if not settings.redis_url:
@@ -207,22 +211,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name = args.name or f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
     os.environ["HINGE_WORKER_ID"] = name
-    beat = Heartbeat(name, settings).start()  # boots while the kernels warm up
+    begin = time.perf_counter()
+    warmup.KERNELS.seed()  # an image's kernels, copied into a cache volume that lacks them
+    beat = Heartbeat(name, settings, warmup.kernel_plan()).start()  # boots while the kernels warm up
     from service.processes import lower_priority
 
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
-    seconds = warm_up_all(on_progress=beat.set_warming)
+    builder = warmup.start_builder()  # compiles what the machine's cache lacks, at the lowest priority
+    if builder is not None:
+        log.info("compiling the solver kernels this machine lacks in the background: %s first", warmup.FIRST)
+    warmup.ensure_solver(warmup.FIRST)
     import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
 
-    log.info("kernels ready in %.2f s: %s", sum(seconds.values()), seconds)
+    log.info("kernels of %s ready in %.2f s; taking jobs", warmup.FIRST, time.perf_counter() - begin)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
     worker_class = make_worker_class(SimpleWorker if args.execution == "inline" else Worker)
     if not beat.wait_ready():
         log.error("the heartbeat process did not start (is Redis reachable?)")
         beat.stop()
         return 1
+    warmup.load_built()  # a warm cache: every solver loads in about a second
     beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
-    beat.set_warming(None)
     import redis
 
     from worker.progress import INTERRUPT

@@ -29,6 +29,7 @@ MAX_PENDING = 100_000
 
 
 PHASES = (
+    "waiting for kernels",
     "loading data",
     "training",
     "cross-validating",

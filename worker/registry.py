@@ -5,14 +5,12 @@ solver's schema reads them (``service.schemas.solver_params``: the API's own mod
 reads typed attributes with the API's defaults), the (negative, positive) class-weight factors, a
 SolverControl and, for the parallel solvers, how many processes or threads one problem may use;
 it returns the solver's SolverResult. Solver modules are imported lazily so that
-importing the registry is cheap; ``warm_up_all`` compiles every kernel before a worker takes jobs.
+importing the registry is cheap; ``warm_up_all`` makes every solver's kernels warm (``worker.warmup``).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import time
 
 import numpy as np
 
@@ -20,14 +18,6 @@ from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, Samp
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
-
-SOLVER_MODULES = {
-    "dcd": "worker.solvers.dcd",
-    "cpa": "worker.solvers.cpa",
-    "ocas": "worker.solvers.ocas",
-    "smo": "worker.solvers.smo",
-    "sampled_cuts": "worker.solvers.sampled_cuts",
-}
 
 
 def _dcd(indptr, indices, data, y, *, n_features, params: DcdParams, class_weight, control, parallel=None, alpha0=None):
@@ -199,22 +189,9 @@ def adapter(solver: str):
         raise KeyError(f"unknown solver {solver!r}; known: {', '.join(sorted(ADAPTERS))}") from None
 
 
-def warm_up_all(on_progress=None) -> dict[str, float]:
-    """Compile (or load from numba's cache) every solver's kernels; returns seconds per solver.
+def warm_up_all() -> dict[str, float]:
+    """Make every solver's kernels warm in this process, compiling what the machine's cache lacks
+    (``worker.warmup``); returns seconds per solver."""
+    from worker.warmup import warm_up_all as warm_all
 
-    ``on_progress({"done": {solver: seconds}, "left": [solvers], "current": solver})`` is called before
-    each solver and at the end.
-    """
-    seconds: dict[str, float] = {}
-    names = list(SOLVER_MODULES)
-    for index, (name, module_name) in enumerate(SOLVER_MODULES.items()):
-        if on_progress is not None:
-            on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": names[index:], "current": name})
-        start = time.perf_counter()
-        module = importlib.import_module(module_name)
-        module.warm_up()
-        seconds[name] = time.perf_counter() - start
-        log.info("warmed %s in %.2f s", name, seconds[name])
-    if on_progress is not None:
-        on_progress({"done": {k: round(v, 2) for k, v in seconds.items()}, "left": [], "current": None})
-    return seconds
+    return warm_all()

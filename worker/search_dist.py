@@ -32,7 +32,7 @@ from service.schemas.solver_params import SearchParams, SolverParams, solver_par
 from service.storage import keys
 from service.storage.jobs import JobStore, utc_now
 from service.storage.records import dataset_store
-from worker import datacache, heartbeat
+from worker import datacache, heartbeat, warmup
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink
 from worker.runs import fail, record_outcome, redis_client, worker_id
@@ -146,6 +146,7 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         return {"skipped": "the job is no longer running this search"}
     params = _params(job)
     fold, gamma_index = units_of(params)[index]
+    warmup.ensure_solver(job["solver"])  # the first run on a machine: compiled, or waited for, here
     record, arrays = _load(client, job)
     search = search_module.Search(job["solver"], params, arrays, record["n_features"])
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
@@ -197,6 +198,7 @@ def finish(job_id: str, run: int) -> dict:
     jobs.update(job_id, worker=worker_id(), started_ts=time.time())
     heartbeat.current_job(job_id)
     try:
+        warmup.ensure_solver(job["solver"])
         record, arrays = _load(client, job)
         search = search_module.Search(job["solver"], params, arrays, record["n_features"])
         results_table = _publish(jobs, client, job, search.metric)

@@ -10,7 +10,14 @@ from __future__ import annotations
 import atexit
 import os
 
+from service.kernel_cache import KernelSet, KernelUnit
 from service.processes import die_with_parent, lower_priority
+
+PARSER_KERNELS = KernelSet(
+    (KernelUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
+)
+"""The parser's kernels: one unit, compiled by one ingest process of the machine while the others wait for it
+(``service.kernel_cache``; defining it imports no numba)."""
 
 _clients: dict = {}
 
@@ -26,9 +33,8 @@ def init_process() -> None:
     from service.config import get_settings
 
     lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
-    from service.ingest import parser
-
-    parser.warm_up()
+    PARSER_KERNELS.seed()
+    PARSER_KERNELS.ensure(["parser"])
     atexit.register(os._exit, 0)
 
 

@@ -40,8 +40,14 @@ index is 0, as scikit-learn decides).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numba import njit
+
+from service.kernel_cache import install
+
+install("service.ingest", Path(__file__).resolve().parent)  # Hinge's cache locator, before the first kernel
 
 # -- state vector layout ---------------------------------------------------------------------
 S_POS = 0  # where the next line starts (offset in buf)

@@ -89,8 +89,14 @@ class JobProgress(ResponseModel):
 
     phase: str | None = Field(
         default=None,
-        description="What the job is doing: `loading data`, `training`, `cross-validating`, "
+        description="What the job is doing: `waiting for kernels` (its solver's kernels are being compiled: the "
+        "first run on a machine), `loading data`, `training`, `cross-validating`, "
         "`refitting the best setting`, `scoring training data`, `calibrating probabilities`, `storing model`, or `done` once the job succeeded.",
+    )
+    kernels: str | None = Field(
+        default=None,
+        description="While `phase` is `waiting for kernels`: the kernel unit being compiled (a solver's name, or a "
+        "part that several solvers share, such as `data_passes`); null otherwise.",
     )
     fraction: float | None = Field(
         default=None,

@@ -1,8 +1,9 @@
-"""The numba solvers. Importing the package first drops cached kernels that its changed sources made stale
-(``kernel_cache``: numba's cache does not see changes in a kernel's callees)."""
+"""The numba solvers. Importing the package puts Hinge's kernel-cache locator in front of numba's
+(``service.kernel_cache``): one cache folder wherever the code is installed, kernels stamped with their
+module's sources and those of the modules it imports, so a change to a callee recompiles its callers."""
 
 from pathlib import Path
 
-from worker.solvers.kernel_cache import drop_stale_kernel_caches
+from service.kernel_cache import install
 
-drop_stale_kernel_caches(Path(__file__).resolve().parent)
+install(__name__, Path(__file__).resolve().parent)

@@ -246,6 +246,16 @@ def shuffle_prefix(index, count, state):
         index[j] = tmp
 
 
+def warm_up() -> None:
+    """Compile the shared kernels above for the argument types the solvers call them with."""
+    state = rng_state(0)
+    monotonic_s()
+    rng_next(state)
+    rng_below(state, np.int64(3))
+    for dtype in (np.int32, np.int64):  # dcd's visiting order: int32 rows, int64 past 2^31
+        shuffle_prefix(np.arange(3, dtype=dtype), np.int64(3), state)
+
+
 def solver_threads(n_threads) -> int:
     """Threads a solver's parallel kernels may use: n_threads (default: numba's), never more than numba allows
     in this process (a subtask process is limited to cores // processes, so processes x threads <= cores)."""

@@ -20,6 +20,21 @@ class Health(BaseModel):
     status: str = Field(description="`ok` (a 503 answer carries `warming` or `unavailable` in `error.details.status`).")
     redis: bool | None = Field(default=None, description="Whether Redis answered.")
     workers: int | None = Field(default=None, description="Number of workers with a current heartbeat that take jobs.")
+    solvers_ready: list[str] | None = Field(
+        default=None,
+        description="Readiness: solvers whose kernels the workers' machines have compiled (a job of theirs starts "
+        "at once); null on /healthz.",
+    )
+    solvers_compiling: list[str] | None = Field(
+        default=None,
+        description="Readiness: solvers whose kernels are still being compiled (the first run on a machine; their "
+        "jobs wait in the queue, `progress.phase` `waiting for kernels`); null on /healthz.",
+    )
+    kernels_eta_s: float | None = Field(
+        default=None,
+        description="Readiness: estimated seconds until every solver's kernels are compiled (0 when they are); "
+        "null on /healthz.",
+    )
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness: the API process is up")
@@ -46,29 +61,36 @@ def _not_ready(message: str, **details) -> JSONResponse:
     },
 )
 def readyz(request: Request) -> Health | JSONResponse:
-    """Ready when Redis answers and at least one worker's heartbeat is current and its kernels are warm.
+    """Ready when Redis answers and at least one worker's heartbeat is current and it takes jobs (its first
+    solver, dcd, is warm); the answer says which solvers are ready and which still compile.
 
     Otherwise 503 `not_ready` in the error shape, with the readiness in `details`: `status` is `warming`
-    while the workers compile their kernels (the first run), with the solvers left; else `unavailable`."""
+    while the workers compile their first kernels (the first run), with the solvers left; else `unavailable`."""
     try:
         request.app.state.redis.ping()
         beats = worker_beats(request.app.state.redis)
     except Exception:
         return _not_ready("Redis does not answer", status="unavailable", redis=False)
     workers = sum(1 for beat in beats.values() if beat.get("ready", True))
-    warming = [beat["warming"] for beat in beats.values() if not beat.get("ready", True) and beat.get("warming")]
+    warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
+    left = sorted({name for state in warming for name in state.get("left", [])})
+    ready = sorted({name for beat in beats.values() for name in beat.get("solvers", [])} - set(left))
+    eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
     if workers < 1 and warming:
-        left = sorted({name for state in warming for name in state.get("left", [])})
         detail = (
             f"{len(warming)} worker(s) compiling solver kernels (first run only; cached afterwards): "
-            f"{', '.join(left) or 'finishing'} left"
+            f"{', '.join(left) or 'finishing'} left, about {eta:.0f} s"
         )
-        return _not_ready(detail, status="warming", redis=True, workers=0, warming=len(warming), kernels_left=left)
+        return _not_ready(
+            detail, status="warming", redis=True, workers=0, warming=len(warming), kernels_left=left, kernels_eta_s=eta
+        )
     if workers < 1:
         starting = sum(1 for beat in beats.values() if not beat.get("ready", True))
         detail = f"{starting} worker(s) starting" if starting else "no worker is running (start one: hinge worker)"
         return _not_ready(detail, status="unavailable", redis=True, workers=0)
-    return Health(status="ok", redis=True, workers=workers)
+    return Health(
+        status="ok", redis=True, workers=workers, solvers_ready=ready, solvers_compiling=left, kernels_eta_s=eta
+    )
 
 
 @router.get(

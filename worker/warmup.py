@@ -1,0 +1,261 @@
+"""The solvers' kernels, in units, and how a worker gets them: dcd first, the rest in the background.
+
+Compiling every solver's kernels cold takes about 90 s of one core (smo alone about 40 s); loading
+them from the cache takes under a second. So a worker does not wait for all of them:
+
+1. It compiles (or loads) ``dcd``, what most jobs use, then takes jobs.
+2. A builder process (``run_builder``, at the lowest CPU priority, so jobs and requests go first)
+   compiles the units the machine's cache lacks, sharing them with the other workers' builders through
+   the cache's unit locks (``service.kernel_cache``): two workers on two cores compile two units at a
+   time and never the same one.
+3. A job whose solver is not warm in the worker yet makes it warm before training
+   (``ensure_solver``): loaded from the cache if it was built, compiled there if nobody has started it
+   (the job's solver goes first: the order follows what the queue holds), or waited for while another
+   process compiles it; the job says ``waiting for kernels`` in ``progress.phase`` meanwhile.
+4. An idle worker loads every solver the cache holds (``load_built``), so a job rarely waits at all.
+
+The heartbeat (``worker.heartbeat``) reads the units' markers through ``kernel_plan`` to tell
+``/readyz`` and ``hinge serve`` which solvers are ready and how long the rest should take.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+
+from service.kernel_cache import KernelSet, KernelUnit, UnitsStopped, read_marker
+from service.processes import die_with_parent
+
+log = logging.getLogger("hinge.worker")
+
+PACKAGE = "worker.solvers"
+
+
+def _unit(name: str, requires: tuple[str, ...], reference_s: float) -> KernelUnit:
+    return KernelUnit(name, PACKAGE, name, f"{PACKAGE}.{name}:warm_up", requires, reference_s)
+
+
+UNITS = (
+    _unit("common", (), 0.5),
+    _unit("dcd", ("common",), 4.4),
+    _unit("kernels", (), 2.1),
+    _unit("smo", ("common", "kernels"), 38.6),
+    _unit("reduced_qp", (), 0.7),
+    _unit("data_passes", (), 9.9),
+    _unit("cut_store", (), 6.0),
+    _unit("ranking", (), 1.8),
+    _unit("line_search", ("data_passes",), 1.4),
+    _unit("cpa", ("reduced_qp", "data_passes", "cut_store", "ranking"), 7.3),
+    _unit("ocas", ("reduced_qp", "data_passes", "line_search", "cut_store"), 1.6),
+    _unit("sampled_cuts", ("common", "kernels"), 14.4),
+)
+"""Every unit, in build order; ``requires`` names the units whose kernels a unit's warm-up also compiles.
+dcd first (most jobs use it), then smo, the longest by far (40% of the whole compile): started early on
+one builder while the others take the rest, every solver is ready sooner. reference_s: cold compile
+seconds measured on a quiet 2-core machine (the estimate before any is measured)."""
+
+SOLVERS = ("dcd", "cpa", "ocas", "smo", "sampled_cuts")
+"""Solver names, in the order a worker makes them warm; each solver's unit has its own name."""
+FIRST = "dcd"
+"""The solver a worker makes warm before it takes any job."""
+
+KERNELS = KernelSet(UNITS)
+"""This process's view of the units (what it has loaded)."""
+
+
+def solver_units(solver: str) -> list[KernelUnit]:
+    """The units a solver needs, requirements first."""
+    return KERNELS.closure([solver])
+
+
+def ensure_solver(
+    solver: str, *, should_stop: Callable[[], bool] | None = None, on_wait: Callable[[KernelUnit], None] | None = None
+) -> dict[str, float]:
+    """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
+    compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
+    compiled = KERNELS.ensure([solver], should_stop=should_stop, on_wait=on_wait)
+    for name, seconds in compiled.items():
+        log.info("compiled the kernels of %s in %.1f s", name, seconds)
+    return compiled
+
+
+def loaded_solvers() -> list[str]:
+    """Solvers whose kernels are warm in this process."""
+    return [solver for solver in SOLVERS if all(unit.name in KERNELS.loaded for unit in solver_units(solver))]
+
+
+def built_solvers() -> list[str]:
+    """Solvers whose kernels this machine's cache holds."""
+    return [solver for solver in SOLVERS if all(KERNELS.built(unit) for unit in solver_units(solver))]
+
+
+def load_built() -> list[str]:
+    """Load every solver the cache holds and this process has not loaded (an idle worker's chore);
+    returns the solvers loaded."""
+    loaded = []
+    for solver in SOLVERS:
+        units = solver_units(solver)
+        if all(unit.name in KERNELS.loaded for unit in units) or not all(KERNELS.built(unit) for unit in units):
+            continue
+        try:
+            ensure_solver(solver, should_stop=lambda: True)  # never waits: a unit being rebuilt is left for later
+        except UnitsStopped:
+            continue
+        loaded.append(solver)
+    return loaded
+
+
+def warm_up_all() -> dict[str, float]:
+    """Make every solver warm in this process (compiling what the cache lacks); returns seconds per solver."""
+    seconds = {}
+    for solver in SOLVERS:
+        start = time.perf_counter()
+        ensure_solver(solver)
+        seconds[solver] = time.perf_counter() - start
+    return seconds
+
+
+# -- what the heartbeat reports --------------------------------------------------------------------
+
+
+def kernel_plan() -> dict:
+    """What the heartbeat needs to tell, without numba, which solvers this machine has built:
+    ``{"units": {unit: {"marker", "reference_s"}}, "solvers": {solver: [units]}}``."""
+    return {
+        "units": {unit.name: {"marker": str(unit.marker()), "reference_s": unit.reference_s} for unit in UNITS},
+        "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in SOLVERS},
+    }
+
+
+def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
+    """From the markers: ``{"ready": [solvers], "left": [solvers], "done": {unit: seconds}, "eta_s"}``.
+
+    The estimate divides the reference compile seconds of the units left by the rate this machine has
+    been building at: reference seconds of the units built since ``since`` (a time.time() instant: when
+    the worker started) per second elapsed, which takes in the load and how many compiles run at once.
+    Before any unit is built: the reference seconds over the compiles that run at once (builders, at
+    most the cores), times the load per core when it exceeds 1. Never under the longest unit left."""
+    done: dict[str, float] = {}
+    built_since = 0.0
+    for name, unit in plan["units"].items():
+        record = read_marker(unit["marker"])
+        if record is not None:
+            done[name] = float(record.get("seconds") or 0.0)
+            if float(record.get("built_at") or 0.0) >= since:
+                built_since += unit["reference_s"]
+    ready = [solver for solver, units in plan["solvers"].items() if all(name in done for name in units)]
+    left = [solver for solver in plan["solvers"] if solver not in ready]
+    work_left = [plan["units"][name]["reference_s"] for name in plan["units"] if name not in done]
+    elapsed = time.time() - since
+    if built_since > 0 and elapsed > 0:
+        rate = built_since / elapsed
+        slowdown = min(builders, cores) / rate  # how much slower than the reference one unit goes here
+    else:
+        try:
+            slowdown = max(1.0, os.getloadavg()[0] / max(1, cores))
+        except OSError:
+            slowdown = 1.0
+        rate = max(1, min(builders, cores)) / slowdown
+    eta = max(sum(work_left) / rate, max(work_left, default=0.0) * slowdown) if work_left else 0.0
+    return {"ready": ready, "left": left, "done": done, "eta_s": round(eta, 1)}
+
+
+# -- the builder process -------------------------------------------------------------------------------
+
+
+def start_builder() -> multiprocessing.process.BaseProcess | None:
+    """Start the background builder when the cache lacks a unit; None when it has them all."""
+    if not KERNELS.missing():
+        return None
+    process = multiprocessing.get_context("spawn").Process(
+        target=run_builder, name="hinge-kernel-builder", args=(os.getpid(),), daemon=True
+    )
+    process.start()
+    return process
+
+
+def run_builder(parent_pid: int) -> None:
+    """Body of the builder process: once the first solver is built (by the workers themselves, so that
+    nothing slows it down), compile what the cache lacks at the worker's priority, then exit."""
+    import signal
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the worker, which stops this process
+    from service.config import get_settings
+    from service.logs import configure_logging
+
+    configure_logging(os.environ.get("HINGE_LOG_LEVEL", "INFO"), get_settings().log_format)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent_pid
+
+    first = solver_units(FIRST)
+    while not all(KERNELS.built(unit) for unit in first):
+        if orphaned():
+            return
+        time.sleep(0.2)
+
+    def built(unit: KernelUnit, seconds: float) -> None:
+        log.info("kernel builder: compiled %s in %.1f s", unit.name, seconds)
+
+    KERNELS.build_missing(should_stop=orphaned, on_built=built)
+
+
+# -- `hinge kernels` ---------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`hinge kernels [--build] [--json]`: what this machine's kernel cache holds; --build compiles the rest."""
+    import argparse
+    import json
+    import sys
+
+    from service.ingest.entry import PARSER_KERNELS
+    from service.kernel_cache import target_key
+
+    parser = argparse.ArgumentParser(
+        prog="hinge kernels",
+        description="Show which numba kernels this machine's cache holds (solvers and the upload parser); "
+        "--build compiles the missing ones (what a Docker build runs, and what workers do in the background).",
+    )
+    parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")
+    parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
+    args = parser.parse_args(argv)
+    sets = {"worker.solvers": KERNELS, "service.ingest": PARSER_KERNELS}
+    if args.build:
+        for kernel_set in sets.values():
+            kernel_set.seed()
+            kernel_set.build_missing(
+                on_built=lambda unit, seconds: print(f"compiled {unit.name} in {seconds:.1f} s", file=sys.stderr)
+            )
+    state = {
+        "target": json.loads(target_key()),
+        "caches": {package: str(kernel_set.units[0].cache_dir()) for package, kernel_set in sets.items()},
+        "units": {
+            unit.name: info
+            for kernel_set in sets.values()
+            for unit, info in zip(kernel_set.units, kernel_set.status().values())
+        },
+        "solvers_ready": built_solvers(),
+    }
+    if args.json:
+        print(json.dumps(state, indent=2))
+    else:
+        print(
+            f"compile target: numba {state['target'][0]}, Python {'.'.join(map(str, state['target'][1]))}, CPU {state['target'][2][1]}"
+        )
+        for package, folder in state["caches"].items():
+            print(f"cache of {package}: {folder}")
+        for name, info in state["units"].items():
+            how = f"{info['seconds']:.1f} s to compile" if info["seconds"] is not None else ""
+            print(f"  {name:<14} {'built' if info['built'] else 'missing':<8} {how}")
+        print(f"solvers ready: {', '.join(state['solvers_ready']) or 'none'}")
+    missing = [name for name, info in state["units"].items() if not info["built"]]
+    return 1 if args.build and missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
