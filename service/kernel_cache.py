@@ -48,6 +48,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+CPU_ENV = "HINGE_KERNEL_CPU"
+"""Environment variable: ``host`` (default: kernels for this machine's CPU) or ``generic`` (any x86-64; numba's
+``NUMBA_CPU_NAME=generic``, set here before numba is imported: a portable image, at a cost in speed)."""
+if os.environ.get(CPU_ENV, "host").strip().lower() == "generic":
+    os.environ.setdefault("NUMBA_CPU_NAME", "generic")
+
 CACHE_DIR_ENV = "HINGE_KERNEL_CACHE_DIR"
 """Environment variable: the folder holding every package's kernel cache (one per machine or volume)."""
 SEED_DIR_ENV = "HINGE_KERNEL_SEED_DIR"
@@ -221,6 +227,8 @@ def target_key() -> str:
     from numba.core.registry import cpu_target
 
     magic = cpu_target.target_context.codegen().magic_tuple()
+    if os.environ.get(CPU_ENV, "host").strip().lower() == "generic" and magic[1] != "generic":
+        raise RuntimeError(f"{CPU_ENV}=generic, but numba was imported before service.kernel_cache: CPU {magic[1]}")
     return json.dumps([numba.__version__, list(sys.version_info[:2]), [str(part) for part in magic]])
 
 
