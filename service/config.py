@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
@@ -22,6 +22,23 @@ GiB = 1024 * MiB
 def model_reserve_fraction(settings: Settings) -> float:
     """The share of maxmemory a model write must leave free: a fifth of the data sets' reserve."""
     return settings.storage_reserve_fraction / 5
+
+
+REDIS_UNITS = {"k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
+"""Redis's memory units (redis.conf): 1k = 1000 bytes, 1kb = 1024 bytes, and so on."""
+
+
+def parse_memory(value: object) -> object:
+    """Bytes from an int or a text in Redis's units (`2gb`, `512mb`, `1000000`); anything else is left to
+    the field's own validation (which then names the variable and what it expects)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    for unit in sorted(REDIS_UNITS, key=len, reverse=True):
+        number = text[: -len(unit)].strip()
+        if text.endswith(unit) and number.isdigit():
+            return int(number) * REDIS_UNITS[unit]
+    return text
 
 
 def default_redis_maxmemory() -> int:
@@ -35,7 +52,8 @@ def default_redis_maxmemory() -> int:
 class Settings(BaseSettings):
     """Configuration of the API, the workers and the embedded Redis."""
 
-    model_config = SettingsConfigDict(env_prefix="HINGE_", case_sensitive=False, extra="ignore")
+    # env_ignore_empty: `HINGE_API_KEYS=` (an empty line in docker/.env, say) means the default, not bad JSON
+    model_config = SettingsConfigDict(env_prefix="HINGE_", case_sensitive=False, extra="ignore", env_ignore_empty=True)
 
     redis_url: str | None = Field(
         default=None,
@@ -160,8 +178,9 @@ class Settings(BaseSettings):
     redis_maxmemory: int = Field(
         default_factory=default_redis_maxmemory,
         ge=0,
-        description="maxmemory of the embedded Redis in bytes (policy noeviction: a write past it is refused, "
-        "never an old key evicted); default half the machine's memory; 0: no limit.",
+        description="maxmemory of the embedded Redis in bytes, or in Redis's units (`2gb`, `512mb`; policy "
+        "noeviction: a write past it is refused, never an old key evicted); default half the machine's memory; "
+        "0: no limit.",
     )
     storage_reserve_fraction: float = Field(
         default=0.1,
@@ -194,6 +213,11 @@ class Settings(BaseSettings):
         description="Log lines as plain text (`text`), JSON objects (`json`), or `auto`: text when stderr is a "
         "terminal, JSON otherwise (a log collector reads JSON; a person reads text).",
     )
+
+    @field_validator("redis_maxmemory", mode="before")
+    @classmethod
+    def _memory_units(cls, value: object) -> object:
+        return parse_memory(value)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,546 @@
+#!/usr/bin/env bash
+# docker/test-compose.sh: the compose deployment end to end, against a real Docker engine.
+#
+#   export DOCKER_HOST=unix:///tmp/hinge-dockerd/docker.sock    # e.g. the engine of docker-here.sh
+#   docker/test-compose.sh
+#
+# Builds the image (host network), starts docker/compose.yaml as its own project (hinge-test, on a free
+# port of 127.0.0.1, so a deployment of yours is never touched), then checks, one line per step with its
+# time: start-up time to healthy and ready with 4 workers (no container ever `unhealthy`), a 5th worker,
+# hingectl inside the image, uploads, every solver, a distributed search spread over workers, predict,
+# a worker stopped mid-job (the shutdown policy's outcome), a worker SIGKILLed mid-job (retried
+# elsewhere), Redis restarted mid-job (nothing lost), the 507 storage_full guard, down then up (data
+# kept, an old model predicts the same). Exits 0 only when every step held; always removes the project
+# (down -v) unless HINGE_TEST_KEEP=1.
+#
+# Environment (all optional):
+#   HINGE_TEST_PROJECT   compose project name (hinge-test)
+#   HINGE_TEST_IMAGE     image tag built and run (hinge:test)
+#   HINGE_TEST_PORT      host port of the API on 127.0.0.1 (a free one)
+#   HINGE_TEST_STARTUP_BAR_S  most seconds from `up` to 4 healthy, ready workers (60)
+#   HINGE_TEST_SCALE_BAR_S    most seconds from `--scale worker=5` to the 5th worker ready (15)
+#   HINGE_TEST_SKIP_BUILD=1   use the image as it is
+#   HINGE_TEST_COLD=1         also start a worker without the image's kernels: it compiles them all (about
+#                             2 minutes on 2 cores) and must take jobs early and stay healthy throughout
+#   HINGE_SHUTDOWN_POLICY     the workers' policy under test (requeue, the compose default; or checkpoint)
+#   HINGE_TEST_KEEP=1         leave the deployment running at the end (for a look after a failure)
+#   COMPOSE              the compose command (default: `docker compose` if it works, else docker-compose)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+COMPOSE_FILE=$ROOT/docker/compose.yaml
+PROJECT=${HINGE_TEST_PROJECT:-hinge-test}
+IMAGE=${HINGE_TEST_IMAGE:-hinge:test}
+STARTUP_BAR_S=${HINGE_TEST_STARTUP_BAR_S:-60}
+SCALE_BAR_S=${HINGE_TEST_SCALE_BAR_S:-15}
+REDIS_MAXMEMORY=1gb
+REDIS_MAXMEMORY_BYTES=1073741824
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hinge-compose-test.XXXXXX")
+POLLER_PID=
+SCRIPT_T0=$(date +%s.%N)
+
+if [ -z "${COMPOSE:-}" ]; then
+  if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
+fi
+PORT=${HINGE_TEST_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+BASE=http://127.0.0.1:$PORT
+
+# Everything the compose file reads, set here so that neither the shell nor docker/.env changes the test.
+export COMPOSE_PROJECT_NAME=$PROJECT HINGE_IMAGE=$IMAGE HINGE_BIND=127.0.0.1 HINGE_PORT=$PORT \
+  HINGE_REDIS_MAXMEMORY=$REDIS_MAXMEMORY HINGE_WORKER_CORES=1 HINGE_SHUTDOWN_POLICY=${HINGE_SHUTDOWN_POLICY:-requeue}
+unset HINGE_API_KEYS
+
+# -- output ------------------------------------------------------------------------------------------
+
+STEP=setup
+STEP_T0=$SCRIPT_T0
+elapsed() { python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.1f}")' "$1" "$(date +%s.%N)"; }
+step() { STEP=$1; STEP_T0=$(date +%s.%N); }
+ok() { printf '%-28s ok  %6ss  %s\n' "$STEP" "$(elapsed "$STEP_T0")" "${1:-}"; }
+note() { printf '%-28s     %6s   %s\n' "" "" "$*"; }
+# fail MESSAGE: the step's FAIL line (on stderr: fail may run inside $(...), whose stdout is captured), then
+# the containers' state and last log lines once, then exit (a subshell's exit fails the assignment that
+# ran it, and set -e ends the script there).
+fail() {
+  printf '%-28s FAIL %5ss  %s\n' "$STEP" "$(elapsed "$STEP_T0")" "$*" >&2
+  if [ ! -e "$WORK/failed" ]; then
+    : >"$WORK/failed"
+    diagnostics >&2 || true
+  fi
+  exit 1
+}
+diagnostics() {
+  echo "--- containers of $PROJECT"
+  docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}\t{{.Status}}'
+  local id
+  for id in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"); do
+    echo "--- last log lines of $(docker inspect -f '{{.Name}}' "$id")"
+    docker logs --tail 15 "$id" 2>&1 | cut -c1-300
+  done
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap - ERR
+  if [ -n "$POLLER_PID" ]; then kill "$POLLER_PID" 2>/dev/null; wait "$POLLER_PID" 2>/dev/null; fi
+  if [ "${HINGE_TEST_KEEP:-0}" = 1 ]; then
+    echo "kept: $COMPOSE -f $COMPOSE_FILE -p $PROJECT down -v   (API on $BASE)"
+  else
+    $COMPOSE -f "$COMPOSE_FILE" -p "$PROJECT" down -v --remove-orphans -t 10 >"$WORK/down.log" 2>&1 \
+      || { echo "cleanup: down -v failed:"; cat "$WORK/down.log"; }
+  fi
+  rm -rf "$WORK"
+  printf '%-28s %s  %6ss\n' "total" "$([ $rc = 0 ] && echo "ok  " || echo FAIL)" "$(elapsed "$SCRIPT_T0")"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# A command that fails outside fail() (set -e ends the script) still names the step and the command.
+on_err() { [ -e "$WORK/failed" ] || fail "unexpected failure at line $1: $2"; exit 1; }
+trap 'on_err $LINENO "$BASH_COMMAND"' ERR
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+dc() { $COMPOSE -f "$COMPOSE_FILE" -p "$PROJECT" "$@"; }
+# json EXPR: evaluate a Python expression over the JSON document on stdin, bound to `d`.
+json() {
+  python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    d = json.loads(text)
+except ValueError:
+    sys.exit(f"not JSON: {text[:200]!r}")
+r = eval(sys.argv[1])
+print(r if not isinstance(r, (dict, list, bool)) else json.dumps(r))' "$1"
+}
+# api METHOD PATH [curl args...]: the body on stdout; the HTTP status in $WORK/status. Never fails itself.
+api() {
+  local method=$1 path=$2
+  shift 2
+  curl -sS -m 30 -o "$WORK/body" -w '%{http_code}' -X "$method" "$@" "$BASE$path" >"$WORK/status" 2>"$WORK/curl.err" \
+    || echo 000 >"$WORK/status"
+  cat "$WORK/body" 2>/dev/null || true
+}
+status() { cat "$WORK/status"; }
+# must METHOD PATH [args]: api, failing the step unless the status is 2xx.
+must() {
+  local out
+  out=$(api "$@")
+  case $(status) in 2??) printf '%s' "$out" ;; *) fail "$1 $2: HTTP $(status): $(printf '%s' "$out" | head -c 400) $(cat "$WORK/curl.err")" ;; esac
+}
+post_json() { must POST "$1" -H 'Content-Type: application/json' -d "$2"; }
+# wait_for SECONDS WHAT COMMAND...: run COMMAND every 0.5 s until it succeeds; fail the step after SECONDS.
+wait_for() {
+  local limit=$1 what=$2 end
+  shift 2
+  end=$(($(date +%s) + limit))
+  until "$@"; do
+    [ "$(date +%s)" -lt "$end" ] || fail "timed out after ${limit}s waiting for $what"
+    sleep 0.5
+  done
+}
+service_ids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1"; }
+redis_id() { service_ids redis | head -1; }
+api_id() { service_ids api | head -1; }
+rcli() { docker exec "$(redis_id)" redis-cli "$@"; }
+# The worker container whose hostname starts the worker id `<host>.<pid>.<suffix>`.
+container_of_worker() {
+  local host=${1%%.*} id
+  for id in $(service_ids worker); do
+    [ "$(docker inspect -f '{{.Config.Hostname}}' "$id")" = "$host" ] && { echo "$id"; return 0; }
+  done
+  return 1
+}
+ready_workers() { curl -s -m 5 "$BASE/readyz" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("workers", 0))' 2>/dev/null || echo 0; }
+# all_healthy N: redis, api and N workers are running and healthy, and /readyz counts N ready workers.
+all_healthy() {
+  local want=$1 ids states
+  ids=$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT")
+  [ -n "$ids" ] || return 1
+  # shellcheck disable=SC2086
+  states=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' $ids)
+  [ "$(grep -c '^redis running healthy$' <<<"$states")" = 1 ] || return 1
+  [ "$(grep -c '^api running healthy$' <<<"$states")" = 1 ] || return 1
+  [ "$(grep -c '^worker running healthy$' <<<"$states")" = "$want" ] || return 1
+  [ "$(ready_workers)" = "$want" ]
+}
+job_done() { case $(api GET "/v1/jobs/$1" | json "d.get('status')" 2>/dev/null) in succeeded | failed | canceled) return 0 ;; *) return 1 ;; esac; }
+job_running() { [ "$(api GET "/v1/jobs/$1" | json "d.get('status')" 2>/dev/null)" = running ]; }
+# expect_model JOB: the job succeeded and its model exists; prints the model id.
+expect_model() {
+  local job=$1 body st model
+  body=$(must GET "/v1/jobs/$job")
+  st=$(json "d['status']" <<<"$body")
+  [ "$st" = succeeded ] || fail "job $job ($(json "d['solver']" <<<"$body")) ended $st: $(json "d.get('error')" <<<"$body")"
+  model=$(json "d.get('model_id') or ''" <<<"$body")
+  [ -n "$model" ] || fail "job $job succeeded without a model"
+  must GET "/v1/models/$model" >/dev/null
+  echo "$model"
+}
+submit() { post_json /v1/jobs "{\"dataset_id\": \"$1\", \"solver\": \"$2\", \"params\": $3}" | json "d['id']"; }
+metric() { curl -s -m 10 "$BASE/metrics" | awk -v name="$1" '$1 == name {v = $2} END {print v + 0}'; }
+worker_of() { rcli HGET "hinge:job:$1" worker; }
+# long_job DATASET: a kernel SVM that cannot converge before its deadline (20000 rows with random labels,
+# a kernel matrix 16 times the row cache), so it is surely running when the worker is stopped, killed,
+# or Redis restarted, and then ends at its deadline, 12 s after it (re)started.
+long_job() {
+  submit "$1" smo '{"C": 100, "kernel": {"type": "rbf", "gamma": 0.05}, "tol": 1e-06, "max_seconds": 12, "retries": 2}'
+}
+# running_on JOB: wait until the job has run for 2 s; prints the container running it.
+running_on() {
+  local job=$1 worker
+  wait_for 60 "job $job to run" job_running "$job"
+  sleep 2
+  job_running "$job" || fail "job $job ended within 2 s of its start: the long job is not long enough here"
+  worker=$(worker_of "$job")
+  [ -n "$worker" ] || fail "job $job runs but its record names no worker"
+  container_of_worker "$worker" || fail "no container for worker $worker"
+}
+# started_at T0: when each container of the project started, in seconds after T0 (epoch seconds).
+started_at() {
+  # shellcheck disable=SC2046
+  docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}} {{.State.StartedAt}}' \
+    $(docker ps -q --filter "label=com.docker.compose.project=$PROJECT") | python3 -c '
+import sys
+from datetime import datetime
+t0 = float(sys.argv[1])
+seen = {}
+for line in sys.stdin:
+    service, stamp = line.split()
+    stamp = stamp.rstrip("Z")[:26]  # microseconds are enough
+    seen.setdefault(service, []).append(datetime.fromisoformat(stamp + "+00:00").timestamp() - t0)
+out = []
+for service in ("redis", "api", "worker"):
+    times = sorted(seen.get(service, []))
+    if times:
+        out.append(f"{service} {times[0]:.1f}s" if len(times) == 1 else f"{service}s {times[0]:.1f}-{times[-1]:.1f}s")
+print(", ".join(out))' "$1"
+}
+# latest_start SERVICE T0: seconds from T0 to the start of the service's container that started last.
+latest_start() {
+  # shellcheck disable=SC2046
+  docker inspect -f '{{.State.StartedAt}}' $(service_ids "$1") | python3 -c '
+import sys
+from datetime import datetime
+stamps = [datetime.fromisoformat(line.strip().rstrip("Z")[:26] + "+00:00").timestamp() for line in sys.stdin if line.strip()]
+print(f"{max(stamps) - float(sys.argv[1]):.1f}")' "$2"
+}
+health_poller() {
+  # docker ps shows `(unhealthy)` in a container's status while it is; every second, for the whole run.
+  while :; do
+    docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}} {{.Status}}' 2>/dev/null \
+      | grep '(unhealthy)' | sed "s/^/$(date +%T) /" >>"$WORK/unhealthy.log" || true
+    sleep 1
+  done
+}
+never_unhealthy() {
+  [ -s "$WORK/unhealthy.log" ] && fail "containers reported unhealthy: $(sort -u -k2,2 "$WORK/unhealthy.log" | head -5 | tr '\n' ';')"
+  return 0
+}
+
+# -- 0. preflight ------------------------------------------------------------------------------------
+
+step preflight
+for tool in docker curl python3; do command -v "$tool" >/dev/null || fail "$tool is not on PATH"; done
+docker info >/dev/null 2>&1 || fail "no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-unset}); start one, e.g. with shared/tools/docker-here.sh"
+$COMPOSE version >/dev/null 2>&1 || fail "no compose command ($COMPOSE)"
+[ -z "$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")" ] \
+  || fail "project $PROJECT already has containers: $COMPOSE -p $PROJECT down -v first (or set HINGE_TEST_PROJECT)"
+ok "$($COMPOSE version --short 2>/dev/null || $COMPOSE version | head -1), project $PROJECT, API on $BASE"
+
+# -- 1. build ----------------------------------------------------------------------------------------
+
+step build
+if [ "${HINGE_TEST_SKIP_BUILD:-0}" != 1 ]; then
+  previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+  docker build --network host --force-rm -f docker/Dockerfile -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
+    || { tail -30 "$WORK/build.log" >&2; fail "docker build failed (last lines above)"; }
+  # The image this tag named before (after a source change): only this script uses the tag, and on vfs
+  # every image costs its size several times over.
+  if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]; then
+    docker rmi "$previous" >/dev/null 2>&1 || true
+  fi
+fi
+docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "no image $IMAGE"
+ok "$IMAGE, $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}')"
+
+# -- 2. up with 4 workers ----------------------------------------------------------------------------
+
+health_poller &
+POLLER_PID=$!
+
+step "up --scale worker=4"
+dc up -d --no-build --scale worker=4 >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log"; fail "compose up failed"; }
+created=$(elapsed "$STEP_T0")
+wait_for 600 "redis, api and 4 workers healthy with /readyz at 4 workers" all_healthy 4
+startup=$(elapsed "$STEP_T0")
+never_unhealthy
+last=$(latest_start worker "$STEP_T0")
+timeline="up returned after ${created}s; containers started at: $(started_at "$STEP_T0"); ready $(python3 -c 'import sys; print(f"{float(sys.argv[1]) - float(sys.argv[2]):.1f}")' "$startup" "$last")s after the last worker started"
+python3 -c 'import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))' "$startup" "$STARTUP_BAR_S" \
+  || fail "healthy and ready ${startup}s after up: over the bar of ${STARTUP_BAR_S}s ($timeline)"
+ok "all healthy, /readyz 4 workers, ${startup}s after up (bar ${STARTUP_BAR_S}s)"
+note "$timeline"
+
+step "project and settings"
+names=$(docker ps --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' | sort | tr '\n' ' ')
+grep -Eq "(^| )${PROJECT}[_-]worker[_-]1 " <<<"$names" || fail "containers are not named after the project: $names"
+[ "$(rcli CONFIG GET maxmemory | tail -1)" = "$REDIS_MAXMEMORY_BYTES" ] || fail "Redis maxmemory is $(rcli CONFIG GET maxmemory | tail -1), not $REDIS_MAXMEMORY"
+[ "$(rcli CONFIG GET maxmemory-policy | tail -1)" = noeviction ] || fail "Redis maxmemory-policy is not noeviction"
+seen=$(docker exec "$(api_id)" python -c "import os, redis; from service.storage.capacity import memory; print(memory(redis.Redis.from_url(os.environ['REDIS_URL']))[1])") \
+  || fail "capacity.memory() failed in the api container"
+[ "$seen" = "$REDIS_MAXMEMORY_BYTES" ] || fail "service/storage/capacity.py sees maxmemory $seen"
+binding=$(docker port "$(api_id)" 8000 | head -1)
+[ "$binding" = "127.0.0.1:$PORT" ] || fail "the API is published on $binding, not 127.0.0.1:$PORT"
+policy=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$(service_ids worker | head -1)" | sed -n 's/^HINGE_SHUTDOWN_POLICY=//p')
+ok "containers ${names% }; maxmemory $REDIS_MAXMEMORY noeviction (capacity.py agrees); API on $binding; workers: $policy"
+
+step "image"
+# In the running API container: hingectl runs, the working directory holds no package, the packages
+# imported are the installed ones, and the kernels were compiled at build time.
+out=$(docker exec "$(api_id)" sh -c '
+  hingectl --help >/dev/null || { echo "hingectl --help failed"; exit 1; }
+  for p in service worker hinge_client; do [ ! -e "$p" ] || { echo "$(pwd)/$p exists"; exit 1; }; done
+  python -c "import service, worker, hinge_client, sys; files = [m.__file__ for m in (service, worker, hinge_client)]; bad = [f for f in files if \"/site-packages/\" not in f]; print(\"not installed: %s\" % bad if bad else \"ok\"); sys.exit(1 if bad else 0)"
+  [ -n "$(find "$HINGE_KERNEL_SEED_DIR" -name "*.nbi" | head -1)" ] || { echo "no kernels in $HINGE_KERNEL_SEED_DIR"; exit 1; }' 2>&1) \
+  || fail "image check: $out"
+ok "hingectl --help; no source tree in $(docker image inspect -f '{{.Config.WorkingDir}}' "$IMAGE"); packages from site-packages; kernels built in"
+
+# -- 3. a 5th worker ---------------------------------------------------------------------------------
+
+step "scale to 5 workers"
+dc up -d --no-build --no-recreate --scale worker=5 >"$WORK/scale.log" 2>&1 || { cat "$WORK/scale.log"; fail "compose up --scale worker=5 failed"; }
+ready_count_is() { [ "$(ready_workers)" = "$1" ]; }
+wait_for 300 "/readyz to count 5 workers" ready_count_is 5
+ready5=$(elapsed "$STEP_T0")
+started5=$(latest_start worker "$STEP_T0")
+wait_for 120 "the 5th worker healthy" all_healthy 5
+healthy5=$(elapsed "$STEP_T0")
+python3 -c 'import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))' "$ready5" "$SCALE_BAR_S" \
+  || fail "5th worker ready ${ready5}s after up --scale: over the bar of ${SCALE_BAR_S}s"
+ok "5th worker ready after ${ready5}s (bar ${SCALE_BAR_S}s), healthy after ${healthy5}s"
+note "its container started ${started5}s after up --scale (container creation), was ready $(python3 -c 'import sys; print(f"{float(sys.argv[1]) - float(sys.argv[2]):.1f}")' "$ready5" "$started5")s later"
+# shellcheck disable=SC2046
+note "memory of the idle workers: $(docker stats --no-stream --format '{{.MemUsage}}' $(service_ids worker) | awk '{print $1}' | tr '\n' ' ')"
+
+# -- 4. data sets ------------------------------------------------------------------------------------
+
+step upload
+python3 - "$WORK" <<'EOF'
+import random, sys
+out = sys.argv[1]
+rnd = random.Random(0)
+with open(f"{out}/binary.svm", "w") as f:  # 3000 rows, 20 features, nearly separable
+    w = [rnd.gauss(0, 1) for _ in range(20)]
+    for _ in range(3000):
+        x = [rnd.gauss(0, 1) for _ in range(20)]
+        y = 1 if sum(a * b for a, b in zip(w, x)) + rnd.gauss(0, 0.5) > 0 else -1
+        f.write(f"{y} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x) if abs(v) > 0.3) + "\n")
+with open(f"{out}/multi.svm", "w") as f:  # 1500 rows, 3 classes around 3 centres, 8 features
+    centres = [[rnd.gauss(0, 2) for _ in range(8)] for _ in range(3)]
+    for i in range(1500):
+        c = i % 3
+        f.write(f"{c + 1} " + " ".join(f"{j + 1}:{m + rnd.gauss(0, 1):.4f}" for j, m in enumerate(centres[c])) + "\n")
+with open(f"{out}/noise.svm", "w") as f:  # 20000 rows with random labels: a kernel SVM works long on them
+    for _ in range(20000):
+        f.write(f"{rnd.choice((-1, 1))} " + " ".join(f"{j + 1}:{rnd.gauss(0, 1):.4f}" for j in range(10)) + "\n")
+with open(f"{out}/big.svm", "w") as f:  # about 4 MB of text, for the storage_full check
+    for _ in range(12000):
+        f.write(f"{rnd.choice((-1, 1))} " + " ".join(f"{j + 1}:{rnd.random():.6f}" for j in range(30)) + "\n")
+EOF
+upload() { must POST "/v1/datasets?name=$2" -F "file=@$WORK/$1" | json "d['id']"; }
+DS_BIN=$(upload binary.svm binary)
+DS_MULTI=$(upload multi.svm multi)
+DS_NOISE=$(upload noise.svm noise)
+[ "$(must GET "/v1/datasets/$DS_MULTI" | json "len(d['labels'])")" = 3 ] || fail "the multi-class data set does not have 3 labels"
+ok "$DS_BIN (3000 rows), $DS_MULTI (3 classes), $DS_NOISE (random labels)"
+
+step "hingectl in the image"
+listed=$(dc exec -T api hingectl ls datasets 2>&1) || fail "hingectl ls datasets: $listed"
+grep -q "$DS_BIN" <<<"$listed" || fail "hingectl ls datasets does not list $DS_BIN: $listed"
+MODEL_CTL=$(dc exec -T api hingectl train "$DS_BIN" --solver dcd -p C=1 --watch 2>"$WORK/ctl.err" | tail -1 | tr -d '\r') \
+  || fail "hingectl train --watch failed: $(tail -3 "$WORK/ctl.err")"
+case $MODEL_CTL in mdl_*) ;; *) fail "hingectl train --watch printed '$MODEL_CTL', not a model id" ;; esac
+ok "ls lists the data set; train --watch gave $MODEL_CTL"
+
+# -- 5. every solver ---------------------------------------------------------------------------------
+
+step "every solver"
+declare -A JOBS=()
+JOBS[dcd]=$(submit "$DS_BIN" dcd '{"C": 1}')
+JOBS[cpa]=$(submit "$DS_BIN" cpa '{"C": 1}')
+JOBS[ocas]=$(submit "$DS_BIN" ocas '{"C": 1}')
+JOBS[smo]=$(submit "$DS_BIN" smo '{"C": 1, "kernel": {"type": "rbf", "gamma": "scale"}}')
+JOBS[sampled_cuts]=$(submit "$DS_BIN" sampled_cuts '{"C": 1, "kernel": {"type": "rbf", "gamma": "scale"}, "sample_size": 200}')
+JOBS[dcd_multi]=$(submit "$DS_MULTI" dcd '{"C": 1}')
+JOBS[smo_ovo]=$(submit "$DS_MULTI" smo '{"C": 1, "kernel": {"type": "rbf", "gamma": "scale"}, "multiclass": "ovo", "probability": true}')
+declare -A MODELS=()
+summary=
+for name in dcd cpa ocas smo sampled_cuts dcd_multi smo_ovo; do
+  wait_for 300 "job ${JOBS[$name]} ($name)" job_done "${JOBS[$name]}"
+  MODELS[$name]=$(expect_model "${JOBS[$name]}")
+  acc=$(must GET "/v1/models/${MODELS[$name]}" | json "round(d.get('train_accuracy') or 0, 3)")
+  summary+="$name $acc, "
+done
+ok "train accuracy: ${summary%, }"
+
+# -- 6. distributed search ---------------------------------------------------------------------------
+
+step "distributed search"
+JOB_SEARCH=$(submit "$DS_BIN" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10], "cv_folds": 5, "distribute": true}}')
+wait_for 300 "search job $JOB_SEARCH" job_done "$JOB_SEARCH"
+MODEL_SEARCH=$(expect_model "$JOB_SEARCH")
+hosts=$(must GET "/v1/jobs/$JOB_SEARCH" | json "sorted({w.split('.')[0] for w in (d.get('search_results') or {}).get('workers', [])})")
+n_hosts=$(json "len(d)" <<<"$hosts")
+[ "$n_hosts" -gt 1 ] || fail "the search's settings ran on $n_hosts worker container(s): $hosts"
+ok "settings ran on $n_hosts worker containers; best C $(must GET "/v1/models/$MODEL_SEARCH" | json "(d.get('refit_params') or d.get('params') or {}).get('C')")"
+
+# -- 7. predict and the pages ------------------------------------------------------------------------
+
+step predict
+ROWS='{"instances": [[1.0, 0.5, -1.0, 0.0, 2.0, 0, 0, 0, 0, 0, 0.3, 0, 0, 0, 0, -0.7, 0, 0, 0, 1.2], {"1": -2.0, "3": 1.5, "7": 0.25}, {"2": 1.0}]}'
+for name in dcd smo sampled_cuts; do
+  n=$(post_json "/v1/models/${MODELS[$name]}/predict" "$ROWS" | json "len(d['labels'])")
+  [ "$n" = 3 ] || fail "predict with the $name model answered $n labels for 3 rows"
+done
+PRED_BEFORE=$(post_json "/v1/models/${MODELS[smo]}/predict" "$ROWS")
+probs=$(post_json "/v1/models/${MODELS[smo_ovo]}/predict" '{"instances": [{"1": 0.5}], "probabilities": true}' | json "round(sum(d['probabilities'][0]), 6)")
+[ "$probs" = 1.0 ] || fail "ovo probabilities sum to $probs"
+for page in /metrics /ui/ /docs /openapi.json; do
+  must GET "$page" >/dev/null
+done
+[ "$(metric hinge_workers)" = 5 ] || fail "/metrics hinge_workers is $(metric hinge_workers), not 5"
+ok "labels for 3 rows from dcd, smo, sampled_cuts; probabilities sum to 1; /metrics /ui/ /docs answer"
+
+# -- 8. a worker stopped mid-job ---------------------------------------------------------------------
+
+step "stop a worker mid-job"
+requeued0=$(metric 'hinge_job_events_total{event="requeued_on_shutdown"}')
+JOB_STOP=$(long_job "$DS_NOISE")
+victim=$(running_on "$JOB_STOP")
+t=$(date +%s.%N)
+docker stop -t 30 "$victim" >/dev/null || fail "docker stop failed"
+took=$(elapsed "$t")
+wait_for 120 "job $JOB_STOP after its worker stopped" job_done "$JOB_STOP"
+model=$(expect_model "$JOB_STOP")
+reason=$(must GET "/v1/models/$model" | json "d.get('stop_reason')")
+case $policy in
+  requeue)
+    [ "$(metric 'hinge_job_events_total{event="requeued_on_shutdown"}')" -gt "$requeued0" ] || fail "no requeued_on_shutdown event counted"
+    last=$(container_of_worker "$(worker_of "$JOB_STOP")" || true)
+    [[ -n $last && $last != "$victim" ]] || fail "the job did not finish on another worker"
+    [ "$reason" != interrupted ] || fail "the model is 'interrupted' under the requeue policy"
+    detail="requeued, finished on another worker (stop_reason $reason)" ;;
+  checkpoint)
+    [ "$reason" = interrupted ] || fail "under the checkpoint policy the model says stop_reason $reason"
+    detail="checkpointed (stop_reason interrupted)" ;;
+esac
+docker start "$victim" >/dev/null
+ok "docker stop took ${took}s; $detail"
+
+# -- 9. a worker SIGKILLed mid-job -------------------------------------------------------------------
+
+step "SIGKILL a worker mid-job"
+retried0=$(metric 'hinge_job_events_total{event="retried"}')
+JOB_KILL=$(long_job "$DS_NOISE")
+victim=$(running_on "$JOB_KILL")
+t=$(date +%s.%N)
+docker kill -s KILL "$victim" >/dev/null || fail "docker kill failed"
+lost_once() { [ "$(rcli HGET "hinge:job:$1" lost)" = 1 ]; }
+wait_for 60 "job $JOB_KILL to be found lost and queued again" lost_once "$JOB_KILL"
+lost_after=$(elapsed "$t")
+wait_for 120 "job $JOB_KILL after its worker was killed" job_done "$JOB_KILL"
+expect_model "$JOB_KILL" >/dev/null
+last=$(container_of_worker "$(worker_of "$JOB_KILL")" || true)
+[[ -n $last && $last != "$victim" ]] || fail "the job did not finish on another worker"
+[ "$(metric 'hinge_job_events_total{event="retried"}')" -gt "$retried0" ] || fail "no retried event counted"
+docker start "$victim" >/dev/null
+ok "noticed and queued again ${lost_after}s after the kill; succeeded on another worker"
+
+# -- 10. Redis restarted mid-job ---------------------------------------------------------------------
+
+step "restart redis mid-job"
+wait_for 120 "5 ready workers again" all_healthy 5
+count() { must GET "/v1/$1?limit=1000" | json "sorted(item['id'] for item in d['items'])"; }
+before_ds=$(count datasets) before_models=$(count models)
+JOB_REDIS=$(long_job "$DS_NOISE")
+running_on "$JOB_REDIS" >/dev/null
+before_jobs=$(count jobs)
+dc restart redis >"$WORK/restart.log" 2>&1 || { cat "$WORK/restart.log"; fail "compose restart redis failed"; }
+uptime=$(rcli INFO server | tr -d '\r' | sed -n 's/^uptime_in_seconds://p')
+[ "${uptime:-99}" -lt 30 ] || fail "Redis was not restarted (uptime ${uptime}s)"
+wait_for 120 "job $JOB_REDIS after the Redis restart" job_done "$JOB_REDIS"
+expect_model "$JOB_REDIS" >/dev/null
+[ "$(count datasets)" = "$before_ds" ] || fail "data sets differ after the Redis restart"
+[ "$(count jobs)" = "$before_jobs" ] || fail "jobs differ after the Redis restart"
+after_models=$(count models)
+[ "$(json "len(set(d))" <<<"$after_models")" = "$(($(json "len(d)" <<<"$before_models") + 1))" ] || fail "models: $before_models before, $after_models after"
+ok "job succeeded; data sets, jobs and models all there"
+
+# -- 11. storage full --------------------------------------------------------------------------------
+
+step "507 storage_full"
+used=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+# Room for about 1 MB of data under a maxmemory just above what is used; the 4 MB upload must be refused.
+small=$(python3 -c "import sys; print(int((int(sys.argv[1]) + 1_000_000) / 0.9))" "$used")
+rcli CONFIG SET maxmemory "$small" >/dev/null
+body=$(api POST "/v1/datasets?name=big" -F "file=@$WORK/big.svm")
+code=$(status)
+predict_ok=$(api POST "/v1/models/${MODELS[dcd]}/predict" -H 'Content-Type: application/json' -d "$ROWS" >/dev/null; status)
+rcli CONFIG SET maxmemory "$REDIS_MAXMEMORY_BYTES" >/dev/null
+[ "$code" = 507 ] || fail "an upload past maxmemory answered HTTP $code: $(head -c 300 <<<"$body")"
+[ "$(json "d['error']['code']" <<<"$body")" = storage_full ] || fail "507 without code storage_full: $body"
+[ "$predict_ok" = 200 ] || fail "predict while storage is full answered $predict_ok"
+must POST "/v1/datasets?name=big" -F "file=@$WORK/big.svm" >/dev/null
+ok "507 storage_full at maxmemory $small; predict still 200; the same upload fits at $REDIS_MAXMEMORY"
+
+# -- optional: a worker that compiles every kernel itself (HINGE_TEST_COLD=1) --------------------------
+
+if [ "${HINGE_TEST_COLD:-0}" = 1 ]; then
+  step "cold worker (compiles)"
+  # No seed and a cache of its own: the first start on a host whose CPU the image was not built for.
+  cold=$(dc run -d -e HINGE_KERNEL_SEED_DIR= -e HINGE_KERNEL_CACHE_DIR=/tmp/kernels-cold worker 2>"$WORK/run.err" | tail -1) \
+    || fail "compose run of a cold worker failed: $(cat "$WORK/run.err")"
+  host=$(docker inspect -f '{{.Config.Hostname}}' "$cold") || fail "no container $cold"
+  cold_beat() {  # the cold worker's heartbeat record (JSON), or nothing
+    local key
+    key=$(rcli --scan --pattern "hinge:worker:$host.*" | head -1)
+    [ -n "$key" ] && rcli GET "$key"
+  }
+  cold_takes_jobs() { [ "$(cold_beat | json "d.get('ready')" 2>/dev/null)" = true ]; }
+  cold_compiled() { [ "$(cold_beat | json "bool(d.get('ready') and not (d.get('warming') or {}).get('left'))" 2>/dev/null)" = true ]; }
+  wait_for 120 "the cold worker to take jobs" cold_takes_jobs
+  takes_jobs=$(elapsed "$STEP_T0")
+  note "cold worker takes jobs after ${takes_jobs}s; compiling: $(cold_beat | json "','.join((d.get('warming') or {}).get('left') or [])")"
+  wait_for 900 "the cold worker to compile every kernel" cold_compiled
+  health=$(docker inspect -f '{{.State.Health.Status}}' "$cold")
+  never_unhealthy
+  docker rm -f "$cold" >/dev/null
+  ok "took jobs after ${takes_jobs}s, every kernel compiled after $(elapsed "$STEP_T0")s; health $health, never unhealthy"
+fi
+
+# -- 12. down, then up: data kept --------------------------------------------------------------------
+
+step "down, then up"
+before_ds=$(count datasets) before_jobs=$(count jobs) before_models=$(count models)
+dc down -t 30 >"$WORK/down1.log" 2>&1 || { cat "$WORK/down1.log"; fail "compose down failed"; }
+t=$(date +%s.%N)
+dc up -d --no-build --scale worker=2 >"$WORK/up2.log" 2>&1 || { cat "$WORK/up2.log"; fail "compose up failed"; }
+wait_for 600 "redis, api and 2 workers healthy again" all_healthy 2
+again=$(elapsed "$t")
+[ "$(count datasets)" = "$before_ds" ] || fail "data sets differ after down and up"
+[ "$(count jobs)" = "$before_jobs" ] || fail "jobs differ after down and up"
+[ "$(count models)" = "$before_models" ] || fail "models differ after down and up"
+[ "$(post_json "/v1/models/${MODELS[smo]}/predict" "$ROWS")" = "$PRED_BEFORE" ] || fail "the smo model predicts differently after down and up"
+JOB_AFTER=$(submit "$DS_BIN" ocas '{"C": 1}')
+wait_for 120 "a job after down and up" job_done "$JOB_AFTER"
+expect_model "$JOB_AFTER" >/dev/null
+never_unhealthy
+ok "healthy again after ${again}s; $(json "len(d)" <<<"$before_ds") data sets, $(json "len(d)" <<<"$before_jobs") jobs, $(json "len(d)" <<<"$before_models") models kept; same predictions; new job ok"
+
+step "no container unhealthy"
+never_unhealthy
+ok "polled every second for the whole run"
