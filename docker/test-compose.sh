@@ -38,6 +38,7 @@ REDIS_MAXMEMORY=1gb
 REDIS_MAXMEMORY_BYTES=1073741824
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hinge-compose-test.XXXXXX")
 POLLER_PID=
+ENGINE_OK=
 SCRIPT_T0=$(date +%s.%N)
 
 if [ -z "${COMPOSE:-}" ]; then
@@ -71,6 +72,7 @@ fail() {
   exit 1
 }
 diagnostics() {
+  [ -n "$ENGINE_OK" ] || return 0
   echo "--- containers of $PROJECT"
   docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}\t{{.Status}}'
   local id
@@ -85,7 +87,9 @@ cleanup() {
   set +e
   trap - ERR
   if [ -n "$POLLER_PID" ]; then kill "$POLLER_PID" 2>/dev/null; wait "$POLLER_PID" 2>/dev/null; fi
-  if [ "${HINGE_TEST_KEEP:-0}" = 1 ]; then
+  if [ -z "$ENGINE_OK" ]; then
+    :  # no engine answered: nothing was started, nothing to remove
+  elif [ "${HINGE_TEST_KEEP:-0}" = 1 ]; then
     echo "kept: $COMPOSE -f $COMPOSE_FILE -p $PROJECT down -v   (API on $BASE)"
   else
     $COMPOSE -f "$COMPOSE_FILE" -p "$PROJECT" down -v --remove-orphans -t 10 >"$WORK/down.log" 2>&1 \
@@ -246,6 +250,7 @@ never_unhealthy() {
 step preflight
 for tool in docker curl python3; do command -v "$tool" >/dev/null || fail "$tool is not on PATH"; done
 docker info >/dev/null 2>&1 || fail "no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-unset}); start one, e.g. with shared/tools/docker-here.sh"
+ENGINE_OK=1
 $COMPOSE version >/dev/null 2>&1 || fail "no compose command ($COMPOSE)"
 [ -z "$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")" ] \
   || fail "project $PROJECT already has containers: $COMPOSE -p $PROJECT down -v first (or set HINGE_TEST_PROJECT)"
