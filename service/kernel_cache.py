@@ -271,6 +271,13 @@ class KernelUnit:
         """The file that says this unit is built in the cache (for ``fingerprint``, default the current one)."""
         return self.cache_dir() / "built" / f"{self.name}.{fingerprint or self.fingerprint()}.json"
 
+    def measured_s(self) -> float | None:
+        """The compile seconds this machine last measured for the unit, in any version of the code (markers
+        of earlier versions stay), or None when it never compiled it."""
+        records = [read_marker(path) for path in (self.cache_dir() / "built").glob(f"{self.name}.*.json")]
+        latest = max((r for r in records if r and r.get("seconds")), key=lambda r: r.get("built_at", 0), default=None)
+        return float(latest["seconds"]) if latest else None
+
     def lock_path(self) -> Path:
         """The unit's lock file in the cache folder."""
         return self.cache_dir() / "locks" / f"{self.name}.lock"

@@ -208,3 +208,35 @@ def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
     result = json.loads(second.stdout.strip().splitlines()[-1])
     assert result["misses"] == {}, "a kernel was compiled again"
     assert len(result["loaded"]) == 12
+
+
+def test_the_estimate_follows_the_rate_this_machine_builds_at(tmp_path):
+    """kernel_state (what the heartbeat says): solvers ready once all their units are built; the seconds left
+    are the reference seconds left over the rate measured since the start (reference seconds built per
+    second), never less than the longest unit left at that pace."""
+    import time
+
+    from worker.warmup import kernel_state
+
+    plan = {
+        "units": {
+            name: {"marker": str(tmp_path / f"{name}.json"), "reference_s": ref}
+            for name, ref in (("a", 4.0), ("b", 6.0), ("c", 20.0), ("d", 10.0))
+        },
+        "solvers": {"first": ["a"], "both": ["a", "b"], "big": ["c"], "last": ["d"]},
+    }
+    since = time.time() - 20.0
+    for name in ("a", "b"):  # 10 reference seconds built in the 20 s since the start: half the reference pace
+        (tmp_path / f"{name}.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
+    state = kernel_state(plan, cores=2, builders=2, since=since)
+    assert state["ready"] == ["first", "both"] and state["left"] == ["big", "last"]
+    assert state["done"] == {"a": 9.0, "b": 9.0}
+    # 30 reference seconds left at 0.5 per second is 60 s, but at that rate over 2 builders each unit goes at
+    # a quarter of the reference pace: c alone takes 80 s
+    assert abs(state["eta_s"] - 80.0) < 1.0, state
+    (tmp_path / "d.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
+    state = kernel_state(plan, cores=2, builders=2, since=since)
+    # 20 reference seconds built in 20 s on 2 builders: each unit goes at half pace, so c alone takes 40 s
+    assert abs(state["eta_s"] - 40.0) < 1.0, state
+    (tmp_path / "c.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
+    assert kernel_state(plan, cores=2, builders=2, since=since)["eta_s"] == 0.0

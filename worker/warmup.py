@@ -123,9 +123,14 @@ def warm_up_all() -> dict[str, float]:
 
 def kernel_plan() -> dict:
     """What the heartbeat needs to tell, without numba, which solvers this machine has built:
-    ``{"units": {unit: {"marker", "reference_s"}}, "solvers": {solver: [units]}}``."""
+    ``{"units": {unit: {"marker", "reference_s"}}, "solvers": {solver: [units]}}``; ``reference_s`` is the
+    unit's compile seconds as this machine last measured them (an earlier version of the code), else the
+    reference machine's."""
     return {
-        "units": {unit.name: {"marker": str(unit.marker()), "reference_s": unit.reference_s} for unit in UNITS},
+        "units": {
+            unit.name: {"marker": str(unit.marker()), "reference_s": unit.measured_s() or unit.reference_s}
+            for unit in UNITS
+        },
         "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in SOLVERS},
     }
 
