@@ -162,8 +162,9 @@ def run_start(serve: Serve, data: Path, *, deadline_s: float = 600.0) -> dict:
 
 
 def silences(lines: list[tuple[float, str]], until: float) -> float:
-    """The longest stretch without a line of `hinge serve` while it compiled (up to ``until``)."""
-    times = [t for t, line in lines if t <= until]
+    """The longest stretch without a line of `hinge serve` itself (``hinge: ...``, not the workers' logs)
+    while it compiled (up to ``until``)."""
+    times = [t for t, line in lines if t <= until and line.startswith("hinge: ")]
     return round(max((b - a for a, b in zip(times, times[1:])), default=0.0), 1)
 
 
@@ -212,6 +213,11 @@ def main() -> int:
             serve = Serve(clone, free_port(), args.workers, data_dir)
             try:
                 figures = run_start(serve, data)
+                end = time.monotonic() + 10.0  # hinge serve's last line of the start, before stopping it
+                while time.monotonic() < end and not any("every solver ready" in line for _, line in serve.lines):
+                    if label == "warm":
+                        break  # nothing compiled: no such line
+                    time.sleep(0.1)
             except BaseException:
                 print("\n".join(f"{t:7.2f} {line}" for t, line in serve.lines), file=sys.stderr)
                 raise
