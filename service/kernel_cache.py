@@ -278,6 +278,10 @@ class KernelUnit:
         latest = max((r for r in records if r and r.get("seconds")), key=lambda r: r.get("built_at", 0), default=None)
         return float(latest["seconds"]) if latest else None
 
+    def building_path(self) -> Path:
+        """The file that says since when a process compiles the unit (present only while it does)."""
+        return self.cache_dir() / "building" / f"{self.name}.json"
+
     def lock_path(self) -> Path:
         """The unit's lock file in the cache folder."""
         return self.cache_dir() / "locks" / f"{self.name}.lock"
@@ -415,8 +419,15 @@ class KernelSet:
         """Warm one unit while holding its lock: a load when its marker exists, else a compile that writes it."""
         fingerprint = unit.fingerprint()
         was_built = unit.marker(fingerprint).is_file()
+        building = unit.building_path()
+        if not was_built:  # says since when this unit compiles (for estimates), until it is built
+            _write_atomically(building, json.dumps({"unit": unit.name, "started_at": time.time()}) + "\n")
         start = time.perf_counter()
-        unit.run_warm_up()
+        try:
+            unit.run_warm_up()
+        finally:
+            if not was_built:
+                building.unlink(missing_ok=True)
         seconds = time.perf_counter() - start
         self.loaded[unit.name] = seconds
         if was_built:

@@ -210,33 +210,39 @@ def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
     assert len(result["loaded"]) == 12
 
 
-def test_the_estimate_follows_the_rate_this_machine_builds_at(tmp_path):
+def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     """kernel_state (what the heartbeat says): solvers ready once all their units are built; the seconds left
-    are the reference seconds left over the rate measured since the start (reference seconds built per
-    second), never less than the longest unit left at that pace."""
+    lay the units left out on the compiles that run at once, each taking its reference seconds times the
+    slowdown measured on the units built since the start, those being compiled counted from when they began."""
     import time
 
     from worker.warmup import kernel_state
 
+    def path(kind, name):
+        return str(tmp_path / kind / f"{name}.json")
+
     plan = {
         "units": {
-            name: {"marker": str(tmp_path / f"{name}.json"), "reference_s": ref}
+            name: {"marker": path("built", name), "building": path("building", name), "reference_s": ref}
             for name, ref in (("a", 4.0), ("b", 6.0), ("c", 20.0), ("d", 10.0))
         },
         "solvers": {"first": ["a"], "both": ["a", "b"], "big": ["c"], "last": ["d"]},
+        "past_slowdown": None,
     }
-    since = time.time() - 20.0
-    for name in ("a", "b"):  # 10 reference seconds built in the 20 s since the start: half the reference pace
-        (tmp_path / f"{name}.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
+    (tmp_path / "built").mkdir()
+    (tmp_path / "building").mkdir()
+    since = time.time() - 30.0
+    for name, seconds in (("a", 8.0), ("b", 12.0)):  # twice the reference seconds: slowdown 2
+        Path(path("built", name)).write_text(json.dumps({"seconds": seconds, "built_at": since + 5}))
+    Path(path("building", "c")).write_text(json.dumps({"started_at": time.time() - 10.0}))
     state = kernel_state(plan, cores=2, builders=2, since=since)
     assert state["ready"] == ["first", "both"] and state["left"] == ["big", "last"]
-    assert state["done"] == {"a": 9.0, "b": 9.0}
-    # 30 reference seconds left at 0.5 per second is 60 s, but at that rate over 2 builders each unit goes at
-    # a quarter of the reference pace: c alone takes 80 s
-    assert abs(state["eta_s"] - 80.0) < 1.0, state
-    (tmp_path / "d.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
-    state = kernel_state(plan, cores=2, builders=2, since=since)
-    # 20 reference seconds built in 20 s on 2 builders: each unit goes at half pace, so c alone takes 40 s
-    assert abs(state["eta_s"] - 40.0) < 1.0, state
-    (tmp_path / "c.json").write_text(json.dumps({"seconds": 9.0, "built_at": since + 5}))
-    assert kernel_state(plan, cores=2, builders=2, since=since)["eta_s"] == 0.0
+    assert state["done"] == {"a": 8.0, "b": 12.0}
+    assert abs(state["eta_s"] - 30.0) < 1.0, state  # c: 40 s at slowdown 2, 10 done; d beside it: 20 s
+    assert abs(kernel_state(plan, cores=1, builders=2, since=since)["eta_s"] - 50.0) < 1.0  # one lane: 30 + 20
+    Path(path("building", "c")).unlink()
+    Path(path("built", "c")).write_text(json.dumps({"seconds": 40.0, "built_at": since + 25}))
+    assert abs(kernel_state(plan, cores=2, builders=2, since=since)["eta_s"] - 20.0) < 1.0  # d alone
+    Path(path("built", "d")).write_text(json.dumps({"seconds": 20.0, "built_at": since + 29}))
+    done = kernel_state(plan, cores=2, builders=2, since=since)
+    assert done["eta_s"] == 0.0 and done["left"] == []

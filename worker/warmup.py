@@ -122,49 +122,71 @@ def warm_up_all() -> dict[str, float]:
 
 
 def kernel_plan() -> dict:
-    """What the heartbeat needs to tell, without numba, which solvers this machine has built:
-    ``{"units": {unit: {"marker", "reference_s"}}, "solvers": {solver: [units]}}``; ``reference_s`` is the
-    unit's compile seconds as this machine last measured them (an earlier version of the code), else the
-    reference machine's."""
+    """What the heartbeat needs to tell, without numba, which solvers this machine has built and how long the
+    rest should take: ``{"units": {unit: {"marker", "building", "reference_s"}}, "solvers": {solver: [units]},
+    "past_slowdown"}``. ``past_slowdown``: measured over reference compile seconds of the units this machine
+    compiled for an earlier version of the code (None if it never compiled any)."""
+    past = [(seconds, unit.reference_s) for unit in UNITS if (seconds := unit.measured_s())]
     return {
         "units": {
-            unit.name: {"marker": str(unit.marker()), "reference_s": unit.measured_s() or unit.reference_s}
+            unit.name: {
+                "marker": str(unit.marker()),
+                "building": str(unit.building_path()),
+                "reference_s": unit.reference_s,
+            }
             for unit in UNITS
         },
         "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in SOLVERS},
+        "past_slowdown": sum(s for s, _ in past) / sum(r for _, r in past) if past else None,
     }
 
 
 def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     """From the markers: ``{"ready": [solvers], "left": [solvers], "done": {unit: seconds}, "eta_s"}``.
 
-    The estimate divides the reference compile seconds of the units left by the rate this machine has
-    been building at: reference seconds of the units built since ``since`` (a time.time() instant: when
-    the worker started) per second elapsed, which takes in the load and how many compiles run at once.
-    Before any unit is built: the reference seconds over the compiles that run at once (builders, at
-    most the cores), times the load per core when it exceeds 1. Never under the longest unit left."""
+    The estimate: each unit left takes its reference compile seconds times this machine's slowdown, which
+    is measured over reference seconds of the units compiled since ``since`` (a time.time() instant: when
+    the worker started; they ran beside each other, so the slowdown includes the load and the sharing of
+    the cores), else that of an earlier compile on this machine, else the load per core (at least 1).
+    The units left are laid out on as many lanes as compiles run at once (builders, at most the cores):
+    those being compiled first, less the time they have been at it, then the others in build order, each on
+    the lane free first; the estimate is when the last lane ends."""
+    now = time.time()
     done: dict[str, float] = {}
-    built_since = 0.0
+    measured: list[tuple[float, float]] = []
     for name, unit in plan["units"].items():
         record = read_marker(unit["marker"])
         if record is not None:
             done[name] = float(record.get("seconds") or 0.0)
-            if float(record.get("built_at") or 0.0) >= since:
-                built_since += unit["reference_s"]
+            if float(record.get("built_at") or 0.0) >= since and done[name] > 0.5:
+                measured.append((done[name], unit["reference_s"]))
     ready = [solver for solver, units in plan["solvers"].items() if all(name in done for name in units)]
     left = [solver for solver in plan["solvers"] if solver not in ready]
-    work_left = [plan["units"][name]["reference_s"] for name in plan["units"] if name not in done]
-    elapsed = time.time() - since
-    if built_since > 0 and elapsed > 0:
-        rate = built_since / elapsed
-        slowdown = min(builders, cores) / rate  # how much slower than the reference one unit goes here
+    if measured:
+        slowdown = sum(s for s, _ in measured) / sum(r for _, r in measured)
+    elif plan.get("past_slowdown"):
+        slowdown = float(plan["past_slowdown"])
     else:
         try:
             slowdown = max(1.0, os.getloadavg()[0] / max(1, cores))
         except OSError:
             slowdown = 1.0
-        rate = max(1, min(builders, cores)) / slowdown
-    eta = max(sum(work_left) / rate, max(work_left, default=0.0) * slowdown) if work_left else 0.0
+    lanes = [0.0] * max(1, min(builders, cores))
+    pending = []
+    for name, unit in plan["units"].items():
+        if name in done:
+            continue
+        expected = unit["reference_s"] * slowdown
+        started = (read_marker(unit.get("building", "")) or {}).get("started_at") if unit.get("building") else None
+        if started is not None:
+            lanes.sort()
+            lanes[0] += max(0.1 * expected, expected - (now - float(started)))
+        else:
+            pending.append(expected)
+    for expected in pending:
+        lanes.sort()
+        lanes[0] += expected
+    eta = max(lanes) if left or pending else 0.0
     return {"ready": ready, "left": left, "done": done, "eta_s": round(eta, 1)}
 
 
