@@ -240,6 +240,10 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     assert state["done"] == {"a": 8.0, "b": 12.0}
     assert abs(state["eta_s"] - 30.0) < 1.0, state  # c: 40 s at slowdown 2, 10 done; d beside it: 20 s
     assert abs(kernel_state(plan, cores=1, builders=2, since=since)["eta_s"] - 50.0) < 1.0  # one lane: 30 + 20
+    Path(path("building", "d")).write_text(json.dumps({"started_at": time.time()}))
+    # two compiles running on one core (a worker compiling for its job beside a builder): two lanes
+    assert abs(kernel_state(plan, cores=1, builders=1, since=since)["eta_s"] - 30.0) < 1.0
+    Path(path("building", "d")).unlink()
     Path(path("building", "c")).unlink()
     Path(path("built", "c")).write_text(json.dumps({"seconds": 40.0, "built_at": since + 25}))
     assert abs(kernel_state(plan, cores=2, builders=2, since=since)["eta_s"] - 20.0) < 1.0  # d alone

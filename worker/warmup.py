@@ -148,9 +148,9 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     is measured over reference seconds of the units compiled since ``since`` (a time.time() instant: when
     the worker started; they ran beside each other, so the slowdown includes the load and the sharing of
     the cores), else that of an earlier compile on this machine, else the load per core (at least 1).
-    The units left are laid out on as many lanes as compiles run at once (builders, at most the cores):
-    those being compiled first, less the time they have been at it, then the others in build order, each on
-    the lane free first; the estimate is when the last lane ends."""
+    The units left are laid out on as many lanes as compiles run at once (those running now, at least the
+    builders the cores can run): those being compiled first, less the time they have been at it, then the
+    others in build order, each on the lane free first; the estimate is when the last lane ends."""
     now = time.time()
     done: dict[str, float] = {}
     measured: list[tuple[float, float]] = []
@@ -171,18 +171,21 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
             slowdown = max(1.0, os.getloadavg()[0] / max(1, cores))
         except OSError:
             slowdown = 1.0
-    lanes = [0.0] * max(1, min(builders, cores))
-    pending = []
+    running, pending = [], []
     for name, unit in plan["units"].items():
         if name in done:
             continue
         expected = unit["reference_s"] * slowdown
-        started = (read_marker(unit.get("building", "")) or {}).get("started_at") if unit.get("building") else None
+        started = (read_marker(unit["building"]) or {}).get("started_at") if unit.get("building") else None
         if started is not None:
-            lanes.sort()
-            lanes[0] += max(0.1 * expected, expected - (now - float(started)))
+            running.append(max(0.1 * expected, expected - (now - float(started))))
         else:
             pending.append(expected)
+    # the slowdown was measured with as many compiles at once as run now (workers compiling for their jobs
+    # beside the builders included): that many lanes, at least the builders the cores can run
+    lanes = [0.0] * max(1, min(builders, cores), len(running))
+    for index, remaining in enumerate(running):
+        lanes[index] = remaining
     for expected in pending:
         lanes.sort()
         lanes[0] += expected
