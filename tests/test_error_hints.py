@@ -102,3 +102,36 @@ def test_limits_are_named_by_their_environment_variables(service):
         "value": 64 * 1024 * 1024,
         "setting": "HINGE_MAX_JSON_BODY_BYTES",
     }
+
+
+def test_scikit_learn_spellings_and_solver_names_get_a_hint(http, dataset):
+    """Issue 20, item 5: the near-misses of a scikit-learn user."""
+
+    def post(body):
+        return http.post("/v1/jobs", json={"dataset_id": dataset["id"], **body})
+
+    rbf = assert_error(post({"solver": "smo", "params": {"kernel": "rbf"}}), 422, "validation_error", "params.kernel")
+    assert 'a kernel is an object here: "kernel": {"type": "rbf", "gamma": 0.5}' in rbf["message"]
+    assert_error(
+        post({"solver": "smo", "params": {"kernel": "laplace"}}), 422, "validation_error", "types: linear, poly, rbf"
+    )
+    assert_error(post({"solver": "smo", "gamma": 0.5}), 422, "validation_error", "did you mean params.kernel.gamma?")
+    assert_error(post({"solver": "smo", "params": {"coef0": 1}}), 422, "validation_error", "params.kernel.coef0")
+    for body in ({"solver": "dcd", "gamma": 0.5}, {"solver": "ocas", "params": {"kernel": {"type": "rbf"}}}):
+        assert_error(post(body), 422, "validation_error", "trains linear models", "use solver smo or sampled_cuts")
+    assert_error(
+        post({"solver": "dcd", "params": {"class_weight": "balanced"}}),
+        422,
+        "validation_error",
+        'factor per label, e.g. {"1": 5}',
+        '"balanced" is n_samples / (n_labels * count of the label)',
+    )
+    assert_error(post({"solver": "dcd", "params": {"random_state": 1}}), 422, "validation_error", "params.seed?")
+    assert_error(post({"solver": "cpa", "params": {"n_jobs": 2}}), 422, "validation_error", "params.n_processes?")
+    assert_error(post({"solver": "smo", "params": {"cache_size": 500}}), 422, "validation_error", "params.cache_mb?")
+    assert_error(post({"solver": "SMO"}), 422, "validation_error", "'SMO' is not a solver", "did you mean 'smo'?")
+    assert_error(post({"solver": "sampled-cuts"}), 422, "validation_error", "did you mean 'sampled_cuts'?")
+    assert_error(post({"solver": "ocsa"}), 422, "validation_error", "did you mean 'ocas'?")
+    assert_error(post({"solver": "svm"}), 422, "validation_error", "dcd (a linear SVM", "smo (a kernel SVM")
+    assert_error(post({"solver": "LinearSVC"}), 422, "validation_error", "solver dcd")
+    assert_error(post({"solver": 7}), 422, "validation_error", "solvers: dcd, cpa, ocas, smo, sampled_cuts")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import redis
 
@@ -25,6 +26,7 @@ from service.storage.keys import new_id
 from service.storage.records import model_store
 from worker.progress import INTERRUPT
 from worker.solvers.common import StopReason
+from worker.stopping import INTERRUPTED
 from worker.training import TrainingOutcome
 
 log = logging.getLogger("hinge.worker")
@@ -86,6 +88,7 @@ def record_outcome(
         )
         if interrupted:
             meta["stop_reason"] = "interrupted"
+            meta["stopping_rule"] = INTERRUPTED
         try:
             model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(meta, outcome.arrays)
         except StorageFull as exc:
@@ -97,8 +100,19 @@ def record_outcome(
     else:
         final = "canceled" if outcome.stop_reason is StopReason.CANCELED else "succeeded"
         stop_reason = outcome.stop_reason.value
+    why_none: dict[str, Any] = {}
+    if model_id is None and final == "canceled":  # say why there is no model (the error shape, code `canceled`)
+        message = outcome.meta.get("no_model") or "canceled before a model was complete: none was stored"
+        why_none = {"error": {"code": "canceled", "message": message}}
     done = jobs.transition(
-        job_id, ("running",), final, fence=mine, finished_at=utc_now(), model_id=model_id, stop_reason=stop_reason
+        job_id,
+        ("running",),
+        final,
+        fence=mine,
+        finished_at=utc_now(),
+        model_id=model_id,
+        stop_reason=stop_reason,
+        **why_none,
     )
     if not done:
         # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.

@@ -43,6 +43,7 @@ from worker.folds import subset
 from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
+from worker.stopping import stopping_rule
 from worker.subtasks import SubtaskContext, available_cores, run_subtasks
 
 TRAIN_SCORE_ROWS = 20_000
@@ -219,7 +220,12 @@ def train_model(
     sink.flush()
     done = [r for r in results if r is not None]
     if len(done) < len(results):
-        return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)})
+        kind = "one-vs-one pairs" if uses_one_vs_one(params, y) else "one-vs-rest classes"
+        why = (
+            f"canceled after {len(done)} of {len(results)} binary problems ({kind}): a model needs every one of "
+            "them, so none was stored"
+        )
+        return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done), "no_model": why})
     sink.set_phase("scoring training data")
     model_arrays, meta = assemble_model(solver, params, done, labels, arrays, n_features)
     if params.probability and not cancel_requested():
@@ -262,6 +268,7 @@ def assemble_model(
         extra_meta = {"kind": "linear"}
     deadline_hit = any(r.stop_reason is StopReason.DEADLINE for r in results)
     meta = dict(_summary(results, deadline_hit), **extra_meta)
+    meta["stopping_rule"] = stopping_rule(solver, params, results, meta["stop_reason"])
     meta.update(labels=[float(v) for v in labels], n_features=int(n_features), task="classification")
     if with_accuracy:
         meta["train_accuracy"] = _train_accuracy(meta, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
@@ -406,6 +413,7 @@ def _train_pairwise(
     meta = dict(
         _summary([result], result.stop_reason is StopReason.DEADLINE),
         kind="ranking",
+        stopping_rule=stopping_rule("cpa", params, [result], result.stop_reason.value),
         task=objective,
         n_features=int(n_features),
         n_pairs=int(result.extra.get("n_pairs", 0)),

@@ -143,6 +143,15 @@ async def _explain(request: Request, detail: dict) -> str:
         reason = (detail.get("ctx") or {}).get("error") or "not valid JSON"
         body = await request.body()
         return f"body: not valid JSON at {hints.json_position(body, loc[1])} (character {loc[1]}): {reason}"
+    if kind == "union_tag_invalid" and loc == ["body"]:
+        sent = detail.get("input")
+        tag = sent.get("solver") if isinstance(sent, dict) else None
+        return f"solver: {tag!r} is not a solver; {hints.solver_hint(tag, tuple(PARAMS_BY_SOLVER))}"
+    shown = user_loc(loc)
+    if shown and kind in ("model_attributes_type", "dict_type", "model_type"):
+        hint = hints.value_hint(str(shown[-1]), detail.get("input"), KERNEL_TYPES)
+        if hint:
+            return f"{message}; {hint}"
     if kind == "extra_forbidden" and loc[:1] == ["body"]:
         route = request.scope.get("route")
         field = getattr(route, "body_field", None)
@@ -213,11 +222,13 @@ def install_handlers(app: FastAPI) -> None:
             ctx = err.get("ctx")
             if err.get("type") == "json_invalid" and isinstance(ctx, dict) and isinstance(ctx.get("error"), str):
                 details[-1]["ctx"] = {"error": ctx["error"]}
+            details[-1]["input"] = err.get("input")  # for the hints only: never sent back
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
         message = (await _explain(request, first) if details else "body: invalid request") + more
         for detail in details:
             detail.pop("ctx", None)
+            detail.pop("input", None)
             detail["loc"] = user_loc(detail["loc"])
         return error_response(422, "validation_error", message, details)
 

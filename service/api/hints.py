@@ -1,8 +1,13 @@
 """Error messages that say how to fix the request, as a new user needs them.
 
-* An unknown field (``extra_forbidden``): the field it was probably meant to be, either a field of a
-  nested object one level down (``gamma`` at the top of smo's params: "did you mean
-  params.kernel.gamma?") or a close spelling of a field at that place (``max_iters``: "max_iter").
+* An unknown field (``extra_forbidden``): the field it was probably meant to be: a field of a nested
+  object up to two levels down (``gamma`` at the top of smo's params: "did you mean
+  params.kernel.gamma?"; at the top of the request: the same), scikit-learn's name for one of ours
+  (``random_state``: "seed"), a kernel asked of a linear solver (which solvers take one), or a close
+  spelling of a field at that place (``max_iters``: "max_iter").
+* A solver name that is not one (``svm``, ``SMO``, ``sampled-cuts``): the solver meant.
+* scikit-learn's spellings of values: ``"kernel": "rbf"`` (ours is an object), ``"class_weight":
+  "balanced"`` (ours are factors per label).
 * A body that is not a JSON object although it may be JSON text: which header is missing.
 * A body that is not JSON: the line and column where parsing failed.
 * Limits: the ``HINGE_*`` environment variable that sets them, not the internal setting name.
@@ -79,6 +84,36 @@ def _parent_model(root: list[type[BaseModel]], path: list) -> type[BaseModel] | 
     return model
 
 
+SKLEARN_NAMES = {
+    "random_state": "seed",
+    "n_jobs": "n_processes",
+    "cache_size": "cache_mb",
+    "decision_function_shape": "multiclass",
+}
+"""scikit-learn's (and LIBSVM's Python) parameter names -> ours, where the meaning is the same."""
+
+KERNEL_SOLVERS = ("smo", "sampled_cuts")
+"""Solvers that take a kernel (the others train linear models)."""
+
+
+def _nested_field(parent: type[BaseModel], name: str, depth: int = 2) -> tuple[list[str], type[BaseModel]] | None:
+    """The path of fields, up to ``depth`` levels below ``parent``, to a model that has a field ``name``
+    (nearest first; the kernel before anything else: its gamma is what a stray `gamma` means far more
+    often than the search's grid)."""
+    level: list[tuple[list[str], type[BaseModel]]] = [([], parent)]
+    for _ in range(depth):
+        following: list[tuple[list[str], type[BaseModel]]] = []
+        for path, model in level:
+            fields = sorted(model.model_fields.items(), key=lambda item: item[0] != "kernel")
+            for field_name, field in fields:
+                for nested in _models_of(field.annotation):
+                    if name in nested.model_fields and name not in ("type", "solver"):
+                        return [*path, field_name], nested
+                    following.append(([*path, field_name], nested))
+        level = following
+    return None
+
+
 def extra_field_hint(root: list[type[BaseModel]], loc: list) -> str | None:
     """ "did you mean ...?" for an unknown field at ``loc`` (a validation location without 'body')."""
     if not loc or not isinstance(loc[-1], str):
@@ -89,21 +124,69 @@ def extra_field_hint(root: list[type[BaseModel]], loc: list) -> str | None:
         return None
     shown = [p for p in loc[:-1] if not any(_tag_of(m) == p for m in _all_models(root))]
     prefix = ".".join(str(p) for p in shown)
-    # the kernel first: its gamma is what a top-level `gamma` means far more often than the search's grid
-    fields = sorted(parent.model_fields.items(), key=lambda item: item[0] != "kernel")
-    for field_name, field in fields:
-        for nested in _models_of(field.annotation):
-            if name in nested.model_fields and name not in ("type", "solver"):
-                where = f"{prefix}.{field_name}.{name}" if prefix else f"{field_name}.{name}"
-                example = ""
-                tag = _tag_of(nested)
-                if tag is not None and field_name == "kernel":
-                    example = f' (e.g. "kernel": {{"type": "{tag}", "{name}": ...}})'
-                return f"did you mean {where}?{example}"
+    solver = next((p for p in loc[:-1] if p in KERNEL_SOLVERS or any(_tag_of(m) == p for m in root)), None)
+    if name in ("kernel", "gamma", "degree", "coef0") and "kernel" not in parent.model_fields and solver:
+        if solver not in KERNEL_SOLVERS and (parent in root or "C" in parent.model_fields):
+            return f"{solver} trains linear models and takes no kernel: use solver smo or sampled_cuts for a kernel SVM"
+    if name in SKLEARN_NAMES and SKLEARN_NAMES[name] in parent.model_fields:
+        ours = f"{prefix}.{SKLEARN_NAMES[name]}" if prefix else SKLEARN_NAMES[name]
+        return f"did you mean {ours}? (scikit-learn's {name})"
+    found = _nested_field(parent, name)
+    if found is not None:
+        path, nested = found
+        where = ".".join([*([prefix] if prefix else []), *path, name])
+        example = ""
+        tag = _tag_of(nested)
+        if tag is not None and path[-1] == "kernel":
+            example = f' (e.g. "kernel": {{"type": "{tag}", "{name}": ...}})'
+        return f"did you mean {where}?{example}"
     close = difflib.get_close_matches(name, list(parent.model_fields), n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]!r}?"
     return f"allowed here: {', '.join(sorted(parent.model_fields))}"
+
+
+SOLVER_WORDS = {
+    "svm": "dcd (a linear SVM, LIBLINEAR's algorithm) or smo (a kernel SVM, LIBSVM's)",
+    "linear": "dcd (LIBLINEAR's dual coordinate descent), cpa or ocas",
+    "linearsvc": "dcd (LIBLINEAR's dual coordinate descent, as LinearSVC)",
+    "liblinear": "dcd (LIBLINEAR's dual coordinate descent)",
+    "svc": "smo (LIBSVM's algorithm, as scikit-learn's SVC)",
+    "libsvm": "smo (LIBSVM's algorithm)",
+    "kernel": "smo or sampled_cuts",
+    "svmperf": "cpa (SVMperf's 1-slack cutting planes)",
+    "svmrank": 'cpa with params.objective "ranking"',
+}
+"""Names people give a solver, and the solver they mean."""
+
+
+def solver_hint(tag: object, solvers: tuple[str, ...]) -> str:
+    """Which solver a name that is not one probably means."""
+    text = str(tag).strip().lower().replace("-", "_").replace(" ", "_")
+    if text in solvers:
+        return f"did you mean {text!r}? (solver names are lower case, with _)"
+    word = text.replace("_", "")
+    if word in SOLVER_WORDS:
+        return f"for that use solver {SOLVER_WORDS[word]}"
+    close = difflib.get_close_matches(text, list(solvers), n=1, cutoff=0.5)
+    return f"did you mean {close[0]!r}?" if close else f"solvers: {', '.join(solvers)}"
+
+
+def value_hint(field: str, value: object, kernel_types: tuple[str, ...]) -> str | None:
+    """How to write scikit-learn's spelling of a value the way this API takes it."""
+    if field == "kernel" and isinstance(value, str):
+        kind = value.strip().lower()
+        example = {"rbf": '"gamma": 0.5', "poly": '"degree": 3, "gamma": 1, "coef0": 0', "sigmoid": '"gamma": 0.1'}
+        if kind in kernel_types:
+            extra = f", {example[kind]}" if kind in example else ""
+            return f'a kernel is an object here: "kernel": {{"type": "{kind}"{extra}}}'
+        return f'a kernel is an object here, e.g. "kernel": {{"type": "rbf", "gamma": 0.5}} (types: {", ".join(kernel_types)})'
+    if field == "class_weight" and isinstance(value, str):
+        return (
+            'class_weight is a factor per label, e.g. {"1": 5}; scikit-learn\'s "balanced" is '
+            "n_samples / (n_labels * count of the label), from the data set's `labels` counts"
+        )
+    return None
 
 
 def _all_models(root: list[type[BaseModel]]) -> list[type[BaseModel]]:

@@ -127,9 +127,12 @@ class JobProgress(ResponseModel):
 
 
 class JobError(ResponseModel):
-    """Why a job failed."""
+    """Why a job failed, or why a canceled job has no model."""
 
-    code: str = Field(description="Machine-readable cause, e.g. `dataset_not_found`, `solver_error`, `worker_lost`.")
+    code: str = Field(
+        description="Machine-readable cause, e.g. `dataset_not_found`, `solver_error`, `worker_lost`; `canceled` on a "
+        "canceled job without a model (a multi-class job canceled before every binary problem was done)."
+    )
     message: str = Field(description="What went wrong, in a sentence.")
 
 
@@ -152,7 +155,9 @@ class JobOut(ResponseModel):
         default=None,
         description="Why the solver stopped: converged, max_iter, deadline, canceled, or interrupted (the worker was stopped and kept the best model so far).",
     )
-    error: JobError | None = Field(default=None, description="Set when the job failed.")
+    error: JobError | None = Field(
+        default=None, description="Set when the job failed, or when it was canceled before a model was complete."
+    )
     search_results: dict[str, Any] | None = Field(
         default=None,
         description=(

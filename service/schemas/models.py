@@ -11,6 +11,19 @@ from service.schemas.enums import ImportFormat, ModelKind, ModelSource, Multicla
 from service.schemas.model_files import Calibration
 
 
+class StoppingRule(ResponseModel):
+    """Which rule ended training, with its values."""
+
+    rule: str = Field(
+        description="`tol`, `tol_rel`, `tol_abs` (converged by that tolerance), `max_iter`, `max_seconds`, `cancel` "
+        "or `shutdown` (a worker stopped with the checkpoint policy)."
+    )
+    values: dict[str, float | int | None] = Field(
+        description='The stopping parameters as used, e.g. {"tol": 0.1, "tol_rel": 0.01}.'
+    )
+    text: str = Field(description="The rule in words, with the values reached (e.g. the certified gap).")
+
+
 class ModelOut(ResponseModel):
     """A trained model (its weights stay in binary in Redis)."""
 
@@ -55,6 +68,11 @@ class ModelOut(ResponseModel):
     )
     stop_reason: StopReason | None = Field(
         description="converged, max_iter, deadline, canceled or interrupted (the first non-converged reason over the binary problems); null for imported models."
+    )
+    stopping_rule: StoppingRule | None = Field(
+        default=None,
+        description="The rule behind stop_reason, with its values (null for imported models and models trained "
+        "before this field existed).",
     )
     training_seconds: float | None = Field(
         description="Solver seconds only (no data loading, no trace evaluation); null for imported models."

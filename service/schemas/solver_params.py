@@ -165,7 +165,9 @@ class DcdParams(CommonParams):
         description=(
             "Also require the duality gap to certify the model: (primal - dual) / primal <= tol_rel when rule (17) "
             "holds (else the gradient threshold is divided by 10 and training goes on). The model is then within "
-            "tol_rel of the optimum (reported as `gap_rel`). 0: rule (17) alone, as LIBLINEAR."
+            "tol_rel of the optimum (reported as `gap_rel`). 0: rule (17) alone, as LIBLINEAR. When `tol` is given "
+            "and tol_rel is not, tol_rel is 0: the tolerance you named rules (the model's `gap_rel` still says how "
+            "close it came)."
         ),
     )
     max_iter: int = Field(
@@ -186,6 +188,18 @@ class DcdParams(CommonParams):
         ge=1,
         description="Record a convergence point every this many outer iterations (each point costs one pass over the data, not counted in training_seconds).",
     )
+
+    @model_validator(mode="after")
+    def _named_tol_rules(self):
+        return tol_alone_when_named(self, off=0.0)
+
+
+def tol_alone_when_named(params, off):
+    """A `tol` the user gave rules alone when they did not give `tol_rel` too: the default tol_rel would
+    otherwise stop the solver earlier (cpa) or make it go on past that tol (dcd, smo) without a word."""
+    if "tol" in params.model_fields_set and "tol_rel" not in params.model_fields_set:
+        params.tol_rel = off
+    return params
 
 
 class CpaParams(CommonParams):
@@ -220,7 +234,8 @@ class CpaParams(CommonParams):
         description=(
             "Stop when the best objective found minus the lower bound (the reduced problem's dual value) is at most "
             "tol_rel times that objective: the model is then certified within tol_rel of the optimum (reported as "
-            "`gap_rel`). 0: only `tol` decides."
+            "`gap_rel`). 0: only `tol` decides; 0 too when `tol` is given and tol_rel is not (the tolerance you named "
+            "rules)."
         ),
     )
     tol: float | None = Field(
@@ -247,6 +262,7 @@ class CpaParams(CommonParams):
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):
+        tol_alone_when_named(self, off=0.0)
         if self.tol_rel == 0 and self.tol is None:
             raise ValueError(
                 "tol_rel is 0 and tol is null: give tol_rel > 0 (certified relative gap) or the paper's tol"
@@ -369,7 +385,8 @@ class SmoParams(CommonParams):
         description=(
             "Also require the model's duality gap to be at most tol_rel of its objective ((P - D) / P, D the dual "
             "value of the returned alpha: a certified bound, reported as the model's gap_rel); while it is larger, "
-            "tol is divided by 10 and the steps go on (down to 1e-9). Null: tol alone, as LIBSVM."
+            "tol is divided by 10 and the steps go on (down to 1e-9). Null: tol alone, as LIBSVM; null too when "
+            "`tol` is given and tol_rel is not (the tolerance you named rules)."
         ),
     )
     cache_mb: float = Field(
@@ -397,6 +414,10 @@ class SmoParams(CommonParams):
         description="Most two-variable steps per binary problem. Null: LIBSVM's cap, max(10^7, 100 n) for n rows, which guards a run without max_seconds against one that never reaches tol.",
     )
     trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
+
+    @model_validator(mode="after")
+    def _named_tol_rules(self):
+        return tol_alone_when_named(self, off=None)
 
 
 class SampledCutsParams(CommonParams):
