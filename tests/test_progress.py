@@ -161,3 +161,31 @@ def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
     # the trace's dual is the one smo tracks step by step; the result's is recomputed: equal up to rounding
     assert point["gap"] == pytest.approx(result.objective - result.extra["dual_objective"], abs=1e-8 * result.objective)
     assert np.isfinite(point["dual"]) and point["primal"] >= point["dual"]
+
+
+def test_eta_is_published_only_once_it_is_stable(monkeypatch):
+    """An ETA from the first second of a run can be off by a factor of 100 (issue 20: "20:37" for a 9 s job):
+    none until the predicted end holds still, then the right one; the relative gap comes with every progress."""
+    from worker import progress as progress_module
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock["now"])
+    sink = NullSink()
+    sink.started = clock["now"]
+    # a burst at the start (the first pass looks fast), then a steady 10% per second: 10 s in all
+    fractions = [(0.2, 0.05), (0.4, 0.06), (0.6, 0.07), (1.0, 0.10)] + [
+        (1.0 + 0.5 * i, 0.10 + 0.05 * i) for i in range(1, 12)
+    ]
+    etas = []
+    for at, fraction in fractions:
+        clock["now"] = 1000.0 + at
+        etas.append((at, sink.eta_s(fraction)))
+    assert all(eta is None for at, eta in etas if at <= 1.0), etas
+    published = [(at, eta) for at, eta in etas if eta is not None]
+    assert published, etas
+    for at, eta in published:
+        assert abs((at + eta) - 10.0) <= 2.5, (at, eta)  # the predicted end is about right when shown
+    sink._latest = {"primal": 10.0, "gap": 0.5}
+    assert sink.progress()["gap_rel"] == 0.05
+    sink._latest = {"primal": 10.0, "gap": 0.5, "gap_rel": 0.04}
+    assert sink.progress()["gap_rel"] == 0.04

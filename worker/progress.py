@@ -40,6 +40,11 @@ PHASES = (
 """What a running job is doing, as ``progress.phase`` says (in this order; a search has the middle two)."""
 
 FLOOR = 1e-300
+ETA_STABLE_LOOKS = 3
+ETA_STABLE_S = 1.5
+ETA_STABLE_SPREAD = 0.25
+"""An ETA is published once this many estimates over at least this many seconds predict ends within this
+share of the time left of each other."""
 
 
 def convergence_fraction(
@@ -147,6 +152,7 @@ class TraceSink:
         self.tags: dict = {}  # added to every point (a search's fold, C, gamma)
         self.started = time.monotonic()
         self._history: list[tuple[float, float]] = []  # (time, fraction) of recent publications
+        self._ends: list[tuple[float, float]] = []  # (time, predicted end) of recent estimates
         self._fraction = 0.0
         self._pending: list[dict] = []
         self._last_flush = time.monotonic()
@@ -184,7 +190,9 @@ class TraceSink:
 
     def eta_s(self, fraction: float) -> float | None:
         """Seconds left at the rate the fraction grew over the recent past (the last third of the run,
-        at least 3 s); None while it has not grown."""
+        at least 3 s), once that estimate is stable: None while the fraction has not grown, and while the
+        end it predicts still moves (see ``_stable``): a first guess from the first second of a run can be
+        off by a factor of 100."""
         now = time.monotonic()
         if fraction >= 1.0:
             return 0.0
@@ -194,8 +202,19 @@ class TraceSink:
             self._history.pop(0)
         t0, f0 = self._history[0]
         if fraction > f0 and now - t0 >= 0.5:
-            return (now - t0) * (1.0 - fraction) / (fraction - f0)
+            eta = (now - t0) * (1.0 - fraction) / (fraction - f0)
+            return eta if self._stable(now, eta) else None
         return None
+
+    def _stable(self, now: float, eta: float) -> bool:
+        """Whether the predicted end (now + eta) has held still: at least ETA_STABLE_LOOKS estimates over at
+        least ETA_STABLE_S seconds, whose predicted ends lie within ETA_STABLE_SPREAD of the time left."""
+        self._ends.append((now, now + eta))
+        self._ends = [(t, end) for t, end in self._ends if t >= now - max(ETA_STABLE_S * 3, 5.0)]
+        if len(self._ends) < ETA_STABLE_LOOKS or now - self._ends[0][0] < ETA_STABLE_S:
+            return False
+        ends = [end for _, end in self._ends[-ETA_STABLE_LOOKS:]]
+        return max(ends) - min(ends) <= ETA_STABLE_SPREAD * max(eta, 1.0)
 
     def progress(self) -> dict:
         """The job's progress as the latest point says."""
@@ -211,6 +230,7 @@ class TraceSink:
             "primal": latest.get("primal"),
             "dual": latest.get("dual", latest.get("lower_bound")),
             "gap": latest.get("gap"),
+            "gap_rel": _relative_gap(latest),
             "subproblem": self.subproblem,
             "subproblems": self.subproblems,
         }
@@ -234,6 +254,16 @@ class TraceSink:
             return
         self._pending = []
         self._last_flush = time.monotonic()
+
+
+def _relative_gap(point: dict) -> float | None:
+    """The point's relative gap: its own ``gap_rel``, else gap / |primal| (None without both)."""
+    if point.get("gap_rel") is not None:
+        return point["gap_rel"]
+    gap, primal = point.get("gap"), point.get("primal")
+    if gap is None or not primal:
+        return None
+    return round(float(gap) / abs(float(primal)), 8)
 
 
 class CancelPoller:

@@ -107,7 +107,8 @@ class JobProgress(ResponseModel):
     eta_s: float | None = Field(
         default=None,
         description="Estimated seconds left, from how fast `fraction` grew over the recent past (the last third of "
-        "the run, at least 3 s); null while there is no estimate.",
+        "the run, at least 3 s); null until it is stable (3 estimates over 1.5 s predicting ends within a quarter of "
+        "the time left of each other).",
     )
     iteration: int | None = Field(
         default=None, description="Outer iterations done (of the binary problem being solved)."
@@ -116,6 +117,9 @@ class JobProgress(ResponseModel):
     primal: float | None = Field(default=None, description="Latest primal objective.")
     dual: float | None = Field(default=None, description="Latest dual objective or lower bound.")
     gap: float | None = Field(default=None, description="Latest duality gap (primal minus dual or lower bound).")
+    gap_rel: float | None = Field(
+        default=None, description="Latest relative gap, gap / |primal|: what the solvers' `tol_rel` is compared with."
+    )
     subproblem: int | None = Field(
         default=None, description="Index of the binary problem being solved (one-vs-rest), from 0."
     )
