@@ -1,7 +1,7 @@
 """A Python client of the Hinge service, and scikit-learn estimators on it.
 
     from hinge_client import HingeClassifier
-    clf = HingeClassifier(solver="dcd", C=1.0, probability=True)   # url: HINGE_URL, key: HINGE_API_KEY
+    clf = HingeClassifier(C=1.0, probability=True)                  # url: HINGE_URL, key: HINGE_API_KEY; dcd
     clf.fit(X_train, y_train)                                      # uploads, trains remotely
     clf.predict(X_test), clf.predict_proba(X_test)                 # the service's predict route
     Client().export_model(clf.model_id_, "onnx")                   # the model, for onnxruntime
@@ -12,7 +12,8 @@
   honoured); errors raise ``HingeError`` (status, code, message, details); ``JobFailed`` for a job that
   ended without a model.
 - ``HingeClassifier`` / ``HingeRanker`` (``hinge_client.estimators``, needs scikit-learn): estimators
-  whose fit, predict, decision_function and predict_proba run on the service.
+  whose fit, predict, decision_function and predict_proba run on the service; the models their fits
+  make go when the estimators do (``keep_model=True`` keeps them); ``wait_for_cleanup`` waits for that.
 
 - ``hingectl`` (``hinge_client.cli``): the command line.
 
@@ -21,10 +22,20 @@ The package talks to the service over HTTP only; it shares no code with ``servic
 
 from __future__ import annotations
 
+from hinge_client.cleanup import wait_for_cleanup
 from hinge_client.client import AsyncClient, Client, RetryPolicy
 from hinge_client.errors import HingeError, JobFailed
 
-__all__ = ["Client", "AsyncClient", "RetryPolicy", "HingeError", "JobFailed", "HingeClassifier", "HingeRanker"]
+__all__ = [
+    "Client",
+    "AsyncClient",
+    "RetryPolicy",
+    "HingeError",
+    "JobFailed",
+    "HingeClassifier",
+    "HingeRanker",
+    "wait_for_cleanup",
+]
 
 
 def __getattr__(name: str):

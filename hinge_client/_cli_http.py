@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +27,12 @@ class CliError(Exception):
         self.exit_code = exit_code
         self.status: int | None = None  # the HTTP status, when the service answered
         self.code: str | None = None  # the service's error code, when it answered one
+
+    def reworded(self, message: str) -> CliError:
+        """The same error (exit code, status, code) with another message."""
+        error = CliError(message, self.exit_code)
+        error.status, error.code = self.status, self.code
+        return error
 
 
 # exit codes (documented in hinge_client.cli)
@@ -77,8 +84,17 @@ class Api:
         """The JSON answer of a request."""
         return self.request(method, path, **kwargs).json()
 
-    def upload(self, path: str, params: dict, on_progress: Callable[[int, int], None] | None = None) -> dict:
-        """Stream a file as multipart/form-data (field `file`), reporting (sent, total) bytes."""
+    def upload(
+        self,
+        path: str,
+        params: dict,
+        on_progress: Callable[[int, int], None] | None = None,
+        route: str = "/v1/datasets",
+    ) -> dict:
+        """Stream a file as multipart/form-data (field `file`) to ``route``, reporting (sent, total) bytes.
+
+        An answer naming a line of the file (``line 3, column 7: ...``) is prefixed with the file's path.
+        """
         boundary = uuid.uuid4().hex
         name = os.path.basename(path).replace('"', "_")
         head = (
@@ -103,14 +119,19 @@ class Api:
             "Content-Type": f"multipart/form-data; boundary={boundary}",
             "Content-Length": str(len(head) + size + len(tail)),
         }
-        return self.json(
-            "POST",
-            "/v1/datasets",
-            params=params,
-            content=body(),
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout, read=None),
-        )
+        try:
+            return self.json(
+                "POST",
+                route,
+                params=params,
+                content=body(),
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout, read=None),
+            )
+        except CliError as exc:
+            if re.search(r"\bline \d+", str(exc)):
+                raise exc.reworded(f"{path}: {exc}") from None
+            raise
 
     def events(self, job_id: str) -> Iterator[tuple[str, dict]]:
         """(event, data) of a job's event stream until its `end` event, reconnecting with Last-Event-ID."""

@@ -1,19 +1,22 @@
-"""`hingectl`: Hinge from the shell. Upload, train, watch, predict, evaluate, export, list, remove.
+"""`hingectl`: Hinge from the shell. Upload, train, watch, predict, evaluate, export, import, list, remove.
 
     hingectl upload demo.svm --name demo              # prints the data set id
     hingectl train DATASET --solver ocas -p C=1 -p tol_rel=0.001 [--watch]
     hingectl train DATASET --solver smo -p kernel.gamma=0.5 -p search.C=[0.1,1,10]
     hingectl watch JOB                                 # live bar: phase, fraction, gap, ETA; prints the model id
-    hingectl predict MODEL rows.svm [--scores]         # one label per line
-    hingectl evaluate MODEL DATASET
-    hingectl export MODEL [-o model.json]
+    hingectl predict MODEL rows.svm [--scores] [--probabilities] [--ignore-unknown-features]
+                                                       # one label per line; accuracy on stderr for labelled rows
+    hingectl evaluate MODEL DATASET|FILE               # metrics and confusion matrix (a file is uploaded, then deleted)
+    hingectl export MODEL [--format json|liblinear|libsvm|onnx] [-o model.json]
+    hingectl import FILE [--format json|liblinear|libsvm] [--n-features N]   # prints the model id
     hingectl ls [datasets|jobs|models]  ·  hingectl rm ID...  ·  hingectl cancel JOB
 
 The service is ``--url`` or ``HINGE_URL`` (default http://127.0.0.1:8000); an API key is
 ``--api-key`` or ``HINGE_API_KEY``. ``-p KEY=VALUE`` sets a solver parameter: VALUE is read as JSON
 when it parses (numbers, true, null, [lists]) and as a string otherwise; dotted keys nest
 (``kernel.gamma=0.5`` sets params.kernel.gamma; a kernel without ``type`` is rbf). Results go to stdout (ids, labels, JSON with
-``--json``), messages and progress bars to stderr.
+``--json``), messages and progress bars to stderr. The service's hints name the flags that set what they
+name (its "send format=csv" reads "use --format csv"; "params.C" reads "-p C").
 
 Exit codes, for scripts:
     0  done (a watched job succeeded)
@@ -31,9 +34,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
+from hinge_client._cli_files import read_rows
 from hinge_client._cli_http import (
     DEFAULT_URL,
     EXIT_JOB_FAILED,
@@ -94,10 +99,7 @@ def parse_params(pairs: list[str]) -> dict:
 def cmd_upload(api: Api, args) -> int:
     if not os.path.isfile(args.file):
         raise CliError(f"no such file: {args.file}", EXIT_USAGE)
-    params = {"name": args.name or os.path.basename(args.file)}
-    for name in ("format", "label_column", "zero_based"):
-        if getattr(args, name):
-            params[name] = getattr(args, name)
+    params = {"name": args.name or os.path.basename(args.file), **upload_params(args)}
     size = os.path.getsize(args.file)
     show = args.progress or (sys.stderr.isatty() and size >= LARGE_UPLOAD)
     if show:
@@ -123,6 +125,12 @@ def cmd_upload(api: Api, args) -> int:
         _err(f"uploaded {record['n_samples']} rows x {record['n_features']} features ({labels})")
         _out(record["id"])
     return EXIT_OK
+
+
+def upload_params(args) -> dict:
+    """The upload's query parameters from the command's flags (those it has and were given)."""
+    names = ("format", "label_column", "zero_based", "value_dtype")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None)}
 
 
 # -- train and watch ---------------------------------------------------------------------------------
@@ -154,7 +162,10 @@ def _fmt_eta(seconds) -> str:
 
 
 def _fmt_gap(progress: dict) -> str:
-    gap = progress.get("gap")
+    """The relative gap (what tol_rel is compared with), else the absolute one, else '-' (no bound yet)."""
+    relative, gap = progress.get("gap_rel"), progress.get("gap")
+    if isinstance(relative, (int, float)):
+        return f"gap {relative:.2%}" if relative >= 1e-4 else f"gap {relative:.1e}"
     return f"gap {gap:.3g}" if isinstance(gap, (int, float)) else "gap -"
 
 
@@ -217,7 +228,7 @@ def watch(api: Api, job_id: str, args) -> int:
     if final.get("stop_reason") == "max_iter":
         summary += (
             "; the iteration limit ended training before its stopping rule held (the model's gap_rel "
-            "says how far from the optimum it is; raise params.max_iter to go on)"
+            "says how far from the optimum it is; train again with a larger -p max_iter=N to go on)"
         )
     if status == "succeeded":
         summary += f"; model {final['model_id']}"
@@ -235,71 +246,130 @@ def watch(api: Api, job_id: str, args) -> int:
 # -- predict, evaluate, export ---------------------------------------------------------------------------
 
 
-def read_rows(path: str, fmt: str, label_column: str) -> list:
-    """Rows of a local file as predict instances: svmlight rows keyed by feature index, CSV rows dense."""
-    import gzip
+def _fmt_label(label) -> str:
+    return f"{label:g}" if isinstance(label, (int, float)) else str(label)
 
-    rows: list = []
-    with gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8") as handle:
-        if fmt == "csv":
-            import csv
 
-            reader = csv.reader(handle)
-            header = next(reader)
-            keep = [i for i, name in enumerate(header) if name.strip() != label_column]
-            for record in reader:
-                if record:
-                    rows.append([float(record[i]) for i in keep])
-            return rows
-        for number, line in enumerate(handle, start=1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            fields = line.split()
-            features = {}
-            for token in fields[1:]:
-                if token.startswith("qid:"):
-                    continue
-                index, sep, value = token.partition(":")
-                if not sep:
-                    raise CliError(f"{path} line {number}: expected index:value, got {token!r}", EXIT_USAGE)
-                features[index] = float(value)
-            rows.append(features)
-    return rows
+def at_lines(message: str, path: str, lines: list[int]) -> str:
+    """A message naming rows of a predict request (``instances[i]``) as the lines of the file they came from."""
+    return re.sub(r"instances\[(\d+)\]", lambda m: f"{path}: line {lines[int(m.group(1))]}", message)
 
 
 def cmd_predict(api: Api, args) -> int:
-    rows = read_rows(args.file, args.format, args.label_column)
-    if not rows:
+    local = read_rows(args.file, args.format, args.label_column)
+    if not local.rows:
         raise CliError(f"{args.file} has no rows", EXIT_USAGE)
-    labels, scores = [], []
-    for start in range(0, len(rows), PREDICT_BATCH):
-        answer = api.json(
-            "POST", f"/v1/models/{args.model}/predict", json={"instances": rows[start : start + PREDICT_BATCH]}
-        )
-        labels.extend(answer["labels"])
+    labels: list = []
+    scores: list = []
+    probabilities: list = []
+    for start in range(0, len(local.rows), PREDICT_BATCH):
+        body: dict = {"instances": local.rows[start : start + PREDICT_BATCH]}
+        if args.probabilities:
+            body["probabilities"] = True
+        if args.ignore_unknown_features:
+            body["ignore_unknown_features"] = True
+        try:
+            answer = api.json("POST", f"/v1/models/{args.model}/predict", json=body)
+        except CliError as exc:  # the service names rows of the batch: name the file's lines instead
+            raise exc.reworded(at_lines(str(exc), args.file, local.lines[start : start + PREDICT_BATCH])) from None
+        labels.extend(answer["labels"] or [])  # none for models that only score (ranking)
         scores.extend(answer["scores"])
+        probabilities.extend(answer.get("probabilities") or [])
     if args.json:
-        _out(json.dumps({"labels": labels, "scores": scores}))
-        return EXIT_OK
-    for label, score in zip(labels, scores):
-        text = f"{label:g}" if isinstance(label, float) else str(label)
-        if args.scores:
-            values = score if isinstance(score, list) else [score]
-            text += "\t" + "\t".join(f"{v:.6g}" for v in values)
-        _out(text)
+        out: dict = {"labels": labels or None, "scores": scores}
+        if args.probabilities:
+            out["probabilities"] = probabilities
+        _out(json.dumps(out))
+    else:
+        if args.probabilities:  # as svm-predict -b 1: the labels of the probability columns first
+            model = api.json("GET", f"/v1/models/{args.model}")
+            _out("labels\t" + "\t".join(_fmt_label(label) for label in model["labels"] or []))
+        for at, score in enumerate(scores):
+            fields = [_fmt_label(labels[at])] if labels else []
+            if args.scores or not labels:
+                fields.extend(f"{v:.6g}" for v in (score if isinstance(score, list) else [score]))
+            if args.probabilities:
+                fields.extend(f"{p:.6g}" for p in probabilities[at])
+            _out("\t".join(fields))
+    if labels and local.all_labelled():  # as svm-predict: the accuracy on labelled rows, on stderr
+        right = sum(float(predicted) == truth for predicted, truth in zip(labels, local.labels))
+        _err(f"Accuracy = {100.0 * right / len(labels):g}% ({right}/{len(labels)})")
     return EXIT_OK
 
 
 def cmd_evaluate(api: Api, args) -> int:
-    report = api.json("POST", f"/v1/models/{args.model}/evaluate", json={"dataset_id": args.dataset})
+    if os.path.isfile(args.data):  # a local file: uploaded for the evaluation, deleted afterwards
+        dataset = api.upload(args.data, {"name": os.path.basename(args.data), **upload_params(args)})["id"]
+        try:
+            report = api.json("POST", f"/v1/models/{args.model}/evaluate", json={"dataset_id": dataset})
+        finally:
+            try:
+                api.request("DELETE", f"/v1/datasets/{dataset}")
+            except CliError as exc:  # the evaluation's own error, if any, is the one to report
+                _err(f"could not delete the uploaded data set {dataset}: {exc}")
+    elif args.data.startswith("ds_"):
+        report = api.json("POST", f"/v1/models/{args.model}/evaluate", json={"dataset_id": args.data})
+    else:
+        raise CliError(f"{args.data}: no such file, nor a data set id (ds_...)", EXIT_USAGE)
     if args.json:
         _out(json.dumps(report))
         return EXIT_OK
     for key, value in report.items():
         if isinstance(value, (int, float, str)) or value is None:
             _out(f"{key:<22}{value:.6g}" if isinstance(value, float) else f"{key:<22}{value}")
+    if report.get("per_class"):
+        _out("")
+        _table(
+            ["label", "precision", "recall", "f1", "support"],
+            [
+                [_fmt_label(c["label"]), *(_cell(c[k]) for k in ("precision", "recall", "f1", "support"))]
+                for c in report["per_class"]
+            ],
+        )
+    if report.get("confusion_matrix"):
+        confusion = report["confusion_matrix"]
+        names = [_fmt_label(label) for label in confusion["labels"]]
+        _out("")
+        _out("confusion matrix (rows: true label, columns: predicted label)")
+        _table(["true \\ predicted", *names], [[name, *map(str, row)] for name, row in zip(names, confusion["matrix"])])
     return EXIT_OK
+
+
+def cmd_import(api: Api, args) -> int:
+    if not os.path.isfile(args.file):
+        raise CliError(f"no such file: {args.file}", EXIT_USAGE)
+    fmt = args.format or sniff_model_format(args.file)
+    params: dict = {"format": fmt}
+    if args.n_features is not None:
+        params["n_features"] = args.n_features
+    model = api.upload(args.file, params, route="/v1/models")
+    if args.json:
+        _out(json.dumps(model))
+    else:
+        labels = ", ".join(_fmt_label(label) for label in (model.get("labels") or [])[:6])
+        _err(f"imported {fmt} model: {model['kind']}, {model['n_features']} features, labels {labels or '-'}")
+        _out(model["id"])
+    return EXIT_OK
+
+
+def sniff_model_format(path: str) -> str:
+    """json, liblinear or libsvm, from a model file's first line (plain or gzip); else a usage error."""
+    import gzip
+
+    try:
+        with open(path, "rb") as probe:
+            compressed = probe.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if compressed else open(path, "rb") as handle:
+            head = handle.read(4096).lstrip()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc}", EXIT_REFUSED) from None
+    if head.startswith(b"{"):
+        return "json"
+    if head.startswith(b"solver_type"):
+        return "liblinear"
+    if head.startswith(b"svm_type"):
+        return "libsvm"
+    raise CliError(f"{path}: not a model file this can tell (give --format json, liblinear or libsvm)", EXIT_USAGE)
 
 
 def cmd_export(api: Api, args) -> int:
@@ -341,12 +411,16 @@ def cmd_ls(api: Api, args) -> int:
         if len(kinds) > 1:
             _out(f"# {kind}")
         columns = COLUMNS[kind]
-        table = [[_cell(item.get(c)) for c in columns] for item in listing[kind]]
-        widths = [max([len(c)] + [len(row[i]) for row in table]) for i, c in enumerate(columns)]
-        _out("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-        for row in table:
-            _out("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        _table(list(columns), [[_cell(item.get(c)) for c in columns] for item in listing[kind]])
     return EXIT_OK
+
+
+def _table(columns: list[str], rows: list[list[str]]) -> None:
+    """Columns padded to their widest cell, on stdout."""
+    widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
+    _out("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row in rows:
+        _out("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
 def _cell(value) -> str:
@@ -357,19 +431,23 @@ def _cell(value) -> str:
     return str(value)
 
 
+RM_ROUTES = {"ds_": "/v1/datasets/", "job_": "/v1/jobs/", "mdl_": "/v1/models/"}
+
+
 def cmd_rm(api: Api, args) -> int:
     for ident in args.ids:
-        if ident.startswith("ds_"):
-            api.request("DELETE", f"/v1/datasets/{ident}")
-        elif ident.startswith("mdl_"):
-            api.request("DELETE", f"/v1/models/{ident}")
-        elif ident.startswith("job_"):
-            raise CliError(
-                f"{ident}: jobs are kept as the record of their models; stop one with `hingectl cancel`", EXIT_REFUSED
-            )
-        else:
-            raise CliError(f"{ident}: not a data set (ds_...) or model (mdl_...) id", EXIT_USAGE)
-        _err(f"removed {ident}")
+        prefix = next((p for p in RM_ROUTES if ident.startswith(p)), None)
+        if prefix is None:
+            raise CliError(f"{ident}: not a data set (ds_...), job (job_...) or model (mdl_...) id", EXIT_USAGE)
+        try:
+            api.request("DELETE", RM_ROUTES[prefix] + ident)
+        except CliError as exc:
+            if prefix == "job_" and exc.status == 409:
+                raise exc.reworded(
+                    f"{ident} is still queued or running: cancel it first (hingectl cancel {ident}), then remove it"
+                ) from None
+            raise
+        _err(f"removed {ident}" + (" (its model stays)" if prefix == "job_" else ""))
     return EXIT_OK
 
 
@@ -377,6 +455,52 @@ def cmd_cancel(api: Api, args) -> int:
     job = api.json("POST", f"/v1/jobs/{args.job}/cancel")
     _err(f"cancel requested: job {args.job} is {job['status']}")
     return EXIT_OK
+
+
+# -- hints in the command line's terms --------------------------------------------------------------------------
+
+API_FLAGS = {
+    "format": "--format",
+    "zero_based": "--zero-based",
+    "label_column": "--label-column",
+    "value_dtype": "--value-dtype",
+    "n_features": "--n-features",
+    "probabilities": "--probabilities",
+    "ignore_unknown_features": "--ignore-unknown-features",
+}
+"""API parameters that a command's flag sets (the flag's dest is the parameter's name)."""
+SWITCHES = ("probabilities", "ignore_unknown_features")
+
+_ROUTE_ALONE = re.compile(r"\s*\((?:GET|POST|PUT|DELETE) /v1/[^\s,)]*\)")
+_ROUTE_FIRST = re.compile(r"\((?:GET|POST|PUT|DELETE) /v1/[^\s,)]*, ")
+_KERNEL_EXAMPLE = re.compile(r'"(\w+)": \{"type": "(\w+)", "(\w+)": \.\.\.\}')
+_PARAM_VALUE = re.compile(r"\bparams\.([\w.]+)(?::\s*|=)(true|false|null|-?\d[\w.+-]*)")
+_PARAM = re.compile(r"\bparams\.([\w.]+)")
+
+
+def flag_hints(message: str, args) -> str:
+    """The service's message with its hints in this command's terms.
+
+    A parameter of the request that the command sets with a flag is named by the flag ("send format=csv"
+    reads "use --format csv", "send \"ignore_unknown_features\": true" reads "use --ignore-unknown-features"),
+    a training parameter by -p ("params.C" reads "-p C"), and the routes the command called are left out.
+    """
+    message = _ROUTE_FIRST.sub("(", _ROUTE_ALONE.sub("", message))
+    message = _KERNEL_EXAMPLE.sub(r"-p \1.type=\2 -p \1.\3=...", message)
+    message = _PARAM.sub(r"-p \1", _PARAM_VALUE.sub(r"-p \1=\2", message))
+    for name, flag in API_FLAGS.items():
+        if not hasattr(args, name):  # this command has no such flag
+            continue
+
+        def as_flag(match: re.Match, flag: str = flag, switch: bool = name in SWITCHES) -> str:
+            value = match.group(2).strip('"')
+            return ("use " if match.group(1) else "") + (flag if switch else f"{flag} {value.lower()}")
+
+        message = re.sub(rf'(\bsend\s+)?"{name}":\s*("[^"]*"|[\w.+-]+)', as_flag, message)
+        message = re.sub(rf"(\bsend\s+)?\b{name}=([\w.+-]+)", as_flag, message)
+        if "_" in name:
+            message = re.sub(rf"\b{name}\b", flag, message)
+    return message
 
 
 # -- the parser ------------------------------------------------------------------------------------------------
@@ -425,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     upload.add_argument("--format", choices=("svmlight", "csv"), help="Default: svmlight.")
     upload.add_argument("--label-column", help="CSV: the label column's header (default label).")
     upload.add_argument("--zero-based", choices=("auto", "true", "false"), help="svmlight: feature numbering.")
+    upload.add_argument("--value-dtype", choices=("auto", "float32", "float64"), help="How values are stored.")
 
     train = sub.add_parser("train", parents=[common], help="Submit a training job (prints its id).")
     train.add_argument("dataset")
@@ -442,21 +567,47 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--format", choices=("svmlight", "csv"), default="svmlight")
     predict.add_argument("--label-column", default="label", help="CSV: a column to leave out (default label).")
     predict.add_argument("--scores", action="store_true", help="Print the scores after each label.")
+    predict.add_argument(
+        "--probabilities",
+        action="store_true",
+        help="Print class probabilities after each label, under a first line `labels L1 L2 ...` (calibrated models).",
+    )
+    predict.add_argument(
+        "--ignore-unknown-features",
+        action="store_true",
+        help="Drop features beyond the model's (else such a row is refused).",
+    )
 
-    evaluate = sub.add_parser("evaluate", parents=[common], help="Evaluate a model on an uploaded data set.")
+    evaluate = sub.add_parser(
+        "evaluate", parents=[common], help="Evaluate a model on a data set id or a local file (uploaded, then deleted)."
+    )
     evaluate.add_argument("model")
-    evaluate.add_argument("dataset")
+    evaluate.add_argument("data", metavar="DATASET|FILE")
+    evaluate.add_argument("--format", choices=("svmlight", "csv"), help="A local file's format (default: svmlight).")
+    evaluate.add_argument("--label-column", help="CSV: the label column's header (default label).")
+    evaluate.add_argument("--zero-based", choices=("auto", "true", "false"), help="svmlight: feature numbering.")
 
     export = sub.add_parser("export", parents=[common], help="Download a model (GET /v1/models/{id}/export).")
     export.add_argument("model")
-    export.add_argument("--format", default="json")
+    export.add_argument("--format", default="json", choices=("json", "liblinear", "libsvm", "onnx"))
     export.add_argument("-o", "--output", help="File to write (default: stdout).")
+
+    import_parser = sub.add_parser("import", parents=[common], help="Import a model file; prints the model id.")
+    import_parser.add_argument("file")
+    import_parser.add_argument(
+        "--format", choices=("json", "liblinear", "libsvm"), help="Default: told from the file's first line."
+    )
+    import_parser.add_argument(
+        "--n-features", type=int, help="libsvm: the model's feature count (default: its largest index)."
+    )
 
     ls = sub.add_parser("ls", parents=[common], help="List data sets, jobs and models.")
     ls.add_argument("kind", nargs="?", choices=tuple(KINDS))
     ls.add_argument("--limit", type=int, default=20)
 
-    rm = sub.add_parser("rm", parents=[common], help="Delete data sets (ds_...) and models (mdl_...).")
+    rm = sub.add_parser(
+        "rm", parents=[common], help="Delete data sets (ds_...), finished jobs (job_...) and models (mdl_...)."
+    )
     rm.add_argument("ids", nargs="+")
 
     cancel = sub.add_parser("cancel", parents=[common], help="Cancel a queued or running job.")
@@ -471,6 +622,7 @@ COMMANDS = {
     "predict": cmd_predict,
     "evaluate": cmd_evaluate,
     "export": cmd_export,
+    "import": cmd_import,
     "ls": cmd_ls,
     "rm": cmd_rm,
     "cancel": cmd_cancel,
@@ -484,11 +636,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](api, args)
     except CliError as exc:
-        _err(str(exc))
+        _err(flag_hints(str(exc), args) if exc.status is not None else str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:  # stdout closed early (`hingectl predict ... | head`): stop quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         api.close()
 

@@ -176,6 +176,10 @@ class Client:
         """Cancel a queued or running job."""
         return self.send(ops.cancel_job(job_id))
 
+    def delete_job(self, job_id: str) -> None:
+        """Delete a finished job and its trace (409 while it is queued or running: cancel it first)."""
+        return self.send(ops.delete_job(job_id))
+
     def wait_job(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> Job:
         """Poll a job until it ends; its final state (TimeoutError after ``timeout`` seconds)."""
         end = None if timeout is None else time.monotonic() + timeout
@@ -214,9 +218,14 @@ class Client:
         """The convergence trace of the job that trained a model."""
         return self.send(ops.get_model_trace(model_id, since))
 
-    def predict(self, model_id: str, instances: list, probabilities: bool = False) -> Prediction:
-        """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows."""
-        return self.send(ops.predict(model_id, instances, probabilities))
+    def predict(
+        self, model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False
+    ) -> Prediction:
+        """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows.
+
+        ``ignore_unknown_features``: sparse indices beyond the model's features are dropped (else HingeError 422).
+        """
+        return self.send(ops.predict(model_id, instances, probabilities, ignore_unknown_features))
 
     def evaluate(self, model_id: str, dataset_id: str) -> Evaluation:
         """Metrics of a model on a data set."""
@@ -349,6 +358,10 @@ class AsyncClient:
         """Cancel a queued or running job."""
         return await self.send(ops.cancel_job(job_id))
 
+    async def delete_job(self, job_id: str) -> None:
+        """Delete a finished job and its trace (409 while it is queued or running: cancel it first)."""
+        return await self.send(ops.delete_job(job_id))
+
     async def wait_job(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> Job:
         """Poll a job until it ends; its final state (TimeoutError after ``timeout`` seconds)."""
         end = None if timeout is None else time.monotonic() + timeout
@@ -386,9 +399,14 @@ class AsyncClient:
         """The convergence trace of the job that trained a model."""
         return await self.send(ops.get_model_trace(model_id, since))
 
-    async def predict(self, model_id: str, instances: list, probabilities: bool = False) -> Prediction:
-        """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows."""
-        return await self.send(ops.predict(model_id, instances, probabilities))
+    async def predict(
+        self, model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False
+    ) -> Prediction:
+        """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows.
+
+        ``ignore_unknown_features``: sparse indices beyond the model's features are dropped (else HingeError 422).
+        """
+        return await self.send(ops.predict(model_id, instances, probabilities, ignore_unknown_features))
 
     async def evaluate(self, model_id: str, dataset_id: str) -> Evaluation:
         """Metrics of a model on a data set."""

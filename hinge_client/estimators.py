@@ -5,21 +5,33 @@ model's id; ``predict``, ``decision_function`` and ``predict_proba`` send the ro
 predict route. ``get_params`` / ``set_params`` are the solver's parameters (``C``, ``kernel``,
 ``gamma``, ``loss``, ``bias``, ``tol``, ``max_iter``, ``class_weight``, ``probability``; anything else
 a solver takes goes in ``solver_params``); ``random_state`` is the job's ``seed``. A parameter the
-chosen solver does not take, set to anything but its default, is an error at ``fit``. The uploaded
-data set is deleted once the model exists (``keep_data=True`` keeps it); the model stays on the
-service, and a pickled estimator keeps using it.
+chosen solver does not take, set to anything but its default, is an error at ``fit``.
+
+Solver and kernel: ``solver="auto"`` (the default) trains ``dcd`` (a linear model) unless a kernel other
+than linear is asked for, then ``smo``; ``solver_`` says which ran. A linear solver (dcd, cpa, ocas)
+named together with such a kernel is an error that names the kernel solvers. Linear models (and smo
+models with the linear kernel) have ``coef_`` and ``intercept_`` in LinearSVC's shapes and signs.
+
+What a fit leaves on the service: the uploaded data set is deleted once the model exists
+(``keep_data=True`` keeps it as long as the model). The model and its job are deleted when the
+estimator is refitted or garbage-collected (or the interpreter exits), so GridSearchCV and
+cross_val_score leave only the models of the estimators still alive (best_estimator_'s);
+``keep_model=True`` keeps them for good, and so does pickling or deep-copying a fitted estimator (the
+copy uses the model). Deletions run in a background thread; ``wait_for_cleanup()`` waits for them.
 
 Connection: ``url`` (else ``HINGE_URL``, else http://127.0.0.1:8000) and ``api_key`` (else
 ``HINGE_API_KEY``). Clients are shared per connection, outside the estimator, so that predicting
 changes nothing in the estimator (scikit-learn checks that) and the estimator pickles.
 
     from hinge_client import HingeClassifier
-    clf = HingeClassifier(solver="smo", C=10, kernel="rbf", gamma=0.5, probability=True).fit(X_train, y_train)
+    clf = HingeClassifier(kernel="rbf", C=10, gamma=0.5, probability=True).fit(X_train, y_train)  # smo
     clf.predict(X_test), clf.predict_proba(X_test)
+    HingeClassifier(C=0.1).fit(X_train, y_train).coef_                                             # dcd
 """
 
 from __future__ import annotations
 
+import json
 import numbers
 import threading
 
@@ -29,10 +41,13 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from hinge_client.cleanup import Leftovers, janitor, wait_for_cleanup
 from hinge_client.client import Client
 from hinge_client.data import predict_rows
-from hinge_client.errors import HingeError
+from hinge_client.errors import HingeError, JobFailed
 from hinge_client.types import Model
+
+__all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup"]
 
 MAX_ROWS_PER_REQUEST = 10_000
 MAX_VALUES_PER_REQUEST = 500_000
@@ -69,17 +84,61 @@ SOLVER_PARAMS = {
     "smo": ("C", "kernel", "gamma", "degree", "coef0", "tol", "max_iter", "class_weight"),
     "sampled_cuts": ("C", "kernel", "gamma", "degree", "coef0", "bias", "tol", "max_iter"),
 }
+LINEAR_SOLVERS = ("dcd", "cpa", "ocas")
+LINEAR_KERNELS = (None, "linear")
+"""``kernel`` values a linear solver takes (None, the default, is each solver's own: linear, or rbf for smo and sampled_cuts)."""
 DEFAULTS = {
     "loss": "hinge",
     "bias": 1.0,
     "tol": None,
     "max_iter": None,
     "class_weight": None,
-    "kernel": "rbf",
     "gamma": "scale",
     "degree": 3,
     "coef0": 0.0,
 }
+"""Defaults of the parameters that only some solvers take: any other value for another solver is an error."""
+
+
+def solver_for(solver: str, kernel: str | None) -> str:
+    """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked, else dcd.
+
+    A linear solver named together with a kernel other than linear is an error naming the kernel solvers.
+    """
+    if solver == "auto":
+        return "dcd" if kernel in LINEAR_KERNELS else "smo"
+    if solver not in SOLVER_PARAMS:
+        raise ValueError(f"solver must be 'auto' or one of {', '.join(SOLVER_PARAMS)}, got {solver!r}")
+    if solver in LINEAR_SOLVERS and kernel not in LINEAR_KERNELS:
+        raise ValueError(
+            f"kernel={kernel!r} needs a kernel solver: solver='smo' (or 'sampled_cuts', or 'auto', which picks smo); "
+            f"solver={solver!r} trains linear models only (kernel=None or 'linear')"
+        )
+    return solver
+
+
+def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(coef, intercept) of an exported model whose scores are linear, X @ coef.T + intercept; else None.
+
+    Linear models give their weights; kernel models with the linear kernel (one-vs-rest or two labels)
+    the sum of their support vectors times their coefficients. coef has one row per score.
+    """
+    intercept = np.asarray(document["offsets"], dtype=np.float64)
+    if document["kind"] == "linear":
+        coef = np.asarray(document["weights"], dtype=np.float64).reshape(intercept.size, -1)
+    elif (document.get("kernel") or {}).get("type") == "linear" and document.get("multiclass") != "ovo":
+        vectors = document["support_vectors"]
+        indptr = np.asarray(vectors["indptr"], dtype=np.int64)
+        dense = np.zeros((indptr.size - 1, document["n_features"]))
+        rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+        dense[rows, np.asarray(vectors["indices"], dtype=np.int64)] = np.asarray(vectors["data"], dtype=np.float64)
+        coef = np.asarray(document["coef"], dtype=np.float64).reshape(intercept.size, -1) @ dense
+    else:
+        return None
+    width = min(coef.shape[1], n_features)  # the model reads n_features columns; X has n_features_in_
+    padded = np.zeros((coef.shape[0], n_features))
+    padded[:, :width] = coef[:, :width]
+    return padded, intercept
 
 
 class _RemoteModel(BaseEstimator):
@@ -89,10 +148,15 @@ class _RemoteModel(BaseEstimator):
         return client_for(self.url, self.api_key, self.timeout)
 
     def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
+        """Upload, train, and own what the fit left (deleted with this estimator unless keep_model)."""
         client = self._client()
-        dataset = client.upload_arrays(X, y, qid=qid)
+        dataset_id = client.upload_arrays(X, y, qid=qid)["id"]
         try:
-            return client.train(dataset["id"], solver, params, timeout=self.timeout)
+            model = client.train(dataset_id, solver, params, timeout=self.timeout)
+        except JobFailed as exc:
+            if not self.keep_model:  # the failed job (and a canceled job's model) would only pile up
+                Leftovers(client, exc.job.get("model_id"), exc.job.get("id")).delete()
+            raise
         except HingeError as exc:
             if exc.status == 422:
                 raise ValueError(
@@ -102,9 +166,26 @@ class _RemoteModel(BaseEstimator):
         finally:
             if not self.keep_data:
                 try:
-                    client.delete_dataset(dataset["id"])
+                    client.delete_dataset(dataset_id)
                 except HingeError:
                     pass
+        self._own(Leftovers(client, model["id"], model.get("job_id"), dataset_id if self.keep_data else None))
+        return model
+
+    def _own(self, leftovers: Leftovers) -> None:
+        """This fit's model replaces the last one's (deleted now); it goes with the estimator unless keep_model."""
+        previous = self.__dict__.get("_cleanup")
+        if previous is not None:
+            previous()
+        self._cleanup = None if self.keep_model else janitor.own(self, leftovers)
+
+    def __getstate__(self):
+        # a pickled or copied estimator uses the model: it is never deleted on this one's behalf
+        state = dict(super().__getstate__())
+        cleanup = state.pop("_cleanup", None)
+        if cleanup is not None:
+            janitor.keep(cleanup)
+        return state
 
     def _predict_remote(self, X, probabilities: bool = False) -> dict:
         """Labels, scores (and probabilities) of the rows, in batches."""
@@ -136,10 +217,11 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
 
     Parameters
     ----------
-    solver : "dcd", "cpa", "ocas" (linear), "smo" or "sampled_cuts" (kernel).
+    solver : "auto" (default: smo when kernel is "rbf", "poly" or "sigmoid", else dcd), "dcd", "cpa", "ocas"
+        (linear: kernel must be None or "linear"), "smo" or "sampled_cuts" (kernel). ``solver_`` is the one used.
     C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i.
-    kernel, gamma, degree, coef0 : the kernel of smo and sampled_cuts ("linear", "rbf", "poly", "sigmoid";
-        gamma a number or "scale").
+    kernel, gamma, degree, coef0 : the kernel ("linear", "rbf", "poly", "sigmoid"; None: linear for the linear
+        solvers, rbf for smo and sampled_cuts; gamma a number or "scale").
     loss : dcd's loss, "hinge" or "squared_hinge".
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.
     tol, max_iter : the solver's stopping rule (None: the service's default; ocas reads tol as tol_rel).
@@ -149,15 +231,24 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     max_seconds : the job's deadline (the best model so far is kept).
     solver_params : other parameters of the solver, as the service's schema names them.
     url, api_key, timeout : the service; timeout bounds each request and the wait for training.
-    keep_data : keep the uploaded training data set on the service.
+    keep_data : keep the uploaded training data set on the service (as long as the model).
+    keep_model : keep the model and its job on the service when the estimator is refitted or garbage-collected
+        (default: they are deleted then, so cross-validation leaves nothing behind).
+
+    Attributes
+    ----------
+    classes_, n_features_in_, model_id_ (the service's model), model_ (its record), solver_, n_iter_.
+    coef_, intercept_ : linear models (and smo with kernel="linear", two labels or one-vs-rest): LinearSVC's
+        shapes and signs, (1, n_features) and (1,) for two labels (positive scores: classes_[1]),
+        (n_classes, n_features) and (n_classes,) for more; decision_function is X @ coef_.T + intercept_.
     """
 
     def __init__(
         self,
-        solver="dcd",
+        solver="auto",
         C=1.0,
         *,
-        kernel="rbf",
+        kernel=None,
         gamma="scale",
         degree=3,
         coef0=0.0,
@@ -174,6 +265,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         api_key=None,
         timeout=600.0,
         keep_data=False,
+        keep_model=False,
     ):
         self.solver = solver
         self.C = C
@@ -194,6 +286,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         self.api_key = api_key
         self.timeout = timeout
         self.keep_data = keep_data
+        self.keep_model = keep_model
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -202,16 +295,18 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         return tags
 
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:
-        """The job's ``params`` for the chosen solver (what ``fit`` sends)."""
-        if self.solver not in SOLVER_PARAMS:
-            raise ValueError(f"solver must be one of {', '.join(SOLVER_PARAMS)}, got {self.solver!r}")
-        taken = SOLVER_PARAMS[self.solver]
+        """The job's ``params`` for the solver ``fit`` trains (``solver_for``; what ``fit`` sends)."""
+        solver = solver_for(self.solver, self.kernel)
+        taken = SOLVER_PARAMS[solver]
         for name, default in DEFAULTS.items():
             value = getattr(self, name)
             if name not in taken and value != default:
                 users = [s for s, names in SOLVER_PARAMS.items() if name in names]
+                hint = ""
+                if self.solver == "auto" and name in ("gamma", "degree", "coef0"):
+                    hint = "; with solver='auto', a kernel other than linear picks smo: set kernel='rbf', 'poly' or 'sigmoid'"
                 raise ValueError(
-                    f"{name}={value!r} does not apply to solver {self.solver!r} (only to {', '.join(users)})"
+                    f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
         params: dict = {"C": float(self.C), "seed": seed_of(self.random_state), "probability": bool(self.probability)}
         if self.max_seconds is not None:
@@ -221,16 +316,17 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         if "bias" in taken:
             params["bias"] = None if self.bias is None else float(self.bias)
         if self.tol is not None:
-            params["tol_rel" if self.solver == "ocas" else "tol"] = float(self.tol)
+            params["tol_rel" if solver == "ocas" else "tol"] = float(self.tol)
         if self.max_iter is not None:
             params["max_iter"] = int(self.max_iter)
         if "kernel" in taken:
-            kernel: dict = {"type": self.kernel}
-            if self.kernel != "linear":
+            kernel_type = self.kernel or "rbf"
+            kernel: dict = {"type": kernel_type}
+            if kernel_type != "linear":
                 kernel["gamma"] = self.gamma if isinstance(self.gamma, str) else float(self.gamma)
-            if self.kernel in ("poly", "sigmoid"):
+            if kernel_type in ("poly", "sigmoid"):
                 kernel["coef0"] = float(self.coef0)
-            if self.kernel == "poly":
+            if kernel_type == "poly":
                 kernel["degree"] = int(self.degree)
             params["kernel"] = kernel
         if self.class_weight is not None and "class_weight" in taken:
@@ -269,11 +365,37 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 f"({self.classes_[0]!r}) in {y.size} sample{'s' if y.size != 1 else ''}"
             )
         params = self.service_params(y_encoded)
-        model = self._train(X, y_encoded, self.solver, params)
+        solver = solver_for(self.solver, self.kernel)
+        model = self._train(X, y_encoded, solver, params)
         self.model_id_ = model["id"]
         self.n_iter_ = max(1, int(model.get("n_iter") or 1))
         self.model_ = model
+        self.solver_ = solver
+        self._linear = None
+        if model["kind"] == "linear" or (params.get("kernel") or {}).get("type") == "linear":
+            document = json.loads(self._client().export_model(model["id"], "json"))
+            self._linear = linear_weights(document, self.n_features_in_)
         return self
+
+    def _linear_part(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        check_is_fitted(self, "model_id_")
+        if self._linear is None:
+            raise AttributeError(
+                f"{name} is only available for linear models (solver 'dcd', 'cpa' or 'ocas', or kernel='linear' "
+                f"with two labels or one-vs-rest); this model was trained by {self.solver_} with "
+                f"{(self.model_['params'].get('kernel') or {}).get('type', 'a')} kernel"
+            )
+        return self._linear
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """Weights, LinearSVC's shape: (1, n_features) for two labels (positive: classes_[1]), else (n_classes, n_features)."""
+        return self._linear_part("coef_")[0]
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """Offsets, LinearSVC's shape: (1,) for two labels, else (n_classes,)."""
+        return self._linear_part("intercept_")[1]
 
     def decision_function(self, X):
         """Scores: (n,) for two classes (positive: classes_[1]), (n, n_classes) for more (one-vs-rest)."""
@@ -312,7 +434,7 @@ class HingeRanker(_RemoteModel):
     ----------
     C : penalty per pair: minimize 0.5|w|^2 + C sum over ordered pairs of max(0, 1 - w'(x_i - x_j)).
     tol, max_iter : cpa's stopping rule (None: the service's default).
-    random_state, max_seconds, solver_params, url, api_key, timeout, keep_data : as HingeClassifier.
+    random_state, max_seconds, solver_params, url, api_key, timeout, keep_data, keep_model : as HingeClassifier.
     """
 
     def __init__(
@@ -328,6 +450,7 @@ class HingeRanker(_RemoteModel):
         api_key=None,
         timeout=600.0,
         keep_data=False,
+        keep_model=False,
     ):
         self.C = C
         self.tol = tol
@@ -339,6 +462,7 @@ class HingeRanker(_RemoteModel):
         self.api_key = api_key
         self.timeout = timeout
         self.keep_data = keep_data
+        self.keep_model = keep_model
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -142,6 +142,11 @@ def cancel_job(job_id: str) -> Call:
     return Call("POST", f"/v1/jobs/{job_id}/cancel")
 
 
+def delete_job(job_id: str) -> Call:
+    """DELETE /v1/jobs/{id}: a finished job and its trace (409 while queued or running); its model stays."""
+    return Call("DELETE", f"/v1/jobs/{job_id}", parse=_nothing)
+
+
 # -- models -----------------------------------------------------------------------------------------
 
 
@@ -165,11 +170,16 @@ def get_model_trace(model_id: str, since: int = 0) -> Call:
     return Call("GET", f"/v1/models/{model_id}/trace", params={"since": since})
 
 
-def predict(model_id: str, instances: list, probabilities: bool = False) -> Call:
-    """POST /v1/models/{id}/predict: dense rows (lists) or sparse rows ({"index": value})."""
+def predict(model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False) -> Call:
+    """POST /v1/models/{id}/predict: dense rows (lists) or sparse rows ({"index": value}).
+
+    ``ignore_unknown_features``: a sparse index beyond the model's features is dropped (else a 422).
+    """
     body: dict = {"instances": instances}
     if probabilities:
         body["probabilities"] = True
+    if ignore_unknown_features:
+        body["ignore_unknown_features"] = True
     return Call("POST", f"/v1/models/{model_id}/predict", json=body)
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import sparse_problem, to_svmlight
+from hinge_client.cli import flag_hints
+from tests.helpers import sparse_problem, to_svmlight, wait_for
 from tests.test_service_limits_auth import KEYS, strict_api  # noqa: F401  (fixture: an API with keys)
 
 
@@ -22,6 +26,21 @@ def hingectl(service_url: str, *args: str, env: dict | None = None, timeout: flo
         [sys.executable, "-m", "hinge_client.cli", *args], capture_output=True, text=True, env=full_env, timeout=timeout
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def start_long_job(url: str, dataset: str) -> str:
+    """Submit a dcd job that runs for long (a tolerance it cannot reach soon); its id."""
+    code, out, err = hingectl(
+        url,
+        "train",
+        dataset,
+        "--solver",
+        "dcd",
+        *("-p", "C=1000", "-p", "tol=1e-12", "-p", "max_iter=10000000"),
+        *("-p", "shrinking=false"),
+    )
+    assert code == 0, err
+    return out.strip()
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +93,7 @@ def test_upload_train_watch_predict_evaluate_ls_rm(service, files):
     code, out, err = hingectl(
         url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch"
     )
-    assert code == 0 and "(max_iter)" in err and "raise params.max_iter" in err, err
+    assert code == 0 and "(max_iter)" in err and "-p max_iter=N" in err, err
 
     code, out, err = hingectl(url, "export", model, "-o", str(files["folder"] / "model.json"))
     if code == 0:  # the export route (issue 11) is there
@@ -96,27 +115,12 @@ def test_exit_codes_scripts_can_use(service, files):
     code, out, _ = hingectl(url, "upload", files["train"])
     dataset = out.strip()
     code, _, err = hingectl(url, "train", dataset, "--solver", "smo", "-p", "gamma=0.5")
-    assert code == 6 and "did you mean params.kernel.gamma" in err
+    assert code == 6 and "did you mean -p kernel.gamma?" in err and "-p kernel.type=rbf" in err, err
     code, _, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "C")
     assert code == 2 and "KEY=VALUE" in err
     assert hingectl(url, "train", dataset)[0] == 2  # argparse: --solver is required
     # a job that ends canceled: watch exits 1
-    code, out, _ = hingectl(
-        url,
-        "train",
-        dataset,
-        "--solver",
-        "dcd",
-        "-p",
-        "C=1000",
-        "-p",
-        "tol=1e-12",
-        "-p",
-        "max_iter=10000000",
-        "-p",
-        "shrinking=false",
-    )
-    job = out.strip()
+    job = start_long_job(url, dataset)
     watcher = subprocess.Popen(
         [sys.executable, "-m", "hinge_client.cli", "--url", url, "watch", job],
         stdout=subprocess.PIPE,
@@ -124,8 +128,6 @@ def test_exit_codes_scripts_can_use(service, files):
         text=True,
     )
     try:
-        from tests.helpers import wait_for
-
         with service.client() as http:
             wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "running", timeout=60)
         assert hingectl(url, "cancel", job)[0] == 0
@@ -154,3 +156,168 @@ def test_csv_rows_predict_dense(service, files):
     code, labels, err = hingectl(url, "predict", out.strip(), files["csv"], "--format", "csv")
     assert code == 0, err
     assert len(labels.split()) == 2
+
+
+def ids_of(url: str, kind: str) -> set[str]:
+    code, out, err = hingectl(url, "ls", kind, "--json", "--limit", "1000")
+    assert code == 0, err
+    return {item["id"] for item in json.loads(out)}
+
+
+def test_predict_probabilities_accuracy_and_evaluate_a_local_file(service, files):
+    url = service.base_url
+    dataset = hingectl(url, "upload", files["train"])[1].strip()
+    code, model, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "probability=true", "--watch")
+    assert code == 0, err
+    model = model.strip()
+    code, out, err = hingectl(url, "predict", model, files["rows"], "--probabilities", "--scores")
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split("\t") == ["labels", "-1", "1"] and len(lines) == 7  # as svm-predict -b 1
+    for line in lines:
+        label, score, *probabilities = line.split("\t")
+        assert label in ("-1", "1") and (float(score) > 0) == (label == "1")
+        assert len(probabilities) == 2 and abs(sum(map(float, probabilities)) - 1) < 1e-6
+    truth = [line.split()[0] for line in open(files["rows"]).read().splitlines()]
+    right = sum(a == b for a, b in zip(truth, (line.split("\t")[0] for line in lines)))
+    assert re.search(r"^hingectl: Accuracy = [\d.]+% \((\d+)/7\)$", err, re.M).group(1) == str(right), err
+    # rows without labels: no accuracy
+    unlabelled = files["folder"] / "unlabelled.svm"
+    unlabelled.write_text("1:0.5 3:1\n2:-1\n")
+    code, out, err = hingectl(url, "predict", model, str(unlabelled))
+    assert code == 0 and len(out.split()) == 2 and "Accuracy" not in err, err
+    code, out, err = hingectl(url, "predict", model, files["rows"], "--probabilities", "--json")
+    assert code == 0 and len(json.loads(out)["probabilities"]) == 7
+
+    # evaluate on a local file: uploaded, evaluated, deleted; the confusion matrix printed
+    before = ids_of(url, "datasets")
+    code, out, err = hingectl(url, "evaluate", model, files["rows"])
+    assert code == 0, err
+    assert "confusion matrix (rows: true label, columns: predicted label)" in out and "accuracy" in out
+    matrix = out.split("confusion matrix", 1)[1].splitlines()[2:]
+    assert [row.split()[0] for row in matrix] == ["-1", "1"] and sum(int(v) for r in matrix for v in r.split()[1:]) == 7
+    assert ids_of(url, "datasets") == before
+    code, out, err = hingectl(url, "evaluate", model, files["csv"], "--format", "csv", "--json")
+    assert code == 0 and json.loads(out)["n_samples"] == 2, err  # the upload's flags: a CSV file
+    code, out, err = hingectl(url, "evaluate", model, "nope.svm")
+    assert code == 2 and "no such file, nor a data set id" in err
+    assert ids_of(url, "datasets") == before
+
+
+def test_import_export_formats_and_rm_job(service, files):
+    url = service.base_url
+    dataset = hingectl(url, "upload", files["train"])[1].strip()
+    code, model, err = hingectl(url, "train", dataset, "--solver", "dcd", "--watch")
+    model = model.strip()
+    labels = hingectl(url, "predict", model, files["rows"])[1]
+    for fmt in ("json", "liblinear", "libsvm"):
+        path = str(files["folder"] / f"model.{fmt}")
+        assert hingectl(url, "export", model, "--format", fmt, "-o", path)[0] == 0
+        code, out, err = hingectl(url, "import", path)  # the format told from the file
+        assert code == 0 and out.strip().startswith("mdl_") and f"imported {fmt} model" in err, err
+        assert hingectl(url, "predict", out.strip(), files["rows"])[1] == labels
+    code, out, err = hingectl(
+        url, "import", str(files["folder"] / "model.libsvm"), "--format", "libsvm", "--json", "--n-features", "50"
+    )
+    assert code == 0 and json.loads(out)["n_features"] == 50, err
+    bad = files["folder"] / "bad.liblinear"
+    bad.write_text("solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n0.5\nabc\n")
+    code, _, err = hingectl(url, "import", str(bad))
+    assert code == 6 and f"{bad}: " in err and "line 8" in err, err
+    code, _, err = hingectl(url, "import", str(files["rows"]))
+    assert code == 2 and "--format" in err
+    code, _, err = hingectl(url, "export", model, "--format", "xml")
+    assert code == 2 and "choose from 'json', 'liblinear', 'libsvm', 'onnx'" in err
+
+    # rm JOB: refused while it runs (cancel first), done once it ended; its model stays
+    job = start_long_job(url, dataset)
+    with service.client() as http:
+        wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "running", timeout=60)
+        code, _, err = hingectl(url, "rm", job)
+        assert code == 6 and f"cancel it first (hingectl cancel {job})" in err, err
+        assert hingectl(url, "cancel", job)[0] == 0
+        wait_for(lambda: http.get(f"/v1/jobs/{job}").json()["status"] == "canceled", timeout=60)
+    code, _, err = hingectl(url, "rm", job)
+    assert code == 0 and f"removed {job} (its model stays)" in err
+    assert hingectl(url, "rm", job)[0] == 4
+    trained_by = hingectl(url, "ls", "models", "--json")[1]
+    assert model in trained_by
+    code, _, err = hingectl(url, "rm", "whatever")
+    assert code == 2 and "job (job_...)" in err
+
+
+def test_bad_local_files_name_file_line_and_column(service, files):
+    url = service.base_url
+    folder = files["folder"]
+    cases = {
+        "value.svm": (b"1 1:0.5\n-1 1:0.25 2:abc\n", "line 2, column 13: bad feature value 'abc': not a number"),
+        "index.svm": (b"1 x:0.5\n", "line 1, column 3: bad feature index 'x': expected a non-negative integer"),
+        "pair.svm": (b"1 1:2\n1 1:2 7\n", "line 2, column 7: missing ':' in feature '7' (expected index:value)"),
+        "label.svm": (b"yes 1:2\n", "line 1, column 1: bad label 'yes': not a number"),
+        "nan.svm": (b"1 1:nan\n", "line 1, column 5: feature value 'nan' is not a finite number"),
+        "latin1.svm": (b"1 1:2\n1 1:\xe9\n", "line 2, column 5: not UTF-8 text"),
+        "value.csv": (
+            b"a,b,label\n1,2,1\n3,oops,-1\n",
+            "line 3, column 3: bad number 'oops' in column 2 ('b'): not a number",
+        ),
+        "short.csv": (b"a,b,label\n1,2\n", "line 2, column 1: 2 fields, but the header has 3"),
+        "gzip.svm.gz": (gzip.compress(b"1 1:2\n" * 100)[:-20], "cannot decompress"),
+    }
+    dataset = hingectl(url, "upload", files["train"])[1].strip()
+    model = hingectl(url, "train", dataset, "--solver", "dcd", "--watch")[1].strip()
+    for name, (content, message) in cases.items():
+        path = folder / name
+        path.write_bytes(content)
+        fmt = ["--format", "csv"] if name.endswith(".csv") else []
+        code, out, err = hingectl(url, "predict", model, str(path), *fmt)
+        assert code == 6 and f"{path}: " in err and message in err and "Traceback" not in err, (name, err)
+    code, _, err = hingectl(url, "predict", model, str(folder / "missing.svm"))
+    assert code == 2 and "cannot read" in err and "Traceback" not in err
+    # the service's answer about an upload names the file too
+    code, _, err = hingectl(url, "evaluate", model, str(folder / "value.svm"))
+    assert code == 6 and f"{folder / 'value.svm'}: line 2, column 13" in err, err
+
+
+def test_hints_name_the_command_line_flags(service, files):
+    url = service.base_url
+    # a CSV sent as svmlight: the API says "send format=csv (POST /v1/datasets?format=csv, label_column ...)"
+    code, _, err = hingectl(url, "upload", files["csv"])
+    assert code == 6 and "use --format csv (--label-column names the label)" in err, err
+    assert "format=csv" not in err and "/v1/" not in err and "label_column" not in err
+    dataset = hingectl(url, "upload", files["train"])[1].strip()
+    model = hingectl(url, "train", dataset, "--solver", "dcd", "--watch")[1].strip()
+    unknown = files["folder"] / "unknown.svm"
+    unknown.write_text("1 1:0.5\n-1 2:1 99:1\n")
+    code, _, err = hingectl(url, "predict", model, str(unknown))
+    assert code == 6 and f"{unknown}: line 2: feature index 99" in err and "use --ignore-unknown-features" in err, err
+    code, out, err = hingectl(url, "predict", model, str(unknown), "--ignore-unknown-features")
+    assert code == 0 and len(out.split()) == 2 and "Accuracy = " in err, err
+    code, _, err = hingectl(url, "predict", model, files["rows"], "--probabilities")
+    assert code == 6 and "train it with -p probability=true" in err, err
+
+
+def test_flag_hints_map_parameters_to_the_commands_flags():
+    upload = argparse.Namespace(format=None, label_column=None, zero_based=None, value_dtype=None)
+    assert (
+        flag_hints(
+            "line 1: a 0 index (zero_based=False: indices start at 1); value_dtype=float32 was asked for", upload
+        )
+        == "line 1: a 0 index (--zero-based false: indices start at 1); --value-dtype float32 was asked for"
+    )
+    predict = argparse.Namespace(probabilities=False, ignore_unknown_features=False, format="svmlight")
+    assert flag_hints('send "ignore_unknown_features": true; "probabilities": true', predict) == (
+        "use --ignore-unknown-features; --probabilities"
+    )
+    # a parameter the command has no flag for stays the API's; training parameters are -p's
+    assert flag_hints("send format=csv; params.C: bad", argparse.Namespace()) == "send format=csv; -p C: bad"
+    assert flag_hints("cancel it first (POST /v1/jobs/j/cancel), then", argparse.Namespace()) == "cancel it first, then"
+
+
+def test_watch_shows_the_relative_gap_when_the_service_sends_it():
+    """The bar's gap is the relative gap (what tol_rel is compared with), for ocas too; the absolute one without it."""
+    from hinge_client.cli import _fmt_gap
+
+    assert _fmt_gap({"gap": 12.5, "gap_rel": 0.0123}) == "gap 1.23%"
+    assert _fmt_gap({"gap": 0.001, "gap_rel": 2e-6}) == "gap 2.0e-06"
+    assert _fmt_gap({"gap": 12.5}) == "gap 12.5"
+    assert _fmt_gap({}) == "gap -"

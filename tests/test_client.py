@@ -8,7 +8,9 @@ without probabilities) and HingeRanker; a check expected to fail is listed with 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import pickle
 import warnings
 
 import httpx
@@ -16,9 +18,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.model_selection import GridSearchCV
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from hinge_client import AsyncClient, Client, HingeClassifier, HingeError, HingeRanker, JobFailed
+from hinge_client import AsyncClient, Client, HingeClassifier, HingeError, HingeRanker, JobFailed, wait_for_cleanup
 from hinge_client.types import SCHEMA_OF
 from service.cli import openapi_document
 
@@ -227,3 +232,117 @@ def test_ranker_with_queries_and_classifier_params_map_to_the_service(service):
     assert clf.score(X, np.array(["setosa", "versicolor", "virginica"])[y]) > 0.9
     with pytest.raises(ValueError, match="loss='squared_hinge' does not apply to solver 'smo'"):
         HingeClassifier(solver="smo", loss="squared_hinge", url=service.base_url).fit(X, y)
+
+
+# -- solver and kernel, coef_ and intercept_, what fits leave on the service ----------------------------------
+
+
+def test_a_kernel_picks_smo_and_a_linear_solver_refuses_one(service):
+    X, y = load_iris(return_X_y=True)
+    kernel = HingeClassifier(kernel="rbf", url=service.base_url).fit(X, y)
+    assert kernel.solver_ == "smo" and kernel.model_["solver"] == "smo"
+    assert kernel.get_params()["kernel"] == "rbf" and kernel.model_["params"]["kernel"]["type"] == "rbf"
+    assert HingeClassifier(url=service.base_url).fit(X, y).solver_ == "dcd"
+    assert HingeClassifier(kernel="linear", url=service.base_url).fit(X, y).model_["kind"] == "linear"
+    for solver in ("dcd", "cpa", "ocas"):
+        with pytest.raises(ValueError, match=rf"kernel='rbf' needs a kernel solver: solver='smo'.*{solver}"):
+            HingeClassifier(solver=solver, kernel="rbf", url=service.base_url).fit(X, y)
+    with pytest.raises(ValueError, match="gamma=0.5 does not apply to solver 'dcd'.*set kernel='rbf'"):
+        HingeClassifier(gamma=0.5, url=service.base_url).fit(X, y)
+    with pytest.raises(AttributeError, match="coef_ is only available for linear models"):
+        _ = kernel.coef_
+
+
+def primal(coef, intercept, X, y, C):
+    """LIBLINEAR's -s 3 -B 1 objective (LinearSVC's with intercept_scaling=1): the bias is regularized too."""
+    margins = np.where(y == 1, 1.0, -1.0) * (X @ coef + intercept)
+    return 0.5 * (coef @ coef + intercept**2) + C * np.maximum(0.0, 1.0 - margins).sum()
+
+
+def test_linear_models_have_linear_svc_coef_and_intercept(service):
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = HingeClassifier(C=0.1, tol=1e-6, solver_params={"tol_rel": 1e-9}, url=service.base_url).fit(X, y)
+    reference = LinearSVC(C=0.1, loss="hinge", tol=1e-9, max_iter=1_000_000, intercept_scaling=1.0).fit(X, y)
+    assert clf.coef_.shape == reference.coef_.shape == (1, 30)
+    assert clf.intercept_.shape == reference.intercept_.shape == (1,)
+    # the service's scores are X @ coef_.T + intercept_; positive means classes_[1], as LinearSVC
+    scores = clf.decision_function(X)
+    assert scores.shape == (y.size,)
+    np.testing.assert_allclose(X @ clf.coef_.ravel() + clf.intercept_[0], scores, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(clf.classes_[(scores > 0).astype(int)], clf.predict(X))
+    # the same problem, solved to the same objective, with weights pointing the same way
+    ours = primal(clf.coef_[0], clf.intercept_[0], X, y, 0.1)
+    theirs = primal(reference.coef_[0], reference.intercept_[0], X, y, 0.1)
+    assert abs(ours - theirs) <= 1e-6 * theirs
+    cosine = clf.coef_[0] @ reference.coef_[0] / np.linalg.norm(clf.coef_) / np.linalg.norm(reference.coef_)
+    assert cosine > 0.9999 and np.mean(clf.predict(X) == reference.predict(X)) > 0.99
+
+    # one-vs-rest: a row and an offset per class, in the order of classes_
+    X, y = load_iris(return_X_y=True)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    multi = HingeClassifier(C=1.0, url=service.base_url).fit(X, labels)
+    reference = LinearSVC(C=1.0, loss="hinge", max_iter=100_000).fit(X, labels)
+    assert multi.coef_.shape == reference.coef_.shape == (3, 4) and multi.intercept_.shape == (3,)
+    np.testing.assert_allclose(X @ multi.coef_.T + multi.intercept_, multi.decision_function(X), rtol=1e-12, atol=1e-12)
+    assert list(multi.classes_) == list(reference.classes_)
+    # an smo model with the linear kernel has them too (its support vectors times their coefficients)
+    kernel = HingeClassifier(solver="smo", kernel="linear", url=service.base_url).fit(X, y)
+    np.testing.assert_allclose(X @ kernel.coef_.T + kernel.intercept_, kernel.decision_function(X), atol=1e-9)
+
+
+def counts(client: Client) -> dict:
+    """Models, jobs and data sets on the service, once the deletions queued so far are done."""
+    assert wait_for_cleanup(60)
+    return {
+        "models": client.list_models(limit=1)["total"],
+        "jobs": client.list_jobs(limit=1)["total"],
+        "datasets": client.list_datasets(limit=1)["total"],
+    }
+
+
+def test_grid_search_leaves_only_the_final_model(service):
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with Client(service.base_url) as client:
+        gc.collect()
+        before = counts(client)
+        search = GridSearchCV(HingeClassifier(url=service.base_url), {"C": [0.1, 1.0]}, cv=3).fit(X, y)
+        after = counts(client)
+        assert after == {**before, "models": before["models"] + 1, "jobs": before["jobs"] + 1}, (before, after)
+        final = search.best_estimator_.model_id_
+        assert client.get_model(final)["id"] == final
+        del search
+        gc.collect()
+        assert counts(client) == before
+        with pytest.raises(HingeError) as caught:
+            client.get_model(final)
+        assert caught.value.status == 404
+
+        # a refit replaces the model; keep_data keeps the data set as long as the model
+        clf = HingeClassifier(keep_data=True, url=service.base_url).fit(X, y)
+        first = clf.model_id_
+        assert counts(client)["datasets"] == before["datasets"] + 1
+        clf.fit(X[:300], y[:300])
+        assert counts(client) == {key: value + 1 for key, value in before.items()}
+        with pytest.raises(HingeError):
+            client.get_model(first)
+        del clf
+        gc.collect()
+        assert counts(client) == before
+
+        # keep_model keeps everything; so does pickling (the copy uses the model)
+        kept = HingeClassifier(keep_model=True, url=service.base_url).fit(X, y)
+        pickled = HingeClassifier(url=service.base_url).fit(X, y)
+        copy = pickle.loads(pickle.dumps(pickled))
+        ids = [kept.model_id_, pickled.model_id_]
+        del kept, pickled
+        gc.collect()
+        assert counts(client)["models"] == before["models"] + 2
+        assert np.array_equal(copy.predict(X[:20]), HingeClassifier(url=service.base_url).fit(X, y).predict(X[:20]))
+        for model_id in ids:
+            job_id = client.get_model(model_id)["job_id"]
+            client.delete_model(model_id)
+            client.delete_job(job_id)
+        gc.collect()
+        assert counts(client) == before

@@ -138,7 +138,9 @@ def _train(job_id: str) -> dict:
             settings.data_dir / "cache",
             settings.worker_cache_bytes,
         )
-        n_problems = 1 if len(record["labels"]) == 2 else len(record["labels"])
+        n_labels = len(record["labels"])
+        one_vs_one = getattr(params, "multiclass", "ovr") == "ovo" and n_labels > 2  # as problems.uses_one_vs_one
+        n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
