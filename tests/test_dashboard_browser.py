@@ -1,7 +1,7 @@
 """The dashboard and the API docs in a real headless Chromium, offline: no request leaves the service.
 
 A job runs while the page is open: the test waits for its convergence plot to grow from the event
-stream, opens a model chosen by a search (table, picture, export button), saves a screenshot to
+stream, opens a model chosen by a search (table, picture, export formats), saves a screenshot to
 tests/artifacts/dashboard.png, and loads /docs and /redoc with every outside request refused.
 """
 
@@ -72,6 +72,8 @@ def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
         wait_job(http, running["id"], statuses=("running",), timeout=60)
 
         page, refused = offline_page(browser, service.base_url)
+        answers: list[tuple[int, str]] = []
+        page.on("response", lambda response: answers.append((response.status, response.url)))
         page.goto(service.base_url + "/")  # redirects to /ui/
         assert page.url.endswith("/ui/")
         page.wait_for_selector(f"#jobs tr[data-id='{running['id']}']")
@@ -90,20 +92,16 @@ def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
         bar_width = page.eval_on_selector("#job-bar", "e => e.style.width")
         assert bar_width.endswith("%")
 
-        # a model chosen by a search: its metadata, search table and picture, the export button
+        # a model chosen by a search: its metadata, search table and picture, the export formats (read from the
+        # OpenAPI document: the page probes no route)
         page.click(f"#models tr[data-id='{search_model}']")
         page.wait_for_selector("#model-search table.search-table tbody tr")
         assert len(page.query_selector_all("#model-search table.search-table tbody tr")) == 4
         page.wait_for_selector("#model-search img")
         assert "stop_reason" in page.text_content("#model-meta")
-        export_route = (
-            http.get("/v1/models/mdl_probe/export", params={"format": "json"}).json()["error"]["code"] != "not_found"
-        )
-        page.wait_for_function(
-            "document.getElementById('export-note').textContent !== '' || "
-            "!document.getElementById('export-button').disabled"
-        )
-        assert page.is_disabled("#export-button") is (not export_route)
+        page.wait_for_selector("#export-buttons button")
+        formats = [button.text_content() for button in page.query_selector_all("#export-buttons button")]
+        assert formats == ["json", "liblinear", "libsvm", "onnx"]
         assert page.is_visible("#datasets tbody tr")
 
         # scroll back to the live job for the picture
@@ -114,6 +112,8 @@ def test_dashboard_follows_a_running_job_and_shows_models(service, browser):
         assert (ARTIFACTS / "dashboard.png").stat().st_size > 20_000
         assert refused == [], refused
         assert page.errors == [], page.errors
+        assert [answer for answer in answers if answer[0] >= 400] == []  # no probe, no 404 in the console
+        assert not any("mdl_probe" in url for _, url in answers)
         http.post(f"/v1/jobs/{running['id']}/cancel")
         page.close()
 

@@ -1,48 +1,33 @@
-// Hinge dashboard: lists data sets, jobs and models; follows the selected job's event stream and draws its
-// convergence as it grows. Plain JavaScript, no framework, nothing loaded from outside this service.
-// Every API request carries the API key entered above (kept in this browser's localStorage).
-"use strict";
+// Hinge dashboard: lists data sets, jobs and models; trains on a data set (train.js); follows the selected job's
+// event stream and draws its convergence as it grows (plot.js); shows a model and exports it in every format the
+// API writes. Plain JavaScript modules, no framework, nothing loaded from outside this service.
+// One selection at a time: a job shows its model once it has one, a model shows the job that trained it.
 
-const state = { key: localStorage.getItem("hinge-api-key") || "", job: null, model: null, stream: null,
-                points: [], progress: null, exportRoute: null, drawPending: false };
-const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
-const $ = (id) => document.getElementById(id);
+import { $, api, apiJson, errorMessage, esc, eta, keyValues, notice, num, session, setKey, when } from "./util.js";
+import { apiSchema } from "./schema.js";
+import { describeJob, gapText } from "./status.js";
+import { Trace, drawPlot } from "./plot.js";
+import { openTrainForm, setReadiness } from "./train.js";
 
-function esc(value) {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-}
-function num(value, digits = 4) {
-  if (value === null || value === undefined || Number.isNaN(value)) return "–";
-  if (typeof value !== "number") return esc(value);
-  return Math.abs(value) >= 1e5 || (Math.abs(value) < 1e-3 && value !== 0) ? value.toExponential(2) : String(+value.toPrecision(digits));
-}
-function eta(seconds) {
-  if (seconds === null || seconds === undefined) return "–";
-  const s = Math.round(seconds);
-  return s >= 60 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : `${s} s`;
-}
-function when(iso) { return iso ? iso.replace("T", " ").slice(0, 19) : ""; }
-function headers(extra = {}) { return state.key ? { ...extra, Authorization: `Bearer ${state.key}` } : extra; }
+const state = { job: null, record: null, model: null, stream: null, trace: new Trace(), drawPending: false,
+                datasets: new Map(), allDatasets: false, asked: new Set(), health: null, dataset: null };
 
-function notice(text) {
-  const box = $("notice");
-  box.hidden = !text;
-  box.textContent = text || "";
-}
+// -- data sets by id: names for the jobs and models that name them ---------------------------------------------
 
-async function api(path, options = {}) {
-  const response = await fetch(path, { ...options, headers: headers(options.headers || {}) });
-  if (response.status === 401) {
-    notice("This service needs an API key: enter one above (hinge keys create --tenant NAME prints one).");
-    throw new Error("unauthorized");
+function datasetName(id) {
+  let dataset = state.datasets.get(id);
+  if (dataset === undefined && state.allDatasets) dataset = null; // the list holds every data set: this one is gone
+  if (dataset === undefined && !state.asked.has(id)) {
+    state.asked.add(id); // beyond the first page of the list: ask once
+    apiJson(`/v1/datasets/${encodeURIComponent(id)}`).then((d) => state.datasets.set(id, d), () => state.datasets.set(id, null));
   }
-  return response;
+  if (dataset === null) return `<span class="muted" title="${esc(id)}">deleted data set</span>`;
+  return dataset ? `<span title="${esc(id)}">${esc(dataset.name || id)}</span>` : `<code>${esc(id)}</code>`;
 }
-async function apiJson(path, options) {
-  const response = await api(path, options);
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error ? body.error.message : response.statusText);
-  return body;
+
+function jobContext(job) {
+  const health = state.health || {};
+  return { dataset: state.datasets.get(job.dataset_id), compiling: health.solvers_compiling, kernelsEta: health.kernels_eta_s };
 }
 
 // -- lists -------------------------------------------------------------------------------------------
@@ -54,10 +39,9 @@ function fill(tableId, rows, render, onClick, selected) {
 }
 
 function progressCell(job) {
-  const p = job.progress || {};
-  const fraction = p.fraction ?? (job.status === "succeeded" ? 1 : 0);
-  const phase = job.status === "running" ? (p.phase || "running") : job.status;
-  return `<span class="mini"><div style="width:${(100 * fraction).toFixed(1)}%"></div></span>${(100 * fraction).toFixed(0)}% <span class="muted">${esc(phase)}</span>`;
+  const { fraction, text } = describeJob(job, jobContext(job));
+  const bar = fraction === null ? "" : `<span class="mini"><div style="width:${(100 * fraction).toFixed(1)}%"></div></span>`;
+  return `${bar}<span class="muted">${esc(text)}</span>`;
 }
 
 async function refresh() {
@@ -65,55 +49,93 @@ async function refresh() {
     const [datasets, jobs, models] = await Promise.all([
       apiJson("/v1/datasets?limit=50"), apiJson("/v1/jobs?limit=50"), apiJson("/v1/models?limit=50")]);
     notice("");
+    for (const d of datasets.items) state.datasets.set(d.id, d);
+    state.allDatasets = datasets.total <= datasets.items.length;
     $("datasets-count").textContent = `${datasets.total}`;
     $("jobs-count").textContent = `${jobs.total}`;
     $("models-count").textContent = `${models.total}`;
-    fill("datasets", datasets.items, (d) => `<td><code>${esc(d.id)}</code></td><td>${esc(d.name)}</td><td>${d.n_samples}</td>` +
-      `<td>${d.n_features}</td><td>${esc(Object.entries(d.labels || {}).slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", "))}</td><td>${when(d.created_at)}</td>`,
-      () => {}, null);
-    fill("jobs", jobs.items, (j) => `<td><code>${esc(j.id)}</code></td><td>${esc(j.solver)}</td><td><code>${esc(j.dataset_id)}</code></td>` +
-      `<td><span class="pill ${esc(j.status)}">${esc(j.status)}</span></td><td>${progressCell(j)}</td>` +
-      `<td>${num((j.progress || {}).gap, 3)}</td><td>${j.status === "running" ? eta((j.progress || {}).eta_s) : "–"}</td>`,
+    fill("datasets", datasets.items, (d) => `<td><button type="button" class="link">train…</button></td>` +
+      `<td>${esc(d.name)} <code class="muted">${esc(d.id)}</code></td><td>${d.n_samples}</td><td>${d.n_features}</td>` +
+      `<td>${esc(Object.entries(d.labels || {}).slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", "))}` +
+      `${Object.keys(d.labels || {}).length > 4 ? ", …" : ""}</td><td>${when(d.created_at)}</td>`,
+      selectDataset, state.dataset);
+    fill("jobs", jobs.items, (j) => `<td><code>${esc(j.id)}</code></td><td>${esc(j.solver)}</td><td>${datasetName(j.dataset_id)}</td>` +
+      `<td><span class="pill ${esc(j.status)}">${esc(j.status)}</span></td><td class="progress">${progressCell(j)}</td>` +
+      `<td>${gapText(j.progress || {}).join("").replace("gap ", "") || "–"}</td><td>${j.status === "running" ? eta((j.progress || {}).eta_s) : "–"}</td>`,
       selectJob, state.job);
-    fill("models", models.items, (m) => `<td><code>${esc(m.id)}</code></td><td>${esc(m.solver)}</td><td>${esc(m.stop_reason)}</td>` +
-      `<td>${num(m.objective, 6)}</td><td>${num(m.train_accuracy, 4)}</td><td>${when(m.created_at)}</td>`, selectModel, state.model);
-    if (!state.job) {
+    fill("models", models.items, (m) => `<td><code>${esc(m.id)}</code></td><td>${esc(m.solver)}</td><td>${m.dataset_id ? datasetName(m.dataset_id) : "–"}</td>` +
+      `<td>${esc(m.stop_reason)}</td><td>${num(m.objective, 6)}</td><td>${num(m.train_accuracy, 4)}</td><td>${when(m.created_at)}</td>`,
+      selectModel, state.model);
+    if (!state.job && !state.model) {
       const running = jobs.items.find((j) => j.status === "running");
       if (running) selectJob(running.id);
     }
   } catch (error) {
     if (error.message !== "unauthorized") notice(`could not reach the API: ${error.message}`);
   }
+  await readiness();
+}
+
+async function readiness() {
   try {
     const response = await fetch("/readyz");
     const health = await response.json();
-    // ready: {status: "ok", workers}; not ready: 503 in the error shape, the readiness in error.details
-    const status = health.error ? (health.error.details || {}).status || "unavailable" : health.status;
-    const label = status === "ok" ? `ready · ${health.workers} worker(s)` : `${status}: ${health.error ? health.error.message : ""}`;
-    $("health").textContent = label;
+    // ready: {status: "ok", workers, solvers_ready, solvers_compiling, kernels_eta_s}; not ready: 503 in the
+    // error shape, the readiness in error.details (warming: kernels_left, kernels_eta_s)
+    const details = health.error ? health.error.details || {} : health;
+    const status = health.error ? details.status || "unavailable" : health.status;
+    state.health = { status, workers: details.workers, solvers_compiling: details.solvers_compiling || details.kernels_left || [],
+                     kernels_eta_s: details.kernels_eta_s };
+    const compiling = state.health.solvers_compiling;
+    const kernels = compiling.length ? ` · compiling ${compiling.join(", ")} (about ${eta(state.health.kernels_eta_s)})` : "";
+    $("health").textContent = status === "ok" ? `ready · ${health.workers} worker(s)${kernels}` : `${status}: ${health.error ? health.error.message : ""}`;
     $("health").className = `pill ${status}`;
   } catch (error) {
+    state.health = null;
     $("health").textContent = "unreachable";
     $("health").className = "pill unavailable";
   }
+  setReadiness(state.health);
 }
 
-// -- a job: event stream and plot ---------------------------------------------------------------------
+// -- a data set: the train form -----------------------------------------------------------------------------------
 
-async function selectJob(id) {
+async function selectDataset(id) {
+  state.dataset = id;
+  const dataset = state.datasets.get(id) || (await apiJson(`/v1/datasets/${encodeURIComponent(id)}`));
+  document.querySelectorAll("#datasets tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
+  await openTrainForm(dataset, (job) => {
+    selectJob(job.id);
+    refresh();
+  });
+}
+
+// -- a job: event stream and plot ---------------------------------------------------------------------------------
+
+async function selectJob(id, { keepModel = false } = {}) {
   if (state.stream) state.stream.abort();
   state.job = id;
-  state.points = [];
+  state.record = null;
+  state.trace = new Trace();
+  if (!keepModel) showModel(null);
   $("job-detail").hidden = false;
   $("job-id").textContent = id;
+  $("job-title").textContent = "";
+  $("job-status").textContent = "";
+  $("job-status").className = "pill";
+  $("job-progress-text").textContent = "";
+  $("job-params").innerHTML = "";
+  $("job-cancel").hidden = true;
   $("job-search").innerHTML = "";
+  document.querySelectorAll("#jobs tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
   draw();
   const controller = new AbortController();
   state.stream = controller;
   try {
     await follow(id, controller);
   } catch (error) {
-    if (error.name !== "AbortError" && error.message !== "unauthorized") $("job-progress-text").textContent = `stream stopped: ${error.message}`;
+    if (error.name === "AbortError" || error.message === "unauthorized") return;
+    $("job-progress-text").textContent = error.message.includes("404") ? "this job was deleted (its model stays)" : `stream stopped: ${error.message}`;
   }
 }
 
@@ -132,19 +154,20 @@ async function follow(id, controller) {
       const { value, done } = await reader.read();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
+      let start = 0, cut;
+      while ((cut = buffer.indexOf("\n\n", start)) >= 0) {
+        const block = buffer.slice(start, cut);
+        start = cut + 2;
         const event = { type: "message", data: "" };
         for (const line of block.split("\n")) {
           if (line.startsWith("event: ")) event.type = line.slice(7);
           else if (line.startsWith("data: ")) event.data += line.slice(6);
           else if (line.startsWith("id: ")) lastId = line.slice(4);
         }
-        if (!event.data) continue;
+        if (!event.data || state.job !== id) continue;
         if (handle(event.type, JSON.parse(event.data))) return;
       }
+      buffer = buffer.slice(start);
     }
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
@@ -152,98 +175,75 @@ async function follow(id, controller) {
 
 function handle(type, data) {
   if (type === "trace") {
-    state.points.push(data);
+    state.trace.add(data);
     scheduleDraw();
   } else if (type === "status" || type === "end") {
-    showStatus(data.status, data.progress || {});
-    if (data.search_results) showSearch($("job-search"), data.search_results, null);
-    if (type === "end") {
-      scheduleDraw();
-      refresh();
+    if (data.status === "deleted") {
+      $("job-progress-text").textContent = "this job was deleted (its model stays)";
       return true;
     }
-  } else if (type === "progress") {
-    showStatus(null, data);
+    state.record = data;
+    if (type === "end") draw(); // the whole trace, at once: the job is over
+    showJob();
+    // the search table shows here while the job runs; once it has a model, the model's panel shows it
+    if (data.search_results && !data.model_id) showSearch($("job-search"), data.search_results, null);
+    if (data.model_id) $("job-search").innerHTML = "";
+    if (type === "end") {
+      refresh();
+      if (data.model_id && data.model_id !== state.model) selectModel(data.model_id, { fromJob: true });
+      return true;
+    }
+  } else if (type === "progress" && state.record) {
+    state.record = { ...state.record, progress: data };
+    showJob();
   }
   return false;
 }
 
-function showStatus(status, progress) {
-  if (status) {
-    $("job-status").textContent = status;
-    $("job-status").className = `pill ${status}`;
+function showJob() {
+  const job = state.record;
+  $("job-status").textContent = job.status;
+  $("job-status").className = `pill ${job.status}`;
+  const dataset = state.datasets.get(job.dataset_id);
+  $("job-title").innerHTML = `${esc(job.solver)} on ${datasetName(job.dataset_id)}${dataset ? ` · ${dataset.n_samples} rows` : ""}`;
+  const { fraction, text } = describeJob(job, jobContext(job));
+  $("job-bar-box").hidden = fraction === null;
+  $("job-bar").style.width = `${(100 * (fraction || 0)).toFixed(1)}%`;
+  $("job-progress-text").textContent = text;
+  $("job-cancel").hidden = !["queued", "running"].includes(job.status);
+  if (!$("job-params").innerHTML) {
+    apiSchema().then((schema) => { $("job-params").innerHTML = keyValues(job.params, defaultsOf(schema, job.solver)); });
   }
-  state.progress = progress;
-  const fraction = progress.fraction ?? 0;
-  $("job-bar").style.width = `${(100 * fraction).toFixed(1)}%`;
-  const parts = [`${(100 * fraction).toFixed(1)}%`, progress.phase || status || ""];
-  if (progress.gap !== undefined && progress.gap !== null) parts.push(`gap ${num(progress.gap, 3)}`);
-  if (progress.eta_s !== undefined && progress.eta_s !== null) parts.push(`ETA ${eta(progress.eta_s)}`);
-  if (progress.subproblems > 1) parts.push(`class ${progress.subproblem + 1} of ${progress.subproblems}`);
-  if (progress.subtasks_total) parts.push(`${progress.subtasks_done}/${progress.subtasks_total} search subtasks`);
-  $("job-progress-text").textContent = parts.filter(Boolean).join(" · ");
+}
+
+function defaultsOf(schema, solver) {
+  const spec = schema.solvers[solver];
+  if (!spec) return {};
+  return Object.fromEntries(Object.entries(spec.params.properties).filter(([, p]) => "default" in p).map(([name, p]) => [name, p.default]));
+}
+
+async function cancelJob() {
+  const response = await api(`/v1/jobs/${encodeURIComponent(state.job)}/cancel`, { method: "POST" });
+  if (!response.ok) $("job-progress-text").textContent = `cancel refused: ${await errorMessage(response)}`;
+}
+
+function wallSeconds() {
+  const job = state.record;
+  if (!job || !job.started_at) return null;
+  const end = job.finished_at ? Date.parse(job.finished_at) : Date.now();
+  return Math.max(0, (end - Date.parse(job.started_at)) / 1000);
 }
 
 function scheduleDraw() {
+  // at most five pictures a second while points stream in
   if (state.drawPending) return;
   state.drawPending = true;
-  requestAnimationFrame(() => { state.drawPending = false; draw(); });
+  setTimeout(() => requestAnimationFrame(() => { state.drawPending = false; draw(); }), 200);
 }
 
 function draw() {
-  const svg = $("plot");
-  const W = 760, H = 420, left = 64, right = 16, panels = [[14, 250], [280, 390]];
-  const refit = state.points.some((p) => p.stage === "refit");
-  const shown = state.points.filter((p) => (refit ? p.stage === "refit" : true));
-  $("plot-count").textContent = String(state.points.length);
-  const groups = new Map();
-  for (const p of shown) {
-    const search = p.stage === "search";
-    const key = search ? `s${p.subproblem || 0}-f${p.fold}-C${p.C}-g${p.gamma}` : `${p.subproblem || 0}${p.attempt > 1 ? `-a${p.attempt}` : ""}`;
-    if (!groups.has(key)) groups.set(key, { k: p.subproblem || 0, search, points: [] });
-    groups.get(key).points.push(p);
-  }
-  const xs = shown.map((p) => p.elapsed_s || 0);
-  const xMax = Math.max(1e-3, ...xs);
-  const positive = (v) => (typeof v === "number" && v > 0 ? v : null);
-  const dualOf = (p) => positive(p.dual ?? p.lower_bound);
-  const ranges = [[], []];
-  for (const p of shown) {
-    for (const v of [positive(p.primal), dualOf(p)]) if (v) ranges[0].push(v);
-    if (positive(p.gap)) ranges[1].push(positive(p.gap));
-  }
-  const scales = ranges.map((values, i) => {
-    const lo = values.length ? Math.log10(Math.min(...values)) : 0, hi = values.length ? Math.log10(Math.max(...values)) : 1;
-    const a = Math.floor(lo), b = Math.max(Math.ceil(hi), a + 1);
-    const [top, bottom] = panels[i];
-    return { a, b, y: (v) => bottom - ((Math.log10(v) - a) / (b - a)) * (bottom - top) };
-  });
-  const x = (s) => left + (s / xMax) * (W - left - right);
-  let out = "";
-  panels.forEach(([top, bottom], i) => {
-    const { a, b, y } = scales[i];
-    const step = Math.max(1, Math.ceil((b - a) / 6));
-    for (let e = a; e <= b; e += step) {
-      out += `<line class="grid" x1="${left}" x2="${W - right}" y1="${y(10 ** e)}" y2="${y(10 ** e)}"/>`;
-      out += `<text x="${left - 6}" y="${y(10 ** e) + 4}" text-anchor="end">1e${e}</text>`;
-    }
-    out += `<line class="axis" x1="${left}" x2="${left}" y1="${top}" y2="${bottom}"/><line class="axis" x1="${left}" x2="${W - right}" y1="${bottom}" y2="${bottom}"/>`;
-    out += `<text x="14" y="${(top + bottom) / 2}" transform="rotate(-90 14 ${(top + bottom) / 2})" text-anchor="middle">${i ? "gap" : "primal, dual"}</text>`;
-  });
-  for (let t = 0; t <= 4; t++) out += `<text x="${x((xMax * t) / 4)}" y="${H - 12}" text-anchor="middle">${num((xMax * t) / 4, 3)}</text>`;
-  out += `<text x="${W - right}" y="${H}" text-anchor="end">solver seconds</text>`;
-  for (const [key, group] of groups) {
-    const color = group.search ? "#9aa3ad" : COLORS[group.k % COLORS.length];
-    const series = [["primal", (p) => positive(p.primal), 0, ""], ["dual", dualOf, 0, "5 4"], ["gap", (p) => positive(p.gap), 1, ""]];
-    for (const [name, value, panel, dash] of series) {
-      const coords = group.points.filter((p) => value(p)).map((p) => `${x(p.elapsed_s || 0).toFixed(1)},${scales[panel].y(value(p)).toFixed(1)}`);
-      if (!coords.length) continue;
-      const id = group.search ? `${name}-search-${key}` : `${name}-${key}`;
-      out += `<polyline id="${esc(id)}" data-series="${name}" stroke="${color}" stroke-dasharray="${dash}" opacity="${group.search ? 0.5 : 1}" points="${coords.join(" ")}"/>`;
-    }
-  }
-  if (!shown.length) out += `<text x="${W / 2}" y="${H / 2}" text-anchor="middle">waiting for trace points…</text>`;
-  svg.innerHTML = out;
+  $("plot-legend").innerHTML = drawPlot($("plot"), state.trace, { wallSeconds: wallSeconds() });
+  $("plot-count").textContent = String(state.trace.count);
 }
 
 // -- a model: metadata, search, export -------------------------------------------------------------------
@@ -255,11 +255,12 @@ function showSearch(target, table, modelId) {
     return `<tr><td class="${isBest ? "best" : ""}">${num(s.C)}</td><td>${s.gamma === null || s.gamma === undefined ? "–" : num(s.gamma)}</td>` +
       `<td class="${isBest ? "best" : ""}">${num(s.mean)}</td><td>${num(s.std)}</td><td>${s.folds_done}/${table.cv_folds}</td><td>${s.n_iter}</td><td>${num(s.seconds, 3)}</td></tr>`;
   }).join("");
-  target.innerHTML = `<h2>Search <small>${esc(table.metric)}, ${table.cv_folds}-fold${best.C !== undefined ? `; best C = ${num(best.C)}` : ""}</small></h2>` +
+  target.innerHTML = `<h2>Search <small>${esc(table.metric)}, ${table.cv_folds}-fold${best.C !== undefined ? `; best C = ${num(best.C)}` : ""}` +
+    `${best.gamma !== undefined && best.gamma !== null ? `, gamma = ${num(best.gamma)}` : ""}</small></h2>` +
     `<table class="search-table"><thead><tr><th>C</th><th>gamma</th><th>mean</th><th>std</th><th>folds</th><th>iterations</th><th>seconds</th></tr></thead><tbody>${rows}</tbody></table>`;
   if (modelId) {
     api(`/v1/models/${encodeURIComponent(modelId)}/search.svg`).then((r) => (r.ok ? r.blob() : null)).then((blob) => {
-      if (!blob) return;
+      if (!blob || state.model !== modelId) return;
       const img = document.createElement("img");
       img.alt = "cross-validated score against C";
       img.src = URL.createObjectURL(blob);
@@ -268,46 +269,67 @@ function showSearch(target, table, modelId) {
   }
 }
 
-async function probeExport() {
-  // The export route may not exist on this server: a request for a model that does not exist tells us
-  // (404 "model_not_found": the route is there; 404 "not_found" or 405: it is not).
-  try {
-    const response = await api("/v1/models/mdl_probe/export?format=json");
-    const body = await response.json().catch(() => ({}));
-    state.exportRoute = response.status !== 405 && !(body.error && body.error.code === "not_found");
-  } catch (error) {
-    state.exportRoute = null;
-  }
-}
-
-async function selectModel(id) {
+function showModel(id) {
   state.model = id;
-  const model = await apiJson(`/v1/models/${encodeURIComponent(id)}`);
-  $("model-detail").hidden = false;
+  $("model-detail").hidden = !id;
+  if (!id) return;
   $("model-id").textContent = id;
-  const keys = ["solver", "dataset_id", "job_id", "kind", "task", "labels", "n_features", "n_support", "stop_reason", "converged",
-    "n_iter", "objective", "training_seconds", "train_accuracy", "refit_params", "params", "created_at"];
-  $("model-meta").innerHTML = keys.filter((k) => model[k] !== undefined).map((k) =>
-    `<dt>${esc(k)}</dt><dd>${esc(typeof model[k] === "object" ? JSON.stringify(model[k]) : model[k])}</dd>`).join("");
+  $("model-title").textContent = "";
+  $("model-meta").innerHTML = "";
+  $("model-params").innerHTML = "";
   $("model-search").innerHTML = "";
-  if (model.search_results) showSearch($("model-search"), model.search_results, id);
-  if (state.exportRoute === null) await probeExport();
-  const button = $("export-button");
-  button.disabled = !state.exportRoute;
-  $("export-note").textContent = state.exportRoute ? "" : "this server has no export route";
-  refresh();
+  $("export-note").textContent = "";
+  document.querySelectorAll("#models tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
 }
 
-async function exportModel() {
-  const response = await api(`/v1/models/${encodeURIComponent(state.model)}/export?format=json`);
+async function selectModel(id, { fromJob = false } = {}) {
+  showModel(id);
+  const [model, schema] = await Promise.all([apiJson(`/v1/models/${encodeURIComponent(id)}`), apiSchema()]);
+  if (state.model !== id) return; // another selection came first
+  if (!fromJob) {
+    if (model.job_id && model.job_id !== state.job) selectJob(model.job_id, { keepModel: true });
+    if (!model.job_id) {
+      if (state.stream) state.stream.abort();
+      state.job = null;
+      $("job-detail").hidden = true;
+    }
+  }
+  $("model-title").innerHTML = `${esc(model.solver || model.source)}${model.dataset_id ? ` on ${datasetName(model.dataset_id)}` : ""}` +
+    `${model.job_id ? ` · job <code>${esc(model.job_id)}</code>` : ""}`;
+  const keys = ["source", "kind", "task", "labels", "n_features", "kernel", "n_support", "multiclass", "stop_reason", "converged", "n_iter",
+    "objective", "gap_rel", "training_seconds", "train_accuracy", "created_at"];
+  $("model-meta").innerHTML = keys.filter((k) => model[k] !== undefined && model[k] !== null).map((k) => {
+    const value = model[k];
+    const text = Array.isArray(value) ? value.map((v) => num(v)).join(", ")
+      : typeof value === "object" ? Object.entries(value).map(([a, b]) => `${a} ${num(b)}`).join(", ") : num(value, 6);
+    return `<dt>${esc(k)}</dt><dd>${text}</dd>`;
+  }).join("");
+  $("model-params").innerHTML = (model.params ? keyValues(model.params, defaultsOf(schema, model.solver)) : "–") +
+    (model.refit_params ? `<h3>chosen by the search, refit on all the data</h3>${keyValues(model.refit_params)}` : "");
+  if (model.search_results) showSearch($("model-search"), model.search_results, id);
+  $("export-buttons").innerHTML = schema.exportFormats.map((format) =>
+    `<button type="button" class="export" id="export-${esc(format)}" data-format="${esc(format)}">${esc(format)}</button>`).join(" ");
+  $("export-buttons").querySelectorAll("button").forEach((button) => button.addEventListener("click", () => exportModel(id, button.dataset.format)));
+  if (!schema.exportFormats.length) $("export-note").textContent = "this server has no export route";
+}
+
+async function exportModel(id, format) {
+  const note = $("export-note");
+  note.className = "muted";
+  note.textContent = `exporting ${format}…`;
+  const response = await api(`/v1/models/${encodeURIComponent(id)}/export?format=${encodeURIComponent(format)}`);
   if (!response.ok) {
-    $("export-note").textContent = `export failed (HTTP ${response.status})`;
+    note.className = "error";
+    note.textContent = `${format}: ${await errorMessage(response)}`;
     return;
   }
+  const blob = await response.blob();
+  const named = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "");
   const link = document.createElement("a");
-  link.href = URL.createObjectURL(await response.blob());
-  link.download = `${state.model}.json`;
+  link.href = URL.createObjectURL(blob);
+  link.download = named ? named[1] : `${id}.${format}`;
   link.click();
+  note.textContent = `saved ${link.download} (${blob.size} bytes)`;
 }
 
 async function uploadFile(event) {
@@ -318,20 +340,24 @@ async function uploadFile(event) {
   form.append("file", file);
   $("upload-status").textContent = "uploading…";
   const response = await api(`/v1/datasets?format=${$("upload-format").value}&name=${encodeURIComponent(file.name)}`, { method: "POST", body: form });
-  const body = await response.json();
-  $("upload-status").textContent = response.ok ? `stored ${body.id}` : body.error.message;
-  refresh();
+  if (!response.ok) {
+    $("upload-status").textContent = await errorMessage(response);
+    return;
+  }
+  const dataset = await response.json();
+  $("upload-status").textContent = `stored ${dataset.name}`;
+  state.datasets.set(dataset.id, dataset);
+  await refresh();
+  selectDataset(dataset.id);
 }
 
 $("key-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  state.key = $("api-key").value.trim();
-  localStorage.setItem("hinge-api-key", state.key);
-  state.exportRoute = null;
+  setKey($("api-key").value.trim());
   refresh();
 });
-$("api-key").value = state.key;
-$("export-button").addEventListener("click", exportModel);
+$("api-key").value = session.key;
+$("job-cancel").addEventListener("click", cancelJob);
 $("upload-form").addEventListener("submit", uploadFile);
 refresh();
 setInterval(refresh, 2500);

@@ -1,0 +1,76 @@
+// Shared by the dashboard's modules: the API key, requests in the service's one error shape, and text helpers.
+// Every API request carries the API key entered above (kept in this browser's localStorage).
+
+export const $ = (id) => document.getElementById(id);
+
+export const session = { key: localStorage.getItem("hinge-api-key") || "" };
+
+export function setKey(key) {
+  session.key = key;
+  localStorage.setItem("hinge-api-key", key);
+}
+
+export function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+export function num(value, digits = 4) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  if (typeof value !== "number") return esc(value);
+  return Math.abs(value) >= 1e5 || (Math.abs(value) < 1e-3 && value !== 0) ? value.toExponential(2) : String(+value.toPrecision(digits));
+}
+
+export function eta(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const s = Math.round(seconds);
+  return s >= 60 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : `${s} s`;
+}
+
+export function when(iso) { return iso ? iso.replace("T", " ").slice(0, 19) : ""; }
+
+export function notice(text) {
+  const box = $("notice");
+  box.hidden = !text;
+  box.textContent = text || "";
+}
+
+function headers(extra = {}) { return session.key ? { ...extra, Authorization: `Bearer ${session.key}` } : extra; }
+
+export async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers || {}) });
+  if (response.status === 401) {
+    notice("This service needs an API key: enter one above (hinge keys create --tenant NAME prints one).");
+    throw new Error("unauthorized");
+  }
+  return response;
+}
+
+/** The message of an answer in the service's error shape {"error": {"code", "message", "details"}}. */
+export async function errorMessage(response) {
+  const body = await response.json().catch(() => null);
+  return body && body.error ? body.error.message : `HTTP ${response.status} ${response.statusText}`;
+}
+
+export async function apiJson(path, options) {
+  const response = await api(path, options);
+  if (!response.ok) throw new Error(await errorMessage(response));
+  return response.json();
+}
+
+/** A JSON document as a small "key: value" list: nested objects flattened with dots, lists joined, nulls left out.
+ *  ``defaults`` (same shape) marks the values a person set: they come first, the defaults follow, muted. */
+export function keyValues(object, defaults = {}) {
+  const rows = [];
+  const walk = (value, fallback, path) => {
+    if (value === null || value === undefined) return;
+    if (typeof value === "object" && !Array.isArray(value)) {
+      for (const [key, inner] of Object.entries(value)) walk(inner, fallback && typeof fallback === "object" ? fallback[key] : undefined, path ? `${path}.${key}` : key);
+      return;
+    }
+    const text = Array.isArray(value) ? value.map((v) => num(v)).join(", ") : typeof value === "number" ? num(value, 6) : esc(value);
+    rows.push({ path, text, set: fallback === undefined || JSON.stringify(fallback) !== JSON.stringify(value) });
+  };
+  walk(object, defaults, "");
+  rows.sort((a, b) => Number(b.set) - Number(a.set));
+  return `<dl class="kv">${rows.map((r) => `<dt class="${r.set ? "" : "default"}">${esc(r.path)}</dt><dd class="${r.set ? "" : "default"}">${r.text}</dd>`).join("")}</dl>`;
+}
