@@ -295,9 +295,9 @@ names=$(docker ps --filter "label=com.docker.compose.project=$PROJECT" --format 
 grep -Eq "(^| )${PROJECT}[_-]worker[_-]1 " <<<"$names" || fail "containers are not named after the project: $names"
 [ "$(rcli CONFIG GET maxmemory | tail -1)" = "$REDIS_MAXMEMORY_BYTES" ] || fail "Redis maxmemory is $(rcli CONFIG GET maxmemory | tail -1), not $REDIS_MAXMEMORY"
 [ "$(rcli CONFIG GET maxmemory-policy | tail -1)" = noeviction ] || fail "Redis maxmemory-policy is not noeviction"
-seen=$(docker exec "$(api_id)" python -c "import os, redis; from service.storage.capacity import memory; print(memory(redis.Redis.from_url(os.environ['REDIS_URL']))[1])") \
+seen=$(docker exec "$(api_id)" python -c "import os, redis; from core.storage.capacity import memory; print(memory(redis.Redis.from_url(os.environ['REDIS_URL']))[1])") \
   || fail "capacity.memory() failed in the api container"
-[ "$seen" = "$REDIS_MAXMEMORY_BYTES" ] || fail "service/storage/capacity.py sees maxmemory $seen"
+[ "$seen" = "$REDIS_MAXMEMORY_BYTES" ] || fail "core/storage/capacity.py sees maxmemory $seen"
 binding=$(docker port "$(api_id)" 8000 | head -1)
 [ "$binding" = "127.0.0.1:$PORT" ] || fail "the API is published on $binding, not 127.0.0.1:$PORT"
 policy=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$(service_ids worker | head -1)" | sed -n 's/^HINGE_SHUTDOWN_POLICY=//p')

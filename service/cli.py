@@ -1,7 +1,7 @@
 """The `hinge` command: serve (Redis + API + workers), api, worker, keys, openapi.
 
 `hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
-(hashed) in Redis (see service/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
+(hashed) in Redis (see core/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
 `hinge serve` running with the same data directory (it writes ``serve.json`` there).
 
 `hinge serve` runs a small supervisor (service/supervisor.py): it starts an embedded Redis (unless
@@ -28,8 +28,8 @@ def _log(message: str) -> None:
 
 def openapi_document() -> dict:
     """The OpenAPI document of the application (no Redis needed)."""
+    from core.config import Settings
     from service.api.app import create_app
-    from service.config import Settings
 
     return create_app(Settings(redis_url=None)).openapi()
 
@@ -58,13 +58,13 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 def cmd_api(args: argparse.Namespace) -> int:
     """Run the API alone (needs REDIS_URL)."""
     if args.die_with_parent:
-        from service.processes import die_with_parent
+        from core.processes import die_with_parent
 
         die_with_parent()
     import uvicorn
 
-    from service.config import get_settings
-    from service.logs import uvicorn_log_config
+    from core.config import get_settings
+    from core.logs import uvicorn_log_config
     from service.supervisor import API_GRACE_S
 
     settings = get_settings()
@@ -89,8 +89,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     """Create, list or revoke API keys (kept hashed in Redis)."""
     import redis
 
-    from service.config import get_settings
-    from service.storage.apikeys import ApiKeyStore
+    from core.config import get_settings
+    from core.storage.apikeys import ApiKeyStore
 
     url = get_settings().redis_url or running_serve_redis(Path(args.data_dir))
     if not url:
@@ -152,9 +152,40 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def cmd_kernels(rest: list[str]) -> int:
-    """Replace this process with `python -m worker.warmup` (the kernel cache's state; --build compiles)."""
-    os.execv(sys.executable, [sys.executable, "-m", "worker.warmup", *rest])
-    return 0  # pragma: no cover
+    """`hinge kernels [--build] [--json]`: the upload parser's kernels (here) and the solvers' (`python -m
+    worker.warmup`, run as a child: the service never imports the worker)."""
+    import subprocess
+
+    from core.kernel_cache import run_command, show
+    from service.ingest.entry import PARSER_KERNELS
+
+    parser = argparse.ArgumentParser(
+        prog="hinge kernels",
+        description="Show which numba kernels this machine's cache holds (solvers and the upload parser); "
+        "--build compiles the missing ones (what a Docker build runs, and what workers do in the background).",
+    )
+    parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")
+    parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
+    args = parser.parse_args(rest)
+    solvers = subprocess.run(
+        [sys.executable, "-m", "worker.warmup", "--json", *(["--build"] if args.build else [])],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if not solvers.stdout.strip():
+        print("hinge kernels: the solvers' part failed (python -m worker.warmup)", file=sys.stderr)
+        return 1
+    solver_state = json.loads(solvers.stdout)
+    state = run_command({"service.ingest": PARSER_KERNELS}, args.build)
+    state["caches"] = {**solver_state["caches"], **state["caches"]}
+    state["units"] = {**solver_state["units"], **state["units"]}
+    state["solvers_ready"] = solver_state["solvers_ready"]
+    if args.json:
+        print(json.dumps(state, indent=2))
+    else:
+        show(state)
+    missing = [name for name, info in state["units"].items() if not info["built"]]
+    return 1 if args.build and (missing or solvers.returncode) else 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

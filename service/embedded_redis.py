@@ -19,7 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.processes import die_with_parent
+from core.processes import die_with_parent
 
 
 def redis_server_binary() -> str:
@@ -109,7 +109,7 @@ class EmbeddedRedis:
             "noeviction",
             # No automatic rewrite of the append-only file: Redis 6 would buffer every write made during
             # one in memory (a whole upload, twice); the service compacts after large writes instead
-            # (service/storage/aof.py). Rewrites store strings uncompressed (binary arrays barely compress).
+            # (core/storage/aof.py). Rewrites store strings uncompressed (binary arrays barely compress).
             "--auto-aof-rewrite-percentage",
             "0",
             "--rdbcompression",

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.processes import usable_cores
+from core.processes import usable_cores
 
 if TYPE_CHECKING:
     import redis
@@ -75,7 +75,7 @@ class Supervisor:
     """Starts and stops Redis, the API and the workers of `hinge serve` (see the module docstring)."""
 
     def __init__(self, args: argparse.Namespace):
-        from service.config import get_settings
+        from core.config import get_settings
 
         self.args = args
         self.settings = get_settings()
@@ -299,8 +299,8 @@ class Supervisor:
 
     def _running_jobs(self, workers: list[subprocess.Popen]) -> dict[int, str]:
         """pid -> id of the job the worker runs now (from the running jobs' records); empty if Redis is away."""
-        from service.lifecycle import worker_pid
-        from service.storage.jobs import JobStore
+        from core.lifecycle import worker_pid
+        from core.storage.jobs import JobStore
 
         pids = {p.pid for p in workers}
         found: dict[int, str] = {}
@@ -316,7 +316,7 @@ class Supervisor:
 
     def _hand_back_jobs(self, killed: list[subprocess.Popen]) -> None:
         """Put the running jobs of killed workers back in the queue (no retry used up: they were stopped, not lost)."""
-        from service.lifecycle import hand_back_jobs_of_workers
+        from core.lifecycle import hand_back_jobs_of_workers
 
         try:
             moved = hand_back_jobs_of_workers(
@@ -358,7 +358,7 @@ class Readiness:
     def _beats(self) -> dict:
         import redis
 
-        from service.lifecycle import worker_beats
+        from core.lifecycle import worker_beats
 
         if self._client is None:
             self._client = redis.Redis.from_url(self.supervisor.env["REDIS_URL"], socket_timeout=1.0)

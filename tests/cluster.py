@@ -129,7 +129,7 @@ class Cluster:
         )
 
     def live_workers(self) -> int:
-        from service.lifecycle import live_worker_count
+        from core.lifecycle import live_worker_count
 
         try:
             with self.client() as client:

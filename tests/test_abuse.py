@@ -304,11 +304,11 @@ def test_worker_disk_full_fails_the_job_clearly_and_the_worker_goes_on(cluster, 
 
 
 def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_path):
-    from service.config import Settings
+    from core.config import Settings
+    from core.lifecycle import Reaper
+    from core.queueing import JobQueue
+    from core.storage.jobs import JobStore
     from service.embedded_redis import EmbeddedRedis
-    from service.lifecycle import Reaper
-    from service.queueing import JobQueue
-    from service.storage.jobs import JobStore
 
     server = EmbeddedRedis(tmp_path / "redis").start()
     try:

@@ -1,5 +1,5 @@
 """Calibration maps fitted by the workers (``worker.calibration``) and applied by the API
-(``service.scoring.probability``): Platt's sigmoid for two labels, one softmax over the one-vs-rest
+(``core.scoring.probability``): Platt's sigmoid for two labels, one softmax over the one-vs-rest
 scores for more, and the JSON model document's checks of a calibration's shape."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from service.schemas.model_files import ModelDocument
-from service.scoring.probability import fit_sigmoid, ovr_probabilities, sigmoid, softmax_probabilities
+from core.schemas.model_files import ModelDocument
+from core.scoring.probability import fit_sigmoid, ovr_probabilities, sigmoid, softmax_probabilities
 from worker.calibration import fit_softmax
 
 

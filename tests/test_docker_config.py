@@ -139,11 +139,13 @@ def test_dockerfile_leaves_no_source_tree_to_shadow_the_installed_package():
     *build, final = stages(DOCKERFILE.read_text())
     assert build, "a build stage makes the wheel"
     copied = " ".join(line for line in build[0] if line.upper().startswith("COPY"))
-    for package in ("service", "worker", "hinge_client"):
+    for package in ("core", "service", "worker", "hinge_client"):
         assert re.search(rf"\b{package}\b", copied), f"the wheel stage copies {package} (hingectl needs hinge_client)"
     for line in final:
         if line.upper().startswith("COPY") and "--from=" not in line:
-            assert not re.search(r"\b(service|worker|hinge_client)\b", line), f"source copied into the image: {line}"
+            assert not re.search(r"\b(core|service|worker|hinge_client)\b", line), (
+                f"source copied into the image: {line}"
+            )
     workdirs = [line.split()[1] for line in final if line.upper().startswith("WORKDIR")]
     assert workdirs and workdirs[-1] not in ("/app", "/"), "the working directory must hold no package"
     assert any("pip install" in line and ".whl" in line for line in final)
@@ -191,6 +193,7 @@ def test_dockerignore_sends_only_what_the_build_needs():
         "pyproject.toml",
         "README.md",
         "docker/Dockerfile",
+        "core/schemas/jobs.py",
         "service/api/app.py",
         "service/static/dashboard/index.html",
         "worker/solvers/dcd.py",
@@ -255,7 +258,7 @@ def test_compose_config_accepted():
 def test_settings_take_what_docker_env_files_hold(monkeypatch):
     """The compose deployment's values read the same in `hinge serve`: Redis's memory units, and an empty
     line (`HINGE_API_KEYS=` in docker/.env) means the default instead of stopping the API."""
-    from service.config import Settings
+    from core.config import Settings
 
     monkeypatch.setenv("HINGE_REDIS_MAXMEMORY", "2gb")
     monkeypatch.setenv("HINGE_API_KEYS", "")

@@ -9,7 +9,7 @@ from scipy.stats import kendalltau
 from sklearn import metrics as skm
 from sklearn.datasets import load_breast_cancer, load_wine
 
-from service.scoring import metrics
+from core.scoring import metrics
 from tests.helpers import to_svmlight, upload, wait_job
 
 

@@ -95,9 +95,9 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
     from rq import SimpleWorker
     from rq.serializers import JSONSerializer
 
-    from service.config import get_settings
-    from service.queueing import JobQueue
-    from service.storage.jobs import JobStore
+    from core.config import get_settings
+    from core.queueing import JobQueue
+    from core.storage.jobs import JobStore
     from worker.main import make_worker_class
 
     with cluster.client() as client:

@@ -20,7 +20,7 @@ from tests.helpers import wait_for
 from tests.test_cli_serve import stop, wait_http
 
 LOG_SNIPPET = (
-    "import logging; from service.config import get_settings; from service.logs import configure_logging; "
+    "import logging; from core.config import get_settings; from core.logs import configure_logging; "
     "configure_logging('INFO', get_settings().log_format); logging.getLogger('hinge.test').info('hello')"
 )
 
@@ -61,7 +61,7 @@ def test_readyz_says_warming_with_the_kernels_left(redis_server):
     api = start_api(env, port)
     try:
         wait_ready(f"http://127.0.0.1:{port}", api, path="/healthz", timeout=120)
-        from service.storage import keys
+        from core.storage import keys
 
         beat = {
             "pid": 1,
@@ -214,7 +214,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
     with `progress.phase` `waiting for kernels`, then trains. A cancel while it waits ends it at once.
     (The test holds the smo unit's lock, as a builder compiling smo would.)"""
-    from service.kernel_cache import file_lock
+    from core.kernel_cache import file_lock
     from worker.warmup import KERNELS
 
     url = redis_server.url.rsplit("/", 1)[0] + "/4"  # a database of its own: the suite's workers are not there

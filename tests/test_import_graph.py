@@ -1,5 +1,6 @@
-"""Imports run one way (../shared/STYLE.md): no cycle among the modules of service/ and worker/, no
-import of worker/ from service/, and nothing the workers import pulls in FastAPI.
+"""Imports run one way (../shared/STYLE.md): no cycle among the modules of core/, service/ and worker/;
+core/ imports neither service/ nor worker/; service/ (the HTTP front end) never imports worker/ and
+worker/ never imports service/ (what both use is in core/); nothing the workers import pulls in FastAPI.
 
 The graph is read from the source with ``ast`` (every import statement, those inside functions
 included: a lazy import is still a dependency), so the test runs nothing of the code it checks.
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("service", "worker")
+PACKAGES = ("core", "service", "worker")
 WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
 
 
@@ -52,7 +53,7 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the modules of service/ and worker/ it imports (and the outside top-level packages)."""
+    """module -> the modules of core/, service/ and worker/ it imports (and the outside top-level packages)."""
     modules = _modules()
     return {name: _imports(path, name, set(modules)) for name, path in modules.items()}
 
@@ -109,7 +110,7 @@ def _reachable(graph: dict[str, set[str]], starts: set[str]) -> set[str]:
 def test_the_graph_is_read():
     graph = import_graph()
     assert "worker.jobs" in graph and "service.api.app" in graph
-    assert "service.config" in graph["worker.jobs"]
+    assert "core.config" in graph["worker.jobs"]
     assert "fastapi" in graph["service.api.app"]
 
 
@@ -118,15 +119,27 @@ def test_no_import_cycle():
 
 
 def test_service_never_imports_worker():
-    graph = import_graph()
-    wrong = sorted(
-        f"{module} -> {target}"
-        for module, targets in graph.items()
-        if module.startswith("service")
-        for target in targets
-        if target == "worker" or target.startswith("worker.")
+    assert _imports_between(import_graph(), ("service",), ("worker",)) == []
+
+
+def _imports_between(graph: dict, source: tuple[str, ...], target: tuple[str, ...]) -> list[str]:
+    def inside(name: str, packages: tuple[str, ...]) -> bool:
+        return any(name == package or name.startswith(package + ".") for package in packages)
+
+    return sorted(
+        f"{module} -> {imported}"
+        for module, imported_set in graph.items()
+        if inside(module, source)
+        for imported in imported_set
+        if inside(imported, target)
     )
-    assert wrong == []
+
+
+def test_worker_never_imports_service_and_core_imports_neither():
+    graph = import_graph()
+    assert _imports_between(graph, ("worker",), ("service",)) == []
+    assert _imports_between(graph, ("core",), ("service", "worker")) == []
+    assert "core.schemas.solver_params" in graph and "core.storage.jobs" in graph, "core/ is read"
 
 
 def test_what_the_workers_import_has_no_web_framework():

@@ -1,4 +1,4 @@
-"""The kernel cache (service/kernel_cache.py): stamped with a module's sources and its callees', found wherever
+"""The kernel cache (core/kernel_cache.py): stamped with a module's sources and its callees', found wherever
 the code lives, filled once per machine under unit locks, seeded from an image's cache; and the solvers' own
 cache: a second start compiles nothing."""
 
@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from service.kernel_cache import fingerprints_of
+from core.kernel_cache import fingerprints_of
 from tests.conftest import ROOT
 
 SOLVERS = ROOT / "worker" / "solvers"
@@ -25,7 +25,7 @@ PACKAGE = {
     "units.py": textwrap.dedent(
         """
         import json, os, time
-        from service.kernel_cache import KernelSet, KernelUnit
+        from core.kernel_cache import KernelSet, KernelUnit
 
         def _record(name, dispatcher, value):
             with open(os.environ["KPKG_LOG"], "a") as out:
@@ -49,7 +49,7 @@ PACKAGE = {
         """
     ),
 }
-INIT = "from pathlib import Path\nfrom service.kernel_cache import install\ninstall(__name__, Path(__file__).resolve().parent)\n"
+INIT = "from pathlib import Path\nfrom core.kernel_cache import install\ninstall(__name__, Path(__file__).resolve().parent)\n"
 
 
 def make_package(where: Path) -> Path:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from service.scoring.kernel import KernelExpansion, decision_function
+from core.scoring.kernel import KernelExpansion, decision_function
 from tests import naive
 from worker.solvers.common import SolverInputError
 from worker.solvers.kernels import _kernel_row, kernel_block, kernel_params, resolve_gamma, row_sq_norms
@@ -184,7 +184,7 @@ def test_scoring_and_the_api_import_no_numba():
     """Prediction runs in the API process, which must never load numba (nor anything from worker/)."""
     code = (
         "import sys\n"
-        "import service.scoring.kernel, service.scoring.models, service.api.app\n"
+        "import core.scoring.kernel, core.scoring.models, service.api.app\n"
         "assert not [m for m in sys.modules if m == 'worker' or m.startswith('worker.')]\n"
         "bad = [m for m in sys.modules if m == 'numba' or m.startswith('numba.')]\n"
         "assert not bad, bad\n"

@@ -21,7 +21,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 
-from service.schemas.model_files import ModelDocument
+from core.schemas.model_files import ModelDocument
 from tests.helpers import to_svmlight, upload, wait_job
 
 liblinearutil = pytest.importorskip("liblinear.liblinearutil")

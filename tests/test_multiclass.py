@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
-from service.scoring.models import Scorer
+from core.scoring.models import Scorer
 from tests.helpers import NullSink, liblinear_train, liblinear_w_full
 from worker.training import train_model
 

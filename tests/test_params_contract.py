@@ -1,14 +1,14 @@
 """The contract between the API and the worker: job parameters cross Redis as the JSON the API stores,
-and the worker reads them back with the same pydantic schemas (``service.schemas.solver_params``)."""
+and the worker reads them back with the same pydantic schemas (``core.schemas.solver_params``)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from core.schemas.jobs import JobRequest
+from core.schemas.solver_params import KERNEL_SOLVERS, PARAMS_BY_SOLVER, OcasParams, SmoParams, solver_params
 from service.api.job_checks import stored_params
-from service.schemas.jobs import JobRequest
-from service.schemas.solver_params import KERNEL_SOLVERS, PARAMS_BY_SOLVER, OcasParams, SmoParams, solver_params
 
 BODIES = [
     {"solver": "dcd", "params": {"C": 0.5, "loss": "squared_hinge", "class_weight": {"1": 2.0}}},

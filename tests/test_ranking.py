@@ -12,8 +12,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sklearn.svm import LinearSVC
 
-from service.scoring.metrics import pairwise_accuracy, roc_auc
-from service.scoring.metrics import predicted_ranks as predict_ranks
+from core.scoring.metrics import pairwise_accuracy, roc_auc
+from core.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverInputError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.config import Settings
+from core.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from service.scoring.kernel import KernelExpansion
+from core.scoring.kernel import KernelExpansion
 from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.reduced_qp import reduced_dual_smo

@@ -95,7 +95,7 @@ def test_same_table_with_one_and_two_processes():
     "solver,params", [("dcd", {"tol": 0.1, "trace_every": 1000}), ("ocas", {"tol_rel": 1e-3, "n_processes": 1})]
 )
 def test_warm_start_saves_iterations_along_c(solver, params):
-    from service.schemas.solver_params import solver_params
+    from core.schemas.solver_params import solver_params
     from worker import registry
     from worker.solvers.common import SolverControl
 
@@ -247,7 +247,7 @@ def multiclass_arrays():
 )
 def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
-    from service.scoring.models import Scorer
+    from core.scoring.models import Scorer
     from worker.folds import subset
     from worker.search import Search
     from worker.training import assemble_model, fit_problems

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import redis
 
-from service.storage import arrays, keys
-from service.storage.records import dataset_store
+from core.storage import arrays, keys
+from core.storage.records import dataset_store
 
 
 @pytest.fixture()
@@ -67,8 +67,8 @@ def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_pa
     """The embedded Redis never starts a rewrite on its own; the store starts one after a record once the file has doubled."""
     import time
 
+    from core.storage import aof
     from service.embedded_redis import EmbeddedRedis
-    from service.storage import aof
 
     server = EmbeddedRedis(tmp_path / "redis").start()
     connection = redis.Redis.from_url(server.url)

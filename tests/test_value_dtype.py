@@ -217,7 +217,7 @@ def _values_of(text: bytes) -> list[str]:
 def _stored(service, dataset_id):
     import redis
 
-    from service.storage.records import dataset_store
+    from core.storage.records import dataset_store
 
     client = redis.Redis.from_url(service.redis_url)
     try:
@@ -246,7 +246,7 @@ def test_a_data_set_stored_before_value_types_trains_as_before(service, http):
     """A record without `value_dtype` (float64 arrays, as stored before) reads as float64 and trains like a float64 upload."""
     import redis
 
-    from service.storage.records import dataset_store
+    from core.storage.records import dataset_store
 
     text = _text(FOUR_DECIMALS)
     fresh = upload(http, text, name="fresh-float64", value_dtype="float64").json()
@@ -290,7 +290,7 @@ def test_linear_scores_by_row_blocks_equal_the_whole_product(monkeypatch):
     """Scoring a large float32 matrix goes by blocks of rows (no float64 copy of all of it): same scores, bit for bit."""
     import scipy.sparse as sp
 
-    from service.scoring import models
+    from core.scoring import models
 
     rng = np.random.default_rng(5)
     matrix = sp.random(3000, 200, density=0.05, format="csr", random_state=6, dtype=np.float32)

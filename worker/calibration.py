@@ -10,10 +10,10 @@ model keeps trained on all the data; these fits only serve the calibration, whic
 the held-out decision values of all rows:
 
 - two labels: Platt's sigmoid, (A, B) of P(positive | f) = 1 / (1 + exp(A f + B)) by maximum
-  likelihood (``service.scoring.probability.fit_sigmoid``), method ``platt_ovr``;
+  likelihood (``core.scoring.probability.fit_sigmoid``), method ``platt_ovr``;
 - one-vs-one models (smo's ``multiclass: ovo``): each pair's problem is cross-validated on its own
   rows (the same folds) and gets Platt's sigmoid, coupled at predict time by Wu, Lin and Weng's second
-  method (``service.scoring.probability.pairwise_coupling``), method ``pairwise_coupling``, as
+  method (``core.scoring.probability.pairwise_coupling``), method ``pairwise_coupling``, as
   LIBSVM's ``-b 1``;
 - more labels, one-vs-rest: one softmax over the K one-vs-rest scores, P = softmax(W f + c), by multinomial
   logistic regression on the scores (``fit_softmax``), method ``multinomial``. W is K x K so that a
@@ -34,9 +34,9 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from service.schemas.solver_params import SolverParams
-from service.scoring.models import csr
-from service.scoring.probability import fit_sigmoid
+from core.schemas.solver_params import SolverParams
+from core.scoring.models import csr
+from core.scoring.probability import fit_sigmoid
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import job_problems

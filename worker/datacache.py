@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.storage.records import RecordStore
+from core.storage.records import RecordStore
 
 DISK_MARGIN_BYTES = 16 * 1024 * 1024
 """Free disk the cache leaves for everything else on it (logs, the spool of uploads)."""

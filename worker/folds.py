@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from service.scoring.kernel import KernelExpansion
-from service.scoring.models import csr
+from core.scoring.kernel import KernelExpansion
+from core.scoring.models import csr
 from worker.solvers.common import SolverResult
 
 

@@ -10,12 +10,12 @@ Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, r
 of ``worker_lease_s``: ``ready`` once the worker takes jobs, ``solvers`` the solvers whose kernels the
 machine's cache holds, and while some are still compiling ``warming`` = ``{done: {unit: seconds}, left:
 [solvers], eta_s}`` (read from the cache's markers, ``worker.warmup.kernel_state``; written at once on every
-change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``service.lifecycle``). It
+change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``core.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
 exits. SIGTERM while the worker lives (``docker stop``, Ctrl-C to the process group) is ignored: the
 worker is checkpointing its job and still needs its heartbeat; the worker stops this process last.
-See ``service/lifecycle.py`` for the whole crash-recovery design.
+See ``core/lifecycle.py`` for the whole crash-recovery design.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 
-from service.processes import usable_cores
+from core.processes import usable_cores
 
 JOB_ID_BYTES = 128
 KERNELS_LOOK_S = 0.5
@@ -127,11 +127,11 @@ def run(
     """Body of the heartbeat process."""
     import redis
 
-    from service.config import Settings
-    from service.lifecycle import Reaper
-    from service.logs import configure_logging
-    from service.processes import die_with_parent
-    from service.storage import keys
+    from core.config import Settings
+    from core.lifecycle import Reaper
+    from core.logs import configure_logging
+    from core.processes import die_with_parent
+    from core.storage import keys
 
     die_with_parent()  # SIGTERM when the worker dies; the handler below only wakes the loop
     signal.signal(signal.SIGTERM, lambda *_: None)

@@ -26,14 +26,14 @@ import time
 import redis
 from pydantic import ValidationError
 
-from service.config import get_settings
-from service.kernel_cache import UnitsStopped
-from service.logs import job_id_var
-from service.processes import die_with_parent
-from service.queueing import JobQueue
-from service.schemas.solver_params import SolverParams, solver_params
-from service.storage.jobs import JobStore, utc_now
-from service.storage.records import dataset_store
+from core.config import get_settings
+from core.kernel_cache import UnitsStopped
+from core.logs import job_id_var
+from core.processes import die_with_parent
+from core.queueing import JobQueue
+from core.schemas.solver_params import SolverParams, solver_params
+from core.storage.jobs import JobStore, utc_now
+from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runs import fail, hand_back, record_outcome, redis_client, worker_id

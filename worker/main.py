@@ -10,10 +10,10 @@ layer before numba is imported, which keeps both modes and process pools inside 
 What the worker adds to RQ's loop (``HingeWorker``):
 
 * Fair dequeue: before each dequeue it lists the tenants' queues least recently served first,
-  leaving out tenants at ``max_running_jobs_per_tenant`` (see ``service/queueing.py``), and
+  leaving out tenants at ``max_running_jobs_per_tenant`` (see ``core/queueing.py``), and
   re-reads that list at least every ``dequeue_poll_s`` while idle.
 * A heartbeat process (``worker/heartbeat.py``) that proves the worker alive and reaps the jobs
-  of dead workers (``service/lifecycle.py``).
+  of dead workers (``core/lifecycle.py``).
 * SIGTERM reaches the solver: RQ's warm shutdown would wait for the job to end; here it also sets
   ``worker.progress.INTERRUPT`` (inline) or forwards SIGTERM to the work horse (fork), so the
   solver stops at its next iteration check and the job checkpoints its model or is requeued.
@@ -47,11 +47,11 @@ from typing import Any
 def make_worker_class(base: type) -> Any:
     """A worker class on top of RQ's SimpleWorker or Worker (see the module docstring)."""
 
-    from service.config import get_settings
-    from service.lifecycle import release_lost_job
-    from service.queueing import JobQueue
-    from service.storage import keys
-    from service.storage.jobs import JobStore
+    from core.config import get_settings
+    from core.lifecycle import release_lost_job
+    from core.queueing import JobQueue
+    from core.storage import keys
+    from core.storage.jobs import JobStore
     from worker import warmup
     from worker.progress import INTERRUPT
 
@@ -184,15 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default=os.environ.get("HINGE_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
 
-    from service.config import get_settings
-    from service.logs import configure_logging
+    from core.config import get_settings
+    from core.logs import configure_logging
 
     settings = get_settings()
     configure_logging(args.log_level, settings.log_format)
     log = logging.getLogger("hinge.worker")
 
     if args.die_with_parent:
-        from service.processes import die_with_parent
+        from core.processes import die_with_parent
 
         die_with_parent()
         _exit_when_orphaned_too_long(settings.shutdown_grace_s, log)
@@ -200,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
 
-    from service.queueing import JobQueue
-    from service.storage.connection import resilient_client
+    from core.queueing import JobQueue
+    from core.storage.connection import resilient_client
     from worker import warmup
     from worker.heartbeat import Heartbeat
 
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     begin = time.perf_counter()
     warmup.KERNELS.seed()  # an image's kernels, copied into a cache volume that lacks them
     beat = Heartbeat(name, settings, warmup.kernel_plan()).start()  # boots while the kernels warm up
-    from service.processes import lower_priority
+    from core.processes import lower_priority
 
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     builder = warmup.start_builder()  # compiles what the machine's cache lacks, at the lowest priority

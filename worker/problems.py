@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.labels import label_key
+from core.labels import label_key
 
 
 def binary_problems(y: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:

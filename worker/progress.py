@@ -16,9 +16,9 @@ import time
 
 import redis
 
-from service.schemas.solver_params import SolverParams, solver_params
-from service.storage.capacity import is_out_of_memory
-from service.storage.jobs import JobStore
+from core.schemas.solver_params import SolverParams, solver_params
+from core.storage.capacity import is_out_of_memory
+from core.storage.jobs import JobStore
 
 INTERRUPT = threading.Event()
 """Set when this worker process was asked to stop (SIGTERM): running solvers stop at their next check."""

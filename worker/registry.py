@@ -1,7 +1,7 @@
 """Which solver function trains each `solver` name of a job, and how job params map onto it.
 
 Each adapter takes the binary problem (CSR arrays, labels in {-1, +1}), the job's parameters as its
-solver's schema reads them (``service.schemas.solver_params``: the API's own models, so the worker
+solver's schema reads them (``core.schemas.solver_params``: the API's own models, so the worker
 reads typed attributes with the API's defaults), the (negative, positive) class-weight factors, a
 SolverControl and, for the parallel solvers, how many processes or threads one problem may use;
 it returns the solver's SolverResult. Solver modules are imported lazily so that
@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams, SolverParams
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")

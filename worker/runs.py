@@ -15,15 +15,15 @@ from typing import Any
 
 import redis
 
-from service.config import get_settings, model_reserve_fraction
-from service.lifecycle import hand_back_job
-from service.queueing import JobQueue
-from service.storage import keys
-from service.storage.capacity import StorageFull
-from service.storage.connection import resilient_client
-from service.storage.jobs import JobStore, utc_now
-from service.storage.keys import new_id
-from service.storage.records import model_store
+from core.config import get_settings, model_reserve_fraction
+from core.lifecycle import hand_back_job
+from core.queueing import JobQueue
+from core.storage import keys
+from core.storage.capacity import StorageFull
+from core.storage.connection import resilient_client
+from core.storage.jobs import JobStore, utc_now
+from core.storage.keys import new_id
+from core.storage.records import model_store
 from worker.progress import INTERRUPT
 from worker.solvers.common import StopReason
 from worker.stopping import INTERRUPTED

@@ -59,9 +59,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
-from service.scoring import metrics
-from service.scoring.metrics import predicted_ranks
+from core.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
+from core.scoring import metrics
+from core.scoring.metrics import predicted_ranks
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems

@@ -26,12 +26,12 @@ import time
 
 from rq.job import Dependency
 
-from service.config import get_settings
-from service.queueing import JobQueue
-from service.schemas.solver_params import SearchParams, SolverParams, solver_params
-from service.storage import keys
-from service.storage.jobs import JobStore, utc_now
-from service.storage.records import dataset_store
+from core.config import get_settings
+from core.queueing import JobQueue
+from core.schemas.solver_params import SearchParams, SolverParams, solver_params
+from core.storage import keys
+from core.storage.jobs import JobStore, utc_now
+from core.storage.records import dataset_store
 from worker import datacache, heartbeat, warmup
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink

@@ -11,7 +11,7 @@ iterations.
 
 from __future__ import annotations
 
-from service.schemas.solver_params import SolverParams
+from core.schemas.solver_params import SolverParams
 from worker.solvers.common import SolverResult, StopReason
 
 

@@ -56,8 +56,8 @@ def available_cores() -> int:
     """Cores one job of this worker may use: ``HINGE_WORKER_CORES`` when set (``hinge serve`` sets cores //
     workers, so that workers x threads <= cores and two jobs never fight over one core), else the cores
     this process may run on."""
-    from service.config import get_settings
-    from service.processes import usable_cores
+    from core.config import get_settings
+    from core.processes import usable_cores
 
     cores = usable_cores()
 
@@ -70,7 +70,7 @@ def _child_init(threads: int) -> None:
     # gracefully, SIGALRM is RQ's timeout): a subtask process must simply die when told to.
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(number, signal.SIG_DFL)
-    from service.processes import die_with_parent
+    from core.processes import die_with_parent
 
     die_with_parent()
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from service.schemas.solver_params import (
+from core.schemas.solver_params import (
     KERNEL_SOLVERS,
     CpaParams,
     PolyKernel,
@@ -36,8 +36,8 @@ from service.schemas.solver_params import (
     SolverParams,
     solver_params,
 )
-from service.scoring.metrics import pairwise_accuracy, roc_auc
-from service.scoring.models import Scorer, csr
+from core.scoring.metrics import pairwise_accuracy, roc_auc
+from core.scoring.models import Scorer, csr
 from worker import registry
 from worker.folds import subset
 from worker.problems import job_problems, n_binary_problems, uses_one_vs_one

@@ -6,7 +6,7 @@ them from the cache takes under a second. So a worker does not wait for all of t
 1. It compiles (or loads) ``dcd``, what most jobs use, then takes jobs.
 2. A builder process (``run_builder``, at the lowest CPU priority, so jobs and requests go first)
    compiles the units the machine's cache lacks, sharing them with the other workers' builders through
-   the cache's unit locks (``service.kernel_cache``): two workers on two cores compile two units at a
+   the cache's unit locks (``core.kernel_cache``): two workers on two cores compile two units at a
    time and never the same one.
 3. A job whose solver is not warm in the worker yet makes it warm before training
    (``ensure_solver``): loaded from the cache if it was built, compiled there if nobody has started it
@@ -26,8 +26,8 @@ import os
 import time
 from collections.abc import Callable
 
-from service.kernel_cache import KernelSet, KernelUnit, UnitsStopped, read_marker
-from service.processes import die_with_parent
+from core.kernel_cache import KernelSet, KernelUnit, UnitsStopped, read_marker
+from core.processes import die_with_parent
 
 log = logging.getLogger("hinge.worker")
 
@@ -214,8 +214,8 @@ def run_builder(parent_pid: int) -> None:
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the worker, which stops this process
-    from service.config import get_settings
-    from service.logs import configure_logging
+    from core.config import get_settings
+    from core.logs import configure_logging
 
     configure_logging(os.environ.get("HINGE_LOG_LEVEL", "INFO"), get_settings().log_format)
 
@@ -234,55 +234,26 @@ def run_builder(parent_pid: int) -> None:
     KERNELS.build_missing(should_stop=orphaned, on_built=built)
 
 
-# -- `hinge kernels` ---------------------------------------------------------------------------------
+# -- `hinge kernels` (the solvers' part; service/cli.py adds the parser's) ------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`hinge kernels [--build] [--json]`: what this machine's kernel cache holds; --build compiles the rest."""
+    """`python -m worker.warmup [--build] [--json]`: the solvers' kernels in this machine's cache; --build
+    compiles the missing ones (`hinge kernels` runs this for the solvers and adds the upload parser)."""
     import argparse
     import json
-    import sys
 
-    from service.ingest.entry import PARSER_KERNELS
-    from service.kernel_cache import target_key
+    from core.kernel_cache import run_command, show
 
-    parser = argparse.ArgumentParser(
-        prog="hinge kernels",
-        description="Show which numba kernels this machine's cache holds (solvers and the upload parser); "
-        "--build compiles the missing ones (what a Docker build runs, and what workers do in the background).",
-    )
+    parser = argparse.ArgumentParser(prog="python -m worker.warmup", description=main.__doc__)
     parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")
     parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
     args = parser.parse_args(argv)
-    sets = {"worker.solvers": KERNELS, "service.ingest": PARSER_KERNELS}
-    if args.build:
-        for kernel_set in sets.values():
-            kernel_set.seed()
-            kernel_set.build_missing(
-                on_built=lambda unit, seconds: print(f"compiled {unit.name} in {seconds:.1f} s", file=sys.stderr)
-            )
-    state = {
-        "target": json.loads(target_key()),
-        "caches": {package: str(kernel_set.units[0].cache_dir()) for package, kernel_set in sets.items()},
-        "units": {
-            unit.name: info
-            for kernel_set in sets.values()
-            for unit, info in zip(kernel_set.units, kernel_set.status().values())
-        },
-        "solvers_ready": built_solvers(),
-    }
+    state = run_command({PACKAGE: KERNELS}, args.build, lambda: {"solvers_ready": built_solvers()})
     if args.json:
         print(json.dumps(state, indent=2))
     else:
-        print(
-            f"compile target: numba {state['target'][0]}, Python {'.'.join(map(str, state['target'][1]))}, CPU {state['target'][2][1]}"
-        )
-        for package, folder in state["caches"].items():
-            print(f"cache of {package}: {folder}")
-        for name, info in state["units"].items():
-            how = f"{info['seconds']:.1f} s to compile" if info["seconds"] is not None else ""
-            print(f"  {name:<14} {'built' if info['built'] else 'missing':<8} {how}")
-        print(f"solvers ready: {', '.join(state['solvers_ready']) or 'none'}")
+        show(state)
     missing = [name for name, info in state["units"].items() if not info["built"]]
     return 1 if args.build and missing else 0
 

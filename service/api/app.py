@@ -11,23 +11,23 @@ import redis
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from core.config import Settings, get_settings, model_reserve_fraction
+from core.lifecycle import start_reaper_thread
+from core.logs import request_id_var
+from core.queueing import JobQueue
+from core.schemas.model_files import ModelDocument
+from core.schemas.models import PredictRequest
+from core.storage.capacity import StorageFull, is_out_of_memory
+from core.storage.connection import resilient_client
+from core.storage.jobs import JobStore
+from core.storage.records import dataset_store, model_store
 from service.api.deps import key_digests_from, reject_unknown_query
 from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
 from service.api.routes import datasets, evaluation, health, job_events, jobs, model_files, models, plots
 from service.api.routes.ui import install_ui
-from service.config import Settings, get_settings, model_reserve_fraction
 from service.ingest.pool import IngestPool
-from service.lifecycle import start_reaper_thread
-from service.logs import request_id_var
-from service.queueing import JobQueue
-from service.schemas.model_files import ModelDocument
-from service.schemas.models import PredictRequest
-from service.storage.capacity import StorageFull, is_out_of_memory
-from service.storage.connection import resilient_client
-from service.storage.jobs import JobStore
-from service.storage.records import dataset_store, model_store
 
 log = logging.getLogger("hinge.api")
 

@@ -16,10 +16,10 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from core.config import Settings
+from core.storage.jobs import JobStore
+from core.storage.records import RecordStore
 from service.api.errors import ApiError, not_found
-from service.config import Settings
-from service.storage.jobs import JobStore
-from service.storage.records import RecordStore
 
 PUBLIC_TENANT = "public"
 
@@ -57,7 +57,7 @@ async def tenant_dep(request: Request, credentials: HTTPAuthorizationCredentials
     """The tenant of the caller: 'public' when no keys are configured, else the key's tenant (401 without one).
 
     Keys come from the HINGE_API_KEYS setting and from Redis (`hinge keys create`); both are
-    compared by their SHA-256 digests in constant time (see service/storage/apikeys.py).
+    compared by their SHA-256 digests in constant time (see core/storage/apikeys.py).
     """
     key_digests: list[tuple[bytes, str]] = request.app.state.key_digests
     if not key_digests and not _redis_keys_active(request):
@@ -75,7 +75,7 @@ async def tenant_dep(request: Request, credentials: HTTPAuthorizationCredentials
         if hmac.compare_digest(known, digest):
             tenant = owner
     if tenant is None:
-        from service.storage.apikeys import ApiKeyStore
+        from core.storage.apikeys import ApiKeyStore
 
         tenant = ApiKeyStore(request.app.state.redis).tenant_of(credentials.credentials)
     if tenant is None:
@@ -93,7 +93,7 @@ def _redis_keys_active(request: Request) -> bool:
     now = time.monotonic()
     if cached is not None and now - cached[1] < _ACTIVE_CACHE_S:
         return cached[0]
-    from service.storage.apikeys import ApiKeyStore
+    from core.storage.apikeys import ApiKeyStore
 
     active = ApiKeyStore(state.redis).any_active()
     state.redis_keys_active = (active, now)

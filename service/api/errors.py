@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.schemas.solver_params import KERNEL_TYPES, PARAMS_BY_SOLVER
+from core.schemas.solver_params import KERNEL_TYPES, PARAMS_BY_SOLVER
 
 log = logging.getLogger("hinge.api")
 

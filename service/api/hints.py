@@ -21,7 +21,7 @@ import typing
 
 from pydantic import BaseModel
 
-from service.config import Settings
+from core.config import Settings
 
 
 def setting_variable(name: str) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from core.config import Settings
+from core.schemas.solver_params import KERNEL_SOLVERS
 from service.api.errors import unprocessable
-from service.config import Settings
-from service.schemas.solver_params import KERNEL_SOLVERS
 
 
 def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:

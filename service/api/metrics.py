@@ -22,9 +22,9 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from service.lifecycle import live_worker_count
-from service.queueing import JobQueue
-from service.storage import keys
+from core.lifecycle import live_worker_count
+from core.queueing import JobQueue
+from core.storage import keys
 
 log = logging.getLogger("hinge.api")
 

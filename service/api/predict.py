@@ -1,6 +1,6 @@
 """Predict requests in the API process: JSON rows to a sparse matrix, and the cache of loaded models.
 
-No numba here: models are scored by ``service.scoring`` with numpy and scipy.
+No numba here: models are scored by ``core.scoring`` with numpy and scipy.
 """
 
 from __future__ import annotations

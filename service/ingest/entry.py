@@ -10,14 +10,14 @@ from __future__ import annotations
 import atexit
 import os
 
-from service.kernel_cache import KernelSet, KernelUnit
-from service.processes import die_with_parent, lower_priority
+from core.kernel_cache import KernelSet, KernelUnit
+from core.processes import die_with_parent, lower_priority
 
 PARSER_KERNELS = KernelSet(
     (KernelUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
 )
 """The parser's kernels: one unit, compiled by one ingest process of the machine while the others wait for it
-(``service.kernel_cache``; defining it imports no numba)."""
+(``core.kernel_cache``; defining it imports no numba)."""
 
 _clients: dict = {}
 
@@ -30,7 +30,7 @@ def init_process() -> None:
     handler runs first. Results have been written by then (the pool's result queue is synchronous).
     """
     die_with_parent()
-    from service.config import get_settings
+    from core.config import get_settings
 
     lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
     PARSER_KERNELS.seed()
@@ -69,6 +69,9 @@ def ingest(
 
     import redis
 
+    from core.labels import label_key
+    from core.storage.capacity import StorageFull, is_out_of_memory
+    from core.storage.records import dataset_store
     from service.ingest.parser import (
         FollowedFile,
         ParseLimits,
@@ -77,9 +80,6 @@ def ingest(
         UploadParseError,
         parse_into,
     )
-    from service.labels import label_key
-    from service.storage.capacity import StorageFull, is_out_of_memory
-    from service.storage.records import dataset_store
 
     client = _clients.get(redis_url)
     if client is None:

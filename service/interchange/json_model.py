@@ -1,4 +1,4 @@
-"""The JSON model document (schema: ``service.schemas.model_files.ModelDocument``): written in pieces, read back.
+"""The JSON model document (schema: ``core.schemas.model_files.ModelDocument``): written in pieces, read back.
 
 Numbers are written with 17 significant digits at most (the shortest text that reads back as the
 same double), so export then import gives the same model bit for bit.
@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from pydantic import ValidationError
 
+from core.schemas.model_files import ModelDocument
 from service.interchange.common import ExportRefused, ModelFileError
-from service.schemas.model_files import ModelDocument
 
 NUMBERS_PER_PIECE = 8192
 STRUCTURAL = (

@@ -7,7 +7,7 @@ j of a zero-based one). Outputs:
   the rank; absent for models that only score);
 - ``scores``: float32, [N] for two labels and for pairwise models (positive means the larger label),
   [N, k] for one-vs-rest models (one column per label, ascending) and one-vs-one models (votes plus
-  squashed confidences, as ``service.scoring.models``);
+  squashed confidences, as ``core.scoring.models``);
 - ``probabilities`` float32 [N, n_classes], for calibrated models with the ``platt_ovr`` or ``multinomial``
   method (a softmax over the scores).
 

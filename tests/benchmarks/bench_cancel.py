@@ -55,7 +55,7 @@ PARAMS = {
 
 def full_params(solver: str, overrides: dict) -> dict:
     """The job's params as the API stores them (schema defaults filled in)."""
-    from service.schemas import solver_params
+    from core.schemas import solver_params
 
     schema = getattr(solver_params, PARAMS[solver])
     return schema.model_validate(overrides).model_dump(mode="json", by_alias=True)

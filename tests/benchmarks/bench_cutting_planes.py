@@ -47,8 +47,8 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.svm import LinearSVC
 
-from service.scoring.metrics import pairwise_accuracy
-from service.scoring.metrics import predicted_ranks as predict_ranks
+from core.scoring.metrics import pairwise_accuracy
+from core.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
 from tests.benchmarks.environment import machine

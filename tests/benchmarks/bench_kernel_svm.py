@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
-from service.scoring.kernel import KernelExpansion
+from core.scoring.kernel import KernelExpansion
 from tests import naive
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
 from tests.benchmarks.environment import machine

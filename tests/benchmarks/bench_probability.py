@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from service.scoring.models import Scorer
+from core.scoring.models import Scorer
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
 

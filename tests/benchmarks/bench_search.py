@@ -34,8 +34,8 @@ os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
 
-from service.schemas.solver_params import solver_params  # noqa: E402
-from service.scoring import metrics  # noqa: E402
+from core.schemas.solver_params import solver_params  # noqa: E402
+from core.scoring import metrics  # noqa: E402
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
 from tests.benchmarks.environment import machine
 from tests.helpers import NullSink  # noqa: E402
@@ -119,7 +119,7 @@ SPEEDUP_DATA = {"a9a": ("a9a.svm.gz", None), "sector": ("sector.scale.svm.gz", 5
 
 def _search_params(processes: int, measure_cold: bool = False) -> dict:
     """dcd with the schema's defaults (what a job gets), an 8-value C grid, 5 folds."""
-    from service.schemas.solver_params import DcdParams
+    from core.schemas.solver_params import DcdParams
 
     search = {
         "C": GRID,

@@ -33,10 +33,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
+from core.scoring.models import Scorer
 from service.interchange.liblinear import write_liblinear
 from service.interchange.libsvm import write_libsvm
 from service.interchange.onnx_model import write_onnx
-from service.scoring.models import Scorer
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
 
@@ -52,7 +52,7 @@ def load(name: str):
 
 
 def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
-    from service.schemas.solver_params import PARAMS_BY_SOLVER
+    from core.schemas.solver_params import PARAMS_BY_SOLVER
     from worker.training import train_model
 
     base = {

@@ -31,7 +31,7 @@ of the widest gap between consecutive distinct scores among the minimisers (belo
 above the largest score when that is best); then theta is made non-decreasing by a running maximum.
 The predicted rank of s is ranks[#{k : s > theta_k}].
 
-The metrics on scores (ROC AUC, pairwise accuracy, predicted ranks) live in ``service.scoring.metrics``,
+The metrics on scores (ROC AUC, pairwise accuracy, predicted ranks) live in ``core.scoring.metrics``,
 shared by the API and the workers.
 """
 

@@ -8,6 +8,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from core.schemas.base import ErrorResponse
+from core.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
+from core.storage.jobs import utc_now
+from core.storage.keys import new_id
 from service.api.deps import DatasetIdPath, DatasetRecord, DatasetStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.uploads import (
@@ -19,10 +23,6 @@ from service.api.uploads import (
     spool_upload,
     write_marker,
 )
-from service.schemas.base import ErrorResponse
-from service.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
-from service.storage.jobs import utc_now
-from service.storage.keys import new_id
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 

@@ -6,13 +6,13 @@ import numpy as np
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from core.schemas.base import ErrorResponse
+from core.schemas.evaluation import EvaluateRequest, EvaluationOut
+from core.scoring import metrics
+from core.scoring.models import Scorer, csr
 from service.api.deps import DatasetStoreDep, ModelIdPath, ModelStoreDep, TenantDep
 from service.api.errors import not_found
 from service.api.routes.models import ERRORS, load_model
-from service.schemas.base import ErrorResponse
-from service.schemas.evaluation import EvaluateRequest, EvaluationOut
-from service.scoring import metrics
-from service.scoring.models import Scorer, csr
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

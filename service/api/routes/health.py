@@ -7,9 +7,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from core.lifecycle import worker_beats
+from core.schemas.base import ErrorResponse
 from service.api.errors import error_response
-from service.lifecycle import worker_beats
-from service.schemas.base import ErrorResponse
 
 router = APIRouter(tags=["health"])
 

@@ -25,10 +25,10 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from core.storage.jobs import FINAL_STATES, JobStore
 from service.api.deps import JobIdPath, JobStoreDep, TenantDep
 from service.api.errors import not_found, unprocessable
 from service.api.routes.jobs import ERRORS, job_view
-from service.storage.jobs import FINAL_STATES, JobStore
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -2,7 +2,7 @@
 
 A submission is stored and put in the enqueue outbox in one atomic step, refused with 429 when the
 tenant already has ``max_queued_jobs_per_tenant`` queued jobs, then enqueued into the tenant's own
-RQ queue (``service/queueing.py``: per-tenant queues served least recently served first).
+RQ queue (``core/queueing.py``: per-tenant queues served least recently served first).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
 
+from core.schemas.base import ErrorResponse
+from core.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
+from core.storage.jobs import FINAL_STATES, JobStore, utc_now
+from core.storage.keys import new_id
 from service.api.deps import DatasetStoreDep, JobRecord, JobStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
-from service.schemas.base import ErrorResponse
-from service.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
-from service.storage.jobs import FINAL_STATES, JobStore, utc_now
-from service.storage.keys import new_id
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -16,16 +16,16 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from core.schemas.enums import ExportFormat, ImportFormat
+from core.schemas.models import ModelOut
+from core.storage.jobs import utc_now
+from core.storage.keys import new_id
 from service.api.deps import ModelRecord, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
 from service.api.routes.models import model_view
 from service.api.uploads import FILE_FIELD, remove_quietly, spool_upload
 from service.interchange.common import ExportRefused
-from service.schemas.enums import ExportFormat, ImportFormat
-from service.schemas.models import ModelOut
-from service.storage.jobs import utc_now
-from service.storage.keys import new_id
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

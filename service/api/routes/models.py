@@ -9,14 +9,14 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from core.schemas.base import ErrorResponse
+from core.schemas.jobs import TraceOut
+from core.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
+from core.scoring.models import Scorer
+from core.storage.records import RecordStore
 from service.api.deps import JobStoreDep, ModelIdPath, ModelRecord, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found, parse_body, read_body_limited
 from service.api.predict import rows_to_matrix
-from service.schemas.base import ErrorResponse
-from service.schemas.jobs import TraceOut
-from service.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
-from service.scoring.models import Scorer
-from service.storage.records import RecordStore
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -11,11 +11,11 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from core.schemas.base import ErrorResponse
+from core.storage.jobs import JobStore
 from service import plots
 from service.api.deps import JobRecord, JobStoreDep, ModelRecord
 from service.api.errors import ApiError
-from service.schemas.base import ErrorResponse
-from service.storage.jobs import JobStore
 
 router = APIRouter(tags=["plots"])
 

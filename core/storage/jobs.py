@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 import redis
 
-from service.storage import keys
-from service.storage.connection import text
+from core.storage import keys
+from core.storage.connection import text
 
 FINAL_STATES = ("succeeded", "failed", "canceled")
 JSON_FIELDS = ("params", "progress", "error", "search_results", "subtasks")

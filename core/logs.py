@@ -97,7 +97,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
 def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
     """A ``log_config`` for uvicorn.run that uses these formatters."""
     fmt = resolve_format(fmt)
-    formatter = {"()": "service.logs.JsonFormatter"} if fmt == "json" else {"()": "service.logs.TextFormatter"}
+    formatter = {"()": "core.logs.JsonFormatter"} if fmt == "json" else {"()": "core.logs.TextFormatter"}
     handler = {
         "class": "logging.StreamHandler",
         "stream": "ext://sys.stderr",
@@ -107,7 +107,7 @@ def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": "service.logs.ContextFilter"}},
+        "filters": {"context": {"()": "core.logs.ContextFilter"}},
         "formatters": {"main": formatter},
         "handlers": {"main": handler},
         "loggers": {

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import redis
 
-from service.storage import keys
+from core.storage import keys
 
 STAGING_TTL_S = 6 * 3600
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, StrictBool, model_validator
 
-from service.schemas.base import StrictModel
+from core.schemas.base import StrictModel
 
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""

@@ -16,7 +16,7 @@ API died between storing and enqueueing it) is skipped, never run twice.
 
 The outbox. A job record is created together with an entry in the outbox sorted set; the entry
 is removed once the RQ job exists. An API killed in between leaves the entry behind and the reaper
-(``service.lifecycle``) enqueues it: no accepted job is lost.
+(``core.lifecycle``) enqueues it: no accepted job is lost.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from rq import Queue
 from rq.job import Job as RQJob
 from rq.serializers import JSONSerializer
 
-from service.config import Settings
-from service.storage import keys
-from service.storage.connection import text
+from core.config import Settings
+from core.storage import keys
+from core.storage.connection import text
 
 TRAIN_FUNCTION = "worker.jobs.train"
 
@@ -98,7 +98,7 @@ class JobQueue:
 
     def sweep_outbox(self, older_than_s: float = 10.0) -> int:
         """Enqueue jobs left in the outbox for longer than ``older_than_s`` (their API died); returns how many."""
-        from service.storage.jobs import JobStore
+        from core.storage.jobs import JobStore
 
         jobs = JobStore(self.client)
         done = 0

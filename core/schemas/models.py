@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 
-from service.schemas.base import Page, ResponseModel, StrictModel
-from service.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, SolverName, StopReason, Task
-from service.schemas.model_files import Calibration
+from core.schemas.base import Page, ResponseModel, StrictModel
+from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, SolverName, StopReason, Task
+from core.schemas.model_files import Calibration
 
 
 class StoppingRule(ResponseModel):

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import redis
 
-from service.storage import aof, arrays, capacity, keys
-from service.storage.connection import text
+from core.storage import aof, arrays, capacity, keys
+from core.storage.connection import text
 
 
 class RecordStore:
@@ -42,7 +42,7 @@ class RecordStore:
     def create(self, meta: dict, array_map: Mapping[str, np.ndarray]) -> dict:
         """Store arrays and metadata atomically; ``meta`` must hold ``id`` and ``tenant``. Returns meta.
 
-        Raises ``StorageFull`` (and stores nothing) when Redis has no room for it (service/storage/capacity.py).
+        Raises ``StorageFull`` (and stores nothing) when Redis has no room for it (core/storage/capacity.py).
         """
         owner = self.key_of(meta["id"])
         manifest: dict = {}

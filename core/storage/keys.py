@@ -52,7 +52,7 @@ def tenant_index(tenant: str, kind: str) -> str:
     return f"{PREFIX}:tenant:{tenant}:{kind}"
 
 
-# -- job life cycle bookkeeping (maintained by the transition scripts in service.storage.jobs) -----
+# -- job life cycle bookkeeping (maintained by the transition scripts in core.storage.jobs) -----
 
 
 def jobs_running() -> str:

@@ -25,13 +25,13 @@ Redis was down for longer than a lease every liveness key is gone when it comes 
 therefore does nothing while Redis's uptime is below ``worker_lease_s``: live workers have
 rewritten their keys by then.
 
-The reaper also sweeps the enqueue outbox (``service.queueing``): a job accepted by an API that
+The reaper also sweeps the enqueue outbox (``core.queueing``): a job accepted by an API that
 died before it reached RQ is enqueued. With ``job_ttl_s`` set it deletes the jobs that finished
 longer ago than that (record, trace, cancel flag; their models stay).
 
 Where it sits. The API (its reaper thread, /healthz, /metrics), ``hinge serve`` and the workers
 (the heartbeat's reaper, a stopping worker's hand-back) all use this module, so it imports only
-``service.config``, ``service.queueing`` and ``service.storage``: no FastAPI, nothing of worker/
+``core.config``, ``core.queueing`` and ``core.storage``: no FastAPI, nothing of worker/
 (``tests/test_import_graph.py`` checks that imports run one way).
 """
 
@@ -46,11 +46,11 @@ from typing import Any
 
 import redis
 
-from service.config import Settings
-from service.queueing import JobQueue
-from service.storage import keys
-from service.storage.connection import text
-from service.storage.jobs import JobStore, utc_now
+from core.config import Settings
+from core.queueing import JobQueue
+from core.storage import keys
+from core.storage.connection import text
+from core.storage.jobs import JobStore, utc_now
 
 log = logging.getLogger("hinge.lifecycle")
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from service.schemas.base import Page, ResponseModel, StrictModel
-from service.schemas.enums import SolverName, StopReason
-from service.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
+from core.schemas.base import Page, ResponseModel, StrictModel
+from core.schemas.enums import SolverName, StopReason
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
 
 DATASET_ID = Field(description="Id of the uploaded training data set.", max_length=100)
 

@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import Field
 
-from service.schemas.base import Page, ResponseModel
+from core.schemas.base import Page, ResponseModel
 
 
 class DatasetFormat(str, Enum):

@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     cancel_poll_s: float = Field(
         default=0.1, gt=0, description="How often a running solver looks for a cancel request in Redis."
     )
-    # -- line limit, per-tenant fairness, crash recovery (worker/heartbeat.py, service/lifecycle.py), Redis restarts
+    # -- line limit, per-tenant fairness, crash recovery (worker/heartbeat.py, core/lifecycle.py), Redis restarts
     max_line_bytes: int = Field(
         default=256 * MiB,
         ge=1024,

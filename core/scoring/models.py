@@ -16,7 +16,7 @@ first in the file), and the per-class scores (columns in the order of ``labels``
 votes plus the summed pairwise confidences squashed into (-1/3, 1/3) (scikit-learn's one-vs-rest
 shape of a one-vs-one model), so that their argmax is the voted label whenever the vote is not tied.
 
-Calibrated models (``meta["probability"]``) also give class probabilities; see ``service.scoring.probability``.
+Calibrated models (``meta["probability"]``) also give class probabilities; see ``core.scoring.probability``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from service.labels import label_value
-from service.scoring.kernel import KernelExpansion
-from service.scoring.metrics import predicted_ranks
-from service.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
+from core.labels import label_value
+from core.scoring.kernel import KernelExpansion
+from core.scoring.metrics import predicted_ranks
+from core.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
 
 SCORE_BLOCK_NNZ = 1 << 22
 """Linear models score a sparse matrix by blocks of rows holding about this many stored values."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from service.schemas.base import ResponseModel, StrictModel
+from core.schemas.base import ResponseModel, StrictModel
 
 
 class EvaluateRequest(StrictModel):

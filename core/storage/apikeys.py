@@ -26,9 +26,9 @@ from typing import Any
 
 import redis
 
-from service.storage import keys
-from service.storage.connection import text
-from service.storage.jobs import utc_now
+from core.storage import keys
+from core.storage.connection import text
+from core.storage.jobs import utc_now
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_PATTERN = re.compile(r"^hinge_([0-9a-f]{16})_[A-Za-z0-9_-]{20,}$")

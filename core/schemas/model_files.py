@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.schemas.base import StrictModel
-from service.schemas.enums import ModelKind, Multiclass, SolverName, StopReason, Task
+from core.schemas.base import StrictModel
+from core.schemas.enums import ModelKind, Multiclass, SolverName, StopReason, Task
 
 
 class Calibration(BaseModel):
