@@ -48,8 +48,10 @@ import redis
 
 from core.config import Settings
 from core.queueing import JobQueue
+from core.schemas.jobs import JobStatus
 from core.storage import keys
 from core.storage.connection import text
+from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, utc_now
 
 log = logging.getLogger("hinge.lifecycle")
@@ -82,31 +84,31 @@ def live_worker_count(client: redis.Redis, ready_only: bool = True) -> int:
     return sum(1 for beat in beats.values() if beat.get("ready", True) or not ready_only)
 
 
-def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) -> str | None:
+def release_lost_job(jobs: JobStore, queue: JobQueue, job: JobRecord, reason: str) -> str | None:
     """Requeue (retries left) or fail (`worker_lost`) a running job whose worker is gone.
 
     Fenced on the run number seen in ``job``: returns "requeued", "failed", or None when the job
     had already moved on (another reaper or the worker itself got there first).
     """
-    job_id = job["id"]
-    run = str(job.get("attempts", "0"))
-    lost = int(job.get("lost", 0) or 0) + 1
-    retries = int((job.get("params") or {}).get("retries", 1))
+    job_id = job.id
+    run = str(job.attempts)
+    lost = job.lost + 1
+    retries = job.retries
     if lost <= retries:
         moved = jobs.transition(
             job_id,
-            ("running",),
-            "queued",
+            (JobStatus.running,),
+            JobStatus.queued,
             fence=("attempts", run),
             delete=("started_at", "worker", "started_ts"),
             lost=lost,
-            last_loss=json.dumps({"reason": reason, "at": utc_now()}),
+            last_loss={"reason": reason, "at": utc_now()},
         )
         if not moved:
             return None
         jobs.count_event("lost")
         jobs.count_event("retried")
-        queue.enqueue(job_id, job["tenant"], at_front=True, description=f"retry {lost} of {job_id} ({reason})")
+        queue.enqueue(job_id, job.tenant, at_front=True, description=f"retry {lost} of {job_id} ({reason})")
         log.warning(
             "job %s lost (%s); queued again (retry %d of %d)", job_id, reason, lost, retries, extra={"job_id": job_id}
         )
@@ -114,8 +116,8 @@ def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) ->
     message = f"the worker running this job stopped ({reason}) and the job's retries ({retries}) are used up"
     moved = jobs.transition(
         job_id,
-        ("running",),
-        "failed",
+        (JobStatus.running,),
+        JobStatus.failed,
         fence=("attempts", run),
         lost=lost,
         finished_at=utc_now(),
@@ -128,24 +130,24 @@ def release_lost_job(jobs: JobStore, queue: JobQueue, job: dict, reason: str) ->
     return None
 
 
-def hand_back_job(jobs: JobStore, queue: JobQueue, job: dict, why: str) -> bool:
+def hand_back_job(jobs: JobStore, queue: JobQueue, job: JobRecord, why: str) -> bool:
     """Put a running job back at the front of its queue; its retries are not used up (it was stopped, not lost).
 
     Fenced on the run number in ``job``: False when the job had already moved on.
     """
-    run = str(job.get("attempts", "0"))
     moved = jobs.transition(
-        job["id"], ("running",), "queued", fence=("attempts", run), delete=("started_at", "worker", "started_ts")
+        job.id,
+        (JobStatus.running,),
+        JobStatus.queued,
+        fence=("attempts", str(job.attempts)),
+        delete=("started_at", "worker", "started_ts"),
     )
     if moved:
         jobs.count_event("requeued_on_shutdown")
         queue.enqueue(
-            job["id"],
-            job["tenant"],
-            at_front=True,
-            description=f"train {job['solver']} on {job['dataset_id']} (handed back)",
+            job.id, job.tenant, at_front=True, description=f"train {job.solver} on {job.dataset_id} (handed back)"
         )
-        log.warning("job handed back to the queue: %s", why, extra={"job_id": job["id"]})
+        log.warning("job handed back to the queue: %s", why, extra={"job_id": job.id})
     return moved
 
 
@@ -165,9 +167,9 @@ def hand_back_jobs_of_workers(client: redis.Redis, settings: Settings, pids: set
     moved = []
     for job_id in jobs.running_ids():
         job = jobs.get(job_id)
-        if job is None or job.get("status") != "running":
+        if job is None or job.status is not JobStatus.running:
             continue
-        worker_id = job.get("worker", "")
+        worker_id = job.worker or ""
         if (
             worker_pid(worker_id) in pids
             and worker_id.rsplit(".", 2)[0] == host
@@ -199,7 +201,7 @@ class Reaper:
         beats = worker_beats(self.client)
         for job_id in self.jobs.running_ids():
             job = self.jobs.get(job_id)
-            if job is None or job.get("status") != "running":
+            if job is None or job.status is not JobStatus.running:
                 continue
             reason = self._lost_reason(job, beats)
             if reason is None:
@@ -251,20 +253,16 @@ class Reaper:
                 else:
                     stale[rq_job_id] = entry
             queued = [text(raw) for raw in self.client.smembers(keys.tenant_jobs_in(tenant, "queued"))]
-            with self.client.pipeline(transaction=False) as pipe:
-                for job_id in queued:
-                    pipe.hmget(keys.job(job_id), "status", "rq_job_id")
-                fields = pipe.execute()
-            for job_id, (status, rq_raw) in zip(queued, fields):
-                rq_job_id = rq_raw.decode() if rq_raw else ""
-                if status != b"queued" or job_id in outbox or rq_job_id in held:
+            for job_id, (status, rq_stored) in zip(queued, self.jobs.statuses(queued)):
+                rq_job_id = rq_stored or ""
+                if status != JobStatus.queued.value or job_id in outbox or rq_job_id in held:
                     continue
                 first = self._orphans_seen.get(job_id, now)
                 seen[job_id] = first
                 if now - first <= self.settings.worker_lease_s:
                     continue
                 job = self.jobs.get(job_id)
-                if job is None or job.get("status") != "queued" or job.get("rq_job_id", "") != rq_job_id:
+                if job is None or job.status is not JobStatus.queued or (job.rq_job_id or "") != rq_job_id:
                     continue
                 self.queue.enqueue(
                     job_id, tenant, at_front=True, description=f"{job_id} again (its worker died before starting it)"
@@ -283,15 +281,14 @@ class Reaper:
         self._orphans_seen = seen
         return rescued
 
-    def _lost_reason(self, job: dict, beats: dict[str, dict]) -> str | None:
-        worker_id = job.get("worker")
-        if not worker_id:
+    def _lost_reason(self, job: JobRecord, beats: dict[str, dict]) -> str | None:
+        if not job.worker:
             return None
-        beat = beats.get(worker_id)
+        beat = beats.get(job.worker)
         if beat is None:
             return "worker heartbeat stopped"
-        started = float(job.get("started_ts", 0) or 0)
-        if beat.get("job") != job["id"] and float(beat.get("ts", 0)) > started + 1.0:
+        started = job.started_ts or 0.0
+        if beat.get("job") != job.id and float(beat.get("ts", 0)) > started + 1.0:
             return "worker no longer runs the job"
         return None
 

@@ -29,8 +29,10 @@ from rq.job import Job as RQJob
 from rq.serializers import JSONSerializer
 
 from core.config import Settings
+from core.schemas.jobs import JobStatus
 from core.storage import keys
 from core.storage.connection import text
+from core.storage.jobs import JobStore
 
 TRAIN_FUNCTION = "worker.jobs.train"
 
@@ -61,9 +63,9 @@ class JobQueue:
 
     def enqueue(self, job_id: str, tenant: str, *, at_front: bool = False, description: str | None = None) -> str:
         """Put the job into its tenant's queue under a fresh RQ job id; returns that id."""
-        n = self.client.hincrby(keys.job(job_id), "enqueues", 1)
+        n = self.client.hincrby(keys.job(job_id), "enqueues", 1)  # JobRecord.enqueues, counted atomically
         rq_job_id = f"{job_id}_r{n}"
-        self.client.hset(keys.job(job_id), "rq_job_id", rq_job_id)
+        JobStore(self.client).update(job_id, rq_job_id=rq_job_id)
         self.client.sadd(keys.fair_tenants(self.base), tenant)
         self.tenant_queue(tenant).enqueue(
             TRAIN_FUNCTION,
@@ -98,16 +100,14 @@ class JobQueue:
 
     def sweep_outbox(self, older_than_s: float = 10.0) -> int:
         """Enqueue jobs left in the outbox for longer than ``older_than_s`` (their API died); returns how many."""
-        from core.storage.jobs import JobStore
-
         jobs = JobStore(self.client)
         done = 0
         for raw in self.client.zrangebyscore(keys.jobs_outbox(), "-inf", time.time() - older_than_s):
             job_id = text(raw)
             job = jobs.get(job_id)
-            if job is None or job.get("status") != "queued":
+            if job is None or job.status is not JobStatus.queued:
                 self.client.zrem(keys.jobs_outbox(), job_id)
                 continue
-            self.enqueue(job_id, job["tenant"], description=f"train {job.get('solver')} on {job.get('dataset_id')}")
+            self.enqueue(job_id, job.tenant, description=f"train {job.solver} on {job.dataset_id}")
             done += 1
         return done

@@ -307,7 +307,8 @@ class Supervisor:
         try:
             jobs = JobStore(self._redis_client())
             for job_id in jobs.running_ids():
-                pid = worker_pid((jobs.get(job_id) or {}).get("worker", ""))
+                job = jobs.get(job_id)
+                pid = worker_pid(job.worker or "") if job is not None else None
                 if pid in pids:
                     found[pid] = job_id
         except Exception:

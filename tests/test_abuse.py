@@ -307,6 +307,8 @@ def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_p
     from core.config import Settings
     from core.lifecycle import Reaper
     from core.queueing import JobQueue
+    from core.schemas.jobs import JobStatus
+    from core.storage.job_record import JobRecord
     from core.storage.jobs import JobStore
     from service.embedded_redis import EmbeddedRedis
 
@@ -319,15 +321,15 @@ def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_p
         for n in range(3):
             job_id = f"job_rescue{n}"
             jobs.create(
-                {
-                    "id": job_id,
-                    "tenant": "t",
-                    "dataset_id": "ds_x",
-                    "solver": "dcd",
-                    "params": {},
-                    "created_at": "now",
-                    "attempts": 0,
-                }
+                JobRecord(
+                    id=job_id,
+                    tenant="t",
+                    status=JobStatus.queued,
+                    dataset_id="ds_x",
+                    solver="dcd",
+                    params={},
+                    created_at="now",
+                )
             )
             queue.enqueue(job_id, "t")
             ids.append(job_id)
@@ -348,8 +350,8 @@ def test_a_job_whose_worker_died_between_dequeue_and_start_is_queued_again(tmp_p
         reaper.pass_once()
         for job_id in ids:
             job = jobs.get(job_id)
-            assert job["status"] == "queued" and job["attempts"] == "0", job
-            assert job["rq_job_id"] == f"{job_id}_r2", job  # enqueued again under a new RQ job id
+            assert job is not None and job.status is JobStatus.queued and job.attempts == 0, job
+            assert job.rq_job_id == f"{job_id}_r2", job  # enqueued again under a new RQ job id
         waiting = [raw.decode() for raw in client.lrange(rq_queue.key, 0, -1)]
         assert sorted(waiting) == sorted(f"{j}_r2" for j in ids)
         assert client.llen(f"{rq_queue.key}:intermediate") == 0

@@ -97,29 +97,32 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
 
     from core.config import get_settings
     from core.queueing import JobQueue
+    from core.schemas.jobs import JobStatus
+    from core.storage.job_record import JobRecord
     from core.storage.jobs import JobStore
     from worker.main import make_worker_class
 
+    queued, running, succeeded = JobStatus.queued, JobStatus.running, JobStatus.succeeded
     with cluster.client() as client:
         jobs = JobStore(client)
         for job_id in ("job_capA", "job_capB"):
             assert jobs.create(
-                {
-                    "id": job_id,
-                    "tenant": "dave",
-                    "dataset_id": "ds_x",
-                    "solver": "dcd",
-                    "params": {},
-                    "created_at": "now",
-                    "attempts": 0,
-                }
+                JobRecord(
+                    id=job_id,
+                    tenant="dave",
+                    status=queued,
+                    dataset_id="ds_x",
+                    solver="dcd",
+                    params={},
+                    created_at="now",
+                )
             )
         assert (
-            jobs.transition_code("job_capA", ("queued",), "running", running_cap=1, worker="w", started_ts=time.time())
-            == 1
+            jobs.transition_code("job_capA", (queued,), running, running_cap=1, worker="w", started_ts=time.time()) == 1
         )
-        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1, worker="w") == 2
-        assert jobs.get("job_capB")["status"] == "queued" and jobs.count_in("dave", "running") == 1
+        assert jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") == 2
+        capped = jobs.get("job_capB")
+        assert capped is not None and capped.status is queued and jobs.count_in("dave", "running") == 1
 
         import os
 
@@ -144,9 +147,9 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
         finally:
             os.environ.pop("HINGE_MAX_RUNNING_JOBS_PER_TENANT")
             get_settings.cache_clear()
-        assert jobs.transition("job_capA", ("running",), "succeeded")
-        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1, worker="w") == 1
-        jobs.transition("job_capB", ("running",), "succeeded")
+        assert jobs.transition("job_capA", (running,), succeeded)
+        assert jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") == 1
+        jobs.transition("job_capB", (running,), succeeded)
 
 
 # -- access: API keys kept hashed in Redis, managed by `hinge keys`; tenant isolation on every route -----

@@ -7,7 +7,31 @@ import pytest
 import redis
 
 from core.storage import arrays, keys
+from core.storage.documents import DatasetRecord
 from core.storage.records import dataset_store
+
+
+def record_of(record_id: str, tenant: str) -> DatasetRecord:
+    """A data set's metadata with placeholder figures (these tests are about its arrays)."""
+    return DatasetRecord(
+        id=record_id,
+        tenant=tenant,
+        created_at="2026-01-01T00:00:00.000000Z",
+        format="svmlight",
+        name=record_id,
+        bytes=0,
+        sha256="",
+        n_samples=0,
+        n_features=0,
+        nnz=0,
+        labels={},
+        has_qid=False,
+        zero_based=False,
+        compressed=False,
+        text_bytes=0,
+        feature_names=None,
+        value_dtype="float64",
+    )
 
 
 @pytest.fixture()
@@ -28,13 +52,13 @@ def test_arrays_round_trip_across_many_chunks(client):
         "empty": np.zeros(0),
     }
     store = dataset_store(client, chunk_bytes=1_000)
-    store.create({"id": "ds_storage_a", "tenant": "t1", "name": "a"}, original)
+    store.create(record_of("ds_storage_a", "t1"), original)
     record = store.get("ds_storage_a", "t1")
-    assert record["arrays"]["data"]["chunks"] == 81  # 80,008 bytes in values of at most 1,000
+    assert record is not None and record.arrays["data"]["chunks"] == 81  # 80,008 bytes in values of at most 1,000
     back = store.load_arrays(record)
     for name, array in original.items():
         assert back[name].dtype == array.dtype and np.array_equal(back[name], array)
-    staged = arrays.chunk_keys(keys.dataset("ds_storage_a"), record["arrays"])
+    staged = arrays.chunk_keys(keys.dataset("ds_storage_a"), record.arrays)
     assert all(client.ttl(key) == -1 for key in staged), "committed chunks last"
 
 
@@ -48,14 +72,14 @@ def test_a_failed_write_leaves_nothing(client, monkeypatch):
 
     monkeypatch.setattr(arrays, "persist_commands", failing_persist)
     with pytest.raises(ConnectionError):
-        store.create({"id": "ds_storage_b", "tenant": "t1", "name": "b"}, {"data": np.ones(5_000)})
+        store.create(record_of("ds_storage_b", "t1"), {"data": np.ones(5_000)})
     assert list(client.scan_iter("hinge:dataset:ds_storage_b*")) == []
-    assert "ds_storage_b" not in [r["id"] for r in store.list("t1")[0]]
+    assert "ds_storage_b" not in [r.id for r in store.list("t1")[0]]
 
 
 def test_records_are_per_tenant(client):
     store = dataset_store(client, chunk_bytes=1_000)
-    store.create({"id": "ds_storage_c", "tenant": "t1", "name": "c"}, {"y": np.ones(3)})
+    store.create(record_of("ds_storage_c", "t1"), {"y": np.ones(3)})
     assert store.get("ds_storage_c", "t2") is None
     assert store.delete("ds_storage_c", "t2") is False
     assert store.get("ds_storage_c", "t1") is not None
@@ -77,7 +101,7 @@ def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_pa
         store = dataset_store(connection, chunk_bytes=1 << 20)
         payload = {"data": np.arange(1_000_000, dtype=np.float64)}  # 8 MB
         for i in range(3):  # 24 MB written: Redis's own rule (64 MB minimum) would not rewrite yet
-            store.create({"id": f"ds_aof{i}", "tenant": "t"}, payload)
+            store.create(record_of(f"ds_aof{i}", "t"), payload)
         info = connection.info("persistence")
         assert info["aof_base_size"] == 0 and info["aof_current_size"] > 24e6  # no rewrite so far
         # with a 16 MB minimum the next record's commit finds the file doubled since the last rewrite
@@ -88,7 +112,8 @@ def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_pa
         info = connection.info("persistence")
         assert info["aof_base_size"] > 24e6 and info["aof_last_bgrewrite_status"] == "ok"
         assert not aof.compact_if_due(connection, min_bytes=16 << 20)  # base = current now: not due
-        assert np.array_equal(store.load_arrays(store.get("ds_aof2", "t"))["data"], payload["data"])
+        stored = store.get("ds_aof2", "t")
+        assert stored is not None and np.array_equal(store.load_arrays(stored)["data"], payload["data"])
     finally:
         connection.close()
         server.stop()
@@ -115,7 +140,7 @@ def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, backg
         staged.close()
     assert manifest["data"] == {"dtype": "<f4", "shape": [5_000], "chunks": 20}
     assert all(0 < client.ttl(key) for key in arrays.chunk_keys(keys.dataset("ds_storage_p"), manifest))
-    record = store.commit({"id": "ds_storage_p", "tenant": "t1", "name": "p"}, manifest)
+    record = store.commit(record_of("ds_storage_p", "t1"), manifest)
     back = store.load_arrays(record)
     assert np.array_equal(back["data"], data) and np.array_equal(back["indices"], indices)
     assert back["data"].dtype == np.float32

@@ -244,6 +244,8 @@ def _train(http, dataset_id, solver="dcd", **params):
 
 def test_a_data_set_stored_before_value_types_trains_as_before(service, http):
     """A record without `value_dtype` (float64 arrays, as stored before) reads as float64 and trains like a float64 upload."""
+    from dataclasses import replace
+
     import redis
 
     from core.storage.records import dataset_store
@@ -251,8 +253,8 @@ def test_a_data_set_stored_before_value_types_trains_as_before(service, http):
     text = _text(FOUR_DECIMALS)
     fresh = upload(http, text, name="fresh-float64", value_dtype="float64").json()
     record, arrays = _stored(service, fresh["id"])
-    legacy = {k: v for k, v in record.items() if k not in ("arrays", "value_dtype")}
-    legacy.update(id="ds_legacy0000000000000", name="legacy")
+    legacy = replace(record, id="ds_legacy0000000000000", name="legacy", arrays={}, value_dtype=None)
+    assert "value_dtype" not in legacy.to_document()
     client = redis.Redis.from_url(service.redis_url)
     try:
         dataset_store(client, 64 << 20).create(legacy, arrays)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.storage.documents import DatasetRecord
 from core.storage.records import RecordStore
 
 DISK_MARGIN_BYTES = 16 * 1024 * 1024
@@ -44,7 +45,9 @@ class CacheDiskFull(OSError):
         self.free = free
 
 
-def load(store: RecordStore, dataset_id: str, tenant: str, cache_dir: Path, budget_bytes: int) -> tuple[dict, dict]:
+def load(
+    store: RecordStore[DatasetRecord], dataset_id: str, tenant: str, cache_dir: Path, budget_bytes: int
+) -> tuple[DatasetRecord, dict]:
     """The data set's record and arrays (memory-mapped, read-only), fetching them into the cache if needed."""
     record = store.get(dataset_id, tenant)
     if record is None:
@@ -57,7 +60,7 @@ def load(store: RecordStore, dataset_id: str, tenant: str, cache_dir: Path, budg
         try:
             os.utime(folder / "complete")
             # Copy-on-write maps: writable arrays (the type the kernels were warmed with) that never touch the file.
-            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in record["arrays"]}
+            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in record.arrays}
             return record, arrays
         except FileNotFoundError:  # another worker sharing this cache evicted the copy just now
             if attempt:
@@ -65,10 +68,10 @@ def load(store: RecordStore, dataset_id: str, tenant: str, cache_dir: Path, budg
     raise AssertionError("unreachable")
 
 
-def copy_bytes(record: dict) -> int:
+def copy_bytes(record: DatasetRecord) -> int:
     """Bytes the local copy of a data set takes (its arrays as .npy files)."""
     total = 0
-    for entry in record["arrays"].values():
+    for entry in record.arrays.values():
         count = 1
         for extent in entry["shape"]:
             count *= int(extent)
@@ -76,7 +79,9 @@ def copy_bytes(record: dict) -> int:
     return total
 
 
-def _make_room_and_fetch(store: RecordStore, record: dict, root: Path, folder: Path, budget_bytes: int) -> None:
+def _make_room_and_fetch(
+    store: RecordStore[DatasetRecord], record: DatasetRecord, root: Path, folder: Path, budget_bytes: int
+) -> None:
     root.mkdir(parents=True, exist_ok=True)
     needed = copy_bytes(record)
     _evict(root, max(0, budget_bytes - needed), keep=folder)  # least recently used first, within the budget
@@ -84,7 +89,7 @@ def _make_room_and_fetch(store: RecordStore, record: dict, root: Path, folder: P
         _evict(root, 0, keep=folder)
         free = _free_bytes(root)
         if free < needed + DISK_MARGIN_BYTES:
-            raise CacheDiskFull(record["id"], needed, max(0, free - DISK_MARGIN_BYTES), root)
+            raise CacheDiskFull(record.id, needed, max(0, free - DISK_MARGIN_BYTES), root)
     try:
         _fetch(store, record, folder)
     except OSError as exc:
@@ -96,18 +101,18 @@ def _make_room_and_fetch(store: RecordStore, record: dict, root: Path, folder: P
         except OSError as again:
             if again.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            raise CacheDiskFull(record["id"], needed, max(0, _free_bytes(root) - DISK_MARGIN_BYTES), root) from None
+            raise CacheDiskFull(record.id, needed, max(0, _free_bytes(root) - DISK_MARGIN_BYTES), root) from None
 
 
 def _free_bytes(path: Path) -> int:
     return shutil.disk_usage(path).free
 
 
-def _fetch(store: RecordStore, record: dict, folder: Path) -> None:
+def _fetch(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{record['id']}-"))
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{record.id}-"))
     try:
-        for name in record["arrays"]:
+        for name in record.arrays:
             _fetch_array(store, record, name, staging / f"{name}.npy")
         (staging / "complete").touch()
         try:
@@ -119,9 +124,9 @@ def _fetch(store: RecordStore, record: dict, folder: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _fetch_array(store: RecordStore, record: dict, name: str, path: Path) -> None:
+def _fetch_array(store: RecordStore[DatasetRecord], record: DatasetRecord, name: str, path: Path) -> None:
     """Write one stored array to an .npy file chunk by chunk (never the whole array in memory)."""
-    entry = record["arrays"][name]
+    entry = record.arrays[name]
     dtype = np.dtype(entry["dtype"])
     shape = tuple(int(n) for n in entry["shape"])
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -134,7 +139,7 @@ def _fetch_array(store: RecordStore, record: dict, name: str, path: Path) -> Non
             out.write(piece)
             written += len(piece)
     if written != expected:
-        raise KeyError(f"array {name!r} of data set {record['id']} has {written} bytes, expected {expected}")
+        raise KeyError(f"array {name!r} of data set {record.id} has {written} bytes, expected {expected}")
 
 
 def _evict(root: Path, budget_bytes: int, keep: Path) -> None:

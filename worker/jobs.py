@@ -31,12 +31,14 @@ from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent
 from core.queueing import JobQueue
+from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams, solver_params
+from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, utc_now
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
-from worker.runs import fail, hand_back, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, hand_back, record_outcome, redis_client, worker_id
 from worker.search import run_search
 from worker.solvers.common import SolverInputError
 from worker.training import TrainingOutcome, train_model
@@ -76,12 +78,12 @@ def _train(job_id: str) -> dict:
     if job is None:
         return {"skipped": "job record missing"}
     rq_job_id = _current_rq_job_id()
-    fence = ("rq_job_id", rq_job_id) if rq_job_id and job.get("rq_job_id") else None
-    run = int(job.get("attempts", 0) or 0) + 1
+    fence = ("rq_job_id", rq_job_id) if rq_job_id and job.rq_job_id else None
+    run = job.attempts + 1
     code = jobs.transition_code(
         job_id,
-        ("queued",),
-        "running",
+        (JobStatus.queued,),
+        JobStatus.running,
         fence=fence,
         running_cap=settings.max_running_jobs_per_tenant,
         started_at=utc_now(),
@@ -91,22 +93,23 @@ def _train(job_id: str) -> dict:
     )
     if code == 2:
         JobQueue(client, settings).enqueue(
-            job_id, job["tenant"], at_front=True, description=f"train {job['solver']} on {job['dataset_id']}"
+            job_id, job.tenant, at_front=True, description=f"train {job.solver} on {job.dataset_id}"
         )
         return {"deferred": "tenant at max_running_jobs_per_tenant"}
     if code != 1:
-        current = jobs.get(job_id) or {}
-        return {"skipped": f"job is {current.get('status')} (RQ job {rq_job_id}, current {current.get('rq_job_id')})"}
+        current = jobs.get(job_id)
+        status, current_rq = (current.status.value, current.rq_job_id) if current is not None else (None, None)
+        return {"skipped": f"job is {status} (RQ job {rq_job_id}, current {current_rq})"}
     mine = ("attempts", str(run))
-    log.info("job started (run %d)", run, extra={"solver": job["solver"], "dataset_id": job["dataset_id"]})
+    log.info("job started (run %d)", run, extra={"solver": job.solver, "dataset_id": job.dataset_id})
     try:
-        params = solver_params(job["solver"], job["params"])  # the API's own schema: typed, defaults filled in
+        params = solver_params(job.solver, job.params)  # the API's own schema: typed, defaults filled in
     except (KeyError, ValidationError) as exc:
         return fail(
-            jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job['solver']}: {exc}"
+            jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job.solver}: {exc}"
         )
     if INTERRUPT.is_set():
-        return hand_back(jobs, client, job, mine, "the worker was stopping when the job started")
+        return hand_back(jobs, client, job, run, "the worker was stopping when the job started")
     begin = time.monotonic()
     deadline = begin + params.max_seconds if params.max_seconds else None
     if params.search is not None and params.search.distribute:
@@ -117,42 +120,33 @@ def _train(job_id: str) -> dict:
             return fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
     stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
     if stopped == "interrupted":
-        return hand_back(jobs, client, job, mine, "the worker was stopping while the job waited for its kernels")
+        return hand_back(jobs, client, job, run, "the worker was stopping while the job waited for its kernels")
     if stopped == "canceled":
-        jobs.transition(
-            job_id,
-            ("running",),
-            "canceled",
-            fence=mine,
-            finished_at=utc_now(),
-            stop_reason="canceled",
-            error={"code": "canceled", "message": "canceled while waiting for the solver's kernels: no model"},
-        )
-        return {"status": "canceled", "model_id": None}
+        return cancel(jobs, job_id, mine, "canceled while waiting for the solver's kernels: no model")
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
-        record, arrays = datacache.load(
+        dataset, arrays = datacache.load(
             dataset_store(client, settings.chunk_bytes),
-            job["dataset_id"],
-            job["tenant"],
+            job.dataset_id,
+            job.tenant,
             settings.data_dir / "cache",
             settings.worker_cache_bytes,
         )
-        n_labels = len(record["labels"])
+        n_labels = len(dataset.labels)
         one_vs_one = getattr(params, "multiclass", "ovr") == "ovo" and n_labels > 2  # as problems.uses_one_vs_one
         n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
         outcome = train_job(
-            job["solver"], params, arrays, record["n_features"], deadline=deadline, cancel_requested=poller, sink=sink
+            job.solver, params, arrays, dataset.n_features, deadline=deadline, cancel_requested=poller, sink=sink
         )
     except datacache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
     except datacache.DatasetMissing:
         return fail(
-            jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran"
+            jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"
         )
     except SolverInputError as exc:
         return fail(jobs, job_id, mine, "invalid_params", str(exc))
@@ -164,21 +158,21 @@ def _train(job_id: str) -> dict:
 
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
-    return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
+    return record_outcome(jobs, client, job, dataset, outcome, mine, run)
 
 
-def _warm_solver(jobs: JobStore, job: dict, cancel_poll_s: float) -> str | None:
+def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:
     """Make the job's solver warm in this worker (``worker.warmup``); while another process compiles its
     kernels the job's progress says ``waiting for kernels``. Returns None, or why the wait was given up:
     ``canceled`` (a cancel request) or ``interrupted`` (the worker is stopping)."""
-    poller = CancelPoller(jobs, job["id"], cancel_poll_s)
+    poller = CancelPoller(jobs, job.id, cancel_poll_s)
 
     def waiting(unit) -> None:
         log.info("waiting for the kernels of %s (another process compiles them)", unit.name)
-        jobs.update(job["id"], progress={"phase": "waiting for kernels", "fraction": 0.0, "kernels": unit.name})
+        jobs.update(job.id, progress={"phase": "waiting for kernels", "fraction": 0.0, "kernels": unit.name})
 
     try:
-        warmup.ensure_solver(job["solver"], should_stop=poller, on_wait=waiting)
+        warmup.ensure_solver(job.solver, should_stop=poller, on_wait=waiting)
     except UnitsStopped:
         return "interrupted" if INTERRUPT.is_set() else "canceled"
     return None

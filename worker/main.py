@@ -50,6 +50,7 @@ def make_worker_class(base: type) -> Any:
     from core.config import get_settings
     from core.lifecycle import release_lost_job
     from core.queueing import JobQueue
+    from core.schemas.jobs import JobStatus
     from core.storage import keys
     from core.storage.jobs import JobStore
     from worker import warmup
@@ -137,8 +138,8 @@ def make_worker_class(base: type) -> Any:
             record = jobs.get(job_id)
             if (
                 record is not None
-                and record.get("status") == "running"
-                and record.get("worker") == os.environ.get("HINGE_WORKER_ID")
+                and record.status is JobStatus.running
+                and record.worker == os.environ.get("HINGE_WORKER_ID")
             ):
                 release_lost_job(jobs, self.hinge_queue, record, f"work horse died (wait status {ret_val})")
 

@@ -1,16 +1,17 @@
 """How a run of a job ends, shared by the job function (``worker.jobs``) and a distributed search's
-RQ jobs (``worker.search_dist``): the worker's Redis client and id, storing the outcome, failing the
-run, handing the job back to its queue.
+RQ jobs (``worker.search_dist``): the worker's Redis client and id, storing the outcome, failing or
+canceling the run, handing the job back to its queue.
 
-A run is fenced on its number (``mine = ("attempts", run)``): every write of a run succeeds only while
-the job record still names that run, so a run that was declared lost cannot overwrite the run that
-replaced it.
+A run is fenced on its number (``mine = ("attempts", str(run))``): every write of a run succeeds only
+while the job record still names that run, so a run that was declared lost cannot overwrite the run
+that replaced it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -18,9 +19,12 @@ import redis
 from core.config import get_settings, model_reserve_fraction
 from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
+from core.schemas.jobs import JobStatus
 from core.storage import keys
 from core.storage.capacity import StorageFull
 from core.storage.connection import resilient_client
+from core.storage.documents import DatasetRecord, ModelRecord
+from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, utc_now
 from core.storage.keys import new_id
 from core.storage.records import model_store
@@ -53,86 +57,90 @@ def worker_id() -> str:
 def record_outcome(
     jobs: JobStore,
     client: redis.Redis,
-    job: dict,
-    record: dict,
-    params: dict,
+    job: JobRecord,
+    dataset: DatasetRecord,
     outcome: TrainingOutcome,
     mine: tuple[str, str],
     run: int,
 ) -> dict:
     """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
     settings = get_settings()
-    job_id = job["id"]
+    job_id = job.id
     seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
     if seconds:
-        client.hincrbyfloat(keys.solver_stats(), job["solver"], seconds)
+        client.hincrbyfloat(keys.solver_stats(), job.solver, seconds)
     interrupted = (
         outcome.stop_reason is StopReason.CANCELED and INTERRUPT.is_set() and not jobs.cancel_requested(job_id)
     )
     if interrupted and (settings.shutdown_policy == "requeue" or outcome.arrays is None):
-        return hand_back(jobs, client, job, mine, "the worker was stopped (SIGTERM)")
+        return hand_back(jobs, client, job, run, "the worker was stopped (SIGTERM)")
 
     model_id = None
     if outcome.arrays is not None:
         model_id = new_id("mdl")
-        meta = dict(
+        # the model as training described it (``outcome.meta``), then where it came from
+        document = dict(
             outcome.meta,
             id=model_id,
-            tenant=job["tenant"],
+            tenant=job.tenant,
             job_id=job_id,
-            dataset_id=job["dataset_id"],
-            solver=job["solver"],
-            params=params,
-            zero_based=bool(record.get("zero_based", False)),
+            dataset_id=job.dataset_id,
+            solver=job.solver,
+            params=job.params,  # as stored with the job: the validated JSON form
+            zero_based=dataset.zero_based,
             created_at=utc_now(),
         )
         if interrupted:
-            meta["stop_reason"] = "interrupted"
-            meta["stopping_rule"] = INTERRUPTED
+            document["stop_reason"] = "interrupted"
+            document["stopping_rule"] = INTERRUPTED
         try:
-            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(meta, outcome.arrays)
+            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(
+                ModelRecord.from_document(document), outcome.arrays
+            )
         except StorageFull as exc:
             log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
             return fail(jobs, job_id, mine, "storage_full", str(exc))
     if interrupted:
-        final, stop_reason = "succeeded", "interrupted"
+        final, stop_reason = JobStatus.succeeded, "interrupted"
         jobs.count_event("interrupted")
     else:
-        final = "canceled" if outcome.stop_reason is StopReason.CANCELED else "succeeded"
+        final = JobStatus.canceled if outcome.stop_reason is StopReason.CANCELED else JobStatus.succeeded
         stop_reason = outcome.stop_reason.value
     why_none: dict[str, Any] = {}
-    if model_id is None and final == "canceled":  # say why there is no model (the error shape, code `canceled`)
+    if model_id is None and final is JobStatus.canceled:  # say why there is no model (the error shape, code `canceled`)
         message = outcome.meta.get("no_model") or "canceled before a model was complete: none was stored"
         why_none = {"error": {"code": "canceled", "message": message}}
-    done = jobs.transition(
-        job_id,
-        ("running",),
-        final,
-        fence=mine,
-        finished_at=utc_now(),
-        model_id=model_id,
-        stop_reason=stop_reason,
-        **why_none,
-    )
+    done = end(jobs, job_id, mine, final, model_id=model_id, stop_reason=stop_reason, **why_none)
     if not done:
         # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.
         if model_id is not None:
-            model_store(client, settings.chunk_bytes).delete(model_id, job["tenant"])
+            model_store(client, settings.chunk_bytes).delete(model_id, job.tenant)
         log.warning("job %s: run %d was superseded; its result is dropped", job_id, run)
         return {"status": "superseded"}
-    log.info("job %s (%s)", final, stop_reason, extra={"model_id": model_id, "solver_seconds": seconds})
-    return {"status": final, "model_id": model_id}
+    log.info("job %s (%s)", final.value, stop_reason, extra={"model_id": model_id, "solver_seconds": seconds})
+    return {"status": final.value, "model_id": model_id}
 
 
-def hand_back(jobs: JobStore, client: redis.Redis, job: dict, mine: tuple[str, str], why: str) -> dict:
-    """Put an interrupted job back at the front of its queue (its retries are not used up)."""
-    hand_back_job(jobs, JobQueue(client, get_settings()), dict(job, attempts=mine[1]), why)
+def hand_back(jobs: JobStore, client: redis.Redis, job: JobRecord, run: int, why: str) -> dict:
+    """Put an interrupted run of the job back at the front of its queue (its retries are not used up)."""
+    hand_back_job(jobs, JobQueue(client, get_settings()), replace(job, attempts=run), why)
     return {"status": "queued", "reason": why}
+
+
+def end(jobs: JobStore, job_id: str, mine: tuple[str, str], status: JobStatus, **fields) -> bool:
+    """End the run with a final status and more fields of the record; False when it is no longer this run."""
+    return jobs.transition(job_id, (JobStatus.running,), status, fence=mine, finished_at=utc_now(), **fields)
 
 
 def fail(jobs: JobStore, job_id: str, mine: tuple[str, str], code: str, message: str) -> dict:
     """End the run as ``failed`` with an error code and a message the user reads (fenced on the run)."""
-    jobs.transition(
-        job_id, ("running",), "failed", fence=mine, finished_at=utc_now(), error={"code": code, "message": message}
-    )
+    end(jobs, job_id, mine, JobStatus.failed, error={"code": code, "message": message})
     return {"status": "failed", "code": code}
+
+
+def cancel(jobs: JobStore, job_id: str, mine: tuple[str, str], no_model: str | None = None) -> dict:
+    """End the run as ``canceled`` before training gave a model (fenced on the run); ``no_model`` says why
+    there is none, as the error shape with code ``canceled``."""
+    why = {"code": "canceled", "message": no_model} if no_model else None
+    end(jobs, job_id, mine, JobStatus.canceled, stop_reason="canceled", error=why)
+    return {"status": "canceled", "model_id": None}

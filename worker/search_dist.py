@@ -28,14 +28,17 @@ from rq.job import Dependency
 
 from core.config import get_settings
 from core.queueing import JobQueue
+from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SearchParams, SolverParams, solver_params
 from core.storage import keys
-from core.storage.jobs import JobStore, utc_now
+from core.storage.documents import DatasetRecord
+from core.storage.job_record import JobRecord
+from core.storage.jobs import JobStore
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, warmup
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink
-from worker.runs import fail, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, record_outcome, redis_client, worker_id
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
@@ -65,19 +68,19 @@ def units_of(params: SolverParams) -> list[tuple[int, int]]:
     return [(fold, g) for fold in range(search.cv_folds) for g in range(len(_gammas(search)))]
 
 
-def _params(job: dict) -> SolverParams:
+def _params(job: JobRecord) -> SolverParams:
     """The job's stored parameters, read by its solver's schema."""
-    return solver_params(job["solver"], job["params"])
+    return solver_params(job.solver, job.params)
 
 
-def start(jobs: JobStore, client, job: dict, run: int) -> dict:
+def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     """Enqueue one RQ job per (fold, gamma) and a final one depending on them; the job stays running."""
     settings = get_settings()
-    job_id = job["id"]
+    job_id = job.id
     params = _params(job)
     units = units_of(params)
     gammas = _gammas(_search_of(params))
-    queue = JobQueue(client, settings).tenant_queue(job["tenant"])
+    queue = JobQueue(client, settings).tenant_queue(job.tenant)
     client.delete(keys.job_search_rows(job_id))
     children = []
     for index, (fold, g) in enumerate(units):
@@ -106,33 +109,33 @@ def start(jobs: JobStore, client, job: dict, run: int) -> dict:
         description=f"search {job_id}: refit the best setting",
     )
     jobs.update(job_id, subtasks={"done": 0, "total": len(units)})
-    client.hdel(keys.job(job_id), "worker")
+    jobs.clear(job_id, "worker")
     log.info("search distributed over %d (fold, gamma) units", len(units))
     return {"status": "distributed", "units": len(units)}
 
 
-def _deadline(job: dict) -> float | None:
+def _deadline(job: JobRecord) -> float | None:
     seconds = _params(job).max_seconds
     if not seconds:
         return None
-    started = float(job.get("started_ts") or time.time())
+    started = job.started_ts or time.time()
     return time.monotonic() + (started + seconds - time.time())
 
 
-def _load(client, job: dict):
+def _load(client, job: JobRecord) -> tuple[DatasetRecord, dict]:
     settings = get_settings()
     return datacache.load(
         dataset_store(client, settings.chunk_bytes),
-        job["dataset_id"],
-        job["tenant"],
+        job.dataset_id,
+        job.tenant,
         settings.data_dir / "cache",
         settings.worker_cache_bytes,
     )
 
 
-def _current(jobs: JobStore, job_id: str, run: int) -> dict | None:
+def _current(jobs: JobStore, job_id: str, run: int) -> JobRecord | None:
     job = jobs.get(job_id)
-    if job is None or job.get("status") != "running" or str(job.get("attempts")) != str(run):
+    if job is None or job.status is not JobStatus.running or job.attempts != run:
         return None
     return job
 
@@ -146,9 +149,9 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         return {"skipped": "the job is no longer running this search"}
     params = _params(job)
     fold, gamma_index = units_of(params)[index]
-    warmup.ensure_solver(job["solver"])  # the first run on a machine: compiled, or waited for, here
-    record, arrays = _load(client, job)
-    search = search_module.Search(job["solver"], params, arrays, record["n_features"])
+    warmup.ensure_solver(job.solver)  # the first run on a machine: compiled, or waited for, here
+    dataset, arrays = _load(client, job)
+    search = search_module.Search(job.solver, params, arrays, dataset.n_features)
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
     rows = search.run(
@@ -171,16 +174,16 @@ def _rows(client, job_id: str) -> list[dict]:
     return [json.loads(raw) for raw in client.lrange(keys.job_search_rows(job_id), 0, -1)]
 
 
-def _publish(jobs: JobStore, client, job: dict, metric: str) -> dict:
-    rows = _rows(client, job["id"])
+def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> dict:
+    rows = _rows(client, job.id)
     params = _params(job)
     search = _search_of(params)
-    warm = bool(search.warm_start) and job["solver"] in search_module.WARM_SOLVERS
+    warm = bool(search.warm_start) and job.solver in search_module.WARM_SOLVERS
     results_table = search_module.table(rows, metric, search, warm)
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})
     done = len({row["setting"] for row in rows})
-    jobs.update(job["id"], search_results=results_table, subtasks={"done": done, "total": len(units_of(params))})
+    jobs.update(job.id, search_results=results_table, subtasks={"done": done, "total": len(units_of(params))})
     return results_table
 
 
@@ -198,13 +201,12 @@ def finish(job_id: str, run: int) -> dict:
     jobs.update(job_id, worker=worker_id(), started_ts=time.time())
     heartbeat.current_job(job_id)
     try:
-        warmup.ensure_solver(job["solver"])
-        record, arrays = _load(client, job)
-        search = search_module.Search(job["solver"], params, arrays, record["n_features"])
+        warmup.ensure_solver(job.solver)
+        dataset, arrays = _load(client, job)
+        search = search_module.Search(job.solver, params, arrays, dataset.n_features)
         results_table = _publish(jobs, client, job, search.metric)
         if jobs.cancel_requested(job_id):
-            jobs.transition(job_id, ("running",), "canceled", fence=mine, finished_at=utc_now(), stop_reason="canceled")
-            return {"status": "canceled"}
+            return cancel(jobs, job_id, mine)
         grid = grid_of(params)
         scored = {(row["C"], row["gamma"]): row["folds_done"] for row in results_table["settings"]}
         missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < cv_folds]
@@ -216,9 +218,7 @@ def finish(job_id: str, run: int) -> dict:
                 "search_setting_failed",
                 f"{len(missing)} setting(s) of the search did not finish: {', '.join(missing[:5])}",
             )
-        sink = TraceSink(
-            jobs, job_id, settings.trace_flush_s, 1 if len(record["labels"]) == 2 else len(record["labels"])
-        )
+        sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(dataset.labels) == 2 else len(dataset.labels))
         sink.run = run
         n_fits = len(grid) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
@@ -229,10 +229,10 @@ def finish(job_id: str, run: int) -> dict:
             sink=sink,
             n_processes=params.n_processes or available_cores(),
         )
-        return record_outcome(jobs, client, job, record, job["params"], outcome, mine, run)
+        return record_outcome(jobs, client, job, dataset, outcome, mine, run)
     except datacache.DatasetMissing:
         return fail(
-            jobs, job_id, mine, "dataset_not_found", f"data set {job['dataset_id']} was deleted before the job ran"
+            jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"
         )
     except Exception as exc:
         log.exception("job %s: the search's refit failed", job_id)

@@ -38,7 +38,6 @@ class Scorer:
 
     def __init__(self, meta: dict, arrays: dict):
         self.meta = meta
-        self.checked_at = 0.0  # when the API last saw the model still stored (monotonic seconds)
         self.kind = meta.get("kind", "linear")
         self.n_features = int(meta["n_features"])
         self.labels = np.asarray(meta["labels"], dtype=np.float64) if meta.get("labels") is not None else None

@@ -9,9 +9,10 @@ but comes back cannot overwrite the run that replaced it.
 
 The same script keeps the bookkeeping that limits, the reaper and the metrics read, in the same
 atomic step: the per-tenant sets of queued and running job ids, the global sorted sets of running
-and of finished jobs, and a hash counting jobs per status. Structured fields (params, progress,
-error) are JSON strings inside the hash. A finished job can be deleted (``delete``, also by the
-reaper once ``job_ttl_s`` has passed): its record, trace and flags go, its model stays.
+and of finished jobs, and a hash counting jobs per status. A job is read as a ``JobRecord``
+(``core.storage.job_record``: the one conversion to and from the hash), and every write names
+fields of that record. A finished job can be deleted (``delete``, also by the reaper once
+``job_ttl_s`` has passed): its record, trace and flags go, its model stays.
 """
 
 from __future__ import annotations
@@ -19,15 +20,19 @@ from __future__ import annotations
 import builtins
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import redis
 
+from core.schemas.jobs import JobStatus
 from core.storage import keys
 from core.storage.connection import text
+from core.storage.job_record import IncompleteJobHash, JobRecord, check_names
 
-FINAL_STATES = ("succeeded", "failed", "canceled")
-JSON_FIELDS = ("params", "progress", "error", "search_results", "subtasks")
+FINAL_STATES = (JobStatus.succeeded, JobStatus.failed, JobStatus.canceled)
+
 
 # KEYS: job hash, running zset, stats hash, tenant's queued set, tenant's running set, outbox, finished zset
 # ARGV: job id, fence field ('' for none), fence value, now, running cap (0: none),
@@ -126,24 +131,22 @@ class JobStore:
         self._create = client.register_script(_CREATE)
         self._delete = client.register_script(_DELETE)
 
-    def create(self, job: dict, max_queued: int = 0) -> bool:
-        """Store a new queued job record (``id``, ``tenant`` and the rest), index it and put it in the outbox.
+    def create(self, job: JobRecord, max_queued: int = 0) -> bool:
+        """Store a new job as queued, index it and put it in the outbox.
 
         Returns False (and stores nothing) when the tenant already has ``max_queued`` queued jobs
         (0: no limit). The outbox entry is removed once the job is in an RQ queue; the reaper
         enqueues entries left behind by an API that died in between.
         """
-        fields = _encode(dict(job, status="queued"))
-        args: list = [job["id"], time.time(), int(max_queued)]
-        for name, value in fields.items():
+        args: list = [job.id, time.time(), int(max_queued)]
+        for name, value in replace(job, status=JobStatus.queued).to_hash().items():
             args.extend([name, value])
-        tenant = job["tenant"]
         created = self._create(
             keys=[
-                keys.job(job["id"]),
-                keys.tenant_index(tenant, "jobs"),
+                keys.job(job.id),
+                keys.tenant_index(job.tenant, "jobs"),
                 keys.job_stats(),
-                keys.tenant_jobs_in(tenant, "queued"),
+                keys.tenant_jobs_in(job.tenant, "queued"),
                 keys.jobs_outbox(),
             ],
             args=args,
@@ -166,17 +169,25 @@ class JobStore:
         """Add to a life-cycle counter of the stats hash (`lost`, `retried`, `interrupted`)."""
         self.client.hincrby(keys.job_stats(), f"event:{name}", amount)
 
-    def get(self, job_id: str, tenant: str | None = None) -> dict | None:
-        """The job record, or None if missing or (when ``tenant`` is given) another tenant's."""
+    def get(self, job_id: str, tenant: str | None = None) -> JobRecord | None:
+        """The job's record, or None if missing or (when ``tenant`` is given) another tenant's.
+
+        A hash without the fields every job has (a write that raced a delete) is no job either.
+        """
         raw = self.client.hgetall(keys.job(job_id))
         if not raw:
             return None
-        job = _decode(raw)
-        if tenant is not None and job.get("tenant") != tenant:
+        try:
+            job = JobRecord.from_hash(raw)
+        except IncompleteJobHash:
+            return None
+        if tenant is not None and job.tenant != tenant:
             return None
         return job
 
-    def list(self, tenant: str, offset: int = 0, limit: int = 100, status: str | None = None) -> tuple[list[dict], int]:
+    def list(
+        self, tenant: str, offset: int = 0, limit: int = 100, status: JobStatus | None = None
+    ) -> tuple[builtins.list[JobRecord], int]:
         """A page of the tenant's jobs, newest first (optionally only those in one status), and the total."""
         index = keys.tenant_index(tenant, "jobs")
         if status is None:
@@ -188,35 +199,43 @@ class JobStore:
         matching = []
         for raw_id in self.client.zrevrange(index, 0, -1):
             status_now = self.client.hget(keys.job(text(raw_id)), "status")
-            if status_now is not None and text(status_now) == status:
+            if status_now is not None and text(status_now) == status.value:
                 matching.append(text(raw_id))
         page = matching[offset : offset + limit]
         return [job for job in (self.get(i) for i in page) if job is not None], len(matching)
 
+    def statuses(self, job_ids: builtins.list[str]) -> builtins.list[tuple[str | None, str | None]]:
+        """(status, rq_job_id) of each job, as stored (None where absent), in one round trip: the reaper's scan."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hmget(keys.job(job_id), "status", "rq_job_id")
+            found = pipe.execute()
+        return [(None if s is None else text(s), None if r is None else text(r)) for s, r in found]
+
     def transition(
         self,
         job_id: str,
-        from_states: tuple[str, ...],
-        to_state: str,
+        from_states: tuple[JobStatus, ...],
+        to_state: JobStatus,
         *,
         fence: tuple[str, str] | None = None,
         delete: tuple[str, ...] = (),
         **fields,
     ) -> bool:
-        """Set status to ``to_state`` (and other fields) only if the status is one of ``from_states``.
+        """Set status to ``to_state`` (and other fields of the record) only if the status is one of ``from_states``.
 
-        ``fence=(field, value)``: only if that field holds that value too (a run number, an RQ job
-        id). ``delete``: fields to remove from the record in the same step. A move back to
-        ``queued`` also puts the job in the enqueue outbox (the caller enqueues it; the reaper does
-        if the caller dies first).
+        ``fence=(field, value)``: only if that field holds that value (as stored text) too (a run
+        number, an RQ job id). ``delete``: fields to remove from the record in the same step. A move
+        back to ``queued`` also puts the job in the enqueue outbox (the caller enqueues it; the reaper
+        does if the caller dies first).
         """
         return self.transition_code(job_id, from_states, to_state, fence=fence, delete=delete, **fields) == 1
 
     def transition_code(
         self,
         job_id: str,
-        from_states: tuple[str, ...],
-        to_state: str,
+        from_states: tuple[JobStatus, ...],
+        to_state: JobStatus,
         *,
         fence: tuple[str, str] | None = None,
         delete: tuple[str, ...] = (),
@@ -231,8 +250,9 @@ class JobStore:
         if raw_tenant is None:
             return -1
         tenant = text(raw_tenant)
-        encoded = _encode(dict(fields, status=to_state))
+        encoded = JobRecord.encode(dict(fields, status=to_state))
         fence_field, fence_value = fence if fence is not None else ("", "")
+        check_names([*delete, *([fence_field] if fence_field else [])])
         args: list = [
             job_id,
             fence_field,
@@ -240,7 +260,7 @@ class JobStore:
             time.time(),
             int(running_cap),
             len(from_states),
-            *from_states,
+            *(JobStatus(state).value for state in from_states),
             len(delete),
             *delete,
         ]
@@ -299,10 +319,18 @@ class JobStore:
                 return deleted
 
     def update(self, job_id: str, **fields) -> None:
-        """Overwrite some fields of a job (progress, subtasks, ...), never its status."""
+        """Overwrite some fields of a job's record (progress, subtasks, ...), never its status."""
         fields.pop("status", None)
-        if fields:
-            self.client.hset(keys.job(job_id), mapping=_encode(fields))
+        encoded = JobRecord.encode(fields)
+        if encoded:
+            self.client.hset(keys.job(job_id), mapping=_fields(encoded))
+
+    def clear(self, job_id: str, *names: str) -> None:
+        """Remove fields of a job's record (they read as None), never its status."""
+        check_names(names)
+        if "status" in names:
+            raise TypeError("a job's status changes by a transition only")
+        self.client.hdel(keys.job(job_id), *names)
 
     def append_trace(self, job_id: str, points: builtins.list[dict], progress: dict | None = None) -> None:
         """Append convergence points (and the matching progress) in one round trip."""
@@ -312,7 +340,7 @@ class JobStore:
             if points:
                 pipe.rpush(keys.job_trace(job_id), *[json.dumps(p) for p in points])
             if progress is not None:
-                pipe.hset(keys.job(job_id), "progress", json.dumps(progress))
+                pipe.hset(keys.job(job_id), mapping=_fields(JobRecord.encode({"progress": progress})))
             pipe.execute()
 
     def trace(self, job_id: str, start: int = 0, stop: int = -1) -> builtins.list[dict]:
@@ -334,26 +362,6 @@ class JobStore:
         return bool(self.client.exists(keys.job_cancel(job_id)))
 
 
-def _encode(fields: dict) -> dict:
-    out = {}
-    for name, value in fields.items():
-        if value is None:
-            continue
-        if name in JSON_FIELDS:
-            out[name] = json.dumps(value)
-        elif isinstance(value, bool):
-            out[name] = "1" if value else "0"
-        else:
-            out[name] = str(value)
-    return out
-
-
-def _decode(raw: dict) -> dict:
-    job: dict = {}
-    for name_raw, value_raw in raw.items():
-        name, value = name_raw.decode(), value_raw.decode()
-        if name in JSON_FIELDS:
-            job[name] = json.loads(value)
-        else:
-            job[name] = value
-    return job
+def _fields(encoded: dict[str, str]) -> dict[Any, Any]:
+    """Encoded fields as redis-py's ``hset`` is typed to take them (its key type is a union of its own)."""
+    return cast(dict[Any, Any], encoded)

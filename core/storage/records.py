@@ -4,7 +4,8 @@ A record appears whole or not at all: its arrays are staged first (with a TTL), 
 MULTI/EXEC transaction makes the chunks permanent, writes the metadata and adds the id to the
 tenant's index. A record that does not fit in Redis is refused before it is written, or undone
 when Redis refuses a chunk (``StorageFull``, see ``capacity``). Deletion removes all of it in one transaction too. Each record belongs to one
-tenant; a look-up with another tenant finds nothing.
+tenant; a look-up with another tenant finds nothing. The metadata is read and written as a typed
+record (``core.storage.documents``: ``DatasetRecord``, ``ModelRecord``), one conversion each way.
 """
 
 from __future__ import annotations
@@ -12,22 +13,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Generic, TypeVar
 
 import numpy as np
 import redis
 
 from core.storage import aof, arrays, capacity, keys
 from core.storage.connection import text
+from core.storage.documents import DatasetRecord, ModelRecord
+
+R = TypeVar("R", DatasetRecord, ModelRecord)
 
 
-class RecordStore:
-    """Data sets or models: ``kind`` is the tenant-index name, ``key_of`` builds the metadata key."""
+class RecordStore(Generic[R]):
+    """Data sets or models: ``kind`` is the tenant-index name, ``key_of`` builds the metadata key,
+    ``record_type`` reads the metadata."""
 
     def __init__(
         self,
         client: redis.Redis,
         kind: str,
         key_of: Callable[[str], str],
+        record_type: type[R],
         chunk_bytes: int,
         stats_key: str | None = None,
         reserve_fraction: float = 0.0,
@@ -35,24 +43,25 @@ class RecordStore:
         self.client = client
         self.kind = kind
         self.key_of = key_of
+        self.record_type: type[R] = record_type
         self.chunk_bytes = chunk_bytes
         self.stats_key = stats_key  # hash with `count` and `bytes` of stored records, kept in the same transactions
         self.reserve_fraction = reserve_fraction  # share of Redis's maxmemory a create must leave free
 
-    def create(self, meta: dict, array_map: Mapping[str, np.ndarray]) -> dict:
-        """Store arrays and metadata atomically; ``meta`` must hold ``id`` and ``tenant``. Returns meta.
+    def create(self, meta: R, array_map: Mapping[str, np.ndarray]) -> R:
+        """Store arrays and metadata atomically; returns the record as stored (with its arrays' manifest).
 
         Raises ``StorageFull`` (and stores nothing) when Redis has no room for it (core/storage/capacity.py).
         """
-        owner = self.key_of(meta["id"])
+        owner = self.key_of(meta.id)
         manifest: dict = {}
         nbytes = sum(int(np.asarray(a).nbytes) for a in array_map.values())
-        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(meta["id"]))
+        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(meta.id))
         try:
             manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
         except BaseException as exc:
-            self._remove(meta["id"], meta["tenant"], manifest or _names_only(array_map, self.chunk_bytes))
-            self._raise_if_full(exc, meta["id"], nbytes)
+            self._remove(meta.id, meta.tenant, manifest or _names_only(array_map, self.chunk_bytes))
+            self._raise_if_full(exc, meta.id, nbytes)
             raise
         return self.commit(meta, manifest)
 
@@ -69,17 +78,17 @@ class RecordStore:
             before_chunk=lambda nbytes: capacity.ensure_room(self.client, nbytes, self.reserve_fraction, what),
         )
 
-    def commit(self, meta: dict, manifest: Mapping[str, dict]) -> dict:
+    def commit(self, meta: R, manifest: Mapping[str, dict]) -> R:
         """Make staged arrays permanent and store the metadata, in one transaction; returns the record.
 
         On failure everything staged under the record is removed."""
-        owner = self.key_of(meta["id"])
+        owner = self.key_of(meta.id)
         try:
-            record = dict(meta, arrays=dict(manifest))
+            record = replace(meta, arrays=dict(manifest))
             with self.client.pipeline(transaction=True) as pipe:
                 arrays.persist_commands(pipe, owner, manifest)
-                pipe.set(owner, json.dumps(record))
-                pipe.zadd(keys.tenant_index(meta["tenant"], self.kind), {meta["id"]: time.time()})
+                pipe.set(owner, json.dumps(record.to_document()))
+                pipe.zadd(keys.tenant_index(meta.tenant, self.kind), {meta.id: time.time()})
                 trailing = 2
                 if self.stats_key is not None:
                     pipe.hincrby(self.stats_key, "count", 1)
@@ -89,8 +98,8 @@ class RecordStore:
             if not all(results[: len(results) - trailing]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
         except BaseException as exc:
-            self._remove(meta["id"], meta["tenant"], manifest)
-            self._raise_if_full(exc, meta["id"], _manifest_bytes(manifest))
+            self._remove(meta.id, meta.tenant, manifest)
+            self._raise_if_full(exc, meta.id, _manifest_bytes(manifest))
             raise
         aof.compact_if_due(self.client)
         return record
@@ -106,13 +115,13 @@ class RecordStore:
                 self._what(record_id), nbytes, int(maxmemory * (1 - self.reserve_fraction)) - used, maxmemory
             ) from exc
 
-    def get(self, record_id: str, tenant: str) -> dict | None:
-        """The metadata of a record of this tenant, or None (missing or another tenant's)."""
+    def get(self, record_id: str, tenant: str) -> R | None:
+        """The record of this tenant, or None (missing or another tenant's)."""
         raw = self.client.get(self.key_of(record_id))
         if raw is None:
             return None
-        record = json.loads(raw)
-        if record.get("tenant") != tenant:
+        record = self.record_type.from_document(json.loads(raw))
+        if record.tenant != tenant:
             return None
         return record
 
@@ -120,7 +129,7 @@ class RecordStore:
         """True while the record's metadata is present."""
         return bool(self.client.exists(self.key_of(record_id)))
 
-    def list(self, tenant: str, offset: int = 0, limit: int = 100) -> tuple[list[dict], int]:
+    def list(self, tenant: str, offset: int = 0, limit: int = 100) -> tuple[list[R], int]:
         """A page of the tenant's records, newest first, and the total count."""
         index = keys.tenant_index(tenant, self.kind)
         total = self.client.zcard(index)
@@ -130,22 +139,22 @@ class RecordStore:
         if not ids:
             return [], total
         raws = self.client.mget([self.key_of(text(i)) for i in ids])
-        return [json.loads(raw) for raw in raws if raw is not None], total
+        return [self.record_type.from_document(json.loads(raw)) for raw in raws if raw is not None], total
 
-    def load_arrays(self, record: dict, names=None) -> dict[str, np.ndarray]:
+    def load_arrays(self, record: R, names=None) -> dict[str, np.ndarray]:
         """The record's binary arrays (all, or the names given)."""
-        return arrays.read(self.client, self.key_of(record["id"]), record["arrays"], names)
+        return arrays.read(self.client, self.key_of(record.id), record.arrays, names)
 
-    def iter_array_chunks(self, record: dict, name: str):
+    def iter_array_chunks(self, record: R, name: str):
         """The raw bytes of one of the record's arrays, chunk by chunk (KeyError if a chunk is missing)."""
-        return arrays.iter_chunks(self.client, self.key_of(record["id"]), name, record["arrays"][name])
+        return arrays.iter_chunks(self.client, self.key_of(record.id), name, record.arrays[name])
 
     def delete(self, record_id: str, tenant: str) -> bool:
         """Remove a record of this tenant; False when there was none."""
         record = self.get(record_id, tenant)
         if record is None:
             return False
-        self._remove(record_id, tenant, record.get("arrays", {}), counted=True)
+        self._remove(record_id, tenant, record.arrays, counted=True)
         aof.compact_if_due(self.client)
         return True
 
@@ -187,13 +196,19 @@ def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
     return total
 
 
-def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:
+def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore[DatasetRecord]:
     """The store of uploaded data sets (counted in the data-set stats: count and stored bytes)."""
     return RecordStore(
-        client, "datasets", keys.dataset, chunk_bytes, stats_key=keys.dataset_stats(), reserve_fraction=reserve_fraction
+        client,
+        "datasets",
+        keys.dataset,
+        DatasetRecord,
+        chunk_bytes,
+        stats_key=keys.dataset_stats(),
+        reserve_fraction=reserve_fraction,
     )
 
 
-def model_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore:
-    """The store of trained models."""
-    return RecordStore(client, "models", keys.model, chunk_bytes, reserve_fraction=reserve_fraction)
+def model_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore[ModelRecord]:
+    """The store of trained and imported models."""
+    return RecordStore(client, "models", keys.model, ModelRecord, chunk_bytes, reserve_fraction=reserve_fraction)

@@ -2,8 +2,9 @@
 
 Clients are made in the application's lifespan (never at import time) and kept on ``app.state``.
 Routes take them through the ``Annotated`` aliases at the end of this module (``SettingsDep``,
-``JobStoreDep``, ``TenantDep``, ...), as FastAPI's full-stack template does; ``JobRecord``,
-``ModelRecord`` and ``DatasetRecord`` are the caller's record named in the path, or a 404.
+``JobStoreDep``, ``TenantDep``, ...), as FastAPI's full-stack template does; ``JobDep``,
+``ModelDep`` and ``DatasetDep`` are the caller's record named in the path (typed: ``JobRecord``,
+``ModelRecord``, ``DatasetRecord``), or a 404.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from core.config import Settings
+from core.storage.documents import DatasetRecord, ModelRecord
+from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
 from core.storage.records import RecordStore
 from service.api.errors import ApiError, not_found
@@ -31,12 +34,12 @@ async def settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def datasets_dep(request: Request) -> RecordStore:
+async def datasets_dep(request: Request) -> RecordStore[DatasetRecord]:
     """The data-set store."""
     return request.app.state.datasets
 
 
-async def models_dep(request: Request) -> RecordStore:
+async def models_dep(request: Request) -> RecordStore[ModelRecord]:
     """The model store."""
     return request.app.state.models
 
@@ -152,14 +155,14 @@ JobIdPath = Annotated[str, Path(description="Job id (`job_…`).", max_length=10
 ModelIdPath = Annotated[str, Path(description="Model id (`mdl_…`).", max_length=100)]
 
 SettingsDep = Annotated[Settings, Depends(settings_dep)]
-DatasetStoreDep = Annotated[RecordStore, Depends(datasets_dep)]
-ModelStoreDep = Annotated[RecordStore, Depends(models_dep)]
+DatasetStoreDep = Annotated[RecordStore[DatasetRecord], Depends(datasets_dep)]
+ModelStoreDep = Annotated[RecordStore[ModelRecord], Depends(models_dep)]
 JobStoreDep = Annotated[JobStore, Depends(jobs_dep)]
 TenantDep = Annotated[str, Depends(tenant_dep)]
 
 
 # Get-or-404: plain functions, so FastAPI runs their Redis look-up in its thread pool, off the event loop.
-def job_record(job_id: JobIdPath, jobs: JobStoreDep, tenant: TenantDep) -> dict:
+def job_record(job_id: JobIdPath, jobs: JobStoreDep, tenant: TenantDep) -> JobRecord:
     """The caller's job named in the path; 404 `job_not_found` when there is none (or it is another tenant's)."""
     job = jobs.get(job_id, tenant)
     if job is None:
@@ -167,7 +170,7 @@ def job_record(job_id: JobIdPath, jobs: JobStoreDep, tenant: TenantDep) -> dict:
     return job
 
 
-def model_record(model_id: ModelIdPath, models: ModelStoreDep, tenant: TenantDep) -> dict:
+def model_record(model_id: ModelIdPath, models: ModelStoreDep, tenant: TenantDep) -> ModelRecord:
     """The caller's model named in the path; 404 `model_not_found` when there is none (or it is another tenant's)."""
     model = models.get(model_id, tenant)
     if model is None:
@@ -175,7 +178,7 @@ def model_record(model_id: ModelIdPath, models: ModelStoreDep, tenant: TenantDep
     return model
 
 
-def dataset_record(dataset_id: DatasetIdPath, datasets: DatasetStoreDep, tenant: TenantDep) -> dict:
+def dataset_record(dataset_id: DatasetIdPath, datasets: DatasetStoreDep, tenant: TenantDep) -> DatasetRecord:
     """The caller's data set named in the path; 404 `dataset_not_found` when there is none (or another tenant's)."""
     dataset = datasets.get(dataset_id, tenant)
     if dataset is None:
@@ -183,6 +186,6 @@ def dataset_record(dataset_id: DatasetIdPath, datasets: DatasetStoreDep, tenant:
     return dataset
 
 
-JobRecord = Annotated[dict, Depends(job_record)]
-ModelRecord = Annotated[dict, Depends(model_record)]
-DatasetRecord = Annotated[dict, Depends(dataset_record)]
+JobDep = Annotated[JobRecord, Depends(job_record)]
+ModelDep = Annotated[ModelRecord, Depends(model_record)]
+DatasetDep = Annotated[DatasetRecord, Depends(dataset_record)]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from core.config import Settings
 from core.schemas.solver_params import KERNEL_SOLVERS
+from core.storage.documents import DatasetRecord
 from service.api.errors import unprocessable
 
 
-def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
+def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settings) -> None:
     """Labels, class weights, objective-specific needs (qid, two ranks) and the time ceiling."""
-    labels = dataset["labels"]
+    labels = dataset.labels
     if len(labels) < 2:
         raise unprocessable(
-            f"data set {dataset['id']} has a single label ({next(iter(labels))}); training needs at least two",
+            f"data set {dataset.id} has a single label ({next(iter(labels))}); training needs at least two",
             ["body", "dataset_id"],
         )
     class_weight = getattr(body.params, "class_weight", None) or {}
@@ -23,9 +24,9 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
                 ["body", "params", "class_weight", label],
             )
     objective = body.params.task
-    if objective == "ranking" and not dataset.get("has_qid"):
+    if objective == "ranking" and not dataset.has_qid:
         raise unprocessable(
-            f"params.objective: `ranking` compares rows within a query, but data set {dataset['id']} has no qid",
+            f"params.objective: `ranking` compares rows within a query, but data set {dataset.id} has no qid",
             ["body", "params", "objective"],
         )
     if objective != "classification" and body.params.probability:
@@ -35,7 +36,7 @@ def check_request_against_dataset(body, dataset: dict, settings: Settings) -> No
         )
     if objective == "roc_area" and len(labels) != 2:
         raise unprocessable(
-            f"params.objective: `roc_area` needs exactly two labels; data set {dataset['id']} has {len(labels)}",
+            f"params.objective: `roc_area` needs exactly two labels; data set {dataset.id} has {len(labels)}",
             ["body", "params", "objective"],
         )
     check_search(body, dataset)
@@ -56,7 +57,7 @@ METRICS_BY_TASK = {
 }
 
 
-def check_search(body, dataset: dict) -> None:
+def check_search(body, dataset: DatasetRecord) -> None:
     """A search's grid and metric must fit the solver and the task, and its folds the data set.
 
     Folds are stratified by label (``worker.folds``), so every held-out fold holds a row of each label
@@ -72,10 +73,10 @@ def check_search(body, dataset: dict) -> None:
             f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",
             ["body", "params", "search", "gamma"],
         )
-    if getattr(body.params, "multiclass", "ovr") == "ovo" and len(dataset["labels"]) > 2:
+    if getattr(body.params, "multiclass", "ovr") == "ovo" and len(dataset.labels) > 2:
         raise unprocessable(
             f"params.multiclass: a search trains one-vs-rest paths; `ovo` is not available in a search over "
-            f"{len(dataset['labels'])} labels (search with `ovr`, then train the chosen C and gamma with `ovo`)",
+            f"{len(dataset.labels)} labels (search with `ovr`, then train the chosen C and gamma with `ovo`)",
             ["body", "params", "multiclass"],
         )
     task = body.params.task
@@ -85,18 +86,18 @@ def check_search(body, dataset: dict) -> None:
             f"params.search.metric: {search.metric} does not apply to {task}; use one of {', '.join(allowed)}",
             ["body", "params", "search", "metric"],
         )
-    if search.cv_folds > dataset["n_samples"]:
+    if search.cv_folds > dataset.n_samples:
         raise unprocessable(
-            f"params.search.cv_folds: {search.cv_folds} folds for {dataset['n_samples']} rows",
+            f"params.search.cv_folds: {search.cv_folds} folds for {dataset.n_samples} rows",
             ["body", "params", "search", "cv_folds"],
         )
     if task != "ranking":
-        label, count = min(dataset["labels"].items(), key=lambda item: item[1])
+        label, count = min(dataset.labels.items(), key=lambda item: item[1])
         if count < search.cv_folds:
             remedy = f"use cv_folds <= {count}" if count >= 2 else "a search needs at least 2 rows of every label"
             raise unprocessable(
                 f"params.search.cv_folds: {search.cv_folds} folds stratified by label need at least {search.cv_folds} "
-                f"rows of each label, but label {label} has {count} in data set {dataset['id']} ({remedy})",
+                f"rows of each label, but label {label} has {count} in data set {dataset.id} ({remedy})",
                 ["body", "params", "search", "cv_folds"],
             )
 

@@ -6,11 +6,14 @@ No numba here: models are scored by ``core.scoring`` with numpy and scipy.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from threading import Lock
 
 import numpy as np
 import scipy.sparse as sp
 
+from core.scoring.models import Scorer
+from core.storage.documents import ModelRecord
 from service.api.errors import unprocessable
 
 
@@ -98,15 +101,25 @@ def dense_rows(instances: list, n_features: int) -> np.ndarray:
     return dense
 
 
+@dataclass
+class LoadedModel:
+    """A stored model ready to score rows: its record, its scorer (arrays loaded) and when the API last saw
+    it still stored (monotonic seconds)."""
+
+    record: ModelRecord
+    scorer: Scorer
+    checked_at: float
+
+
 class ModelCache:
     """The most recently used models, kept in memory (models never change once stored)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._items: OrderedDict[str, object] = OrderedDict()
+        self._items: OrderedDict[str, LoadedModel] = OrderedDict()
         self._lock = Lock()
 
-    def get(self, model_id: str):
+    def get(self, model_id: str) -> LoadedModel | None:
         """The cached model, marked most recently used, or None."""
         with self._lock:
             model = self._items.get(model_id)
@@ -114,7 +127,7 @@ class ModelCache:
                 self._items.move_to_end(model_id)
             return model
 
-    def put(self, model_id: str, model) -> None:
+    def put(self, model_id: str, model: LoadedModel) -> None:
         """Keep a model, evicting the least recently used beyond capacity."""
         with self._lock:
             self._items[model_id] = model

@@ -71,6 +71,7 @@ def ingest(
 
     from core.labels import label_key
     from core.storage.capacity import StorageFull, is_out_of_memory
+    from core.storage.documents import DatasetRecord
     from core.storage.records import dataset_store
     from service.ingest.parser import (
         FollowedFile,
@@ -145,24 +146,26 @@ def ingest(
         final = dict(meta)
         if followed and followed[-1].outcome is not None:
             final.update(followed[-1].outcome.get("meta") or {})
-        record = dict(
-            final,
-            n_samples=int(summary.n_rows),
-            n_features=int(summary.n_features),
-            nnz=int(summary.nnz),
-            labels={label_key(v): int(c) for v, c in sorted(summary.label_counts.items())},
-            has_qid=bool(summary.has_qid),
-            zero_based=bool(summary.zero_based),
-            compressed=bool(summary.compressed),
-            text_bytes=int(summary.text_bytes),
-            feature_names=summary.feature_names,
-            value_dtype=summary.value_dtype,
+        record = DatasetRecord.from_document(
+            dict(
+                final,
+                n_samples=int(summary.n_rows),
+                n_features=int(summary.n_features),
+                nnz=int(summary.nnz),
+                labels={label_key(v): int(c) for v, c in sorted(summary.label_counts.items())},
+                has_qid=bool(summary.has_qid),
+                zero_based=bool(summary.zero_based),
+                compressed=bool(summary.compressed),
+                text_bytes=int(summary.text_bytes),
+                feature_names=summary.feature_names,
+                value_dtype=summary.value_dtype,
+            )
         )
         try:
             stored = store.commit(record, manifest)
         except StorageFull as exc:
             return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
-        return {"record": stored}
+        return {"record": stored.to_document()}
     finally:
         staged.close()
         if follow_marker is not None:

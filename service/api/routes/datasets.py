@@ -10,9 +10,10 @@ from fastapi import APIRouter, Query, Request, Response
 
 from core.schemas.base import ErrorResponse
 from core.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
+from core.storage.documents import DatasetRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
-from service.api.deps import DatasetIdPath, DatasetRecord, DatasetStoreDep, SettingsDep, TenantDep
+from service.api.deps import DatasetDep, DatasetIdPath, DatasetStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.uploads import (
     FILE_FIELD,
@@ -61,9 +62,9 @@ UPLOAD_BODY = {
 }
 
 
-def public_view(record: dict) -> dict:
+def public_view(record: DatasetRecord) -> dict:
     """The fields of a stored data set that the API shows."""
-    return {key: value for key, value in record.items() if key not in ("tenant", "arrays")}
+    return {key: value for key, value in record.to_document().items() if key not in ("tenant", "arrays")}
 
 
 @router.post(
@@ -208,7 +209,7 @@ async def upload_dataset(
         err = outcome["error"]
         raise ApiError(err["status"], err["code"], err["message"], err["details"])
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
-    return DatasetOut.model_validate(public_view(outcome["record"]))
+    return DatasetOut.model_validate(public_view(DatasetRecord.from_document(outcome["record"])))
 
 
 @router.get("", response_model=DatasetList, summary="List data sets", responses=ERRORS)
@@ -227,7 +228,7 @@ def list_datasets(
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a data set", responses=ERRORS)
-async def get_dataset(record: DatasetRecord) -> DatasetOut:
+async def get_dataset(record: DatasetDep) -> DatasetOut:
     """One data set's description."""
     return DatasetOut.model_validate(public_view(record))
 

@@ -7,32 +7,36 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from core.schemas.base import ErrorResponse
+from core.schemas.enums import Task
 from core.schemas.evaluation import EvaluateRequest, EvaluationOut
 from core.scoring import metrics
-from core.scoring.models import Scorer, csr
+from core.scoring.models import csr
+from core.storage.documents import DatasetRecord
 from service.api.deps import DatasetStoreDep, ModelIdPath, ModelStoreDep, TenantDep
 from service.api.errors import not_found
+from service.api.predict import LoadedModel
 from service.api.routes.models import ERRORS, load_model
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-def aligned_matrix(arrays: dict, dataset: dict, n_model_features: int):
+def aligned_matrix(arrays: dict, dataset: DatasetRecord, n_model_features: int):
     """The data set's rows with the model's feature count: unseen features dropped, missing ones zero."""
-    matrix = csr(arrays, dataset["n_features"])
-    if dataset["n_features"] > n_model_features:
+    matrix = csr(arrays, dataset.n_features)
+    if dataset.n_features > n_model_features:
         return matrix[:, :n_model_features].tocsr()
-    if dataset["n_features"] < n_model_features:
+    if dataset.n_features < n_model_features:
         matrix.resize((matrix.shape[0], n_model_features))
     return matrix
 
 
-def evaluate_arrays(model: Scorer, arrays: dict, dataset: dict) -> dict:
+def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -> dict:
     """Every metric that applies to the model's task."""
+    model = loaded.scorer
     matrix = aligned_matrix(arrays, dataset, model.n_features)
     y = np.asarray(arrays["y"], dtype=np.float64)
     predicted, scores = model.predict_values(matrix)
-    task = model.meta.get("task", "classification")
+    task = loaded.record.task or Task.classification.value
     result: dict = {"n_samples": int(y.size), "task": task}
     if task == "classification":
         assert predicted is not None and model.labels is not None, "a classification model predicts labels"

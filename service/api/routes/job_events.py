@@ -67,7 +67,7 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
         if job is None:
             yield sse_event("end", {"id": job_id, "status": "deleted"}, sent)
             return
-        final = job["status"] in FINAL_STATES
+        final = job.status in FINAL_STATES
         while True:
             points = await run_in_threadpool(jobs.trace, job_id, sent, sent + BATCH - 1)
             for point in points:

@@ -13,9 +13,10 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from core.schemas.base import ErrorResponse
 from core.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
+from core.storage.job_record import JobRecord
 from core.storage.jobs import FINAL_STATES, JobStore, utc_now
 from core.storage.keys import new_id
-from service.api.deps import DatasetStoreDep, JobRecord, JobStoreDep, SettingsDep, TenantDep
+from service.api.deps import DatasetStoreDep, JobDep, JobStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
 
@@ -27,7 +28,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _current(jobs: JobStore, job_id: str) -> dict:
+def _current(jobs: JobStore, job_id: str) -> JobRecord:
     """The job's record as it is now (404 when it was deleted in the meantime)."""
     job = jobs.get(job_id)
     if job is None:
@@ -35,21 +36,27 @@ def _current(jobs: JobStore, job_id: str) -> dict:
     return job
 
 
-def job_view(job: dict) -> dict:
+def job_view(job: JobRecord) -> dict:
     """The fields of a job record that the API shows."""
-    view = {
-        "id": job["id"],
-        "status": job["status"],
-        "dataset_id": job["dataset_id"],
-        "solver": job["solver"],
-        "params": job.get("params", {}),
-        "created_at": job["created_at"],
-        "progress": job.get("progress") or {},
+    view: dict[str, Any] = {
+        "id": job.id,
+        "status": job.status.value,
+        "dataset_id": job.dataset_id,
+        "solver": job.solver,
+        "params": job.params,
+        "created_at": job.created_at,
+        "progress": job.progress or {},
     }
-    for name in ("started_at", "finished_at", "model_id", "stop_reason", "error", "search_results"):
-        if job.get(name) not in (None, ""):
-            view[name] = job[name]
-    subtasks = job.get("subtasks")
+    shown_when_set = {
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "model_id": job.model_id,
+        "stop_reason": job.stop_reason,
+        "error": job.error,
+        "search_results": job.search_results,
+    }
+    view.update((name, value) for name, value in shown_when_set.items() if value not in (None, ""))
+    subtasks = job.subtasks
     if subtasks:
         view["progress"] = dict(view["progress"], subtasks_done=subtasks["done"], subtasks_total=subtasks["total"])
         if view["progress"].get("fraction") is None and subtasks["total"]:
@@ -57,7 +64,7 @@ def job_view(job: dict) -> dict:
             view["progress"].update(
                 phase="cross-validating", fraction=round(subtasks["done"] / (subtasks["total"] + 1), 4)
             )
-    if job["status"] in ("succeeded",) and view["progress"].get("fraction") is not None:
+    if job.status is JobStatus.succeeded and view["progress"].get("fraction") is not None:
         view["progress"] = dict(view["progress"], fraction=1.0, eta_s=0.0, phase="done")
     return view
 
@@ -94,16 +101,15 @@ def submit_job(
         raise not_found("dataset", body.dataset_id)
     check_request_against_dataset(body, dataset, settings)
     job_id = new_id("job")
-    record = {
-        "id": job_id,
-        "tenant": tenant,
-        "status": JobStatus.queued.value,
-        "dataset_id": body.dataset_id,
-        "solver": body.solver,
-        "params": stored_params(body),
-        "created_at": utc_now(),
-        "attempts": 0,
-    }
+    record = JobRecord(
+        id=job_id,
+        tenant=tenant,
+        status=JobStatus.queued,
+        dataset_id=body.dataset_id,
+        solver=body.solver,
+        params=stored_params(body),
+        created_at=utc_now(),
+    )
     limit = settings.max_queued_jobs_per_tenant
     if not jobs.create(record, max_queued=limit):
         raise ApiError(
@@ -139,29 +145,29 @@ def list_jobs(
     tenant: TenantDep,
 ) -> JobList:
     """The caller's jobs, newest first."""
-    items, total = jobs.list(tenant, offset, limit, status.value if status else None)
+    items, total = jobs.list(tenant, offset, limit, status)
     return JobList.model_validate(
         {"items": [job_view(j) for j in items], "total": total, "offset": offset, "limit": limit}
     )
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
-async def get_job(job: JobRecord) -> JobOut:
+async def get_job(job: JobDep) -> JobOut:
     """A job's status, progress, model id (when done) or error (when failed)."""
     return JobOut.model_validate(job_view(job))
 
 
 @router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
 def get_trace(
-    job: JobRecord,
+    job: JobDep,
     jobs: JobStoreDep,
     since: Annotated[
         int, Query(ge=0, description="Skip the first `since` points (pass the previous answer's `next`).")
     ] = 0,
 ) -> dict:
     """The convergence points recorded so far; they grow while the job runs."""
-    points = jobs.trace(job["id"], since)
-    return {"job_id": job["id"], "status": job["status"], "points": points, "next": since + len(points)}
+    points = jobs.trace(job.id, since)
+    return {"job_id": job.id, "status": job.status, "points": points, "next": since + len(points)}
 
 
 @router.delete(
@@ -173,16 +179,16 @@ def get_trace(
         409: {"model": ErrorResponse, "description": "The job is queued or running: cancel it first."},
     },
 )
-def delete_job(job: JobRecord, jobs: JobStoreDep) -> Response:
+def delete_job(job: JobDep, jobs: JobStoreDep) -> Response:
     """Delete a finished job with its trace (its model stays; `GET /v1/models/{id}/trace` is then empty)."""
-    job_id = job["id"]
+    job_id = job.id
     outcome = jobs.delete(job_id)
     if outcome == 0:
         raise ApiError(
             409,
             "job_not_finished",
-            f"job {job_id} is {job['status']}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
-            {"status": job["status"]},
+            f"job {job_id} is {job.status.value}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
+            {"status": job.status.value},
         )
     if outcome == -1:
         raise not_found("job", job_id)
@@ -196,13 +202,13 @@ def delete_job(job: JobRecord, jobs: JobStoreDep) -> Response:
     summary="Cancel a job",
     responses={**ERRORS, 409: {"model": ErrorResponse, "description": "The job has already ended."}},
 )
-def cancel_job(request: Request, job: JobRecord, jobs: JobStoreDep) -> JobOut:
+def cancel_job(request: Request, job: JobDep, jobs: JobStoreDep) -> JobOut:
     """Cancel: a queued job never runs; a running solver stops at its next iteration check and the job ends `canceled`."""
-    job_id = job["id"]
-    if job["status"] in FINAL_STATES:
-        raise ApiError(409, "job_finished", f"job {job_id} has already ended ({job['status']})")
+    job_id = job.id
+    if job.status in FINAL_STATES:
+        raise ApiError(409, "job_finished", f"job {job_id} has already ended ({job.status.value})")
     jobs.request_cancel(job_id)
-    if jobs.transition(job_id, ("queued",), "canceled", finished_at=utc_now(), stop_reason="canceled"):
+    if jobs.transition(job_id, (JobStatus.queued,), JobStatus.canceled, finished_at=utc_now(), stop_reason="canceled"):
         # Already taken by a worker or gone: the worker sees the canceled status and skips it.
-        request.app.state.job_queue.cancel(job.get("rq_job_id"))
+        request.app.state.job_queue.cancel(job.rq_job_id)
     return JobOut.model_validate(job_view(_current(jobs, job_id)))

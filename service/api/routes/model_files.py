@@ -16,11 +16,12 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.schemas.enums import ExportFormat, ImportFormat
+from core.schemas.enums import ExportFormat, ImportFormat, ModelSource
 from core.schemas.models import ModelOut
+from core.storage.documents import ModelRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
-from service.api.deps import ModelRecord, ModelStoreDep, SettingsDep, TenantDep
+from service.api.deps import ModelDep, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
 from service.api.routes.models import model_view
@@ -126,7 +127,7 @@ def _writer(format: ExportFormat):
 
 @router.get("/{model_id}/export", summary="Export a model", response_class=Response, responses=EXPORT_RESPONSES)
 async def export_model(
-    record: ModelRecord,
+    record: ModelDep,
     store: ModelStoreDep,
     format: Annotated[
         ExportFormat,
@@ -137,16 +138,17 @@ async def export_model(
 ) -> Response:
     """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
     service's import reads, predicting the same labels and scores; text formats stream."""
-    model_id = record["id"]
+    model_id = record.id
     arrays = await run_in_threadpool(store.load_arrays, record)
+    document = record.to_document()  # what the writers read: the model's whole description
     headers = {"Content-Disposition": f'attachment; filename="{model_id}.{EXTENSIONS[format]}"'}
     try:
         if format is ExportFormat.onnx:
             from service.interchange.onnx_model import write_onnx
 
-            body = await run_in_threadpool(write_onnx, record, arrays)
+            body = await run_in_threadpool(write_onnx, document, arrays)
             return Response(body, media_type=MEDIA_TYPES[format], headers=headers)
-        pieces = _writer(format)(record, arrays)
+        pieces = _writer(format)(document, arrays)
         first = await run_in_threadpool(next, pieces)  # refusals happen before the first piece
     except ExportRefused as exc:
         raise ApiError(
@@ -230,33 +232,35 @@ async def import_model(
             f"{format.value} model file: {where}{error['reason']}",
             {"line": error["line"], "column": None, "reason": error["reason"]},
         )
-    meta, arrays = outcome["meta"], outcome["arrays"]
-    if meta["n_features"] > settings.max_features:
+    model_id = new_id("mdl")
+    # the file's description of the model (``service.interchange``), then where it came from
+    record = ModelRecord.from_document(
+        {
+            "n_iter": None,
+            "converged": None,
+            "stop_reason": None,
+            "training_seconds": None,
+            "objective": None,
+            "objectives": [],
+            "train_accuracy": None,
+            "solver": None,
+            **outcome["meta"],
+            "id": model_id,
+            "tenant": tenant,
+            "source": ModelSource.imported.value,
+            "import_format": format.value,
+            "job_id": None,
+            "dataset_id": None,
+            "created_at": utc_now(),
+        }
+    )
+    if record.n_features > settings.max_features:
         raise ApiError(
             413,
             "payload_too_large",
-            f"the model reads {meta['n_features']} features, over max_features = {settings.max_features}",
+            f"the model reads {record.n_features} features, over max_features = {settings.max_features}",
             {"limit": "max_features", "value": settings.max_features},
         )
-    model_id = new_id("mdl")
-    record = {
-        "n_iter": None,
-        "converged": None,
-        "stop_reason": None,
-        "training_seconds": None,
-        "objective": None,
-        "objectives": [],
-        "train_accuracy": None,
-        "solver": None,
-        **meta,
-        "id": model_id,
-        "tenant": tenant,
-        "source": "imported",
-        "import_format": format.value,
-        "job_id": None,
-        "dataset_id": None,
-        "created_at": utc_now(),
-    }
-    await run_in_threadpool(store.create, record, arrays)
+    record = await run_in_threadpool(store.create, record, outcome["arrays"])
     response.headers["Location"] = f"/v1/models/{model_id}"
     return ModelOut.model_validate(model_view(record))

@@ -10,13 +10,14 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from core.schemas.base import ErrorResponse
-from core.schemas.jobs import TraceOut
+from core.schemas.jobs import JobStatus, TraceOut
 from core.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
 from core.scoring.models import Scorer
+from core.storage.documents import ModelRecord
 from core.storage.records import RecordStore
-from service.api.deps import JobStoreDep, ModelIdPath, ModelRecord, ModelStoreDep, SettingsDep, TenantDep
+from service.api.deps import JobStoreDep, ModelDep, ModelIdPath, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found, parse_body, read_body_limited
-from service.api.predict import rows_to_matrix
+from service.api.predict import LoadedModel, rows_to_matrix
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -26,9 +27,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def model_view(record: dict) -> dict:
+def model_view(record: ModelRecord) -> dict:
     """The fields of a stored model that the API shows."""
-    return {key: value for key, value in record.items() if key not in ("tenant", "arrays")}
+    return {key: value for key, value in record.to_document().items() if key not in ("tenant", "arrays")}
 
 
 @router.get("", response_model=ModelList, summary="List models", responses=ERRORS)
@@ -47,7 +48,7 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelOut, summary="Get a model", responses=ERRORS)
-async def get_model(record: ModelRecord) -> ModelOut:
+async def get_model(record: ModelDep) -> ModelOut:
     """A model's metadata: labels, objective, iterations, stop reason, training seconds, accuracy."""
     return ModelOut.model_validate(model_view(record))
 
@@ -56,16 +57,17 @@ async def get_model(record: ModelRecord) -> ModelOut:
     "/{model_id}/trace", response_model=TraceOut, summary="Get the convergence trace of a model", responses=ERRORS
 )
 def get_model_trace(
-    record: ModelRecord,
+    record: ModelDep,
     jobs: JobStoreDep,
     since: Annotated[int, Query(ge=0, description="Skip the first `since` points.")] = 0,
 ) -> dict:
     """The convergence points of the job that trained the model."""
-    if record.get("job_id") is None:  # imported: no training happened here
+    if record.job_id is None:  # imported: no training happened here
         return {"job_id": None, "status": None, "points": [], "next": 0}
-    job = jobs.get(record["job_id"]) or {"status": "succeeded"}
-    points = jobs.trace(record["job_id"], since)
-    return {"job_id": record["job_id"], "status": job["status"], "points": points, "next": since + len(points)}
+    job = jobs.get(record.job_id)
+    status = job.status if job is not None else JobStatus.succeeded  # the job was deleted: it had succeeded
+    points = jobs.trace(record.job_id, since)
+    return {"job_id": record.job_id, "status": status, "points": points, "next": since + len(points)}
 
 
 @router.delete("/{model_id}", status_code=204, summary="Delete a model", responses=ERRORS)
@@ -83,12 +85,12 @@ API process is dropped from its cache at once; another API process may still sco
 long."""
 
 
-def load_model(request: Request, store: RecordStore, model_id: str, tenant: str) -> Scorer:
+def load_model(request: Request, store: RecordStore[ModelRecord], model_id: str, tenant: str) -> LoadedModel:
     """The model from the in-memory cache (rechecking its existence now and then) or from Redis."""
     cache = request.app.state.model_cache
     model = cache.get(model_id)
     if model is not None:
-        if model.meta.get("tenant") != tenant:
+        if model.record.tenant != tenant:
             raise not_found("model", model_id)
         now = time.monotonic()
         if now - model.checked_at >= EXISTENCE_RECHECK_S:
@@ -100,8 +102,7 @@ def load_model(request: Request, store: RecordStore, model_id: str, tenant: str)
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
-    model = Scorer(record, store.load_arrays(record))
-    model.checked_at = time.monotonic()
+    model = LoadedModel(record, Scorer(record.to_document(), store.load_arrays(record)), time.monotonic())
     cache.put(model_id, model)
     return model
 
@@ -154,7 +155,7 @@ INLINE_PREDICT_ROWS = 16
 
 def score(
     request: Request,
-    store: RecordStore,
+    store: RecordStore[ModelRecord],
     model_id: str,
     tenant: str,
     instances: list,
@@ -162,7 +163,8 @@ def score(
     ignore_unknown: bool = False,
 ) -> dict:
     """Load (or reuse) the model and score the rows (and give class probabilities when asked)."""
-    model = load_model(request, store, model_id, tenant)
+    loaded = load_model(request, store, model_id, tenant)
+    model = loaded.scorer
     if probabilities and not model.has_probabilities:
         raise ApiError(
             409,
@@ -170,7 +172,7 @@ def score(
             f"model {model_id} has no probability calibration: train it with params.probability: true "
             "(or import a model file that has probabilities)",
         )
-    matrix = rows_to_matrix(instances, model.n_features, bool(model.meta.get("zero_based", False)), ignore_unknown)
+    matrix = rows_to_matrix(instances, model.n_features, loaded.record.zero_based, ignore_unknown)
     labels, scores = model.predict(matrix)
     answer = {"labels": labels, "scores": scores, "probabilities": None}
     if probabilities:

@@ -12,9 +12,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from core.schemas.base import ErrorResponse
+from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
 from service import plots
-from service.api.deps import JobRecord, JobStoreDep, ModelRecord
+from service.api.deps import JobDep, JobStoreDep, ModelDep
 from service.api.errors import ApiError
 
 router = APIRouter(tags=["plots"])
@@ -36,14 +37,13 @@ def _responses(fmt: str) -> dict:
     return {**ERRORS, 200: {"description": f"The picture ({fmt.upper()}, `{MEDIA[fmt]}`)."}}
 
 
-def _trace_picture(job: dict, fmt: str, jobs: JobStore) -> Response:
-    points = jobs.trace(job["id"])
-    title = f"{job['solver']} on {job['dataset_id']}: job {job['id']} ({job['status']})"
+def _trace_picture(job: JobRecord, fmt: str, jobs: JobStore) -> Response:
+    points = jobs.trace(job.id)
+    title = f"{job.solver} on {job.dataset_id}: job {job.id} ({job.status.value})"
     return _image(plots.trace_figure(points, title), fmt)
 
 
-def _search_table(record: dict, kind: str, ident: str) -> dict:
-    table = record.get("search_results")
+def _search_table(table: dict | None, kind: str, ident: str) -> dict:
     if not table:
         raise ApiError(
             404,
@@ -59,7 +59,7 @@ def _search_table(record: dict, kind: str, ident: str) -> dict:
     response_class=Response,
     responses=_responses("svg"),
 )
-def job_trace_svg(job: JobRecord, jobs: JobStoreDep) -> Response:
+def job_trace_svg(job: JobDep, jobs: JobStoreDep) -> Response:
     """Primal and dual (or lower bound) above, the gap below, against solver seconds on log scales; one colour
     per binary problem. Lines have SVG ids `primal-<k>`, `dual-<k>`, `gap-<k>`."""
     return _trace_picture(job, "svg", jobs)
@@ -71,7 +71,7 @@ def job_trace_svg(job: JobRecord, jobs: JobStoreDep) -> Response:
     response_class=Response,
     responses=_responses("png"),
 )
-def job_trace_png(job: JobRecord, jobs: JobStoreDep) -> Response:
+def job_trace_png(job: JobDep, jobs: JobStoreDep) -> Response:
     """The trace picture as a PNG."""
     return _trace_picture(job, "png", jobs)
 
@@ -82,10 +82,10 @@ def job_trace_png(job: JobRecord, jobs: JobStoreDep) -> Response:
     response_class=Response,
     responses=_responses("svg"),
 )
-def job_search_svg(job: JobRecord) -> Response:
+def job_search_svg(job: JobDep) -> Response:
     """The cross-validated score against C, error bars of one standard deviation, one line per gamma (as it fills)."""
-    table = _search_table(job, "job", job["id"])
-    return _image(plots.search_figure(table, f"search of job {job['id']}"), "svg")
+    table = _search_table(job.search_results, "job", job.id)
+    return _image(plots.search_figure(table, f"search of job {job.id}"), "svg")
 
 
 @router.get(
@@ -94,11 +94,11 @@ def job_search_svg(job: JobRecord) -> Response:
     response_class=Response,
     responses=_responses("svg"),
 )
-def model_search_svg(model: ModelRecord) -> Response:
+def model_search_svg(model: ModelDep) -> Response:
     """The cross-validated score against C (log scale), error bars of one standard deviation over the folds, one
     line per gamma (SVG ids `search-gamma-<gamma>` or `search-C`), the chosen setting starred (`search-best`)."""
-    table = _search_table(model, "model", model["id"])
-    return _image(plots.search_figure(table, f"search of model {model['id']}"), "svg")
+    table = _search_table(model.search_results, "model", model.id)
+    return _image(plots.search_figure(table, f"search of model {model.id}"), "svg")
 
 
 @router.get(
@@ -107,7 +107,7 @@ def model_search_svg(model: ModelRecord) -> Response:
     response_class=Response,
     responses=_responses("png"),
 )
-def model_search_png(model: ModelRecord) -> Response:
+def model_search_png(model: ModelDep) -> Response:
     """The search picture as a PNG."""
-    table = _search_table(model, "model", model["id"])
-    return _image(plots.search_figure(table, f"search of model {model['id']}"), "png")
+    table = _search_table(model.search_results, "model", model.id)
+    return _image(plots.search_figure(table, f"search of model {model.id}"), "png")
