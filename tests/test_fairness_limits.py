@@ -99,7 +99,7 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
     from core.queueing import JobQueue
     from core.schemas.jobs import JobStatus
     from core.storage.job_record import JobRecord
-    from core.storage.jobs import JobStore
+    from core.storage.jobs import JobStore, Transition
     from worker.main import make_worker_class
 
     queued, running, succeeded = JobStatus.queued, JobStatus.running, JobStatus.succeeded
@@ -118,9 +118,12 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
                 )
             )
         assert (
-            jobs.transition_code("job_capA", (queued,), running, running_cap=1, worker="w", started_ts=time.time()) == 1
+            jobs.transition_code("job_capA", (queued,), running, running_cap=1, worker="w", started_ts=time.time())
+            is Transition.DONE
         )
-        assert jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") == 2
+        assert (
+            jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") is Transition.AT_RUNNING_CAP
+        )
         capped = jobs.get("job_capB")
         assert capped is not None and capped.status is queued and jobs.count_in("dave", "running") == 1
 
@@ -148,7 +151,7 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
             os.environ.pop("HINGE_MAX_RUNNING_JOBS_PER_TENANT")
             get_settings.cache_clear()
         assert jobs.transition("job_capA", (running,), succeeded)
-        assert jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") == 1
+        assert jobs.transition_code("job_capB", (queued,), running, running_cap=1, worker="w") is Transition.DONE
         jobs.transition("job_capB", (running,), succeeded)
 
 

@@ -34,7 +34,7 @@ from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams, solver_params
 from core.storage.job_record import JobRecord
-from core.storage.jobs import JobStore, utc_now
+from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
@@ -91,12 +91,12 @@ def _train(job_id: str) -> dict:
         worker=worker_id(),
         attempts=run,
     )
-    if code == 2:
+    if code is Transition.AT_RUNNING_CAP:
         JobQueue(client, settings).enqueue(
             job_id, job.tenant, at_front=True, description=f"train {job.solver} on {job.dataset_id}"
         )
         return {"deferred": "tenant at max_running_jobs_per_tenant"}
-    if code != 1:
+    if code is not Transition.DONE:
         current = jobs.get(job_id)
         status, current_rq = (current.status.value, current.rq_job_id) if current is not None else (None, None)
         return {"skipped": f"job is {status} (RQ job {rq_job_id}, current {current_rq})"}

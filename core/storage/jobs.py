@@ -5,7 +5,8 @@ job whose worker is lost (or that a stopping worker hands back) goes back to que
 status goes through ``transition``, a Lua script that checks the current status first (and, when
 asked, a fencing field such as the run number), so the API, the workers and the reaper never
 overwrite each other: a job canceled while queued is never run, and a worker that was declared lost
-but comes back cannot overwrite the run that replaced it.
+but comes back cannot overwrite the run that replaced it. What the script did comes back as a
+``Transition``.
 
 The same script keeps the bookkeeping that limits, the reaper and the metrics read, in the same
 atomic step: the per-tenant sets of queued and running job ids, the global sorted sets of running
@@ -22,6 +23,7 @@ import json
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
+from enum import IntEnum
 from typing import Any, cast
 
 import redis
@@ -34,10 +36,34 @@ from core.storage.job_record import IncompleteJobHash, JobRecord, check_names
 FINAL_STATES = (JobStatus.succeeded, JobStatus.failed, JobStatus.canceled)
 
 
+class Transition(IntEnum):
+    """What a transition did: the return codes of the transition script."""
+
+    NO_JOB = -1
+    """There is no such job."""
+    WRONG_STATE = 0
+    """The status is none of the states moved from, or the fence field holds another value: nothing changed."""
+    DONE = 1
+    """The status and the fields were written."""
+    AT_RUNNING_CAP = 2
+    """A move to running refused: the tenant has ``running_cap`` running jobs; nothing changed."""
+
+
+class Deletion(IntEnum):
+    """What a delete did: the return codes of the delete script."""
+
+    NO_JOB = -1
+    """There is no such job."""
+    NOT_FINISHED = 0
+    """The job is queued or running: nothing was deleted."""
+    DELETED = 1
+    """The record, its trace, search rows and cancel flag are gone."""
+
+
 # KEYS: job hash, running zset, stats hash, tenant's queued set, tenant's running set, outbox, finished zset
 # ARGV: job id, fence field ('' for none), fence value, now, running cap (0: none),
 #       n_from, from states..., n_del, fields to delete..., field/value pairs (status among them)
-# Returns -1 (no such job), 0 (status or fence did not match), 1 (done), 2 (refused: running cap).
+# Returns a Transition: -1 (no such job), 0 (status or fence did not match), 1 (done), 2 (refused: running cap).
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return -1 end
@@ -88,7 +114,7 @@ return 1
 
 # KEYS: job hash, trace, search rows, cancel flag, tenant index, stats hash, finished zset
 # ARGV: job id
-# Returns -1 (no such job), 0 (not finished: nothing deleted), 1 (deleted).
+# Returns a Deletion: -1 (no such job), 0 (not finished: nothing deleted), 1 (deleted).
 _DELETE = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return -1 end
@@ -229,7 +255,8 @@ class JobStore:
         back to ``queued`` also puts the job in the enqueue outbox (the caller enqueues it; the reaper
         does if the caller dies first).
         """
-        return self.transition_code(job_id, from_states, to_state, fence=fence, delete=delete, **fields) == 1
+        code = self.transition_code(job_id, from_states, to_state, fence=fence, delete=delete, **fields)
+        return code is Transition.DONE
 
     def transition_code(
         self,
@@ -241,14 +268,12 @@ class JobStore:
         delete: tuple[str, ...] = (),
         running_cap: int = 0,
         **fields,
-    ) -> int:
-        """``transition`` returning the script's code: -1 no job, 0 no match, 1 done, 2 refused by ``running_cap``.
-
-        ``running_cap`` > 0 refuses a move to running while the tenant has that many running jobs.
-        """
+    ) -> Transition:
+        """``transition`` saying what it did; ``running_cap`` > 0 refuses a move to running while the tenant
+        has that many running jobs (``Transition.AT_RUNNING_CAP``)."""
         raw_tenant = self.client.hget(keys.job(job_id), "tenant")
         if raw_tenant is None:
-            return -1
+            return Transition.NO_JOB
         tenant = text(raw_tenant)
         encoded = JobRecord.encode(dict(fields, status=to_state))
         fence_field, fence_value = fence if fence is not None else ("", "")
@@ -266,30 +291,29 @@ class JobStore:
         ]
         for name, value in encoded.items():
             args.extend([name, value])
-        return int(
-            self._transition(
-                keys=[
-                    keys.job(job_id),
-                    keys.jobs_running(),
-                    keys.job_stats(),
-                    keys.tenant_jobs_in(tenant, "queued"),
-                    keys.tenant_jobs_in(tenant, "running"),
-                    keys.jobs_outbox(),
-                    keys.jobs_finished(),
-                ],
-                args=args,
+        return Transition(
+            int(
+                self._transition(
+                    keys=[
+                        keys.job(job_id),
+                        keys.jobs_running(),
+                        keys.job_stats(),
+                        keys.tenant_jobs_in(tenant, "queued"),
+                        keys.tenant_jobs_in(tenant, "running"),
+                        keys.jobs_outbox(),
+                        keys.jobs_finished(),
+                    ],
+                    args=args,
+                )
             )
         )
 
-    def delete(self, job_id: str) -> int:
-        """Delete a finished job: its record, trace, search rows and cancel flag (its model stays).
-
-        Returns 1 (deleted), 0 (the job is queued or running: nothing deleted) or -1 (no such job).
-        """
+    def delete(self, job_id: str) -> Deletion:
+        """Delete a finished job: its record, trace, search rows and cancel flag (its model stays)."""
         raw_tenant = self.client.hget(keys.job(job_id), "tenant")
         if raw_tenant is None:
-            return -1
-        return int(
+            return Deletion.NO_JOB
+        return Deletion(
             self._delete(
                 keys=[
                     keys.job(job_id),
@@ -311,7 +335,7 @@ class JobStore:
         while True:
             ids = [text(raw) for raw in self.client.zrangebyscore(keys.jobs_finished(), "-inf", cutoff, 0, batch)]
             for job_id in ids:
-                if self.delete(job_id) == 1:
+                if self.delete(job_id) is Deletion.DELETED:
                     deleted += 1
                 else:  # gone already (or, impossibly, not finished): forget the entry
                     self.client.zrem(keys.jobs_finished(), job_id)

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from core.schemas.base import ErrorResponse
 from core.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
 from core.storage.job_record import JobRecord
-from core.storage.jobs import FINAL_STATES, JobStore, utc_now
+from core.storage.jobs import FINAL_STATES, Deletion, JobStore, utc_now
 from core.storage.keys import new_id
 from service.api.deps import DatasetStoreDep, JobDep, JobStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
@@ -183,14 +183,14 @@ def delete_job(job: JobDep, jobs: JobStoreDep) -> Response:
     """Delete a finished job with its trace (its model stays; `GET /v1/models/{id}/trace` is then empty)."""
     job_id = job.id
     outcome = jobs.delete(job_id)
-    if outcome == 0:
+    if outcome is Deletion.NOT_FINISHED:
         raise ApiError(
             409,
             "job_not_finished",
             f"job {job_id} is {job.status.value}: cancel it first (POST /v1/jobs/{job_id}/cancel), then delete it",
             {"status": job.status.value},
         )
-    if outcome == -1:
+    if outcome is Deletion.NO_JOB:
         raise not_found("job", job_id)
     return Response(status_code=204)
 
