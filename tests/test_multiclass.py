@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
+from core.schemas.solver_params import solver_params
 from core.scoring.models import Scorer
 from tests.helpers import NullSink, liblinear_train, liblinear_w_full
 from worker.training import train_model
@@ -33,19 +34,22 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     C = 0.01  # liblinear-official converges within its 300-iteration cap here (at larger C it stops early)
-    params = {
-        "C": C,
-        "loss": "hinge",
-        "bias": 1.0,
-        "class_weight": None,
-        "tol": 1e-4,
-        "max_iter": 100000,
-        "shrinking": True,
-        "trace_every": 1000,
-        "seed": 0,
-        "max_seconds": None,
-        "n_processes": processes,
-    }
+    params = solver_params(
+        "dcd",
+        {
+            "C": C,
+            "loss": "hinge",
+            "bias": 1.0,
+            "class_weight": None,
+            "tol": 1e-4,
+            "max_iter": 100000,
+            "shrinking": True,
+            "trace_every": 1000,
+            "seed": 0,
+            "max_seconds": None,
+            "n_processes": processes,
+        },
+    )
     outcome = train_model(
         "dcd",
         params,
@@ -78,20 +82,23 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
     X, y = loader(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     gamma, C = 1.0 / X.shape[1], 1.0
-    params = {
-        "C": C,
-        "kernel": {"type": "rbf", "gamma": gamma},
-        "working_set": "second_order",
-        "tol": 1e-3,
-        "cache_mb": 100.0,
-        "shrinking": True,
-        "class_weight": None,
-        "max_iter": None,
-        "trace_every": 1000,
-        "seed": 0,
-        "max_seconds": None,
-        "n_processes": 2,
-    }
+    params = solver_params(
+        "smo",
+        {
+            "C": C,
+            "kernel": {"type": "rbf", "gamma": gamma},
+            "working_set": "second_order",
+            "tol": 1e-3,
+            "cache_mb": 100.0,
+            "shrinking": True,
+            "class_weight": None,
+            "max_iter": None,
+            "trace_every": 1000,
+            "seed": 0,
+            "max_seconds": None,
+            "n_processes": 2,
+        },
+    )
     outcome = train_model(
         "smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False, sink=NullSink()
     )

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from core.schemas.solver_params import solver_params
 from tests.helpers import NullSink, sparse_problem
 from tests.test_smo import _csr
 from worker.progress import ProblemsEstimator, convergence_fraction
@@ -17,7 +18,7 @@ def arrays_of(indptr, indices, data, y):
     return {"indptr": indptr, "indices": indices, "data": data, "y": y}
 
 
-DCD = {
+DCD_JSON = {
     "C": 1.0,
     "loss": "hinge",
     "bias": 1.0,
@@ -30,6 +31,7 @@ DCD = {
     "max_seconds": None,
     "n_processes": 1,
 }
+DCD = solver_params("dcd", DCD_JSON)
 
 
 def test_fraction_is_the_log_distance_from_the_first_measure_to_the_tolerance():
@@ -40,15 +42,20 @@ def test_fraction_is_the_log_distance_from_the_first_measure_to_the_tolerance():
     assert half == pytest.approx(1.0 / 3.0)
     assert convergence_fraction("dcd", DCD, {"max_violation": 0.005, "iteration": 3}, 10.0)[0] == 1.0
     # iterations over max_iter are a floor
-    assert convergence_fraction("dcd", dict(DCD, max_iter=4), {"max_violation": 10.0, "iteration": 3}, 10.0)[0] == 0.75
+    assert (
+        convergence_fraction(
+            "dcd", solver_params("dcd", dict(DCD_JSON, max_iter=4)), {"max_violation": 10.0, "iteration": 3}, 10.0
+        )[0]
+        == 0.75
+    )
     # ocas: the gap against tol_rel * primal
-    ocas = {"tol_rel": 0.01, "tol_abs": 0.0, "max_iter": 10**6}
+    ocas = solver_params("ocas", {"tol_rel": 0.01, "tol_abs": 0.0, "max_iter": 10**6})
     fraction, _ = convergence_fraction("ocas", ocas, {"primal": 100.0, "gap": 10.0, "iteration": 5}, 100.0)
     assert fraction == pytest.approx(math.log(10.0) / math.log(100.0))
 
 
 def test_one_vs_rest_fraction_is_the_mean_over_classes():
-    estimator = ProblemsEstimator("smo", {"tol": 0.001}, 4)
+    estimator = ProblemsEstimator("smo", solver_params("smo", {"tol": 0.001}), 4)
     estimator.observe(0, {"max_violation": 1.0})
     estimator.observe(0, {"max_violation": 0.0001})
     estimator.observe(1, {"max_violation": 1.0})
@@ -93,7 +100,7 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
 
     indptr, indices, data, y = sparse_problem(600, 20, 6, seed=5, noise=0.3)
     params = dict(
-        DCD,
+        DCD_JSON,
         search={
             "C": [0.1, 1.0],
             "gamma": None,
@@ -107,7 +114,7 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
     sink = NullSink()
     run_search(
         "dcd",
-        params,
+        solver_params("dcd", params),
         arrays_of(indptr, indices, data, y),
         20,
         deadline=None,

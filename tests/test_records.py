@@ -19,6 +19,7 @@ from core.storage import keys
 from core.storage.documents import DatasetRecord, ModelRecord
 from core.storage.job_record import IncompleteJobHash, JobRecord
 from core.storage.jobs import Deletion, JobStore, Transition
+from worker.runs import job_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = json.loads((ROOT / "tests" / "data" / "stored_cfa9d22.json").read_text())
@@ -138,6 +139,13 @@ def test_writes_name_fields_of_the_record_with_values_of_their_type():
 def test_a_hash_without_the_fields_of_a_job_is_no_job():
     with pytest.raises(IncompleteJobHash, match="tenant"):
         JobRecord.from_hash({b"enqueues": b"1", b"rq_job_id": b"job_z_r1", b"id": b"job_z"})
+
+
+@pytest.mark.parametrize("name", sorted(STORED["jobs"]))
+def test_the_worker_reads_the_stored_parameters_with_their_solver_schema(name):
+    job = JobRecord.from_hash(STORED["jobs"][name])
+    params = job_params(job)
+    assert params.model_dump(mode="json", by_alias=True) == job.params
 
 
 # -- data sets and models -----------------------------------------------------------------------------
@@ -276,6 +284,15 @@ def test_no_job_record_is_read_by_key():
             if (subscript or by_get) and isinstance(target, ast.Name) and target.id == "job":
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_the_worker_reads_stored_parameters_in_one_place():
+    calls = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "solver_params":
+                calls.append(str(path.relative_to(ROOT)))
+    assert calls == ["worker/runs.py"]
 
 
 # -- over HTTP: the API answers for stored records as it did then --------------------------------------

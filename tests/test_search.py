@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer
 
+from core.schemas.solver_params import solver_params
 from tests.helpers import NullSink, to_svmlight, upload, wait_job
 from worker.folds import make_folds
 from worker.search import run_search
@@ -63,7 +64,7 @@ def search_table(processes: int, warm: bool = True) -> dict:
     tables = []
     outcome = run_search(
         "dcd",
-        params,
+        solver_params("dcd", params),
         arrays,
         n_features,
         deadline=None,
@@ -95,7 +96,6 @@ def test_same_table_with_one_and_two_processes():
     "solver,params", [("dcd", {"tol": 0.1, "trace_every": 1000}), ("ocas", {"tol_rel": 1e-3, "n_processes": 1})]
 )
 def test_warm_start_saves_iterations_along_c(solver, params):
-    from core.schemas.solver_params import solver_params
     from worker import registry
     from worker.solvers.common import SolverControl
 
@@ -174,7 +174,7 @@ def test_measured_cold_fits_show_the_iterations_saved():
     }
     outcome = run_search(
         "dcd",
-        params,
+        solver_params("dcd", params),
         arrays,
         n_features,
         deadline=None,
@@ -208,7 +208,7 @@ def test_max_iter_shows_in_the_table():
     }
     outcome = run_search(
         "dcd",
-        params,
+        solver_params("dcd", params),
         arrays,
         n_features,
         deadline=None,
@@ -264,7 +264,7 @@ def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     )
     one = run_search(
         solver,
-        dict(params, n_processes=1),
+        solver_params(solver, dict(params, n_processes=1)),
         arrays,
         n_features,
         deadline=None,
@@ -274,7 +274,7 @@ def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
     )
     two = run_search(
         solver,
-        params,
+        solver_params(solver, params),
         arrays,
         n_features,
         deadline=None,
@@ -283,7 +283,7 @@ def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
         publish=lambda table, subtasks: None,
     )
     assert strip_timing(one.meta["search_results"]) == strip_timing(two.meta["search_results"])
-    search = Search(solver, params, arrays, n_features)
+    search = Search(solver, solver_params(solver, params), arrays, n_features)
     for row in one.meta["search_results"]["settings"]:
         for fold in range(3):
             train = subset(arrays, np.flatnonzero(search.folds != fold), n_features)
@@ -433,7 +433,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
         sink = NullSink()
         outcome = run_search(
             "dcd",
-            dict(params, n_processes=processes),
+            solver_params("dcd", dict(params, n_processes=processes)),
             arrays,
             n_features,
             deadline=None,

@@ -18,7 +18,9 @@ def arrays(n=400, d=30, seed=3, classes=2):
 
 def train(solver, params, problem):
     data, d = problem
-    return train_model(solver, params, data, d, deadline=None, cancel_requested=lambda: False, sink=NullSink())
+    return train_model(
+        solver, solver_params(solver, params), data, d, deadline=None, cancel_requested=lambda: False, sink=NullSink()
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,7 +84,7 @@ def test_a_canceled_multiclass_job_says_why_it_has_no_model():
 
     outcome = train_model(
         "dcd",
-        {"C": 1.0, "tol": 1e-6, "trace_every": 1},
+        solver_params("dcd", {"C": 1.0, "tol": 1e-6, "trace_every": 1}),
         data,
         d,
         deadline=None,

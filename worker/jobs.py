@@ -32,13 +32,13 @@ from core.logs import job_id_var
 from core.processes import die_with_parent
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
-from worker.runs import cancel, fail, hand_back, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, hand_back, job_params, record_outcome, redis_client, worker_id
 from worker.search import run_search
 from worker.solvers.common import SolverInputError
 from worker.training import TrainingOutcome, train_model
@@ -103,7 +103,7 @@ def _train(job_id: str) -> dict:
     mine = ("attempts", str(run))
     log.info("job started (run %d)", run, extra={"solver": job.solver, "dataset_id": job.dataset_id})
     try:
-        params = solver_params(job.solver, job.params)  # the API's own schema: typed, defaults filled in
+        params = job_params(job)
     except (KeyError, ValidationError) as exc:
         return fail(
             jobs, job_id, mine, "invalid_params", f"the stored parameters do not fit solver {job.solver}: {exc}"
@@ -179,17 +179,9 @@ def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | 
 
 
 def train_job(
-    solver: str,
-    params: SolverParams | dict,
-    arrays: dict,
-    n_features: int,
-    *,
-    deadline,
-    cancel_requested,
-    sink: TraceSink,
+    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink: TraceSink
 ) -> TrainingOutcome:
     """A job's training in this process: a model selection when ``params.search`` is set, else one model."""
-    params = solver_params(solver, params)
     if params.search is not None:
 
         def publish(results_table: dict, subtasks: dict) -> None:

@@ -16,7 +16,7 @@ import time
 
 import redis
 
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
 from core.storage.capacity import is_out_of_memory
 from core.storage.jobs import JobStore
 
@@ -48,7 +48,7 @@ share of the time left of each other."""
 
 
 def convergence_fraction(
-    solver: str, params: SolverParams | dict, point: dict, first: float | None
+    solver: str, params: SolverParams, point: dict, first: float | None
 ) -> tuple[float, float | None]:
     """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
 
@@ -59,7 +59,6 @@ def convergence_fraction(
     violation counts the same early and late; iterations over ``max_iter`` give a floor. ``first``
     is the problem's first measure (None: this point is the first).
     """
-    params = solver_params(solver, params)
     measure, target = _measure(solver, params, point)
     fraction = 0.0
     if measure is not None and target is not None and target > 0:
@@ -104,9 +103,9 @@ def _positive(value) -> float | None:
 class ProblemsEstimator:
     """The fraction of a job made of binary problems: the mean of the problems' fractions (done ones count 1)."""
 
-    def __init__(self, solver: str, params: SolverParams | dict, problems: int):
+    def __init__(self, solver: str, params: SolverParams, problems: int):
         self.solver = solver
-        self.params = solver_params(solver, params)
+        self.params = params
         self.problems = max(1, problems)
         self.first: dict[int, float] = {}
         self.fractions: dict[int, float] = {}

@@ -20,6 +20,7 @@ from core.config import get_settings, model_reserve_fraction
 from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
+from core.schemas.solver_params import SolverParams, solver_params
 from core.storage import keys
 from core.storage.capacity import StorageFull
 from core.storage.connection import resilient_client
@@ -52,6 +53,17 @@ def redis_client() -> redis.Redis:
 def worker_id() -> str:
     """This worker's id (set by ``hinge worker``; host and pid otherwise)."""
     return os.environ.get("HINGE_WORKER_ID") or f"{os.uname().nodename}:{os.getpid()}"
+
+
+def job_params(job: JobRecord) -> SolverParams:
+    """The job's stored parameters read by its solver's schema: the worker's one re-check of what the API accepted.
+
+    The API validated them when it accepted the job and stored that validated JSON form; this reads it
+    back as the typed model the training code takes (defaults filled in). Stored by another version,
+    they may no longer fit: pydantic's ValidationError (KeyError for a solver this version lacks), which
+    the run reports as ``invalid_params``.
+    """
+    return solver_params(job.solver, job.params)
 
 
 def record_outcome(

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
+from core.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams
 from core.scoring import metrics
 from core.scoring.metrics import predicted_ranks
 from worker import registry
@@ -218,8 +218,7 @@ def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | No
 class Search:
     """One model selection: its grid, folds and paths; runs the paths and builds the table."""
 
-    def __init__(self, solver: str, params: SolverParams | dict, arrays: dict, n_features: int) -> None:
-        params = solver_params(solver, params)
+    def __init__(self, solver: str, params: SolverParams, arrays: dict, n_features: int) -> None:
         if params.search is None:
             raise ValueError("a search needs params.search")
         search = params.search
@@ -665,15 +664,7 @@ def worst_stop_reason(reasons: Counter | dict) -> str:
 
 
 def run_search(
-    solver: str,
-    params: SolverParams | dict,
-    arrays: dict,
-    n_features: int,
-    *,
-    deadline,
-    cancel_requested,
-    sink,
-    publish,
+    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink, publish
 ) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
     search = Search(solver, params, arrays, n_features)

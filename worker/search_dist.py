@@ -29,7 +29,7 @@ from rq.job import Dependency
 from core.config import get_settings
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
-from core.schemas.solver_params import SearchParams, SolverParams, solver_params
+from core.schemas.solver_params import SearchParams, SolverParams
 from core.storage import keys
 from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
@@ -38,7 +38,7 @@ from core.storage.records import dataset_store
 from worker import datacache, heartbeat, warmup
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink
-from worker.runs import cancel, fail, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, job_params, record_outcome, redis_client, worker_id
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
@@ -68,16 +68,11 @@ def units_of(params: SolverParams) -> list[tuple[int, int]]:
     return [(fold, g) for fold in range(search.cv_folds) for g in range(len(_gammas(search)))]
 
 
-def _params(job: JobRecord) -> SolverParams:
-    """The job's stored parameters, read by its solver's schema."""
-    return solver_params(job.solver, job.params)
-
-
 def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     """Enqueue one RQ job per (fold, gamma) and a final one depending on them; the job stays running."""
     settings = get_settings()
     job_id = job.id
-    params = _params(job)
+    params = job_params(job)
     units = units_of(params)
     gammas = _gammas(_search_of(params))
     queue = JobQueue(client, settings).tenant_queue(job.tenant)
@@ -115,7 +110,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
 
 
 def _deadline(job: JobRecord) -> float | None:
-    seconds = _params(job).max_seconds
+    seconds = job_params(job).max_seconds
     if not seconds:
         return None
     started = job.started_ts or time.time()
@@ -147,7 +142,7 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
     job = _current(jobs, job_id, run)
     if job is None:
         return {"skipped": "the job is no longer running this search"}
-    params = _params(job)
+    params = job_params(job)
     fold, gamma_index = units_of(params)[index]
     warmup.ensure_solver(job.solver)  # the first run on a machine: compiled, or waited for, here
     dataset, arrays = _load(client, job)
@@ -176,7 +171,7 @@ def _rows(client, job_id: str) -> list[dict]:
 
 def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> dict:
     rows = _rows(client, job.id)
-    params = _params(job)
+    params = job_params(job)
     search = _search_of(params)
     warm = bool(search.warm_start) and job.solver in search_module.WARM_SOLVERS
     results_table = search_module.table(rows, metric, search, warm)
@@ -196,7 +191,7 @@ def finish(job_id: str, run: int) -> dict:
     if job is None:
         return {"skipped": "the job is no longer running this search"}
     mine = ("attempts", str(run))
-    params = _params(job)
+    params = job_params(job)
     cv_folds = _search_of(params).cv_folds
     jobs.update(job_id, worker=worker_id(), started_ts=time.time())
     heartbeat.current_job(job_id)

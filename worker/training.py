@@ -27,15 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.schemas.solver_params import (
-    KERNEL_SOLVERS,
-    CpaParams,
-    PolyKernel,
-    RbfKernel,
-    SigmoidKernel,
-    SolverParams,
-    solver_params,
-)
+from core.schemas.solver_params import KERNEL_SOLVERS, CpaParams, PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
 from worker import registry
@@ -77,7 +69,7 @@ def resolve_kernel(params: SolverParams, arrays: dict, n_features: int) -> Solve
 
 def fit_problems(
     solver: str,
-    params: SolverParams | dict,
+    params: SolverParams,
     arrays: dict,
     n_features: int,
     *,
@@ -97,7 +89,6 @@ def fit_problems(
     from (dcd: its dual variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
     the trace points of problem k.
     """
-    params = solver_params(solver, params)
     fit = registry.adapter(solver)
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for(solver, np.asarray(arrays["data"]))
@@ -171,7 +162,7 @@ def fit_problems(
 
 def train_model(
     solver: str,
-    params: SolverParams | dict,
+    params: SolverParams,
     arrays: dict,
     n_features: int,
     *,
@@ -183,9 +174,8 @@ def train_model(
 ) -> TrainingOutcome:
     """Train every problem of the job with the solver and assemble the model (``phase``: as progress shows it).
 
-    ``params``: the solver's schema, or a mapping it validates (defaults filled in).
+    ``params``: the solver's schema (the job's are read by ``worker.runs.job_params``).
     """
-    params = solver_params(solver, params)
     n_processes = n_processes or params.n_processes or available_cores()
     if isinstance(params, CpaParams) and params.task != "classification":
         return _train_pairwise(

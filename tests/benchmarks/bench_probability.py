@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
+from core.schemas.solver_params import solver_params
 from core.scoring.models import Scorer
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
@@ -118,7 +119,7 @@ def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
     started = time.perf_counter()
     outcome = train_model(
         section["solver"],
-        params,
+        solver_params(section["solver"], params),
         arrays,
         X.shape[1],
         deadline=None,

@@ -34,7 +34,7 @@ os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
 
-from core.schemas.solver_params import solver_params  # noqa: E402
+from core.schemas.solver_params import SolverParams, solver_params  # noqa: E402
 from core.scoring import metrics  # noqa: E402
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
 from tests.benchmarks.environment import machine
@@ -117,7 +117,7 @@ def cpa_params(**overrides):
 SPEEDUP_DATA = {"a9a": ("a9a.svm.gz", None), "sector": ("sector.scale.svm.gz", 55197)}
 
 
-def _search_params(processes: int, measure_cold: bool = False) -> dict:
+def _search_params(processes: int, measure_cold: bool = False) -> SolverParams:
     """dcd with the schema's defaults (what a job gets), an 8-value C grid, 5 folds."""
     from core.schemas.solver_params import DcdParams
 
@@ -131,7 +131,7 @@ def _search_params(processes: int, measure_cold: bool = False) -> dict:
         "distribute": False,
         "measure_cold": measure_cold,
     }
-    return dict(DcdParams().model_dump(), n_processes=processes, search=search)
+    return solver_params("dcd", dict(DcdParams().model_dump(), n_processes=processes, search=search))
 
 
 def _load_average() -> list[float]:

@@ -68,7 +68,14 @@ def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
     fields = PARAMS_BY_SOLVER[solver].model_fields  # the worker validates params: keep what this solver takes
     given = {key: value for key, value in dict(base, **params).items() if key in fields or key == "lambda"}
     outcome = train_model(
-        solver, given, arrays, X.shape[1], deadline=None, cancel_requested=lambda: False, sink=NullSink(), n_processes=2
+        solver,
+        PARAMS_BY_SOLVER[solver].model_validate(given),
+        arrays,
+        X.shape[1],
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        n_processes=2,
     )
     meta = dict(outcome.meta, solver=solver, params=dict(base, **params), id=f"check-{solver}")
     return meta, outcome.arrays, time.perf_counter() - started
