@@ -1,5 +1,7 @@
 """The contract between the API and the worker: job parameters cross Redis as the JSON the API stores,
-and the worker reads them back with the same pydantic schemas (``core.schemas.solver_params``)."""
+the worker reads them back with the same pydantic schemas (``core.schemas.solver_params``), and every
+field reaches the solve function, under its meaning (issue 21, item 3: a parameter dropped on the way,
+as the old adapters allowed, fails here)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from core.schemas.jobs import JobRequest
-from core.schemas.solver_params import KERNEL_SOLVERS, PARAMS_BY_SOLVER, OcasParams, SmoParams, solver_params
+from core.schemas.solver_params import OcasParams, SmoParams
+from core.solvers import KERNEL_SOLVERS, SOLVERS, solver_params
 from service.api.job_checks import stored_params
 
 BODIES = [
@@ -24,7 +27,7 @@ def test_the_worker_reads_what_the_api_stored(body):
     request = TypeAdapter(JobRequest).validate_python(dict(body, dataset_id="ds_x"))
     stored = stored_params(request)  # what the job record holds in Redis (JSON names: `lambda`)
     read = solver_params(request.solver, stored)
-    assert type(read) is PARAMS_BY_SOLVER[request.solver]
+    assert type(read) is SOLVERS[request.solver].params
     assert read == request.params
     assert read.model_dump(mode="json", by_alias=True) == stored
 
@@ -50,4 +53,79 @@ def test_params_that_do_not_fit_are_refused():
 
 
 def test_kernel_solvers_are_the_schemas_with_a_kernel():
-    assert set(KERNEL_SOLVERS) == {name for name, schema in PARAMS_BY_SOLVER.items() if "kernel" in schema.model_fields}
+    assert set(KERNEL_SOLVERS) == {name for name, spec in SOLVERS.items() if "kernel" in spec.params.model_fields}
+
+
+def _non_default(name: str, field, current):
+    """A valid value of a schema field that differs from ``current`` (its default)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(current, BaseModel):  # a kernel: another type with its own fields
+        return {"type": "poly", "degree": 2, "gamma": 0.25, "coef0": 1.0}
+    annotation = field.annotation
+    literal = [a for a in (annotation, *typing.get_args(annotation)) if typing.get_origin(a) is typing.Literal]
+    if literal:
+        return next(v for v in typing.get_args(literal[0]) if v != current)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    kinds = {typing.get_origin(a) or a for a in args}
+    if dict in kinds:
+        return {"1": 2.5}
+    if bool in kinds:
+        return not current
+    if int in kinds and float not in kinds:
+        return (current or 1) + 3
+    return (current or 0.5) * 0.37 if current not in (None, 0, 0.0) else 0.123
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_every_field_reaches_the_solve_function_under_its_meaning(solver, monkeypatch):
+    """Every schema field but the dispatcher's own arrives at the solve function with the value the job
+    gave it: each field in turn gets a value other than its default, goes through the API's validation
+    and the stored JSON, and the call the worker makes is captured."""
+    import inspect
+
+    from worker import registry
+
+    spec = SOLVERS[solver]
+    signature = inspect.signature(registry.solve_function(solver))
+    schema = spec.params
+    for name, field in schema.model_fields.items():
+        if name in registry.SERVICE_FIELDS:
+            continue
+        keyword = spec.arguments.get(name, name)
+        assert keyword in signature.parameters, f"{solver}: schema field {name} has no keyword {keyword} to go to"
+        default = schema().__getattribute__(name)
+        value = _non_default(name, field, default)
+        if solver == "cpa" and name == "objective":
+            value = "ordinal"
+        try:
+            params = solver_params(solver, {field.alias or name: value})
+        except ValidationError:
+            params = solver_params(solver, {field.alias or name: value, "tol": 0.01, "tol_rel": 0.02})
+        stored = solver_params(solver, params.model_dump(mode="json", by_alias=True))  # across Redis
+        seen = {}
+        monkeypatch.setattr(registry, "solve_function", lambda s: lambda *a, **kw: seen.update(kw))
+        registry.fit(solver, None, None, None, None, n_features=3, params=stored, class_weight=(0.5, 2.0), control=None)
+        monkeypatch.undo()
+        got = seen[keyword]
+        expected = getattr(stored, name)
+        expected = expected.model_dump() if hasattr(expected, "model_dump") else expected
+        if name == "class_weight":
+            assert got == (0.5, 2.0), "class_weight arrives as the problem's (negative, positive) factors"
+        else:
+            assert got == expected and got != (default.model_dump() if hasattr(default, "model_dump") else default), (
+                solver,
+                name,
+                got,
+                default,
+            )
+
+
+def test_the_dispatchers_own_fields_are_a_fixed_few():
+    """The fields that do not go to the solve function (the dispatcher uses them), so that a solver field
+    cannot be hidden there: every other field is checked above."""
+    from worker import registry
+
+    assert registry.SERVICE_FIELDS == {"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.schemas.solver_params import solver_params
+from core.solvers import solver_params
 from tests.helpers import NullSink, sparse_problem
 from worker.training import train_model
 

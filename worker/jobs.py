@@ -31,7 +31,8 @@ from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent
 from core.queueing import JobQueue
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
+from core.solvers import solver_params
 from core.storage.jobs import JobStore, utc_now
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup

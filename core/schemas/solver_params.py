@@ -6,8 +6,7 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -460,30 +459,5 @@ class SampledCutsParams(CommonParams):
 
 
 SolverParams = DcdParams | CpaParams | OcasParams | SmoParams | SampledCutsParams
-"""The parameters of a job, as the schema of its solver reads them."""
-
-PARAMS_BY_SOLVER: dict[str, type[SolverParams]] = {
-    "dcd": DcdParams,
-    "cpa": CpaParams,
-    "ocas": OcasParams,
-    "smo": SmoParams,
-    "sampled_cuts": SampledCutsParams,
-}
-"""The schema of each solver's parameters, by solver name."""
-
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
-"""Solvers that take a `kernel` (their models are expansions over training rows)."""
-
-
-def solver_params(solver: str, params: Mapping[str, Any] | SolverParams) -> SolverParams:
-    """A job's parameters validated by its solver's schema, defaults filled in (the API's checks, the worker's reading).
-
-    Takes the stored JSON form (`lambda` for ocas) or the field names; a model of the right schema
-    is returned as it is. Raises pydantic's ValidationError, KeyError for an unknown solver.
-    """
-    schema = PARAMS_BY_SOLVER[solver]
-    if isinstance(params, schema):
-        return params
-    if isinstance(params, CommonParams):
-        raise TypeError(f"parameters of {type(params).__name__} given for solver {solver}")
-    return schema.model_validate(params)
+"""The parameters of a job, as the schema of its built-in solver reads them (for type checking; a solver of
+HINGE_SOLVER_PLUGINS has its own CommonParams subclass: ``core.solvers``)."""

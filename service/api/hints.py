@@ -22,6 +22,7 @@ import typing
 from pydantic import BaseModel
 
 from core.config import Settings
+from core.solvers import KERNEL_SOLVERS
 
 
 def setting_variable(name: str) -> str:
@@ -91,9 +92,6 @@ SKLEARN_NAMES = {
     "decision_function_shape": "multiclass",
 }
 """scikit-learn's (and LIBSVM's Python) parameter names -> ours, where the meaning is the same."""
-
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
-"""Solvers that take a kernel (the others train linear models)."""
 
 
 def _nested_field(parent: type[BaseModel], name: str, depth: int = 2) -> tuple[list[str], type[BaseModel]] | None:

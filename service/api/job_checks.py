@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.config import Settings
-from core.schemas.solver_params import KERNEL_SOLVERS
+from core.solvers import KERNEL_SOLVERS
 from service.api.errors import unprocessable
 
 
