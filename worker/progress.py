@@ -54,8 +54,8 @@ def convergence_fraction(
     """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
 
     The measure is what the solver's stopping rule compares with its tolerance: the largest
-    projected-gradient or KKT violation (dcd, smo), the cut violation (cpa, sampled_cuts) or the gap
-    (ocas, against max(tol_abs, tol_rel * primal)). The fraction is the log-scale distance covered
+    projected-gradient or KKT violation, the cut violation or the gap (against max(tol_abs, tol_rel *
+    primal)), as the solver's spec says (``core.solvers``). The fraction is the log-scale distance covered
     from the first measure to the tolerance, log(first / now) / log(first / tol), so halving the
     violation counts the same early and late; iterations over ``max_iter`` give a floor. ``first``
     is the problem's first measure (None: this point is the first).

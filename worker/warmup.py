@@ -77,7 +77,7 @@ def ensure_solver(
 ) -> dict[str, float]:
     """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
     compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
-    compiled = KERNELS.ensure([solver], should_stop=should_stop, on_wait=on_wait)
+    compiled = KERNELS.ensure(list(SOLVER_SPECS[solver].kernel_units), should_stop=should_stop, on_wait=on_wait)
     for name, seconds in compiled.items():
         log.info("compiled the kernels of %s in %.1f s", name, seconds)
     return compiled

@@ -62,10 +62,9 @@ class JobProgress(ResponseModel):
 
     `fraction` per solver, for one binary problem: the log-scale distance its stopping measure has
     covered from its first value to the tolerance, log(first / now) / log(first / tol), where the
-    measure is the largest projected-gradient violation (`dcd`, against `tol`), the largest KKT
-    violation (`smo`, against `tol`), the cut violation (`cpa`, against `tol`; `sampled_cuts`:
-    cut value minus slack, against `tol`) or the gap (`ocas`, against max(`tol_abs`, `tol_rel` x
-    primal)); iterations over `max_iter` are a floor. One-vs-rest: the mean over the classes
+    measure is the one its stopping rule compares with its tolerance: the largest projected-gradient
+    or KKT violation, the cut violation (for the kernel cutting planes: cut value minus slack), or the
+    gap (against max(`tol_abs`, `tol_rel` x primal)); iterations over `max_iter` are a floor. One-vs-rest: the mean over the classes
     (finished classes count 1). A search: cross-validation subtasks finished over all, scaled so that
     the refit of the best setting takes the share of one fit, then the refit's own fraction.
     """

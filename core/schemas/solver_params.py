@@ -83,7 +83,7 @@ class CommonParams(StrictModel):
         description=(
             "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
             "sharing the data set. Null: the worker's cores. A single binary problem of ocas or cpa uses this "
-            "many threads for its passes over the data instead; smo and sampled_cuts use them as threads inside "
+            "many threads for its passes over the data instead; the kernel solvers use them as threads inside "
             "a single binary problem (processes x threads <= cores)."
         ),
     )
