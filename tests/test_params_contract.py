@@ -160,3 +160,50 @@ def test_a_solver_is_named_in_few_files_and_the_client_lists_the_registry():
     for spec in BUILT_IN:  # the estimator's parameters are the schema's (gamma, degree, coef0: the kernel's;
         fields = set(spec.params.model_fields) | {"gamma", "degree", "coef0", "tol"}  # tol: tol_rel where none)
         assert set(estimators.SOLVER_PARAMS[spec.name]) <= fields, spec.name
+
+
+def test_tol_rel_means_one_thing_for_every_solver():
+    """Issue 21, item 5: where tol_rel exists it is a certified relative gap in (0, 1), or null for off; 0 reads
+    as null (earlier versions stored 0 for off in dcd and cpa jobs, which must still load)."""
+    with_tol_rel = [name for name, spec in SOLVERS.items() if "tol_rel" in spec.params.model_fields]
+    assert set(with_tol_rel) >= {"dcd", "cpa", "ocas", "smo"}
+    for name in with_tol_rel:
+        field = SOLVERS[name].params.model_fields["tol_rel"]
+        assert field.default == 0.01 and "(0, 1), or null for off" in field.description, name
+        other_rule = {"tol": 1e-3} if name == "cpa" else {"tol_abs": 1.0} if name == "ocas" else {}
+        assert solver_params(name, {"tol_rel": 0.5}).tol_rel == 0.5
+        assert solver_params(name, {"tol_rel": None, **other_rule}).tol_rel is None
+        assert solver_params(name, {"tol_rel": 0, **other_rule}).tol_rel is None, "an old job's 0 means off"
+        for bad in (1.0, 1.5, -0.1):
+            with pytest.raises(ValidationError):
+                solver_params(name, {"tol_rel": bad})
+    with pytest.raises(ValidationError, match="tol_rel and tol are both null"):
+        solver_params("cpa", {"tol_rel": None})
+    with pytest.raises(ValidationError, match="tol_rel is null and tol_abs is 0"):
+        solver_params("ocas", {"tol_rel": None})
+    for name, spec in SOLVERS.items():  # what n_processes does, said per solver
+        assert "a single" in spec.params.model_fields["n_processes"].description, name
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_a_solve_functions_defaults_are_its_schemas(solver):
+    """Jobs take their defaults from the schema (the registry passes every field); the solve functions keep
+    defaults only for direct calls (tests, benchmarks), and they must be the schema's: one value each."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    from worker import registry
+
+    spec = SOLVERS[solver]
+    signature = inspect.signature(registry.solve_function(solver))
+    defaults = spec.params()
+    for name in spec.params.model_fields:
+        parameter = signature.parameters.get(spec.arguments.get(name, name))
+        if name in registry.SERVICE_FIELDS or name == "class_weight" or parameter is None:
+            continue
+        if parameter.default is inspect.Parameter.empty:
+            continue  # required there (C, kernel): no second default
+        value = getattr(defaults, name)
+        value = value.model_dump() if isinstance(value, BaseModel) else value
+        assert parameter.default == value, f"{solver}.{name}: solve default {parameter.default!r}, schema {value!r}"
