@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_iris, load_wine
 
-from core.schemas.solver_params import solver_params
 from core.scoring.models import Scorer
+from core.solvers import solver_params
 from tests.helpers import NullSink, liblinear_train, liblinear_w_full
 from worker.training import train_model
 

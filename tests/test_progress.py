@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core.schemas.solver_params import solver_params
+from core.solvers import solver_params
 from tests.helpers import NullSink, sparse_problem
 from tests.test_smo import _csr
 from worker.progress import ProblemsEstimator, convergence_fraction

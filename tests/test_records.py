@@ -145,7 +145,12 @@ def test_a_hash_without_the_fields_of_a_job_is_no_job():
 def test_the_worker_reads_the_stored_parameters_with_their_solver_schema(name):
     job = JobRecord.from_hash(STORED["jobs"][name])
     params = job_params(job)
-    assert params.model_dump(mode="json", by_alias=True) == job.params
+    expected = dict(job.params)
+    if (
+        expected.get("tol_rel") == 0
+    ):  # what earlier versions stored for "off" reads as null (core.schemas.solver_params)
+        expected["tol_rel"] = None
+    assert params.model_dump(mode="json", by_alias=True) == expected
 
 
 # -- data sets and models -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer
 
-from core.schemas.solver_params import solver_params
+from core.solvers import solver_params
 from tests.helpers import NullSink, to_svmlight, upload, wait_job
 from worker.folds import make_folds
 from worker.search import run_search

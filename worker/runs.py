@@ -20,7 +20,8 @@ from core.config import get_settings, model_reserve_fraction
 from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
+from core.solvers import solver_params
 from core.storage import keys
 from core.storage.capacity import StorageFull
 from core.storage.connection import resilient_client

@@ -30,6 +30,7 @@ from core.config import get_settings
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SearchParams, SolverParams
+from core.solvers import spec_of
 from core.storage import keys
 from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
@@ -173,7 +174,7 @@ def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> dict:
     rows = _rows(client, job.id)
     params = job_params(job)
     search = _search_of(params)
-    warm = bool(search.warm_start) and job.solver in search_module.WARM_SOLVERS
+    warm = bool(search.warm_start) and spec_of(job.solver).warm_start is not None
     results_table = search_module.table(rows, metric, search, warm)
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})

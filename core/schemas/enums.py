@@ -5,16 +5,6 @@ from __future__ import annotations
 from enum import Enum
 
 
-class SolverName(str, Enum):
-    """A training algorithm."""
-
-    dcd = "dcd"
-    cpa = "cpa"
-    ocas = "ocas"
-    smo = "smo"
-    sampled_cuts = "sampled_cuts"
-
-
 class ModelKind(str, Enum):
     """How a model scores rows."""
 

@@ -114,7 +114,7 @@ class Sink:
 
 
 def measure(solver: str, params: dict, arrays: dict, n_features: int, after: float) -> dict:
-    from core.schemas.solver_params import PARAMS_BY_SOLVER
+    from core.solvers import solver_params
     from worker.jobs import train_job
 
     state = {"at": None, "solver_done": None}
@@ -130,7 +130,7 @@ def measure(solver: str, params: dict, arrays: dict, n_features: int, after: flo
         return False
 
     sink = Sink()
-    typed = PARAMS_BY_SOLVER[solver].model_validate(params)
+    typed = solver_params(solver, params)
     outcome = train_job(solver, typed, arrays, n_features, deadline=None, cancel_requested=cancel_requested, sink=sink)
     done = time.monotonic()
     last_elapsed = (sink.last or {}).get("elapsed_s")

@@ -36,8 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from core.schemas.solver_params import solver_params
 from core.scoring.models import Scorer
+from core.solvers import solver_params
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
 

@@ -34,8 +34,9 @@ os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_svmlight_file  # noqa: E402
 
-from core.schemas.solver_params import SolverParams, solver_params  # noqa: E402
+from core.schemas.solver_params import SolverParams  # noqa: E402
 from core.scoring import metrics  # noqa: E402
+from core.solvers import solver_params  # noqa: E402
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
 from tests.benchmarks.environment import machine
 from tests.helpers import NullSink  # noqa: E402

@@ -52,7 +52,7 @@ def load(name: str):
 
 
 def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
-    from core.schemas.solver_params import PARAMS_BY_SOLVER
+    from core.solvers import spec_of
     from worker.training import train_model
 
     base = {
@@ -65,11 +65,11 @@ def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
     }
     arrays = {"indptr": X.indptr.astype(np.int64), "indices": X.indices.astype(np.int32), "data": X.data, "y": y}
     started = time.perf_counter()
-    fields = PARAMS_BY_SOLVER[solver].model_fields  # the worker validates params: keep what this solver takes
+    fields = spec_of(solver).params.model_fields  # the worker validates params: keep what this solver takes
     given = {key: value for key, value in dict(base, **params).items() if key in fields or key == "lambda"}
     outcome = train_model(
         solver,
-        PARAMS_BY_SOLVER[solver].model_validate(given),
+        spec_of(solver).params.model_validate(given),
         arrays,
         X.shape[1],
         deadline=None,
