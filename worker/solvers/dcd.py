@@ -24,8 +24,10 @@ C_i xi_i^2 has conjugate alpha_i^2 / (4 C_i), which is 0.5 * D_ii * alpha_i^2 wi
 The primal solution is w = sum_i y_i alpha_i x_i (eq. (11)). Trace points report
 primal P(w), dual value -f(alpha) = e'alpha - 0.5 |w|^2 - 0.5 sum_i D_ii alpha_i^2, and their gap.
 
-Algorithm (paper: ../shared/papers/004_e40e8c4948a12931.txt)
------------------------------------------------------------------
+Algorithm
+---------
+The paper: C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi and S. Sundararajan, "A Dual Coordinate
+Descent Method for Large-scale Linear SVM", ICML 2008.
 Algorithm 1 (Section 2) with the random permutation of Section 3.1 and the shrinking of Section 3.2:
 
 * One outer iteration ("epoch": ``_dcd_epoch``, called again for each 0.2 s slice of a long one, so
