@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import Cluster
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
-from tests.test_service_errors import assert_error
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
 KEYS = {"key-alice": "alice", "key-bob": "bob", "key-carol": "carol"}
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
