@@ -38,7 +38,7 @@ import os
 import re
 import sys
 import time
-from typing import cast
+from typing import cast, get_args
 
 import httpx
 
@@ -56,7 +56,7 @@ from hinge_client._cli_errors import (
 from hinge_client._cli_files import read_rows
 from hinge_client.client import DEFAULT_URL, Client
 from hinge_client.errors import HingeError
-from hinge_client.types import Dataset, ImportFormat
+from hinge_client.types import Dataset, ImportFormat, Solver
 
 PREDICT_BATCH = 1000
 LARGE_UPLOAD = 1 << 20  # bytes; larger uploads get a progress bar on a terminal
@@ -583,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", parents=[common], help="Submit a training job (prints its id).")
     train.add_argument("dataset")
-    train.add_argument("--solver", required=True, choices=("dcd", "cpa", "ocas", "smo", "sampled_cuts"))
+    train.add_argument("--solver", required=True, choices=get_args(Solver))
     train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")

@@ -1,4 +1,5 @@
-"""Defaults that deliver (issue 10, item 3): with nothing but C set, every linear solver returns a model
+"""Defaults that deliver (issue 10, item 3), as a job gets them (its solver's schema, through the registry):
+with nothing but C set, every linear solver returns a model
 within 1% of the optimum, certified by its own bound (gap_rel), for C from 0.01 to 100, on data with
 more rows than features (dense cuts) and with more features than rows (cuts kept as outputs).
 
@@ -42,6 +43,17 @@ def _problem(n, d, seed):
 PROBLEMS = {"tall": (1200, 150, 5), "wide": (400, 3000, 6)}
 
 
+def job_fit(solver, X, y, **params):
+    """Train as a job does: the params validated by the solver's schema (its defaults: the ones a job gets)
+    and handed to the solver by the registry, as the worker does."""
+    from core.solvers import solver_params
+    from worker import registry
+
+    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
+    job_params = solver_params(solver, params)
+    return registry.fit(solver, *args, n_features=X.shape[1], params=job_params, class_weight=(1.0, 1.0), control=None)
+
+
 @pytest.fixture(scope="module")
 def problems():
     return {name: _problem(*args) for name, args in PROBLEMS.items()}
@@ -52,13 +64,7 @@ def problems():
 @pytest.mark.parametrize("solver", ["ocas", "cpa", "dcd"])
 def test_default_stop_is_certified_within_one_percent(problems, name, C, solver):
     X, y = problems[name]
-    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
-    if solver == "ocas":
-        res = ocas.solve_ocas(*args, n_features=X.shape[1], C=C)
-    elif solver == "cpa":
-        res = cpa.solve_cpa(*args, n_features=X.shape[1], C=C)
-    else:
-        res = dcd.solve_dcd(*args, n_features=X.shape[1], C=C)
+    res = job_fit(solver, X, y, C=C)
     best = naive.linear_svc_optimum(X, y, C, 1.0)
     assert res.converged, (solver, res.stop_reason, res.n_iter)
     assert res.objective == pytest.approx(naive.hinge_primal(X, y, res.w, res.bias, C, 1.0), rel=1e-9)
@@ -75,13 +81,10 @@ def test_default_stop_is_certified_within_one_percent(problems, name, C, solver)
 def test_smo_default_stop_reports_a_true_certified_gap(problems, C):
     """smo (LIBSVM's formulation, free bias) certifies by weak duality: the returned alpha's dual value
     is below the optimum, the returned model's primal above it. Checked against a run at tol 1e-7."""
-    from worker.solvers import smo
-
     X, y = problems["tall"]
-    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
     kernel = {"type": "rbf", "gamma": 1.0}
-    res = smo.solve_smo(*args, n_features=X.shape[1], C=C, kernel=kernel)
-    tight = smo.solve_smo(*args, n_features=X.shape[1], C=C, kernel=kernel, tol=1e-7)
+    res = job_fit("smo", X, y, C=C, kernel=kernel)
+    tight = job_fit("smo", X, y, C=C, kernel=kernel, tol=1e-7)
     assert res.converged and res.extra["primal_complete"]
     gap_rel = res.extra["gap_rel"]
     assert 0.0 <= gap_rel <= 0.01, gap_rel

@@ -369,7 +369,9 @@ def test_ocas_deterministic(problems):
     [
         ({"lam": 0.0}, "lam must be"),
         ({"lam": 1.5}, "lam must lie"),
-        ({"tol_rel": 0.0, "tol_abs": 0.0}, "both 0"),
+        ({"tol_rel": 0.0, "tol_abs": 0.0}, "tol_rel is off"),
+        ({"tol_rel": None, "tol_abs": 0.0}, "tol_rel is off"),
+        ({"tol_rel": 1.0}, "tol_rel must be a relative gap"),
         ({"tol_rel": -1.0}, "tol_rel must be"),
         ({"n_processes": 0}, "n_processes must be"),
         ({"C": -1.0}, "C must be"),

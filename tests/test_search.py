@@ -95,7 +95,7 @@ def test_same_table_with_one_and_two_processes():
     "solver,params", [("dcd", {"tol": 0.1, "trace_every": 1000}), ("ocas", {"tol_rel": 1e-3, "n_processes": 1})]
 )
 def test_warm_start_saves_iterations_along_c(solver, params):
-    from core.schemas.solver_params import solver_params
+    from core.solvers import solver_params
     from worker import registry
     from worker.solvers.common import SolverControl
 

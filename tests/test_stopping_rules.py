@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.schemas.solver_params import solver_params
+from core.solvers import solver_params
 from tests.helpers import NullSink, sparse_problem
 from worker.training import train_model
 
@@ -22,7 +22,8 @@ def train(solver, params, problem):
 
 
 @pytest.mark.parametrize(
-    ("solver", "named", "off"), [("dcd", {"tol": 0.5}, 0.0), ("cpa", {"tol": 1e-4}, 0.0), ("smo", {"tol": 0.01}, None)]
+    ("solver", "named", "off"),
+    [("dcd", {"tol": 0.5}, None), ("cpa", {"tol": 1e-4}, None), ("smo", {"tol": 0.01}, None)],
 )
 def test_a_named_tol_rules_unless_tol_rel_is_named_too(solver, named, off):
     assert solver_params(solver, named).tol_rel == off

@@ -37,6 +37,7 @@ from scipy.optimize import minimize
 from core.schemas.solver_params import SolverParams
 from core.scoring.models import csr
 from core.scoring.probability import fit_sigmoid
+from core.solvers import spec_of
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import job_problems
@@ -69,7 +70,8 @@ def held_out_decision_values(
     when canceled. A problem covers every row, or with ``members`` the rows members[k] (its targets
     problems[k] follow them)."""
     fit = registry.adapter(solver)
-    parallel = 1 if solver == "ocas" else None  # ocas: the processes go to the (fold, problem) fits
+    # threads inside a problem (ocas, cpa) go to 1: the processes go to the (fold, problem) fits
+    parallel = 1 if spec_of(solver).threads == "n_processes" else None
     matrix = csr(arrays, n_features)
     n_folds = int(folds.max()) + 1
     plan = [(fold, k) for fold in range(n_folds) for k in range(len(problems))]

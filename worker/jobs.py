@@ -31,7 +31,8 @@ from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent
 from core.queueing import JobQueue
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
+from core.solvers import solver_params
 from core.storage.jobs import JobStore, utc_now
 from core.storage.records import dataset_store
 from worker import datacache, heartbeat, search_dist, warmup
@@ -115,7 +116,11 @@ def _train(job_id: str) -> dict:
         except Exception as exc:
             log.exception("job %s: distributing the search failed", job_id)
             return fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
-    stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
+    try:
+        stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
+    except Exception as exc:  # a unit that does not compile: the job fails with why, the worker goes on
+        log.exception("job %s: the kernels of %s could not be made ready", job_id, job["solver"])
+        return fail(jobs, job_id, mine, "solver_error", f"the kernels of {job['solver']}: {type(exc).__name__}: {exc}")
     if stopped == "interrupted":
         return hand_back(jobs, client, job, mine, "the worker was stopping while the job waited for its kernels")
     if stopped == "canceled":

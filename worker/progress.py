@@ -16,7 +16,8 @@ import time
 
 import redis
 
-from core.schemas.solver_params import SolverParams, solver_params
+from core.schemas.solver_params import SolverParams
+from core.solvers import solver_params, spec_of
 from core.storage.capacity import is_out_of_memory
 from core.storage.jobs import JobStore
 
@@ -53,8 +54,8 @@ def convergence_fraction(
     """How far one binary problem is from its stopping rule, in [0, 1], and the measure used.
 
     The measure is what the solver's stopping rule compares with its tolerance: the largest
-    projected-gradient or KKT violation (dcd, smo), the cut violation (cpa, sampled_cuts) or the gap
-    (ocas, against max(tol_abs, tol_rel * primal)). The fraction is the log-scale distance covered
+    projected-gradient or KKT violation, the cut violation or the gap (against max(tol_abs, tol_rel *
+    primal)), as the solver's spec says (``core.solvers``). The fraction is the log-scale distance covered
     from the first measure to the tolerance, log(first / now) / log(first / tol), so halving the
     violation counts the same early and late; iterations over ``max_iter`` give a floor. ``first``
     is the problem's first measure (None: this point is the first).
@@ -76,29 +77,9 @@ def convergence_fraction(
 
 
 def _measure(solver: str, params: SolverParams, point: dict) -> tuple[float | None, float | None]:
-    """(measure, target) of the solver's stopping rule at this point; None when the point lacks it."""
-    tol = getattr(params, "tol", None)
-    if solver in ("dcd", "smo"):
-        return _positive(point.get("max_violation")), tol
-    if solver == "cpa" and tol is not None:
-        return _positive(point.get("violation")), tol
-    if solver in ("ocas", "cpa"):  # cpa without the paper's tol stops on the relative gap, as ocas
-        primal = point.get("primal")
-        if primal is None:
-            return None, None
-        tol_abs, tol_rel = getattr(params, "tol_abs", 0.0), getattr(params, "tol_rel", 0.0)
-        target = max(float(tol_abs or 0.0), float(tol_rel or 0.0) * abs(float(primal)))
-        return _positive(point.get("gap")), target
-    if solver == "sampled_cuts":
-        value, xi = point.get("cut_value"), point.get("xi")
-        if value is None or xi is None:
-            return None, None
-        return max(float(value) - float(xi), FLOOR), tol
-    return None, None
-
-
-def _positive(value) -> float | None:
-    return None if value is None else max(float(value), FLOOR)
+    """(measure, target) of the solver's stopping rule at this point (its spec's ``progress``); None when the
+    point lacks it."""
+    return spec_of(solver).progress(params, point)
 
 
 class ProblemsEstimator:

@@ -59,9 +59,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.solver_params import KERNEL_SOLVERS, SearchParams, SolverParams, solver_params
+from core.schemas.solver_params import SearchParams, SolverParams
 from core.scoring import metrics
 from core.scoring.metrics import predicted_ranks
+from core.solvers import solver_params, spec_of
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
@@ -70,7 +71,6 @@ from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SubtaskContext, available_cores, run_task_graph
 from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
-WARM_SOLVERS = ("dcd", "ocas")
 PATHS_PER_PROCESS = 4
 """A path is one task when there are at least this many paths per process; else each fit is a task."""
 FOLD_CACHE_BYTES = 256 << 20
@@ -236,7 +236,7 @@ class Search:
         self.Cs = tuple(sorted(float(c) for c in (search.C or [params.C])))
         kernel = getattr(base_params, "kernel", None)
         self.gammas: list[float | str | None] = list(search.gamma) if search.gamma else [getattr(kernel, "gamma", None)]
-        self.warm = bool(search.warm_start) and solver in WARM_SOLVERS
+        self.warm = bool(search.warm_start) and spec_of(solver).warm_start is not None
         self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])
         qid = np.asarray(arrays["qid"]) if self.task == "ranking" and "qid" in arrays else None
@@ -278,10 +278,11 @@ class Search:
         return self.base_params.model_copy(update=update)
 
     def parallel_within_fit(self) -> int | None:
-        """Processes (ocas) or threads (smo, sampled_cuts) one fit of the grid may use; None: the solver's default."""
-        if self.solver == "ocas":
+        """Threads one fit of the grid may use (the spec's ``threads``); None: the solver's default."""
+        threads = spec_of(self.solver).threads
+        if threads == "n_processes":
             return 1  # the processes go to the paths
-        if self.solver in KERNEL_SOLVERS:
+        if threads == "n_threads":
             return 1 if self.processes == 1 else None  # None: the threads the process is allowed
         return None
 
@@ -329,7 +330,7 @@ class Search:
                 )
                 ranking = None
             else:
-                result = registry.adapter("cpa")(
+                result = registry.adapter(self.solver)(
                     train["indptr"],
                     train["indices"],
                     train["data"],

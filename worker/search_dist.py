@@ -28,7 +28,8 @@ from rq.job import Dependency
 
 from core.config import get_settings
 from core.queueing import JobQueue
-from core.schemas.solver_params import SearchParams, SolverParams, solver_params
+from core.schemas.solver_params import SearchParams, SolverParams
+from core.solvers import solver_params, spec_of
 from core.storage import keys
 from core.storage.jobs import JobStore, utc_now
 from core.storage.records import dataset_store
@@ -175,7 +176,7 @@ def _publish(jobs: JobStore, client, job: dict, metric: str) -> dict:
     rows = _rows(client, job["id"])
     params = _params(job)
     search = _search_of(params)
-    warm = bool(search.warm_start) and job["solver"] in search_module.WARM_SOLVERS
+    warm = bool(search.warm_start) and spec_of(job["solver"]).warm_start is not None
     results_table = search_module.table(rows, metric, search, warm)
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})

@@ -27,17 +27,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from core.schemas.solver_params import (
-    KERNEL_SOLVERS,
-    CpaParams,
-    PolyKernel,
-    RbfKernel,
-    SigmoidKernel,
-    SolverParams,
-    solver_params,
-)
+from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
+from core.solvers import solver_params, spec_of
 from worker import registry
 from worker.folds import subset
 from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
@@ -106,10 +99,11 @@ def fit_problems(
     # ocas (processes) and the kernel solvers (threads) parallelize inside a single problem; with several
     # problems the processes go to the problems (and the kernel solvers take the threads each process is
     # allowed, cores // processes: their own n_processes, else the cores).
+    threads = spec_of(solver).threads
     parallel = None
-    if solver == "ocas":
+    if threads == "n_processes":
         parallel = n_processes if len(problems) == 1 else 1
-    elif solver in KERNEL_SOLVERS and (len(problems) == 1 or n_processes == 1):
+    elif threads == "n_threads" and (len(problems) == 1 or n_processes == 1):
         parallel = n_processes
 
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
@@ -187,9 +181,9 @@ def train_model(
     """
     params = solver_params(solver, params)
     n_processes = n_processes or params.n_processes or available_cores()
-    if isinstance(params, CpaParams) and params.task != "classification":
+    if params.task != "classification":
         return _train_pairwise(
-            params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
+            solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
         )
     params = resolve_kernel(params, arrays, n_features)
 
@@ -384,19 +378,19 @@ def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: in
 
 
 def _train_pairwise(
-    params: CpaParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink
+    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink
 ) -> TrainingOutcome:
-    """cpa with an ordinal, ROC-area or ranking objective: one problem over the labels as ranks."""
-    objective = params.objective
+    """A pairwise objective (cpa's ordinal, ROC-area or ranking): one problem over the labels as ranks."""
+    objective = params.task  # the pairwise objective (cpa: `objective`)
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
-    data = registry.data_for("cpa", np.asarray(arrays["data"]))
+    data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"], dtype=np.float64)
     qid = np.asarray(arrays["qid"]) if objective == "ranking" else None
-    estimator = ProblemsEstimator("cpa", params, 1)
+    estimator = ProblemsEstimator(solver, params, 1)
     sink.estimator = estimator
     sink.set_phase("training")
     control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add)
-    result = registry.adapter("cpa")(
+    result = registry.adapter(solver)(
         indptr,
         indices,
         data,
@@ -413,7 +407,7 @@ def _train_pairwise(
     meta = dict(
         _summary([result], result.stop_reason is StopReason.DEADLINE),
         kind="ranking",
-        stopping_rule=stopping_rule("cpa", params, [result], result.stop_reason.value),
+        stopping_rule=stopping_rule(solver, params, [result], result.stop_reason.value),
         task=objective,
         n_features=int(n_features),
         n_pairs=int(result.extra.get("n_pairs", 0)),

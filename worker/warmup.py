@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from core.kernel_cache import KernelSet, KernelUnit, UnitsStopped, read_marker
 from core.processes import die_with_parent
+from core.solvers import SOLVERS as SOLVER_SPECS
 
 log = logging.getLogger("hinge.worker")
 
@@ -57,8 +58,8 @@ dcd first (most jobs use it), then smo, the longest by far (40% of the whole com
 one builder while the others take the rest, every solver is ready sooner. reference_s: cold compile
 seconds measured on a quiet 2-core machine (the estimate before any is measured)."""
 
-SOLVERS = ("dcd", "cpa", "ocas", "smo", "sampled_cuts")
-"""Solver names, in the order a worker makes them warm; each solver's unit has its own name."""
+SOLVERS = tuple(SOLVER_SPECS)
+"""Solver names (``core.solvers``), in the order a worker makes them warm."""
 FIRST = "dcd"
 """The solver a worker makes warm before it takes any job."""
 
@@ -67,8 +68,8 @@ KERNELS = KernelSet(UNITS)
 
 
 def solver_units(solver: str) -> list[KernelUnit]:
-    """The units a solver needs, requirements first."""
-    return KERNELS.closure([solver])
+    """The units a solver needs (its spec's ``kernel_units``), requirements first."""
+    return KERNELS.closure(list(SOLVER_SPECS[solver].kernel_units))
 
 
 def ensure_solver(
@@ -76,7 +77,7 @@ def ensure_solver(
 ) -> dict[str, float]:
     """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
     compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
-    compiled = KERNELS.ensure([solver], should_stop=should_stop, on_wait=on_wait)
+    compiled = KERNELS.ensure(list(SOLVER_SPECS[solver].kernel_units), should_stop=should_stop, on_wait=on_wait)
     for name, seconds in compiled.items():
         log.info("compiled the kernels of %s in %.1f s", name, seconds)
     return compiled

@@ -7,16 +7,6 @@ from enum import Enum
 from core.stop_reason import StopReason as StopReason  # beside the solvers' results; the schemas take it from here
 
 
-class SolverName(str, Enum):
-    """A training algorithm."""
-
-    dcd = "dcd"
-    cpa = "cpa"
-    ocas = "ocas"
-    smo = "smo"
-    sampled_cuts = "sampled_cuts"
-
-
 class ModelKind(str, Enum):
     """How a model scores rows."""
 

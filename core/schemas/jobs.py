@@ -3,63 +3,46 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from core.schemas.base import Page, ResponseModel, StrictModel
-from core.schemas.enums import SolverName, StopReason
-from core.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
+from core.schemas.enums import StopReason
+from core.schemas.solver_params import CommonParams
+from core.solvers import SOLVERS, SolverName, SolverSpec
 
 DATASET_ID = Field(description="Id of the uploaded training data set.", max_length=100)
 
 
-class DcdJobRequest(StrictModel):
-    """Train a linear SVM with dual coordinate descent (`dcd`)."""
+class JobRequestBase(StrictModel):
+    """What every solver's request holds (each schema of ``REQUESTS`` narrows `solver` and `params`)."""
 
     dataset_id: str = DATASET_ID
-    solver: Literal["dcd"] = Field(description="The solver: `dcd`.")
-    params: DcdParams = Field(default_factory=DcdParams, description="Parameters of the dcd solver.")
+    solver: str = Field(description="The solver.")
+    params: CommonParams = Field(description="Parameters of the solver.")
 
 
-class CpaJobRequest(StrictModel):
-    """Train a linear SVM, ordinal regression, ROC-area or ranking model with SVMperf's cutting planes (`cpa`)."""
-
-    dataset_id: str = DATASET_ID
-    solver: Literal["cpa"] = Field(description="The solver: `cpa`.")
-    params: CpaParams = Field(default_factory=CpaParams, description="Parameters of the cpa solver.")
-
-
-class OcasJobRequest(StrictModel):
-    """Train a linear SVM with the optimized cutting plane algorithm (`ocas`)."""
-
-    dataset_id: str = DATASET_ID
-    solver: Literal["ocas"] = Field(description="The solver: `ocas`.")
-    params: OcasParams = Field(default_factory=OcasParams, description="Parameters of the ocas solver.")
-
-
-class SmoJobRequest(StrictModel):
-    """Train a kernel SVM with sequential minimal optimization (`smo`)."""
-
-    dataset_id: str = DATASET_ID
-    solver: Literal["smo"] = Field(description="The solver: `smo`.")
-    params: SmoParams = Field(default_factory=SmoParams, description="Parameters of the smo solver.")
-
-
-class SampledCutsJobRequest(StrictModel):
-    """Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`)."""
-
-    dataset_id: str = DATASET_ID
-    solver: Literal["sampled_cuts"] = Field(description="The solver: `sampled_cuts`.")
-    params: SampledCutsParams = Field(
-        default_factory=SampledCutsParams, description="Parameters of the sampled_cuts solver."
+def _request_schema(spec: SolverSpec) -> type[JobRequestBase]:
+    """The body of POST /v1/jobs for one solver: data set, `solver` (its literal name) and its params."""
+    solver: Any = Literal[spec.name]
+    return create_model(
+        f"{spec.camel()}JobRequest",
+        __base__=JobRequestBase,
+        __doc__=spec.summary,
+        __module__=__name__,
+        solver=(solver, Field(description=f"The solver: `{spec.name}`.")),
+        params=(spec.params, Field(default_factory=spec.params, description=f"Parameters of the {spec.name} solver.")),
     )
 
 
-JobRequest = Annotated[
-    DcdJobRequest | CpaJobRequest | OcasJobRequest | SmoJobRequest | SampledCutsJobRequest,
-    Field(discriminator="solver"),
-]
+REQUESTS = {name: _request_schema(spec) for name, spec in SOLVERS.items()}
+"""The request schema of each solver (`DcdJobRequest`, ...), from its spec."""
+
+if TYPE_CHECKING:
+    JobRequest = JobRequestBase
+else:
+    JobRequest = Annotated[Union[tuple(REQUESTS.values())], Field(discriminator="solver")]  # noqa: UP007
 """The body of POST /v1/jobs: a union discriminated by `solver`."""
 
 
@@ -79,10 +62,9 @@ class JobProgress(ResponseModel):
 
     `fraction` per solver, for one binary problem: the log-scale distance its stopping measure has
     covered from its first value to the tolerance, log(first / now) / log(first / tol), where the
-    measure is the largest projected-gradient violation (`dcd`, against `tol`), the largest KKT
-    violation (`smo`, against `tol`), the cut violation (`cpa`, against `tol`; `sampled_cuts`:
-    cut value minus slack, against `tol`) or the gap (`ocas`, against max(`tol_abs`, `tol_rel` x
-    primal)); iterations over `max_iter` are a floor. One-vs-rest: the mean over the classes
+    measure is the one its stopping rule compares with its tolerance: the largest projected-gradient
+    or KKT violation, the cut violation (for the kernel cutting planes: cut value minus slack), or the
+    gap (against max(`tol_abs`, `tol_rel` x primal)); iterations over `max_iter` are a floor. One-vs-rest: the mean over the classes
     (finished classes count 1). A search: cross-validation subtasks finished over all, scaled so that
     the refit of the best setting takes the share of one fit, then the refit's own fraction.
     """

@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.schemas.base import StrictModel
-from core.schemas.enums import ModelKind, Multiclass, SolverName, StopReason, Task
+from core.schemas.enums import ModelKind, Multiclass, StopReason, Task
+from core.solvers import SolverName
 
 
 class Calibration(BaseModel):

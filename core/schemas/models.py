@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 
 from core.schemas.base import Page, ResponseModel, StrictModel
-from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, SolverName, StopReason, Task
+from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, StopReason, Task
 from core.schemas.model_files import Calibration
+from core.solvers import SolverName
 
 
 class StoppingRule(ResponseModel):

@@ -6,10 +6,9 @@ The C convention is the same for every solver (LIBLINEAR's): minimize
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from core.schemas.base import StrictModel
 
@@ -65,8 +64,30 @@ class SearchParams(StrictModel):
     )
 
 
+RELATIVE_GAP = "tol_rel means the same for every solver: a certified relative gap in (0, 1), or null for off (0 reads as null, as earlier versions wrote it)."
+"""The sentence every tol_rel's description ends with."""
+
+
+def n_processes_field(inside_a_problem: str):
+    """The `n_processes` field of one solver: what it means for that solver, said in its schema."""
+    return Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a "
+        f"search), sharing the data set; {inside_a_problem} Null: the worker's cores (HINGE_WORKER_CORES); "
+        "processes x threads <= cores.",
+    )
+
+
 class CommonParams(StrictModel):
     """Parameters every solver accepts."""
+
+    @field_validator("tol_rel", mode="before", check_fields=False)
+    @classmethod
+    def _zero_tol_rel_is_off(cls, value):
+        """Earlier versions stored 0 for 'off' (dcd, cpa): read it as null, so their jobs still load."""
+        return None if value == 0 else value
 
     @property
     def task(self) -> str:
@@ -84,7 +105,7 @@ class CommonParams(StrictModel):
         description=(
             "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
             "sharing the data set. Null: the worker's cores. A single binary problem of ocas or cpa uses this "
-            "many threads for its passes over the data instead; smo and sampled_cuts use them as threads inside "
+            "many threads for its passes over the data instead; the kernel solvers use them as threads inside "
             "a single binary problem (processes x threads <= cores)."
         ),
     )
@@ -128,6 +149,8 @@ class CommonParams(StrictModel):
 class DcdParams(CommonParams):
     """Dual coordinate descent (Hsieh et al., ICML 2008) for linear SVMs with L1 or L2 loss."""
 
+    n_processes: int | None = n_processes_field("a single binary problem runs on one thread.")
+
     C: float = Field(
         default=1.0,
         gt=0,
@@ -158,16 +181,15 @@ class DcdParams(CommonParams):
         gt=0,
         description="Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); LIBLINEAR's -e).",
     )
-    tol_rel: float = Field(
+    tol_rel: float | None = Field(
         default=0.01,
-        ge=0,
-        le=1,
+        gt=0,
+        lt=1,
         description=(
             "Also require the duality gap to certify the model: (primal - dual) / primal <= tol_rel when rule (17) "
             "holds (else the gradient threshold is divided by 10 and training goes on). The model is then within "
-            "tol_rel of the optimum (reported as `gap_rel`). 0: rule (17) alone, as LIBLINEAR. When `tol` is given "
-            "and tol_rel is not, tol_rel is 0: the tolerance you named rules (the model's `gap_rel` still says how "
-            "close it came)."
+            "tol_rel of the optimum (reported as `gap_rel`). Null: rule (17) alone, as LIBLINEAR; null too when "
+            f"`tol` is given and tol_rel is not (the tolerance you named rules). {RELATIVE_GAP}"
         ),
     )
     max_iter: int = Field(
@@ -191,19 +213,21 @@ class DcdParams(CommonParams):
 
     @model_validator(mode="after")
     def _named_tol_rules(self):
-        return tol_alone_when_named(self, off=0.0)
+        return tol_alone_when_named(self)
 
 
-def tol_alone_when_named(params, off):
+def tol_alone_when_named(params):
     """A `tol` the user gave rules alone when they did not give `tol_rel` too: the default tol_rel would
     otherwise stop the solver earlier (cpa) or make it go on past that tol (dcd, smo) without a word."""
     if "tol" in params.model_fields_set and "tol_rel" not in params.model_fields_set:
-        params.tol_rel = off
+        params.tol_rel = None
     return params
 
 
 class CpaParams(CommonParams):
     """SVMperf's 1-slack cutting-plane algorithm (Joachims, KDD 2006, Algorithms 1 and 2)."""
+
+    n_processes: int | None = n_processes_field("a single problem uses this many threads for its passes over the data.")
 
     C: float = Field(
         default=1.0,
@@ -227,15 +251,15 @@ class CpaParams(CommonParams):
         allow_inf_nan=False,
         description="Value B of the constant feature (classification only; it cancels in pairwise differences and is ignored there). Null: no offset.",
     )
-    tol_rel: float = Field(
+    tol_rel: float | None = Field(
         default=0.01,
-        ge=0,
-        le=1,
+        gt=0,
+        lt=1,
         description=(
             "Stop when the best objective found minus the lower bound (the reduced problem's dual value) is at most "
             "tol_rel times that objective: the model is then certified within tol_rel of the optimum (reported as "
-            "`gap_rel`). 0: only `tol` decides; 0 too when `tol` is given and tol_rel is not (the tolerance you named "
-            "rules)."
+            "`gap_rel`). Null: only `tol` decides; null too when `tol` is given and tol_rel is not (the tolerance "
+            f"you named rules). {RELATIVE_GAP}"
         ),
     )
     tol: float | None = Field(
@@ -244,7 +268,7 @@ class CpaParams(CommonParams):
         description=(
             "The paper's epsilon, off when null: also stop when the most violated constraint exceeds the working "
             "set's slack by at most tol per example (per pair for pairwise objectives), i.e. the objective is within "
-            "C*n*tol of the optimum. At least one of tol_rel > 0 and tol must be given."
+            "C*n*tol of the optimum. At least one of tol_rel and tol must be given."
         ),
     )
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
@@ -262,16 +286,20 @@ class CpaParams(CommonParams):
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):
-        tol_alone_when_named(self, off=0.0)
-        if self.tol_rel == 0 and self.tol is None:
+        tol_alone_when_named(self)
+        if self.tol_rel is None and self.tol is None:
             raise ValueError(
-                "tol_rel is 0 and tol is null: give tol_rel > 0 (certified relative gap) or the paper's tol"
+                "tol_rel and tol are both null: give tol_rel (a certified relative gap) or the paper's tol"
             )
         return self
 
 
 class OcasParams(CommonParams):
     """Optimized cutting plane algorithm (Franc & Sonnenburg, ICML 2008) with parallel subtasks."""
+
+    n_processes: int | None = n_processes_field(
+        "a single binary problem uses this many threads for its passes over the data (with several problems, one each)."
+    )
 
     model_config = {"extra": "forbid", "populate_by_name": True}
 
@@ -286,10 +314,12 @@ class OcasParams(CommonParams):
         allow_inf_nan=False,
         description="Value B of the constant feature appended to every row (regularized). Null: no offset.",
     )
-    tol_rel: float = Field(
+    tol_rel: float | None = Field(
         default=0.01,
-        ge=0,
-        description="Stop when primal - lower bound <= tol_rel * |primal| (the paper's rule (9), relative part).",
+        gt=0,
+        lt=1,
+        description="Stop when primal - lower bound <= tol_rel * |primal| (the paper's rule (9), relative part). "
+        f"Null: tol_abs alone. {RELATIVE_GAP}",
     )
     tol_abs: float = Field(
         default=0.0, ge=0, description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part)."
@@ -308,8 +338,8 @@ class OcasParams(CommonParams):
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):
-        if self.tol_rel == 0 and self.tol_abs == 0:
-            raise ValueError("tol_rel and tol_abs are both 0: at least one must be > 0")
+        if self.tol_rel is None and self.tol_abs == 0:
+            raise ValueError("tol_rel is null and tol_abs is 0: give tol_rel, or tol_abs > 0")
         return self
 
 
@@ -362,6 +392,10 @@ KERNEL_TYPES = tuple(
 class SmoParams(CommonParams):
     """Sequential minimal optimization (Platt 1998) for kernel SVMs, with a kernel cache and shrinking."""
 
+    n_processes: int | None = n_processes_field(
+        "a single binary problem uses this many threads for its kernel rows and gradient updates (with several problems, what its process may use)."
+    )
+
     C: float = Field(
         default=1.0,
         gt=0,
@@ -386,7 +420,7 @@ class SmoParams(CommonParams):
             "Also require the model's duality gap to be at most tol_rel of its objective ((P - D) / P, D the dual "
             "value of the returned alpha: a certified bound, reported as the model's gap_rel); while it is larger, "
             "tol is divided by 10 and the steps go on (down to 1e-9). Null: tol alone, as LIBSVM; null too when "
-            "`tol` is given and tol_rel is not (the tolerance you named rules)."
+            f"`tol` is given and tol_rel is not (the tolerance you named rules). {RELATIVE_GAP}"
         ),
     )
     cache_mb: float = Field(
@@ -417,11 +451,15 @@ class SmoParams(CommonParams):
 
     @model_validator(mode="after")
     def _named_tol_rules(self):
-        return tol_alone_when_named(self, off=None)
+        return tol_alone_when_named(self)
 
 
 class SampledCutsParams(CommonParams):
     """Cutting-plane training of kernel SVMs with sampled cuts (Yu & Joachims, KDD 2008)."""
+
+    n_processes: int | None = n_processes_field(
+        "a single binary problem uses this many threads for its kernel evaluations (with several problems, what its process may use)."
+    )
 
     C: float = Field(
         default=1.0, gt=0, allow_inf_nan=False, description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i."
@@ -460,30 +498,5 @@ class SampledCutsParams(CommonParams):
 
 
 SolverParams = DcdParams | CpaParams | OcasParams | SmoParams | SampledCutsParams
-"""The parameters of a job, as the schema of its solver reads them."""
-
-PARAMS_BY_SOLVER: dict[str, type[SolverParams]] = {
-    "dcd": DcdParams,
-    "cpa": CpaParams,
-    "ocas": OcasParams,
-    "smo": SmoParams,
-    "sampled_cuts": SampledCutsParams,
-}
-"""The schema of each solver's parameters, by solver name."""
-
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
-"""Solvers that take a `kernel` (their models are expansions over training rows)."""
-
-
-def solver_params(solver: str, params: Mapping[str, Any] | SolverParams) -> SolverParams:
-    """A job's parameters validated by its solver's schema, defaults filled in (the API's checks, the worker's reading).
-
-    Takes the stored JSON form (`lambda` for ocas) or the field names; a model of the right schema
-    is returned as it is. Raises pydantic's ValidationError, KeyError for an unknown solver.
-    """
-    schema = PARAMS_BY_SOLVER[solver]
-    if isinstance(params, schema):
-        return params
-    if isinstance(params, CommonParams):
-        raise TypeError(f"parameters of {type(params).__name__} given for solver {solver}")
-    return schema.model_validate(params)
+"""The parameters of a job, as the schema of its built-in solver reads them (for type checking; a solver of
+HINGE_SOLVER_PLUGINS has its own CommonParams subclass: ``core.solvers``)."""

@@ -1,7 +1,7 @@
 """Decision values of a kernel expansion, with numpy and scipy only (no numba: the API process uses it).
 
-A kernel model is an expansion over stored rows s_1..s_m (support vectors for ``smo``, sampled basis
-rows for ``sampled_cuts``):
+A kernel model is an expansion over stored rows s_1..s_m (support vectors for ``smo``, the sampled basis
+rows of the kernel cutting-plane solver):
 
     decision_c(x) = sum_k coef[c, k] * K(s_k, x) + bias[c]        (c = 0..n_models-1)
 

@@ -16,7 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core.schemas.solver_params import KERNEL_TYPES, PARAMS_BY_SOLVER
+from core.schemas.solver_params import KERNEL_TYPES
+from core.solvers import SOLVERS
 
 log = logging.getLogger("hinge.api")
 
@@ -146,7 +147,7 @@ async def _explain(request: Request, detail: dict) -> str:
     if kind == "union_tag_invalid" and loc == ["body"]:
         sent = detail.get("input")
         tag = sent.get("solver") if isinstance(sent, dict) else None
-        return f"solver: {tag!r} is not a solver; {hints.solver_hint(tag, tuple(PARAMS_BY_SOLVER))}"
+        return f"solver: {tag!r} is not a solver; {hints.solver_hint(tag, tuple(SOLVERS))}"
     shown = user_loc(loc)
     if shown and kind in ("model_attributes_type", "dict_type", "model_type"):
         hint = hints.value_hint(str(shown[-1]), detail.get("input"), KERNEL_TYPES)
@@ -162,7 +163,7 @@ async def _explain(request: Request, detail: dict) -> str:
     return message
 
 
-UNION_TAGS = {"body": tuple(PARAMS_BY_SOLVER), "kernel": KERNEL_TYPES}
+UNION_TAGS = {"body": tuple(SOLVERS), "kernel": KERNEL_TYPES}
 """Tags of the discriminated unions (the job body by `solver`, a kernel by `type`) that pydantic puts in locations."""
 _TYPE_TAG = re.compile(r"^((constrained-)?(float|int|str|bool|bytes|none)|\[key\]|[a-z_-]+\[.*\])$")
 """Member names of plain unions (``list[float]``, ``dict[str,float]``, ``literal['scale']``, ``float``)."""

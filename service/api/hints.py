@@ -22,6 +22,7 @@ import typing
 from pydantic import BaseModel
 
 from core.config import Settings
+from core.solvers import KERNEL_SOLVERS
 
 
 def setting_variable(name: str) -> str:
@@ -92,9 +93,6 @@ SKLEARN_NAMES = {
 }
 """scikit-learn's (and LIBSVM's Python) parameter names -> ours, where the meaning is the same."""
 
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
-"""Solvers that take a kernel (the others train linear models)."""
-
 
 def _nested_field(parent: type[BaseModel], name: str, depth: int = 2) -> tuple[list[str], type[BaseModel]] | None:
     """The path of fields, up to ``depth`` levels below ``parent``, to a model that has a field ``name``
@@ -127,7 +125,8 @@ def extra_field_hint(root: list[type[BaseModel]], loc: list) -> str | None:
     solver = next((p for p in loc[:-1] if p in KERNEL_SOLVERS or any(_tag_of(m) == p for m in root)), None)
     if name in ("kernel", "gamma", "degree", "coef0") and "kernel" not in parent.model_fields and solver:
         if solver not in KERNEL_SOLVERS and (parent in root or "C" in parent.model_fields):
-            return f"{solver} trains linear models and takes no kernel: use solver smo or sampled_cuts for a kernel SVM"
+            kernel_solvers = " or ".join(KERNEL_SOLVERS)
+            return f"{solver} trains linear models and takes no kernel: use solver {kernel_solvers} for a kernel SVM"
     if name in SKLEARN_NAMES and SKLEARN_NAMES[name] in parent.model_fields:
         ours = f"{prefix}.{SKLEARN_NAMES[name]}" if prefix else SKLEARN_NAMES[name]
         return f"did you mean {ours}? (scikit-learn's {name})"
@@ -153,7 +152,7 @@ SOLVER_WORDS = {
     "liblinear": "dcd (LIBLINEAR's dual coordinate descent)",
     "svc": "smo (LIBSVM's algorithm, as scikit-learn's SVC)",
     "libsvm": "smo (LIBSVM's algorithm)",
-    "kernel": "smo or sampled_cuts",
+    "kernel": " or ".join(KERNEL_SOLVERS),
     "svmperf": "cpa (SVMperf's 1-slack cutting planes)",
     "svmrank": 'cpa with params.objective "ranking"',
 }

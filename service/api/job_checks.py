@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from core.config import Settings
-from core.schemas.solver_params import KERNEL_SOLVERS
+from core.solvers import KERNEL_SOLVERS, spec_of
 from service.api.errors import unprocessable
 
 
 def check_request_against_dataset(body, dataset: dict, settings: Settings) -> None:
     """Labels, class weights, objective-specific needs (qid, two ranks) and the time ceiling."""
     labels = dataset["labels"]
+    spec = spec_of(body.solver)
+    if body.params.probability and not spec.calibration:
+        raise unprocessable(
+            f"params.probability: solver {spec.name} does not calibrate probabilities",
+            ["body", "params", "probability"],
+        )
+    if body.params.search is not None and not spec.search:
+        raise unprocessable(f"params.search: solver {spec.name} does not run searches", ["body", "params", "search"])
     if len(labels) < 2:
         raise unprocessable(
             f"data set {dataset['id']} has a single label ({next(iter(labels))}); training needs at least two",

@@ -63,7 +63,7 @@ def solver_type_of(meta: dict) -> str:
     if meta.get("liblinear_solver_type") in CLASSIFIER_TYPES:
         return meta["liblinear_solver_type"]
     params = meta.get("params") or {}
-    if meta.get("solver") == "dcd" and params.get("loss") == "squared_hinge":
+    if params.get("loss") == "squared_hinge":  # a solver with LIBLINEAR's -s 1 loss (dcd's squared_hinge)
         return "L2R_L2LOSS_SVC_DUAL"
     return "L2R_L1LOSS_SVC_DUAL"
 

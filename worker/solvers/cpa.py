@@ -295,13 +295,15 @@ def solve_cpa(
     n, C, B, max_iter, max_inactive = check_common(
         indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
     )
-    tol_rel = float(tol_rel)
-    if not (math.isfinite(tol_rel) and tol_rel >= 0):
-        raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
+    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
+    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
+        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
     if tol is not None:
         tol = check_positive("tol", tol)
     if tol_rel == 0.0 and tol is None:
-        raise SolverInputError("tol_rel is 0 and tol is None: give tol_rel > 0 or the paper's tol")
+        raise SolverInputError(
+            "tol_rel is off (None) and tol is None: give tol_rel (a relative gap) or the paper's tol"
+        )
     if objective not in OBJECTIVES:
         raise SolverInputError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
     if n_processes is None:

@@ -417,9 +417,9 @@ def _check_args(
     weight_neg = check_positive("class_weight[0] (y=-1)", weight_neg)
     weight_pos = check_positive("class_weight[1] (y=+1)", weight_pos)
     tol = check_positive("tol", tol)
-    tol_rel = float(tol_rel)
-    if not (math.isfinite(tol_rel) and tol_rel >= 0.0):
-        raise SolverInputError(f"tol_rel must be a finite number >= 0, got {tol_rel!r}")
+    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
+    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
+        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
     check_int("max_iter", max_iter, 1)
     check_int("trace_every", trace_every, 1)
     check_int("seed", seed, 0)
@@ -438,7 +438,7 @@ def solve_dcd(
     bias: float | None = 1.0,
     class_weight: tuple[float, float] = (1.0, 1.0),
     tol: float = 0.1,
-    tol_rel: float = 0.01,
+    tol_rel: float | None = 0.01,
     max_iter: int = 100000,
     shrinking: bool = True,
     seed: int = 0,

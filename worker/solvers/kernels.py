@@ -1,4 +1,4 @@
-"""Kernel functions on sparse rows, shared by the kernel SVM solvers (``smo``, ``sampled_cuts``).
+"""Kernel functions on sparse rows, shared by the kernel SVM solvers (``smo`` and the kernel cutting planes).
 
 Kernels
 -------

@@ -153,14 +153,14 @@ def solve_ocas(
         indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
     )
     y = binary_signs(y).copy()  # writable: one compiled version of the kernels
-    for name, value in (("tol_rel", tol_rel), ("tol_abs", tol_abs)):
-        value = float(value)
-        if not (math.isfinite(value) and value >= 0):
-            raise SolverInputError(f"{name} must be a finite number >= 0, got {value!r}")
-    tol_rel = float(tol_rel)
+    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
+    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
+        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
     tol_abs = float(tol_abs)
+    if not (math.isfinite(tol_abs) and tol_abs >= 0):
+        raise SolverInputError(f"tol_abs must be a finite number >= 0, got {tol_abs!r}")
     if tol_rel == 0.0 and tol_abs == 0.0:
-        raise SolverInputError("tol_rel and tol_abs are both 0: at least one must be > 0")
+        raise SolverInputError("tol_rel is off (None) and tol_abs is 0: give tol_rel, or tol_abs > 0")
     lam = check_positive("lam", lam)
     if lam > 1.0:
         raise SolverInputError(f"lam must lie in (0, 1], got {lam!r}")

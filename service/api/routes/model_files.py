@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.schemas.enums import ExportFormat, ImportFormat
 from core.schemas.models import ModelOut
+from core.solvers import SOLVERS
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
 from service.api.deps import ModelRecord, ModelStoreDep, SettingsDep, TenantDep
@@ -138,6 +139,14 @@ async def export_model(
     """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
     service's import reads, predicting the same labels and scores; text formats stream."""
     model_id = record["id"]
+    spec = SOLVERS.get(record.get("solver") or "")
+    if spec is not None and format.value not in spec.exports:
+        raise ApiError(
+            409,
+            "export_not_possible",
+            f"model {model_id} cannot be exported as {format.value}: models of solver {spec.name} export to "
+            f"{', '.join(spec.exports)}",
+        )
     arrays = await run_in_threadpool(store.load_arrays, record)
     headers = {"Content-Disposition": f'attachment; filename="{model_id}.{EXTENSIONS[format]}"'}
     try:

@@ -1,0 +1,302 @@
+"""The solvers, one spec each: everything the API and the workers need to know about a solver is here.
+
+A ``SolverSpec`` holds a solver's name, its parameter schema (``core.schemas.solver_params``), the function
+the workers call (a dotted path: core imports no worker code) and its traits: the model it trains, whether
+it reads float32 values, how it starts warm, what ``n_processes`` means for it, its progress measure, how
+its stopping rule is told, what its models export to, whether it calibrates and searches. The rest of the
+code derives from ``SOLVERS``:
+
+* the API: ``SolverName``, the request union of POST /v1/jobs (one schema per solver, discriminated by
+  `solver`), the kernel solvers named in hints;
+* the workers: the call of the solve function (``worker/registry.py``: every schema field that is not the
+  service's reaches the solve function under its name, or the name ``arguments`` maps it to), the value
+  types handed over, warm starts, threads, the progress fraction (``progress``), the model's
+  ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units;
+* the exporters: which formats a solver's models go to.
+
+Adding a solver is its module (worker/solvers), its params schema and one ``SolverSpec``. A deployment
+(or a test) adds one without touching these files: ``HINGE_SOLVER_PLUGINS`` names modules that define a
+module-level ``SPEC`` (a SolverSpec); they are imported when this module is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, cast
+
+from core.schemas.solver_params import (
+    CommonParams,
+    CpaParams,
+    DcdParams,
+    OcasParams,
+    SampledCutsParams,
+    SmoParams,
+    SolverParams,
+)
+
+FLOOR = 1e-300
+PLUGINS_ENV = "HINGE_SOLVER_PLUGINS"
+"""Environment variable: comma-separated modules, each with a module-level ``SPEC``, registered at import."""
+
+Measure = Callable[[Any, dict], "tuple[float | None, float | None]"]
+"""(params, trace point) -> (measure, target) of the stopping rule at that point (None: the point lacks it)."""
+Stopping = Callable[[Any, dict], dict]
+"""(params, the converged result's ``extra``) -> {"rule", "values", "text"}: which rule stopped it, in words."""
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """One solver: what the API accepts and shows, and what the workers call (see the module docstring)."""
+
+    name: str
+    """The `solver` of a job request."""
+    summary: str
+    """What it trains, in one sentence (the request schema's description)."""
+    params: type[CommonParams]
+    """The schema of its parameters: validation, defaults and documentation in one place."""
+    solve: str
+    """``module:function`` the workers call: solve(indptr, indices, data, y, *, n_features, control, ...)."""
+    progress: Measure
+    """The measure of its stopping rule at a trace point and its target (the progress fraction's basis)."""
+    stopping: Stopping
+    """How a converged model tells the rule that stopped it."""
+    model_kind: str = "linear"
+    """`linear` (a weight vector per problem) or `kernel` (an expansion over training rows)."""
+    kernel_units: tuple[str, ...] = ()
+    """The numba warm-up units (worker/warmup.py) its kernels are compiled in."""
+    float32_input: bool = False
+    """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
+    warm_start: str | None = None
+    """How a search starts a fit from the previous C: `dual` (dual variables scaled by C'/C, keyword
+    alpha0), `weights` (keyword w0), or None."""
+    threads: str | None = None
+    """What `n_processes` means inside one binary problem, and the keyword that gets it: `n_processes`
+    (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or
+    `n_threads` (the kernel row team: all when one problem, else what its process may use; smo,
+    sampled_cuts). None: one thread; `n_processes` only runs subtasks in processes (dcd)."""
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    """Schema field -> the solve function's keyword, where the names differ."""
+    exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
+    """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
+    calibration: bool = True
+    """`probability: true` is supported (calibration on cross-validated scores)."""
+    search: bool = True
+    """`search` (cross-validated model selection) is supported."""
+
+    def camel(self) -> str:
+        """The name in CamelCase (`sampled_cuts` -> `SampledCuts`), for schema names."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+# -- progress measures and stopping rules of the built-in solvers --------------------------------------
+
+
+def _positive(value) -> float | None:
+    return None if value is None else max(float(value), FLOOR)
+
+
+def violation_measure(params, point: dict) -> tuple[float | None, float | None]:
+    """dcd, smo: the largest projected-gradient (KKT) violation against tol."""
+    return _positive(point.get("max_violation")), getattr(params, "tol", None)
+
+
+def gap_measure(params, point: dict) -> tuple[float | None, float | None]:
+    """ocas (and cpa without tol): the gap against max(tol_abs, tol_rel x |primal|)."""
+    primal = point.get("primal")
+    if primal is None:
+        return None, None
+    tol_abs, tol_rel = getattr(params, "tol_abs", 0.0), getattr(params, "tol_rel", 0.0)
+    target = max(float(tol_abs or 0.0), float(tol_rel or 0.0) * abs(float(primal)))
+    return _positive(point.get("gap")), target
+
+
+def cpa_measure(params, point: dict) -> tuple[float | None, float | None]:
+    """cpa: the paper's violation against tol when tol is set, else the relative gap."""
+    if getattr(params, "tol", None) is not None:
+        return _positive(point.get("violation")), params.tol
+    return gap_measure(params, point)
+
+
+def cut_measure(params, point: dict) -> tuple[float | None, float | None]:
+    """sampled_cuts: the new cut's value minus the slack, against tol."""
+    value, xi = point.get("cut_value"), point.get("xi")
+    if value is None or xi is None:
+        return None, None
+    return max(float(value) - float(xi), FLOOR), getattr(params, "tol", None)
+
+
+def fmt_value(value) -> str:
+    """A parameter or measured value as the stopping texts write it."""
+    return "null" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _gap_text(extra: dict) -> str:
+    gap = extra.get("gap_rel")
+    return f"certified gap {fmt_value(gap)}" if gap is not None else "gap not certified"
+
+
+def _tol_then_gap(measure: str) -> Stopping:
+    """dcd and smo: the violation below tol, and the certified gap below tol_rel when it is set."""
+
+    def stopping(params, extra: dict) -> dict:
+        tol, tol_rel = params.tol, getattr(params, "tol_rel", None)
+        used = extra.get("tol_used", tol)
+        tightened = f" (tightened to {fmt_value(used)})" if used is not None and tol and used < tol else ""
+        if tol_rel:
+            return {
+                "rule": "tol_rel",
+                "values": {"tol": tol, "tol_rel": tol_rel},
+                "text": f"{measure} below tol {fmt_value(tol)}{tightened} and {_gap_text(extra)} <= tol_rel {fmt_value(tol_rel)}",
+            }
+        return {
+            "rule": "tol",
+            "values": {"tol": tol},
+            "text": f"{measure} below tol {fmt_value(tol)} ({_gap_text(extra)})",
+        }
+
+    return stopping
+
+
+def cpa_stopping(params, extra: dict) -> dict:
+    """cpa: whichever of its two rules held first."""
+    gap = extra.get("gap_rel")
+    if params.tol_rel and gap is not None and gap <= params.tol_rel:
+        return {
+            "rule": "tol_rel",
+            "values": {"tol_rel": params.tol_rel, "tol": params.tol},
+            "text": f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
+        }
+    return {
+        "rule": "tol",
+        "values": {"tol": params.tol, "tol_rel": params.tol_rel},
+        "text": f"most violated constraint within tol {fmt_value(params.tol)} per example of the working set's slack "
+        f"({_gap_text(extra)})",
+    }
+
+
+def ocas_stopping(params, extra: dict) -> dict:
+    """ocas: the absolute or the relative part of rule (9)."""
+    absolute = extra.get("gap")
+    if params.tol_abs and absolute is not None and absolute <= params.tol_abs:
+        return {
+            "rule": "tol_abs",
+            "values": {"tol_abs": params.tol_abs, "tol_rel": params.tol_rel},
+            "text": f"gap {fmt_value(absolute)} <= tol_abs {fmt_value(params.tol_abs)}",
+        }
+    return {
+        "rule": "tol_rel",
+        "values": {"tol_rel": params.tol_rel, "tol_abs": params.tol_abs},
+        "text": f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
+    }
+
+
+def cut_stopping(params, extra: dict) -> dict:
+    """sampled_cuts: no sampled cut violated by more than tol."""
+    return {
+        "rule": "tol",
+        "values": {"tol": params.tol},
+        "text": f"no cut violated by more than tol {fmt_value(params.tol)} ({_gap_text(extra)})",
+    }
+
+
+# -- the registry ---------------------------------------------------------------------------------------
+
+BUILT_IN = (
+    SolverSpec(
+        name="dcd",
+        summary="Train a linear SVM with dual coordinate descent (`dcd`).",
+        params=DcdParams,
+        solve="worker.solvers.dcd:solve_dcd",
+        progress=violation_measure,
+        stopping=_tol_then_gap("projected-gradient spread"),
+        kernel_units=("dcd",),
+        float32_input=True,
+        warm_start="dual",
+    ),
+    SolverSpec(
+        name="cpa",
+        summary="Train a linear SVM, ordinal regression, ROC-area or ranking model with SVMperf's cutting planes (`cpa`).",
+        params=CpaParams,
+        solve="worker.solvers.cpa:solve_cpa",
+        progress=cpa_measure,
+        stopping=cpa_stopping,
+        kernel_units=("cpa",),
+        float32_input=True,
+        threads="n_processes",
+    ),
+    SolverSpec(
+        name="ocas",
+        summary="Train a linear SVM with the optimized cutting plane algorithm (`ocas`).",
+        params=OcasParams,
+        solve="worker.solvers.ocas:solve_ocas",
+        progress=gap_measure,
+        stopping=ocas_stopping,
+        kernel_units=("ocas",),
+        float32_input=True,
+        warm_start="weights",
+        threads="n_processes",
+    ),
+    SolverSpec(
+        name="smo",
+        summary="Train a kernel SVM with sequential minimal optimization (`smo`).",
+        params=SmoParams,
+        solve="worker.solvers.smo:solve_smo",
+        progress=violation_measure,
+        stopping=_tol_then_gap("largest KKT violation"),
+        model_kind="kernel",
+        kernel_units=("smo",),
+        threads="n_threads",
+    ),
+    SolverSpec(
+        name="sampled_cuts",
+        summary="Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`).",
+        params=SampledCutsParams,
+        solve="worker.solvers.sampled_cuts:solve_sampled_cuts",
+        progress=cut_measure,
+        stopping=cut_stopping,
+        model_kind="kernel",
+        kernel_units=("sampled_cuts",),
+        threads="n_threads",
+    ),
+)
+
+
+def _plugins() -> list[SolverSpec]:
+    names = [name.strip() for name in os.environ.get(PLUGINS_ENV, "").split(",") if name.strip()]
+    return [importlib.import_module(name).SPEC for name in names]
+
+
+SOLVERS: dict[str, SolverSpec] = {spec.name: spec for spec in (*BUILT_IN, *_plugins())}
+"""Every solver by name: the built-in ones, then those of HINGE_SOLVER_PLUGINS."""
+
+SolverName = Enum("SolverName", [(name, name) for name in SOLVERS], type=str, module=__name__)  # type: ignore[misc]
+SolverName.__doc__ = "A training algorithm."
+
+KERNEL_SOLVERS = tuple(name for name, spec in SOLVERS.items() if spec.model_kind == "kernel")
+"""Solvers that take a `kernel` (their models are expansions over training rows)."""
+
+
+def spec_of(solver: str) -> SolverSpec:
+    """The spec of a solver name (KeyError names the known ones)."""
+    try:
+        return SOLVERS[solver]
+    except KeyError:
+        raise KeyError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}") from None
+
+
+def solver_params(solver: str, params: Mapping[str, Any] | CommonParams) -> SolverParams:
+    """A job's parameters validated by its solver's schema, defaults filled in (the API's checks, the worker's reading).
+
+    Takes the stored JSON form (`lambda` for ocas) or the field names; a model of the right schema
+    is returned as it is. Raises pydantic's ValidationError, KeyError for an unknown solver.
+    """
+    schema = spec_of(solver).params
+    if isinstance(params, schema):
+        return cast(SolverParams, params)  # a plugin's schema is not in the static union: typing only
+    if isinstance(params, CommonParams):
+        raise TypeError(f"parameters of {type(params).__name__} given for solver {solver}")
+    return cast(SolverParams, schema.model_validate(params))
