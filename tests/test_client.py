@@ -240,9 +240,16 @@ SKIPPED_BY_SCIKIT_LEARN = {
 }
 
 
+def failure(exception: BaseException) -> str:
+    """A failed check's exception, with what caused it (scikit-learn words a check's own message over it)."""
+    text = repr(exception)[:500]
+    cause = exception.__cause__ or exception.__context__
+    return text if cause is None else f"{text} caused by {cause!r}"[:1500]
+
+
 def run_checks(estimator, expected: dict) -> None:
     results = check_estimator(estimator, on_fail=None, on_skip=None, expected_failed_checks=expected)
-    failed = {r["check_name"]: repr(r["exception"])[:500] for r in results if r["status"] == "failed"}
+    failed = {r["check_name"]: failure(r["exception"]) for r in results if r["status"] == "failed"}
     assert not failed, failed
     xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
     assert xfailed == set(expected), f"expected failures that did not fail: {set(expected) - xfailed}"
