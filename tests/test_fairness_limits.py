@@ -113,11 +113,10 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
                     "attempts": 0,
                 }
             )
-        assert (
-            jobs.transition_code("job_capA", ("queued",), "running", running_cap=1, worker="w", started_ts=time.time())
-            == 1
-        )
-        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1, worker="w") == 2
+        # no `worker` field: the cluster's reaper releases a running job whose worker has no heartbeat, and under
+        # load one of its passes fell between these lines (job_capA must stay running to the end of the test)
+        assert jobs.transition_code("job_capA", ("queued",), "running", running_cap=1, started_ts=time.time()) == 1
+        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1) == 2
         assert jobs.get("job_capB")["status"] == "queued" and jobs.count_in("dave", "running") == 1
 
         import os
@@ -144,7 +143,7 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
             os.environ.pop("HINGE_MAX_RUNNING_JOBS_PER_TENANT")
             get_settings.cache_clear()
         assert jobs.transition("job_capA", ("running",), "succeeded")
-        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1, worker="w") == 1
+        assert jobs.transition_code("job_capB", ("queued",), "running", running_cap=1) == 1
         jobs.transition("job_capB", ("running",), "succeeded")
 
 
