@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hinge_client._cli_http import EXIT_REFUSED, EXIT_USAGE, CliError
+from hinge_client._cli_errors import EXIT_REFUSED, EXIT_USAGE, CliError
 
 TOKEN = re.compile(r"\S+")
 

@@ -32,25 +32,31 @@ Exit codes, for scripts:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
 import time
-import typing
+from typing import cast, get_args
 
-from hinge_client._cli_files import read_rows
-from hinge_client._cli_http import (
-    DEFAULT_URL,
+import httpx
+
+from hinge_client._cli_errors import (
     EXIT_JOB_FAILED,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_REFUSED,
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
-    Api,
     CliError,
+    api_error,
+    cli_error,
 )
-from hinge_client.types import Solver
+from hinge_client._cli_files import read_rows
+from hinge_client.client import DEFAULT_URL, Client
+from hinge_client.errors import HingeError
+from hinge_client.types import Dataset, ImportFormat, Solver
 
 PREDICT_BATCH = 1000
 LARGE_UPLOAD = 1 << 20  # bytes; larger uploads get a progress bar on a terminal
@@ -98,7 +104,25 @@ def parse_params(pairs: list[str]) -> dict:
 # -- upload -----------------------------------------------------------------------------------------
 
 
-def cmd_upload(api: Api, args) -> int:
+def upload_file(client: Client, path: str, params: dict, on_progress=None) -> Dataset:
+    """Upload a local file as a data set; an answer naming a line of the file is prefixed with the file's path."""
+    with naming_the_file(path):
+        return client.upload_dataset(path, on_progress=on_progress, **params)
+
+
+@contextlib.contextmanager
+def naming_the_file(path: str):
+    """The service's error about a file sent to it as a CliError; one naming a line starts with the file's path."""
+    try:
+        yield
+    except HingeError as exc:
+        error = api_error(exc)
+        if re.search(r"\bline \d+", str(error)):
+            raise error.reworded(f"{path}: {error}") from None
+        raise error from None
+
+
+def cmd_upload(client: Client, args) -> int:
     if not os.path.isfile(args.file):
         raise CliError(f"no such file: {args.file}", EXIT_USAGE)
     params = {"name": args.name or os.path.basename(args.file), **upload_params(args)}
@@ -116,10 +140,10 @@ def cmd_upload(api: Api, args) -> int:
             console=_console(force=args.progress),
         ) as bar:
             task = bar.add_task("upload", total=size)
-            record = api.upload(args.file, params, lambda sent, total: bar.update(task, completed=sent))
+            record = upload_file(client, args.file, params, lambda sent, total: bar.update(task, completed=sent))
             bar.update(task, completed=size, description="parsing")
     else:
-        record = api.upload(args.file, params)
+        record = upload_file(client, args.file, params)
     if args.json:
         _out(json.dumps(record))
     else:
@@ -138,22 +162,22 @@ def upload_params(args) -> dict:
 # -- train and watch ---------------------------------------------------------------------------------
 
 
-def cmd_train(api: Api, args) -> int:
+def cmd_train(client: Client, args) -> int:
     params = parse_params(args.param or [])
     if args.params_json:
         params = {**json.loads(args.params_json), **params}
     if isinstance(params.get("kernel"), dict):
         params["kernel"].setdefault("type", "rbf")  # the service's default kernel, so -p kernel.gamma=0.5 suffices
-    job = api.json("POST", "/v1/jobs", json={"dataset_id": args.dataset, "solver": args.solver, "params": params})
+    job = client.submit_job(args.dataset, args.solver, params)
     if not args.watch:
         _out(json.dumps(job) if args.json else job["id"])
         return EXIT_OK
     _err(f"job {job['id']} queued")
-    return watch(api, job["id"], args)
+    return watch(client, job["id"], args)
 
 
-def cmd_watch(api: Api, args) -> int:
-    return watch(api, args.job, args)
+def cmd_watch(client: Client, args) -> int:
+    return watch(client, args.job, args)
 
 
 def _fmt_eta(seconds) -> str:
@@ -171,7 +195,15 @@ def _fmt_gap(progress: dict) -> str:
     return f"gap {gap:.3g}" if isinstance(gap, (int, float)) else "gap -"
 
 
-def watch(api: Api, job_id: str, args) -> int:
+def job_events(client: Client, job_id: str):
+    """The job's events (``Client.events``); a stream that keeps breaking is a CliError."""
+    try:
+        yield from client.events(job_id)
+    except httpx.TransportError as exc:
+        raise CliError(f"lost the event stream of {job_id} ({exc}) five times in a row", EXIT_UNREACHABLE) from None
+
+
+def watch(client: Client, job_id: str, args) -> int:
     """Follow a job's event stream with a progress bar (a terminal) or a line per phase and 10% (else)."""
     live = args.progress or sys.stderr.isatty()
     points = 0
@@ -194,7 +226,7 @@ def watch(api: Api, job_id: str, args) -> int:
         bar.start()
     printed_step, printed_phase = -1, None
     try:
-        for kind, data in api.events(job_id):
+        for kind, data in job_events(client, job_id):
             if kind == "trace":
                 points += 1
                 continue
@@ -257,7 +289,7 @@ def at_lines(message: str, path: str, lines: list[int]) -> str:
     return re.sub(r"instances\[(\d+)\]", lambda m: f"{path}: line {lines[int(m.group(1))]}", message)
 
 
-def cmd_predict(api: Api, args) -> int:
+def cmd_predict(client: Client, args) -> int:
     local = read_rows(args.file, args.format, args.label_column)
     if not local.rows:
         raise CliError(f"{args.file} has no rows", EXIT_USAGE)
@@ -265,15 +297,12 @@ def cmd_predict(api: Api, args) -> int:
     scores: list = []
     probabilities: list = []
     for start in range(0, len(local.rows), PREDICT_BATCH):
-        body: dict = {"instances": local.rows[start : start + PREDICT_BATCH]}
-        if args.probabilities:
-            body["probabilities"] = True
-        if args.ignore_unknown_features:
-            body["ignore_unknown_features"] = True
+        rows = local.rows[start : start + PREDICT_BATCH]
         try:
-            answer = api.json("POST", f"/v1/models/{args.model}/predict", json=body)
-        except CliError as exc:  # the service names rows of the batch: name the file's lines instead
-            raise exc.reworded(at_lines(str(exc), args.file, local.lines[start : start + PREDICT_BATCH])) from None
+            answer = client.predict(args.model, rows, args.probabilities, args.ignore_unknown_features)
+        except HingeError as exc:  # the service names rows of the batch: name the file's lines instead
+            error = api_error(exc)
+            raise error.reworded(at_lines(str(error), args.file, local.lines[start : start + PREDICT_BATCH])) from None
         labels.extend(answer["labels"] or [])  # none for models that only score (ranking)
         scores.extend(answer["scores"])
         probabilities.extend(answer.get("probabilities") or [])
@@ -284,7 +313,7 @@ def cmd_predict(api: Api, args) -> int:
         _out(json.dumps(out))
     else:
         if args.probabilities:  # as svm-predict -b 1: the labels of the probability columns first
-            model = api.json("GET", f"/v1/models/{args.model}")
+            model = client.get_model(args.model)
             _out("labels\t" + "\t".join(_fmt_label(label) for label in model["labels"] or []))
         for at, score in enumerate(scores):
             fields = [_fmt_label(labels[at])] if labels else []
@@ -299,18 +328,18 @@ def cmd_predict(api: Api, args) -> int:
     return EXIT_OK
 
 
-def cmd_evaluate(api: Api, args) -> int:
+def cmd_evaluate(client: Client, args) -> int:
     if os.path.isfile(args.data):  # a local file: uploaded for the evaluation, deleted afterwards
-        dataset = api.upload(args.data, {"name": os.path.basename(args.data), **upload_params(args)})["id"]
+        dataset = upload_file(client, args.data, {"name": os.path.basename(args.data), **upload_params(args)})["id"]
         try:
-            report = api.json("POST", f"/v1/models/{args.model}/evaluate", json={"dataset_id": dataset})
+            report: dict = dict(client.evaluate(args.model, dataset))
         finally:
             try:
-                api.request("DELETE", f"/v1/datasets/{dataset}")
-            except CliError as exc:  # the evaluation's own error, if any, is the one to report
-                _err(f"could not delete the uploaded data set {dataset}: {exc}")
+                client.delete_dataset(dataset)
+            except (HingeError, httpx.TransportError) as exc:  # the evaluation's own error is the one to report
+                _err(f"could not delete the uploaded data set {dataset}: {cli_error(exc, client.base_url)}")
     elif args.data.startswith("ds_"):
-        report = api.json("POST", f"/v1/models/{args.model}/evaluate", json={"dataset_id": args.data})
+        report = dict(client.evaluate(args.model, args.data))
     else:
         raise CliError(f"{args.data}: no such file, nor a data set id (ds_...)", EXIT_USAGE)
     if args.json:
@@ -337,14 +366,12 @@ def cmd_evaluate(api: Api, args) -> int:
     return EXIT_OK
 
 
-def cmd_import(api: Api, args) -> int:
+def cmd_import(client: Client, args) -> int:
     if not os.path.isfile(args.file):
         raise CliError(f"no such file: {args.file}", EXIT_USAGE)
     fmt = args.format or sniff_model_format(args.file)
-    params: dict = {"format": fmt}
-    if args.n_features is not None:
-        params["n_features"] = args.n_features
-    model = api.upload(args.file, params, route="/v1/models")
+    with naming_the_file(args.file):
+        model = client.import_model(args.file, cast(ImportFormat, fmt), args.n_features)
     if args.json:
         _out(json.dumps(model))
     else:
@@ -374,28 +401,29 @@ def sniff_model_format(path: str) -> str:
     raise CliError(f"{path}: not a model file this can tell (give --format json, liblinear or libsvm)", EXIT_USAGE)
 
 
-def cmd_export(api: Api, args) -> int:
+def cmd_export(client: Client, args) -> int:
     try:
-        response = api.request("GET", f"/v1/models/{args.model}/export", params={"format": args.format})
-    except CliError as exc:
-        if getattr(exc, "status", None) == 405 or getattr(exc, "code", None) == "not_found":
+        content = client.export_model(args.model, args.format)
+    except HingeError as exc:
+        if exc.status == 405 or exc.code == "not_found":
             raise CliError(
-                f"this server does not offer model export (GET /v1/models/{{id}}/export: {exc})", EXIT_NOT_FOUND
+                f"this server does not offer model export (GET /v1/models/{{id}}/export: {api_error(exc)})",
+                EXIT_NOT_FOUND,
             ) from None
         raise
     if args.output:
         with open(args.output, "wb") as handle:
-            handle.write(response.content)
-        _err(f"wrote {args.output} ({len(response.content)} bytes)")
+            handle.write(content)
+        _err(f"wrote {args.output} ({len(content)} bytes)")
     else:
-        sys.stdout.buffer.write(response.content)
+        sys.stdout.buffer.write(content)
         sys.stdout.flush()
     return EXIT_OK
 
 
 # -- ls, rm, cancel ------------------------------------------------------------------------------------------
 
-KINDS = {"datasets": "/v1/datasets", "jobs": "/v1/jobs", "models": "/v1/models"}
+KINDS = ("datasets", "jobs", "models")
 COLUMNS = {
     "datasets": ("id", "name", "n_samples", "n_features", "created_at"),
     "jobs": ("id", "status", "solver", "dataset_id", "model_id", "created_at"),
@@ -403,9 +431,9 @@ COLUMNS = {
 }
 
 
-def cmd_ls(api: Api, args) -> int:
+def cmd_ls(client: Client, args) -> int:
     kinds = [args.kind] if args.kind else list(KINDS)
-    listing = {kind: api.json("GET", KINDS[kind], params={"limit": args.limit})["items"] for kind in kinds}
+    listing = {kind: getattr(client, f"list_{kind}")(limit=args.limit)["items"] for kind in kinds}
     if args.json:
         _out(json.dumps(listing if len(kinds) > 1 else listing[kinds[0]]))
         return EXIT_OK
@@ -433,19 +461,19 @@ def _cell(value) -> str:
     return str(value)
 
 
-RM_ROUTES = {"ds_": "/v1/datasets/", "job_": "/v1/jobs/", "mdl_": "/v1/models/"}
+RM_KINDS = {"ds_": "dataset", "job_": "job", "mdl_": "model"}
 
 
-def cmd_rm(api: Api, args) -> int:
+def cmd_rm(client: Client, args) -> int:
     for ident in args.ids:
-        prefix = next((p for p in RM_ROUTES if ident.startswith(p)), None)
+        prefix = next((p for p in RM_KINDS if ident.startswith(p)), None)
         if prefix is None:
             raise CliError(f"{ident}: not a data set (ds_...), job (job_...) or model (mdl_...) id", EXIT_USAGE)
         try:
-            api.request("DELETE", RM_ROUTES[prefix] + ident)
-        except CliError as exc:
+            getattr(client, f"delete_{RM_KINDS[prefix]}")(ident)
+        except HingeError as exc:
             if prefix == "job_" and exc.status == 409:
-                raise exc.reworded(
+                raise api_error(exc).reworded(
                     f"{ident} is still queued or running: cancel it first (hingectl cancel {ident}), then remove it"
                 ) from None
             raise
@@ -453,8 +481,8 @@ def cmd_rm(api: Api, args) -> int:
     return EXIT_OK
 
 
-def cmd_cancel(api: Api, args) -> int:
-    job = api.json("POST", f"/v1/jobs/{args.job}/cancel")
+def cmd_cancel(client: Client, args) -> int:
+    job = client.cancel_job(args.job)
     _err(f"cancel requested: job {args.job} is {job['status']}")
     return EXIT_OK
 
@@ -555,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", parents=[common], help="Submit a training job (prints its id).")
     train.add_argument("dataset")
-    train.add_argument("--solver", required=True, choices=typing.get_args(Solver))
+    train.add_argument("--solver", required=True, choices=get_args(Solver))
     train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")
@@ -634,9 +662,14 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `hingectl`; returns the exit code."""
     args = build_parser().parse_args(argv)
-    api = Api(args.url, args.api_key)
+    # no retries: a command line says at once that the service is down or busy (exit 3 or 6), scripts decide
+    client = Client(args.url, args.api_key, retries=0)
+    client.http.headers["User-Agent"] = "hingectl"
     try:
-        return COMMANDS[args.command](api, args)
+        try:
+            return COMMANDS[args.command](client, args)
+        except (HingeError, httpx.TransportError) as exc:
+            raise cli_error(exc, client.base_url) from None
     except CliError as exc:
         _err(flag_hints(str(exc), args) if exc.status is not None else str(exc))
         return exc.exit_code
@@ -647,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        api.close()
+        client.close()
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ http://127.0.0.1:8000; the API key from the argument, else ``HINGE_API_KEY`` (no
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +28,39 @@ import httpx
 
 from hinge_client import operations as ops
 from hinge_client.errors import HingeError, JobFailed
-from hinge_client.operations import Call, FileLike
+from hinge_client.operations import Call, FileLike, Progress
 from hinge_client.types import Dataset, Evaluation, ExportFormat, ImportFormat, Job, Model, Page, Prediction, TracePage
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = (429, 503)
 FINAL_STATUSES = ("succeeded", "failed", "canceled")
+STREAM_RECONNECTS = 5  # reconnections of a lost event stream, in a row, before giving up
+
+
+def _timeout(call: Call, timeout: float) -> httpx.Timeout:
+    """A file's answer comes once the service has parsed it, however long that takes: no read timeout then."""
+    return httpx.Timeout(timeout, read=None) if call.file is not None else httpx.Timeout(timeout)
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[tuple[str, str | None, dict]]:
+    """(event, id, JSON data) of each event in a text/event-stream (comments and retry lines skipped)."""
+    kind, event_id, data = "message", None, []  # type: tuple[str, str | None, list[str]]
+    for line in lines:
+        if line == "":
+            if data:
+                yield kind, event_id, json.loads("\n".join(data))
+            kind, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            kind = value
+        elif field == "data":
+            data.append(value)
+        elif field == "id":
+            event_id = value
 
 
 def raise_for(response: httpx.Response) -> None:
@@ -93,6 +122,7 @@ class Client:
     ):
         self.base_url, headers = _connection(base_url, api_key)
         self.policy = RetryPolicy(retries, backoff, max_backoff)
+        self.timeout = timeout
         self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
     def __enter__(self) -> Client:
@@ -110,9 +140,15 @@ class Client:
         attempt = 0
         while True:
             try:
-                response = self.http.request(
-                    call.method, call.path, params=call.params, json=call.json, files=call.files()
-                )
+                with call.files() as files:
+                    response = self.http.request(
+                        call.method,
+                        call.path,
+                        params=call.params,
+                        json=call.json,
+                        files=files,
+                        timeout=_timeout(call, self.timeout),
+                    )
             except httpx.TransportError:
                 if not self.policy.retry(attempt, call, None):
                     raise
@@ -133,10 +169,21 @@ class Client:
         format: str | None = None,
         zero_based: bool | str | None = None,
         label_column: str | None = None,
+        value_dtype: str | None = None,
+        on_progress: Progress | None = None,
     ) -> Dataset:
-        """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip."""
+        """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip. A file named by its
+        path is streamed from disk, calling ``on_progress(sent, total)`` as it goes."""
         return self.send(
-            ops.upload_dataset(file, name=name, format=format, zero_based=zero_based, label_column=label_column)
+            ops.upload_dataset(
+                file,
+                name=name,
+                format=format,
+                zero_based=zero_based,
+                label_column=label_column,
+                value_dtype=value_dtype,
+                on_progress=on_progress,
+            )
         )
 
     def upload_arrays(self, X, y, *, qid=None, name: str | None = None) -> Dataset:
@@ -190,6 +237,35 @@ class Client:
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
             time.sleep(poll)
+
+    def events(self, job_id: str) -> Iterator[tuple[str, dict]]:
+        """(event, data) of a job's event stream (``status``, ``progress``, ``trace``, ...) up to its ``end`` event,
+        whose data is the job's final state. A lost connection reconnects with Last-Event-ID (nothing lost or
+        repeated); when ``STREAM_RECONNECTS`` reconnections in a row fail, the last httpx.TransportError is raised."""
+        last_id: str | None = None
+        failures = 0
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            try:
+                with self.http.stream(
+                    "GET", f"/v1/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(self.timeout, read=None)
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise_for(response)
+                    for kind, event_id, data in parse_sse(response.iter_lines()):
+                        failures = 0
+                        if event_id is not None:
+                            last_id = event_id
+                        yield kind, data
+                        if kind == "end":
+                            return
+            except httpx.TransportError:
+                failures += 1
+                if failures > STREAM_RECONNECTS:
+                    raise
 
     def train(
         self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None
@@ -277,6 +353,7 @@ class AsyncClient:
     ):
         self.base_url, headers = _connection(base_url, api_key)
         self.policy = RetryPolicy(retries, backoff, max_backoff)
+        self.timeout = timeout
         self.http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> AsyncClient:
@@ -294,9 +371,15 @@ class AsyncClient:
         attempt = 0
         while True:
             try:
-                response = await self.http.request(
-                    call.method, call.path, params=call.params, json=call.json, files=call.files()
-                )
+                with call.files() as files:
+                    response = await self.http.request(
+                        call.method,
+                        call.path,
+                        params=call.params,
+                        json=call.json,
+                        files=files,
+                        timeout=_timeout(call, self.timeout),
+                    )
             except httpx.TransportError:
                 if not self.policy.retry(attempt, call, None):
                     raise
@@ -316,10 +399,21 @@ class AsyncClient:
         format: str | None = None,
         zero_based: bool | str | None = None,
         label_column: str | None = None,
+        value_dtype: str | None = None,
+        on_progress: Progress | None = None,
     ) -> Dataset:
-        """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip."""
+        """Upload a file (path, bytes or binary file object): svmlight or CSV, plain or gzip. A file named by its
+        path is streamed from disk, calling ``on_progress(sent, total)`` as it goes."""
         return await self.send(
-            ops.upload_dataset(file, name=name, format=format, zero_based=zero_based, label_column=label_column)
+            ops.upload_dataset(
+                file,
+                name=name,
+                format=format,
+                zero_based=zero_based,
+                label_column=label_column,
+                value_dtype=value_dtype,
+                on_progress=on_progress,
+            )
         )
 
     async def upload_arrays(self, X, y, *, qid=None, name: str | None = None) -> Dataset:

@@ -6,7 +6,8 @@ retries) and differ only in how.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +31,42 @@ def _bytes(response: httpx.Response) -> bytes:
     return response.content
 
 
+Progress = Callable[[int, int], None]
+"""Called with (bytes sent, bytes in all) as a file named by its path is sent."""
+
+
+class _FileReader:
+    """A file named by its path, read by httpx in pieces as it sends it (never whole in memory), each piece
+    reported to ``on_progress``. httpx takes its size from ``fileno()`` (the request has a Content-Length)."""
+
+    def __init__(self, path: Path, on_progress: Progress | None):
+        self.handle = path.open("rb")
+        self.size = path.stat().st_size
+        self.sent = 0
+        self.on_progress = on_progress
+
+    def fileno(self) -> int:
+        return self.handle.fileno()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        position = self.handle.seek(offset, whence)
+        self.sent = position
+        return position
+
+    def tell(self) -> int:
+        return self.handle.tell()
+
+    def read(self, size: int = -1) -> bytes:
+        piece = self.handle.read(size)
+        self.sent += len(piece)
+        if piece and self.on_progress is not None:
+            self.on_progress(self.sent, self.size)
+        return piece
+
+    def close(self) -> None:
+        self.handle.close()
+
+
 @dataclass
 class Call:
     """One request: method, path, query, JSON body or multipart file, and how to read the answer."""
@@ -41,19 +78,28 @@ class Call:
     file: FileLike | None = None
     file_name: str = "data"
     parse: Callable[[httpx.Response], Any] = field(default=_json)
+    on_progress: Progress | None = None  # a file named by its path: (sent, total) bytes as it goes
 
-    def files(self) -> dict | None:
-        """The multipart part, read afresh for every attempt (a retry sends the whole file again)."""
+    @contextlib.contextmanager
+    def files(self) -> Iterator[dict | None]:
+        """The multipart part, made afresh for every attempt (a retry sends the whole file again): a file named
+        by its path is streamed from disk (and closed afterwards), bytes and file objects are read whole."""
         if self.file is None:
-            return None
+            yield None
+            return
         content: Any = self.file
         if isinstance(content, (str, Path)):
-            content = Path(content).read_bytes()
-        elif hasattr(content, "read"):
+            reader = _FileReader(Path(content), self.on_progress)
+            try:
+                yield {"file": (self.file_name, reader, "application/octet-stream")}
+            finally:
+                reader.close()
+            return
+        if hasattr(content, "read"):
             if hasattr(content, "seek"):
                 content.seek(0)
             content = content.read()
-        return {"file": (self.file_name, content, "application/octet-stream")}
+        yield {"file": (self.file_name, content, "application/octet-stream")}
 
 
 def _query(**values) -> dict:
@@ -77,6 +123,8 @@ def upload_dataset(
     format: str | None = None,
     zero_based: bool | str | None = None,
     label_column: str | None = None,
+    value_dtype: str | None = None,
+    on_progress: Progress | None = None,
 ) -> Call:
     """POST /v1/datasets: a file (path, bytes or binary file object), svmlight or CSV, plain or gzip."""
     params = _query(
@@ -84,8 +132,16 @@ def upload_dataset(
         format=format,
         label_column=label_column,
         zero_based=None if zero_based is None else str(zero_based).lower(),
+        value_dtype=value_dtype,
     )
-    return Call("POST", "/v1/datasets", params=params, file=file, file_name=_file_name(file, "data.svm"))
+    return Call(
+        "POST",
+        "/v1/datasets",
+        params=params,
+        file=file,
+        file_name=_file_name(file, "data.svm"),
+        on_progress=on_progress,
+    )
 
 
 def upload_arrays(X, y, *, qid=None, name: str | None = None) -> Call:

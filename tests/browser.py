@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+"""Where the dashboard tests save their screenshots."""
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 FLAGS = [
     "--headless",
@@ -63,3 +67,23 @@ def chromium_or_skip() -> str:
     if path is None:
         pytest.skip(f"no Chromium for the browser test: {why}")
     return path
+
+
+def offline_page(browser, base_url: str):
+    """A page that may only talk to the service; returns (page, list of refused URLs)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    allowed = urlparse(base_url).netloc
+    refused: list[str] = []
+
+    def gate(route):
+        url = urlparse(route.request.url)
+        if url.scheme in ("data", "blob") or url.netloc == allowed:
+            return route.continue_()
+        refused.append(route.request.url)
+        return route.abort()
+
+    page.route("**/*", gate)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors
+    return page, refused

@@ -5,6 +5,7 @@ No fakeredis, no synchronous RQ: the service under test is the one users run, in
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,10 +19,12 @@ import pytest
 import redis
 
 from service.embedded_redis import EmbeddedRedis, free_port
-from tests.helpers import wait_for
+from tests.helpers import READY_TIMEOUT_S, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
+
+KEYS = {"key-alice": "alice", "key-bob": "bob"}
+"""API keys of ``strict_api``: key -> tenant."""
 
 
 @dataclass
@@ -183,3 +186,45 @@ def http(service):
     """An HTTP client for the running API."""
     with service.client() as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def strict_api(service):
+    """A second API process with API keys (``KEYS``) and small limits, against the test Redis; its base URL."""
+    env = dict(service.env)
+    env.update(
+        {
+            "HINGE_API_KEYS": json.dumps(KEYS),
+            "HINGE_MAX_UPLOAD_BYTES": "20000",
+            "HINGE_MAX_DECOMPRESSED_BYTES": "50000",
+            "HINGE_MAX_ROWS": "300",
+            "HINGE_MAX_FEATURES": "1000",
+            "HINGE_MAX_JSON_BODY_BYTES": "4096",
+            "HINGE_MAX_PREDICT_INSTANCES": "5",
+            "HINGE_MAX_SECONDS_CEILING": "60",
+        }
+    )
+    port = free_port()
+    proc = start_api(env, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc, path="/healthz", timeout=120)
+        yield base
+    finally:
+        _terminate(proc)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (skipped where none can be had: tests/browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import FLAGS, chromium_or_skip
+
+    path = chromium_or_skip()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=path, headless=True, args=FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -1,15 +1,23 @@
-"""Shared test helpers: polling with a deadline, generated data sets as svmlight text, upload and job polling
-over HTTP, liblinear-official as an oracle, and what a warm-up left compiled."""
+"""Shared test helpers: polling with a deadline, generated data sets as svmlight text (and rows shaped like
+a9a), upload and job polling over HTTP, the one error shape, `hinge serve` waited for and stopped,
+liblinear-official as an oracle, and what a warm-up left compiled."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import os
+import signal
+import subprocess
 import tempfile
 import time
 
+import httpx
 import numpy as np
+import scipy.sparse as sp
+
+READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
+"""How long the tests wait for a service to be ready (every kernel compiled, on a cold cache)."""
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
@@ -191,3 +199,57 @@ def NullSink(subproblems: int = 1):
     from worker.progress import TraceSink
 
     return TraceSink(NullJobs(), "job_test", 0.05, subproblems)
+
+
+def assert_error(response, status: int, code: str, *fragments: str) -> dict:
+    """Check an answer in the one error shape: its status, code and message fragments; returns the error."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    for fragment in fragments:
+        assert fragment in body["error"]["message"], (fragment, body["error"]["message"])
+    return body["error"]
+
+
+def a9a_stand_in(n_rows: int, seed: int):
+    """Rows shaped like a9a: 123 binary features in 14 one-hot groups (one active per group), ~24% positives."""
+    rng = np.random.default_rng(seed)
+    sizes = [5, 8, 5, 16, 5, 7, 14, 6, 5, 2, 2, 2, 5, 41]
+    columns = []
+    offset = 0
+    for size in sizes:
+        probabilities = rng.dirichlet(np.full(size, 0.7))
+        columns.append(offset + rng.choice(size, size=n_rows, p=probabilities))
+        offset += size
+    cols = np.stack(columns, axis=1)
+    weights = rng.normal(size=offset)
+    score = weights[cols].sum(axis=1) + 0.4 * weights[cols[:, 3]] * weights[cols[:, 6]] + rng.normal(size=n_rows)
+    y = np.where(score > np.quantile(score, 0.76), 1.0, -1.0)
+    indptr = np.arange(0, n_rows * len(sizes) + 1, len(sizes), dtype=np.int64)
+    indices = np.sort(cols, axis=1).reshape(-1).astype(np.int32)
+    matrix = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n_rows, offset))
+    return matrix, y
+
+
+def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, timeout: float = READY_TIMEOUT_S):
+    """Wait until ``base + path`` answers ``status`` (fails fast if `hinge serve` exited)."""
+
+    def check():
+        assert proc.poll() is None, f"hinge serve exited with {proc.returncode}"
+        try:
+            return httpx.get(base + path, timeout=2).status_code == status
+        except httpx.HTTPError:
+            return False
+
+    wait_for(check, timeout=timeout, interval=0.2, message=f"{base}{path} -> {status}")
+
+
+def stop_serve(proc: subprocess.Popen, sig=signal.SIGINT) -> set[int]:
+    """Signal `hinge serve` (SIGINT: Ctrl-C) and check that it exits 0; returns the processes it had."""
+    from tests.cluster import descendants  # tests.cluster imports the fixtures, which import this module
+
+    family = descendants(proc.pid)
+    proc.send_signal(sig)
+    assert proc.wait(60) == 0
+    return family

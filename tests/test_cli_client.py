@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from hinge_client.cli import flag_hints
+from tests.conftest import KEYS
 from tests.helpers import sparse_problem, to_svmlight, wait_for
-from tests.test_service_limits_auth import KEYS, strict_api  # noqa: F401  (fixture: an API with keys)
 
 
 def hingectl(service_url: str, *args: str, env: dict | None = None, timeout: float = 120.0):

@@ -15,8 +15,8 @@ import redis
 
 from service.embedded_redis import free_port
 from tests.cluster import alive, descendants
-from tests.conftest import READY_TIMEOUT_S, ROOT
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
+from tests.conftest import ROOT
+from tests.helpers import sparse_problem, stop_serve, to_svmlight, upload, wait_for, wait_http, wait_job
 
 
 def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None) -> subprocess.Popen:
@@ -52,24 +52,6 @@ def _command(pid: int) -> str:
         return ""
 
 
-def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, timeout: float = READY_TIMEOUT_S):
-    def check():
-        assert proc.poll() is None, f"hinge serve exited with {proc.returncode}"
-        try:
-            return httpx.get(base + path, timeout=2).status_code == status
-        except httpx.HTTPError:
-            return False
-
-    wait_for(check, timeout=timeout, interval=0.2, message=f"{base}{path} -> {status}")
-
-
-def stop(proc: subprocess.Popen, sig=signal.SIGINT) -> set[int]:
-    family = descendants(proc.pid)
-    proc.send_signal(sig)
-    assert proc.wait(60) == 0
-    return family
-
-
 def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
     data_dir = tmp_path / "data"
     port = free_port()
@@ -89,7 +71,7 @@ def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
         }
         assert any("redis-server" in name for name in names), names
     finally:
-        family = stop(proc)
+        family = stop_serve(proc)
     wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="no orphans after Ctrl-C")
     assert (data_dir / "redis").is_dir()
 
@@ -103,7 +85,7 @@ def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
             after = http.post(f"/v1/models/{model_id}/predict", json={"instances": [[1.0] * 8]}).json()
             assert after == before
     finally:
-        family = stop(proc, signal.SIGTERM)
+        family = stop_serve(proc, signal.SIGTERM)
     wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="no orphans after SIGTERM")
 
 
@@ -125,7 +107,7 @@ def test_serve_without_workers_and_with_external_redis(tmp_path, redis_server):
         assert client.exists(f"hinge:dataset:{dataset['id']}")
         client.close()
     finally:
-        stop(proc)
+        stop_serve(proc)
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGKILL])

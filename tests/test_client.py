@@ -125,6 +125,63 @@ def test_async_client_retries_too(monkeypatch):
     assert asyncio.run(run()) == {"id": "m"} and slept == [1.0]
 
 
+def test_a_file_named_by_its_path_is_streamed_with_progress_and_sent_again_on_a_retry(tmp_path, monkeypatch):
+    monkeypatch.setattr("hinge_client.client.time.sleep", lambda s: None)
+    path = tmp_path / "rows.svm"
+    path.write_bytes(b"1 1:0.5 3:2\n" * 40_000)  # 480 kB: httpx reads it in several pieces
+    size = path.stat().st_size
+    bodies: list[bytes] = []
+    statuses = [503, 201]
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.read())
+        assert request.headers["content-length"] == str(len(bodies[-1]))  # sized, not chunked
+        assert request.url.params["value_dtype"] == "float32"
+        status = statuses.pop(0)
+        body = {"id": "ds_1"} if status == 201 else {"error": {"code": "busy", "message": "later", "details": None}}
+        return httpx.Response(status, json=body)
+
+    progress: list[tuple[int, int]] = []
+    with Client("http://hinge.test", transport=httpx.MockTransport(handle)) as client:
+        dataset = client.upload_dataset(
+            path, value_dtype="float32", on_progress=lambda sent, total: progress.append((sent, total))
+        )
+    assert dataset == {"id": "ds_1"}
+    # each attempt sends the whole file (its multipart boundary is drawn afresh)
+    assert len(bodies) == 2 and all(path.read_bytes() in body for body in bodies)
+    assert all(total == size for _, total in progress) and progress[-1] == (size, size)
+    assert sum(1 for sent, _ in progress if sent == size) == 2 and len(progress) > 4  # each attempt, piece by piece
+
+
+class _BreakingStream(httpx.SyncByteStream):
+    """A response body that breaks off (as a dropped connection does) after its bytes."""
+
+    def __init__(self, body: bytes):
+        self.body = body
+
+    def __iter__(self):
+        yield self.body
+        raise httpx.ReadError("connection lost")
+
+
+def test_events_resume_after_a_lost_connection_from_the_last_event_id():
+    first = b'event: status\nid: 0\ndata: {"status": "running"}\n\nevent: trace\nid: 1\ndata: {"primal": 2.0}\n\n'
+    rest = b': keep-alive\n\nevent: end\nid: 1\ndata: {"status": "succeeded"}\n\n'
+    asked: list = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("last-event-id"))
+        headers = {"content-type": "text/event-stream"}
+        if len(asked) == 1:
+            return httpx.Response(200, headers=headers, stream=_BreakingStream(first))
+        return httpx.Response(200, headers=headers, content=rest)
+
+    with Client("http://hinge.test", transport=httpx.MockTransport(handle)) as client:
+        events = list(client.events("job_1"))
+    assert events == [("status", {"status": "running"}), ("trace", {"primal": 2.0}), ("end", {"status": "succeeded"})]
+    assert asked == [None, "1"]
+
+
 # -- end to end ---------------------------------------------------------------------------------------
 
 
@@ -183,9 +240,16 @@ SKIPPED_BY_SCIKIT_LEARN = {
 }
 
 
+def failure(exception: BaseException) -> str:
+    """A failed check's exception, with what caused it (scikit-learn words a check's own message over it)."""
+    text = repr(exception)[:500]
+    cause = exception.__cause__ or exception.__context__
+    return text if cause is None else f"{text} caused by {cause!r}"[:1500]
+
+
 def run_checks(estimator, expected: dict) -> None:
     results = check_estimator(estimator, on_fail=None, on_skip=None, expected_failed_checks=expected)
-    failed = {r["check_name"]: repr(r["exception"])[:500] for r in results if r["status"] == "failed"}
+    failed = {r["check_name"]: failure(r["exception"]) for r in results if r["status"] == "failed"}
     assert not failed, failed
     xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
     assert xfailed == set(expected), f"expected failures that did not fail: {set(expected) - xfailed}"

@@ -17,6 +17,7 @@ from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa, warm_up
+from worker.solvers.dcd import solve_dcd
 from worker.solvers.reduced_qp import ReducedProblem
 
 _csr = naive.csr_parts
@@ -213,9 +214,8 @@ def test_cpa_listed_rows_within_the_radius_give_the_exact_cut(tall_problem, monk
 
 
 def test_cpa_agrees_with_dcd(cancer):
-    dcd = pytest.importorskip("worker.solvers.dcd")
     X, y = cancer
-    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
+    ref = solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
     res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=0.0, tol=1e-3)
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective + 1.0 * len(y) * 1e-3
 

@@ -7,49 +7,8 @@ tests/artifacts/dashboard.png, and loads /docs and /redoc with every outside req
 
 from __future__ import annotations
 
-from pathlib import Path
-from urllib.parse import urlparse
-
-import pytest
-
-from tests.browser import FLAGS, chromium_or_skip
+from tests.browser import ARTIFACTS, offline_page
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
-from tests.test_service_limits_auth import strict_api  # noqa: F401  (fixture: an API with keys)
-
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=path, headless=True, args=FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-def offline_page(browser, base_url: str):
-    """A page that may only talk to the service; returns (page, list of refused URLs)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    allowed = urlparse(base_url).netloc
-    refused: list[str] = []
-
-    def gate(route):
-        url = urlparse(route.request.url)
-        if url.scheme in ("data", "blob") or url.netloc == allowed:
-            return route.continue_()
-        refused.append(route.request.url)
-        return route.abort()
-
-    page.route("**/*", gate)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.errors = errors
-    return page, refused
 
 
 def test_dashboard_follows_a_running_job_and_shows_models(service, browser):

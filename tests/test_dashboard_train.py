@@ -16,8 +16,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.browser import ARTIFACTS, offline_page
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
-from tests.test_dashboard_browser import ARTIFACTS, browser, offline_page  # noqa: F401  (browser: fixture)
 
 
 @pytest.fixture(scope="module")

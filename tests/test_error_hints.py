@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import sparse_problem, to_svmlight, upload
-from tests.test_service_errors import assert_error
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload
 
 
 @pytest.fixture(scope="module")

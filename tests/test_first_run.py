@@ -16,8 +16,7 @@ import redis
 
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, _terminate, start_api, wait_ready
-from tests.helpers import wait_for
-from tests.test_cli_serve import stop, wait_http
+from tests.helpers import stop_serve, wait_for, wait_http
 
 LOG_SNIPPET = (
     "import logging; from core.config import get_settings; from core.logs import configure_logging; "
@@ -160,7 +159,7 @@ def test_serve_says_when_it_is_ready_and_keys_find_its_redis(tmp_path):
         wait_http(base, "/readyz", proc)
     finally:
         if proc.poll() is None:
-            stop(proc)
+            stop_serve(proc)
     assert not (data_dir / "serve.json").exists()
     # without a running serve, keys says how to find one
     gone = subprocess.run(

@@ -21,8 +21,7 @@ import pytest
 
 from service.embedded_redis import free_port
 from tests.conftest import _terminate, start_api, wait_ready
-from tests.helpers import upload
-from tests.test_service_errors import assert_error
+from tests.helpers import assert_error, upload
 
 RESULTS = Path(__file__).resolve().parent / "benchmarks" / "results"
 FUZZ_EXAMPLES = 12  # per operation and mode (positive, negative): about 400 cases, well under a minute

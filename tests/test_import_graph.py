@@ -1,4 +1,4 @@
-"""Imports run one way (../shared/STYLE.md): no cycle among the modules of core/, service/ and worker/;
+"""Imports run one way (the house style): no cycle among the modules of core/, service/ and worker/;
 core/ imports neither service/ nor worker/; service/ (the HTTP front end) never imports worker/ and
 worker/ never imports service/ (what both use is in core/); nothing the workers import pulls in FastAPI.
 
@@ -152,3 +152,28 @@ def test_what_the_workers_import_has_no_web_framework():
 
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+SOLVER_IMPORTS = {"numpy", "scipy", "numba", "llvmlite", "core.stop_reason"}
+"""What worker/solvers/ may import besides the standard library and each other (the house style: numpy,
+scipy and numba; llvmlite is numba's code generator; core.stop_reason the one enum they share with the schemas).
+The package's __init__ also installs the kernel cache's locator (core.kernel_cache)."""
+
+
+def test_the_solvers_import_only_numpy_scipy_numba():
+    import sys
+
+    graph = import_graph()
+    outside = sorted(
+        f"{module} -> {imported}"
+        for module, imported_set in graph.items()
+        if module.startswith("worker.solvers")
+        for imported in imported_set
+        if not imported.startswith("worker.solvers")
+        and imported not in SOLVER_IMPORTS
+        and imported not in sys.stdlib_module_names
+        and (module, imported) != ("worker.solvers", "core.kernel_cache")
+    )
+    assert outside == []
+    reached = _reachable(graph, {module for module in graph if module.startswith("worker.solvers")})
+    assert not reached & {"pydantic", "redis", "httpx", "rq"}

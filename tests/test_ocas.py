@@ -15,6 +15,7 @@ from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers import cut_store, line_search
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa
+from worker.solvers.dcd import solve_dcd
 from worker.solvers.ocas import solve_ocas, warm_up
 
 _csr = naive.csr_parts
@@ -160,9 +161,8 @@ def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
 
 
 def test_ocas_agrees_with_dcd(problems):
-    dcd = pytest.importorskip("worker.solvers.dcd")
     X, y = problems["cancer"]
-    ref = dcd.solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
+    ref = solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
     res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=1e-3)
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective * (1 + 1e-3)
 

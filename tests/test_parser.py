@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_svmlight_file
 
+from service.ingest import builder, parser, sources
 from service.ingest import parse_kernels as K
-from service.ingest import parser
 from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
 from tests.helpers import kernels_compiled_after_warm_up
 from tests.naive import csv_dense
@@ -133,7 +133,7 @@ def test_values_through_the_file_equal_python_float(tmp_path):
 
 
 def test_slow_buffer_overflow_restarts_cleanly(tmp_path, monkeypatch):
-    monkeypatch.setattr(parser, "_SLOW_CAP", 2)
+    monkeypatch.setattr(builder, "_SLOW_CAP", 2)
     tokens = ["1.00000000000000000000001", "2e-310", "3.141592653589793238462643", "1e300", "5e-320"]
     line = "0.1234567890123456789012 " + " ".join(f"{j + 1}:{tokens[j % 5]}" for j in range(23)) + "\n"
     text = line * 7
@@ -385,7 +385,7 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path, monkeypatch):
     packed = bomb.compress(b"0" * (50 << 20)) + bomb.flush()
     assert len(packed) < 100_000
     counting = _CountingZlib()
-    monkeypatch.setattr(parser, "zlib", counting)
+    monkeypatch.setattr(sources, "zlib", counting)
     limit = 1 << 20
     limits = ParseLimits(max_decompressed_bytes=limit, max_rows=10, max_features=10, max_nnz=10)
     with pytest.raises(UploadLimitError) as info:

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from core.solvers import solver_params
-from tests.helpers import NullSink, sparse_problem
-from tests.test_smo import _csr
+from tests import naive
+from tests.helpers import NullSink, a9a_stand_in, sparse_problem
 from worker.progress import ProblemsEstimator, convergence_fraction
 from worker.training import train_model
+
+_csr = naive.csr_parts
 
 
 def arrays_of(indptr, indices, data, y):
@@ -136,7 +138,6 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
 
 def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
     """A point taken while shrunk has the primal that a full gradient rebuild gives at the same iterate."""
-    from tests.test_smo import a9a_stand_in
     from worker.solvers import smo
     from worker.solvers.common import SolverControl, StopReason
 

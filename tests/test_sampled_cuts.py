@@ -298,7 +298,7 @@ def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_featu
     """_sampled_cuts_f_at: sum_u coef_u (K(x_u, x_t) + shift) at the targets, float32 only for rbf with a dense
     copy (within 1e-6 of the sum of |terms|), float64 otherwise (1e-12)."""
     from worker.solvers.kernels import kernel_params, row_sq_norms
-    from worker.solvers.sampled_cuts_kernels import _sampled_cuts_f_at
+    from worker.solvers.sampled_cuts_kernels import Expansion, Kernel, Rows, Split, _sampled_cuts_f_at
 
     rng = np.random.default_rng(n_features)
     X = sp.random(300, n_features, density=min(1.0, 4.0 / n_features) if n_features > 5 else 1.0, random_state=1)
@@ -307,29 +307,13 @@ def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_featu
     indices = indices.astype(np.int32)
     sq = row_sq_norms(indptr, data)
     code, gamma, coef0, degree = kernel_params(kernel)
-    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    kernel_spec = Kernel(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree), np.float64(1.0))
     rows = np.sort(rng.choice(300, 120, replace=False)).astype(np.int64)
     coef = rng.normal(size=rows.size) * 30.0
     targets = rng.choice(300, 77).astype(np.int64)
     out = np.empty(targets.size)
-    _sampled_cuts_f_at(
-        indptr,
-        indices,
-        data,
-        sq,
-        data.astype(np.float32),
-        sq.astype(np.float32),
-        kp,
-        1.0,
-        rows,
-        coef,
-        targets,
-        n_features,
-        out,
-        1,
-        100_000,
-        single,
-    )
+    X_rows = Rows(indptr, indices, data, sq, data.astype(np.float32), sq.astype(np.float32), n_features)
+    _sampled_cuts_f_at(X_rows, kernel_spec, Expansion(rows, coef), targets, out, Split(1, 100_000), single)
     dense = X.toarray()
     K = naive.kernel_dense(dense[rows], dense[targets], kernel) + 1.0
     expected = coef @ K

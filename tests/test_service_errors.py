@@ -7,17 +7,7 @@ import gzip
 import pytest
 import redis
 
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
-
-
-def assert_error(response, status: int, code: str, *fragments: str) -> dict:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
-    assert body["error"]["code"] == code, body
-    for fragment in fragments:
-        assert fragment in body["error"]["message"], (fragment, body["error"]["message"])
-    return body["error"]
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
 
 def dataset_keys(service) -> set:

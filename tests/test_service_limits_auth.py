@@ -3,42 +3,10 @@
 from __future__ import annotations
 
 import gzip
-import json
 
 import httpx
-import pytest
 
-from service.embedded_redis import free_port
-from tests.conftest import _terminate, start_api, wait_ready
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
-from tests.test_service_errors import assert_error
-
-KEYS = {"key-alice": "alice", "key-bob": "bob"}
-
-
-@pytest.fixture(scope="module")
-def strict_api(service):
-    env = dict(service.env)
-    env.update(
-        {
-            "HINGE_API_KEYS": json.dumps(KEYS),
-            "HINGE_MAX_UPLOAD_BYTES": "20000",
-            "HINGE_MAX_DECOMPRESSED_BYTES": "50000",
-            "HINGE_MAX_ROWS": "300",
-            "HINGE_MAX_FEATURES": "1000",
-            "HINGE_MAX_JSON_BODY_BYTES": "4096",
-            "HINGE_MAX_PREDICT_INSTANCES": "5",
-            "HINGE_MAX_SECONDS_CEILING": "60",
-        }
-    )
-    port = free_port()
-    proc = start_api(env, port)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base, proc, path="/healthz", timeout=120)
-        yield base
-    finally:
-        _terminate(proc)
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
 
 def client(base, key=None):

@@ -17,6 +17,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.preprocessing import StandardScaler
 
 from tests import naive
+from tests.helpers import a9a_stand_in
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.kernels import kernel_block
 from worker.solvers.smo import solve_smo
@@ -29,26 +30,6 @@ def breast_cancer():
     X, y = load_breast_cancer(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     return sp.csr_matrix(X), np.where(y == 1, 1.0, -1.0)
-
-
-def a9a_stand_in(n_rows: int, seed: int):
-    """Rows shaped like a9a: 123 binary features in 14 one-hot groups (one active per group), ~24% positives."""
-    rng = np.random.default_rng(seed)
-    sizes = [5, 8, 5, 16, 5, 7, 14, 6, 5, 2, 2, 2, 5, 41]
-    columns = []
-    offset = 0
-    for size in sizes:
-        probabilities = rng.dirichlet(np.full(size, 0.7))
-        columns.append(offset + rng.choice(size, size=n_rows, p=probabilities))
-        offset += size
-    cols = np.stack(columns, axis=1)
-    weights = rng.normal(size=offset)
-    score = weights[cols].sum(axis=1) + 0.4 * weights[cols[:, 3]] * weights[cols[:, 6]] + rng.normal(size=n_rows)
-    y = np.where(score > np.quantile(score, 0.76), 1.0, -1.0)
-    indptr = np.arange(0, n_rows * len(sizes) + 1, len(sizes), dtype=np.int64)
-    indices = np.sort(cols, axis=1).reshape(-1).astype(np.int32)
-    matrix = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n_rows, offset))
-    return matrix, y
 
 
 @pytest.fixture(scope="module")

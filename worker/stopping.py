@@ -35,7 +35,7 @@ def stopping_rule(solver: str, params: SolverParams, results: list[SolverResult]
         }
     if stop_reason == StopReason.CANCELED.value:
         return {"rule": "cancel", "values": {}, "text": "canceled by a request"}
-    if stop_reason == "interrupted":
+    if stop_reason == StopReason.INTERRUPTED.value:
         return {
             "rule": "shutdown",
             "values": {},

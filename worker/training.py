@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def fit_problems(
         )
         if members is not None:  # the expansion's rows, numbered in the whole data set as the model stores them
             support = np.asarray(result.extra["support_indices"], dtype=np.int64)
-            result.extra["support_indices"] = members[k][support]
+            result = replace(result, extra={**result.extra, "support_indices": members[k][support]})
         return result
 
     if n_processes > 1 and len(problems) > 1:

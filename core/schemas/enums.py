@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from core.stop_reason import StopReason as StopReason  # beside the solvers' results; the schemas take it from here
+
 
 class ModelKind(str, Enum):
     """How a model scores rows."""
@@ -20,16 +22,6 @@ class Task(str, Enum):
     ordinal = "ordinal"
     roc_area = "roc_area"
     ranking = "ranking"
-
-
-class StopReason(str, Enum):
-    """Why a solver stopped."""
-
-    converged = "converged"
-    max_iter = "max_iter"
-    deadline = "deadline"
-    canceled = "canceled"
-    interrupted = "interrupted"
 
 
 class Multiclass(str, Enum):

@@ -1,7 +1,8 @@
 """What every solver shares: its result, its stop reasons, the control it polls, input checks.
 
 A solver reports; one dispatcher (worker.training) decides what to do with the report. Solvers
-import only numpy, scipy and numba: no Redis, no HTTP, no pydantic. The service's C convention holds
+import only numpy, scipy and numba (and ``core.stop_reason``, the one enum they share with the API's
+schemas, standard library only): no Redis, no HTTP, no pydantic. The service's C convention holds
 for all of them: minimize 0.5*|w|^2 + C * sum_i loss_i (each solver converts internally when its
 paper uses C/m or C/n).
 
@@ -15,7 +16,6 @@ convergence point to whoever watches (the worker streams them to Redis).
 
 from __future__ import annotations
 
-import enum
 import math
 import time
 from collections.abc import Callable
@@ -28,14 +28,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-
-class StopReason(str, enum.Enum):
-    """Why a solver returned."""
-
-    CONVERGED = "converged"
-    MAX_ITER = "max_iter"
-    DEADLINE = "deadline"
-    CANCELED = "canceled"
+from core.stop_reason import StopReason as StopReason  # the solvers take what they share from this module
 
 
 class SolverInputError(ValueError):

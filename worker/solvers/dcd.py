@@ -24,8 +24,10 @@ C_i xi_i^2 has conjugate alpha_i^2 / (4 C_i), which is 0.5 * D_ii * alpha_i^2 wi
 The primal solution is w = sum_i y_i alpha_i x_i (eq. (11)). Trace points report
 primal P(w), dual value -f(alpha) = e'alpha - 0.5 |w|^2 - 0.5 sum_i D_ii alpha_i^2, and their gap.
 
-Algorithm (paper: ../shared/papers/004_e40e8c4948a12931.txt)
------------------------------------------------------------------
+Algorithm
+---------
+The paper: C.-J. Hsieh, K.-W. Chang, C.-J. Lin, S. S. Keerthi and S. Sundararajan, "A Dual Coordinate
+Descent Method for Large-scale Linear SVM", ICML 2008.
 Algorithm 1 (Section 2) with the random permutation of Section 3.1 and the shrinking of Section 3.2:
 
 * One outer iteration ("epoch": ``_dcd_epoch``, called again for each 0.2 s slice of a long one, so
@@ -90,6 +92,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir  # numba's own code generator (a numba dependency), for the prefetch intrinsic
@@ -113,6 +116,33 @@ from worker.solvers.common import (
 
 LOSSES = ("hinge", "squared_hinge")
 _PREFETCH_AHEAD = 4  # the epoch prefetches the row it will visit this many steps later
+
+
+class Problem(NamedTuple):
+    """What the epochs read and never change: the rows, their labels, Qbar_ii, and by label (y = -1, +1) the
+    upper bounds U_i and diagonal terms D_ii (hinge: U = C_i, D = 0; squared hinge: U = inf, D = 1 / (2 C_i))."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    y: np.ndarray
+    QD: np.ndarray  # Qbar_ii = x_i'x_i + B^2 + D_ii
+    B: float  # the virtual bias feature's value (0.0 without a bias)
+    U_neg: float
+    U_pos: float
+    D_neg: float
+    D_pos: float
+
+
+class DualState(NamedTuple):
+    """What the epochs update in place: alpha, w (its last slot w_B), the visiting order (the active rows
+    first), the seeded generator's state and where a sliced epoch goes on (``resume``, see ``_dcd_epoch``)."""
+
+    alpha: np.ndarray
+    w: np.ndarray
+    order: np.ndarray  # LIBLINEAR's index: row ids, the active ones first
+    rng: np.ndarray
+    resume: np.ndarray
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,27 +205,7 @@ def _dcd_build_w(indptr, indices, data, y, alpha, B, w):
 
 
 @njit(cache=True)
-def _dcd_epoch(
-    indptr,
-    indices,
-    data,
-    y,
-    QD,
-    alpha,
-    w,
-    index,
-    active_size,
-    B,
-    U_neg,
-    U_pos,
-    D_neg,
-    D_pos,
-    PGmax_old,
-    PGmin_old,
-    state,
-    resume,
-    stop_at,
-):
+def _dcd_epoch(problem, dual_state, active_size, PGmax_old, PGmin_old, stop_at):
     """One outer iteration of Algorithm 1 over index[:active_size], shuffled first (Section 3.1).
 
     Shrinks by rule (16) against PGmax_old / PGmin_old (pass +inf / -inf for no shrinking).
@@ -205,6 +215,8 @@ def _dcd_epoch(
     the next call with that ``resume`` goes on exactly there (``resume[0]`` < 0: a new epoch), so the
     slices change nothing in the result.
     """
+    indptr, indices, data, y, QD, B, U_neg, U_pos, D_neg, D_pos = problem
+    alpha, w, index, state, resume = dual_state
     if resume[0] < 0.0:
         shuffle_prefix(index, active_size, state)
         s = 0
@@ -490,30 +502,14 @@ def solve_dcd(
     tol_used = tol
 
     resume = np.array([-1.0, 0.0, 0.0])  # where a sliced epoch goes on (see _dcd_epoch)
+    problem = Problem(indptr, indices, data, y, QD, B, U_neg, U_pos, D_neg, D_pos)
+    dual_state = DualState(alpha, w, index, state, resume)
     while True:
         started_full = active_size == n_rows
         stopped_inside = None
         while True:  # an epoch, in slices of SLICE_SECONDS: a deadline or cancel is seen within one
             active_size, PGmax_new, PGmin_new, done = _dcd_epoch(
-                indptr,
-                indices,
-                data,
-                y,
-                QD,
-                alpha,
-                w,
-                index,
-                active_size,
-                B,
-                U_neg,
-                U_pos,
-                D_neg,
-                D_pos,
-                PGmax_old,
-                PGmin_old,
-                state,
-                resume,
-                time.monotonic() + SLICE_SECONDS,
+                problem, dual_state, active_size, PGmax_old, PGmin_old, time.monotonic() + SLICE_SECONDS
             )
             if done:
                 break

@@ -115,6 +115,10 @@ from worker.solvers.common import (
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts_kernels import (
+    Expansion,
+    Kernel,
+    Rows,
+    Split,
     _entries_column,
     _entries_group,
     _entries_keep,
@@ -374,13 +378,15 @@ def solve_sampled_cuts(
     C_paper = C * n
     shift = 0.0 if bias is None else bias * bias
     code, gamma, coef0, degree = kp
-    kp = (np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
+    kernel_spec = Kernel(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree), np.float64(shift))
+    split = Split(threads, PAR_MIN_VALUES)
     sq = row_sq_norms(indptr, data)
     rng = rng_state(int(seed))
     linear = variant == "linear"
     # the constant variant's decision values at the drawn rows (rbf) read float32 copies
     data32 = np.zeros(0, dtype=np.float32) if linear else data.astype(np.float32)
     sq32 = np.zeros(0, dtype=np.float32) if linear else sq.astype(np.float32)
+    X = Rows(indptr, indices, data, sq, data32, sq32, n_features)
     cuts = _Cuts(n, keep_a=linear)
     all_rows = np.arange(n, dtype=np.int64)
     draw = np.empty(r, dtype=np.int64)
@@ -474,21 +480,7 @@ def solve_sampled_cuts(
             stopped = None
             for start in range(0, n, chunk):
                 _sampled_cuts_expansion(
-                    indptr,
-                    indices,
-                    data,
-                    sq,
-                    kp,
-                    shift,
-                    rows,
-                    coef,
-                    all_rows,
-                    start,
-                    min(n, start + chunk),
-                    n_features,
-                    a_row,
-                    threads,
-                    PAR_MIN_VALUES,
+                    X, kernel_spec, Expansion(rows, coef), all_rows, start, min(n, start + chunk), a_row, split
                 )
                 stopped = control.check()
                 if stopped is not None:
@@ -510,24 +502,7 @@ def solve_sampled_cuts(
             if t:
                 live = gamma_u != 0.0
                 f_rows = urows[live]
-                _sampled_cuts_f_at(
-                    indptr,
-                    indices,
-                    data,
-                    sq,
-                    data32,
-                    sq32,
-                    kp,
-                    shift,
-                    f_rows,
-                    gamma_u[live],
-                    draw,
-                    n_features,
-                    f_draw,
-                    threads,
-                    PAR_MIN_VALUES,
-                    True,
-                )
+                _sampled_cuts_f_at(X, kernel_spec, Expansion(f_rows, gamma_u[live]), draw, f_draw, split, True)
                 computed += f_rows.size * r
             value, rows, coef, n_loss = _sampled_cut(draw, y, f_draw, r)  # line 16: c + <w, g> and the cut
             recent_hinge = (recent_hinge + [value])[-int(p) :]
@@ -557,24 +532,7 @@ def solve_sampled_cuts(
                 # (H_tt = sum_j beta_tj b(x_j))
                 targets = np.concatenate((urows, rows))
                 b_at = np.empty(targets.size)
-                _sampled_cuts_f_at(
-                    indptr,
-                    indices,
-                    data,
-                    sq,
-                    data32,
-                    sq32,
-                    kp,
-                    shift,
-                    rows,
-                    coef,
-                    targets,
-                    n_features,
-                    b_at,
-                    threads,
-                    PAR_MIN_VALUES,
-                    False,
-                )
+                _sampled_cuts_f_at(X, kernel_spec, Expansion(rows, coef), targets, b_at, split, False)
                 computed += targets.size * rows.size
                 column = _entries_column(uptr, ucut, ucoef, b_at, t) if t else np.zeros(0)
                 self_dot = float(b_at[urows.size :] @ coef)

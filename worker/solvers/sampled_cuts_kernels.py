@@ -6,6 +6,8 @@ whatever the split, so 1 and 2 threads give the same model."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange
@@ -75,6 +77,55 @@ def _exp_f32(x):
 # ---------------------------------------------------------------------------------------------
 
 
+class Rows(NamedTuple):
+    """The training rows as the kernels read them: CSR, |x_i|^2, and float32 copies of the values and norms for
+    the single-precision decision values of ``_sampled_cuts_f_at`` (empty where they are not used)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    sq: np.ndarray
+    data32: np.ndarray
+    sq32: np.ndarray
+    n_features: int
+
+
+class Kernel(NamedTuple):
+    """K'(x, z) = K(x, z) + shift: the kernel as ``kernels.kernel_params`` codes it, and the shift B^2 that the
+    bias feature adds (0 without a bias)."""
+
+    code: np.int64
+    gamma: np.float64
+    coef0: np.float64
+    degree: np.int64
+    shift: np.float64
+
+
+class Expansion(NamedTuple):
+    """sum_u coef[u] * K'(x_rows[u], .): rows of the training set (int64) and their coefficients."""
+
+    rows: np.ndarray
+    coef: np.ndarray
+
+
+class Inner(NamedTuple):
+    """What an inner loop over some rows needs (``_sampled_cuts_inner``)."""
+
+    rows: np.ndarray  # the rows (int64)
+    sq: np.ndarray  # their |x|^2
+    use_dense: bool  # whether their dense transposed copy is used
+    dense_t: np.ndarray  # the copy (n_features x len(rows)), or 1 x 1
+    dense_t32: np.ndarray  # its float32 copy, or 1 x 1 (asked for by ``single``)
+    sq32: np.ndarray  # their |x|^2 in float32, or empty (``single``)
+
+
+class Split(NamedTuple):
+    """How a block of kernel values is split: into ``threads`` parts once it holds ``par_min`` values."""
+
+    threads: int
+    par_min: int
+
+
 @njit(cache=True)
 def _sampled_cuts_dense_t(indptr, indices, data, rows, n_features):
     """Dense transposed copy (n_features, len(rows)) of the given rows."""
@@ -87,30 +138,36 @@ def _sampled_cuts_dense_t(indptr, indices, data, rows, n_features):
 
 
 @njit(cache=True)
-def _sampled_cuts_inner(indptr, indices, data, sq, rows, n_features):
-    """What the inner loop over ``rows`` needs: whether to use their dense transposed copy, the copy, their |x|^2."""
+def _sampled_cuts_inner(X, rows, single):
+    """What the inner loop over ``rows`` needs (``Inner``); ``single``: the float32 copies too."""
     m = rows.size
-    use_dense = n_features * m <= _DENSE_LIMIT
-    dense_t = _sampled_cuts_dense_t(indptr, indices, data, rows, n_features) if use_dense else np.zeros((1, 1))
+    use_dense = X.n_features * m <= _DENSE_LIMIT
+    dense_t = _sampled_cuts_dense_t(X.indptr, X.indices, X.data, rows, X.n_features) if use_dense else np.zeros((1, 1))
     sq_rows = np.empty(m)
     for j in range(m):
-        sq_rows[j] = sq[rows[j]]
-    return use_dense, dense_t, sq_rows
+        sq_rows[j] = X.sq[rows[j]]
+    if single:
+        dense_t32 = dense_t.astype(np.float32)
+        sq32 = sq_rows.astype(np.float32)
+    else:
+        dense_t32 = np.zeros((1, 1), dtype=np.float32)
+        sq32 = np.zeros(0, dtype=np.float32)
+    return Inner(rows, sq_rows, use_dense, dense_t, dense_t32, sq32)
 
 
 @njit(cache=True)
-def _sampled_cuts_kvals(
-    o, inner, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_inner, kp, shift, xbuf, kvals
-):
-    """kvals[j] = K(x_o, x_inner[j]) + shift for j in [lo, hi) (sq_inner[j] = |x_inner[j]|^2).
+def _sampled_cuts_kvals(o, X, inner, kernel, lo, hi, xbuf, kvals):
+    """kvals[j] = K'(x_o, x_inner.rows[j]) for j in [lo, hi).
 
     Loops run over views from index 0, so that numba knows the index is not negative and LLVM vectorizes
     them (the rbf case is spelled out for the same reason).
     """
-    code, gamma, coef0, degree = kp
+    indptr, indices, data, sq = X.indptr, X.indices, X.data, X.sq
+    code, gamma, coef0, degree, shift = kernel
     m = hi - lo
     kv = kvals[lo:hi]
-    if use_dense:
+    if inner.use_dense:
+        dense_t = inner.dense_t
         for j in range(m):
             kv[j] = 0.0
         for k in range(indptr[o], indptr[o + 1]):
@@ -119,12 +176,13 @@ def _sampled_cuts_kvals(
             for j in range(m):
                 kv[j] += v * col[j]
     else:
+        rows = inner.rows
         scatter_row(indptr, indices, data, o, xbuf)
         for j in range(m):
-            kv[j] = gather_dot(indptr, indices, data, inner[lo + j], xbuf)
+            kv[j] = gather_dot(indptr, indices, data, rows[lo + j], xbuf)
         clear_row(indptr, indices, o, xbuf)
     sq_o = sq[o]
-    sqi = sq_inner[lo:hi]
+    sqi = inner.sq[lo:hi]
     if code == KERNEL_RBF:
         for j in range(m):
             kv[j] = fast_exp(-gamma * max(sq_o + sqi[j] - 2.0 * kv[j], 0.0)) + shift
@@ -134,207 +192,28 @@ def _sampled_cuts_kvals(
 
 
 @njit(cache=True)
-def _sampled_cuts_basis_at_range(
-    indptr,
-    indices,
-    data,
-    sq,
-    kp,
-    shift,
-    urows,
-    uptr,
-    ucut,
-    ucoef,
-    targets,
-    sq_t,
-    dense_t,
-    use_dense,
-    n_features,
-    lo,
-    hi,
-    out,
-):
-    xbuf = np.zeros(n_features if not use_dense else 1)
-    kvals = np.empty(targets.size)
-    kv = kvals[lo:hi]
-    for u in range(urows.size):
-        _sampled_cuts_kvals(
-            urows[u], targets, lo, hi, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, shift, xbuf, kvals
-        )
-        for e in range(uptr[u], uptr[u + 1]):
-            c = ucoef[e]
-            row = out[ucut[e], lo:hi]
-            for j in range(hi - lo):
-                row[j] += c * kv[j]
-
-
-@njit(cache=True, parallel=True)
-def _sampled_cuts_basis_at_parallel(
-    indptr,
-    indices,
-    data,
-    sq,
-    kp,
-    shift,
-    urows,
-    uptr,
-    ucut,
-    ucoef,
-    targets,
-    sq_t,
-    dense_t,
-    use_dense,
-    n_features,
-    n_chunks,
-    out,
-):
-    m = targets.size
-    for c in prange(n_chunks):
-        _sampled_cuts_basis_at_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            urows,
-            uptr,
-            ucut,
-            ucoef,
-            targets,
-            sq_t,
-            dense_t,
-            use_dense,
-            n_features,
-            m * c // n_chunks,
-            m * (c + 1) // n_chunks,
-            out,
-        )
-
-
-@njit(cache=True)
-def _sampled_cuts_basis_at(
-    indptr, indices, data, sq, kp, shift, urows, uptr, ucut, ucoef, targets, n_features, out, threads, par_min
-):
-    """out[k, j] += sum over basis entries e of cut k: coef_e * K'(x_row(e), x_targets[j]).
-
-    The basis is grouped by unique row (urows, with entries uptr[u]:uptr[u+1] of (ucut, ucoef)), so
-    each kernel value is computed once however many cuts share the row. With several threads the
-    targets are split between them (each writes its own columns of out; the sums per column run in the
-    same order, so the values do not depend on the number of threads).
-    """
-    m = targets.size
-    use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
-    if threads > 1 and urows.size * m >= par_min:
-        _sampled_cuts_basis_at_parallel(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            urows,
-            uptr,
-            ucut,
-            ucoef,
-            targets,
-            sq_t,
-            dense_t,
-            use_dense,
-            n_features,
-            threads,
-            out,
-        )
-    else:
-        _sampled_cuts_basis_at_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            urows,
-            uptr,
-            ucut,
-            ucoef,
-            targets,
-            sq_t,
-            dense_t,
-            use_dense,
-            n_features,
-            0,
-            m,
-            out,
-        )
-
-
-@njit(cache=True)
-def _sampled_cuts_expansion_range(
-    indptr,
-    indices,
-    data,
-    sq,
-    kp,
-    shift,
-    basis_rows,
-    basis_coef,
-    sq_b,
-    targets,
-    dense_t,
-    use_dense,
-    n_features,
-    start,
-    stop,
-    out,
-):
-    m = basis_rows.size
-    xbuf = np.zeros(n_features if not use_dense else 1)
+def _sampled_cuts_expansion_range(X, kernel, expansion, inner, targets, start, stop, out):
+    coef = expansion.coef
+    m = coef.size
+    xbuf = np.zeros(X.n_features if not inner.use_dense else 1)
     kvals = np.empty(m)
     for t in range(start, stop):
-        _sampled_cuts_kvals(
-            targets[t], basis_rows, 0, m, dense_t, use_dense, indptr, indices, data, sq, sq_b, kp, shift, xbuf, kvals
-        )
+        _sampled_cuts_kvals(targets[t], X, inner, kernel, 0, m, xbuf, kvals)
         acc = 0.0
         for v in range(m):
-            acc += basis_coef[v] * kvals[v]
+            acc += coef[v] * kvals[v]
         out[t] = acc
 
 
 @njit(cache=True, parallel=True)
-def _sampled_cuts_expansion_parallel(
-    indptr,
-    indices,
-    data,
-    sq,
-    kp,
-    shift,
-    basis_rows,
-    basis_coef,
-    sq_b,
-    targets,
-    dense_t,
-    use_dense,
-    n_features,
-    start,
-    stop,
-    n_chunks,
-    out,
-):
+def _sampled_cuts_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, n_chunks, out):
     for c in prange(n_chunks):
         _sampled_cuts_expansion_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            basis_rows,
-            basis_coef,
-            sq_b,
+            X,
+            kernel,
+            expansion,
+            inner,
             targets,
-            dense_t,
-            use_dense,
-            n_features,
             start + (stop - start) * c // n_chunks,
             start + (stop - start) * (c + 1) // n_chunks,
             out,
@@ -342,77 +221,29 @@ def _sampled_cuts_expansion_parallel(
 
 
 @njit(cache=True)
-def _sampled_cuts_expansion(
-    indptr,
-    indices,
-    data,
-    sq,
-    kp,
-    shift,
-    basis_rows,
-    basis_coef,
-    targets,
-    start,
-    stop,
-    n_features,
-    out,
-    threads,
-    par_min,
-):
-    """out[t] = sum_v basis_coef[v] * K'(x_basis_rows[v], x_targets[t]) for t in [start, stop) (targets split
-    between the threads)."""
-    m = basis_rows.size
-    use_dense, dense_t, sq_b = _sampled_cuts_inner(indptr, indices, data, sq, basis_rows, n_features)
-    if threads > 1 and (stop - start) * m >= par_min:
-        _sampled_cuts_expansion_parallel(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            basis_rows,
-            basis_coef,
-            sq_b,
-            targets,
-            dense_t,
-            use_dense,
-            n_features,
-            start,
-            stop,
-            threads,
-            out,
-        )
+def _sampled_cuts_expansion(X, kernel, expansion, targets, start, stop, out, split):
+    """out[t] = sum_v coef[v] * K'(x_rows[v], x_targets[t]) for t in [start, stop), of the ``expansion`` (rows,
+    coef) (targets split between the threads)."""
+    m = expansion.rows.size
+    inner = _sampled_cuts_inner(X, expansion.rows, False)
+    if split.threads > 1 and (stop - start) * m >= split.par_min:
+        _sampled_cuts_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, split.threads, out)
     else:
-        _sampled_cuts_expansion_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            kp,
-            shift,
-            basis_rows,
-            basis_coef,
-            sq_b,
-            targets,
-            dense_t,
-            use_dense,
-            n_features,
-            start,
-            stop,
-            out,
-        )
+        _sampled_cuts_expansion_range(X, kernel, expansion, inner, targets, start, stop, out)
 
 
 @njit(cache=True)
-def _sampled_cuts_f_at_rbf32(indptr, indices, data32, sq32, gamma32, rows, coef, dense_t32, sq_t32, lo, hi, out):
+def _sampled_cuts_f_at_rbf32(X, gamma32, expansion, inner, lo, hi, out):
     """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) over the targets t in [lo, hi), in
-    float32 (rows from data32/sq32, targets as the dense transposed copy dense_t32 with norms sq_t32):
-    partial sums over blocks of _F32_BLOCK rows in float32, added to out in float64."""
+    float32 (rows from X.data32/X.sq32, targets as their float32 dense transposed copy inner.dense_t32 with
+    norms inner.sq32): partial sums over blocks of _F32_BLOCK rows in float32, added to out in float64."""
+    indptr, indices, data32, sq32 = X.indptr, X.indices, X.data32, X.sq32
+    rows, coef = expansion
+    dense_t32 = inner.dense_t32
     m = hi - lo
     kv = np.empty(m, dtype=np.float32)
     part = np.zeros(m, dtype=np.float32)
-    sqt = sq_t32[lo:hi]
+    sqt = inner.sq32[lo:hi]
     acc = out[lo:hi]
     zero = np.float32(0.0)
     two = np.float32(2.0)
@@ -436,15 +267,18 @@ def _sampled_cuts_f_at_rbf32(indptr, indices, data32, sq32, gamma32, rows, coef,
 
 
 @njit(cache=True)
-def _sampled_cuts_f_at_rbf32_gemm(indptr, indices, data32, sq32, gamma32, rows, coef, dense_t32, sq_t32, lo, hi, out):
+def _sampled_cuts_f_at_rbf32_gemm(X, gamma32, expansion, inner, lo, hi, out):
     """What _sampled_cuts_f_at_rbf32 computes, with the dot products of each block of _F32_BLOCK rows as
     one float32 matrix product (BLAS sgemm) of the block's dense copy and the targets' dense copy."""
+    indptr, indices, data32, sq32 = X.indptr, X.indices, X.data32, X.sq32
+    rows, coef = expansion
+    dense_t32 = inner.dense_t32
     m = hi - lo
     nf = dense_t32.shape[0]
     targets_t = np.ascontiguousarray(dense_t32[:, lo:hi])
     block = np.zeros((_F32_BLOCK, nf), dtype=np.float32)
     part = np.zeros(m, dtype=np.float32)
-    sqt = sq_t32[lo:hi]
+    sqt = inner.sq32[lo:hi]
     acc = out[lo:hi]
     zero = np.float32(0.0)
     two = np.float32(2.0)
@@ -469,12 +303,15 @@ def _sampled_cuts_f_at_rbf32_gemm(indptr, indices, data32, sq32, gamma32, rows, 
 
 
 @njit(cache=True)
-def _sampled_cuts_f_at_rbf64(indptr, indices, data, sq, gamma, rows, coef, dense_t, sq_t, lo, hi, out):
+def _sampled_cuts_f_at_rbf64(X, gamma, expansion, inner, lo, hi, out):
     """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) in float64 (the loops of the float32
     version, with ``kernels.fast_exp``)."""
+    indptr, indices, data, sq = X.indptr, X.indices, X.data, X.sq
+    rows, coef = expansion
+    dense_t = inner.dense_t
     m = hi - lo
     kv = np.empty(m)
-    sqt = sq_t[lo:hi]
+    sqt = inner.sq[lo:hi]
     acc = out[lo:hi]
     for u in range(rows.size):
         o = rows[u]
@@ -492,168 +329,67 @@ def _sampled_cuts_f_at_rbf64(indptr, indices, data, sq, gamma, rows, coef, dense
 
 
 @njit(cache=True)
-def _sampled_cuts_f_at_range(
-    indptr,
-    indices,
-    data,
-    sq,
-    data32,
-    sq32,
-    kp,
-    rows,
-    coef,
-    targets,
-    sq_t,
-    dense_t,
-    dense_t32,
-    use_dense,
-    single,
-    n_features,
-    lo,
-    hi,
-    out,
-):
-    code, gamma, coef0, degree = kp
-    if single and code == KERNEL_RBF and use_dense:
-        dense_ish = 4 * (indptr[-1] - indptr[0]) >= n_features * (indptr.size - 1)  # then sgemm pays
-        args = (indptr, indices, data32, sq32, np.float32(gamma), rows, coef, dense_t32, sq_t.astype(np.float32))
+def _sampled_cuts_f_at_range(X, kernel, expansion, inner, single, lo, hi, out):
+    """out[lo:hi] += the expansion's K values (``kernel`` without its shift, which ``_sampled_cuts_f_at`` adds)."""
+    code = kernel.code
+    if single and code == KERNEL_RBF and inner.use_dense:
+        indptr = X.indptr
+        dense_ish = 4 * (indptr[-1] - indptr[0]) >= X.n_features * (indptr.size - 1)  # then sgemm pays
         if dense_ish:
-            _sampled_cuts_f_at_rbf32_gemm(*args, lo, hi, out)
+            _sampled_cuts_f_at_rbf32_gemm(X, np.float32(kernel.gamma), expansion, inner, lo, hi, out)
         else:
-            _sampled_cuts_f_at_rbf32(*args, lo, hi, out)
+            _sampled_cuts_f_at_rbf32(X, np.float32(kernel.gamma), expansion, inner, lo, hi, out)
         return
-    if code == KERNEL_RBF and use_dense:
+    if code == KERNEL_RBF and inner.use_dense:
         for start in range(lo, hi, _F64_CHUNK):
-            _sampled_cuts_f_at_rbf64(
-                indptr, indices, data, sq, gamma, rows, coef, dense_t, sq_t, start, min(hi, start + _F64_CHUNK), out
-            )
+            _sampled_cuts_f_at_rbf64(X, kernel.gamma, expansion, inner, start, min(hi, start + _F64_CHUNK), out)
         return
-    xbuf = np.zeros(n_features if not use_dense else 1)
-    kvals = np.empty(targets.size)
+    rows, coef = expansion
+    xbuf = np.zeros(X.n_features if not inner.use_dense else 1)
+    kvals = np.empty(inner.rows.size)
     for start in range(lo, hi, _F64_CHUNK):  # chunks of targets whose dense columns stay in L1
         stop = min(hi, start + _F64_CHUNK)
         kv = kvals[start:stop]
         acc = out[start:stop]
         for u in range(rows.size):
-            _sampled_cuts_kvals(
-                rows[u], targets, start, stop, dense_t, use_dense, indptr, indices, data, sq, sq_t, kp, 0.0, xbuf, kvals
-            )
+            _sampled_cuts_kvals(rows[u], X, inner, kernel, start, stop, xbuf, kvals)
             c = coef[u]
             for j in range(stop - start):
                 acc[j] += c * kv[j]
 
 
 @njit(cache=True, parallel=True)
-def _sampled_cuts_f_at_parallel(
-    indptr,
-    indices,
-    data,
-    sq,
-    data32,
-    sq32,
-    kp,
-    rows,
-    coef,
-    targets,
-    sq_t,
-    dense_t,
-    dense_t32,
-    use_dense,
-    single,
-    n_features,
-    n_chunks,
-    out,
-):
-    m = targets.size
+def _sampled_cuts_f_at_parallel(X, kernel, expansion, inner, single, n_chunks, out):
+    m = inner.rows.size
     for c in prange(n_chunks):
-        _sampled_cuts_f_at_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            data32,
-            sq32,
-            kp,
-            rows,
-            coef,
-            targets,
-            sq_t,
-            dense_t,
-            dense_t32,
-            use_dense,
-            single,
-            n_features,
-            m * c // n_chunks,
-            m * (c + 1) // n_chunks,
-            out,
-        )
+        _sampled_cuts_f_at_range(X, kernel, expansion, inner, single, m * c // n_chunks, m * (c + 1) // n_chunks, out)
 
 
 @njit(cache=True)
-def _sampled_cuts_f_at(
-    indptr, indices, data, sq, data32, sq32, kp, shift, rows, coef, targets, n_features, out, threads, par_min, single
-):
-    """out[j] = sum_u coef[u] * K'(x_rows[u], x_targets[j]) (K' = K + shift): the decision values of the
-    expansion (rows, coef) at the targets.
+def _sampled_cuts_f_at(X, kernel, expansion, targets, out, split, single):
+    """out[j] = sum_u coef[u] * K'(x_rows[u], x_targets[j]): the decision values of the ``expansion`` (rows,
+    coef) at the targets.
 
     With ``single``, rbf on a dense copy of the targets (the ijcnn1/a9a case): the kernel values are
     computed in float32 (dot products, norms, exponential: each value within ~3e-7 of its float64 value)
     and summed in float32 over blocks of 64 rows, the blocks in float64; the dot products of a block as
     one float32 matrix product (BLAS sgemm) when the rows are dense-ish (nonzeros >= n_features / 4 per
     row on average: ijcnn1, not a9a). Everything else in float64.
-    Targets split over threads as in ``_sampled_cuts_basis_at``.
+    Targets split over threads as in ``_sampled_cuts_expansion``.
     """
     m = targets.size
-    use_dense, dense_t, sq_t = _sampled_cuts_inner(indptr, indices, data, sq, targets, n_features)
-    dense_t32 = dense_t.astype(np.float32) if single else np.zeros((1, 1), dtype=np.float32)
+    inner = _sampled_cuts_inner(X, targets, single)
+    coef = expansion.coef
     total = 0.0
-    for u in range(rows.size):
+    for u in range(coef.size):
         total += coef[u]
     for j in range(m):
-        out[j] = shift * total
-    if threads > 1 and rows.size * m >= par_min:
-        _sampled_cuts_f_at_parallel(
-            indptr,
-            indices,
-            data,
-            sq,
-            data32,
-            sq32,
-            kp,
-            rows,
-            coef,
-            targets,
-            sq_t,
-            dense_t,
-            dense_t32,
-            use_dense,
-            single,
-            n_features,
-            threads,
-            out,
-        )
+        out[j] = kernel.shift * total
+    unshifted = Kernel(kernel.code, kernel.gamma, kernel.coef0, kernel.degree, 0.0)
+    if split.threads > 1 and coef.size * m >= split.par_min:
+        _sampled_cuts_f_at_parallel(X, unshifted, expansion, inner, single, split.threads, out)
     else:
-        _sampled_cuts_f_at_range(
-            indptr,
-            indices,
-            data,
-            sq,
-            data32,
-            sq32,
-            kp,
-            rows,
-            coef,
-            targets,
-            sq_t,
-            dense_t,
-            dense_t32,
-            use_dense,
-            single,
-            n_features,
-            0,
-            m,
-            out,
-        )
+        _sampled_cuts_f_at_range(X, unshifted, expansion, inner, single, 0, m, out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""Where the parser's text comes from: a plain or gzip file read in bounded blocks, or an upload still
+being written (``FollowedFile``). See ``service.ingest.parser`` for how the blocks are parsed."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+
+from service.ingest.limits import UploadAborted
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class GzipError(Exception):
+    """The compressed stream is broken; converted to UploadParseError where the text stopped."""
+
+
+class TextLimit(Exception):
+    """More text than max_decompressed_bytes; ``prefix`` is the allowed part of the last block."""
+
+    def __init__(self, prefix: bytes):
+        super().__init__("max_decompressed_bytes")
+        self.prefix = prefix
+
+
+class PlainSource:
+    """The blocks of a plain text file, at most ``chunk`` bytes each and ``budget`` in all (then TextLimit)."""
+
+    def __init__(self, f, chunk: int, budget: int):
+        self.f, self.chunk, self.budget, self.total = f, chunk, budget, 0
+
+    def __iter__(self):
+        while True:
+            block = self.f.read(min(self.chunk, self.budget - self.total + 1))
+            if not block:
+                return
+            self.total += len(block)
+            if self.total > self.budget:
+                raise TextLimit(block[: len(block) - (self.total - self.budget)])
+            yield block
+
+
+class GzipSource:
+    """The inflated blocks of a gzip file (members one after the other), as ``PlainSource`` gives plain text."""
+
+    def __init__(self, f, chunk: int, budget: int):
+        self.f, self.chunk, self.budget, self.total = f, chunk, budget, 0
+
+    def _emit(self, out: bytes):
+        self.total += len(out)
+        if self.total > self.budget:
+            raise TextLimit(out[: len(out) - (self.total - self.budget)])
+        return out
+
+    def __iter__(self):
+        f, chunk = self.f, self.chunk
+        d = zlib.decompressobj(wbits=31)
+        pending = b""  # compressed bytes not yet given to d
+        while True:
+            if d.eof:
+                pending = d.unused_data + pending
+                while len(pending) < 2:
+                    more = f.read(chunk)
+                    if not more:
+                        break
+                    pending += more
+                if not pending:
+                    return
+                if pending[:2] != GZIP_MAGIC:
+                    while not pending.strip(b"\0"):  # zero padding after the last member is ignored
+                        pending = f.read(chunk)
+                        if not pending:
+                            return
+                    raise GzipError("unexpected bytes after the end of the gzip data")
+                d = zlib.decompressobj(wbits=31)
+            if not pending:
+                pending = f.read(chunk)
+                if not pending:
+                    # input exhausted before the end-of-stream marker: drain, then complain
+                    while True:
+                        try:
+                            out = d.decompress(b"", min(chunk, self.budget - self.total + 1))
+                        except zlib.error as exc:
+                            raise GzipError(f"corrupt gzip data ({exc})") from None
+                        if not out:
+                            break
+                        yield self._emit(out)
+                    if d.eof:
+                        continue
+                    raise GzipError("gzip data is truncated (the compressed stream ends before its end marker)")
+            try:
+                out = d.decompress(pending, min(chunk, self.budget - self.total + 1))
+            except zlib.error as exc:
+                raise GzipError(f"corrupt gzip data ({exc})") from None
+            if not out and not d.eof and d.unconsumed_tail == pending:
+                raise GzipError("corrupt gzip data (the decompressor makes no progress)")
+            pending = d.unconsumed_tail
+            if out:
+                yield self._emit(out)
+
+
+class FollowedFile:
+    """A spooled upload that the API is still writing, read as it grows.
+
+    ``read`` returns what is there; at the end of what is written so far it waits (polling every
+    ``poll_s``) until more arrives or the writer's marker file says the upload is ``complete``
+    (then the rest is read and the end reported) or ``aborted`` (``UploadAborted``). The marker is
+    a JSON file written once, by rename, after the spool file was closed.
+    """
+
+    growing = True
+
+    def __init__(self, path, marker, poll_s: float = 0.005):
+        self.path = path
+        self.marker = marker
+        self.poll_s = poll_s
+        self.f = open(path, "rb")
+        self.outcome: dict | None = None
+
+    def _status(self) -> dict | None:
+        try:
+            with open(self.marker, "rb") as fh:
+                return json.loads(fh.read())
+        except FileNotFoundError:
+            return None
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to n bytes (all that is written when n < 0); b"" only at the end of a complete upload."""
+        while True:
+            piece = self.f.read(n)
+            if piece or self.outcome is not None:
+                return piece
+            status = self._status()
+            if status is None:
+                time.sleep(self.poll_s)
+                continue
+            if status.get("status") != "complete":
+                raise UploadAborted(status.get("reason", "the upload was abandoned"))
+            self.outcome = status  # everything is written now: read on to the real end
+
+    def seek(self, offset: int) -> int:
+        """Move the read position (only used to re-read from the start)."""
+        return self.f.seek(offset)
+
+    def close(self) -> None:
+        """Close the file."""
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
