@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.cluster import alive, descendants
+from worker import subtasks
 from worker.subtasks import SubtaskError, run_subtasks, run_task_graph
 
 
@@ -173,3 +174,35 @@ def test_task_graph_cancel_stops_running_tasks_and_starts_no_new_one():
     )
     assert time.monotonic() - start < 5
     assert 1 <= len(done) <= 3 and set(done) == {"canceled"}, done
+
+
+_REAL_CHILD_INIT = subtasks._child_init
+
+
+def _slow_init(threads: int) -> None:
+    time.sleep(1.0)  # the window a SIGTERM can arrive in, before the child resets its handlers
+    _REAL_CHILD_INIT(threads)
+
+
+def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch):
+    # Pool.terminate SIGTERMs every child; one forked just before could get the signal while it still had
+    # the worker's inherited handler, which swallowed it: the child lived on and terminate's join hung
+    import multiprocessing
+    import signal
+
+    swallowed: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, _frame: swallowed.append(number))
+    monkeypatch.setattr(subtasks, "_child_init", _slow_init)
+    try:
+        pool = subtasks._forked_pool(multiprocessing.get_context("fork"), 1, 1)
+        child = pool._pool[0]  # type: ignore[attr-defined]
+        time.sleep(0.2)
+        os.kill(child.pid, signal.SIGTERM)  # during its initializer's sleep
+        child.join(10)
+        assert child.exitcode == -signal.SIGTERM, child.exitcode
+        pool.terminate()
+        pool.join()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not swallowed  # and the parent's own handler saw nothing
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # the parent's mask is back as it was

@@ -65,11 +65,17 @@ def available_cores() -> int:
     return max(1, min(cores, limit)) if limit else cores
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)
+
+
 def _child_init(threads: int) -> None:
     # A forked child inherits the worker's Python signal handlers (SIGTERM asks the worker to stop
-    # gracefully, SIGALRM is RQ's timeout): a subtask process must simply die when told to.
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+    # gracefully, SIGALRM is RQ's timeout): a subtask process must simply die when told to. It was
+    # forked with these signals blocked (``_forked_pool``), so one sent before this line stays pending and
+    # kills it on the unblock below, instead of reaching the inherited handler and being lost.
+    for number in _STOP_SIGNALS:
         signal.signal(number, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     from core.processes import die_with_parent
 
     die_with_parent()
@@ -80,6 +86,23 @@ def _child_init(threads: int) -> None:
         numba.set_num_threads(max(1, min(threads, pool_size)))
     except Exception:  # pragma: no cover - numba missing or layer refuses
         pass
+
+
+def _forked_pool(ctx, n_processes: int, threads: int):
+    """A fork-context Pool whose children start with the stop signals blocked until ``_child_init``.
+
+    ``Pool.terminate`` SIGTERMs every child and then joins it. A child forked just before (the pool's
+    worker-handler thread replaces children as they go) could get that SIGTERM before its initializer
+    ran; the worker's inherited handler swallowed it, the child then waited forever for a task, and the
+    join never returned: a job stayed `running` with every subtask done (seen under load, in the
+    check_estimator test and in a client session). The signals are blocked in this thread while the
+    pool is created, so its children and its handler threads (which fork the replacements) inherit the
+    mask; this thread's mask is restored at once, and the worker's own signals still arrive."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        return ctx.Pool(n_processes, initializer=_child_init, initargs=(threads,))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _child_run(index: int):
@@ -138,7 +161,7 @@ def run_subtasks(
     event = ctx.Event()
     _shared.update(function=function, tasks=tasks, deadline=deadline, points=points, cancel_event=event)
     threads = max(1, available_cores() // n_processes)
-    pool = ctx.Pool(n_processes, initializer=_child_init, initargs=(threads,))
+    pool = _forked_pool(ctx, n_processes, threads)
     try:
         pending = pool.imap_unordered(_child_run, range(len(tasks)))
         remaining = len(tasks)
@@ -210,7 +233,7 @@ def run_task_graph(
     event = ctx.Event()
     _shared.update(function=function, deadline=deadline, points=points, cancel_event=event)
     threads = max(1, available_cores() // n_processes)
-    pool = ctx.Pool(n_processes, initializer=_child_init, initargs=(threads,))
+    pool = _forked_pool(ctx, n_processes, threads)
     finished: queue.SimpleQueue = queue.SimpleQueue()
     running: dict[int, Any] = {}
     index = 0
