@@ -7,7 +7,7 @@ import pytest
 
 from tests import naive
 from worker.solvers.common import rng_state
-from worker.solvers.sampled_cuts import solve_sampled_cuts
+from worker.solvers.sampled_cuts import default_pool_size, solve_sampled_cuts
 from worker.solvers.sampled_cuts_sampling import calibrate, calibrated_cut, pooled_cut, systematic_rows
 from worker.solvers.smo import solve_smo
 
@@ -96,3 +96,16 @@ def test_calibrated_cuts_reach_the_exact_objective_where_uniform_ones_stop_short
         found[sampling] = (result.objective - best) / best
     assert found["calibrated"] < 0.005, found
     assert found["calibrated"] < found["uniform"] / 3, found
+
+
+def test_the_default_pool_is_the_papers_on_small_sets_and_4000_rows_at_a_million():
+    assert default_pool_size(50_000, 400) == 400  # N / 250 = 200 < r: Algorithm 2 as written
+    assert default_pool_size(250_000, 400) == 1000
+    assert default_pool_size(1_000_000, 400) == 4000
+    assert default_pool_size(10_000_000, 400) == 4000
+    X, y = checkerboard(3000, 1)
+    kernel = {"type": "rbf", "gamma": 10.0}
+    default = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=kernel, variant="constant")
+    paper = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=kernel, variant="constant", pool_size=400)
+    assert default.extra["pool_size"] == paper.extra["pool_size"] == default.extra["sample_size"] == 400
+    assert default.objective == paper.objective and default.n_iter == paper.n_iter

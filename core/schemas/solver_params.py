@@ -481,11 +481,11 @@ class SampledCutsParams(CommonParams):
         le=1_000_000,
         description="r: examples sampled per cut; the model is an expansion over the sampled basis. Null: 1000 for the `linear` variant, 400 for `constant` (paper 003's Table 1).",
     )
-    pool_size: int = Field(
-        default=4000,
+    pool_size: int | None = Field(
+        default=None,
         ge=1,
         le=10_000_000,
-        description="`constant` variant: rows drawn uniformly per iteration whose decision value is computed; the cut's value is their mean hinge loss and its r rows are taken among their losing rows at equal steps of margin. At most r is the paper's Algorithm 2. A larger pool costs more kernel values per iteration and gives cuts closer to the exact ones.",
+        description="`constant` variant: rows drawn uniformly per iteration whose decision value is computed; the cut's value is their mean hinge loss and its r rows are taken among their losing rows at equal steps of margin. At most r is the paper's Algorithm 2. A larger pool costs more kernel values per iteration and gives cuts closer to the exact ones. Null: N / 250 rows, at least r, at most 4000 (the paper's algorithm on small sets; at 10^6 rows, 4000).",
     )
     p: int = Field(
         default=4,

@@ -58,7 +58,7 @@ Algorithms
   square of that count more.
   Stopping (Section 6.1): after ``p`` consecutive sampled cuts that are not violated by more than
   ``tol`` (c + <w, g> <= xi + tol); a violated one is added and resets the count.
-  **The pool** (``pool_size`` m > r, default 4,000): f is computed at m uniformly drawn rows instead of r;
+  **The pool** (``pool_size`` m > r; by default N / 250 rows, at least r, at most 4,000): f is computed at m uniformly drawn rows instead of r;
   the cut's offset c and its value are the pool's (fraction with a loss, mean hinge), and its r basis rows
   are taken among the pool's losing rows at equal steps of margin (``sampled_cuts_sampling.pooled_cut``),
   weighted (|losing| / m) / r. This is Algorithm 2 with a larger sample for the estimates and the same
@@ -141,6 +141,8 @@ from worker.solvers.sampled_cuts_sampling import calibrated_cut, combine_rows, p
 VARIANTS = ("linear", "constant")
 SAMPLINGS = ("calibrated", "uniform")
 DEFAULT_SAMPLE_SIZE = {"linear": 1000, "constant": 400}
+POOL_MAX = 4000
+POOL_FRACTION_INVERSE = 250
 """r when ``sample_size`` is None: paper 003's Table 1 rows (linear r = 1000: within 0.1 point of smo's test
 error on ijcnn1, where r = 400 was 0.2 above; constant r = 400, its Checkers row)."""
 PAR_MIN_VALUES = 100_000
@@ -283,6 +285,15 @@ class _Cuts:
 # ---------------------------------------------------------------------------------------------
 
 
+def default_pool_size(n_rows: int, sample_size: int) -> int:
+    """The constant variant's pool when ``pool_size`` is None: N / 250 rows, at least r, at most 4,000.
+
+    Small sets keep the paper's Algorithm 2 (pool = r: at 49,990 ijcnn1 rows it is 3x faster than smo
+    and as accurate); large ones get the pool that brought 10^6 Checkers rows from 0.74 to 0.30 points
+    above the best exact model (f at 4,000 rows per iteration instead of 400)."""
+    return int(min(POOL_MAX, max(sample_size, n_rows // POOL_FRACTION_INVERSE)))
+
+
 def _uniform_cut(rng, violators, margins, y, frac, r, threshold, draw):
     """Algorithm 3, lines 17-20 as written: r rows drawn uniformly from I, weights |I| / (N r), drawn again
     until the cut's value exceeds ``threshold`` (xi + tol); after _MAX_REDRAWS draws the cut made of the
@@ -331,7 +342,6 @@ def _check_args(
     if sampling not in SAMPLINGS:
         raise SolverInputError(f"sampling must be one of {list(SAMPLINGS)}, got {sampling!r}")
     for name, value, low in (
-        ("pool_size", pool_size, 1),
         ("p", p, 1),
         ("max_inactive", max_inactive, 1),
         ("max_iter", max_iter, 1),
@@ -342,12 +352,15 @@ def _check_args(
     if sample_size is None:
         sample_size = DEFAULT_SAMPLE_SIZE[variant]
     check_int("sample_size", sample_size, 1)
+    if pool_size is None:
+        pool_size = default_pool_size(indptr.size - 1, int(sample_size))
+    check_int("pool_size", pool_size, 1)
     tol = check_positive("tol", tol)
     if bias is not None:
         bias = float(bias)
         if not (math.isfinite(bias) and bias > 0):
             raise SolverInputError(f"bias must be a finite number > 0 or None, got {bias!r}")
-    return y, C, kp, tol, bias, int(sample_size)
+    return y, C, kp, tol, bias, int(sample_size), int(pool_size)
 
 
 def solve_sampled_cuts(
@@ -362,7 +375,7 @@ def solve_sampled_cuts(
     variant="linear",
     sampling="calibrated",
     sample_size=None,
-    pool_size=4000,
+    pool_size=None,
     p=4,
     tol=0.001,
     max_inactive=20,
@@ -374,7 +387,7 @@ def solve_sampled_cuts(
     control=None,
 ) -> SolverResult:
     """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
-    y, C, kp, tol, bias, sample_size = _check_args(
+    y, C, kp, tol, bias, sample_size, pool_size = _check_args(
         indptr,
         indices,
         data,
@@ -647,6 +660,7 @@ def solve_sampled_cuts(
         "bias_feature": bias,
         "variant": variant,
         "sample_size": r,
+        "pool_size": None if linear else pool,
         "kernel_values_computed": int(computed),
         "master_smo_fallbacks": qp_fallbacks,
     }
