@@ -471,11 +471,21 @@ class SampledCutsParams(CommonParams):
         default="linear",
         description="`linear` (Algorithm 3: exact cut decides stopping, samples among the examples with non-zero loss) or `constant` (Algorithm 2: r uniform samples per cut, stop after p non-violated sampled cuts).",
     )
-    sample_size: int = Field(
-        default=400,
+    sampling: Literal["calibrated", "uniform"] = Field(
+        default="calibrated",
+        description="`linear` variant: how a cut picks its r rows among those with a loss. `uniform`: the paper's draw (Algorithm 3, lines 18-19). `calibrated`: r rows at equal steps in the order of their margins, weighted so that the cut agrees with the exact cut on every cut of the working set; the same cost, and the objective and test error of the exact cutting-plane algorithm (the uniform draw's cuts overstate the loss near the optimum).",
+    )
+    sample_size: int | None = Field(
+        default=None,
         ge=1,
         le=1_000_000,
-        description="r: examples sampled per cut; the model is an expansion over the sampled basis.",
+        description="r: examples sampled per cut; the model is an expansion over the sampled basis. Null: 1000 for the `linear` variant, 400 for `constant` (paper 003's Table 1).",
+    )
+    pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="`constant` variant: rows drawn uniformly per iteration whose decision value is computed; the cut's value is their mean hinge loss and its r rows are taken among their losing rows at equal steps of margin. At most r is the paper's Algorithm 2. A larger pool costs more kernel values per iteration and gives cuts closer to the exact ones. Null: N / 250 rows, at least r, at most 4000 (the paper's algorithm on small sets; at 10^6 rows, 4000).",
     )
     p: int = Field(
         default=4,

@@ -45,8 +45,8 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
-from core.scoring.kernel import KernelExpansion
 from tests import naive
+from tests.benchmarks.bench_sampled_cuts_accuracy import error_percent
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
 from tests.benchmarks.environment import machine
 from worker.solvers import sampled_cuts, smo
@@ -141,18 +141,7 @@ def _libsvm_error(model, X_test, y_test):
 
 
 def _our_error(result, X, X_test, y_test, kernel):
-    support = X[result.extra["support_indices"]]
-    model = KernelExpansion(
-        support.indptr,
-        support.indices,
-        support.data,
-        result.extra["dual_coef"],
-        result.bias,
-        kernel,
-        n_features=X.shape[1],
-    )
-    decision = model.decision_function(X_test.indptr, X_test.indices, X_test.data)
-    return 100.0 * float(np.mean(np.where(decision > 0, 1.0, -1.0) != y_test))
+    return error_percent(result, X, X_test, y_test, kernel)
 
 
 def _timed(fn):

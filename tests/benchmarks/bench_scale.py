@@ -21,6 +21,12 @@ What is measured:
   against 3x the binary CSR at 12 bytes a non-zero (int32 index + float64 value).
 
 Writes tests/benchmarks/results/bench_scale.json.
+
+Paper 003's Checkers at 10^6 rows through the service (issue 22, item 5)::
+
+    python -m tests.benchmarks.bench_scale --data checkers --rows 1000000 --test-rows 100000 \
+        --solvers sampled_cuts --params '{"kernel": {"type": "rbf", "gamma": 10}, "variant": "constant"}' \
+        --skip-parser-alone --output tests/benchmarks/results/bench_scale_checkers.json
 """
 
 from __future__ import annotations
@@ -310,8 +316,28 @@ def parser_alone(path: Path, value_dtype: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def ensure_data(workdir: Path, rows: int, test_rows: int) -> tuple[Path, Path]:
+def write_checkers(path: Path, rows: int, seed: int) -> None:
+    """Paper 003's Checkers (``bench_sampled_cuts_accuracy.checkers``) as svmlight text, 6 decimals."""
+    from tests.benchmarks.bench_sampled_cuts_accuracy import checkers
+
+    X, y = checkers(rows, seed)
+    with open(path, "w") as out:
+        for start in range(0, rows, 100_000):
+            block = slice(start, min(rows, start + 100_000))
+            out.writelines(
+                f"{int(label):+d} 1:{a:.6f} 2:{b:.6f}\n" for label, (a, b) in zip(y[block], X[block], strict=True)
+            )
+
+
+def ensure_data(workdir: Path, rows: int, test_rows: int, data: str = "synthetic") -> tuple[Path, Path]:
     workdir.mkdir(parents=True, exist_ok=True)
+    if data == "checkers":
+        train_path, test_path = workdir / f"checkers-{rows}.svm", workdir / f"checkers-{test_rows}-test.svm"
+        for path, n, seed in ((train_path, rows, 0), (test_path, test_rows, 10_000)):
+            if not path.exists():
+                write_checkers(Path(str(path) + ".part"), n, seed)
+                os.rename(str(path) + ".part", path)
+        return train_path, test_path
     train_path = workdir / f"synthetic-{rows}.svm"
     test_path = workdir / f"synthetic-{test_rows}-from-{rows}.svm"
     for path, n, first in ((train_path, rows, 0), (test_path, test_rows, rows)):
@@ -341,6 +367,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default="/tmp/hinge-scale")
     ap.add_argument("--port", type=int, default=8400)
     ap.add_argument("--solvers", default="ocas,dcd")
+    ap.add_argument(
+        "--data",
+        default="synthetic",
+        choices=("synthetic", "checkers"),
+        help="synthetic: sparse text-like rows; checkers: paper 003's Checkers (2 features)",
+    )
+    ap.add_argument("--params", default="{}", help="JSON merged into every training request's params")
     ap.add_argument("--value-dtype", default=None, help="upload option value_dtype (default: the server's default)")
     ap.add_argument("--C", type=float, default=1.0)
     ap.add_argument("--skip-parser-alone", action="store_true")
@@ -349,7 +382,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     workdir = Path(args.workdir)
-    train_path, test_path = ensure_data(workdir, args.rows, args.test_rows)
+    train_path, test_path = ensure_data(workdir, args.rows, args.test_rows, args.data)
     text_bytes = train_path.stat().st_size
     result: dict = {
         "machine": machine(),
@@ -359,6 +392,8 @@ def main(argv=None) -> int:
         "test_file_bytes": test_path.stat().st_size,
         "C": args.C,
         "value_dtype": args.value_dtype,
+        "data": args.data,
+        "params": json.loads(args.params),
     }
     load_before = os.getloadavg()
     if not args.skip_parser_alone:
@@ -418,6 +453,7 @@ def main(argv=None) -> int:
             params = {"C": args.C}
             if solver == "ocas":
                 params["n_processes"] = 2
+            params.update(json.loads(args.params))
             fit = train(http, train_ds["id"], solver, params)
             sampler.phase = f"evaluate {solver}"
             t = time.perf_counter()
@@ -425,7 +461,7 @@ def main(argv=None) -> int:
             fit["evaluate_s"] = round(time.perf_counter() - t, 2)
             fit["test_accuracy"] = evaluation.get("accuracy")
             sampler.phase = f"predict {solver}"
-            rows = [{"1": 0.1, "5": 0.2, "99999": 0.3}, {"12": 0.5, "777777": 0.25}]
+            rows = [{"1": 0.1, "2": 0.2}, {"1": 2.5, "2": 0.25}]
             t = time.perf_counter()
             answer = http.post(f"/v1/models/{fit['model_id']}/predict", json={"instances": rows})
             fit["predict_ms"] = round((time.perf_counter() - t) * 1000, 1)
