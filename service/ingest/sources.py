@@ -3,13 +3,29 @@ being written (``FollowedFile``). See ``service.ingest.parser`` for how the bloc
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
-import zlib
+from types import ModuleType
 
 from service.ingest.limits import UploadAborted
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+INFLATERS = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
+"""The gzip inflaters a parse may use, by name: modules with zlib's ``decompressobj`` and ``error``. isal
+(Intel's ISA-L) inflates text 2.5-4x faster than zlib per CPU second, zlib-ng about 2-3x
+(``tests/benchmarks/bench_upload.py``); zlib-ng is imported only when chosen (an optional package)."""
+
+DEFAULT_INFLATER = "isal"
+
+
+def inflater_module(name: str) -> ModuleType:
+    """The module of the inflater called ``name`` (see ``INFLATERS``); ValueError for an unknown name."""
+    try:
+        return importlib.import_module(INFLATERS[name])
+    except KeyError:
+        raise ValueError(f"gzip inflater must be one of {', '.join(INFLATERS)}, got {name!r}") from None
 
 
 class GzipError(Exception):
@@ -42,10 +58,13 @@ class PlainSource:
 
 
 class GzipSource:
-    """The inflated blocks of a gzip file (members one after the other), as ``PlainSource`` gives plain text."""
+    """The inflated blocks of a gzip file (members one after the other), as ``PlainSource`` gives plain text.
 
-    def __init__(self, f, chunk: int, budget: int):
+    ``inflater``: a module of ``INFLATERS`` (zlib's interface); isal by default."""
+
+    def __init__(self, f, chunk: int, budget: int, inflater: ModuleType | None = None):
         self.f, self.chunk, self.budget, self.total = f, chunk, budget, 0
+        self.inflater = inflater if inflater is not None else inflater_module(DEFAULT_INFLATER)
 
     def _emit(self, out: bytes):
         self.total += len(out)
@@ -54,8 +73,8 @@ class GzipSource:
         return out
 
     def __iter__(self):
-        f, chunk = self.f, self.chunk
-        d = zlib.decompressobj(wbits=31)
+        f, chunk, inflater = self.f, self.chunk, self.inflater
+        d = inflater.decompressobj(wbits=31)
         pending = b""  # compressed bytes not yet given to d
         while True:
             if d.eof:
@@ -73,7 +92,7 @@ class GzipSource:
                         if not pending:
                             return
                     raise GzipError("unexpected bytes after the end of the gzip data")
-                d = zlib.decompressobj(wbits=31)
+                d = inflater.decompressobj(wbits=31)
             if not pending:
                 pending = f.read(chunk)
                 if not pending:
@@ -81,7 +100,7 @@ class GzipSource:
                     while True:
                         try:
                             out = d.decompress(b"", min(chunk, self.budget - self.total + 1))
-                        except zlib.error as exc:
+                        except inflater.error as exc:
                             raise GzipError(f"corrupt gzip data ({exc})") from None
                         if not out:
                             break
@@ -91,7 +110,7 @@ class GzipSource:
                     raise GzipError("gzip data is truncated (the compressed stream ends before its end marker)")
             try:
                 out = d.decompress(pending, min(chunk, self.budget - self.total + 1))
-            except zlib.error as exc:
+            except inflater.error as exc:
                 raise GzipError(f"corrupt gzip data ({exc})") from None
             if not out and not d.eof and d.unconsumed_tail == pending:
                 raise GzipError("corrupt gzip data (the decompressor makes no progress)")
