@@ -54,6 +54,7 @@ from service.ingest.sources import (
     GzipError,
     GzipSource,
     PlainSource,
+    ReadAhead,
     TextLimit,
     inflater_module,
 )
@@ -160,9 +161,15 @@ def _parse_once(
             raise UploadLimitError("max_decompressed_bytes", limits.max_decompressed_bytes)
     source = GzipSource(f, chunk, budget, inflater) if compressed else PlainSource(f, chunk, budget)
     builder = Builder(fmt, mode, vmode, label_column, limits, sink)
+    with ReadAhead(source, cancel=getattr(f, "cancel", None)) as blocks:
+        return _parse_blocks(blocks, source, builder, limits, compressed)
+
+
+def _parse_blocks(blocks, source, builder: Builder, limits: ParseLimits, compressed: bool) -> ParseSummary:
+    """Hand the complete lines of ``blocks`` (read from ``source``) to ``builder``; the errors say where the text stopped."""
     buf = bytearray()
     try:
-        for block in source:
+        for block in blocks:
             start = len(buf)
             buf += block
             nl = buf.rfind(b"\n", start)

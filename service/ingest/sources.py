@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import queue
+import threading
 import time
 from types import ModuleType
 
@@ -119,6 +121,62 @@ class GzipSource:
                 yield self._emit(out)
 
 
+class ReadAhead:
+    """The blocks of ``source`` (a ``PlainSource`` or ``GzipSource``), read ``depth`` blocks ahead in a helper thread.
+
+    The helper reads and inflates while the caller parses the block before (the inflaters, file reads and
+    the parser's kernel release the GIL), so a gzip upload costs the longer of the two instead of their sum.
+    The source's exceptions reach the caller in order, after the blocks it gave before them (so its
+    ``total`` is then final). Use it as a context manager: leaving stops the helper, calling ``cancel``
+    (``FollowedFile.cancel``) to end a wait for more of the upload, and joins it before the file is closed.
+    """
+
+    def __init__(self, source, depth: int = 2, cancel=None):
+        self.source = source
+        self._cancel = cancel
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="upload-read-ahead", daemon=True)
+
+    def __enter__(self) -> ReadAhead:
+        self._thread.start()
+        return self
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for block in self.source:
+                if not self._put(("block", block)):
+                    return
+            self._put(("end", None))
+        except BaseException as exc:  # handed to the caller, in order
+            self._put(("error", exc))
+
+    def __iter__(self):
+        while True:
+            kind, value = self._queue.get()
+            if kind == "block":
+                yield value
+            elif kind == "end":
+                return
+            else:
+                raise value
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._cancel is not None:
+            self._cancel()
+        self._thread.join()
+
+
 class FollowedFile:
     """A spooled upload that the API is still writing, read as it grows.
 
@@ -136,6 +194,7 @@ class FollowedFile:
         self.poll_s = poll_s
         self.f = open(path, "rb")
         self.outcome: dict | None = None
+        self.cancelled = False
 
     def _status(self) -> dict | None:
         try:
@@ -150,6 +209,8 @@ class FollowedFile:
             piece = self.f.read(n)
             if piece or self.outcome is not None:
                 return piece
+            if self.cancelled:
+                raise UploadAborted("the parse stopped before the end of the upload")
             status = self._status()
             if status is None:
                 time.sleep(self.poll_s)
@@ -157,6 +218,10 @@ class FollowedFile:
             if status.get("status") != "complete":
                 raise UploadAborted(status.get("reason", "the upload was abandoned"))
             self.outcome = status  # everything is written now: read on to the real end
+
+    def cancel(self) -> None:
+        """Make a ``read`` waiting for more of the upload give up (the parse stopped early, e.g. on an error)."""
+        self.cancelled = True
 
     def seek(self, offset: int) -> int:
         """Move the read position (only used to re-read from the start)."""
