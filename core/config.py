@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         "Models stay.",
     )
     ingest_processes: int = Field(default=1, ge=1, description="Parser processes serving uploads in the API.")
+    gzip_inflater: Literal["isal", "zlib-ng", "zlib"] = Field(
+        default="isal",
+        description="What inflates gzip uploads: isal (ISA-L, the fastest), zlib-ng (needs the zlib-ng package) or "
+        "zlib (Python's own).",
+    )
     follow_upload_bytes: int = Field(
         default=16 * MiB,
         ge=0,

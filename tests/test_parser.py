@@ -329,43 +329,47 @@ def test_bad_arguments():
 # gzip
 
 
-def test_gzip_truncated_corrupt_trailing_and_multimember(tmp_path):
+@pytest.mark.parametrize("inflater", sorted(sources.INFLATERS))
+def test_gzip_truncated_corrupt_trailing_and_multimember(tmp_path, inflater):
     text = "".join(f"{i % 2} 1:{i} 2:0.5\n" for i in range(3000)).encode()
     packed = gzip.compress(text)
     with pytest.raises(UploadParseError) as info:
-        parse_upload(_write(tmp_path, packed[: len(packed) // 2]), limits=BIG, _chunk_bytes=1000)
+        parse_upload(_write(tmp_path, packed[: len(packed) // 2]), limits=BIG, inflater=inflater, _chunk_bytes=1000)
     assert "truncated" in info.value.reason and info.value.line > 1
     with pytest.raises(UploadParseError) as info:
-        parse_upload(_write(tmp_path, packed[:15]), limits=BIG)
+        parse_upload(_write(tmp_path, packed[:15]), limits=BIG, inflater=inflater)
     assert (info.value.line, info.value.column) == (0, 0) and "truncated" in info.value.reason
     broken = bytearray(packed)
     broken[40:60] = b"\xff" * 20
     with pytest.raises(UploadParseError, match="corrupt gzip|truncated"):
-        parse_upload(_write(tmp_path, bytes(broken)), limits=BIG)
+        parse_upload(_write(tmp_path, bytes(broken)), limits=BIG, inflater=inflater)
     with pytest.raises(UploadParseError, match="after the end of the gzip data"):
-        parse_upload(_write(tmp_path, packed + b"garbage"), limits=BIG)
-    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG)
+        parse_upload(_write(tmp_path, packed + b"garbage"), limits=BIG, inflater=inflater)
+    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater)
     assert got.y.size == 3000
-    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG, _chunk_bytes=16)
+    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater, _chunk_bytes=16)
     assert got.y.size == 3000
     with pytest.raises(UploadParseError, match="after the end of the gzip data"):
-        parse_upload(_write(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, _chunk_bytes=16)
+        parse_upload(_write(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, inflater=inflater, _chunk_bytes=16)
     got = parse_upload(
-        _write(tmp_path, gzip.compress(text[:1000]) + gzip.compress(text[1000:])), limits=BIG, _chunk_bytes=64
+        _write(tmp_path, gzip.compress(text[:1000]) + gzip.compress(text[1000:])),
+        limits=BIG,
+        inflater=inflater,
+        _chunk_bytes=64,
     )
     assert got.y.size == 3000 and got.data[-1] == 0.5 and got.compressed and got.text_bytes == len(text)
 
 
-class _CountingZlib:
-    """Stands in for the zlib module inside the parser and counts the bytes it inflates."""
+class _CountingInflater:
+    """Stands in for an inflater module inside the parser and counts the bytes it inflates."""
 
-    error = zlib.error
-
-    def __init__(self):
+    def __init__(self, module):
+        self.module = module
+        self.error = module.error
         self.inflated = 0
 
     def decompressobj(self, **kwargs):
-        inner = zlib.decompressobj(**kwargs)
+        inner = self.module.decompressobj(**kwargs)
         counter = self
 
         class Wrapped:
@@ -380,12 +384,13 @@ class _CountingZlib:
         return Wrapped()
 
 
-def test_gzip_bomb_stops_at_the_limit(tmp_path, monkeypatch):
+@pytest.mark.parametrize("inflater", sorted(sources.INFLATERS))
+def test_gzip_bomb_stops_at_the_limit(tmp_path, monkeypatch, inflater):
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
     packed = bomb.compress(b"0" * (50 << 20)) + bomb.flush()
     assert len(packed) < 100_000
-    counting = _CountingZlib()
-    monkeypatch.setattr(sources, "zlib", counting)
+    counting = _CountingInflater(sources.inflater_module(inflater))
+    monkeypatch.setattr(parser, "inflater_module", lambda name: counting)
     limit = 1 << 20
     limits = ParseLimits(max_decompressed_bytes=limit, max_rows=10, max_features=10, max_nnz=10)
     with pytest.raises(UploadLimitError) as info:

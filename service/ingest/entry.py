@@ -56,6 +56,7 @@ def ingest(
     value_dtype: str = "float64",
     follow_marker: str | None = None,
     reserve_fraction: float = 0.0,
+    inflater: str = "isal",
 ) -> dict:
     """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
 
@@ -109,6 +110,7 @@ def ingest(
                 value_dtype=value_dtype,
                 label_column=label_column,
                 limits=ParseLimits(**limits),
+                inflater=inflater,
             )
             manifest = staged.manifest()
         except UploadParseError as exc:

@@ -5,11 +5,11 @@ process spools the upload to a file and hands its path to ``parse_upload``.
 
 How a file is read:
 
-1. The first two bytes decide gzip (1f 8b) or plain text. Gzip is inflated with
-   ``zlib.decompressobj`` in bounded steps (never more than one chunk of output per step, never
-   more than ``max_decompressed_bytes + 1`` bytes in total), so a gzip bomb stops at the limit.
-   Concatenated gzip members are read like ``gzip`` does; zero padding after the last one is
-   ignored.
+1. The first two bytes decide gzip (1f 8b) or plain text. Gzip is inflated with the ``decompressobj`` of
+   the chosen inflater (ISA-L's ``isal.isal_zlib`` by default, zlib-ng or zlib on request: the same
+   interface) in bounded steps (never more than one chunk of output per step, never more than
+   ``max_decompressed_bytes + 1`` bytes in total), so a gzip bomb stops at the limit. Concatenated gzip
+   members are read like ``gzip`` does; zero padding after the last one is ignored.
 2. The text arrives in chunks of ``_CHUNK_BYTES``. The complete lines of the carried-over text plus
    the new chunk go to a numba kernel (``parse_kernels.svm_chunk`` / ``csv_chunk``) which appends
    rows to growing CSR arrays; the unfinished last line is carried into the next round. A line
@@ -47,7 +47,17 @@ import numpy as np
 from service.ingest import parse_kernels as K
 from service.ingest.builder import Builder, ParseSummary, Restart
 from service.ingest.limits import ParseLimits, UploadAborted, UploadLimitError, UploadParseError
-from service.ingest.sources import GZIP_MAGIC, FollowedFile, GzipError, GzipSource, PlainSource, TextLimit
+from service.ingest.sources import (
+    DEFAULT_INFLATER,
+    GZIP_MAGIC,
+    FollowedFile,
+    GzipError,
+    GzipSource,
+    PlainSource,
+    ReadAhead,
+    TextLimit,
+    inflater_module,
+)
 from service.ingest.values import nearest_float32, recoverable_float32
 
 __all__ = [
@@ -131,7 +141,7 @@ def _vmode(value_dtype: str) -> int:
 
 
 def _parse_once(
-    f, *, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, chunk: int, sink
+    f, *, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, chunk: int, sink, inflater
 ) -> ParseSummary:
     budget = max(0, int(limits.max_decompressed_bytes))
     head = f.read(2)
@@ -149,11 +159,17 @@ def _parse_once(
             size = None
         if size is not None and size > budget:
             raise UploadLimitError("max_decompressed_bytes", limits.max_decompressed_bytes)
-    source = (GzipSource if compressed else PlainSource)(f, chunk, budget)
+    source = GzipSource(f, chunk, budget, inflater) if compressed else PlainSource(f, chunk, budget)
     builder = Builder(fmt, mode, vmode, label_column, limits, sink)
+    with ReadAhead(source, cancel=getattr(f, "cancel", None)) as blocks:
+        return _parse_blocks(blocks, source, builder, limits, compressed)
+
+
+def _parse_blocks(blocks, source, builder: Builder, limits: ParseLimits, compressed: bool) -> ParseSummary:
+    """Hand the complete lines of ``blocks`` (read from ``source``) to ``builder``; the errors say where the text stopped."""
     buf = bytearray()
     try:
-        for block in source:
+        for block in blocks:
             start = len(buf)
             buf += block
             nl = buf.rfind(b"\n", start)
@@ -187,6 +203,7 @@ def parse_into(
     value_dtype: str = "float64",
     label_column: str = "label",
     limits: ParseLimits,
+    inflater: str = DEFAULT_INFLATER,
     _chunk_bytes: int | None = None,
 ) -> ParseSummary:
     """Parse the text that ``open_text()`` opens (a binary file, plain or gzip) into ``sink``.
@@ -195,14 +212,15 @@ def parse_into(
     "float32" (the float32 nearest to each decimal) or "auto" (float32 when every value is
     recoverable from it, else float64; see ``parse_kernels``). A parse that learns late that it
     needs float64 values, or (``zero_based="auto"``) that the file is zero-based, starts over:
-    ``sink.reset()`` and ``open_text()`` again. Raises UploadParseError, UploadLimitError or
-    (followed uploads) UploadAborted.
+    ``sink.reset()`` and ``open_text()`` again. ``inflater``: what inflates gzip text (see
+    ``sources.INFLATERS``). Raises UploadParseError, UploadLimitError or (followed uploads) UploadAborted.
     """
     fmt = {"svmlight": "svmlight", "libsvm": "svmlight", "csv": "csv"}.get(format)
     if fmt is None:
         raise ValueError(f"format must be 'svmlight', 'libsvm' or 'csv', got {format!r}")
     mode = _mode(zero_based)
     vmode = _vmode(value_dtype)
+    inflate = inflater_module(inflater)
     chunk = int(_chunk_bytes if _chunk_bytes is not None else _CHUNK_BYTES)
     if chunk < 1:
         raise ValueError(f"_chunk_bytes must be >= 1, got {chunk}")
@@ -210,7 +228,15 @@ def parse_into(
         with open_text() as f:
             try:
                 return _parse_once(
-                    f, fmt=fmt, mode=mode, vmode=vmode, label_column=label_column, limits=limits, chunk=chunk, sink=sink
+                    f,
+                    fmt=fmt,
+                    mode=mode,
+                    vmode=vmode,
+                    label_column=label_column,
+                    limits=limits,
+                    chunk=chunk,
+                    sink=sink,
+                    inflater=inflate,
                 )
             except Restart as restart:
                 sink.reset()
@@ -228,13 +254,14 @@ def parse_upload(
     value_dtype: str = "float64",
     label_column: str = "label",
     limits: ParseLimits,
+    inflater: str = DEFAULT_INFLATER,
     _chunk_bytes: int | None = None,
 ) -> ParsedData:
     """Parse the spooled upload at ``path`` (plain or gzip text) into CSR arrays and labels, in memory.
 
     ``format``: "svmlight" (alias "libsvm") or "csv". ``zero_based``: "auto", True or False
     (svmlight only). ``value_dtype``: see ``parse_into``. ``label_column``: the CSV header name of
-    the label column. Raises UploadParseError (bad text, with line and column) or UploadLimitError
+    the label column. ``inflater``: see ``parse_into``. Raises UploadParseError (bad text, with line and column) or UploadLimitError
     (a limit crossed).
     """
     sink = ArrayCollector()
@@ -246,6 +273,7 @@ def parse_upload(
         value_dtype=value_dtype,
         label_column=label_column,
         limits=limits,
+        inflater=inflater,
         _chunk_bytes=_chunk_bytes,
     )
     arrays = sink.arrays()

@@ -3,13 +3,31 @@ being written (``FollowedFile``). See ``service.ingest.parser`` for how the bloc
 
 from __future__ import annotations
 
+import importlib
 import json
+import queue
+import threading
 import time
-import zlib
+from types import ModuleType
 
 from service.ingest.limits import UploadAborted
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+INFLATERS = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
+"""The gzip inflaters a parse may use, by name: modules with zlib's ``decompressobj`` and ``error``. isal
+(Intel's ISA-L) inflates text 2.5-4x faster than zlib per CPU second, zlib-ng about 2-3x
+(``tests/benchmarks/bench_upload.py``); zlib-ng is imported only when chosen (an optional package)."""
+
+DEFAULT_INFLATER = "isal"
+
+
+def inflater_module(name: str) -> ModuleType:
+    """The module of the inflater called ``name`` (see ``INFLATERS``); ValueError for an unknown name."""
+    try:
+        return importlib.import_module(INFLATERS[name])
+    except KeyError:
+        raise ValueError(f"gzip inflater must be one of {', '.join(INFLATERS)}, got {name!r}") from None
 
 
 class GzipError(Exception):
@@ -42,10 +60,13 @@ class PlainSource:
 
 
 class GzipSource:
-    """The inflated blocks of a gzip file (members one after the other), as ``PlainSource`` gives plain text."""
+    """The inflated blocks of a gzip file (members one after the other), as ``PlainSource`` gives plain text.
 
-    def __init__(self, f, chunk: int, budget: int):
+    ``inflater``: a module of ``INFLATERS`` (zlib's interface); isal by default."""
+
+    def __init__(self, f, chunk: int, budget: int, inflater: ModuleType | None = None):
         self.f, self.chunk, self.budget, self.total = f, chunk, budget, 0
+        self.inflater = inflater if inflater is not None else inflater_module(DEFAULT_INFLATER)
 
     def _emit(self, out: bytes):
         self.total += len(out)
@@ -54,8 +75,8 @@ class GzipSource:
         return out
 
     def __iter__(self):
-        f, chunk = self.f, self.chunk
-        d = zlib.decompressobj(wbits=31)
+        f, chunk, inflater = self.f, self.chunk, self.inflater
+        d = inflater.decompressobj(wbits=31)
         pending = b""  # compressed bytes not yet given to d
         while True:
             if d.eof:
@@ -73,7 +94,7 @@ class GzipSource:
                         if not pending:
                             return
                     raise GzipError("unexpected bytes after the end of the gzip data")
-                d = zlib.decompressobj(wbits=31)
+                d = inflater.decompressobj(wbits=31)
             if not pending:
                 pending = f.read(chunk)
                 if not pending:
@@ -81,7 +102,7 @@ class GzipSource:
                     while True:
                         try:
                             out = d.decompress(b"", min(chunk, self.budget - self.total + 1))
-                        except zlib.error as exc:
+                        except inflater.error as exc:
                             raise GzipError(f"corrupt gzip data ({exc})") from None
                         if not out:
                             break
@@ -91,13 +112,69 @@ class GzipSource:
                     raise GzipError("gzip data is truncated (the compressed stream ends before its end marker)")
             try:
                 out = d.decompress(pending, min(chunk, self.budget - self.total + 1))
-            except zlib.error as exc:
+            except inflater.error as exc:
                 raise GzipError(f"corrupt gzip data ({exc})") from None
             if not out and not d.eof and d.unconsumed_tail == pending:
                 raise GzipError("corrupt gzip data (the decompressor makes no progress)")
             pending = d.unconsumed_tail
             if out:
                 yield self._emit(out)
+
+
+class ReadAhead:
+    """The blocks of ``source`` (a ``PlainSource`` or ``GzipSource``), read ``depth`` blocks ahead in a helper thread.
+
+    The helper reads and inflates while the caller parses the block before (the inflaters, file reads and
+    the parser's kernel release the GIL), so a gzip upload costs the longer of the two instead of their sum.
+    The source's exceptions reach the caller in order, after the blocks it gave before them (so its
+    ``total`` is then final). Use it as a context manager: leaving stops the helper, calling ``cancel``
+    (``FollowedFile.cancel``) to end a wait for more of the upload, and joins it before the file is closed.
+    """
+
+    def __init__(self, source, depth: int = 2, cancel=None):
+        self.source = source
+        self._cancel = cancel
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="upload-read-ahead", daemon=True)
+
+    def __enter__(self) -> ReadAhead:
+        self._thread.start()
+        return self
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for block in self.source:
+                if not self._put(("block", block)):
+                    return
+            self._put(("end", None))
+        except BaseException as exc:  # handed to the caller, in order
+            self._put(("error", exc))
+
+    def __iter__(self):
+        while True:
+            kind, value = self._queue.get()
+            if kind == "block":
+                yield value
+            elif kind == "end":
+                return
+            else:
+                raise value
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._cancel is not None:
+            self._cancel()
+        self._thread.join()
 
 
 class FollowedFile:
@@ -117,6 +194,7 @@ class FollowedFile:
         self.poll_s = poll_s
         self.f = open(path, "rb")
         self.outcome: dict | None = None
+        self.cancelled = False
 
     def _status(self) -> dict | None:
         try:
@@ -131,6 +209,8 @@ class FollowedFile:
             piece = self.f.read(n)
             if piece or self.outcome is not None:
                 return piece
+            if self.cancelled:
+                raise UploadAborted("the parse stopped before the end of the upload")
             status = self._status()
             if status is None:
                 time.sleep(self.poll_s)
@@ -138,6 +218,10 @@ class FollowedFile:
             if status.get("status") != "complete":
                 raise UploadAborted(status.get("reason", "the upload was abandoned"))
             self.outcome = status  # everything is written now: read on to the real end
+
+    def cancel(self) -> None:
+        """Make a ``read`` waiting for more of the upload give up (the parse stopped early, e.g. on an error)."""
+        self.cancelled = True
 
     def seek(self, offset: int) -> int:
         """Move the read position (only used to re-read from the start)."""

@@ -4,7 +4,8 @@
 Each row has ``nnz_per_row`` distinct features (default 50) out of ``n_features`` (default 10^6): half of
 them drawn log-uniformly (a heavy head of frequent features, as words in text), half uniformly (a long tail
 of rare ones). Values are positive, the row is scaled to unit length and every value is rounded to four
-decimals (so the text has at most 7 significant digits and float32 holds it exactly). A hidden hyperplane
+decimals (so the text has at most 7 significant digits and float32 holds it exactly), or, with
+``significant_digits`` (TF-IDF-like text), to that many significant digits. A hidden hyperplane
 ``w_star`` (standard normal, fixed by ``seed``) labels each row: ``y = sign(w_star . x + noise * s * e)``
 with ``e`` standard normal and ``s`` the standard deviation of the clean scores, so ``noise`` 0.5 gives
 roughly 85 % Bayes accuracy. Rows are generated in blocks from ``(seed, first_row)``, so any slice of the
@@ -13,7 +14,9 @@ data can be produced on its own (a held-out set is ``rows(seed, n_test, first_ro
 Command line (writes svmlight text, optionally gzip, at about 100 MB/s)::
 
     python -m tests.benchmarks.synthetic OUT.svm --rows 20000 [--features 1000000] [--nnz 50]
-        [--first-row 0] [--seed 0] [--noise 0.5]
+        [--first-row 0] [--seed 0] [--noise 0.5] [--significant-digits 6]
+
+TF-IDF-like text (the upload benchmark's): ``--nnz 300 --significant-digits 6``.
 """
 
 from __future__ import annotations
@@ -79,11 +82,12 @@ def rows(
     n_features: int = 1_000_000,
     nnz_per_row: int = 50,
     noise: float = 0.5,
+    significant_digits: int = 0,
 ):
     """Yield ``(indices, values, labels)`` blocks for rows ``first_row .. first_row + n_rows - 1``.
 
     ``indices`` is (rows, nnz_per_row) int64, zero-based and sorted within a row; ``values`` float64 with
-    four decimals; ``labels`` +1/-1. ``first_row`` must be a multiple of BLOCK_ROWS so that slices line up
+    four decimals (``significant_digits`` > 0: that many significant digits); ``labels`` +1/-1. ``first_row`` must be a multiple of BLOCK_ROWS so that slices line up
     with the random streams."""
     if first_row % BLOCK_ROWS:
         raise ValueError(f"first_row must be a multiple of {BLOCK_ROWS}, got {first_row}")
@@ -100,8 +104,12 @@ def rows(
         u = rng.random((BLOCK_ROWS, 4 * nnz_per_row))[:take]
         idx = _block_indices(u, n_features, nnz_per_row)
         raw = rng.uniform(0.1, 1.0, (BLOCK_ROWS, nnz_per_row))[:take]
-        vals = np.round(raw / np.linalg.norm(raw, axis=1, keepdims=True), 4)
-        vals[vals == 0.0] = 1e-4
+        vals = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+        if significant_digits > 0:
+            vals = round_significant(vals, significant_digits)
+        else:
+            vals = np.round(vals, 4)
+            vals[vals == 0.0] = 1e-4
         e = rng.standard_normal(BLOCK_ROWS)[:take]
         scores = (w_star[idx] * vals).sum(axis=1) + noise * score_sd * e
         labels = np.where(scores >= 0.0, 1, -1).astype(np.int64)
@@ -121,6 +129,25 @@ def csr(seed: int, n_rows: int, **kwargs):
 
 
 @njit(cache=True)
+def _put_index(out, p, j, digits):
+    """Write " j:" at ``out[p:]`` (``digits``: scratch space); return the position after it."""
+    out[p] = 32  # ' '
+    p += 1
+    nd = 0
+    while True:
+        digits[nd] = 48 + j % 10
+        nd += 1
+        j //= 10
+        if j == 0:
+            break
+    for d in range(nd - 1, -1, -1):
+        out[p] = digits[d]
+        p += 1
+    out[p] = 58  # ':'
+    return p + 1
+
+
+@njit(cache=True)
 def _format_block(idx, vals, labels):
     """svmlight text of a block (one-based indices, four decimals) as a uint8 array."""
     n, k = idx.shape
@@ -135,21 +162,7 @@ def _format_block(idx, vals, labels):
         out[p + 1] = 49  # '1'
         p += 2
         for t in range(k):
-            out[p] = 32
-            p += 1
-            j = idx[i, t] + 1
-            nd = 0
-            while True:
-                digits[nd] = 48 + j % 10
-                nd += 1
-                j //= 10
-                if j == 0:
-                    break
-            for d in range(nd - 1, -1, -1):
-                out[p] = digits[d]
-                p += 1
-            out[p] = 58  # ':'
-            p += 1
+            p = _put_index(out, p, idx[i, t] + 1, digits)
             q = int(vals[i, t] * 10000.0 + 0.5)
             out[p] = 48 + q // 10000
             out[p + 1] = 46  # '.'
@@ -163,13 +176,67 @@ def _format_block(idx, vals, labels):
     return out[:p]
 
 
+def round_significant(values: np.ndarray, digits: int) -> np.ndarray:
+    """Positive ``values`` rounded to ``digits`` significant digits."""
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(values)))
+    return np.round(values * scale) / scale
+
+
+@njit(cache=True)
+def _format_block_significant(idx, vals, labels, digits):
+    """svmlight text of a block (one-based indices, positive values with ``digits`` significant digits)."""
+    n, k = idx.shape
+    out = np.empty(n * (3 + k * (22 + digits)) + 16, dtype=np.uint8)
+    p = 0
+    buf = np.empty(24, dtype=np.uint8)
+    for i in range(n):
+        out[p] = 43 if labels[i] > 0 else 45  # '+' / '-'
+        out[p + 1] = 49  # '1'
+        p += 2
+        for t in range(k):
+            p = _put_index(out, p, idx[i, t] + 1, buf)
+            v = vals[i, t]
+            e = int(np.floor(np.log10(v)))
+            m = int(np.round(v * 10.0 ** (digits - 1 - e)))
+            if m >= 10**digits:
+                m //= 10
+                e += 1
+            for d in range(digits - 1, -1, -1):
+                buf[d] = 48 + m % 10
+                m //= 10
+            if e < 0:
+                out[p] = 48  # '0'
+                out[p + 1] = 46  # '.'
+                p += 2
+                for _ in range(-e - 1):
+                    out[p] = 48
+                    p += 1
+                for d in range(digits):
+                    out[p] = buf[d]
+                    p += 1
+            else:
+                for d in range(digits):
+                    if d == e + 1:
+                        out[p] = 46
+                        p += 1
+                    out[p] = buf[d]
+                    p += 1
+        out[p] = 10
+        p += 1
+    return out[:p]
+
+
 def write_svmlight(path: str, seed: int, n_rows: int, *, first_row: int = 0, **kwargs) -> int:
     """Write rows ``first_row ..`` of the generator to ``path`` (gzip when it ends in .gz); return bytes."""
     opener = gzip.open if path.endswith(".gz") else open
     written = 0
+    digits = int(kwargs.get("significant_digits", 0))
     with opener(path, "wb") as fh:
         for idx, vals, labels in rows(seed, n_rows, first_row=first_row, **kwargs):
-            text = _format_block(idx, vals, labels)
+            if digits > 0:
+                text = _format_block_significant(idx, vals, labels, digits)
+            else:
+                text = _format_block(idx, vals, labels)
             fh.write(text.tobytes())
             written += text.size
     return written
@@ -185,6 +252,9 @@ def main(argv=None) -> int:
     parser.add_argument("--nnz", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise", type=float, default=0.5)
+    parser.add_argument(
+        "--significant-digits", type=int, default=0, help="values with this many significant digits (0: four decimals)"
+    )
     args = parser.parse_args(argv)
     size = write_svmlight(
         args.out,
@@ -194,6 +264,7 @@ def main(argv=None) -> int:
         n_features=args.features,
         nnz_per_row=args.nnz,
         noise=args.noise,
+        significant_digits=args.significant_digits,
     )
     print(f"{args.out}: {args.rows} rows, {size} bytes of text", file=sys.stderr)
     return 0
