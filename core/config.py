@@ -8,6 +8,7 @@ environment and calling ``get_settings.cache_clear()``.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from pathlib import Path
 from typing import Literal
@@ -223,6 +224,16 @@ class Settings(BaseSettings):
     @classmethod
     def _memory_units(cls, value: object) -> object:
         return parse_memory(value)
+
+    @field_validator("gzip_inflater")
+    @classmethod
+    def _inflater_installed(cls, value: str) -> str:
+        """An inflater whose package is missing is refused when the settings are read (the service does not
+        start), not by a 500 on every gzip upload."""
+        package = {"isal": "isal", "zlib-ng": "zlib_ng", "zlib": "zlib"}[value]
+        if importlib.util.find_spec(package) is None:
+            raise ValueError(f"HINGE_GZIP_INFLATER={value} needs the {value} package: pip install {value}")
+        return value
 
 
 @functools.lru_cache(maxsize=1)

@@ -631,3 +631,19 @@ def test_followed_upload_that_is_abandoned_raises(tmp_path):
             parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, _chunk_bytes=64
         )
     writer.join()
+
+
+def test_an_inflater_whose_package_is_missing_is_refused_when_the_settings_are_read(monkeypatch):
+    import importlib.util
+
+    from pydantic import ValidationError
+
+    from core.config import Settings
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "zlib_ng" else real_find_spec(name))
+    monkeypatch.setenv("HINGE_GZIP_INFLATER", "zlib-ng")
+    with pytest.raises(ValidationError, match="HINGE_GZIP_INFLATER=zlib-ng needs the zlib-ng package"):
+        Settings()
+    monkeypatch.setenv("HINGE_GZIP_INFLATER", "zlib")
+    assert Settings().gzip_inflater == "zlib"
