@@ -237,6 +237,16 @@ class PssSampler(threading.Thread):
 # the service
 
 
+def stop_serve(serve: subprocess.Popen) -> None:
+    """Stop a `hinge serve` started in its own session: SIGTERM to its group, SIGKILL after 60 s."""
+    os.killpg(serve.pid, signal.SIGTERM)
+    try:
+        serve.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(serve.pid, signal.SIGKILL)
+        serve.wait()
+
+
 def wait_ready(base: str, timeout: float = 900.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -474,12 +484,7 @@ def main(argv=None) -> int:
         try:
             sampler.stop()
         finally:
-            os.killpg(serve.pid, signal.SIGTERM)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+            stop_serve(serve)
         aof = data_dir / "redis"
         result["aof_bytes"] = sum(f.stat().st_size for f in aof.rglob("*") if f.is_file()) if aof.exists() else None
         if not args.keep_data:

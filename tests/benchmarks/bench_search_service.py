@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.benchmarks.bench_scale import process_tree, upload, wait_ready
+from tests.benchmarks.bench_scale import process_tree, stop_serve, upload, wait_ready
 from tests.benchmarks.environment import DATA_DIR, machine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,11 +142,7 @@ def main(argv=None) -> int:
             }
             print(name, "ratio wall", out[name]["ratio_wall"], "job", out[name]["ratio_job"], flush=True)
     finally:
-        os.killpg(serve.pid, signal.SIGTERM)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
+        stop_serve(serve)
         shutil.rmtree(data_dir, ignore_errors=True)
     out["load_after"] = os.getloadavg()
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
