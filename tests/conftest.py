@@ -44,9 +44,7 @@ class RunningService:
 
     def start_worker(self) -> subprocess.Popen:
         """Start one more worker process."""
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=self.env, cwd=ROOT, start_new_session=True
-        )
+        proc = start_worker(self.env)
         self.workers.append(proc)
         return proc
 
@@ -92,6 +90,31 @@ class RunningService:
             return Worker.count(queue=Queue("hinge", connection=conn))
         finally:
             conn.close()
+
+
+def private_service_env(redis_url: str, database: int, data_dir, **extra: str) -> dict:
+    """The environment of an API and workers of a test's own, on an emptied Redis database of their own
+    (the suite's workers never see its jobs): the suite's settings plus ``extra``."""
+    url = redis_url.rsplit("/", 1)[0] + f"/{database}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return dict(
+        os.environ,
+        REDIS_URL=url,
+        PYTHONPATH=str(ROOT),
+        HINGE_LOG_LEVEL="WARNING",
+        HINGE_DATA_DIR=str(data_dir),
+        NUMBA_THREADING_LAYER="workqueue",
+        **extra,
+    )
+
+
+def start_worker(env: dict) -> subprocess.Popen:
+    """Start one worker process (``python -m worker``) in its own session."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=env, cwd=ROOT, start_new_session=True
+    )
 
 
 def start_api(env: dict, port: int) -> subprocess.Popen:

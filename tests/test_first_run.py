@@ -15,7 +15,7 @@ import httpx
 import redis
 
 from service.embedded_redis import free_port
-from tests.conftest import ROOT, _terminate, start_api, wait_ready
+from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import stop_serve, wait_for, wait_http
 
 LOG_SNIPPET = (
@@ -216,17 +216,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     from core.kernel_cache import file_lock
     from worker.warmup import KERNELS
 
-    url = redis_server.url.rsplit("/", 1)[0] + "/4"  # a database of its own: the suite's workers are not there
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    env = dict(
-        os.environ,
-        REDIS_URL=url,
-        PYTHONPATH=str(ROOT),
-        HINGE_LOG_LEVEL="WARNING",
-        HINGE_DATA_DIR=str(tmp_path),
-        NUMBA_THREADING_LAYER="workqueue",
-    )
+    env = private_service_env(redis_server.url, 4, tmp_path)  # the suite's workers are not there
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
@@ -236,9 +226,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     try:
         with file_lock(KERNELS.unit("smo").lock_path()) as held:
             assert held
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=env, cwd=ROOT, start_new_session=True
-            )
+            worker = start_worker(env)
             wait_ready(base, api)
             with httpx.Client(base_url=base, timeout=30) as http:
                 dataset = http.post("/v1/datasets", files={"file": ("d.svm", rows)}).json()["id"]
@@ -277,5 +265,5 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
         if worker is not None:
             _terminate(worker)
         _terminate(api)
-        client.flushdb()
-        client.close()
+        with redis.Redis.from_url(env["REDIS_URL"]) as client:
+            client.flushdb()

@@ -5,38 +5,23 @@ stopping rule, a cross-validated search, predict and export (issue 21, item 2)."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import httpx
 import redis
 
 from service.embedded_redis import free_port
-from tests.conftest import ROOT, _terminate, start_api, wait_ready
+from tests.conftest import _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 
 
 def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_server, tmp_path):
-    url = redis_server.url.rsplit("/", 1)[0] + "/5"  # a database of its own: the suite's workers know no toy
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    env = dict(
-        os.environ,
-        REDIS_URL=url,
-        PYTHONPATH=str(ROOT),
-        HINGE_LOG_LEVEL="WARNING",
-        HINGE_DATA_DIR=str(tmp_path),
-        NUMBA_THREADING_LAYER="workqueue",
-        HINGE_SOLVER_PLUGINS="tests.toy.spec",
-    )
+    # a database of its own: the suite's workers know no toy
+    env = private_service_env(redis_server.url, 5, tmp_path, HINGE_SOLVER_PLUGINS="tests.toy.spec")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "worker", "--log-level", "WARNING"], env=env, cwd=ROOT, start_new_session=True
-    )
+    worker = start_worker(env)
     try:
         wait_ready(base, api)
         with httpx.Client(base_url=base, timeout=60) as http:
@@ -120,5 +105,5 @@ def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_s
         _terminate(worker)
         _terminate(api)
         time.sleep(0.1)
-        client.flushdb()
-        client.close()
+        with redis.Redis.from_url(env["REDIS_URL"]) as client:
+            client.flushdb()
