@@ -239,11 +239,14 @@ class PssSampler(threading.Thread):
 
 def stop_serve(serve: subprocess.Popen) -> None:
     """Stop a `hinge serve` started in its own session: SIGTERM to its group, SIGKILL after 60 s."""
-    os.killpg(serve.pid, signal.SIGTERM)
     try:
+        os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(serve.pid, signal.SIGKILL)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(serve.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         serve.wait()
 
 

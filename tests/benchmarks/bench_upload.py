@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.benchmarks.bench_scale import ROOT, cpu_seconds, process_tree, role
+from tests.benchmarks.bench_scale import ROOT, cpu_seconds, process_tree, role, stop_serve
 from tests.benchmarks.environment import DATA_DIR, machine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_upload.json"
@@ -175,19 +175,6 @@ def start_service(workdir: Path, port: int, inflater: str, batch_nice: int | Non
     return subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
 
 
-def stop_service(serve: subprocess.Popen) -> None:
-    """Stop a service started by ``start_service`` (its whole process group)."""
-    try:
-        os.killpg(serve.pid, signal.SIGTERM)
-        serve.wait(60)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(serve.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        serve.wait()
-
-
 def summarize(runs: list[dict]) -> dict:
     """Medians of MB/s (wall) and CPU seconds per MB over the repeats."""
     rates = [r["text_bytes"] / r["seconds"] / 1e6 for r in runs]
@@ -248,7 +235,7 @@ def main(argv=None) -> int:
                     print(line, flush=True)
     finally:
         for serve in services.values():
-            stop_service(serve)
+            stop_serve(serve)
     result["load_after"] = os.getloadavg()
     result["uploads"] = {
         k: dict(summarize([dict(r, cpu_s=r["cpu_total_s"]) for r in v]), runs=v) for k, v in uploads.items()
