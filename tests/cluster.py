@@ -61,6 +61,29 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _dump_value(client: redis.Redis, key: bytes):
+    """A comparable dump of one key's value. The service may replace a key between TYPE and the read (a
+    hash written anew, a key deleted and set again): then read again, by its type at that moment."""
+    for _attempt in range(5):
+        kind = client.type(key)
+        try:
+            if kind == b"hash":
+                return json.dumps(
+                    sorted((k.decode(), v.decode(errors="replace")) for k, v in client.hgetall(key).items())
+                )
+            if kind == b"list":
+                return json.dumps([v.decode(errors="replace") for v in client.lrange(key, 0, -1)])
+            if kind == b"zset":
+                return json.dumps(sorted(m.decode() for m in client.zrange(key, 0, -1)))
+            if kind == b"set":
+                return json.dumps(sorted(m.decode() for m in client.smembers(key)))
+            return client.get(key)
+        except redis.exceptions.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+    raise AssertionError(f"{key!r} kept changing its type while being read")
+
+
 class Cluster:
     """Redis + API + workers under one temporary directory."""
 
@@ -190,18 +213,6 @@ class Cluster:
                     or key.startswith(b"hinge:workers")
                 ):
                     continue
-                kind = client.type(key)
-                if kind == b"hash":
-                    value = json.dumps(
-                        sorted((k.decode(), v.decode(errors="replace")) for k, v in client.hgetall(key).items())
-                    )
-                elif kind == b"list":
-                    value = json.dumps([v.decode(errors="replace") for v in client.lrange(key, 0, -1)])
-                elif kind == b"zset":
-                    value = json.dumps(sorted(m.decode() for m in client.zrange(key, 0, -1)))
-                elif kind == b"set":
-                    value = json.dumps(sorted(m.decode() for m in client.smembers(key)))
-                else:
-                    value = client.get(key)
+                value = _dump_value(client, key)
                 out[key.decode()] = value
             return out

@@ -198,7 +198,10 @@ def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch)
         child = pool._pool[0]  # type: ignore[attr-defined]
         time.sleep(0.2)
         os.kill(child.pid, signal.SIGTERM)  # during its initializer's sleep
-        child.join(10)
+        # the pool's own handler thread may reap the child first (then join returns at once): wait for it
+        deadline = time.monotonic() + 10
+        while child.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert child.exitcode == -signal.SIGTERM, child.exitcode
         pool.terminate()
         pool.join()
