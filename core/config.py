@@ -115,8 +115,16 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description=(
-            "Cores one worker's job may use (threads of a solver, processes of its subtasks). Null: every core the "
-            "worker process may run on. `hinge serve` sets it to cores // workers, so that workers x threads <= cores."
+            "Cores one worker's job may use at most (threads of a solver, processes of its subtasks). Null: every core "
+            "the worker process may run on, as the core budget allows."
+        ),
+    )
+    core_budget: bool = Field(
+        default=True,
+        description=(
+            "Jobs lease their cores from a budget of the machine's cores kept in Redis (`worker.core_budget`): a lone "
+            "job uses every core it can, jobs side by side share them, and processes x threads never exceed the "
+            "cores. Off: each job uses `worker_cores` (or every core) whatever else runs."
         ),
     )
     worker_cache_bytes: int = Field(

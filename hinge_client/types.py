@@ -36,6 +36,15 @@ class JobError(TypedDict):
     message: str
 
 
+class JobCores(TypedDict):
+    """JobCores: the cores a job got from its machine's budget, and why."""
+
+    cores: int
+    wanted: int
+    machine_cores: int
+    reason: str
+
+
 class Job(TypedDict):
     """JobOut: a training job."""
 
@@ -52,6 +61,7 @@ class Job(TypedDict):
     stop_reason: str | None
     error: JobError | None
     search_results: dict[str, Any] | None
+    cores: JobCores | None
 
 
 class Calibration(TypedDict, total=False):

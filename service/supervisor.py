@@ -124,8 +124,7 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-        # workers x threads <= cores: each worker's jobs get an equal share of the machine
-        self.env.setdefault("HINGE_WORKER_CORES", str(max(1, usable_cores() // max(1, self.args.workers))))
+        # workers x threads <= cores: the workers' jobs lease the machine's cores (worker.core_budget)
         self.env["HINGE_LOCAL_WORKERS"] = str(self.args.workers)  # kernel compiles that run at once (estimates)
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
             self.env.setdefault(name, "1")

@@ -102,7 +102,8 @@ def test_redis_has_a_memory_limit_and_never_evicts():
 def test_workers_cores_and_shutdown_policy():
     worker = spec()["services"]["worker"]
     env = worker["environment"]
-    assert interpolate(env["HINGE_WORKER_CORES"]) == "1", "N workers x 1 core <= N cores"
+    assert interpolate(env["HINGE_WORKER_CORES"]) == "", "unset: the host's core budget decides"
+    assert interpolate(env["HINGE_WORKER_CORES"], {"HINGE_WORKER_CORES": "2"}) == "2"
     assert interpolate(env["HINGE_SHUTDOWN_POLICY"]) == "requeue"
     assert interpolate(env["HINGE_SHUTDOWN_POLICY"], {"HINGE_SHUTDOWN_POLICY": "checkpoint"}) == "checkpoint"
     grace = int(str(worker["stop_grace_period"]).rstrip("s"))

@@ -191,3 +191,41 @@ def test_a_solve_leaves_no_partner_thread_behind_however_it_ends(monkeypatch):
     with pytest.raises(RuntimeError, match="trace sink failed"):
         solve_smo(*_ring(), **args, trace_every=5, control=SolverControl(on_point=explode))
     assert _partner_threads() == []
+
+
+def test_a_solve_follows_its_share_of_the_cores_and_still_gives_the_one_thread_model(monkeypatch):
+    """The job's share of the cores (worker.core_budget) drops to 1 and comes back between slices: the team
+    stops and resumes splitting rows, numba's threads follow, and the model is the one thread's, bit for bit."""
+    import numba
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba allows one thread here")
+    monkeypatch.setattr(smo_module, "TEAM_MIN_ROW", 64)
+    monkeypatch.setattr(smo_module, "SLICE_SECONDS", 1e-4)  # many slices, so the share changes often
+    args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "seed": 3}
+    alone = solve_smo(*_ring(), **args, n_threads=1)
+    asked: list = []
+    limits: list[int] = []
+
+    def share(in_use):
+        asked.append(in_use)
+        return 1 if len(asked) % 3 == 0 else 2
+
+    control = SolverControl(cores=share)
+    original_limit = RowTeam.limit
+
+    def limit(self, threads):
+        limits.append(threads)
+        original_limit(self, threads)
+        assert self.team[T_PARTNERS] == threads - 1
+
+    monkeypatch.setattr(RowTeam, "limit", limit)
+    before = numba.get_num_threads()
+    followed = solve_smo(*_ring(), **args, n_threads=2, control=control)
+    assert len(asked) >= 6, "the solve asked for its share between slices"
+    assert asked[0] is None and set(asked[1:]) <= {1, 2}, "then it said what it used"
+    assert {1, 2} <= set(limits), "the team shrank and grew again"
+    np.testing.assert_array_equal(followed.extra["dual_coef"], alone.extra["dual_coef"])
+    assert followed.objective == alone.objective
+    assert _partner_threads() == []
+    numba.set_num_threads(before)

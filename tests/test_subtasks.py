@@ -209,3 +209,28 @@ def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch)
         signal.signal(signal.SIGTERM, previous)
     assert not swallowed  # and the parent's own handler saw nothing
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # the parent's mask is back as it was
+
+
+def many_points(task, context):
+    for k in range(200):
+        context.record_point({"iteration": k + 1, "elapsed_s": 0.0, "task": task})
+        if k % 50 == 0:
+            time.sleep(0.06)  # some batches leave while the task runs, the rest with its end
+    return task
+
+
+def test_every_point_of_a_task_arrives_in_order_and_before_its_result():
+    events: list[tuple[str, int, int]] = []
+    run_subtasks(
+        many_points,
+        list(range(6)),
+        n_processes=2,
+        deadline=None,
+        cancel_requested=lambda: False,
+        on_point=lambda i, p: events.append(("point", i, p["iteration"])),
+        on_done=lambda i, r: events.append(("done", i, 0)),
+    )
+    for task in range(6):
+        mine = [e for e in events if e[1] == task]
+        assert [e[2] for e in mine[:-1]] == list(range(1, 201)), "all points, in order"
+        assert mine[-1][0] == "done", "the result after every point"

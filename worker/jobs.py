@@ -8,7 +8,9 @@ A run of a job, as ``train`` sees it:
    back to the front of its queue). The run number ``attempts`` is incremented; every later write
    of this run is fenced on it, so a run that was declared lost cannot overwrite the run that
    replaced it. The heartbeat process is told which job runs (``worker.heartbeat``).
-2. Train, streaming the trace; a cancel, the deadline or the worker's SIGTERM stop the solver.
+2. Lease the cores it can use from its machine's budget (``worker.core_budget``; it waits, phase
+   ``waiting for a core``, while other jobs hold every core), then train, streaming the trace; a
+   cancel, the deadline or the worker's SIGTERM stop the solver. The cores go back when it ends.
 3. Store the model, then record the outcome (``worker.runs``, shared with a distributed search's
    RQ jobs in ``worker.search_dist``). A SIGTERM (``docker stop``) makes the outcome
    ``succeeded`` with stop_reason ``interrupted`` and the best model so far (``shutdown_policy =
@@ -29,16 +31,16 @@ from pydantic import ValidationError
 from core.config import get_settings
 from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
-from core.processes import die_with_parent
+from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.records import dataset_store
-from worker import datacache, heartbeat, search_dist, warmup
+from worker import core_budget, datacache, heartbeat, search_dist, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
-from worker.runs import cancel, fail, hand_back, job_params, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, hand_back, job_params, no_core, record_outcome, redis_client, worker_id
 from worker.search import run_search
 from worker.solvers.common import SolverInputError
 from worker.training import TrainingOutcome, train_model
@@ -142,9 +144,13 @@ def _train(job_id: str) -> dict:
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
-        outcome = train_job(
-            job.solver, params, arrays, dataset.n_features, deadline=deadline, cancel_requested=poller, sink=sink
-        )
+        wanted, why = core_budget.wanted_cores(job.solver, params, n_problems, usable_cores())
+        with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
+            if not granted:
+                return no_core(jobs, client, job, run, mine, "the job")
+            outcome = train_job(
+                job.solver, params, arrays, dataset.n_features, deadline=deadline, cancel_requested=poller, sink=sink
+            )
     except datacache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))

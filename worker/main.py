@@ -131,6 +131,9 @@ def make_worker_class(base: type) -> Any:
 
         def handle_work_horse_killed(self, job, retpid, ret_val, rusage) -> None:
             super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+            from worker import core_budget
+
+            core_budget.release_worker(self.connection, os.environ.get("HINGE_WORKER_ID", ""))  # the horse's cores
             job_id = (job.args or [None])[0]
             if not job_id:
                 return

@@ -32,6 +32,7 @@ MAX_PENDING = 100_000
 PHASES = (
     "waiting for kernels",
     "loading data",
+    "waiting for a core",
     "training",
     "cross-validating",
     "refitting the best setting",

@@ -145,6 +145,14 @@ def end(jobs: JobStore, job_id: str, mine: tuple[str, str], status: JobStatus, *
     return jobs.transition(job_id, (JobStatus.running,), status, fence=mine, finished_at=utc_now(), **fields)
 
 
+def no_core(jobs: JobStore, client: redis.Redis, job: JobRecord, run: int, mine: tuple[str, str], what: str) -> dict:
+    """A run that gave up waiting for a core (``worker.core_budget.leased``): handed back when the worker is
+    stopping, else canceled (a cancel request is the other reason to give up). ``what``: what waited."""
+    if INTERRUPT.is_set():
+        return hand_back(jobs, client, job, run, f"the worker was stopping while {what} waited for a core")
+    return cancel(jobs, job.id, mine, f"canceled while {what} waited for a core: no model")
+
+
 def fail(jobs: JobStore, job_id: str, mine: tuple[str, str], code: str, message: str) -> dict:
     """End the run as ``failed`` with an error code and a message the user reads (fenced on the run)."""
     end(jobs, job_id, mine, JobStatus.failed, error={"code": code, "message": message})

@@ -27,6 +27,7 @@ import time
 from rq.job import Dependency
 
 from core.config import get_settings
+from core.processes import usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SearchParams, SolverParams
@@ -36,10 +37,10 @@ from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
 from core.storage.records import dataset_store
-from worker import datacache, heartbeat, warmup
+from worker import core_budget, datacache, heartbeat, warmup
 from worker import search as search_module
 from worker.progress import CancelPoller, TraceSink
-from worker.runs import cancel, fail, job_params, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, job_params, no_core, record_outcome, redis_client, worker_id
 from worker.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
@@ -150,14 +151,19 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
     search = search_module.Search(job.solver, params, arrays, dataset.n_features)
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
-    rows = search.run(
-        n_processes=params.n_processes or 1,
-        deadline=_deadline(job),
-        cancel_requested=poller,
-        publish=lambda table, subtasks: None,
-        folds=[fold],
-        gamma_indices=[gamma_index],
-    )
+    processes = params.n_processes or 1
+    why = f"a setting of a distributed search on {processes} process(es)"
+    with core_budget.leased(client, jobs, job_id, worker_id(), processes, why, poller, unit=True) as granted:
+        if not granted:
+            return {"unit": index, "rows": 0, "stopped": "canceled or stopping while waiting for a core"}
+        rows = search.run(
+            n_processes=processes,
+            deadline=_deadline(job),
+            cancel_requested=poller,
+            publish=lambda table, subtasks: None,
+            folds=[fold],
+            gamma_indices=[gamma_index],
+        )
     if rows:
         client.rpush(
             keys.job_search_rows(job_id), *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows]
@@ -218,13 +224,19 @@ def finish(job_id: str, run: int) -> dict:
         sink.run = run
         n_fits = len(grid) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
-        outcome = search.refit(
-            results_table,
-            deadline=_deadline(job),
-            cancel_requested=CancelPoller(jobs, job_id, settings.cancel_poll_s),
-            sink=sink,
-            n_processes=params.n_processes or available_cores(),
-        )
+        poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
+        n_problems = len(dataset.labels) if len(dataset.labels) > 2 else 1
+        wanted, why = core_budget.wanted_cores(job.solver, params, n_problems, usable_cores())
+        with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
+            if not granted:
+                return no_core(jobs, client, job, run, mine, "the refit")
+            outcome = search.refit(
+                results_table,
+                deadline=_deadline(job),
+                cancel_requested=poller,
+                sink=sink,
+                n_processes=params.n_processes or available_cores(),
+            )
         return record_outcome(jobs, client, job, dataset, outcome, mine, run)
     except datacache.DatasetMissing:
         return fail(

@@ -8,8 +8,10 @@ limits numba to cores // processes threads, so processes x threads <= cores.
 
 Every subtask gets a SolverControl whose deadline is the job's and whose cancel flag is a shared
 Event that the parent sets when a cancel is requested (the parent polls Redis; children do not
-connect). Trace points travel back through a queue and reach the job's trace tagged with the
-subtask. A subtask that raises fails the job: the parent stops the others and re-raises. The pool
+connect). Trace points travel back through a pipe in batches (one message per task and tenth of a
+second) and reach the job's trace tagged with the subtask; the parent sleeps until a result or a batch
+arrives, so a job's coordinating process costs next to nothing while its subtasks run. Tasks start
+within the job's share of the machine's cores (``worker.core_budget``), asked again between tasks. A subtask that raises fails the job: the parent stops the others and re-raises. The pool
 is terminated in ``finally`` and children die with the worker (PR_SET_PDEATHSIG), so no process
 outlives its job.
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 import functools
 import heapq
 import multiprocessing
+import multiprocessing.connection
+import os
 import queue
 import signal
 import time
@@ -53,16 +57,34 @@ class SubtaskContext:
 
 
 def available_cores() -> int:
-    """Cores one job of this worker may use: ``HINGE_WORKER_CORES`` when set (``hinge serve`` sets cores //
-    workers, so that workers x threads <= cores and two jobs never fight over one core), else the cores
-    this process may run on."""
+    """Cores one job of this worker may use at most: what its core lease wanted (``worker.core_budget``), else
+    ``HINGE_WORKER_CORES`` when set, else the cores this process may run on."""
     from core.config import get_settings
     from core.processes import usable_cores
+    from worker import core_budget
 
+    lease = core_budget.current()
+    if lease is not None:
+        return lease.wanted
     cores = usable_cores()
-
     limit = get_settings().worker_cores
     return max(1, min(cores, limit)) if limit else cores
+
+
+def _concurrency(n_processes: int) -> Callable[[int], int]:
+    """How many tasks may run now, given how many run (``in_use``): the job's share of the cores when it
+    holds a lease (``worker.core_budget``), else every process. One more than the processes may be
+    handed to a full pool (it waits in the pool's queue, so a free process never waits for the parent);
+    below that, exactly the share runs."""
+    from worker import core_budget
+
+    lease = core_budget.current()
+
+    def limit(in_use: int) -> int:
+        share = n_processes if lease is None else min(n_processes, lease.allowed(min(in_use, n_processes)))
+        return share + 1 if share >= n_processes else share
+
+    return limit
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)
@@ -77,6 +99,9 @@ def _child_init(threads: int) -> None:
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     from core.processes import die_with_parent
+    from worker import core_budget
+
+    core_budget.forget()  # the job's process follows the lease and starts this one's tasks
 
     die_with_parent()
     try:
@@ -105,29 +130,46 @@ def _forked_pool(ctx, n_processes: int, threads: int):
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _child_run(index: int):
-    return _child_run_payload(index, _shared["tasks"][index])
+POINT_BATCH_S = 0.1
+"""A subtask process sends its trace points to the parent in batches, at most this often (and at its task's end)."""
+POLL_S = 0.2
+"""The parent waits this long at most for a result or points, then looks for a cancel (it wakes at once for either)."""
 
 
-def _put_failure(finished: queue.SimpleQueue, index: int, exc: BaseException) -> None:
-    """A task that raised in the pool: (index, no result, the error) for the parent."""
-    finished.put((index, None, f"{type(exc).__name__}: {exc}"))
+class _PointBatch:
+    """A task's trace points on their way to the parent: one message per ``POINT_BATCH_S``, the rest at the end."""
+
+    def __init__(self, points, index: int) -> None:
+        self.points = points
+        self.index = index
+        self.buffer: list[dict] = []
+        self.sent = time.monotonic()
+
+    def add(self, point: dict) -> None:
+        self.buffer.append(point)
+        if time.monotonic() - self.sent >= POINT_BATCH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.points.put((self.index, self.buffer))
+            self.buffer = []
+        self.sent = time.monotonic()
 
 
 def _child_run_payload(index: int, payload):
     function = _shared["function"]
-    points = _shared["points"]
     event = _shared["cancel_event"]
+    batch = _PointBatch(_shared["points"], index)
     context = SubtaskContext(
-        index=index,
-        deadline=_shared["deadline"],
-        cancel_requested=event.is_set,
-        record_point=lambda point: points.put((index, point)),
+        index=index, deadline=_shared["deadline"], cancel_requested=event.is_set, record_point=batch.add
     )
     try:
         return index, function(payload, context), None
     except BaseException as exc:  # reported to the parent, which fails the job
         return index, None, f"{type(exc).__name__}: {exc}"
+    finally:
+        batch.flush()  # before the result: the parent reads every point of a task before its result
 
 
 def run_subtasks(
@@ -139,12 +181,12 @@ def run_subtasks(
     cancel_requested: Callable[[], bool],
     on_point: Callable[[int, dict], None],
     on_done: Callable[[int, Any], None] | None = None,
-    poll_s: float = 0.05,
 ) -> list:
     """Run ``function(task, context)`` for every task; results in task order.
 
     ``on_point(i, point)`` receives trace points; ``on_done(i, result)`` is called as each subtask
-    ends (in the parent, in completion order). Raises SubtaskError if a subtask raised.
+    ends (in the parent, in completion order). Raises SubtaskError if a subtask raised. With several
+    processes, a task not started because of a cancel has the result None.
     """
     n_processes = max(1, min(n_processes, len(tasks)))
     results: list = [None] * len(tasks)
@@ -156,37 +198,22 @@ def run_subtasks(
                 on_done(index, results[index])
         return results
 
-    ctx = multiprocessing.get_context("fork")
-    points = ctx.SimpleQueue()  # no feeder thread: a point is in the pipe when put() returns
-    event = ctx.Event()
-    _shared.update(function=function, tasks=tasks, deadline=deadline, points=points, cancel_event=event)
-    threads = max(1, available_cores() // n_processes)
-    pool = _forked_pool(ctx, n_processes, threads)
-    try:
-        pending = pool.imap_unordered(_child_run, range(len(tasks)))
-        remaining = len(tasks)
-        while remaining:
-            _drain(points, on_point)
-            if not event.is_set() and cancel_requested():
-                event.set()
-            try:
-                index, result, error = pending.next(timeout=poll_s)
-            except multiprocessing.TimeoutError:
-                continue
-            if error is not None:
-                event.set()
-                raise SubtaskError(f"subtask {index} failed: {error}")
-            results[index] = result
-            remaining -= 1
-            _drain(points, on_point)
-            if on_done is not None:
-                on_done(index, result)
-        _drain(points, on_point)
-        return results
-    finally:
-        pool.terminate()
-        pool.join()
-        _shared.clear()
+    def finished(index: int, result) -> list:
+        results[index] = result
+        if on_done is not None:
+            on_done(index, result)
+        return []
+
+    run_task_graph(
+        lambda index, context: function(tasks[index], context),
+        [(index, index) for index in range(len(tasks))],  # dispatched in order: the context's index is the task's
+        n_processes=n_processes,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        on_done=finished,
+        on_point=on_point,
+    )
+    return results
 
 
 def run_task_graph(
@@ -198,7 +225,6 @@ def run_task_graph(
     cancel_requested: Callable[[], bool],
     on_done: Callable[[Any, Any], list[tuple[Any, Any]]],
     on_point: Callable[[int, dict], None] | None = None,
-    poll_s: float = 0.05,
 ) -> None:
     """Run ``function(payload, context)`` for every task; a finished task may add follow-ups.
 
@@ -207,6 +233,10 @@ def run_task_graph(
     returns the follow-up tasks it makes ready. Payloads travel to the processes by pickling, so a
     warm start can ride along. After a cancel no new task starts; the running ones see the cancel
     flag. Raises SubtaskError if a task raised.
+
+    The parent sleeps until a result or a batch of trace points arrives (or ``POLL_S`` passes, to look
+    for a cancel): it does not poll. It starts tasks within the job's share of the cores
+    (``worker.core_budget``), which it asks again between tasks.
     """
     on_point = on_point or (lambda index, point: None)
     ready: list = []
@@ -233,50 +263,69 @@ def run_task_graph(
     event = ctx.Event()
     _shared.update(function=function, deadline=deadline, points=points, cancel_event=event)
     threads = max(1, available_cores() // n_processes)
-    pool = _forked_pool(ctx, n_processes, threads)
+    concurrency = _concurrency(n_processes)
+    wake_read, wake_write = os.pipe()  # the pool's result thread writes a byte here with each result
     finished: queue.SimpleQueue = queue.SimpleQueue()
+
+    def arrived(message: tuple) -> None:
+        finished.put(message)
+        os.write(wake_write, b"x")
+
+    pool = _forked_pool(ctx, n_processes, threads)
     running: dict[int, Any] = {}
     index = 0
     try:
         while ready or running:
-            while ready and len(running) <= n_processes and not event.is_set():
+            limit = concurrency(len(running))
+            while ready and len(running) < limit and not event.is_set():
                 _priority, _order, payload = heapq.heappop(ready)
                 running[index] = payload
                 pool.apply_async(
                     _child_run_payload,
                     (index, payload),
-                    callback=finished.put,
-                    error_callback=functools.partial(_put_failure, finished, index),
+                    callback=arrived,
+                    error_callback=functools.partial(_put_failure, arrived, index),
                 )
                 index += 1
             if event.is_set() and not running:
                 break
-            _drain(points, on_point)
             if not event.is_set() and cancel_requested():
                 event.set()
-            try:
-                done_index, result, error = finished.get(timeout=poll_s)
-            except queue.Empty:
-                continue
-            if error is not None:
-                event.set()
-                raise SubtaskError(f"subtask {done_index} failed: {error}")
-            payload = running.pop(done_index)
-            _drain(points, on_point)
-            follow_ups = on_done(payload, result)
-            if not event.is_set():
-                push(follow_ups)
+            woken = multiprocessing.connection.wait([points._reader, wake_read], timeout=POLL_S)  # type: ignore[attr-defined]
+            if wake_read in woken:
+                os.read(wake_read, 4096)
+            _drain(points, on_point)  # every point a task sent comes before its result
+            while True:
+                try:
+                    done_index, result, error = finished.get_nowait()
+                except queue.Empty:
+                    break
+                if error is not None:
+                    event.set()
+                    raise SubtaskError(f"subtask {done_index} failed: {error}")
+                payload = running.pop(done_index)
+                follow_ups = on_done(payload, result)
+                if not event.is_set():
+                    push(follow_ups)
         _drain(points, on_point)
     finally:
         pool.terminate()
         pool.join()
         _shared.clear()
+        os.close(wake_read)
+        os.close(wake_write)
+
+
+def _put_failure(arrived: Callable[[tuple], None], index: int, exc: BaseException) -> None:
+    """A task that raised in the pool: (index, no result, the error) for the parent."""
+    arrived((index, None, f"{type(exc).__name__}: {exc}"))
 
 
 def _drain(points, on_point) -> None:
     while not points.empty():
-        index, point = points.get()
-        on_point(index, point)
+        index, batch = points.get()
+        for point in batch:
+            on_point(index, point)
 
 
 def now() -> float:

@@ -31,7 +31,7 @@ from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, Sol
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
 from core.solvers import spec_of
-from worker import registry
+from worker import core_budget, registry
 from worker.folds import subset
 from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.progress import ProblemsEstimator
@@ -107,7 +107,10 @@ def fit_problems(
 
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
         control = SolverControl(
-            deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=context.record_point
+            deadline=context.deadline,
+            cancel_requested=context.cancel_requested,
+            on_point=context.record_point,
+            cores=core_budget.follow(),  # in the job's own process: its share of the cores; None in a subtask process
         )
         start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
         matrix = (indptr, indices, data)
@@ -387,7 +390,9 @@ def _train_pairwise(
     estimator = ProblemsEstimator(solver, params, 1)
     sink.estimator = estimator
     sink.set_phase("training")
-    control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add)
+    control = SolverControl(
+        deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add, cores=core_budget.follow()
+    )
     result = registry.adapter(solver)(
         indptr,
         indices,

@@ -72,7 +72,8 @@ class JobProgress(ResponseModel):
     phase: str | None = Field(
         default=None,
         description="What the job is doing: `waiting for kernels` (its solver's kernels are being compiled: the "
-        "first run on a machine), `loading data`, `training`, `cross-validating`, "
+        "first run on a machine), `loading data`, `waiting for a core` (every core of its machine is in use by other "
+        "jobs: it starts on the first one freed), `training`, `cross-validating`, "
         "`refitting the best setting`, `scoring training data`, `calibrating probabilities`, `storing model`, or `done` once the job succeeded.",
     )
     kernels: str | None = Field(
@@ -122,6 +123,21 @@ class JobError(ResponseModel):
     message: str = Field(description="What went wrong, in a sentence.")
 
 
+class JobCores(ResponseModel):
+    """The cores a running job may use: its share of the machine's cores, which the workers' jobs lease."""
+
+    cores: int = Field(
+        description="Cores the job may use now: its processes x threads (it follows its share as other jobs come and go)."
+    )
+    wanted: int = Field(
+        description="Cores it can use: 1 for one binary problem of a solver without threads; the machine's for a "
+        "search, one-vs-rest, probability or one problem of a solver that splits its work over threads; at most "
+        "`n_processes` and `HINGE_WORKER_CORES` when set."
+    )
+    machine_cores: int = Field(description="Cores of the machine its worker runs on, shared by the jobs running there.")
+    reason: str = Field(description="Why it got that many, in a sentence: what it wanted and who else holds or waits.")
+
+
 class JobOut(ResponseModel):
     """A training job."""
 
@@ -152,6 +168,11 @@ class JobOut(ResponseModel):
             "converged), stop_reasons (fits per reason), cold_n_iter, iterations_saved, iterations_saved_basis}], "
             "best: {C, gamma, mean, std}}; fills while the search runs."
         ),
+    )
+    cores: JobCores | None = Field(
+        default=None,
+        description="The cores the job got from its machine's budget (a lone job gets every core it can use; jobs "
+        "running side by side share them), and why; set once it started. Kept after it ends: the last share it had.",
     )
 
 

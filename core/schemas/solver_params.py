@@ -62,6 +62,15 @@ class SearchParams(StrictModel):
         default=False,
         description="Run each setting as its own RQ job, so that every worker of the deployment takes part; a final job refits the best.",
     )
+    trace_fits: StrictBool = Field(
+        default=False,
+        description=(
+            "Record the trace points of every fit of the search (the refit's included) as the solver's `trace_every` "
+            "says. Off (the default): each fit records its last point only (cross-validation fits tagged `stage: "
+            "search`, the refit's `stage: refit`), because a point of dcd or smo costs a pass over the data: on a9a, "
+            "7 values of C x 5 folds took 3.4 s with a point per pass and 1.0 s without."
+        ),
+    )
 
 
 RELATIVE_GAP = "tol_rel means the same for every solver: a certified relative gap in (0, 1), or null for off (0 reads as null, as earlier versions wrote it)."

@@ -61,6 +61,7 @@ class JobRecord:
     progress: dict | None = _stored(_JSON, None)
     subtasks: dict | None = _stored(_JSON, None)  # {"done", "total"}
     search_results: dict | None = _stored(_JSON, None)
+    cores: dict | None = _stored(_JSON, None)  # {"cores", "wanted", "machine_cores", "reason"}: its core lease
     finished_at: str | None = _stored(_TEXT, None)
     model_id: str | None = _stored(_TEXT, None)
     stop_reason: str | None = _stored(_TEXT, None)

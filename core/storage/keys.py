@@ -103,6 +103,16 @@ def worker_alive(worker_id: str) -> str:
     return f"{PREFIX}:worker:{worker_id}"
 
 
+def core_leases(machine: str) -> str:
+    """Hash worker id -> cores its running job holds on one machine (``worker.core_budget``)."""
+    return f"{PREFIX}:cores:{machine}"
+
+
+def core_waiters(machine: str) -> str:
+    """Hash worker id -> cores wanted, for the jobs on one machine waiting for a free core (``worker.core_budget``)."""
+    return f"{PREFIX}:cores:{machine}:waiting"
+
+
 def tenant_queue_name(base: str, tenant: str) -> str:
     """Name of the RQ queue holding one tenant's jobs (RQ stores it under `rq:queue:<name>`)."""
     return f"{base}.tenant.{tenant}"

@@ -8,6 +8,9 @@ asyncio tasks with httpx, the predictors in a process of their own, all on the s
 service. Reports requests, errors, jobs finished, and one-row predict latency (p50, p90, p99, max).
 
     python -m tests.benchmarks.bench_load [--seconds 60] [--api-processes 1] [--label NAME]
+        [--predictors 12 --trainers 3 --uploaders 1 --pollers 0]
+        [--mix uploads]     # issue 22's mix: 12 predictors, 1 trainer, 1 poller (lists and traces, as a
+                            # dashboard), 2 uploaders: 16 clients, twice the uploads of the default mix
 
 Appends its figures to tests/benchmarks/results/bench_load.json (one entry per run and label).
 """
@@ -54,6 +57,8 @@ def main() -> None:
     parser.add_argument("--predictors", type=int, default=12)
     parser.add_argument("--trainers", type=int, default=3)
     parser.add_argument("--uploaders", type=int, default=1)
+    parser.add_argument("--pollers", type=int, default=0)
+    parser.add_argument("--mix", choices=["uploads"], default=None, help="A preset mix (overrides the counts).")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--api-processes", type=int, default=1)
     parser.add_argument("--label", default="")
@@ -62,6 +67,8 @@ def main() -> None:
         "--log-level", default="warning", help="hinge serve's --log-level (info: every request logged)."
     )
     args = parser.parse_args()
+    if args.mix == "uploads":
+        args.predictors, args.trainers, args.pollers, args.uploaders = 12, 1, 1, 2
 
     content = (DATA_DIR / "heart_scale.svm.gz").read_bytes()
     data_dir = Path(tempfile.mkdtemp(prefix="hinge-bench-load-"))
@@ -92,7 +99,12 @@ def main() -> None:
         start_at = time.time() + 3.0
         procs = [
             ctx.Process(target=client_process, args=(role, n, run.base_url, setup, args.seconds, start_at, out))
-            for role, n in (("predict", args.predictors), ("train", args.trainers), ("upload", args.uploaders))
+            for role, n in (
+                ("predict", args.predictors),
+                ("train", args.trainers),
+                ("upload", args.uploaders),
+                ("poll", args.pollers),
+            )
             if n
         ]
         for proc in procs:
@@ -122,6 +134,8 @@ def main() -> None:
             "predictors": args.predictors,
             "trainers": args.trainers,
             "uploaders": args.uploaders,
+            "pollers": args.pollers,
+            "mix": args.mix,
             "workers": args.workers,
             "api_processes": args.api_processes,
             "log_level": args.log_level,

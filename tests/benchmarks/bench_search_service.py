@@ -1,6 +1,12 @@
-"""A search through the service, 1 process against 2: what a user of `hinge serve` gets (issue 22, item 1).
+"""A search through the service, 1 process against 2: what a user of `hinge serve` gets (issue 22, items 1-2).
 
     python -m tests.benchmarks.bench_search_service [--workers 1] [--rounds 3] [--sets a9a,sector]
+        [--arms 1,2]        # n_processes of the compared jobs; `default` leaves it out (the core budget decides)
+        [--pair]            # then a search and a one-problem job side by side: how the cores are shared
+
+Item 2 (a lone job under the default `hinge serve`, 2 workers): ``--workers 2 --arms 1,default``. Before the
+core budget, `hinge serve` gave each of its 2 workers cores // 2 = 1 core, so a lone job ran as with
+``n_processes: 1``; ``default`` is what it gets now.
 
 Starts `hinge serve --workers N` on a fresh data directory and uploads the sets from ../shared/data:
 
@@ -71,6 +77,10 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def _arm_params(params: dict, arm: str) -> dict:
+    return dict(params) if arm == "default" else dict(params, n_processes=int(arm))
+
+
 def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dict) -> dict:
     """One dcd job to its end: wall seconds, the job's own seconds, the workers' CPU (own and children's)."""
     before = {pid: _ticks(pid) for pid in workers}
@@ -94,6 +104,54 @@ def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dic
         "coordinator_cpu_s": round(own, 2),
         "subtask_cpu_s": round(children, 2),
         "coordinator_core_share": round(own / job_s, 3) if job_s > 0 else None,
+        "cores": state.get("cores"),
+    }
+
+
+def _runnable_threads(root: int) -> int:
+    """Threads of the service's processes that are running or ready to run (state R) now."""
+    count = 0
+    for pid in process_tree(root):
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                if (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R":
+                    count += 1
+        except OSError:
+            pass
+    return count
+
+
+def run_pair(http: httpx.Client, root: int, dataset_id: str, params: dict) -> dict:
+    """A job (no n_processes) and, 0.5 s later, a one-problem dcd job (C = 1) on the other worker: the cores each
+    job's record says it has while both run, and the service's runnable threads sampled every 20 ms (the
+    sampler itself excluded). Needs 2 workers."""
+    first = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd", "params": params}).json()
+    samples: list[tuple[float, int, dict | None, dict | None]] = []
+    second = None
+    started = time.perf_counter()
+    while True:
+        now = time.perf_counter() - started
+        if second is None and now > 0.5:
+            second = http.post(
+                "/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd", "params": {"C": 1.0}}
+            ).json()
+        a = http.get(f"/v1/jobs/{first['id']}").json()
+        b = http.get(f"/v1/jobs/{second['id']}").json() if second is not None else None
+        samples.append((round(now, 3), _runnable_threads(root), a.get("cores"), b.get("cores") if b else None))
+        if a["status"] not in ("queued", "running") and (b is None or b["status"] not in ("queued", "running")):
+            break
+        time.sleep(0.02)
+    both = [s for s in samples if s[3] is not None and s[2] is not None]
+    return {
+        "samples": len(samples),
+        "max_runnable_threads": max(s[1] for s in samples),
+        "share_over_2_runnable": round(sum(1 for s in samples if s[1] > 2) / len(samples), 3),
+        "first_cores_seen": sorted({s[2]["cores"] for s in samples if s[2]}),
+        "second_cores_seen": sorted({s[3]["cores"] for s in samples if s[3]}),
+        "first_reason_last": both[-1][2]["reason"] if both else None,
+        "second_reason_last": both[-1][3]["reason"] if both else None,
+        "first_status": a["status"],
+        "second_status": b["status"] if b else None,
     }
 
 
@@ -102,6 +160,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sets", default="a9a,sector")
+    parser.add_argument("--arms", default="1,2")
+    parser.add_argument("--pair", action="store_true")
     parser.add_argument("--port", type=int, default=8480)
     parser.add_argument("--data-dir", default="/tmp/hinge-bench-search")
     args = parser.parse_args(argv)
@@ -123,24 +183,34 @@ def main(argv=None) -> int:
         for name in args.sets.split(","):
             file, params = JOBS[name]
             dataset, _ = upload(base, DATA_DIR / file, name, None)
-            runs: dict[str, list[dict]] = {"1": [], "2": []}
+            arms = args.arms.split(",")
+            runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             for _round in range(args.rounds):
-                for processes in ("1", "2"):
-                    entry = run_job(http, workers, dataset["id"], dict(params, n_processes=int(processes)))
-                    runs[processes].append(entry)
-                    print(name, processes, entry, flush=True)
+                for arm in arms:
+                    entry = run_job(http, workers, dataset["id"], _arm_params(params, arm))
+                    runs[arm].append(entry)
+                    print(name, arm, entry, flush=True)
             medians = {
-                key: {field: statistics.median(run[field] for run in runs[key]) for field in runs[key][0]}
+                key: {
+                    field: statistics.median(run[field] for run in runs[key])
+                    for field in runs[key][0]
+                    if field != "cores"
+                }
                 for key in runs
             }
+            first, second = arms[0], arms[-1]
             out[name] = {
                 "params": params,
+                "arms": arms,
                 "runs": runs,
                 "medians": medians,
-                "ratio_wall": round(medians["1"]["wall_s"] / medians["2"]["wall_s"], 3),
-                "ratio_job": round(medians["1"]["job_s"] / medians["2"]["job_s"], 3),
+                "ratio_wall": round(medians[first]["wall_s"] / medians[second]["wall_s"], 3),
+                "ratio_job": round(medians[first]["job_s"] / medians[second]["job_s"], 3),
             }
             print(name, "ratio wall", out[name]["ratio_wall"], "job", out[name]["ratio_job"], flush=True)
+            if args.pair:
+                out[f"{name}_pair"] = run_pair(http, serve.pid, dataset["id"], params)
+                print(name, "pair", out[f"{name}_pair"], flush=True)
     finally:
         stop_serve(serve)
         shutil.rmtree(data_dir, ignore_errors=True)

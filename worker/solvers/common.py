@@ -73,19 +73,42 @@ class SolverControl:
         deadline: float | None = None,
         cancel_requested: Callable[[], bool] | None = None,
         on_point: Callable[[dict], None] | None = None,
+        cores: Callable[[int | None], int] | None = None,
     ) -> None:
         self.deadline = deadline
         self._cancel_requested = cancel_requested
         self._on_point = on_point
+        self._cores = cores
         self.points: list[dict] = []
+        self.thread_limit: int | None = None
+        """Threads the solver may use now (None: as many as it started with; set by ``check`` when ``cores`` is given)."""
+        self._thread_ceiling: int | None = None
 
     def check(self) -> StopReason | None:
-        """Return CANCELED or DEADLINE when the solver must stop now, else None."""
+        """Return CANCELED or DEADLINE when the solver must stop now, else None.
+
+        With ``cores`` (the job's share of the machine's cores, ``worker.core_budget``: called with the
+        threads in use, it answers how many the job may use now), numba's threads for the next passes
+        are set to that share, never above what the solve started with; ``thread_limit`` says it for
+        solvers with threads of their own (smo's row team). It is called first with None (the job's
+        share so far), then with the threads in use."""
+        if self._cores is not None:
+            self._follow_cores(self._cores)
         if self._cancel_requested is not None and self._cancel_requested():
             return StopReason.CANCELED
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return StopReason.DEADLINE
         return None
+
+    def _follow_cores(self, cores: Callable[[int | None], int]) -> None:
+        import numba
+
+        if self._thread_ceiling is None:
+            self._thread_ceiling = numba.get_num_threads()
+        allowed = max(1, min(self._thread_ceiling, cores(self.thread_limit)))
+        if allowed != self.thread_limit:
+            numba.set_num_threads(allowed)
+            self.thread_limit = allowed
 
     def record(self, point: dict[str, Any]) -> None:
         """Keep one convergence point and pass it to the watcher, if any."""

@@ -610,6 +610,8 @@ def solve_smo(
             if reason is not None:
                 stop_reason = reason
                 break
+            if run.team is not None and run.control.thread_limit is not None:
+                run.team.limit(run.control.thread_limit)  # the job's share of the cores (worker.core_budget)
 
         active = int(istate[IS_ACTIVE])
         if active < n:

@@ -251,8 +251,10 @@ def _serve(seq, team, X, kp):
 
 
 @njit(cache=True, nogil=True)
-def partner_loop(team, X, kp):
-    """A partner thread's life: serve the owner's orders until ``T_QUIT`` (spinning, then yielding, then napping)."""
+def partner_loop(team, X, kp, rank):
+    """A partner thread's life: serve the owner's orders until ``T_QUIT`` (spinning, then yielding, then
+    napping); partner ``rank`` (from 0) serves only while rank < ``T_PARTNERS`` (the owner lowers it when
+    the job's share of the cores shrinks, ``RowTeam.limit``)."""
     last = load_acquire(team, T_ORDER) >> SEQ_SHIFT
     polls = 0
     idle_since = monotonic_s()
@@ -260,9 +262,10 @@ def partner_loop(team, X, kp):
         seq = load_acquire(team, T_ORDER) >> SEQ_SHIFT
         if seq != last:
             last = seq
-            _serve(seq, team, X, kp)
-            polls = 0
-            idle_since = monotonic_s()
+            if rank < load_acquire(team, T_PARTNERS):
+                _serve(seq, team, X, kp)
+                polls = 0
+                idle_since = monotonic_s()
             continue
         polls += 1
         if polls > SPIN_POLLS:
@@ -279,12 +282,19 @@ class RowTeam:
         self.team = X.team
         self.team[:] = 0
         self.threads = [
-            threading.Thread(target=partner_loop, args=(X.team, X, kp), name=f"smo-row-partner-{k}", daemon=True)
+            threading.Thread(target=partner_loop, args=(X.team, X, kp, k), name=f"smo-row-partner-{k}", daemon=True)
             for k in range(partners)
         ]
         for thread in self.threads:
             thread.start()
         self.team[T_PARTNERS] = partners
+
+    def limit(self, threads: int) -> None:
+        """Split rows over ``threads`` threads at most from now on (the owner's included), up to the team's size.
+
+        Called by the owner between slices, when no order is out: partners beyond the limit see the next
+        orders and take no chunk, and each order is cut for the threads that serve it."""
+        self.team[T_PARTNERS] = max(0, min(len(self.threads), threads - 1))
 
     def stop(self) -> None:
         """Stop splitting rows, tell the partners to return and wait for them (idempotent)."""

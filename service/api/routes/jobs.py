@@ -54,6 +54,7 @@ def job_view(job: JobRecord) -> dict:
         "stop_reason": job.stop_reason,
         "error": job.error,
         "search_results": job.search_results,
+        "cores": job.cores,
     }
     view.update((name, value) for name, value in shown_when_set.items() if value not in (None, ""))
     subtasks = job.subtasks
