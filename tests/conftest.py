@@ -63,7 +63,13 @@ class RunningService:
                 if idle and all(q.count == 0 for q in Queue.all(connection=client)):
                     return
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"workers still busy after {timeout} s: {[w.get_state() for w in workers]}")
+                    queues = {q.name: q.count for q in Queue.all(connection=client) if q.count}
+                    registered = {w.pid: w.get_state() for w in Worker.all(connection=client)}
+                    cores = {k.decode(): client.hgetall(k) for k in client.scan_iter("hinge:cores:*")}
+                    raise AssertionError(
+                        f"workers still busy after {timeout} s: live {sorted(live)}, registered {registered}, "
+                        f"queues {queues}, core leases {cores}"
+                    )
                 time.sleep(0.1)
         finally:
             client.close()

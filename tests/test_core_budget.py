@@ -14,10 +14,15 @@ from core.storage import keys
 from worker import core_budget, subtasks
 from worker.core_budget import CoreLease
 
+BUDGET_DATABASE = 13
+"""The test Redis's database these tests empty (the shared service uses 0; other tests' services 1-12)."""
+
 
 @pytest.fixture()
 def client(redis_server):
-    connection = redis.Redis.from_url(redis_server.url, db=9)
+    # a database of its own (the URL's database wins over a `db` argument: name it in the URL)
+    connection = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + f"/{BUDGET_DATABASE}")
+    assert connection.connection_pool.connection_kwargs["db"] == BUDGET_DATABASE
     connection.flushdb()
     yield connection
     connection.flushdb()

@@ -17,16 +17,22 @@ def square(task, context):
     return task * task, os.getpid()
 
 
-def test_results_in_order_with_points_and_progress():
-    points, done = [], []
-    results = run_subtasks(
-        square,
-        list(range(7)),
+def _on_two_processes(function, tasks, on_point, on_done):
+    return run_subtasks(
+        function,
+        tasks,
         n_processes=2,
         deadline=None,
         cancel_requested=lambda: False,
-        on_point=lambda i, p: points.append((i, p["task"])),
-        on_done=lambda i, r: done.append(i),
+        on_point=on_point,
+        on_done=on_done,
+    )
+
+
+def test_results_in_order_with_points_and_progress():
+    points, done = [], []
+    results = _on_two_processes(
+        square, list(range(7)), lambda i, p: points.append((i, p["task"])), lambda i, r: done.append(i)
     )
     assert [r[0] for r in results] == [t * t for t in range(7)]
     assert sorted(done) == list(range(7))
@@ -221,14 +227,11 @@ def many_points(task, context):
 
 def test_every_point_of_a_task_arrives_in_order_and_before_its_result():
     events: list[tuple[str, int, int]] = []
-    run_subtasks(
+    _on_two_processes(
         many_points,
         list(range(6)),
-        n_processes=2,
-        deadline=None,
-        cancel_requested=lambda: False,
-        on_point=lambda i, p: events.append(("point", i, p["iteration"])),
-        on_done=lambda i, r: events.append(("done", i, 0)),
+        lambda i, p: events.append(("point", i, p["iteration"])),
+        lambda i, r: events.append(("done", i, 0)),
     )
     for task in range(6):
         mine = [e for e in events if e[1] == task]
