@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -130,7 +131,7 @@ def fit_problems(
         if members is not None:  # the expansion's rows, numbered in the whole data set as the model stores them
             support = np.asarray(result.extra["support_indices"], dtype=np.int64)
             result = replace(result, extra={**result.extra, "support_indices": members[k][support]})
-        return result
+        return replace(result, trace=())  # its points reached the job through record_point: not pickled twice
 
     if n_processes > 1 and len(problems) > 1:
         done: set[int] = set()
@@ -196,8 +197,14 @@ def train_model(
         sink.subproblem = k
         sink.add(point)
 
+    published = [0.0]
+
     def on_subtask_done(done: int, total: int) -> None:
-        sink.jobs.update(sink.job_id, subtasks={"done": done, "total": total})
+        # at most once per flush of the trace (105 classes: 105 round trips otherwise), and the last one
+        now = time.monotonic()
+        if done == total or now - published[0] >= sink.flush_s:
+            published[0] = now
+            sink.jobs.update(sink.job_id, subtasks={"done": done, "total": total})
 
     sink.set_phase(phase)
     labels, results = fit_problems(

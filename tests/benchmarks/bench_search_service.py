@@ -21,7 +21,8 @@ job it records:
 * the job's own seconds (``finished_at - started_at``);
 * the CPU seconds of the worker's own process (the coordinator) and of its children (the subtask
   processes, counted when they are reaped). These come from /proc; the coordinator's share is its CPU
-  over the job's own seconds.
+  over the job's own seconds, and (``coordinator_share_subtasks``) over the phase in which the subtasks
+  run (``training`` or ``cross-validating``, from the first poll that saw it to the first that did not).
 
 Medians over the rounds and the ratio 1-process / 2-process go to
 tests/benchmarks/results/bench_search_service.json. Targets (issue 22): >= 1.7x on a9a, >= 1.8x on
@@ -49,6 +50,8 @@ from tests.benchmarks.environment import DATA_DIR, machine
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_search_service.json"
 POLL_S = 0.05
+SUBTASK_PHASES = ("training", "cross-validating")
+"""The phases in which a job's subtasks run (the coordinator's share is measured there)."""
 JOBS = {
     "a9a": ("a9a.svm.gz", {"C": 1.0, "search": {"C": [0.03, 0.1, 0.3, 1, 3, 10, 30], "cv_folds": 5}}),
     "sector": ("sector.scale.svm.gz", {"C": 1.0}),
@@ -77,6 +80,11 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def _median(values) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
 def _arm_params(params: dict, arm: str) -> dict:
     return dict(params) if arm == "default" else dict(params, n_processes=int(arm))
 
@@ -86,8 +94,12 @@ def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dic
     before = {pid: _ticks(pid) for pid in workers}
     started = time.perf_counter()
     job = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd", "params": params}).json()
+    window: list[tuple[float, float]] = []  # (time, coordinators' own CPU) as the subtasks phase starts and ends
     while True:
         state = http.get(f"/v1/jobs/{job['id']}").json()
+        running = state["status"] == "running" and (state.get("progress") or {}).get("phase") in SUBTASK_PHASES
+        if running != (len(window) == 1):  # the phase started (first sample) or ended (second)
+            window.append((time.perf_counter(), sum(_ticks(pid)[0] for pid in workers)))
         if state["status"] not in ("queued", "running"):
             break
         time.sleep(POLL_S)
@@ -104,6 +116,11 @@ def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dic
         "coordinator_cpu_s": round(own, 2),
         "subtask_cpu_s": round(children, 2),
         "coordinator_core_share": round(own / job_s, 3) if job_s > 0 else None,
+        # while the subtasks run (from the first poll that saw the phase to the first that did not)
+        "subtasks_phase_s": round(window[1][0] - window[0][0], 3) if len(window) >= 2 else None,
+        "coordinator_share_subtasks": round((window[1][1] - window[0][1]) / (window[1][0] - window[0][0]), 3)
+        if len(window) >= 2 and window[1][0] > window[0][0]
+        else None,
         "cores": state.get("cores"),
     }
 
@@ -191,11 +208,7 @@ def main(argv=None) -> int:
                     runs[arm].append(entry)
                     print(name, arm, entry, flush=True)
             medians = {
-                key: {
-                    field: statistics.median(run[field] for run in runs[key])
-                    for field in runs[key][0]
-                    if field != "cores"
-                }
+                key: {field: _median(run[field] for run in runs[key]) for field in runs[key][0] if field != "cores"}
                 for key in runs
             }
             first, second = arms[0], arms[-1]
