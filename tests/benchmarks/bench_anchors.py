@@ -24,12 +24,14 @@ For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLI
   ratio ours / theirs (the bars: <= 1); dcd is sequential, so its all-cores figure is its 1-thread run's;
 * ocas only: iterations of ours and libocas at the same TolRel (0.01 and 0.001; bar: within 1.5x).
 
-Data: sector.scale class 1 against the rest ("sector1", 6,412 x 55,197), a9a, w8a, ijcnn1, and the
-generator of ``tests/benchmarks/synthetic.py`` (50 non-zeros a row over 10^6 features) at 20,000 rows
-("syn20k") and with --big at 2,000,000 rows ("syn2m"); TF-IDF-like text (issue 22, item 6), 300 non-zeros a row
-over 10^6 features with 6 significant digits, at 20,000 and 30,000 rows ("tfidf20k", "tfidf30k": 6 and 9 M
-non-zeros, stored as float32 as an upload is), run at every ``--Cs``. The dcd / LIBLINEAR pair alone, on one
-thread: ``--sets tfidf20k,tfidf30k --Cs 0.1,1,10 --solvers dcd --threads 1 --optimum-by dcd``. Writes tests/benchmarks/results/bench_anchors.json.
+Data: sector.scale class 1 against the rest ("sector1", 6,412 x 55,197), a9a, w8a, ijcnn1, and the generator
+of ``tests/benchmarks/synthetic.py`` (50 non-zeros a row over 10^6 features) at 20,000 rows ("syn20k") and
+with --big at 2,000,000 rows ("syn2m"); TF-IDF-like text (issue 22, item 6), 300 non-zeros a row over 10^6
+features with 6 significant digits, at 20,000 and 30,000 rows ("tfidf20k", "tfidf30k": 6 and 9 M non-zeros,
+stored as float32 as an upload is by default; "tfidf20k_f64", "tfidf30k_f64": the same files with float64
+values, as ``value_dtype=float64`` stores them), run at every ``--Cs``. The dcd / LIBLINEAR pair alone, on one
+thread: ``--sets tfidf20k,tfidf30k --Cs 0.1,1,10 --solvers dcd --threads 1 --optimum-by dcd``.
+Writes tests/benchmarks/results/bench_anchors.json.
 On syn2m the cpa pair takes 2.5 hours this way (SVMperf alone runs 80 minutes):
 ``bench_cpa_side_by_side`` measures it in SVMperf's time and merges its entry into the same file.
 """
@@ -54,6 +56,8 @@ WORK = Path(os.environ.get("HINGE_BENCH_DIR", Path(tempfile.gettempdir()) / "hin
 LIMITS = None
 TFIDF = {"tfidf20k": 20_000, "tfidf30k": 30_000}
 """TF-IDF-like text (issue 22, item 6): rows of 300 non-zeros over 10^6 features, 6 significant digits."""
+TFIDF |= {f"{name}_f64": rows for name, rows in TFIDF.items()}
+"""The same files stored with float64 values (an upload with ``value_dtype=float64``; 12 bytes a non-zero)."""
 BIG_NNZ = 10**7  # above this many non-zeros the optimum is certified to 1e-4 instead of 1e-6
 
 
@@ -86,6 +90,7 @@ def _write_binary(src_gz: Path, dest: Path, positive: str | None = None) -> None
 def prepare(name: str) -> Path:
     """Path of the plain binary svmlight file for a data set name (written once under WORK)."""
     WORK.mkdir(parents=True, exist_ok=True)
+    name = name.removesuffix("_f64")  # the same file, another storage of its values (see ``load``)
     path = WORK / f"{name}.svm"
     if name == "sector1":
         _write_binary(DATA_DIR / "sector.scale.svm.gz", path, positive="1")
@@ -102,12 +107,12 @@ def prepare(name: str) -> Path:
     return path
 
 
-def load(path: Path):
+def load(path: Path, value_dtype: str = "auto"):
     """(indptr, indices, data, y, n_features) by the service's parser, stored as the service stores an
     upload by default (``value_dtype=auto``: float32 when the text holds every value exactly)."""
     from service.ingest.parser import parse_upload
 
-    parsed = parse_upload(str(path), limits=_limits(), value_dtype="auto")
+    parsed = parse_upload(str(path), limits=_limits(), value_dtype=value_dtype)
     return parsed.indptr, parsed.indices, parsed.data, parsed.y, int(parsed.n_features)
 
 
@@ -165,7 +170,7 @@ def bench_row(
     from worker.solvers.data_passes import available_cores
 
     path = prepare(data_name)
-    indptr, indices, data, y, n_features = load(path)
+    indptr, indices, data, y, n_features = load(path, "float64" if data_name.endswith("_f64") else "auto")
     arrays = (indptr, indices, data, y)
     cores = available_cores()
     # the optimum to 1e-6 (1e-4 at 10^8 non-zeros, where 1e-6 would take thousands of passes and a dense cut
