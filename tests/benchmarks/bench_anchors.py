@@ -1,7 +1,8 @@
 """ocas, cpa and dcd against the original C programs, on the papers' kind of data (issue 10, items 1-3).
 
     python -m tests.benchmarks.bench_anchors [--sets sector1,a9a,w8a,ijcnn1,syn20k] [--Cs 0.1,1,10,100]
-        [--repeats 3] [--big]          # --big adds the 2,000,000 x 10^6 synthetic set (10^8 non-zeros)
+        [--repeats 3] [--solvers ocas,cpa,dcd] [--threads N] [--optimum-by ocas|dcd]
+        [--big]          # --big adds the 2,000,000 x 10^6 synthetic set (10^8 non-zeros)
         [--sector-all [--sector-all-Cs 0.1,1,10,100]]   # sector.scale, 105 classes one-vs-rest
 
 Anchors (``tests/benchmarks/anchors.py``, built by ../shared/tools/build-anchors.sh): libocas
@@ -10,7 +11,8 @@ LIBLINEAR ``train -s 3 -e 0.1`` (its default). Each is run on the same svmlight 
 bias as a regularized feature of value 1 (our ``bias`` 1), interleaved with our runs (anchor, ours,
 anchor, ours, ...), ``--repeats`` times; medians. Every model, theirs and ours, is scored with the same
 objective on the same arrays; precision = (objective - F*) / F*, with F* certified by our ocas at
-tol_rel 1e-6 (1e-4 on syn2m; its lower bound is reported too).
+tol_rel 1e-6 (1e-4 on syn2m; its lower bound is reported too), or with ``--optimum-by dcd`` by our dcd at
+tol_rel 1e-6 on one thread (its dual value is the lower bound).
 
 For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLINEAR):
 
@@ -19,12 +21,17 @@ For each (data set, C) and each pair (ocas / svmocas, cpa / SVMperf, dcd / LIBLI
   ``--threads`` changes it), iterations, precision, our gap_rel;
 * ``equal_precision``: our seconds to reach the anchor's objective (read from the trace of a run at a
   tighter tolerance: the first point whose objective is <= theirs), 1 thread and all cores, and the
-  ratio ours / theirs (the bars: <= 1);
+  ratio ours / theirs (the bars: <= 1); dcd is sequential, so its all-cores figure is its 1-thread run's;
 * ocas only: iterations of ours and libocas at the same TolRel (0.01 and 0.001; bar: within 1.5x).
 
-Data: sector.scale class 1 against the rest ("sector1", 6,412 x 55,197), a9a, w8a, ijcnn1, and the
-generator of ``tests/benchmarks/synthetic.py`` (50 non-zeros a row over 10^6 features) at 20,000 rows
-("syn20k") and with --big at 2,000,000 rows ("syn2m"). Writes tests/benchmarks/results/bench_anchors.json.
+Data: sector.scale class 1 against the rest ("sector1", 6,412 x 55,197), a9a, w8a, ijcnn1, and the generator
+of ``tests/benchmarks/synthetic.py`` (50 non-zeros a row over 10^6 features) at 20,000 rows ("syn20k") and
+with --big at 2,000,000 rows ("syn2m"); TF-IDF-like text (issue 22, item 6), 300 non-zeros a row over 10^6
+features with 6 significant digits, at 20,000 and 30,000 rows ("tfidf20k", "tfidf30k": 6 and 9 M non-zeros,
+stored as float32 as an upload is by default; "tfidf20k_f64", "tfidf30k_f64": the same files with float64
+values, as ``value_dtype=float64`` stores them), run at every ``--Cs``. The dcd / LIBLINEAR pair alone, on one
+thread: ``--sets tfidf20k,tfidf30k --Cs 0.1,1,10 --solvers dcd --threads 1 --optimum-by dcd``.
+Writes tests/benchmarks/results/bench_anchors.json.
 On syn2m the cpa pair takes 2.5 hours this way (SVMperf alone runs 80 minutes):
 ``bench_cpa_side_by_side`` measures it in SVMperf's time and merges its entry into the same file.
 """
@@ -47,6 +54,10 @@ from tests.benchmarks.environment import DATA_DIR, machine
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_anchors.json"
 WORK = Path(os.environ.get("HINGE_BENCH_DIR", Path(tempfile.gettempdir()) / "hinge-bench"))
 LIMITS = None
+TFIDF = {"tfidf20k": 20_000, "tfidf30k": 30_000}
+"""TF-IDF-like text (issue 22, item 6): rows of 300 non-zeros over 10^6 features, 6 significant digits."""
+TFIDF |= {f"{name}_f64": rows for name, rows in TFIDF.items()}
+"""The same files stored with float64 values (an upload with ``value_dtype=float64``; 12 bytes a non-zero)."""
 BIG_NNZ = 10**7  # above this many non-zeros the optimum is certified to 1e-4 instead of 1e-6
 
 
@@ -79,6 +90,7 @@ def _write_binary(src_gz: Path, dest: Path, positive: str | None = None) -> None
 def prepare(name: str) -> Path:
     """Path of the plain binary svmlight file for a data set name (written once under WORK)."""
     WORK.mkdir(parents=True, exist_ok=True)
+    name = name.removesuffix("_f64")  # the same file, another storage of its values (see ``load``)
     path = WORK / f"{name}.svm"
     if name == "sector1":
         _write_binary(DATA_DIR / "sector.scale.svm.gz", path, positive="1")
@@ -90,15 +102,17 @@ def prepare(name: str) -> Path:
         synthetic.write_svmlight(str(path), 0, 20_000)
     elif name == "syn2m" and not path.exists():
         synthetic.write_svmlight(str(path), 0, 2_000_000)
+    elif name in TFIDF and not path.exists():
+        synthetic.write_svmlight(str(path), 0, TFIDF[name], nnz_per_row=300, significant_digits=6)
     return path
 
 
-def load(path: Path):
+def load(path: Path, value_dtype: str = "auto"):
     """(indptr, indices, data, y, n_features) by the service's parser, stored as the service stores an
     upload by default (``value_dtype=auto``: float32 when the text holds every value exactly)."""
     from service.ingest.parser import parse_upload
 
-    parsed = parse_upload(str(path), limits=_limits(), value_dtype="auto")
+    parsed = parse_upload(str(path), limits=_limits(), value_dtype=value_dtype)
     return parsed.indptr, parsed.indices, parsed.data, parsed.y, int(parsed.n_features)
 
 
@@ -139,19 +153,30 @@ def _anchor(name: str, path: Path, C: float, n_rows: int, n_features: int) -> di
     return anchors.liblinear(str(path), C, n_features)
 
 
-def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd"), threads: int = 1) -> dict:
+def _optimum(by: str, arrays, n_features: int, C: float, cores: int, tol_rel: float):
+    """(F*, its lower bound): ocas on every core (the default), or dcd, which certifies 1e-6 on the
+    TF-IDF-like sets in 1-2 s on one thread where ocas takes 30-170 s on both cores."""
+    if by == "dcd":
+        run = _ours("dcd", arrays, n_features, C, 1, tol=1e-6, tol_rel=tol_rel, trace_every=10**9)
+        return run.objective, run.extra["dual"]
+    run = _ours("ocas", arrays, n_features, C, cores, tol_rel=tol_rel, max_iter=100000)
+    return run.objective, run.extra["lower_bound"]
+
+
+def bench_row(
+    data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "dcd"), threads: int = 1, optimum_by: str = "ocas"
+) -> dict:
     """One (data set, C) row: optimum, then every pair interleaved ``repeats`` times."""
     from worker.solvers.data_passes import available_cores
 
     path = prepare(data_name)
-    indptr, indices, data, y, n_features = load(path)
+    indptr, indices, data, y, n_features = load(path, "float64" if data_name.endswith("_f64") else "auto")
     arrays = (indptr, indices, data, y)
     cores = available_cores()
     # the optimum to 1e-6 (1e-4 at 10^8 non-zeros, where 1e-6 would take thousands of passes and a dense cut
     # of 8 MB each: precisions are then known to +-1e-4; the ratios do not use the optimum)
     certify_tol_rel = 1e-6 if indptr[-1] <= BIG_NNZ else 1e-4
-    exact = _ours("ocas", arrays, n_features, C, cores, tol_rel=certify_tol_rel, max_iter=100000)
-    F_star = exact.objective
+    F_star, lower_bound = _optimum(optimum_by, arrays, n_features, C, cores, certify_tol_rel)
     row = {
         "data": data_name,
         "C": C,
@@ -159,8 +184,9 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
         "n_features": n_features,
         "nnz": int(indptr[-1]),
         "optimum": F_star,
-        "optimum_lower_bound": exact.extra["lower_bound"],
+        "optimum_lower_bound": lower_bound,
         "optimum_tol_rel": certify_tol_rel,
+        "optimum_by": optimum_by,
         "cores": cores,
         "default_threads": threads,
         "load_average": os.getloadavg(),
@@ -193,6 +219,9 @@ def bench_row(data_name: str, C: float, repeats: int, solvers=("ocas", "cpa", "d
                 }
             )
             for label, threads in (("ours_1thread_tight", 1), ("ours_tight", cores)):
+                if solver == "dcd" and label == "ours_tight":  # dcd is sequential: the same run again
+                    runs[label].append(dict(runs["ours_1thread_tight"][-1]))
+                    continue
                 t = _ours(solver, arrays, n_features, C, threads, **tight)
                 runs[label].append(
                     {
@@ -417,7 +446,9 @@ def main(argv=None) -> int:
     """Run the benchmark and write its JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default="sector1,a9a,w8a,ijcnn1,syn20k")
-    parser.add_argument("--Cs", default="0.1,1,10,100", help="C values for sector1 (the others run at C = 1)")
+    parser.add_argument(
+        "--Cs", default="0.1,1,10,100", help="C values for sector1 and the tfidf sets (the others run at C = 1)"
+    )
     parser.add_argument(
         "--solvers", default="ocas,cpa,dcd", help="pairs to run (the JSON keeps the other pairs' earlier results)"
     )
@@ -427,6 +458,12 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="threads of our default runs (default: cores // 2, what ./dev serve gives a job)",
+    )
+    parser.add_argument(
+        "--optimum-by",
+        choices=("ocas", "dcd"),
+        default="ocas",
+        help="the solver that certifies F* (ocas on every core; dcd on one thread, quicker on text-like sets)",
     )
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
@@ -458,10 +495,10 @@ def main(argv=None) -> int:
     load_start = os.getloadavg()
     sets = [name for name in args.sets.split(",") if name] + (["syn2m"] if args.big else [])  # --sets "": none
     for name in sets:
-        Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" else [1.0]
+        Cs = [float(c) for c in args.Cs.split(",")] if name == "sector1" or name in TFIDF else [1.0]
         for C in Cs:
             repeats = 1 if name == "syn2m" else args.repeats
-            rows.append(bench_row(name, C, repeats, solvers, threads))
+            rows.append(bench_row(name, C, repeats, solvers, threads, args.optimum_by))
     result = {"machine": machine(), "load_average_start": load_start, "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
         result["sector_all"] = {
