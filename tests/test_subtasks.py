@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
 import pytest
 
 from tests.cluster import alive, descendants
@@ -237,3 +238,25 @@ def test_every_point_of_a_task_arrives_in_order_and_before_its_result():
         mine = [e for e in events if e[1] == task]
         assert [e[2] for e in mine[:-1]] == list(range(1, 201)), "all points, in order"
         assert mine[-1][0] == "done", "the result after every point"
+
+
+def _put_row(task, context):
+    return _SHARED.put(task, np.full(5, float(task))) and os.getpid()
+
+
+_SHARED: subtasks.SharedRows
+
+
+def test_tasks_write_their_vectors_into_rows_the_parent_reads(monkeypatch):
+    global _SHARED
+    _SHARED = subtasks.SharedRows(4, 5)
+    pids = run_subtasks(
+        _put_row, [0, 1, 2, 3], n_processes=2, deadline=None, cancel_requested=lambda: False, on_point=lambda i, p: None
+    )
+    assert all(pid and pid != os.getpid() for pid in pids), "written by the subtask processes"
+    for row in range(4):
+        np.testing.assert_array_equal(_SHARED.take(row), np.full(5, float(row)))
+    assert not _SHARED.put(0, np.zeros(6)), "a vector of another length is not taken"
+    fresh = subtasks.SharedRows(2, 5)
+    assert fresh.take(1) is None, "a row nobody wrote"
+    assert subtasks.SharedRows.fits(105, 55197) and not subtasks.SharedRows.fits(105, 10**6)

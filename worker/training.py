@@ -38,7 +38,7 @@ from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.stopping import stopping_rule
-from worker.subtasks import SubtaskContext, available_cores, run_subtasks
+from worker.subtasks import SharedRows, SubtaskContext, available_cores, run_subtasks
 
 TRAIN_SCORE_ROWS = 20_000
 """Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
@@ -106,6 +106,13 @@ def fit_problems(
     elif threads == "n_threads" and (len(problems) == 1 or n_processes == 1):
         parallel = n_processes
 
+    parallel_problems = n_processes > 1 and len(problems) > 1
+    shared = (
+        SharedRows(len(problems), n_features)
+        if parallel_problems and SharedRows.fits(len(problems), n_features)
+        else None
+    )
+
     def fit_one(k: int, context: SubtaskContext) -> SolverResult:
         control = SolverControl(
             deadline=context.deadline,
@@ -131,9 +138,12 @@ def fit_problems(
         if members is not None:  # the expansion's rows, numbered in the whole data set as the model stores them
             support = np.asarray(result.extra["support_indices"], dtype=np.int64)
             result = replace(result, extra={**result.extra, "support_indices": members[k][support]})
-        return replace(result, trace=())  # its points reached the job through record_point: not pickled twice
+        result = replace(result, trace=())  # its points reached the job through record_point: not pickled twice
+        if shared is not None and shared.put(k, result.w):
+            result = replace(result, w=None)  # the parent takes it from the shared rows
+        return result
 
-    if n_processes > 1 and len(problems) > 1:
+    if parallel_problems:
         done: set[int] = set()
 
         def finished(index: int, result) -> None:
@@ -152,6 +162,11 @@ def fit_problems(
             on_point=on_point,
             on_done=finished,
         )
+        if shared is not None:
+            parallel_results = [
+                result if result is None or result.w is not None else replace(result, w=shared.take(k))
+                for k, result in enumerate(parallel_results)
+            ]
         return labels, parallel_results
     results: list[SolverResult | None] = [None] * len(problems)
     for k in range(len(problems)):

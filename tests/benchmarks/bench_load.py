@@ -142,6 +142,7 @@ def main() -> None:
             "code": args.root or "this checkout",
         },
         "requests": requests,
+        "requests_by_role": {role: tally["requests"] for role, tally in tallies.items()},
         "statuses": statuses,
         "jobs": jobs,
         "predict_one_row": percentiles(tallies.get("predict", {}).get("predict_ms", [])),
@@ -151,7 +152,18 @@ def main() -> None:
     }
     print(
         json.dumps(
-            {k: result[k] for k in ("label", "requests", "statuses", "jobs", "predict_one_row", "service_memory_mib")},
+            {
+                k: result[k]
+                for k in (
+                    "label",
+                    "requests",
+                    "requests_by_role",
+                    "statuses",
+                    "jobs",
+                    "predict_one_row",
+                    "service_memory_mib",
+                )
+            },
             indent=1,
         )
     )
