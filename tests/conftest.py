@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from service.embedded_redis import EmbeddedRedis, free_port
-from tests.helpers import READY_TIMEOUT_S, wait_for
+from tests.helpers import READY_TIMEOUT_S, terminate_group, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,16 +148,7 @@ def wait_ready(base_url: str, proc: subprocess.Popen, path: str = "/readyz", tim
 
 
 def _terminate(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(10)
+    terminate_group(proc, 15)
 
 
 @pytest.fixture(scope="session")

@@ -245,6 +245,21 @@ def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, t
     wait_for(check, timeout=timeout, interval=0.2, message=f"{base}{path} -> {status}")
 
 
+def terminate_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop a process started in a session of its own, with its group: SIGTERM, then SIGKILL after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace_s)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(10)
+
+
 def stop_serve(proc: subprocess.Popen, sig=signal.SIGINT) -> set[int]:
     """Signal `hinge serve` (SIGINT: Ctrl-C) and check that it exits 0; returns the processes it had."""
     from tests.cluster import descendants  # tests.cluster imports the fixtures, which import this module

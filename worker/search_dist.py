@@ -24,6 +24,7 @@ import json
 import logging
 import time
 
+import numpy as np
 from rq.job import Dependency
 
 from core.config import get_settings
@@ -39,6 +40,7 @@ from core.storage.jobs import JobStore
 from core.storage.records import dataset_store
 from worker import core_budget, datacache, heartbeat, warmup
 from worker import search as search_module
+from worker.problems import n_binary_problems, uses_one_vs_one
 from worker.progress import CancelPoller, TraceSink
 from worker.runs import cancel, fail, job_params, no_core, record_outcome, redis_client, worker_id
 from worker.subtasks import available_cores
@@ -225,7 +227,8 @@ def finish(job_id: str, run: int) -> dict:
         n_fits = len(grid) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
-        n_problems = len(dataset.labels) if len(dataset.labels) > 2 else 1
+        y = np.asarray(arrays["y"])
+        n_problems = n_binary_problems(y, uses_one_vs_one(params, y))
         wanted, why = core_budget.wanted_cores(job.solver, params, n_problems, usable_cores())
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:

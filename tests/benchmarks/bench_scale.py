@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +44,7 @@ from pathlib import Path
 import httpx
 
 from tests.benchmarks.environment import machine
+from tests.helpers import terminate_group
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_scale.json"
@@ -239,15 +239,7 @@ class PssSampler(threading.Thread):
 
 def stop_serve(serve: subprocess.Popen) -> None:
     """Stop a `hinge serve` started in its own session: SIGTERM to its group, SIGKILL after 60 s."""
-    try:
-        os.killpg(serve.pid, signal.SIGTERM)
-        serve.wait(60)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(serve.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        serve.wait()
+    terminate_group(serve, 60)
 
 
 def wait_ready(base: str, timeout: float = 900.0) -> None:
