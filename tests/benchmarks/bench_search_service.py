@@ -1,7 +1,9 @@
 """A search through the service, 1 process against 2: what a user of `hinge serve` gets (issue 22, items 1-2).
 
     python -m tests.benchmarks.bench_search_service [--workers 1] [--rounds 3] [--sets a9a,sector]
-        [--arms 1,2]        # n_processes of the compared jobs; `default` leaves it out (the core budget decides)
+        [--arms 1,2]        # n_processes of the compared jobs; `default` leaves it out (the core budget decides);
+                            # a `+trace` suffix records every fit's trace points (search.trace_fits), e.g. 1+trace,1
+        [--out FILE]
         [--pair]            # then a search and a one-problem job side by side: how the cores are shared
 
 Item 2 (a lone job under the default `hinge serve`, 2 workers): ``--workers 2 --arms 1,default``. Before the
@@ -87,7 +89,12 @@ def _median(values) -> float | None:
 
 
 def _arm_params(params: dict, arm: str) -> dict:
-    return dict(params) if arm == "default" else dict(params, n_processes=int(arm))
+    """An arm's parameters: ``N`` processes or ``default``; a ``+trace`` suffix sets ``search.trace_fits``."""
+    processes, _, extra = arm.partition("+")
+    out = dict(params) if processes == "default" else dict(params, n_processes=int(processes))
+    if extra == "trace" and "search" in out:
+        out["search"] = dict(out["search"], trace_fits=True)
+    return out
 
 
 def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dict) -> dict:
@@ -180,6 +187,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", default="a9a,sector")
     parser.add_argument("--arms", default="1,2")
     parser.add_argument("--pair", action="store_true")
+    parser.add_argument("--out", type=Path, default=None, help="The results file (default: by the arms, see above).")
     parser.add_argument("--port", type=int, default=8480)
     parser.add_argument("--data-dir", default="/tmp/hinge-bench-search")
     args = parser.parse_args(argv)
@@ -229,7 +237,9 @@ def main(argv=None) -> int:
         stop_serve(serve)
         shutil.rmtree(data_dir, ignore_errors=True)
     out["load_after"] = os.getloadavg()
-    path = RESULTS.with_name("bench_search_service_default_serve.json") if "default" in args.arms else RESULTS
+    path = args.out or (
+        RESULTS.with_name("bench_search_service_default_serve.json") if "default" in args.arms else RESULTS
+    )
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path}")
     return 0
