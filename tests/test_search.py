@@ -144,10 +144,42 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
     import worker.search as search_module
 
     whole = search_table(2)["search_results"]
+    made = []
+
+    class Rows(search_module.SharedRows):
+        def __init__(self, n_rows, n_columns):
+            super().__init__(n_rows, n_columns)
+            made.append(self)
+
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
+    monkeypatch.setattr(search_module, "SharedRows", Rows)
     split = search_table(2)["search_results"]
     assert strip_timing(whole) == strip_timing(split)
     assert [row["warm_started_fits"] for row in split["settings"]] == [0] + [5] * 5
+    assert len(made) == 1 and (made[0].lengths > 0).all(), "every path's warm start went through the shared rows"
+
+
+def test_a_warm_state_in_shared_rows_comes_back_as_it_was():
+    from worker.search import WARM_ROW, _restored, _warm_state
+    from worker.solvers.common import SolverResult, StopReason
+    from worker.subtasks import SharedRows
+
+    alpha = np.linspace(0.0, 1.0, 7)
+    result = SolverResult(
+        w=np.ones(3),
+        bias=0.5,
+        n_iter=4,
+        converged=True,
+        stop_reason=StopReason.CONVERGED,
+        objective=1.0,
+        solver_seconds=0.1,
+        extra={"alpha": alpha},
+    )
+    rows = SharedRows(2, 10)
+    state = _warm_state(result, rows, 1)
+    assert state.extra == {WARM_ROW: 1}, "only the row's number travels"
+    np.testing.assert_array_equal(_restored(state, rows).extra["alpha"], alpha)
+    assert _warm_state(result).extra["alpha"] is alpha, "without rows the state carries its variables"
 
 
 def test_measured_cold_fits_show_the_iterations_saved():

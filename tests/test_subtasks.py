@@ -256,7 +256,9 @@ def test_tasks_write_their_vectors_into_rows_the_parent_reads(monkeypatch):
     assert all(pid and pid != os.getpid() for pid in pids), "written by the subtask processes"
     for row in range(4):
         np.testing.assert_array_equal(_SHARED.take(row), np.full(5, float(row)))
-    assert not _SHARED.put(0, np.zeros(6)), "a vector of another length is not taken"
+    assert not _SHARED.put(0, np.zeros(6)), "a vector longer than a row is not taken"
+    assert _SHARED.put(1, np.arange(3.0)), "a shorter one is"
+    np.testing.assert_array_equal(_SHARED.take(1), np.arange(3.0))
     fresh = subtasks.SharedRows(2, 5)
     assert fresh.take(1) is None, "a row nobody wrote"
     assert subtasks.SharedRows.fits(105, 55197) and not subtasks.SharedRows.fits(105, 10**6)

@@ -73,7 +73,7 @@ from worker.folds import held_out_decisions, make_folds, subset
 from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.subtasks import SubtaskContext, available_cores, run_task_graph
+from worker.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
 from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
 PATHS_PER_PROCESS = 4
@@ -212,10 +212,25 @@ class FoldCache:
         return entry
 
 
-def _warm_state(result: SolverResult) -> SolverResult:
-    """The part of a result a warm start needs (dcd: alpha; ocas: w and bias), small enough to pickle."""
+WARM_ROW = "warm_row"
+"""Key of a warm state's ``extra`` whose dual variables wait in the search's shared rows (the path's row)."""
+
+
+def _warm_state(result: SolverResult, rows: SharedRows | None = None, row: int = 0) -> SolverResult:
+    """The part of a result a warm start needs (dcd: alpha; ocas: w and bias), small enough to pickle: with
+    ``rows`` the dual variables go into row ``row`` of the shared rows and the state only names it."""
     extra = {"alpha": result.extra["alpha"]} if "alpha" in result.extra else {}
+    if extra and rows is not None and rows.put(row, np.asarray(extra["alpha"], dtype=np.float64)):
+        extra = {WARM_ROW: row}
     return dataclasses.replace(result, trace=(), extra=extra)
+
+
+def _restored(state: SolverResult, rows: SharedRows | None) -> SolverResult:
+    """A warm state with its dual variables back from the shared rows (as it was when ``_warm_state`` made it)."""
+    if WARM_ROW not in state.extra:
+        return state
+    assert rows is not None, "a warm state in shared rows needs the rows"
+    return dataclasses.replace(state, extra={"alpha": rows.take(state.extra[WARM_ROW])})
 
 
 def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | None, n_features: int) -> np.ndarray:
@@ -254,6 +269,7 @@ class Search:
             self.fold_labels = [np.unique(y[self.folds != f]) for f in range(self.cv_folds)]
         self.processes = 1
         self.full_results: dict[tuple[int, float], SolverResult] = {}
+        self.warm_rows: SharedRows | None = None
 
     # -- the work ---------------------------------------------------------------------------------
 
@@ -306,9 +322,15 @@ class Search:
         deadline,
         cancel_requested,
         record_point=None,
+        row: int = 0,
     ) -> tuple[list[FitRecord], object]:
-        """Fit ``path.Cs[start:stop]`` in order, each from the previous (or ``state``, a (C, result) pair)."""
+        """Fit ``path.Cs[start:stop]`` in order, each from the previous (or ``state``, a (C, result) pair).
+
+        With the search's ``warm_rows`` (several processes, fits as tasks), the warm state's dual variables
+        travel through the path's row ``row`` of shared memory instead of the task pipes."""
         fit = registry.adapter(self.solver)
+        if state:
+            state = (state[0], _restored(state[1], self.warm_rows))
         fold_data = cache.get(path.fold)
         train = fold_data["train"]
         records = []
@@ -354,7 +376,9 @@ class Search:
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
             if path.fold == ALL_ROWS:
-                decisions, whole = None, result
+                # the linear model needs no dual variables (the warm state has its own): not pickled back
+                extra = {key: value for key, value in result.extra.items() if key != "alpha"}
+                decisions, whole = None, dataclasses.replace(result, extra=extra)
             else:
                 kernel = getattr(setting, "kernel", None)
                 decisions = _held_out_decisions(
@@ -373,7 +397,7 @@ class Search:
                     whole,
                 )
             )
-            state = (C, _warm_state(result)) if path.warm else None
+            state = (C, _warm_state(result, self.warm_rows, row)) if path.warm else None
             if result.stop_reason is StopReason.CANCELED:
                 break
         return records, state
@@ -424,6 +448,17 @@ class Search:
                 for i in range(len(path.Cs) - 1, -1, -1):
                     tasks.append(((-i, p), (p, i, i + 1, None)))
         cache = FoldCache(self.arrays, self.n_features, self.folds, self.task)
+        # fits as tasks on several processes: each path's dual variables wait for its next fit in shared memory
+        # (a9a: 260 KB a fit, pickled twice per task, kept the processes idle between tasks)
+        n_rows = int(np.asarray(self.arrays["y"]).size)
+        self.warm_rows = (
+            SharedRows(len(paths), n_rows)
+            if split
+            and n_processes > 1
+            and spec_of(self.solver).warm_start == "dual"
+            and SharedRows.fits(len(paths), n_rows)
+            else None
+        )
 
         def run_task(payload, context: SubtaskContext):
             p, start, stop, state = payload
@@ -436,6 +471,7 @@ class Search:
                 deadline=context.deadline,
                 cancel_requested=context.cancel_requested,
                 record_point=None if on_point is None else context.record_point,
+                row=p,
             )
 
         cells: dict[tuple, dict[int, FitRecord]] = {}
@@ -514,15 +550,18 @@ class Search:
             return released
 
         maybe_publish(force=True)
-        run_task_graph(
-            run_task,
-            tasks,
-            n_processes=n_processes,
-            deadline=deadline,
-            cancel_requested=cancel_requested,
-            on_done=on_done,
-            on_point=None if on_point is None else (lambda index, point: on_point(point)),
-        )
+        try:
+            run_task_graph(
+                run_task,
+                tasks,
+                n_processes=n_processes,
+                deadline=deadline,
+                cancel_requested=cancel_requested,
+                on_done=on_done,
+                on_point=None if on_point is None else (lambda index, point: on_point(point)),
+            )
+        finally:
+            self.warm_rows = None  # the states that name rows are gone with the graph
         for (fold, gamma_index, C), fits in cold.items():
             if len(fits) == self.n_problems(fold):
                 for row in rows:

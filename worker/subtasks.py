@@ -338,8 +338,11 @@ class SharedRows:
 
     Why: one-vs-rest on sector sends back 105 weight vectors of 55,197 values (46 MB), and while the pool's
     result pipe holds unread data its worker-handler thread wakes in a loop (it waits on that pipe too),
-    which cost the job's process a fifth of its CPU while its subtasks ran. Make it before the processes
-    are forked (they inherit the mapping)."""
+    which cost the job's process a fifth of its CPU while its subtasks ran. A search's warm starts (dual
+    variables, one row per path) travel from fit to fit the same way. Make it before the processes are
+    forked (they inherit the mapping).
+
+    A row holds any vector of at most ``n_columns`` values; ``take`` gives back as many as were put."""
 
     def __init__(self, n_rows: int, n_columns: int) -> None:
         import mmap
@@ -347,9 +350,10 @@ class SharedRows:
         import numpy as np
 
         size = n_rows * n_columns * 8
-        self._map = mmap.mmap(-1, size + n_rows)  # anonymous and shared: forked children write the parent's pages
+        self._map = mmap.mmap(-1, size + n_rows * 8)  # anonymous and shared: forked children write the parent's pages
         self.values = np.frombuffer(self._map, dtype=np.float64, count=n_rows * n_columns).reshape(n_rows, n_columns)
-        self.filled = np.frombuffer(self._map, dtype=np.uint8, count=n_rows, offset=size)
+        self.lengths = np.frombuffer(self._map, dtype=np.int64, count=n_rows, offset=size)
+        self.lengths[:] = -1
 
     @staticmethod
     def fits(n_rows: int, n_columns: int) -> bool:
@@ -357,16 +361,18 @@ class SharedRows:
         return 0 < n_rows * n_columns * 8 <= SHARED_ROWS_MAX_BYTES
 
     def put(self, row: int, vector) -> bool:
-        """Write ``vector`` as row ``row`` (in a subtask process); False when it does not fit the row."""
-        if vector is None or vector.shape != self.values.shape[1:]:
+        """Write the 1-D ``vector`` as row ``row`` (in a subtask process); False when it does not fit the row."""
+        if vector is None or vector.ndim != 1 or vector.size > self.values.shape[1]:
             return False
-        self.values[row] = vector
-        self.filled[row] = 1
+        self.values[row, : vector.size] = vector
+        self.lengths[row] = vector.size
         return True
 
     def take(self, row: int):
-        """A copy of row ``row`` if a task put it there, else None (in the parent, once the task ended)."""
-        return self.values[row].copy() if self.filled[row] else None
+        """A copy of what was put in row ``row``, else None (in the parent once the task ended, or in the
+        process that runs the task after it)."""
+        length = int(self.lengths[row])
+        return self.values[row, :length].copy() if length >= 0 else None
 
 
 def now() -> float:
