@@ -328,8 +328,8 @@ def test_same_seed_same_result_different_seed_same_objective(cancer):
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 def test_shrinking_on_off_same_objective(cancer, loss):
     X, y = cancer
-    on = _run(X, y, C=1.0, loss=loss, shrinking=True, tol=1e-7, max_iter=10**6, trace_every=1)
-    off = _run(X, y, C=1.0, loss=loss, shrinking=False, tol=1e-7, max_iter=10**6, trace_every=1)
+    on = _run(X, y, C=1.0, loss=loss, shrinking=True, tol=1e-7, max_iter=10**6, trace_every=1, trace_budget=None)
+    off = _run(X, y, C=1.0, loss=loss, shrinking=False, tol=1e-7, max_iter=10**6, trace_every=1, trace_budget=None)
     assert on.converged and off.converged
     assert on.objective == pytest.approx(off.objective, rel=1e-6)
     assert min(p["active_size"] for p in on.trace) < X.shape[0]  # shrinking did shrink
@@ -365,7 +365,7 @@ def test_trace_points_and_timing(cancer):
     X, y = cancer
     seen = []
     control = SolverControl(on_point=seen.append)
-    result = _run(X, y, C=1.0, tol=1e-4, max_iter=10**5, trace_every=5, control=control)
+    result = _run(X, y, C=1.0, tol=1e-4, max_iter=10**5, trace_every=5, trace_budget=None, control=control)
     iterations = [p["iteration"] for p in result.trace]
     assert iterations == [i for i in range(5, result.n_iter + 1, 5)] + (
         [] if result.n_iter % 5 == 0 else [result.n_iter]
@@ -380,6 +380,33 @@ def test_trace_points_and_timing(cancer):
     assert elapsed == sorted(elapsed) and elapsed[-1] <= result.solver_seconds
     assert result.trace_seconds > 0.0
     assert result.trace[-1]["primal"] == result.objective
+
+
+def test_a_trace_budget_skips_points_and_changes_nothing_else(sparse_problem):
+    """Points cost passes, not iterates: any budget gives the same model; a tiny one keeps the first point, the
+    last one and those the stopping check computed anyway."""
+    X, y = sparse_problem
+    every = _run(X, y, C=100.0, tol=1e-4, max_iter=10**5, trace_budget=None)
+    tiny = _run(X, y, C=100.0, tol=1e-4, max_iter=10**5, trace_budget=1e-12)
+    default = _run(X, y, C=100.0, tol=1e-4, max_iter=10**5, trace_budget=0.1)
+    assert len(every.trace) == every.n_iter > 20
+    for run in (tiny, default):
+        np.testing.assert_array_equal(run.w, every.w)
+        assert run.n_iter == every.n_iter and run.objective == every.objective
+        iterations = [p["iteration"] for p in run.trace]
+        assert iterations[0] == 1 and iterations[-1] == run.n_iter and iterations == sorted(set(iterations))
+        kept = {p["iteration"]: p for p in every.trace}
+        for point in run.trace:  # the kept points are the full trace's points
+            assert point["primal"] == kept[point["iteration"]]["primal"]
+    assert len(tiny.trace) <= 4 < every.n_iter, [p["iteration"] for p in tiny.trace]
+    assert len(tiny.trace) <= len(default.trace) <= len(every.trace)
+
+
+@pytest.mark.parametrize("budget", [0.0, -0.1, math.nan, math.inf])
+def test_a_trace_budget_must_be_a_positive_share(cancer, budget):
+    X, y = cancer
+    with pytest.raises(SolverInputError, match="trace_budget"):
+        _run(X, y, C=1.0, trace_budget=budget)
 
 
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])

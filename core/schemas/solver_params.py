@@ -66,9 +66,10 @@ class SearchParams(StrictModel):
         default=False,
         description=(
             "Record the trace points of every fit of the search (the refit's included) as the solver's `trace_every` "
-            "says. Off (the default): each fit records its last point only (cross-validation fits tagged `stage: "
-            "search`, the refit's `stage: refit`), because a point of dcd or smo costs a pass over the data: on a9a, "
-            "7 values of C x 5 folds took 3.4 s with a point per pass and 1.0 s without."
+            "(and dcd's `trace_budget`) say. Off (the default): each fit records its last point only (cross-validation "
+            "fits tagged `stage: search`, the refit's `stage: refit`), because a point of dcd or smo costs a pass over "
+            "the data: on a9a, 7 values of C x 5 folds took 1.03 s with dcd's default budget (297 points) and 0.95 s "
+            "without (36 points); 3.1 s with a point per pass (6,400 points)."
         ),
     )
 
@@ -218,6 +219,17 @@ class DcdParams(CommonParams):
         default=1,
         ge=1,
         description="Record a convergence point every this many outer iterations (each point costs one pass over the data, not counted in training_seconds).",
+    )
+    trace_budget: float | None = Field(
+        default=0.1,
+        gt=0,
+        description=(
+            "Most share of the training time that trace points may cost: a point `trace_every` makes due is skipped "
+            "while the points so far took more than this share of the solver's time (the first point, the last and "
+            "those the stopping check computes anyway are always recorded). A point costs a pass over every row: "
+            "with a point at every pass (null here) a9a at C = 10 took 1.4 s for 0.43 s of training, and sector's "
+            "105 one-vs-rest problems 6.1 s for 2.7 s. Null: every `trace_every`-th pass."
+        ),
     )
 
     @model_validator(mode="after")

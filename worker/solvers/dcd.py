@@ -23,6 +23,12 @@ The dual solved is eq. (4):
 C_i xi_i^2 has conjugate alpha_i^2 / (4 C_i), which is 0.5 * D_ii * alpha_i^2 with D_ii = 1/(2 C_i)).
 The primal solution is w = sum_i y_i alpha_i x_i (eq. (11)). Trace points report
 primal P(w), dual value -f(alpha) = e'alpha - 0.5 |w|^2 - 0.5 sum_i D_ii alpha_i^2, and their gap.
+A point costs a pass over every row (P(w) needs every margin), more than a shrunk epoch: with a point
+at every pass, a9a at C = 10 took 1.38 s for 0.43 s of solving and sector's 105 one-vs-rest problems
+6.1 s for 2.7 s. So with ``trace_budget`` (default 0.1) a point that ``trace_every``
+makes due is skipped while the points so far took more than that share of the solver's time; the
+first point, the last one and those the stopping check computes anyway (no extra pass) are always
+recorded. ``trace_budget=None`` records every ``trace_every``-th pass.
 
 Algorithm
 ---------
@@ -60,7 +66,7 @@ Algorithm 1 (Section 2) with the random permutation of Section 3.1 and the shrin
 Inputs: CSR ``(indptr int64, indices int32, data float64)``, ``y`` float64 in {-1, +1}, ``n_features``,
 ``C``, ``loss``, ``bias`` (B or None), ``class_weight`` = (factor for y = -1, factor for y = +1),
 ``tol`` (the M - m threshold, LIBLINEAR's -e), ``max_iter`` (outer iterations), ``shrinking``, ``seed``,
-``trace_every``, ``control``, ``alpha0``.
+``trace_every``, ``trace_budget``, ``control``, ``alpha0``.
 Output: ``SolverResult`` with ``w`` (n_features,), ``bias`` = B * w_B (0.0 without bias), ``objective`` =
 P(w) of the returned w, ``n_iter`` outer iterations, ``extra["alpha"]`` the final dual variables,
 ``extra["active_size"]`` the active-set size after the last epoch, ``extra["max_violation"]`` the last M - m.
@@ -467,6 +473,7 @@ def solve_dcd(
     shrinking: bool = True,
     seed: int = 0,
     trace_every: int = 1,
+    trace_budget: float | None = 0.1,
     control: SolverControl | None = None,
     alpha0: np.ndarray | None = None,
 ) -> SolverResult:
@@ -481,6 +488,10 @@ def solve_dcd(
     n_rows = indptr.shape[0] - 1
     if control is None:
         control = SolverControl()
+    if trace_budget is not None and not (math.isfinite(trace_budget) and trace_budget > 0.0):
+        raise SolverInputError(
+            f"trace_budget must be a positive share of the solver's time or None, got {trace_budget!r}"
+        )
 
     C_neg = C * weight_neg
     C_pos = C * weight_pos
@@ -581,9 +592,17 @@ def solve_dcd(
                 stop_reason = reason
                 finished = True
 
-        if finished or iteration % trace_every == 0:
-            trace_clock = time.perf_counter()
-            elapsed = trace_clock - clock_start - trace_seconds
+        trace_clock = time.perf_counter()
+        elapsed = trace_clock - clock_start - trace_seconds
+        if finished or (
+            iteration % trace_every == 0
+            and (
+                certified is not None  # the stopping check computed this point's objectives already
+                or last_primal is None
+                or trace_budget is None
+                or trace_seconds <= trace_budget * elapsed
+            )
+        ):
             if certified is not None:
                 primal, dual = certified
             else:
