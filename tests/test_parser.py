@@ -132,6 +132,23 @@ def test_values_through_the_file_equal_python_float(tmp_path):
     assert np.array_equal(_bits(result.data), _bits(values))
 
 
+@pytest.mark.parametrize("value_dtype", ["auto", "float32", "float64"])
+def test_one_digit_values_take_the_short_way_to_the_same_bits(tmp_path, value_dtype):
+    """A value of one digit skips the general number parser: every digit, before each delimiter the format
+    allows, and the tokens next to it that must still take the long way."""
+    tokens = [str(d) for d in range(10)] + ["10", "-1", "+1", "1.", "1e0", "0.5", "-0", "9.", "01"]
+    rows = []
+    for i, token in enumerate(tokens):
+        for end in (" ", "\t", "#c", "\r", ""):
+            rows.append(f"{i % 3} 1:{token}{end} 4:{token}{end}".rstrip() if end == "" else f"{i % 3} 1:{token}{end}")
+    text = "\n".join(rows) + "\n3 2:7"  # the last value ends the text
+    result = _parse(tmp_path, text, chunk=64, value_dtype=value_dtype)
+    expected = [float(token.split(":")[1].split("#")[0]) for row in rows for token in row.split()[1:]] + [7.0]
+    assert np.array_equal(_bits(result.data), _bits(np.asarray(expected, dtype=result.data.dtype)))
+    loaded, _ = load_svmlight_file(str(_write(tmp_path, text, name="same.svm")))
+    np.testing.assert_array_equal(loaded.data, result.data.astype(np.float64))
+
+
 def test_slow_buffer_overflow_restarts_cleanly(tmp_path, monkeypatch):
     monkeypatch.setattr(builder, "_SLOW_CAP", 2)
     tokens = ["1.00000000000000000000001", "2e-310", "3.141592653589793238462643", "1e300", "5e-320"]

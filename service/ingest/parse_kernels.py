@@ -465,17 +465,23 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, ma
                 return _set_error(st, E_LIMIT_FEATURES, tok, p, line, ls, idx)
             p += 1  # the colon
             vs = p
-            q, status, val, nd, k10 = _parse_number(buf, p, end)
-            if status == N_BAD or not _is_svm_end(buf, q, end):
-                st[S_NSLOW] = nslow
-                return _set_error(st, E_BAD_VALUE, vs, _svm_token_end(buf, vs, end), line, ls, 0)
-            if status == N_NONFINITE:
-                st[S_NSLOW] = nslow
-                return _set_error(st, E_NONFINITE_VALUE, vs, q, line, ls, 0)
+            one_digit = p < end and buf[p] >= 48 and buf[p] <= 57 and _is_svm_end(buf, p + 1, end)
+            if one_digit:
+                # a single digit (binary and count features: a9a's every value is "1"): exact as float32 and
+                # float64, recoverable, so neither the general number parser nor the float32 checks are needed
+                q, status, val = p + 1, N_OK, np.float64(buf[p] - 48)
+            else:
+                q, status, val, nd, k10 = _parse_number(buf, p, end)
+                if status == N_BAD or not _is_svm_end(buf, q, end):
+                    st[S_NSLOW] = nslow
+                    return _set_error(st, E_BAD_VALUE, vs, _svm_token_end(buf, vs, end), line, ls, 0)
+                if status == N_NONFINITE:
+                    st[S_NSLOW] = nslow
+                    return _set_error(st, E_NONFINITE_VALUE, vs, q, line, ls, 0)
             if nnz >= max_nnz:
                 st[S_NSLOW] = row_slow0
                 return _set_error(st, E_LIMIT_NNZ, tok, q, line, ls, 0)
-            if status == N_OK and vmode != VAL_F64:
+            if not one_digit and status == N_OK and vmode != VAL_F64:
                 f32, vcheck = _f32_value(val, nd, k10, vmode)
                 if vcheck == V_WIDEN:
                     st[S_NSLOW] = row_slow0
