@@ -218,3 +218,46 @@ def test_model_deleted(http, small_dataset):
     assert http.delete(f"/v1/models/{model_id}").status_code == 204
     assert http.get(f"/v1/models/{model_id}").status_code == 404
     assert http.post(f"/v1/models/{model_id}/predict", json={"instances": [{"1": 1.0}]}).status_code == 404
+
+
+def test_binary_values_are_stored_once_and_train_as_written(service, http):
+    """A data set whose values are all 1 keeps one value in Redis (see core.storage.arrays); the worker's copy,
+    the API's evaluation and the model are those of the values written out."""
+    import json as jsonlib
+
+    import redis
+
+    from core.storage import keys
+    from worker.solvers.dcd import solve_dcd
+
+    rng = np.random.default_rng(11)
+    n_rows, n_features, per_row = 3000, 300, 8
+    indices = np.concatenate([np.sort(rng.choice(n_features, per_row, replace=False)) for _ in range(n_rows)])
+    indptr = np.arange(0, per_row * (n_rows + 1), per_row, dtype=np.int64)
+    X = sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=(n_rows, n_features))
+    y = np.where(X @ rng.normal(size=n_features) + 0.1 * rng.normal(size=n_rows) > 0, 1.0, -1.0)
+    lines = [
+        f"{int(y[i])} " + " ".join(f"{j + 1}:1" for j in indices[indptr[i] : indptr[i + 1]]) for i in range(n_rows)
+    ]
+    dataset = upload(http, ("\n".join(lines) + "\n").encode(), name="binary").json()
+    assert dataset["nnz"] == indices.size and dataset["value_dtype"] == "float32"
+    conn = redis.Redis.from_url(service.redis_url)
+    try:
+        manifest = jsonlib.loads(conn.get(keys.dataset(dataset["id"])))["arrays"]
+    finally:
+        conn.close()
+    assert manifest["data"]["chunks"] == 0 and manifest["data"]["fill"] == np.float32(1).tobytes().hex()
+
+    params = {"C": 1.0, "tol": 1e-3}
+    job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params}).json()
+    done = wait_job(http, job["id"])
+    assert done["status"] == "succeeded", done
+    model = http.get(f"/v1/models/{done['model_id']}").json()
+    direct = solve_dcd(
+        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float32), y, n_features=n_features,
+        C=1.0, tol=1e-3,
+        tol_rel=None,
+    )  # fmt: skip
+    assert model["objective"] == pytest.approx(direct.objective, rel=1e-9)
+    report = http.post(f"/v1/models/{done['model_id']}/evaluate", json={"dataset_id": dataset["id"]}).json()
+    assert report["accuracy"] == pytest.approx(model["train_accuracy"]) and report["accuracy"] > 0.8

@@ -144,3 +144,60 @@ def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, backg
     back = store.load_arrays(record)
     assert np.array_equal(back["data"], data) and np.array_equal(back["indices"], indices)
     assert back["data"].dtype == np.float32
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_an_array_of_one_repeated_element_is_not_written(client, background):
+    """a9a's values are all 1: counted, not sent; read back bit for bit, as a whole or chunk by chunk."""
+    n = arrays.FILL_MIN_BYTES  # float32: 4 times the smallest size
+    store = dataset_store(client, chunk_bytes=1_000)
+    staged = store.staging("ds_storage_f", background=background)
+    try:
+        staged.append("data", np.zeros(0, dtype=np.float32))  # an empty first piece decides nothing
+        for start in range(0, n, 999):
+            staged.append("data", np.ones(min(999, n - start), dtype=np.float32))
+        staged.append("indptr", np.zeros(1, dtype=np.int64))
+        staged.append("indptr", np.arange(1, n + 1, dtype=np.int64))  # repeated at first only: written
+        manifest = staged.manifest()
+    finally:
+        staged.close()
+    assert manifest["data"] == {"dtype": "<f4", "shape": [n], "chunks": 0, "fill": np.float32(1).tobytes().hex()}
+    assert manifest["indptr"]["chunks"] > 0 and "fill" not in manifest["indptr"]
+    assert not list(client.scan_iter("hinge:dataset:ds_storage_f:*data*")), "no chunk of the values in Redis"
+    assert list(client.scan_iter("hinge:dataset:ds_storage_f:*indptr*")), "(the pattern finds the chunks there are)"
+    record = store.commit(record_of("ds_storage_f", "t1"), manifest)
+    back = store.load_arrays(record)
+    assert back["data"].dtype == np.float32 and np.array_equal(back["data"], np.ones(n, dtype=np.float32))
+    np.testing.assert_array_equal(back["indptr"], np.arange(n + 1))
+    streamed = b"".join(store.iter_array_chunks(record, "data"))
+    assert streamed == np.ones(n, dtype=np.float32).tobytes()
+
+
+def test_elements_that_differ_late_or_only_in_their_bits_are_written(client):
+    n = arrays.FILL_MIN_BYTES // 8 * 2
+    cases = {
+        "late": np.concatenate([np.full(n, 2.5), [3.0]]),  # repeated for n elements, then not
+        "signed_zero": np.concatenate([np.zeros(n), [-0.0]]),  # equal values, other bits
+        "small": np.ones(arrays.FILL_MIN_BYTES // 8 - 1),  # repeated, but below the smallest size
+    }
+    store = dataset_store(client, chunk_bytes=4_096)
+    staged = store.staging("ds_storage_g")
+    for name, values in cases.items():
+        for start in range(0, values.size, 1_000):
+            staged.append(name, values[start : start + 1_000])
+    manifest = staged.manifest()
+    staged.close()
+    assert all("fill" not in manifest[name] and manifest[name]["chunks"] > 0 for name in cases), manifest
+    back = store.load_arrays(store.commit(record_of("ds_storage_g", "t1"), manifest))
+    for name, values in cases.items():
+        assert back[name].view(np.int64).tolist() == values.view(np.int64).tolist(), name
+
+
+def test_a_whole_array_of_one_repeated_element_is_stored_as_that_element(client):
+    store = dataset_store(client, chunk_bytes=1_000)
+    values = np.full(arrays.FILL_MIN_BYTES // 8, -0.0)
+    store.create(record_of("ds_storage_h", "t1"), {"data": values, "y": np.ones(3)})
+    record = store.get("ds_storage_h", "t1")
+    assert record is not None and record.arrays["data"]["chunks"] == 0 and "fill" not in record.arrays["y"]
+    back = store.load_arrays(record)
+    assert back["data"].view(np.int64).tolist() == values.view(np.int64).tolist()

@@ -4,6 +4,11 @@ An array is stored as raw little-endian bytes in values of at most ``chunk_bytes
 manifest ``{"dtype", "shape", "chunks"}`` lives in the owner's JSON metadata. Chunks are written with
 a time-to-live first and made permanent by the owner's commit transaction (see ``persist_commands``),
 so an upload that dies half-way leaves nothing that lasts.
+
+An array of at least ``FILL_MIN_BYTES`` whose elements are all the same bytes (the values of a data set
+with binary features: a9a's are all 1) is not written at all: its manifest says ``"chunks": 0`` and
+``"fill"``, the hex of one element, and reading it gives that element repeated. a9a-like text stores 8
+bytes a non-zero for 5.2 bytes of text; without the values Redis receives and logs half of that.
 """
 
 from __future__ import annotations
@@ -18,6 +23,40 @@ import redis
 from core.storage import keys
 
 STAGING_TTL_S = 6 * 3600
+FILL_MIN_BYTES = 1 << 16
+"""Smallest array stored as one repeated element when all its elements are the same bytes (see above)."""
+READ_FILL_BYTES = 16 << 20
+"""Bytes of a repeated element's array that ``iter_chunks`` yields at a time."""
+
+
+def _little_endian(array: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(array).reshape(-1)
+    return flat.astype(flat.dtype.newbyteorder("<")) if flat.dtype.byteorder == ">" else flat
+
+
+def _as_words(flat: np.ndarray) -> np.ndarray | None:
+    """The elements as unsigned integers of their size (bytes compared, not values: -0.0 is not 0.0), or None."""
+    kinds = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+    kind = kinds.get(flat.dtype.itemsize)
+    return None if kind is None else flat.view(kind)
+
+
+def repeated_element(flat: np.ndarray) -> bytes | None:
+    """The bytes of the one element a 1-D little-endian array repeats, if it is at least FILL_MIN_BYTES; else None."""
+    words = _as_words(flat)
+    if words is None or flat.nbytes < FILL_MIN_BYTES or not np.all(words == words[0]):
+        return None
+    return flat[:1].tobytes()
+
+
+def _repeat(one: np.ndarray, count: int) -> np.ndarray:
+    """``count`` copies of the one-element array ``one``, bit for bit."""
+    return np.broadcast_to(one, (count,)).copy()
+
+
+def _filled(entry: Mapping, count: int) -> np.ndarray:
+    """``count`` copies of the manifest's repeated element."""
+    return _repeat(np.frombuffer(bytes.fromhex(entry["fill"]), dtype=np.dtype(entry["dtype"])), count)
 
 
 def write_staged(
@@ -26,9 +65,11 @@ def write_staged(
     """Write every array in chunks with a staging TTL; return the manifest to keep in the metadata."""
     manifest: dict[str, dict] = {}
     for name, array in arrays.items():
-        flat = np.ascontiguousarray(array).reshape(-1)
-        if flat.dtype.byteorder == ">":
-            flat = flat.astype(flat.dtype.newbyteorder("<"))
+        flat = _little_endian(array)
+        element = repeated_element(flat)
+        if element is not None:
+            manifest[name] = {"dtype": flat.dtype.str, "shape": list(array.shape), "chunks": 0, "fill": element.hex()}
+            continue
         raw = flat.view(np.uint8).data
         n_chunks = max(1, -(-raw.nbytes // chunk_bytes))
         for index in range(n_chunks):
@@ -68,17 +109,48 @@ class StagedArrays:
             self._thread.start()
 
     def append(self, name: str, piece: np.ndarray) -> None:
-        """Add the next elements of array ``name`` (1-D; every piece of an array has the same dtype)."""
+        """Add the next elements of array ``name`` (1-D; every piece of an array has the same dtype).
+
+        While every element so far is the same bytes, nothing is written: only counted (the array may end
+        as one repeated element, see the module docstring); the first other element writes them out."""
         self._raise_error()
-        flat = np.ascontiguousarray(piece).reshape(-1)
-        if flat.dtype.byteorder == ">":
-            flat = flat.astype(flat.dtype.newbyteorder("<"))
+        flat = _little_endian(piece)
         state = self._state.get(name)
         if state is None:
-            state = self._state[name] = {"dtype": flat.dtype.str, "count": 0, "chunks": 0, "buffer": None, "fill": 0}
+            state = self._state[name] = {
+                "dtype": flat.dtype.str,
+                "count": 0,
+                "chunks": 0,
+                "buffer": None,
+                "fill": 0,
+                "repeated": None,  # the element every element so far is (until one differs)
+                "held": 0,  # elements of the repeated one not written yet
+            }
         elif state["dtype"] != flat.dtype.str:
             raise ValueError(f"array {name!r} is {state['dtype']}, got a piece of {flat.dtype.str}")
+        if state["count"] == 0 and flat.size and _as_words(flat) is not None:
+            state["repeated"] = flat[:1].copy()
+        repeated = state["repeated"]
+        if repeated is not None:
+            words, element = _as_words(flat), _as_words(repeated)
+            assert words is not None and element is not None, "a repeated element has a word size"
+            if np.all(words == element[0]):
+                state["count"] += flat.size
+                state["held"] += flat.size
+                return
+            self._write_held(name, state)
         state["count"] += flat.size
+        self._write(name, state, flat)
+
+    def _write_held(self, name: str, state: dict) -> None:
+        """The array is not one repeated element after all: write the elements counted so far."""
+        repeated, held = state["repeated"], state["held"]
+        state["repeated"], state["held"] = None, 0
+        step = max(1, self.chunk_bytes // repeated.itemsize)
+        for start in range(0, held, step):
+            self._write(name, state, _repeat(repeated, min(step, held - start)))
+
+    def _write(self, name: str, state: dict, flat: np.ndarray) -> None:
         raw = flat.view(np.uint8)
         while raw.size:
             fill = state["fill"]
@@ -136,9 +208,17 @@ class StagedArrays:
             raise error
 
     def manifest(self) -> dict[str, dict]:
-        """Write what is left and return ``{name: {"dtype", "shape", "chunks"}}``."""
+        """Write what is left and return ``{name: {"dtype", "shape", "chunks"}}`` (and ``"fill"`` for an array
+        of one repeated element)."""
         out = {}
         for name, state in self._state.items():
+            repeated = state["repeated"]
+            if repeated is not None and state["held"] * repeated.itemsize >= FILL_MIN_BYTES:
+                fill = repeated.tobytes().hex()
+                out[name] = {"dtype": state["dtype"], "shape": [state["count"]], "chunks": 0, "fill": fill}
+                continue
+            if repeated is not None:
+                self._write_held(name, state)
             if state["fill"] or state["chunks"] == 0:
                 if state["buffer"] is None:
                     state["buffer"] = np.empty(0, dtype=np.uint8)
@@ -164,6 +244,7 @@ class StagedArrays:
             state["chunks"] = 0
             state["fill"] = 0
             state["buffer"] = None
+            state["repeated"], state["held"] = None, 0
 
     def close(self) -> None:
         """Stop the background thread (after ``manifest`` or ``discard``)."""
@@ -188,6 +269,9 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
             continue
         dtype = np.dtype(entry["dtype"])
         count = int(np.prod(entry["shape"], dtype=np.int64))
+        if entry.get("fill") is not None:
+            out[name] = _filled(entry, count).reshape(entry["shape"])
+            continue
         result = np.empty(count, dtype=dtype)
         target = result.view(np.uint8)
         offset = 0
@@ -204,7 +288,14 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
 
 
 def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
-    """Yield the chunks of one array as bytes, in order; raises KeyError if one is missing."""
+    """Yield the chunks of one array as bytes, in order; raises KeyError if one is missing. An array of one
+    repeated element comes in pieces of READ_FILL_BYTES."""
+    if entry.get("fill") is not None:
+        count = int(np.prod(entry["shape"], dtype=np.int64))
+        step = max(1, READ_FILL_BYTES // np.dtype(entry["dtype"]).itemsize)
+        for start in range(0, count, step):
+            yield _filled(entry, min(step, count - start)).tobytes()
+        return
     for index in range(entry["chunks"]):
         piece = client.get(keys.array_chunk(owner_key, name, index))
         if piece is None:

@@ -187,8 +187,11 @@ def _names_only(array_map: Mapping[str, np.ndarray], chunk_bytes: int) -> dict:
 
 
 def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
+    """Bytes the arrays take in Redis (an array of one repeated element takes none)."""
     total = 0
     for entry in manifest.values():
+        if entry.get("fill") is not None:
+            continue
         count = 1
         for extent in entry["shape"]:
             count *= int(extent)
