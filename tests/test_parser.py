@@ -638,6 +638,22 @@ def test_followed_upload_parses_as_the_whole_file(tmp_path, gz):
     assert followed[-1].outcome == {"status": "complete", "meta": {"bytes": 1}}
 
 
+def test_a_followed_upload_is_read_in_pieces_of_at_least_min_piece(tmp_path):
+    """The API writes small pieces; the parser gets at least min_piece bytes a read until the upload is complete."""
+    content = bytes(range(256)) * 40  # 10,240 bytes
+    path, marker = tmp_path / "upload.part", tmp_path / "upload.done"
+    path.write_bytes(b"")
+    writer = _write_slowly(path, marker, content, [100] * 60, {"status": "complete"})
+    followed = parser.FollowedFile(path, marker, min_piece=1_000)
+    sizes = []
+    while piece := followed.read(4_096):
+        sizes.append(len(piece))
+    writer.join()
+    followed.close()
+    assert sum(sizes) == len(content) and max(sizes) <= 4_096
+    assert all(size >= 1_000 for size in sizes[:-1]), sizes
+
+
 def test_followed_upload_that_is_abandoned_raises(tmp_path):
     text = _random_svmlight(12, n_rows=100, n_features=10, zero_based=False, qid=False, messy=False).encode()
     path, marker = tmp_path / "upload.part", tmp_path / "upload.done"
