@@ -2,13 +2,15 @@
 
     python -m tests.benchmarks.bench_search_service [--workers 1] [--rounds 3] [--sets a9a,sector]
         [--arms 1,2]        # n_processes of the compared jobs; `default` leaves it out (the core budget decides);
-                            # a `+trace` suffix records every fit's trace points (search.trace_fits), e.g. 1+trace,1
+                            # a `+trace` suffix records every fit's trace points (search.trace_fits), e.g. 1+trace,1;
+                            # `+every` also a point at every pass (trace_budget null)
         [--out FILE]
         [--pair]            # then a search and a one-problem job side by side: how the cores are shared
 
-Item 2 (a lone job under the default `hinge serve`, 2 workers): ``--workers 2 --arms 1,default``. Before the
-core budget, `hinge serve` gave each of its 2 workers cores // 2 = 1 core, so a lone job ran as with
-``n_processes: 1``; ``default`` is what it gets now.
+Item 2 (a lone job under the default `hinge serve`, 2 workers): ``--workers 2 --arms 1+every,1,default``. Before
+the core budget, `hinge serve` gave each of its 2 workers cores // 2 = 1 core, so a lone job ran as with
+``n_processes: 1``, and every fit recorded a trace point at every pass: ``1+every`` is that configuration on
+today's code (the issue's "today"), ``default`` is what a lone search gets now.
 
 Starts `hinge serve --workers N` on a fresh data directory and uploads the sets from ../shared/data:
 
@@ -91,11 +93,14 @@ def _median(values) -> float | None:
 
 
 def _arm_params(params: dict, arm: str) -> dict:
-    """An arm's parameters: ``N`` processes or ``default``; a ``+trace`` suffix sets ``search.trace_fits``."""
+    """An arm's parameters: ``N`` processes or ``default``; a ``+trace`` suffix sets ``search.trace_fits``,
+    ``+every`` that and ``trace_budget: null`` too (a point at every pass of every fit)."""
     processes, _, extra = arm.partition("+")
     out = dict(params) if processes == "default" else dict(params, n_processes=int(processes))
-    if extra == "trace" and "search" in out:
+    if extra in ("trace", "every") and "search" in out:
         out["search"] = dict(out["search"], trace_fits=True)
+    if extra == "every":
+        out["trace_budget"] = None
     return out
 
 
