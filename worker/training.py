@@ -164,7 +164,7 @@ def fit_problems(
         )
         if shared is not None:
             parallel_results = [
-                result if result is None or result.w is not None else replace(result, w=shared.take(k))
+                result if result is None or result.w is not None else replace(result, w=shared.view(k))
                 for k, result in enumerate(parallel_results)
             ]
         return labels, parallel_results
@@ -279,7 +279,7 @@ def assemble_model(
         extra_meta["kernel"] = kernel.model_dump()
     else:
         model_arrays = {
-            "weights": np.vstack([_weights(r) for r in results]).astype(np.float64),
+            "weights": np.vstack([_weights(r) for r in results]).astype(np.float64, copy=False),
             "offsets": np.array([r.bias for r in results], dtype=np.float64),
         }
         extra_meta = {"kind": "linear"}
