@@ -83,7 +83,7 @@ def main() -> None:
         **({"root": Path(args.root)} if args.root else {}),
     )
     try:
-        run.wait_ready()
+        run.wait_ready(all_kernels=True)
         with httpx.Client(base_url=run.base_url, timeout=120) as http:
             dataset = http.post("/v1/datasets", files={"file": ("heart_scale.svm.gz", content)}).json()
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
