@@ -441,7 +441,7 @@ def main(argv=None) -> int:
     base = f"http://127.0.0.1:{args.port}"
     sampler = PssSampler(serve.pid)
     try:
-        wait_ready(base)
+        wait_ready(base, all_kernels=True)
         time.sleep(2.0)
         sampler.start()
         time.sleep(2.0)

@@ -43,7 +43,7 @@ def main() -> None:
     extra = ("--api-processes", str(args.api_processes)) if args.api_processes > 1 else ()
     run = ServeRun(data_dir, free_port(), workers=args.workers, extra_args=extra)
     try:
-        run.wait_ready()
+        run.wait_ready(all_kernels=True)
         report = soak(
             run,
             seconds=args.seconds,
