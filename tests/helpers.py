@@ -245,6 +245,20 @@ def wait_http(base: str, path: str, proc: subprocess.Popen, status: int = 200, t
     wait_for(check, timeout=timeout, interval=0.2, message=f"{base}{path} -> {status}")
 
 
+def service_ready(base: str, *, all_kernels: bool = False) -> list[str] | None:
+    """Whether ``hinge serve`` at ``base`` is ready: None while /readyz does not answer 200, else the solvers still
+    compiling when ``all_kernels`` asks for every solver (empty: ready). A benchmark measured while a builder
+    compiles in the background shares the cores with it: on a cache that lacked the current kernels, a
+    2-process search measured 1.0x where it gives 1.4x."""
+    try:
+        answer = httpx.get(base + "/readyz", timeout=2)
+    except httpx.HTTPError:
+        return None
+    if answer.status_code != 200:
+        return None
+    return (answer.json().get("solvers_compiling") or []) if all_kernels else []
+
+
 def terminate_group(proc: subprocess.Popen, grace_s: float) -> None:
     """Stop a process started in a session of its own, with its group: SIGTERM, then SIGKILL after ``grace_s``."""
     if proc.poll() is not None:

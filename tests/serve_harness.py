@@ -22,10 +22,9 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
-
 from tests.cluster import alive, descendants
 from tests.conftest import ROOT
+from tests.helpers import service_ready
 
 
 def _cmdline(pid: int) -> str:
@@ -133,18 +132,13 @@ class ServeRun:
 
     def wait_ready(self, timeout: float = 600.0, *, all_kernels: bool = False) -> None:
         """Wait until /readyz answers 200 (a worker is warm); with ``all_kernels``, until no solver's kernels
-        are still compiling either (a benchmark measured while a builder compiles in the background shares
-        the cores with it)."""
+        are still compiling either (``tests.helpers.service_ready``)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 raise AssertionError(f"hinge serve exited with {self.proc.returncode}:\n{self.text()[-3000:]}")
-            try:
-                answer = httpx.get(self.base_url + "/readyz", timeout=2)
-                if answer.status_code == 200 and not (all_kernels and answer.json().get("solvers_compiling")):
-                    return
-            except httpx.HTTPError:
-                pass
+            if service_ready(self.base_url, all_kernels=all_kernels) == []:
+                return
             time.sleep(0.2)
         raise AssertionError(f"hinge serve not ready after {timeout} s:\n{self.text()[-3000:]}")
 

@@ -371,8 +371,8 @@ class SharedRows:
     def take(self, row: int):
         """A copy of what was put in row ``row``, else None (in the parent once the task ended, or in the
         process that runs the task after it)."""
-        length = int(self.lengths[row])
-        return self.values[row, :length].copy() if length >= 0 else None
+        vector = self.view(row)
+        return None if vector is None else vector.copy()
 
     def view(self, row: int):
         """What was put in row ``row`` without a copy (it keeps the shared memory alive), else None: for rows

@@ -44,7 +44,7 @@ from pathlib import Path
 import httpx
 
 from tests.benchmarks.environment import machine
-from tests.helpers import terminate_group
+from tests.helpers import service_ready, terminate_group
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_scale.json"
@@ -243,23 +243,17 @@ def stop_serve(serve: subprocess.Popen) -> None:
 
 
 def wait_ready(base: str, timeout: float = 900.0, *, all_kernels: bool = False) -> None:
-    """Until /readyz answers 200; with ``all_kernels``, until no solver's kernels are still compiling either (a
-    builder compiling in the background takes a core from whatever is measured: on a cache that lacks the
-    current kernels, a 2-process search measured 1.0x where it gives 1.4x)."""
+    """Until /readyz answers 200; with ``all_kernels``, until no solver's kernels are still compiling either
+    (``tests.helpers.service_ready``)."""
     end = time.monotonic() + timeout
     announced = False
     while time.monotonic() < end:
-        try:
-            answer = httpx.get(base + "/readyz", timeout=2)
-            if answer.status_code == 200:
-                compiling = answer.json().get("solvers_compiling") or []
-                if not all_kernels or not compiling:
-                    return
-                if not announced:
-                    print(f"waiting for the kernels of {', '.join(compiling)} to compile", flush=True)
-                    announced = True
-        except httpx.HTTPError:
-            pass
+        compiling = service_ready(base, all_kernels=all_kernels)
+        if compiling == []:
+            return
+        if compiling and not announced:
+            print(f"waiting for the kernels of {', '.join(compiling)} to compile", flush=True)
+            announced = True
         time.sleep(0.5)
     raise SystemExit("the service did not become ready")
 
