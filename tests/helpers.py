@@ -16,6 +16,8 @@ import httpx
 import numpy as np
 import scipy.sparse as sp
 
+from core.schemas.base import ErrorResponse
+
 READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
 """How long the tests wait for a service to be ready (every kernel compiled, on a cold cache)."""
 
@@ -202,11 +204,12 @@ def NullSink(subproblems: int = 1):
 
 
 def assert_error(response, status: int, code: str, *fragments: str) -> dict:
-    """Check an answer in the one error shape: its status, code and message fragments; returns the error."""
+    """Check an answer in the one error shape, as documented: its status, code and message fragments; returns the error."""
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
     assert body["error"]["code"] == code, body
+    ErrorResponse.model_validate(body)  # the details match a shape the OpenAPI document names
     for fragment in fragments:
         assert fragment in body["error"]["message"], (fragment, body["error"]["message"])
     return body["error"]

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from tests.cluster import Cluster
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 SETTINGS = {"HINGE_BODY_TIMEOUT_S": "1", "HINGE_BODY_MIN_RATE": "200", "HINGE_WORKER_CACHE_BYTES": str(50 * 2**20)}
@@ -153,9 +153,7 @@ def test_redis_full_refuses_uploads_with_507_and_keeps_serving(cluster, small):
             client.config_set("maxmemory", _used(client) + 3 * 2**20)  # room for a few MB only
             try:
                 response = upload(http, big, name="too-big")
-                assert response.status_code == 507, response.text
-                error = response.json()["error"]
-                assert error["code"] == "storage_full" and "HINGE_REDIS_MAXMEMORY" in error["message"]
+                error = assert_error(response, 507, "storage_full", "HINGE_REDIS_MAXMEMORY")
                 assert error["details"]["needed_bytes"] > error["details"]["available_bytes"]
                 # nothing half-stored
                 assert http.get("/v1/datasets").json()["total"] == count_before
@@ -213,8 +211,7 @@ def test_delete_a_job(cluster, small):
         job = http.post("/v1/jobs", json={"dataset_id": slow["id"], "solver": "dcd", "params": SLOW}).json()
         wait_job(http, job["id"], statuses=("running",))
         refused = http.delete(f"/v1/jobs/{job['id']}")
-        assert refused.status_code == 409 and refused.json()["error"]["code"] == "job_not_finished"
-        assert "cancel it first" in refused.json()["error"]["message"]
+        assert assert_error(refused, 409, "job_not_finished", "cancel it first")["details"] == {"status": "running"}
         http.post(f"/v1/jobs/{job['id']}/cancel")
         model_id = wait_job(http, job["id"])["model_id"]
         stats_before = {k: v for k, v in _job_stats(cluster).items() if not k.startswith("event:")}

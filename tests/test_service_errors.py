@@ -201,3 +201,23 @@ def test_still_up_after_all_that(service, http):
     job = http.post("/v1/jobs", json={"dataset_id": good.json()["id"], "solver": "dcd"})
     assert job.status_code in (201, 202), job.text
     assert wait_job(http, job.json()["id"])["status"] == "succeeded"
+
+
+def test_every_kind_of_details_is_a_documented_shape():
+    """The details of 507 storage_full, 507 disk_full and 409 job_not_finished validate against ErrorBody."""
+    import errno
+
+    from core.schemas.base import ErrorBody, JobStateDetails, SpoolDetails, StorageDetails
+    from core.storage.capacity import StorageFull
+    from service.api.uploads import disk_full
+
+    full = StorageFull("data set", needed=10, available=3, maxmemory=100)
+    spooled = disk_full(OSError(errno.ENOSPC, "No space left on device"), 4096)
+    for details, shape in (
+        (full.details(), StorageDetails),
+        (spooled.details, SpoolDetails),
+        ({"status": "running"}, JobStateDetails),
+    ):
+        body = ErrorBody.model_validate({"code": "x", "message": "y", "details": details})
+        assert isinstance(body.details, shape), (details, body.details)
+        assert body.model_dump()["details"] == details

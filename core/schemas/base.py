@@ -44,16 +44,46 @@ class LimitDetails(ResponseModel):
     value: int = Field(description="The limit's value.")
 
 
+class StorageDetails(ResponseModel):
+    """How far Redis is from room for what a request would store (507 `storage_full`)."""
+
+    needed_bytes: int = Field(description="Bytes the request would store.")
+    available_bytes: int = Field(description="Bytes Redis can still take under its maxmemory.")
+    maxmemory: int = Field(description="Redis's maxmemory in bytes (`HINGE_REDIS_MAXMEMORY`).")
+
+
+class SpoolDetails(ResponseModel):
+    """How much of an upload the API spooled before its disk filled (507 `disk_full`)."""
+
+    written_bytes: int = Field(description="Bytes written to the API's disk before it refused more.")
+
+
+class JobStateDetails(ResponseModel):
+    """The state that keeps a job from what was asked (409 `job_not_finished`)."""
+
+    status: str = Field(description="The job's status when it was asked, e.g. `queued` or `running`.")
+
+
 class ErrorBody(ResponseModel):
     """What went wrong, for a machine (code) and for a person (message)."""
 
     code: str = Field(description="Stable machine-readable error code, e.g. `validation_error`, `not_found`.")
     message: str = Field(description="A sentence saying what is wrong and where (field, line, column).")
-    details: list[ValidationIssue] | ParseErrorDetails | LimitDetails | None = Field(
+    details: (
+        list[ValidationIssue]
+        | ParseErrorDetails
+        | LimitDetails
+        | StorageDetails
+        | SpoolDetails
+        | JobStateDetails
+        | None
+    ) = Field(
         default=None,
         description=(
             "Structured details: validation errors (422) a list of {loc, msg, type}; malformed files (422) "
-            "{line, column, reason}; limits (413, 429) {limit, value}; null otherwise."
+            "{line, column, reason}; limits (413, 429) {limit, value}; a full Redis (507 `storage_full`) "
+            "{needed_bytes, available_bytes, maxmemory}; a full API disk (507 `disk_full`) {written_bytes}; "
+            "a job not finished (409) {status}; null otherwise."
         ),
     )
 
