@@ -14,9 +14,10 @@ import time
 import httpx
 import redis
 
+from core.schemas.base import ReadinessDetails
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
-from tests.helpers import stop_serve, wait_for, wait_http
+from tests.helpers import assert_error, stop_serve, wait_for, wait_http
 
 LOG_SNIPPET = (
     "import logging; from core.config import get_settings; from core.logs import configure_logging; "
@@ -73,10 +74,9 @@ def test_readyz_says_warming_with_the_kernels_left(redis_server):
         client.set(keys.worker_alive("w1"), json.dumps(beat), px=60_000)
         client.sadd(keys.workers(), "w1")
         answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
-        assert answer.status_code == 503
-        error = answer.json()["error"]  # the one error shape; what readiness found is in its details
-        assert error["code"] == "not_ready" and set(answer.json()) == {"error"}
+        error = assert_error(answer, 503, "not_ready")  # the one error shape; what readiness found is in its details
         details = error["details"]
+        assert set(details) == set(ReadinessDetails.model_fields)  # every documented field, null when not known
         assert details["status"] == "warming" and details["kernels_left"] == ["cpa", "smo"] and details["warming"] == 1
         assert "compiling solver kernels" in error["message"] and "cpa, smo left" in error["message"]
         client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=None)), px=60_000)

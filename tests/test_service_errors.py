@@ -204,11 +204,14 @@ def test_still_up_after_all_that(service, http):
 
 
 def test_every_kind_of_details_is_a_documented_shape():
-    """The details of 507 storage_full, 507 disk_full and 409 job_not_finished validate against ErrorBody."""
+    """The details of 507 storage_full, 507 disk_full, 409 job_not_finished and 503 not_ready validate against
+    ErrorBody."""
     import errno
+    import json
 
-    from core.schemas.base import ErrorBody, JobStateDetails, SpoolDetails, StorageDetails
+    from core.schemas.base import ErrorBody, JobStateDetails, ReadinessDetails, SpoolDetails, StorageDetails
     from core.storage.capacity import StorageFull
+    from service.api.routes.health import _not_ready
     from service.api.uploads import disk_full
 
     full = StorageFull("data set", needed=10, available=3, maxmemory=100)
@@ -217,6 +220,10 @@ def test_every_kind_of_details_is_a_documented_shape():
         (full.details(), StorageDetails),
         (spooled.details, SpoolDetails),
         ({"status": "running"}, JobStateDetails),
+        (
+            json.loads(_not_ready("Redis does not answer", status="unavailable", redis=False).body)["error"]["details"],
+            ReadinessDetails,
+        ),
     ):
         body = ErrorBody.model_validate({"code": "x", "message": "y", "details": details})
         assert isinstance(body.details, shape), (details, body.details)

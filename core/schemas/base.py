@@ -58,6 +58,17 @@ class SpoolDetails(ResponseModel):
     written_bytes: int = Field(description="Bytes written to the API's disk before it refused more.")
 
 
+class ReadinessDetails(ResponseModel):
+    """What readiness found (503 `not_ready` from `/readyz`)."""
+
+    status: str = Field(description="`warming` while the workers compile their first kernels, else `unavailable`.")
+    redis: bool = Field(description="Whether Redis answered.")
+    workers: int | None = Field(description="Workers that take jobs (0), null when Redis did not answer.")
+    warming: int | None = Field(description="Workers compiling their first kernels, when `status` is `warming`.")
+    kernels_left: list[str] | None = Field(description="Solvers whose kernels are still compiling, when warming.")
+    kernels_eta_s: float | None = Field(description="Estimated seconds until they are compiled, when warming.")
+
+
 class JobStateDetails(ResponseModel):
     """The state that keeps a job from what was asked (409 `job_not_finished`)."""
 
@@ -76,6 +87,7 @@ class ErrorBody(ResponseModel):
         | StorageDetails
         | SpoolDetails
         | JobStateDetails
+        | ReadinessDetails
         | None
     ) = Field(
         default=None,
@@ -83,7 +95,8 @@ class ErrorBody(ResponseModel):
             "Structured details: validation errors (422) a list of {loc, msg, type}; malformed files (422) "
             "{line, column, reason}; limits (413, 429) {limit, value}; a full Redis (507 `storage_full`) "
             "{needed_bytes, available_bytes, maxmemory}; a full API disk (507 `disk_full`) {written_bytes}; "
-            "a job not finished (409) {status}; null otherwise."
+            "a job not finished (409) {status}; readiness (503 `not_ready`) {status, redis, workers, warming, "
+            "kernels_left, kernels_eta_s}; null otherwise."
         ),
     )
 

@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from core.lifecycle import worker_beats
-from core.schemas.base import ErrorResponse
+from core.schemas.base import ErrorResponse, ReadinessDetails
 from service.api.errors import error_response
 
 router = APIRouter(tags=["health"])
@@ -43,9 +43,10 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-def _not_ready(message: str, **details) -> JSONResponse:
-    """503 in the one error shape; what readiness found is in ``details`` (``status``, ``redis``, ...)."""
-    return error_response(503, "not_ready", message, details)
+def _not_ready(message: str, **found) -> JSONResponse:
+    """503 in the one error shape; what readiness found is in ``details``, every field present (null: not known)."""
+    details = dict.fromkeys(ReadinessDetails.model_fields) | found
+    return error_response(503, "not_ready", message, ReadinessDetails.model_validate(details).model_dump())
 
 
 @router.get(
