@@ -18,6 +18,14 @@ def square(task, context):
     return task * task, os.getpid()
 
 
+def _running_children() -> set[int]:
+    """This process's descendants that still run, once the runner's retired processes are waited for (a job's
+    end does that: ``reap_retired``); zombies left unreaped would be listed by ``descendants`` too."""
+    subtasks.reap_retired()
+    assert not subtasks._retired
+    return {pid for pid in descendants(os.getpid()) if alive(pid)}
+
+
 def _on_two_processes(function, tasks, on_point, on_done):
     return run_subtasks(
         function,
@@ -30,6 +38,21 @@ def _on_two_processes(function, tasks, on_point, on_done):
     )
 
 
+def test_the_processes_of_a_finished_run_exit_by_themselves():
+    """They are told to exit and not waited for (the job's end reaps them): they end without a signal."""
+    subtasks.reap_retired()
+    results = _on_two_processes(square, list(range(4)), lambda i, p: None, None)
+    pids = {pid for _, pid in results}
+    assert len(subtasks._retired) == 2
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(alive(pid) for pid in pids)
+    retired = list(subtasks._retired)
+    subtasks.reap_retired()
+    assert [process.exitcode for process in retired] == [0, 0]  # exited, not killed
+
+
 def test_results_in_order_with_points_and_progress():
     points, done = [], []
     results = _on_two_processes(
@@ -39,7 +62,7 @@ def test_results_in_order_with_points_and_progress():
     assert sorted(done) == list(range(7))
     assert sorted(points) == [(t, t) for t in range(7)]
     assert all(pid != os.getpid() for _, pid in results), "ran in child processes"
-    assert not [pid for pid in descendants(os.getpid()) if alive(pid) and pid in {r[1] for r in results}]
+    assert not _running_children() & {r[1] for r in results}
 
 
 def test_one_process_runs_in_place():
@@ -56,7 +79,7 @@ def fail_on_three(task, context):
 
 
 def test_a_failing_subtask_fails_the_run_and_leaves_no_process():
-    before = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    before = _running_children()
     with pytest.raises(SubtaskError, match="subtask 3 failed: ValueError: bad fold"):
         run_subtasks(
             fail_on_three,
@@ -66,7 +89,7 @@ def test_a_failing_subtask_fails_the_run_and_leaves_no_process():
             cancel_requested=lambda: False,
             on_point=lambda i, p: None,
         )
-    after = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    after = _running_children()
     assert after <= before
 
 
@@ -143,7 +166,7 @@ def test_task_graph_runs_follow_ups_with_what_their_predecessor_handed_over(proc
 
 
 def test_task_graph_failure_fails_the_run_and_leaves_no_process():
-    before = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    before = _running_children()
 
     def on_done(payload, result):
         chain, step, _ = payload
@@ -158,7 +181,7 @@ def test_task_graph_failure_fails_the_run_and_leaves_no_process():
             cancel_requested=lambda: False,
             on_done=on_done,
         )
-    after = {pid for pid in descendants(os.getpid()) if alive(pid)}
+    after = _running_children()
     assert after <= before
 
 
@@ -192,8 +215,8 @@ def _slow_init(threads: int) -> None:
 
 
 def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch):
-    # Pool.terminate SIGTERMs every child; one forked just before could get the signal while it still had
-    # the worker's inherited handler, which swallowed it: the child lived on and terminate's join hung
+    # the runner SIGTERMs a process still in a task; one forked just before could get the signal while it
+    # still had the worker's inherited handler, which swallowed it: the process lived on and the join hung
     import multiprocessing
     import signal
 
@@ -201,21 +224,54 @@ def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch)
     previous = signal.signal(signal.SIGTERM, lambda number, _frame: swallowed.append(number))
     monkeypatch.setattr(subtasks, "_child_init", _slow_init)
     try:
-        pool = subtasks._forked_pool(multiprocessing.get_context("fork"), 1, 1)
-        child = pool._pool[0]  # type: ignore[attr-defined]
+        processes = subtasks._Processes(multiprocessing.get_context("fork"), 1, 1)
+        child = processes.processes[0]
         time.sleep(0.2)
         os.kill(child.pid, signal.SIGTERM)  # during its initializer's sleep
-        # the pool's own handler thread may reap the child first (then join returns at once): wait for it
-        deadline = time.monotonic() + 10
-        while child.exitcode is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        child.join(timeout=10)
         assert child.exitcode == -signal.SIGTERM, child.exitcode
-        pool.terminate()
-        pool.join()
+        processes.close(busy=[])
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert not swallowed  # and the parent's own handler saw nothing
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # the parent's mask is back as it was
+
+
+def _exit_in_task(task, context):
+    if task == 1:
+        os._exit(3)  # as the kernel's OOM killer or a crash in compiled code would end it
+    time.sleep(0.05)
+    return task
+
+
+def test_a_process_that_dies_in_a_task_fails_the_run_and_leaves_no_process():
+    before = _running_children()
+    with pytest.raises(SubtaskError, match="subtask 1 failed: its process ended \\(exit code 3\\)"):
+        run_subtasks(
+            _exit_in_task,
+            [0, 1, 2, 3],
+            n_processes=2,
+            deadline=None,
+            cancel_requested=lambda: False,
+            on_point=lambda i, p: None,
+        )
+    assert _running_children() <= before
+
+
+def _unpicklable(task, context):
+    return (lambda: task) if task == 2 else task
+
+
+def test_a_result_that_cannot_travel_fails_the_run_naming_the_task():
+    with pytest.raises(SubtaskError, match="subtask 2 failed: .*pickle"):
+        run_subtasks(
+            _unpicklable,
+            [0, 1, 2, 3],
+            n_processes=2,
+            deadline=None,
+            cancel_requested=lambda: False,
+            on_point=lambda i, p: None,
+        )
 
 
 def many_points(task, context):

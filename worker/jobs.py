@@ -38,7 +38,7 @@ from core.schemas.solver_params import SolverParams
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.records import dataset_store
-from worker import core_budget, datacache, heartbeat, search_dist, warmup
+from worker import core_budget, datacache, heartbeat, search_dist, subtasks, warmup
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runs import cancel, fail, hand_back, job_params, no_core, record_outcome, redis_client, worker_id
 from worker.search import run_search
@@ -58,6 +58,7 @@ def train(job_id: str) -> dict:
     try:
         return _train(job_id)
     finally:
+        subtasks.reap_retired()  # the job's subtask processes, told to exit when their work ended
         heartbeat.current_job(None)
         job_id_var.reset(token)
 

@@ -8,20 +8,21 @@ limits numba to cores // processes threads, so processes x threads <= cores.
 
 Every subtask gets a SolverControl whose deadline is the job's and whose cancel flag is a shared
 Event that the parent sets when a cancel is requested (the parent polls Redis; children do not
-connect). Trace points travel back through a pipe in batches (one message per task and tenth of a
-second) and reach the job's trace tagged with the subtask; the parent sleeps until a result or a batch
-arrives, so a job's coordinating process costs next to nothing while its subtasks run. Tasks start
-within the job's share of the machine's cores (``worker.core_budget``), asked again between tasks. A subtask that raises fails the job: the parent stops the others and re-raises. The pool
-is terminated in ``finally`` and children die with the worker (PR_SET_PDEATHSIG), so no process
-outlives its job.
+connect). Each process has a pipe of its own to the parent: a task goes down it, and its trace points
+come back up it in batches (one message per task and tenth of a second), then its result; the points reach
+the job's trace tagged with the subtask. The parent's one thread sleeps until a result or a batch arrives
+(no handler threads, no shared queues), so a job's coordinating process costs next to nothing while its
+subtasks run. Tasks start within the job's share of the machine's cores (``worker.core_budget``), asked
+again between tasks. A subtask that raises, or whose process dies, fails the job: the parent stops the
+others and re-raises. The processes are stopped in ``finally`` (told to exit, or SIGTERM when still in a
+task) and die with the worker (PR_SET_PDEATHSIG), so no process outlives its job.
 
 With one process everything runs in the calling process, with the same code path for results.
 
 ``run_task_graph`` is the same runner for work whose pieces are only known as it goes: a finished
 task may hand follow-up tasks to the scheduler (a model-selection path passes its warm start to the
-fit at the next C), and the ready tasks run in priority order, at most one more at a time than there
-are processes (so a free process never waits for the parent, and a follow-up usually runs in the
-process that just ran its predecessor).
+fit at the next C), and the ready tasks run in priority order, each in the next idle process (so a
+follow-up usually runs in the process that just ran its predecessor, while the others are busy).
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ import functools
 import heapq
 import multiprocessing
 import multiprocessing.connection
-import os
-import queue
 import signal
 import time
 from collections.abc import Callable
@@ -73,16 +72,13 @@ def available_cores() -> int:
 
 def _concurrency(n_processes: int) -> Callable[[int], int]:
     """How many tasks may run now, given how many run (``in_use``): the job's share of the cores when it
-    holds a lease (``worker.core_budget``), else every process. One more than the processes may be
-    handed to a full pool (it waits in the pool's queue, so a free process never waits for the parent);
-    below that, exactly the share runs."""
+    holds a lease (``worker.core_budget``), else every process."""
     from worker import core_budget
 
     lease = core_budget.current()
 
     def limit(in_use: int) -> int:
-        share = n_processes if lease is None else min(n_processes, lease.allowed(min(in_use, n_processes)))
-        return share + 1 if share >= n_processes else share
+        return n_processes if lease is None else min(n_processes, lease.allowed(min(in_use, n_processes)))
 
     return limit
 
@@ -113,21 +109,87 @@ def _child_init(threads: int) -> None:
         pass
 
 
-def _forked_pool(ctx, n_processes: int, threads: int):
-    """A fork-context Pool whose children start with the stop signals blocked until ``_child_init``.
+class _Processes:
+    """The forked processes of one task graph, each with a pipe of its own: the parent writes a task to an
+    idle process's pipe, and the process writes back the task's trace points and then its result.
 
-    ``Pool.terminate`` SIGTERMs every child and then joins it. A child forked just before (the pool's
-    worker-handler thread replaces children as they go) could get that SIGTERM before its initializer
-    ran; the worker's inherited handler swallowed it, the child then waited forever for a task, and the
-    join never returned: a job stayed `running` with every subtask done (seen under load, in the
-    check_estimator test and in a client session). The signals are blocked in this thread while the
-    pool is created, so its children and its handler threads (which fork the replacements) inherit the
-    mask; this thread's mask is restored at once, and the worker's own signals still arrive."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    try:
-        return ctx.Pool(n_processes, initializer=_child_init, initargs=(threads,))
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    Why not ``multiprocessing.Pool``: its three handler threads in the parent (feeding tasks, reading
+    results, watching the processes) woke with every message and took about as much CPU as the
+    coordinating thread itself (a9a search, 2 processes: 35-55 ms of the parent's 60-90 ms per search),
+    and its shared queues cost a lock per message. Here the parent's one thread waits on the busy
+    processes' pipes and nothing else runs in it.
+
+    The processes are forked with the stop signals blocked in this thread (and restored at once), so that a
+    SIGTERM sent to a process before ``_child_init`` ran stays pending and kills it on the unblock there,
+    instead of reaching the worker's inherited handler and being swallowed (the process would live on).
+    """
+
+    def __init__(self, ctx, n_processes: int, threads: int) -> None:
+        _retired[:] = [process for process in _retired if process.exitcode is None]  # reaps those that exited
+        self.connections: list = []
+        self.processes: list = []
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            for _ in range(n_processes):
+                mine, theirs = ctx.Pipe(duplex=True)
+                process = ctx.Process(target=_child_main, args=(theirs, threads, list(self.connections)), daemon=True)
+                process.start()
+                theirs.close()
+                self.connections.append(mine)
+                self.processes.append(process)
+        except BaseException:
+            self.close(busy=range(len(self.processes)))
+            raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def close(self, busy) -> None:
+        """Stop every process: idle ones are told to exit and left to do so (``reap_retired`` waits for them:
+        tearing down a forked process's memory took 11-15 ms that the job waited for, at the end of every
+        search); ``busy`` ones (still in a task after a cancel or a failure) get SIGTERM and are waited for."""
+        busy = set(busy)
+        for number, (connection, process) in enumerate(zip(self.connections, self.processes)):
+            if number not in busy:
+                try:
+                    connection.send(None)
+                    _retired.append(process)
+                    continue
+                except OSError:  # it has gone already
+                    pass
+            process.terminate()
+            process.join()
+        for connection in self.connections:
+            connection.close()
+
+
+_retired: list = []
+"""Processes told to exit by ``_Processes.close``, not yet waited for."""
+
+
+def reap_retired() -> None:
+    """Wait for the processes of finished task graphs to exit (at the end of a job: no process outlives it)."""
+    while _retired:
+        _retired.pop().join()
+
+
+def _child_main(connection, threads: int, inherited: list) -> None:
+    """A subtask process: run the tasks its pipe brings until it brings None (or closes)."""
+    for other in inherited:  # the parent's ends of the processes forked before this one
+        other.close()
+    _child_init(threads)
+    while True:
+        try:
+            message = connection.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        index, payload = message
+        _, result, error = _child_run_payload(index, payload, connection)
+        try:
+            connection.send(("done", index, result, error))
+        except Exception as exc:  # a result that cannot be pickled: nothing of it was written
+            connection.send(("done", index, None, f"{type(exc).__name__}: {exc}"))
 
 
 POINT_BATCH_S = 0.1
@@ -139,8 +201,8 @@ POLL_S = 0.2
 class _PointBatch:
     """A task's trace points on their way to the parent: one message per ``POINT_BATCH_S``, the rest at the end."""
 
-    def __init__(self, points, index: int) -> None:
-        self.points = points
+    def __init__(self, connection, index: int) -> None:
+        self.connection = connection
         self.index = index
         self.buffer: list[dict] = []
         self.sent = time.monotonic()
@@ -152,15 +214,15 @@ class _PointBatch:
 
     def flush(self) -> None:
         if self.buffer:
-            self.points.put((self.index, self.buffer))
+            self.connection.send(("points", self.index, self.buffer))
             self.buffer = []
         self.sent = time.monotonic()
 
 
-def _child_run_payload(index: int, payload):
+def _child_run_payload(index: int, payload, connection):
     function = _shared["function"]
     event = _shared["cancel_event"]
-    batch = _PointBatch(_shared["points"], index)
+    batch = _PointBatch(connection, index)
     context = SubtaskContext(
         index=index, deadline=_shared["deadline"], cancel_requested=event.is_set, record_point=batch.add
     )
@@ -259,73 +321,62 @@ def run_task_graph(
         return
 
     ctx = multiprocessing.get_context("fork")
-    points = ctx.SimpleQueue()
     event = ctx.Event()
-    _shared.update(function=function, deadline=deadline, points=points, cancel_event=event)
+    _shared.update(function=function, deadline=deadline, cancel_event=event)
     threads = max(1, available_cores() // n_processes)
     concurrency = _concurrency(n_processes)
-    wake_read, wake_write = os.pipe()  # the pool's result thread writes a byte here with each result
-    finished: queue.SimpleQueue = queue.SimpleQueue()
-
-    def arrived(message: tuple) -> None:
-        finished.put(message)
-        os.write(wake_write, b"x")
-
-    pool = _forked_pool(ctx, n_processes, threads)
-    running: dict[int, Any] = {}
+    processes = _Processes(ctx, n_processes, threads)
+    idle = list(range(n_processes - 1, -1, -1))  # processes without a task (the last one is given the next)
+    busy: dict[int, int] = {}  # process -> the task it runs
+    running: dict[int, Any] = {}  # task -> its payload
     index = 0
     try:
         while ready or running:
-            limit = concurrency(len(running))
-            while ready and len(running) < limit and not event.is_set():
+            limit = min(concurrency(len(running)), n_processes)
+            while ready and idle and len(running) < limit and not event.is_set():
                 _priority, _order, payload = heapq.heappop(ready)
+                process = idle.pop()
+                processes.connections[process].send((index, payload))
+                busy[process] = index
                 running[index] = payload
-                pool.apply_async(
-                    _child_run_payload,
-                    (index, payload),
-                    callback=arrived,
-                    error_callback=functools.partial(_put_failure, arrived, index),
-                )
                 index += 1
             if event.is_set() and not running:
                 break
             if not event.is_set() and cancel_requested():
                 event.set()
-            woken = multiprocessing.connection.wait([points._reader, wake_read], timeout=POLL_S)  # type: ignore[attr-defined]
-            if wake_read in woken:
-                os.read(wake_read, 4096)
-            _drain(points, on_point)  # every point a task sent comes before its result
-            while True:
-                try:
-                    done_index, result, error = finished.get_nowait()
-                except queue.Empty:
-                    break
-                if error is not None:
-                    event.set()
-                    raise SubtaskError(f"subtask {done_index} failed: {error}")
-                payload = running.pop(done_index)
-                follow_ups = on_done(payload, result)
-                if not event.is_set():
-                    push(follow_ups)
-        _drain(points, on_point)
+            waiting = {processes.connections[process]: process for process in busy}
+            for woken in multiprocessing.connection.wait(list(waiting), timeout=POLL_S):
+                process = waiting[woken]
+                connection = processes.connections[process]
+                while busy.get(process) is not None and connection.poll():
+                    message = _received(connection, processes.processes[process], busy[process])
+                    if message[0] == "points":  # every point a task sent comes before its result
+                        for point in message[2]:
+                            on_point(message[1], point)
+                        continue
+                    _, done_index, result, error = message
+                    del busy[process]
+                    idle.append(process)
+                    if error is not None:
+                        event.set()
+                        raise SubtaskError(f"subtask {done_index} failed: {error}")
+                    follow_ups = on_done(running.pop(done_index), result)
+                    if not event.is_set():
+                        push(follow_ups)
     finally:
-        pool.terminate()
-        pool.join()
+        processes.close(busy=busy)
         _shared.clear()
-        os.close(wake_read)
-        os.close(wake_write)
 
 
-def _put_failure(arrived: Callable[[tuple], None], index: int, exc: BaseException) -> None:
-    """A task that raised in the pool: (index, no result, the error) for the parent."""
-    arrived((index, None, f"{type(exc).__name__}: {exc}"))
-
-
-def _drain(points, on_point) -> None:
-    while not points.empty():
-        index, batch = points.get()
-        for point in batch:
-            on_point(index, point)
+def _received(connection, process, task: int) -> tuple:
+    """The next message of a busy process; SubtaskError when its pipe closed (the process died in the task)."""
+    try:
+        return connection.recv()
+    except (EOFError, OSError):
+        process.join(timeout=1.0)
+        raise SubtaskError(
+            f"subtask {task} failed: its process ended (exit code {process.exitcode}) before it finished"
+        ) from None
 
 
 SHARED_ROWS_MAX_BYTES = 256 << 20
@@ -336,9 +387,9 @@ class SharedRows:
     """One float64 row per task, in memory that forked subtask processes share with the parent: a task writes
     its large result vector there instead of sending it back through the result pipe.
 
-    Why: one-vs-rest on sector sends back 105 weight vectors of 55,197 values (46 MB), and while the pool's
-    result pipe holds unread data its worker-handler thread wakes in a loop (it waits on that pipe too),
-    which cost the job's process a fifth of its CPU while its subtasks ran. A search's warm starts (dual
+    Why: one-vs-rest on sector sends back 105 weight vectors of 55,197 values (46 MB): through the result
+    pipes they cost the job's process a fifth of its CPU while its subtasks ran (measured with the
+    ``multiprocessing.Pool`` the runner used then). A search's warm starts (dual
     variables, one row per path) travel from fit to fit the same way. Make it before the processes are
     forked (they inherit the mapping).
 
