@@ -81,14 +81,7 @@ def fail_on_three(task, context):
 def test_a_failing_subtask_fails_the_run_and_leaves_no_process():
     before = _running_children()
     with pytest.raises(SubtaskError, match="subtask 3 failed: ValueError: bad fold"):
-        run_subtasks(
-            fail_on_three,
-            list(range(6)),
-            n_processes=2,
-            deadline=None,
-            cancel_requested=lambda: False,
-            on_point=lambda i, p: None,
-        )
+        _on_two_processes(fail_on_three, list(range(6)), lambda i, p: None, None)
     after = _running_children()
     assert after <= before
 
@@ -247,14 +240,7 @@ def _exit_in_task(task, context):
 def test_a_process_that_dies_in_a_task_fails_the_run_and_leaves_no_process():
     before = _running_children()
     with pytest.raises(SubtaskError, match="subtask 1 failed: its process ended \\(exit code 3\\)"):
-        run_subtasks(
-            _exit_in_task,
-            [0, 1, 2, 3],
-            n_processes=2,
-            deadline=None,
-            cancel_requested=lambda: False,
-            on_point=lambda i, p: None,
-        )
+        _on_two_processes(_exit_in_task, [0, 1, 2, 3], lambda i, p: None, None)
     assert _running_children() <= before
 
 
@@ -264,14 +250,7 @@ def _unpicklable(task, context):
 
 def test_a_result_that_cannot_travel_fails_the_run_naming_the_task():
     with pytest.raises(SubtaskError, match="subtask 2 failed: .*pickle"):
-        run_subtasks(
-            _unpicklable,
-            [0, 1, 2, 3],
-            n_processes=2,
-            deadline=None,
-            cancel_requested=lambda: False,
-            on_point=lambda i, p: None,
-        )
+        _on_two_processes(_unpicklable, [0, 1, 2, 3], lambda i, p: None, None)
 
 
 def many_points(task, context):
