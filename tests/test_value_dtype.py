@@ -304,4 +304,25 @@ def test_linear_scores_by_row_blocks_equal_the_whole_product(monkeypatch):
     monkeypatch.setattr(models, "SCORE_BLOCK_NNZ", 100)
     blocked = scorer.decision_values(matrix)
     assert np.array_equal(blocked, whole)
-    assert np.array_equal(blocked, matrix.astype(np.float64) @ scorer.weights.T + scorer.offsets)
+    assert np.array_equal(blocked, matrix.astype(np.float64) @ scorer.weights_t + scorer.offsets)
+
+
+def test_a_linear_scorer_keeps_its_weights_in_the_layout_the_product_reads():
+    """scipy's CSR x dense product reads the dense factor's rows: the scorer holds the weights transposed and
+    contiguous, so scoring does not copy a (k, n_features) matrix's transpose at every call (one row against
+    sector's 105 x 55,197 model: 15 ms, 0.01 ms now); the values are those of the weights as stored."""
+    import scipy.sparse as sp
+
+    from core.scoring import models
+
+    rng = np.random.default_rng(8)
+    weights = rng.normal(size=(4, 300))
+    scorer = models.Scorer(
+        {"kind": "linear", "n_features": 300, "labels": [0.0, 1.0, 2.0, 3.0]},
+        {"weights": weights, "offsets": rng.normal(size=4)},
+    )
+    assert scorer.weights_t.flags.c_contiguous and scorer.weights_t.shape == (300, 4)
+    row = sp.random(1, 300, density=0.1, format="csr", random_state=9)
+    assert np.array_equal(scorer.decision_values(row), row @ weights.T + scorer.offsets)
+    dense = rng.normal(size=(3, 300))
+    assert np.allclose(scorer.decision_values(dense), dense @ weights.T + scorer.offsets, rtol=1e-12, atol=1e-12)

@@ -61,7 +61,10 @@ class Scorer:
                 n_features=self.n_features,
             )
         else:
-            self.weights = np.ascontiguousarray(arrays["weights"], dtype=np.float64)
+            # (n_features, k), rows contiguous: what scipy's product of a CSR matrix with a dense one reads. It
+            # copied the transpose of (k, n_features) weights at every call: 15 ms to score one row with
+            # sector's 105 x 55,197 model, 0.01 ms from this copy made once.
+            self.weights_t = np.ascontiguousarray(np.asarray(arrays["weights"], dtype=np.float64).T)
 
     def decision_values(self, matrix) -> np.ndarray:
         """Scores of the rows (a CSR matrix, or a dense array of rows), shape (n, k)."""
@@ -71,16 +74,16 @@ class Scorer:
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
             return values.reshape(matrix.shape[0], self.offsets.size)  # explicit width: a request may have no rows
         if not sp.issparse(matrix) or matrix.nnz <= SCORE_BLOCK_NNZ:
-            return np.asarray(matrix @ self.weights.T) + self.offsets
+            return np.asarray(matrix @ self.weights_t) + self.offsets
         # By blocks of rows: scipy widens float32 values to a float64 copy for the product, and a
         # training set of 10^8 stored values must not be copied whole (800 MB) to score it.
-        out = np.empty((matrix.shape[0], self.weights.shape[0]))
+        out = np.empty((matrix.shape[0], self.weights_t.shape[1]))
         indptr = matrix.indptr
         start, n = 0, matrix.shape[0]
         while start < n:
             stop = int(np.searchsorted(indptr, indptr[start] + SCORE_BLOCK_NNZ, side="right")) - 1
             stop = min(n, max(stop, start + 1))
-            out[start:stop] = matrix[start:stop] @ self.weights.T
+            out[start:stop] = matrix[start:stop] @ self.weights_t
             start = stop
         return out + self.offsets
 
