@@ -74,6 +74,33 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
     predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
     theirs_labels, _, _ = liblinearutil.predict(y, sp.csr_matrix(X), model, "-q")
     assert np.mean(predicted == np.array(theirs_labels)) >= 0.995
+    # on 2 processes the weight vectors came back in shared rows, and the model's matrix is those rows
+    assert ours_weights.flags.c_contiguous and (ours_weights.base is not None) == (processes == 2)
+
+
+def test_stacked_weights_are_the_shared_rows_only_when_they_are_consecutive_full_rows():
+    from worker.solvers.common import SolverResult, StopReason
+    from worker.subtasks import SharedRows
+    from worker.training import _stacked_weights
+
+    def results(vectors):
+        return [SolverResult(v, 0.0, 1, True, StopReason.CONVERGED, 0.0, 0.0) for v in vectors]
+
+    full, short = SharedRows(3, 4), SharedRows(3, 5)  # short: vectors of 4 in rows of 5
+    for k in range(3):
+        full.put(k, np.arange(4.0) + 10 * k)
+        short.put(k, np.arange(4.0) + 10 * k)
+    expected = np.vstack([np.arange(4.0) + 10 * k for k in range(3)])
+    shared = _stacked_weights(results([full.view(k) for k in range(3)]))
+    assert np.array_equal(shared, expected) and np.shares_memory(shared, full.values)
+    for vectors, reordered in (
+        ([full.view(k) for k in (0, 2, 1)], True),
+        ([short.view(k) for k in range(3)], False),
+        (list(expected.copy()), False),
+    ):
+        stacked = _stacked_weights(results(vectors))
+        assert not np.shares_memory(stacked, full.values) and not np.shares_memory(stacked, short.values)
+        assert np.array_equal(stacked, expected[[0, 2, 1]] if reordered else expected)
 
 
 @pytest.mark.parametrize("loader", [load_iris, load_wine])

@@ -279,7 +279,7 @@ def assemble_model(
         extra_meta["kernel"] = kernel.model_dump()
     else:
         model_arrays = {
-            "weights": np.vstack([_weights(r) for r in results]).astype(np.float64, copy=False),
+            "weights": _stacked_weights(results),
             "offsets": np.array([r.bias for r in results], dtype=np.float64),
         }
         extra_meta = {"kind": "linear"}
@@ -327,6 +327,23 @@ def _certified_gap(results: list[SolverResult]) -> dict:
             "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with",
         }
     return {"gap_rel": max(g for g in gaps if g is not None), "gap_rel_per_problem": gaps, "gap_rel_note": note}
+
+
+def _stacked_weights(results: list[SolverResult]) -> np.ndarray:
+    """The (k, n_features) float64 matrix of the problems' weight vectors. When they are the consecutive full
+    rows of one shared matrix (one-vs-rest on several processes: ``SharedRows``) it is that matrix, not a
+    copy: stacking sector's 105 vectors copied 46 MB (44 ms a job, after the fits, in the worker's process)."""
+    vectors = [_weights(r) for r in results]
+    first = vectors[0]
+    size, base = first.size, first.base
+    if (
+        len(vectors) > 1
+        and base is not None
+        and all(v.base is base and v.dtype == np.float64 and v.shape == (size,) and v.strides == (8,) for v in vectors)
+        and all(v.ctypes.data == first.ctypes.data + k * size * 8 for k, v in enumerate(vectors))
+    ):
+        return np.lib.stride_tricks.as_strided(first, shape=(len(vectors), size), strides=(size * 8, 8))
+    return np.vstack(vectors).astype(np.float64, copy=False)
 
 
 def _weights(result: SolverResult) -> np.ndarray:
