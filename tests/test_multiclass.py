@@ -78,6 +78,36 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
     assert ours_weights.flags.c_contiguous and (ours_weights.base is not None) == (processes == 2)
 
 
+def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
+    """Linear one-vs-rest on 2 processes: the subtask processes score the training rows after the fits (not the
+    job's process, after them); the accuracy is the one the job's process computes, to the bit."""
+    from worker import training
+
+    X, y = load_digits(return_X_y=True)
+    arrays = arrays_of(X / 16.0, y)
+    serial = training._train_accuracy
+    calls: list[int] = []
+    monkeypatch.setattr(training, "_train_accuracy", lambda *args: calls.append(1) or serial(*args))
+    outcomes = {}
+    for processes in (2, 1):
+        params = solver_params("dcd", {"C": 0.1, "n_processes": processes})
+        outcomes[processes] = train_model(
+            "dcd",
+            params,
+            arrays,
+            X.shape[1],
+            deadline=None,
+            cancel_requested=lambda: False,
+            sink=NullSink(),
+            n_processes=processes,
+        )
+        assert calls == ([] if processes == 2 else [1])
+    two = outcomes[2]
+    assert two.meta["train_accuracy"] == serial(two.meta, two.arrays, arrays, X.shape[1], arrays["y"])
+    assert two.meta["train_accuracy"] == outcomes[1].meta["train_accuracy"] > 0.9
+    assert np.array_equal(two.arrays["weights"], outcomes[1].arrays["weights"])
+
+
 def test_stacked_weights_are_the_shared_rows_only_when_they_are_consecutive_full_rows():
     from worker.solvers.common import SolverResult, StopReason
     from worker.subtasks import SharedRows
