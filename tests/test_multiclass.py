@@ -23,6 +23,20 @@ def arrays_of(X, y):
     }
 
 
+def train_quietly(solver: str, params, arrays: dict, n_features: int, processes: int):
+    """``train_model`` without deadline, cancel or trace."""
+    return train_model(
+        solver,
+        params,
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+        n_processes=processes,
+    )
+
+
 def primal(X, y_signs, w, b, C):
     margins = y_signs * (X @ w + b)
     return 0.5 * (w @ w + b * b) + C * np.maximum(0.0, 1.0 - margins).sum()
@@ -50,16 +64,7 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
             "n_processes": processes,
         },
     )
-    outcome = train_model(
-        "dcd",
-        params,
-        arrays_of(X, y),
-        X.shape[1],
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
-        n_processes=processes,
-    )
+    outcome = train_quietly("dcd", params, arrays_of(X, y), X.shape[1], processes)
     model, _converged = liblinear_train(X, y, f"-s 3 -c {C} -e 1e-4 -B 1 -q")
     labels = model.get_labels()
     ours_weights, ours_offsets = outcome.arrays["weights"], outcome.arrays["offsets"]
@@ -91,16 +96,7 @@ def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
     outcomes = {}
     for processes in (2, 1):
         params = solver_params("dcd", {"C": 0.1, "n_processes": processes})
-        outcomes[processes] = train_model(
-            "dcd",
-            params,
-            arrays,
-            X.shape[1],
-            deadline=None,
-            cancel_requested=lambda: False,
-            sink=NullSink(),
-            n_processes=processes,
-        )
+        outcomes[processes] = train_quietly("dcd", params, arrays, X.shape[1], processes)
         assert calls == ([] if processes == 2 else [1])
     two = outcomes[2]
     assert two.meta["train_accuracy"] == serial(two.meta, two.arrays, arrays, X.shape[1], arrays["y"])
