@@ -204,13 +204,21 @@ def test_still_up_after_all_that(service, http):
 
 
 def test_every_kind_of_details_is_a_documented_shape():
-    """The details of 507 storage_full, 507 disk_full, 409 job_not_finished and 503 not_ready validate against
-    ErrorBody."""
+    """The details of 507 storage_full, 507 disk_full, 409 job_not_finished, 408 and 503 not_ready validate
+    against ErrorBody."""
     import errno
     import json
 
-    from core.schemas.base import ErrorBody, JobStateDetails, ReadinessDetails, SpoolDetails, StorageDetails
+    from core.schemas.base import (
+        ErrorBody,
+        JobStateDetails,
+        ReadinessDetails,
+        SpoolDetails,
+        StorageDetails,
+        TimeoutDetails,
+    )
     from core.storage.capacity import StorageFull
+    from service.api.errors import BodyTimeout
     from service.api.routes.health import _not_ready
     from service.api.uploads import disk_full
 
@@ -220,6 +228,8 @@ def test_every_kind_of_details_is_a_documented_shape():
         (full.details(), StorageDetails),
         (spooled.details, SpoolDetails),
         ({"status": "running"}, JobStateDetails),
+        (BodyTimeout(10, 2.5, 1000.0, slow=False).details(), TimeoutDetails),
+        (BodyTimeout(10, 2.5, 1000.5, slow=True).details(), TimeoutDetails),
         (
             json.loads(_not_ready("Redis does not answer", status="unavailable", redis=False).body)["error"]["details"],
             ReadinessDetails,

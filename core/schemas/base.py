@@ -44,6 +44,16 @@ class LimitDetails(ResponseModel):
     value: int = Field(description="The limit's value.")
 
 
+class TimeoutDetails(ResponseModel):
+    """Which limit a request body that stopped arriving, or arrived too slowly, crossed (408)."""
+
+    limit: str = Field(
+        description="`body_timeout_s` (nothing arrived for that long) or `body_min_rate` (bytes per second)."
+    )
+    value: float = Field(description="The limit's value.")
+    received_bytes: int = Field(description="Bytes of the body that had arrived.")
+
+
 class StorageDetails(ResponseModel):
     """How far Redis is from room for what a request would store (507 `storage_full`)."""
 
@@ -84,6 +94,7 @@ class ErrorBody(ResponseModel):
         list[ValidationIssue]
         | ParseErrorDetails
         | LimitDetails
+        | TimeoutDetails
         | StorageDetails
         | SpoolDetails
         | JobStateDetails
@@ -93,7 +104,8 @@ class ErrorBody(ResponseModel):
         default=None,
         description=(
             "Structured details: validation errors (422) a list of {loc, msg, type}; malformed files (422) "
-            "{line, column, reason}; limits (413, 429) {limit, value}; a full Redis (507 `storage_full`) "
+            "{line, column, reason}; limits (413, 429) {limit, value}; a body too slow (408) {limit, value, "
+            "received_bytes}; a full Redis (507 `storage_full`) "
             "{needed_bytes, available_bytes, maxmemory}; a full API disk (507 `disk_full`) {written_bytes}; "
             "a job not finished (409) {status}; readiness (503 `not_ready`) {status, redis, workers, warming, "
             "kernels_left, kernels_eta_s}; null otherwise."

@@ -78,6 +78,10 @@ class BodyTimeout(StarletteHTTPException):
         self.limit = "body_min_rate" if slow else "body_timeout_s"
         self.value = min_rate if slow else timeout_s
 
+    def details(self) -> dict:
+        """The error's ``details`` (``TimeoutDetails``)."""
+        return {"limit": self.limit, "value": self.value, "received_bytes": self.received}
+
 
 def parse_body(schema, raw: bytes):
     """Validate a JSON body with pydantic's own JSON parser (several times faster than json.loads first).
@@ -256,7 +260,7 @@ def install_handlers(app: FastAPI) -> None:
         if isinstance(exc, BodyTooLarge):
             details = {"limit": exc.limit, "value": exc.value}
         elif isinstance(exc, BodyTimeout):
-            details = {"limit": exc.limit, "value": exc.value, "received_bytes": exc.received}
+            details = exc.details()
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
         return error_response(exc.status_code, code, message, details, headers)
 
