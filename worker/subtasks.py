@@ -332,7 +332,7 @@ def run_task_graph(
     index = 0
     try:
         while ready or running:
-            limit = min(concurrency(len(running)), n_processes)
+            limit = concurrency(len(running))
             while ready and idle and len(running) < limit and not event.is_set():
                 _priority, _order, payload = heapq.heappop(ready)
                 process = idle.pop()

@@ -457,18 +457,23 @@ def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: in
         rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
         meta["train_accuracy_rows"] = limit
         matrix = matrix[rows]
+    return _n_correct(meta, model_arrays, matrix, y[rows]) / rows.size
+
+
+def _n_correct(meta: dict, model_arrays: dict, matrix, y: np.ndarray) -> int:
+    """How many of the rows of ``matrix`` the model predicts as ``y``."""
     predicted, _ = Scorer(meta, model_arrays).predict_values(matrix)
-    return float(np.mean(predicted == y[rows]))
+    return int(np.count_nonzero(predicted == y))
 
 
 def _correct_rows(
     weights: np.ndarray, offsets: list, labels: np.ndarray, arrays: dict, n_features: int, start: int, stop: int
 ) -> int:
-    """How many of the rows start..stop a linear model predicts right, scored as ``_train_accuracy`` does."""
+    """How many of the rows start..stop a linear model predicts right (the subtask processes' part of
+    ``_train_accuracy``)."""
     meta = {"kind": "linear", "n_features": n_features, "labels": [float(v) for v in labels]}
-    scorer = Scorer(meta, {"weights": weights, "offsets": np.asarray(offsets, dtype=np.float64)})
-    predicted, _ = scorer.predict_values(csr(arrays, n_features)[start:stop])
-    return int(np.count_nonzero(predicted == np.asarray(arrays["y"])[start:stop]))
+    model_arrays = {"weights": weights, "offsets": np.asarray(offsets, dtype=np.float64)}
+    return _n_correct(meta, model_arrays, csr(arrays, n_features)[start:stop], np.asarray(arrays["y"])[start:stop])
 
 
 def _train_pairwise(
