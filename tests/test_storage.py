@@ -201,3 +201,54 @@ def test_a_whole_array_of_one_repeated_element_is_stored_as_that_element(client)
     assert record is not None and record.arrays["data"]["chunks"] == 0 and "fill" not in record.arrays["y"]
     back = store.load_arrays(record)
     assert back["data"].view(np.int64).tolist() == values.view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_mostly_zero_arrays_are_stored_as_their_non_zero_elements_and_read_back_bit_for_bit(client, dtype):
+    rng = np.random.default_rng(0)
+    weights = rng.normal(size=(7, 3_001)).astype(dtype)  # 7 classes' weights, an odd size (a partial mask byte)
+    weights[rng.random(weights.shape) < 0.6] = 0
+    flat = weights.reshape(-1)
+    flat[5] = -0.0 if dtype is not np.int64 else flat[5]  # a negative zero is kept, sign bit and all
+    store = dataset_store(client, chunk_bytes=4_096)  # several chunks
+    counted_before = int(client.hget(keys.dataset_stats(), "bytes") or 0)
+    record = store.create(
+        record_of(f"ds_storage_nz_{np.dtype(dtype).name}", "t1"), {"weights": weights, "dense": rng.normal(size=9_000)}
+    )
+    entry = record.arrays["weights"]
+    n_nonzero = int(np.count_nonzero(flat.view(f"u{flat.itemsize}")))
+    assert entry["encoding"] == "nonzero" and entry["stored_bytes"] == -(-flat.size // 8) + n_nonzero * flat.itemsize
+    assert entry["chunks"] == -(-entry["stored_bytes"] // 4_096)
+    assert "encoding" not in record.arrays["dense"]  # no zeros: raw bytes
+    back = store.load_arrays(record)
+    assert back["weights"].dtype == weights.dtype and back["weights"].shape == weights.shape
+    assert back["weights"].tobytes() == weights.tobytes()
+    assert b"".join(store.iter_array_chunks(record, "weights")) == weights.tobytes()
+    counted = int(client.hget(keys.dataset_stats(), "bytes")) - counted_before
+    assert counted == entry["stored_bytes"] + 9_000 * 8  # what Redis holds is what is counted
+
+
+def test_the_non_zero_encoding_is_used_only_where_it_saves_a_quarter_of_the_bytes(client):
+    n = arrays.FILL_MIN_BYTES // 8 * 4
+    few_zeros = np.arange(1, n + 1, dtype=np.float64)
+    few_zeros[: n // 5] = 0  # 20% zero: saves less than a quarter
+    many_zeros = np.arange(1, n + 1, dtype=np.float64)
+    many_zeros[: n // 3] = 0
+    small = np.zeros(arrays.FILL_MIN_BYTES // 8 - 2)
+    small[0] = 1.0
+    manifest = arrays.write_staged(client, "owner:nz", {"few": few_zeros, "many": many_zeros, "small": small}, 1 << 20)
+    assert "encoding" not in manifest["few"] and "encoding" not in manifest["small"]
+    assert manifest["many"]["encoding"] == "nonzero"
+    back = arrays.read(client, "owner:nz", manifest)
+    for name, values in (("few", few_zeros), ("many", many_zeros), ("small", small)):
+        assert back[name].tobytes() == values.tobytes(), name
+
+
+def test_an_array_in_an_unknown_encoding_is_refused_by_name(client):
+    weights = np.zeros(arrays.FILL_MIN_BYTES)
+    weights[3] = 1.5
+    manifest = arrays.write_staged(client, "owner:enc", {"w": weights}, 1 << 20)
+    assert manifest["w"]["encoding"] == "nonzero"
+    manifest["w"]["encoding"] = "from-the-future"
+    with pytest.raises(KeyError, match="encoding 'from-the-future'"):
+        arrays.read(client, "owner:enc", manifest)

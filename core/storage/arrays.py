@@ -9,6 +9,14 @@ An array of at least ``FILL_MIN_BYTES`` whose elements are all the same bytes (t
 with binary features: a9a's are all 1) is not written at all: its manifest says ``"chunks": 0`` and
 ``"fill"``, the hex of one element, and reading it gives that element repeated. a9a-like text stores 8
 bytes a non-zero for 5.2 bytes of text; without the values Redis receives and logs half of that.
+
+An array of 4- or 8-byte elements of at least ``FILL_MIN_BYTES`` whose elements are mostly zero (all
+bytes zero: -0.0 is not zero here) is stored as its non-zero elements after a bit mask of where they are,
+when that saves at least ``NONZERO_MIN_SAVING`` of its bytes: the manifest says ``"encoding":
+"nonzero"`` and ``"stored_bytes"``, and reading it gives the array back bit for bit. A linear model's
+weights are such arrays: sector's 105 classes one-vs-rest has 59% zero weights, and its 46 MB of
+weights take 19.7 MB this way. Every byte a model takes is received, appended to the append-only file
+and synced by Redis before the model is stored: 184 ms for those 46 MB, 67 ms for 19 MB (medians of 8).
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ from core.storage import keys
 STAGING_TTL_S = 6 * 3600
 FILL_MIN_BYTES = 1 << 16
 """Smallest array stored as one repeated element when all its elements are the same bytes (see above)."""
+NONZERO_MIN_SAVING = 0.25
+"""Least share of an array's bytes the non-zero encoding must save to be used (it costs a pass to encode and
+to decode)."""
+NONZERO = "nonzero"
+"""The manifest's ``encoding`` of an array stored as a bit mask and its non-zero elements (see above)."""
 READ_FILL_BYTES = 16 << 20
 """Bytes of a repeated element's array that ``iter_chunks`` yields at a time."""
 
@@ -49,6 +62,33 @@ def repeated_element(flat: np.ndarray) -> bytes | None:
     return flat[:1].tobytes()
 
 
+def nonzero_encoded(flat: np.ndarray) -> np.ndarray | None:
+    """The bytes that store a 1-D little-endian array as its non-zero elements (see the module docstring): the
+    packed bit mask of the elements that are not all zero bytes, then those elements; None when the array is
+    too small, has elements of another size than 4 or 8 bytes, or the encoding saves too little."""
+    words = _as_words(flat)
+    if words is None or flat.dtype.itemsize < 4 or flat.nbytes < FILL_MIN_BYTES:
+        return None
+    nonzero = words != 0
+    n_nonzero = int(np.count_nonzero(nonzero))
+    stored = -(-flat.size // 8) + n_nonzero * flat.dtype.itemsize
+    if stored > (1.0 - NONZERO_MIN_SAVING) * flat.nbytes:
+        return None
+    return np.concatenate([np.packbits(nonzero), words[nonzero].view(np.uint8)])
+
+
+def nonzero_decoded(stored: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
+    """The array of ``count`` elements that ``nonzero_encoded`` stored as the bytes ``stored``."""
+    mask_bytes = -(-count // 8)
+    nonzero = np.unpackbits(stored[:mask_bytes], count=count).view(bool)
+    values = stored[mask_bytes:].view(dtype)
+    if values.size != int(np.count_nonzero(nonzero)):
+        raise KeyError(f"{values.size} stored non-zero elements for a mask of {int(np.count_nonzero(nonzero))}")
+    out = np.zeros(count, dtype=dtype)
+    out[nonzero] = values
+    return out
+
+
 def _repeat(one: np.ndarray, count: int) -> np.ndarray:
     """``count`` copies of the one-element array ``one``, bit for bit."""
     return np.broadcast_to(one, (count,)).copy()
@@ -70,12 +110,15 @@ def write_staged(
         if element is not None:
             manifest[name] = {"dtype": flat.dtype.str, "shape": list(array.shape), "chunks": 0, "fill": element.hex()}
             continue
-        raw = flat.view(np.uint8).data
+        encoded = nonzero_encoded(flat)
+        raw = (flat.view(np.uint8) if encoded is None else encoded).data
         n_chunks = max(1, -(-raw.nbytes // chunk_bytes))
         for index in range(n_chunks):
-            piece = raw[index * chunk_bytes : (index + 1) * chunk_bytes]
-            client.set(keys.array_chunk(owner_key, name, index), piece.tobytes(), ex=STAGING_TTL_S)
+            piece = raw[index * chunk_bytes : (index + 1) * chunk_bytes]  # a view: redis-py sends it as it is
+            client.set(keys.array_chunk(owner_key, name, index), piece, ex=STAGING_TTL_S)
         manifest[name] = {"dtype": flat.dtype.str, "shape": list(array.shape), "chunks": n_chunks}
+        if encoded is not None:
+            manifest[name].update(encoding=NONZERO, stored_bytes=int(encoded.nbytes))
     return manifest
 
 
@@ -272,8 +315,8 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
         if entry.get("fill") is not None:
             out[name] = _filled(entry, count).reshape(entry["shape"])
             continue
-        result = np.empty(count, dtype=dtype)
-        target = result.view(np.uint8)
+        encoding = _encoding(entry, owner_key, name)
+        target = np.empty(int(entry["stored_bytes"]) if encoding else count * dtype.itemsize, dtype=np.uint8)
         offset = 0
         for index in range(entry["chunks"]):
             piece = client.get(keys.array_chunk(owner_key, name, index))
@@ -283,8 +326,19 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
             offset += len(piece)
         if offset != target.size:
             raise KeyError(f"array {name!r} under {owner_key} has {offset} bytes, expected {target.size}")
+        result = nonzero_decoded(target, dtype, count) if encoding else target.view(dtype)
         out[name] = result.reshape(entry["shape"])
     return out
+
+
+def _encoding(entry: Mapping, owner_key: str, name: str) -> str | None:
+    """The array's encoding (None: raw bytes); KeyError for one this version cannot read."""
+    encoding = entry.get("encoding")
+    if encoding not in (None, NONZERO):
+        raise KeyError(
+            f"array {name!r} under {owner_key} is stored with encoding {encoding!r}, unknown to this version"
+        )
+    return encoding
 
 
 def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
@@ -295,6 +349,11 @@ def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
         step = max(1, READ_FILL_BYTES // np.dtype(entry["dtype"]).itemsize)
         for start in range(0, count, step):
             yield _filled(entry, min(step, count - start)).tobytes()
+        return
+    if _encoding(entry, owner_key, name):  # whole, then in pieces (arrays written by write_staged: models)
+        whole = read(client, owner_key, {name: dict(entry)})[name].reshape(-1).view(np.uint8)
+        for start in range(0, whole.size, READ_FILL_BYTES):
+            yield whole[start : start + READ_FILL_BYTES].tobytes()
         return
     for index in range(entry["chunks"]):
         piece = client.get(keys.array_chunk(owner_key, name, index))

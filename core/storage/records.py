@@ -187,10 +187,14 @@ def _names_only(array_map: Mapping[str, np.ndarray], chunk_bytes: int) -> dict:
 
 
 def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
-    """Bytes the arrays take in Redis (an array of one repeated element takes none)."""
+    """Bytes the arrays take in Redis (an array of one repeated element takes none, an encoded one its
+    ``stored_bytes``)."""
     total = 0
     for entry in manifest.values():
         if entry.get("fill") is not None:
+            continue
+        if entry.get("stored_bytes") is not None:
+            total += int(entry["stored_bytes"])
             continue
         count = 1
         for extent in entry["shape"]:
