@@ -34,7 +34,16 @@ from hinge_client.types import Dataset, Evaluation, ExportFormat, ImportFormat, 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = (429, 503)
 FINAL_STATUSES = ("succeeded", "failed", "canceled")
+WAIT_S = 20.0
+"""Longest wait of one GET /v1/jobs/{id}?wait_s=... in ``wait_job`` (at most half the client's timeout)."""
 STREAM_RECONNECTS = 5  # reconnections of a lost event stream, in a row, before giving up
+
+
+def _wait_s(end: float | None, now: float, timeout: float) -> float:
+    """How long one request of ``wait_job`` asks the service to wait: WAIT_S, at most half the client's timeout,
+    at most what is left before ``end``; rounded to milliseconds."""
+    left = WAIT_S if end is None else max(0.0, end - now)
+    return round(min(WAIT_S, timeout / 2, left), 3)
 
 
 def _timeout(call: Call, timeout: float) -> httpx.Timeout:
@@ -207,9 +216,9 @@ class Client:
         """Queue a training job."""
         return self.send(ops.submit_job(dataset_id, solver, params))
 
-    def get_job(self, job_id: str) -> Job:
-        """A job's state."""
-        return self.send(ops.get_job(job_id))
+    def get_job(self, job_id: str, wait_s: float | None = None) -> Job:
+        """A job's state; with ``wait_s``, once it has ended or after that many seconds (a long poll)."""
+        return self.send(ops.get_job(job_id, wait_s))
 
     def list_jobs(self, offset: int = 0, limit: int = 100, status: str | None = None) -> Page:
         """A page of jobs, newest first."""
@@ -228,15 +237,19 @@ class Client:
         return self.send(ops.delete_job(job_id))
 
     def wait_job(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> Job:
-        """Poll a job until it ends; its final state (TimeoutError after ``timeout`` seconds)."""
+        """Wait until a job ends; its final state (TimeoutError after ``timeout`` seconds).
+
+        Each request waits on the service's side (``GET /v1/jobs/{id}?wait_s=...``), which answers as soon as
+        the job ends; ``poll`` is the least time between two requests (a service that answers at once)."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = self.get_job(job_id)
+            began = time.monotonic()
+            job = self.get_job(job_id, _wait_s(end, began, self.timeout))
             if job["status"] in FINAL_STATUSES:
                 return job
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
-            time.sleep(poll)
+            time.sleep(max(0.0, poll - (time.monotonic() - began)))
 
     def events(self, job_id: str) -> Iterator[tuple[str, dict]]:
         """(event, data) of a job's event stream (``status``, ``progress``, ``trace``, ...) up to its ``end`` event,
@@ -436,9 +449,9 @@ class AsyncClient:
         """Queue a training job."""
         return await self.send(ops.submit_job(dataset_id, solver, params))
 
-    async def get_job(self, job_id: str) -> Job:
-        """A job's state."""
-        return await self.send(ops.get_job(job_id))
+    async def get_job(self, job_id: str, wait_s: float | None = None) -> Job:
+        """A job's state; with ``wait_s``, once it has ended or after that many seconds (a long poll)."""
+        return await self.send(ops.get_job(job_id, wait_s))
 
     async def list_jobs(self, offset: int = 0, limit: int = 100, status: str | None = None) -> Page:
         """A page of jobs, newest first."""
@@ -457,15 +470,16 @@ class AsyncClient:
         return await self.send(ops.delete_job(job_id))
 
     async def wait_job(self, job_id: str, timeout: float | None = None, poll: float = 0.2) -> Job:
-        """Poll a job until it ends; its final state (TimeoutError after ``timeout`` seconds)."""
+        """Wait until a job ends; its final state (TimeoutError after ``timeout`` seconds). As ``Client.wait_job``."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
-            job = await self.get_job(job_id)
+            began = time.monotonic()
+            job = await self.get_job(job_id, _wait_s(end, began, self.timeout))
             if job["status"] in FINAL_STATUSES:
                 return job
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout} s")
-            await asyncio.sleep(poll)
+            await asyncio.sleep(max(0.0, poll - (time.monotonic() - began)))
 
     async def train(
         self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None

@@ -178,9 +178,9 @@ def submit_job(dataset_id: str, solver: str = "dcd", params: dict | None = None)
     return Call("POST", "/v1/jobs", json={"dataset_id": dataset_id, "solver": solver, "params": params or {}})
 
 
-def get_job(job_id: str) -> Call:
-    """GET /v1/jobs/{id}."""
-    return Call("GET", f"/v1/jobs/{job_id}")
+def get_job(job_id: str, wait_s: float | None = None) -> Call:
+    """GET /v1/jobs/{id}; with ``wait_s``, the answer waits up to that many seconds for the job to end."""
+    return Call("GET", f"/v1/jobs/{job_id}", params=_query(wait_s=wait_s))
 
 
 def list_jobs(offset: int = 0, limit: int = 100, status: str | None = None) -> Call:

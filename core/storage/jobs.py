@@ -211,6 +211,11 @@ class JobStore:
             return None
         return job
 
+    def status(self, job_id: str) -> str | None:
+        """The job's status as stored, or None when there is no such job (one HGET: a waiting request's check)."""
+        raw = self.client.hget(keys.job(job_id), "status")
+        return None if raw is None else text(raw)
+
     def list(
         self, tenant: str, offset: int = 0, limit: int = 100, status: JobStatus | None = None
     ) -> tuple[builtins.list[JobRecord], int]:

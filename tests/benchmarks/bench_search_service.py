@@ -5,6 +5,7 @@
                             # a `+trace` suffix records every fit's trace points (search.trace_fits), e.g. 1+trace,1;
                             # `+every` also a point at every pass (trace_budget null)
         [--out FILE]
+        [--wait long|poll]  # how the client waits for a job: long polls (default) or a GET every 50 ms
         [--pair]            # then a search and a one-problem job side by side: how the cores are shared
 
 Item 2 (a lone job under the default `hinge serve`, 2 workers): ``--workers 2 --arms 1+every,1,default``. Before
@@ -17,9 +18,10 @@ Starts `hinge serve --workers N` on a fresh data directory and uploads the sets 
 * ``a9a``: dcd, ``search: {C: [0.03, 0.1, 0.3, 1, 3, 10, 30], cv_folds: 5}``;
 * ``sector``: sector.scale's 105 classes one-vs-rest, dcd, C = 1.
 
-Each round submits the job with ``n_processes`` 1 and then 2, interleaved. It polls every 50 ms (a
-client polling every 0.5 s, as the README's walkthrough does, rounds both times up to its step). For each
-job it records:
+Each round submits the job with ``n_processes`` 1 and then 2, interleaved, and waits for it as the README's
+walkthrough and the Python client do: ``GET /v1/jobs/{id}?wait_s=60``, which answers when the job ends
+(``--wait poll``: a GET every 50 ms instead, the walkthrough's loop before the long poll; each poll costs the
+API and Redis CPU on the cores the subtasks use). For each job it records:
 
 * the wall seconds from the submit to ``succeeded``;
 * the job's own seconds (``finished_at - started_at``);
@@ -45,12 +47,15 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 import httpx
+import redis
 
+from core.storage import keys
 from tests.benchmarks.bench_scale import process_tree, stop_serve, upload, wait_ready
 from tests.benchmarks.environment import DATA_DIR, machine
 
@@ -70,6 +75,12 @@ def _ticks(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     hz = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / hz, (int(fields[13]) + int(fields[14])) / hz
+
+
+def _redis_url(pid: int) -> str:
+    """The Redis URL a worker of the service was started with (its environment's REDIS_URL)."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return next(entry.split(b"=", 1)[1].decode() for entry in environ if entry.startswith(b"REDIS_URL="))
 
 
 def _worker_pids(root: int) -> list[int]:
@@ -104,21 +115,49 @@ def _arm_params(params: dict, arm: str) -> dict:
     return out
 
 
-def run_job(http: httpx.Client, workers: list[int], dataset_id: str, params: dict) -> dict:
-    """One dcd job to its end: wall seconds, the job's own seconds, the workers' CPU (own and children's)."""
+def run_job(
+    http: httpx.Client, workers: list[int], dataset_id: str, params: dict, probe: redis.Redis | None = None
+) -> dict:
+    """One dcd job to its end: wall seconds, the job's own seconds, the workers' CPU (own and children's).
+
+    ``probe`` (a connection to the service's Redis): wait with long polls and watch the phase in Redis; None: poll
+    the API every POLL_S."""
     before = {pid: _ticks(pid) for pid in workers}
     started = time.perf_counter()
     job = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd", "params": params}).json()
     window: list[tuple[float, float]] = []  # (time, coordinators' own CPU) as the subtasks phase starts and ends
-    while True:
-        state = http.get(f"/v1/jobs/{job['id']}").json()
-        running = state["status"] == "running" and (state.get("progress") or {}).get("phase") in SUBTASK_PHASES
-        if running != (len(window) == 1):  # the phase started (first sample) or ended (second)
+
+    def look(status: str, progress: dict | None) -> None:
+        running = status == "running" and (progress or {}).get("phase") in SUBTASK_PHASES
+        if running != (len(window) == 1):  # the phase started (first look) or ended (second)
             window.append((time.perf_counter(), sum(_ticks(pid)[0] for pid in workers)))
-        if state["status"] not in ("queued", "running"):
-            break
-        time.sleep(POLL_S)
-    wall = time.perf_counter() - started
+
+    if probe is None:
+        while True:
+            state = http.get(f"/v1/jobs/{job['id']}").json()
+            look(state["status"], state.get("progress"))
+            if state["status"] not in ("queued", "running"):
+                break
+            time.sleep(POLL_S)
+        wall = time.perf_counter() - started
+    else:
+        watching = threading.Event()
+
+        def watch() -> None:
+            while not watching.wait(POLL_S):
+                status, progress = probe.hmget(keys.job(job["id"]), "status", "progress")
+                look((status or b"").decode(), json.loads(progress) if progress else None)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        while True:
+            state = http.get(f"/v1/jobs/{job['id']}", params={"wait_s": 60}).json()
+            if state["status"] not in ("queued", "running"):
+                break
+        wall = time.perf_counter() - started
+        watching.set()
+        watcher.join()
+        look(state["status"], None)  # the phase ran to the end: it ends now
     if state["status"] != "succeeded":
         raise SystemExit(f"job {job['id']} ended {state['status']}: {state.get('error')}")
     after = {pid: _ticks(pid) for pid in workers}
@@ -209,6 +248,7 @@ def main(argv=None) -> int:
     parser.add_argument("--arms", default="1,2")
     parser.add_argument("--pair", action="store_true")
     parser.add_argument("--out", type=Path, default=None, help="The results file (default: by the arms, see above).")
+    parser.add_argument("--wait", choices=("long", "poll"), default="long")
     parser.add_argument("--port", type=int, default=8480)
     parser.add_argument("--data-dir", default="/tmp/hinge-bench-search")
     args = parser.parse_args(argv)
@@ -227,6 +267,8 @@ def main(argv=None) -> int:
         wait_ready(base, all_kernels=True)
         http = httpx.Client(base_url=base, timeout=120)
         workers = _worker_pids(serve.pid)
+        probe = redis.Redis.from_url(_redis_url(workers[0])) if args.wait == "long" else None
+        out["wait"] = args.wait
         for name in args.sets.split(","):
             file, params = JOBS[name]
             dataset, _ = upload(base, DATA_DIR / file, name, None)
@@ -235,7 +277,7 @@ def main(argv=None) -> int:
             runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             for _round in range(args.rounds):
                 for arm in arms:
-                    entry = run_job(http, workers, dataset["id"], _arm_params(params, arm))
+                    entry = run_job(http, workers, dataset["id"], _arm_params(params, arm), probe)
                     runs[arm].append(entry)
                     print(name, arm, entry, flush=True)
             medians = {

@@ -3,13 +3,21 @@
 A submission is stored and put in the enqueue outbox in one atomic step, refused with 429 when the
 tenant already has ``max_queued_jobs_per_tenant`` queued jobs, then enqueued into the tenant's own
 RQ queue (``core/queueing.py``: per-tenant queues served least recently served first).
+
+``GET /v1/jobs/{id}?wait_s=N`` answers when the job ends or N seconds have passed, whichever comes first
+(a long poll): a client waiting for a job sends one request where a polling loop sends one every step, and
+learns of the end within ``WAIT_CHECK_S`` instead of half a step on average. The request checks the job's
+status in Redis every ``WAIT_CHECK_S`` (one HGET) and stops waiting when the client goes away.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from core.schemas.base import ErrorResponse
 from core.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
@@ -21,6 +29,14 @@ from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+MAX_WAIT_S = 60.0
+"""Longest ``wait_s`` of GET /v1/jobs/{id} (below the usual 60-100 s idle timeouts of proxies and clients)."""
+WAIT_CHECK_S = 0.02
+"""How often a waiting GET /v1/jobs/{id} checks the job's status."""
+DISCONNECT_CHECK_S = 0.5
+"""How often a waiting GET /v1/jobs/{id} checks that its client is still there."""
+_FINAL_STATUSES = frozenset(state.value for state in FINAL_STATES)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
@@ -153,9 +169,44 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job", responses=ERRORS)
-async def get_job(job: JobDep) -> JobOut:
-    """A job's status, progress, model id (when done) or error (when failed)."""
+async def get_job(
+    request: Request,
+    job: JobDep,
+    jobs: JobStoreDep,
+    wait_s: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            description="Wait up to this many seconds for a queued or running job to end before answering (a long "
+            "poll: the answer comes as soon as the job is succeeded, failed or canceled, else after `wait_s` with the "
+            "job as it is then). 0 answers at once.",
+        ),
+    ] = 0.0,
+) -> JobOut:
+    """A job's status, progress, model id (when done) or error (when failed); with ``wait_s``, once it ends."""
+    if wait_s > 0 and job.status not in FINAL_STATES:
+        job = await _when_ended(request, jobs, job.id, time.monotonic() + wait_s)
     return JobOut.model_validate(job_view(job))
+
+
+async def _when_ended(request: Request, jobs: JobStore, job_id: str, until: float) -> JobRecord:
+    """The job's record once its status is final, or at ``until`` (or when the client has gone); 404 if it was
+    deleted meanwhile."""
+    next_disconnect_check = time.monotonic() + DISCONNECT_CHECK_S
+    while True:
+        now = time.monotonic()
+        if now >= until:
+            break
+        await asyncio.sleep(min(WAIT_CHECK_S, until - now))
+        status = await run_in_threadpool(jobs.status, job_id)
+        if status is None or status in _FINAL_STATUSES:
+            break
+        if time.monotonic() >= next_disconnect_check:
+            if await request.is_disconnected():
+                break
+            next_disconnect_check = time.monotonic() + DISCONNECT_CHECK_S
+    return await run_in_threadpool(_current, jobs, job_id)
 
 
 @router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
