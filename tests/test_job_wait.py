@@ -94,3 +94,17 @@ def test_the_client_waits_with_long_polls(service, stubborn_dataset):
     gets = [r for r in requests if r.method == "GET"]
     # a 0.2 s polling loop would have sent about 8; each of these waited on the service's side
     assert 1 <= len(gets) <= 2 and all(r.url.params["wait_s"] == "20.0" for r in gets), [str(r.url) for r in gets]
+
+
+def test_long_polls_are_timed_apart_from_plain_reads(http, stubborn_dataset):
+    job = _running(http, stubborn_dataset["id"], **RUNS_UNTIL_STOPPED, max_seconds=60.0)
+    try:
+        assert http.get(f"/v1/jobs/{job['id']}", params={"wait_s": 0.05}).json()["status"] == "running"
+        assert http.get(f"/v1/jobs/{job['id']}", params={"wait_s": 0}).status_code == 200
+    finally:
+        http.post(f"/v1/jobs/{job['id']}/cancel")
+        wait_job(http, job["id"], timeout=60)
+    text = http.get("/metrics").text
+    waited = 'hinge_http_request_duration_seconds_count{method="GET",route="/v1/jobs/{job_id}?wait_s",status="200"}'
+    plain = 'hinge_http_request_duration_seconds_count{method="GET",route="/v1/jobs/{job_id}",status="200"}'
+    assert waited in text and plain in text

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -109,8 +110,26 @@ def build_registry(app) -> tuple[CollectorRegistry, Counter, Histogram]:
     return registry, requests, latency
 
 
+LONG_POLLS = {("GET", "/v1/jobs/{job_id}"): "wait_s"}
+"""Routes that may wait on purpose, and the query parameter that asks them to: a request that waits is counted
+and timed under the route template with ``?<parameter>`` added, so that the waits do not pass for slow answers."""
+
+
+def route_label(method: str, template: str, query_string: bytes) -> str:
+    """The ``route`` label of a request: its template, with ``?wait_s`` added for a long poll (see LONG_POLLS)."""
+    parameter = LONG_POLLS.get((method, template))
+    if parameter is None or not query_string:
+        return template
+    values = parse_qs(query_string.decode("latin-1")).get(parameter, [])
+    try:
+        waits = bool(values) and float(values[-1]) > 0
+    except ValueError:
+        waits = False
+    return f"{template}?{parameter}" if waits else template
+
+
 class MetricsMiddleware:
-    """Counts every HTTP request by method, route template and status, and times it."""
+    """Counts every HTTP request by method, route template (see ``route_label``) and status, and times it."""
 
     def __init__(self, app, requests: Counter, latency: Histogram):
         self.app = app
@@ -133,6 +152,7 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            labels = (scope.get("method", ""), template, str(status["code"]))
+            method = scope.get("method", "")
+            labels = (method, route_label(method, template, scope.get("query_string", b"")), str(status["code"]))
             self.requests.labels(*labels).inc()
             self.latency.labels(*labels).observe(time.perf_counter() - start)
