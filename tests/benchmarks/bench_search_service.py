@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -94,6 +95,17 @@ def _worker_pids(root: int) -> list[int]:
     return pids
 
 
+def _own_cpu(pids) -> float:
+    """The CPU seconds the processes have used (those gone since count nothing)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += _ticks(pid)[0]
+        except OSError:
+            pass
+    return total
+
+
 def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -116,13 +128,20 @@ def _arm_params(params: dict, arm: str) -> dict:
 
 
 def run_job(
-    http: httpx.Client, workers: list[int], dataset_id: str, params: dict, probe: redis.Redis | None = None
+    http: httpx.Client,
+    workers: list[int],
+    dataset_id: str,
+    params: dict,
+    probe: redis.Redis | None = None,
+    others: Sequence[int] = (),
 ) -> dict:
-    """One dcd job to its end: wall seconds, the job's own seconds, the workers' CPU (own and children's).
+    """One dcd job to its end: wall seconds, the job's own seconds, the workers' CPU (own and children's), and the
+    CPU of the service's ``others`` processes (the API, Redis, the supervisor, heartbeats) while it ran.
 
     ``probe`` (a connection to the service's Redis): wait with long polls and watch the phase in Redis; None: poll
     the API every POLL_S."""
     before = {pid: _ticks(pid) for pid in workers}
+    others_before = _own_cpu(others)
     started = time.perf_counter()
     job = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd", "params": params}).json()
     window: list[tuple[float, float]] = []  # (time, coordinators' own CPU) as the subtasks phase starts and ends
@@ -169,6 +188,7 @@ def run_job(
         "job_s": round(job_s, 3),
         "coordinator_cpu_s": round(own, 2),
         "subtask_cpu_s": round(children, 2),
+        "rest_of_service_cpu_s": round(_own_cpu(others) - others_before, 2),
         "coordinator_core_share": round(own / job_s, 3) if job_s > 0 else None,
         # while the subtasks run (from the first poll that saw the phase to the first that did not)
         "subtasks_phase_s": round(window[1][0] - window[0][0], 3) if len(window) >= 2 else None,
@@ -267,6 +287,7 @@ def main(argv=None) -> int:
         wait_ready(base, all_kernels=True)
         http = httpx.Client(base_url=base, timeout=120)
         workers = _worker_pids(serve.pid)
+        others = [pid for pid in process_tree(serve.pid) if pid not in workers]
         probe = redis.Redis.from_url(_redis_url(workers[0])) if args.wait == "long" else None
         out["wait"] = args.wait
         for name in args.sets.split(","):
@@ -277,7 +298,7 @@ def main(argv=None) -> int:
             runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             for _round in range(args.rounds):
                 for arm in arms:
-                    entry = run_job(http, workers, dataset["id"], _arm_params(params, arm), probe)
+                    entry = run_job(http, workers, dataset["id"], _arm_params(params, arm), probe, others)
                     runs[arm].append(entry)
                     print(name, arm, entry, flush=True)
             medians = {
