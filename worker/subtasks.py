@@ -9,7 +9,7 @@ limits numba to cores // processes threads, so processes x threads <= cores.
 Every subtask gets a SolverControl whose deadline is the job's and whose cancel flag is a shared
 Event that the parent sets when a cancel is requested (the parent polls Redis; children do not
 connect). Each process has a pipe of its own to the parent: a task goes down it, and its trace points
-come back up it in batches (one message per task and tenth of a second), then its result; the points reach
+come back up it in batches (one message per task and tenth of a second), the last ones with its result; the points reach
 the job's trace tagged with the subtask. The parent's one thread sleeps until a result or a batch arrives
 (no handler threads, no shared queues), so a job's coordinating process costs next to nothing while its
 subtasks run. Tasks start within the job's share of the machine's cores (``worker.core_budget``), asked
@@ -185,21 +185,21 @@ def _child_main(connection, threads: int, inherited: list) -> None:
         if message is None:
             return
         index, payload = message
-        _, result, error = _child_run_payload(index, payload, connection)
-        try:
-            connection.send(("done", index, result, error))
+        _, result, error, points = _child_run_payload(index, payload, connection)
+        try:  # the task's last trace points ride with its result: one message, and one wake-up of the parent
+            connection.send(("done", index, result, error, points))
         except Exception as exc:  # a result that cannot be pickled: nothing of it was written
-            connection.send(("done", index, None, f"{type(exc).__name__}: {exc}"))
+            connection.send(("done", index, None, f"{type(exc).__name__}: {exc}", points))
 
 
 POINT_BATCH_S = 0.1
-"""A subtask process sends its trace points to the parent in batches, at most this often (and at its task's end)."""
+"""A subtask process sends its trace points to the parent in batches, at most this often (the rest with its result)."""
 POLL_S = 0.2
 """The parent waits this long at most for a result or points, then looks for a cancel (it wakes at once for either)."""
 
 
 class _PointBatch:
-    """A task's trace points on their way to the parent: one message per ``POINT_BATCH_S``, the rest at the end."""
+    """A task's trace points on their way to the parent: one message per ``POINT_BATCH_S``, the rest with its result."""
 
     def __init__(self, connection, index: int) -> None:
         self.connection = connection
@@ -227,11 +227,9 @@ def _child_run_payload(index: int, payload, connection):
         index=index, deadline=_shared["deadline"], cancel_requested=event.is_set, record_point=batch.add
     )
     try:
-        return index, function(payload, context), None
+        return index, function(payload, context), None, batch.buffer
     except BaseException as exc:  # reported to the parent, which fails the job
-        return index, None, f"{type(exc).__name__}: {exc}"
-    finally:
-        batch.flush()  # before the result: the parent reads every point of a task before its result
+        return index, None, f"{type(exc).__name__}: {exc}", batch.buffer
 
 
 def run_subtasks(
@@ -354,7 +352,9 @@ def run_task_graph(
                         for point in message[2]:
                             on_point(message[1], point)
                         continue
-                    _, done_index, result, error = message
+                    _, done_index, result, error, points = message
+                    for point in points:  # the task's last points, sent with its result
+                        on_point(done_index, point)
                     del busy[process]
                     idle.append(process)
                     if error is not None:
