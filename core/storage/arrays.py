@@ -64,28 +64,39 @@ def repeated_element(flat: np.ndarray) -> bytes | None:
 
 def nonzero_encoded(flat: np.ndarray) -> np.ndarray | None:
     """The bytes that store a 1-D little-endian array as its non-zero elements (see the module docstring): the
-    packed bit mask of the elements that are not all zero bytes, then those elements; None when the array is
-    too small, has elements of another size than 4 or 8 bytes, or the encoding saves too little."""
+    packed bit mask of the elements that are not all zero bytes (zero-padded to a multiple of 8 bytes), then
+    those elements; None when the array is too small, has elements of another size than 4 or 8 bytes, or the
+    encoding saves too little."""
     words = _as_words(flat)
     if words is None or flat.dtype.itemsize < 4 or flat.nbytes < FILL_MIN_BYTES:
         return None
     nonzero = words != 0
     n_nonzero = int(np.count_nonzero(nonzero))
-    stored = -(-flat.size // 8) + n_nonzero * flat.dtype.itemsize
-    if stored > (1.0 - NONZERO_MIN_SAVING) * flat.nbytes:
+    mask_bytes = _mask_bytes(flat.size)
+    if mask_bytes + n_nonzero * flat.dtype.itemsize > (1.0 - NONZERO_MIN_SAVING) * flat.nbytes:
         return None
-    return np.concatenate([np.packbits(nonzero), words[nonzero].view(np.uint8)])
+    stored = np.zeros(mask_bytes + n_nonzero * flat.dtype.itemsize, dtype=np.uint8)
+    packed = np.packbits(nonzero)
+    stored[: packed.size] = packed
+    # np.compress, not words[nonzero]: 4.6 ms against 25 ms on sector's 5.8 million weights
+    np.compress(nonzero, words, out=stored[mask_bytes:].view(words.dtype))
+    return stored
+
+
+def _mask_bytes(count: int) -> int:
+    """Bytes of the bit mask of ``count`` elements, padded to a multiple of 8 (the elements after it are aligned)."""
+    return -(-count // 64) * 8
 
 
 def nonzero_decoded(stored: np.ndarray, dtype: np.dtype, count: int) -> np.ndarray:
     """The array of ``count`` elements that ``nonzero_encoded`` stored as the bytes ``stored``."""
-    mask_bytes = -(-count // 8)
-    nonzero = np.unpackbits(stored[:mask_bytes], count=count).view(bool)
+    mask_bytes = _mask_bytes(count)
+    positions = np.flatnonzero(np.unpackbits(stored[:mask_bytes], count=count).view(bool))
     values = stored[mask_bytes:].view(dtype)
-    if values.size != int(np.count_nonzero(nonzero)):
-        raise KeyError(f"{values.size} stored non-zero elements for a mask of {int(np.count_nonzero(nonzero))}")
+    if values.size != positions.size:
+        raise KeyError(f"{values.size} stored non-zero elements for a mask of {positions.size}")
     out = np.zeros(count, dtype=dtype)
-    out[nonzero] = values
+    out[positions] = values  # 7.7 ms against 27 ms for a boolean mask (sector's weights)
     return out
 
 
