@@ -28,7 +28,7 @@ import time
 import redis
 from pydantic import ValidationError
 
-from core.config import get_settings
+from core.config import get_settings, model_reserve_fraction
 from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
@@ -37,8 +37,9 @@ from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
-from core.storage.records import dataset_store
+from core.storage.records import dataset_store, model_store
 from worker import core_budget, datacache, heartbeat, search_dist, subtasks, warmup
+from worker.model_staging import ModelStaging
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runs import cancel, fail, hand_back, job_params, no_core, record_outcome, redis_client, worker_id
 from worker.search import run_search
@@ -130,6 +131,27 @@ def _train(job_id: str) -> dict:
         return hand_back(jobs, client, job, run, "the worker was stopping while the job waited for its kernels")
     if stopped == "canceled":
         return cancel(jobs, job_id, mine, "canceled while waiting for the solver's kernels: no model")
+    staging = ModelStaging(model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)), job.tenant)
+    try:
+        return _train_and_record(jobs, client, job, params, run, mine, deadline, staging)
+    finally:
+        staging.discard()  # arrays staged ahead that did not become the model (nothing once claimed)
+
+
+def _train_and_record(
+    jobs: JobStore,
+    client: redis.Redis,
+    job: JobRecord,
+    params: SolverParams,
+    run: int,
+    mine: tuple[str, str],
+    deadline: float | None,
+    staging: ModelStaging,
+) -> dict:
+    """Load the data, train within the job's core lease, then store the model and end the job (``_train``'s
+    last steps)."""
+    settings = get_settings()
+    job_id = job.id
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
         dataset, arrays = datacache.load(
@@ -150,7 +172,14 @@ def _train(job_id: str) -> dict:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the job")
             outcome = train_job(
-                job.solver, params, arrays, dataset.n_features, deadline=deadline, cancel_requested=poller, sink=sink
+                job.solver,
+                params,
+                arrays,
+                dataset.n_features,
+                deadline=deadline,
+                cancel_requested=poller,
+                sink=sink,
+                stage_model=staging.start,
             )
     except datacache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
@@ -169,7 +198,7 @@ def _train(job_id: str) -> dict:
 
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
-    return record_outcome(jobs, client, job, dataset, outcome, mine, run)
+    return record_outcome(jobs, client, job, dataset, outcome, mine, run, staging)
 
 
 def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:
@@ -190,9 +219,18 @@ def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | 
 
 
 def train_job(
-    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink: TraceSink
+    solver: str,
+    params: SolverParams,
+    arrays: dict,
+    n_features: int,
+    *,
+    deadline,
+    cancel_requested,
+    sink: TraceSink,
+    stage_model=None,
 ) -> TrainingOutcome:
-    """A job's training in this process: a model selection when ``params.search`` is set, else one model."""
+    """A job's training in this process: a model selection when ``params.search`` is set, else one model
+    (``stage_model``: see ``worker.training.train_model``; a search does not stage)."""
     if params.search is not None:
 
         def publish(results_table: dict, subtasks: dict) -> None:
@@ -209,5 +247,12 @@ def train_job(
             publish=publish,
         )
     return train_model(
-        solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
+        solver,
+        params,
+        arrays,
+        n_features,
+        deadline=deadline,
+        cancel_requested=cancel_requested,
+        sink=sink,
+        stage_model=stage_model,
     )

@@ -30,6 +30,7 @@ from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, utc_now
 from core.storage.keys import new_id
 from core.storage.records import model_store
+from worker.model_staging import ModelStaging
 from worker.progress import INTERRUPT
 from worker.solvers.common import StopReason
 from worker.stopping import INTERRUPTED
@@ -75,8 +76,12 @@ def record_outcome(
     outcome: TrainingOutcome,
     mine: tuple[str, str],
     run: int,
+    staging: ModelStaging | None = None,
 ) -> dict:
-    """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back."""
+    """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back.
+
+    ``staging``: the model's arrays when they were written ahead (``worker.model_staging``): committed with its
+    record instead of written now."""
     settings = get_settings()
     job_id = job.id
     seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
@@ -90,7 +95,13 @@ def record_outcome(
 
     model_id = None
     if outcome.arrays is not None:
-        model_id = new_id("mdl")
+        store = model_store(client, settings.chunk_bytes, model_reserve_fraction(settings))
+        try:
+            claimed = staging.claim(outcome.arrays) if staging is not None else None
+        except StorageFull as exc:
+            log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
+            return fail(jobs, job_id, mine, "storage_full", str(exc))
+        model_id = claimed[0] if claimed is not None else new_id("mdl")
         # the model as training described it (``outcome.meta``), then where it came from
         document = dict(
             outcome.meta,
@@ -107,9 +118,11 @@ def record_outcome(
             document["stop_reason"] = "interrupted"
             document["stopping_rule"] = INTERRUPTED
         try:
-            model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)).create(
-                ModelRecord.from_document(document), outcome.arrays
-            )
+            record = ModelRecord.from_document(document)
+            if claimed is not None:
+                store.commit(record, claimed[1])
+            else:
+                store.create(record, outcome.arrays)
         except StorageFull as exc:
             log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
             return fail(jobs, job_id, mine, "storage_full", str(exc))

@@ -53,17 +53,26 @@ class RecordStore(Generic[R]):
 
         Raises ``StorageFull`` (and stores nothing) when Redis has no room for it (core/storage/capacity.py).
         """
-        owner = self.key_of(meta.id)
+        return self.commit(meta, self.stage(meta.id, meta.tenant, array_map))
+
+    def stage(self, record_id: str, tenant: str, array_map: Mapping[str, np.ndarray]) -> dict:
+        """Write a new record's arrays with the staging time-to-live and return their manifest: ``commit`` makes
+        them last, ``discard_staged`` removes them (else they expire). Raises ``StorageFull`` as ``create`` does,
+        leaving nothing."""
         manifest: dict = {}
         nbytes = sum(int(np.asarray(a).nbytes) for a in array_map.values())
-        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(meta.id))
+        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(record_id))
         try:
-            manifest = arrays.write_staged(self.client, owner, array_map, self.chunk_bytes)
+            manifest = arrays.write_staged(self.client, self.key_of(record_id), array_map, self.chunk_bytes)
         except BaseException as exc:
-            self._remove(meta.id, meta.tenant, manifest or _names_only(array_map, self.chunk_bytes))
-            self._raise_if_full(exc, meta.id, nbytes)
+            self._remove(record_id, tenant, manifest or _names_only(array_map, self.chunk_bytes))
+            self._raise_if_full(exc, record_id, nbytes)
             raise
-        return self.commit(meta, manifest)
+        return manifest
+
+    def discard_staged(self, record_id: str, manifest: Mapping[str, dict]) -> None:
+        """Remove arrays that ``stage`` wrote and no ``commit`` made permanent."""
+        arrays.discard(self.client, self.key_of(record_id), manifest)
 
     def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
         """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest).
