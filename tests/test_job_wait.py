@@ -108,3 +108,33 @@ def test_long_polls_are_timed_apart_from_plain_reads(http, stubborn_dataset):
     waited = 'hinge_http_request_duration_seconds_count{method="GET",route="/v1/jobs/{job_id}?wait_s",status="200"}'
     plain = 'hinge_http_request_duration_seconds_count{method="GET",route="/v1/jobs/{job_id}",status="200"}'
     assert waited in text and plain in text
+
+
+def test_many_requests_wait_at_once_and_each_learns_its_own_end(service, http, stubborn_dataset):
+    """One watcher looks at every waited-for job: 12 requests on 3 jobs that end at different times."""
+    jobs = [
+        http.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": stubborn_dataset["id"],
+                "solver": "dcd",
+                "params": dict(RUNS_UNTIL_STOPPED, max_seconds=seconds),
+            },
+        ).json()
+        for seconds in (0.5, 1.0, 1.5)
+    ]
+    answers: dict[int, list] = {i: [] for i in range(len(jobs))}
+
+    def wait(i: int) -> None:
+        with service.client() as other:
+            answers[i].append(other.get(f"/v1/jobs/{jobs[i]['id']}", params={"wait_s": 60}).json())
+
+    waiters = [threading.Thread(target=wait, args=(i % len(jobs),)) for i in range(12)]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join(timeout=120)
+    assert not any(waiter.is_alive() for waiter in waiters)
+    for i, job in enumerate(jobs):
+        assert len(answers[i]) == 4
+        assert all(answer["id"] == job["id"] and answer["status"] == "succeeded" for answer in answers[i]), answers[i]

@@ -211,11 +211,6 @@ class JobStore:
             return None
         return job
 
-    def status(self, job_id: str) -> str | None:
-        """The job's status as stored, or None when there is no such job (one HGET: a waiting request's check)."""
-        raw = self.client.hget(keys.job(job_id), "status")
-        return None if raw is None else text(raw)
-
     def list(
         self, tenant: str, offset: int = 0, limit: int = 100, status: JobStatus | None = None
     ) -> tuple[builtins.list[JobRecord], int]:
@@ -236,7 +231,8 @@ class JobStore:
         return [job for job in (self.get(i) for i in page) if job is not None], len(matching)
 
     def statuses(self, job_ids: builtins.list[str]) -> builtins.list[tuple[str | None, str | None]]:
-        """(status, rq_job_id) of each job, as stored (None where absent), in one round trip: the reaper's scan."""
+        """(status, rq_job_id) of each job, as stored (None where absent), in one round trip: the reaper's scan, and
+        the API's watcher of the jobs that requests wait for (``service/api/job_wait.py``)."""
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
                 pipe.hmget(keys.job(job_id), "status", "rq_job_id")

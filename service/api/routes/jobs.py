@@ -6,13 +6,12 @@ RQ queue (``core/queueing.py``: per-tenant queues served least recently served f
 
 ``GET /v1/jobs/{id}?wait_s=N`` answers when the job ends or N seconds have passed, whichever comes first
 (a long poll): a client waiting for a job sends one request where a polling loop sends one every step, and
-learns of the end within ``WAIT_CHECK_S`` instead of half a step on average. The request checks the job's
-status in Redis every ``WAIT_CHECK_S`` (one HGET) and stops waiting when the client goes away.
+learns of the end within ``service.api.job_wait.CHECK_S`` (20 ms) instead of half a step on average. One
+watcher per API process looks at every waited-for job at once (``service/api/job_wait.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from core.schemas.jobs import JobList, JobOut, JobRequest, JobStatus, TraceOut
 from core.storage.job_record import JobRecord
 from core.storage.jobs import FINAL_STATES, Deletion, JobStore, utc_now
 from core.storage.keys import new_id
+from service.api import job_wait
 from service.api.deps import DatasetStoreDep, JobDep, JobStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.job_checks import check_request_against_dataset, stored_params
@@ -32,11 +32,6 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 MAX_WAIT_S = 60.0
 """Longest ``wait_s`` of GET /v1/jobs/{id} (below the usual 60-100 s idle timeouts of proxies and clients)."""
-WAIT_CHECK_S = 0.02
-"""How often a waiting GET /v1/jobs/{id} checks the job's status."""
-DISCONNECT_CHECK_S = 0.5
-"""How often a waiting GET /v1/jobs/{id} checks that its client is still there."""
-_FINAL_STATUSES = frozenset(state.value for state in FINAL_STATES)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such job (or not yours)."},
@@ -186,27 +181,9 @@ async def get_job(
 ) -> JobOut:
     """A job's status, progress, model id (when done) or error (when failed); with ``wait_s``, once it ends."""
     if wait_s > 0 and job.status not in FINAL_STATES:
-        job = await _when_ended(request, jobs, job.id, time.monotonic() + wait_s)
+        await job_wait.watcher(request, jobs).wait(request, job.id, time.monotonic() + wait_s)
+        job = await run_in_threadpool(_current, jobs, job.id)
     return JobOut.model_validate(job_view(job))
-
-
-async def _when_ended(request: Request, jobs: JobStore, job_id: str, until: float) -> JobRecord:
-    """The job's record once its status is final, or at ``until`` (or when the client has gone); 404 if it was
-    deleted meanwhile."""
-    next_disconnect_check = time.monotonic() + DISCONNECT_CHECK_S
-    while True:
-        now = time.monotonic()
-        if now >= until:
-            break
-        await asyncio.sleep(min(WAIT_CHECK_S, until - now))
-        status = await run_in_threadpool(jobs.status, job_id)
-        if status is None or status in _FINAL_STATUSES:
-            break
-        if time.monotonic() >= next_disconnect_check:
-            if await request.is_disconnected():
-                break
-            next_disconnect_check = time.monotonic() + DISCONNECT_CHECK_S
-    return await run_in_threadpool(_current, jobs, job_id)
 
 
 @router.get("/{job_id}/trace", response_model=TraceOut, summary="Get a job's convergence trace", responses=ERRORS)
