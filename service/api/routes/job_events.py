@@ -10,13 +10,13 @@ Events, each with an ``id`` that is the number of trace points sent so far:
 Resuming: a client that reconnects with ``Last-Event-ID: N`` (browsers' EventSource does it by
 itself) or ``?since=N`` gets the trace points from index N on, so every point is seen exactly once
 and in order across reconnections. The stream reads Redis every ``POLL_S`` seconds (off the event
-loop); a comment line every ``KEEPALIVE_S`` seconds keeps proxies from closing an idle stream.
+loop), and at once when the job ends (``service.api.job_wait``'s watcher, within 20 ms); a comment line
+every ``KEEPALIVE_S`` seconds keeps proxies from closing an idle stream.
 A job's final status is written after its last trace points, so ``end`` follows every point.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Annotated
@@ -26,6 +26,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from core.storage.jobs import FINAL_STATES, JobStore
+from service.api import job_wait
 from service.api.deps import JobIdPath, JobStoreDep, TenantDep
 from service.api.errors import not_found, unprocessable
 from service.api.routes.jobs import ERRORS, job_view
@@ -95,7 +96,8 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
             last_write = time.monotonic()
         if await request.is_disconnected():
             return
-        await asyncio.sleep(poll_s)
+        # until the next look, or at once when the job ends (the long poll's watcher): ``end`` comes within 20 ms
+        await job_wait.watcher(request, jobs).wait(request, job_id, time.monotonic() + poll_s)
 
 
 SSE_EVENT = {
