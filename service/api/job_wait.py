@@ -81,10 +81,10 @@ class JobEndWatcher:
                             ended.set_result(None)
 
 
-def watcher(request: Request, jobs: JobStore) -> JobEndWatcher:
-    """The API process's watcher (made with the first waiting request)."""
+def watcher(request: Request) -> JobEndWatcher:
+    """The API process's watcher, over its job store (made with the first waiting request)."""
     state = request.app.state
     current = getattr(state, "job_end_watcher", None)
     if current is None:
-        current = state.job_end_watcher = JobEndWatcher(jobs)
+        current = state.job_end_watcher = JobEndWatcher(state.jobs)
     return current

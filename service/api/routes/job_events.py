@@ -97,7 +97,7 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
         if await request.is_disconnected():
             return
         # until the next look, or at once when the job ends (the long poll's watcher): ``end`` comes within 20 ms
-        await job_wait.watcher(request, jobs).wait(request, job_id, time.monotonic() + poll_s)
+        await job_wait.watcher(request).wait(request, job_id, time.monotonic() + poll_s)
 
 
 SSE_EVENT = {

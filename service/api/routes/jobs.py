@@ -181,7 +181,7 @@ async def get_job(
 ) -> JobOut:
     """A job's status, progress, model id (when done) or error (when failed); with ``wait_s``, once it ends."""
     if wait_s > 0 and job.status not in FINAL_STATES:
-        await job_wait.watcher(request, jobs).wait(request, job.id, time.monotonic() + wait_s)
+        await job_wait.watcher(request).wait(request, job.id, time.monotonic() + wait_s)
         job = await run_in_threadpool(_current, jobs, job.id)
     return JobOut.model_validate(job_view(job))
 
