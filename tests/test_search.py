@@ -443,7 +443,8 @@ def test_distributed_search_spreads_over_the_workers(service, http):
 def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatch, grid):
     """With few paths the refit's path on all the data runs as tasks among the folds' fits: same model as
     walking it after the search (the same warm chain), with 1 or 2 processes. Its fit at the largest C
-    waits until that C is known to win (second grid: it wins; first: it does not, and never runs)."""
+    runs with the others unless the scores so far rule that C out; ruled out, it waits until that C is
+    known to win (second grid: it wins; first: it does not, and never runs)."""
     import worker.search as search_module
 
     arrays, n_features = cancer_arrays()
@@ -479,6 +480,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
     after, _ = run(1)  # a path is a task: the refit walks its path after the search
     assert "ran_with_search" not in after.meta["refit_path"]
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
+    monkeypatch.setattr(search_module, "largest_c_ruled_out", lambda rows, cv_folds: True)
     for processes in (1, 2):
         outcome, sink = run(processes)
         assert outcome.meta["refit_path"]["ran_with_search"] is True
@@ -491,3 +493,31 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
         # ran only in the second, once the search had scored it
         assert outcome.meta["refit_path"]["C"] == ([0.001, 0.01, 0.1] if len(grid) == 4 else grid)
         assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "walked only up to the best C"
+    # not ruled out: with 2 processes the fit at the largest C runs with the search (speculatively in the first
+    # grid, where it loses), the model stays the same
+    monkeypatch.setattr(search_module, "largest_c_ruled_out", lambda rows, cv_folds: False)
+    outcome, _ = run(2)
+    assert outcome.meta["refit_path"]["fits_beyond_best"] == (1 if len(grid) == 4 else 0)
+    np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
+
+
+def _rows(scores_by_C: dict) -> list[dict]:
+    return [{"C": C, "fold": f, "score": s} for C, scores in scores_by_C.items() for f, s in enumerate(scores)]
+
+
+def test_the_largest_c_is_ruled_out_only_when_the_scores_clearly_fall():
+    """The refit's fit at the grid's largest C runs early unless the scored settings rule that C out: its
+    predecessor trailing the best by more than two standard errors of the paired fold differences."""
+    from worker.search import largest_c_ruled_out
+
+    rising = {0.1: [0.80, 0.82, 0.81], 1.0: [0.84, 0.85, 0.83]}
+    assert not largest_c_ruled_out(_rows(rising), 3), "the largest scored C is the best: still rising"
+    flat = {0.1: [0.847, 0.859, 0.849], 1.0: [0.846, 0.860, 0.848]}
+    assert not largest_c_ruled_out(_rows(flat), 3), "behind by less than its noise"
+    falling = {0.1: [0.90, 0.91, 0.92], 1.0: [0.85, 0.86, 0.86]}
+    assert largest_c_ruled_out(_rows(falling), 3), "clearly past the peak"
+    partial = {0.1: [0.90, 0.91, 0.92], 1.0: [0.85, 0.86]}
+    assert not largest_c_ruled_out(_rows(partial), 3), "a setting not scored on every fold does not count"
+    assert not largest_c_ruled_out(_rows({0.1: [0.9, 0.9, 0.9]}), 3), "one setting: nothing to compare"
+    nan = {0.1: [0.90, 0.91, 0.92], 1.0: [0.85, float("nan"), 0.86]}
+    assert not largest_c_ruled_out(_rows(nan), 3)
