@@ -159,6 +159,24 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
     assert len(made) == 1 and (made[0].lengths > 0).all(), "every path's warm start went through the shared rows"
 
 
+def test_a_two_label_fit_brings_its_score_not_its_decisions():
+    """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
+    have computed from the held-out decision values, and no decision values travel back."""
+    from worker.search import FoldCache, Path, Search, _held_out_decisions
+
+    arrays, n_features = cancer_arrays()
+    params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
+    search = Search("dcd", params, arrays, n_features)
+    cache = FoldCache(arrays, n_features, search.folds, search.task)
+    path = Path(1, 0, None, 0, search.Cs, True)
+    records, state = search.fit_segment(path, 0, 1, None, cache, deadline=None, cancel_requested=lambda: False)
+    (record,) = records
+    assert record.decisions is None and record.score is not None
+    decisions = _held_out_decisions(state[1], cache.get(1), None, n_features)
+    assert record.score == search.score_cell(1, decisions[:, None], None)
+    assert search.cell_row(1, None, {0: record})["score"] == record.score
+
+
 def test_a_warm_state_in_shared_rows_comes_back_as_it_was():
     from worker.search import WARM_ROW, _restored, _warm_state
     from worker.solvers.common import SolverResult, StopReason

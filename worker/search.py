@@ -30,7 +30,8 @@ with dcd's default budget, 3.1 s with a point per pass), and the parent handles 
 
 Each fit reports its decision values on the held-out fold; the parent scores a (fold, setting) cell
 with the search metric once every problem of the fold has reported, and publishes the table as it
-fills (throttled). The table (``table``) gives per setting the mean and standard deviation of the
+fills (throttled). A cell of one problem (two labels, or a pairwise task) is scored by the process that
+ran its fit, which sends back the score instead of the decision values. The table (``table``) gives per setting the mean and standard deviation of the
 fold scores, the iterations, seconds, warm-started fits and stop reasons of its fits; with
 ``measure_cold`` the fits of fold 0 are repeated from a cold start and the table shows the
 iterations that warm starts saved there (measured, not estimated; it costs the cold fits, which are
@@ -169,6 +170,7 @@ class FitRecord:
     decisions: np.ndarray | None
     ranking: dict | None = None
     result: SolverResult | None = None  # the whole result, for the fits on all the data (the refit's path)
+    score: float | None = None  # a cell of one problem, scored where the fit ran (then ``decisions`` is None)
 
 
 class FoldCache:
@@ -347,6 +349,7 @@ class Search:
                 on_point = lambda point, tags=tags: record_point(dict(point, **tags))  # noqa: E731
             control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=on_point)
             began = time.perf_counter()
+            score = None
             if self.task == "classification":
                 labels = fold_data["labels"]
                 pair = class_weight_pairs(labels, getattr(setting, "class_weight", None))[path.problem]
@@ -388,6 +391,11 @@ class Search:
                     result, fold_data, None if kernel is None else kernel.model_dump(), self.n_features
                 )
                 whole = None
+                if self.n_problems(path.fold) == 1:
+                    # its cell is this fit alone: scored here, so that a number travels back instead of the
+                    # held-out rows' decision values (a9a: 52 KB a fit, unpickled by the coordinator)
+                    score = self.score_cell(path.fold, decisions[:, None], ranking)
+                    decisions = None
             records.append(
                 FitRecord(
                     C,
@@ -398,6 +406,7 @@ class Search:
                     decisions,
                     ranking,
                     whole,
+                    score,
                 )
             )
             state = (C, _warm_state(result, self.warm_rows, row)) if path.warm else None
@@ -575,21 +584,22 @@ class Search:
         maybe_publish(force=True)
         return rows
 
-    def cell_row(self, fold: int, gamma, fits: dict[int, FitRecord]) -> dict:
-        """Score one (fold, setting) cell from its problems' held-out decision values."""
-        ordered = [fits[k] for k in range(len(fits))]
-        columns = [f.decisions for f in ordered if f.decisions is not None]
-        assert len(columns) == len(ordered), "every fit of a cell reports its held-out decision values"
-        decisions = np.column_stack(columns)
-        score = score_decisions(
-            self.metric,
-            self.task,
-            self.fold_labels[fold],
-            decisions,
-            self.held_y[fold],
-            self.held_qid[fold],
-            ordered[0].ranking,
+    def score_cell(self, fold: int, decisions: np.ndarray, ranking: dict | None) -> float:
+        """The search metric of a fold's held-out decision values (rows x problems)."""
+        return score_decisions(
+            self.metric, self.task, self.fold_labels[fold], decisions, self.held_y[fold], self.held_qid[fold], ranking
         )
+
+    def cell_row(self, fold: int, gamma, fits: dict[int, FitRecord]) -> dict:
+        """Score one (fold, setting) cell from its problems' held-out decision values (or the score its one fit
+        brought)."""
+        ordered = [fits[k] for k in range(len(fits))]
+        if len(ordered) == 1 and ordered[0].score is not None:
+            score = ordered[0].score
+        else:
+            columns = [f.decisions for f in ordered if f.decisions is not None]
+            assert len(columns) == len(ordered), "every fit of a cell reports its held-out decision values"
+            score = self.score_cell(fold, np.column_stack(columns), ordered[0].ranking)
         reasons = Counter(f.stop_reason for f in ordered)
         return {
             "C": ordered[0].C,
