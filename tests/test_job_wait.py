@@ -138,3 +138,87 @@ def test_many_requests_wait_at_once_and_each_learns_its_own_end(service, http, s
     for i, job in enumerate(jobs):
         assert len(answers[i]) == 4
         assert all(answer["id"] == job["id"] and answer["status"] == "succeeded" for answer in answers[i]), answers[i]
+
+
+WAIT_DATABASE = 12
+"""A database of its own for the watcher's unit tests (pub/sub channels are shared by every database)."""
+
+
+@pytest.fixture()
+def job_store(redis_server):
+    import redis
+
+    from core.storage.jobs import JobStore
+
+    connection = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + f"/{WAIT_DATABASE}")
+    connection.flushdb()
+    yield JobStore(connection)
+    connection.flushdb()
+    connection.close()
+
+
+def _running_record(jobs, job_id: str) -> None:
+    from core.schemas.jobs import JobStatus
+    from core.storage.job_record import JobRecord
+
+    record = JobRecord(
+        id=job_id, tenant="t", status=JobStatus.queued, dataset_id="ds_x", solver="dcd", params={}, created_at="now"
+    )
+    assert jobs.create(record)
+    assert jobs.transition(job_id, (JobStatus.queued,), JobStatus.running)
+
+
+DEADLINE_S = 20.0
+
+
+class _Connected:
+    """A stand-in for the waiting request: its client stays."""
+
+    async def is_disconnected(self) -> bool:
+        return False
+
+
+def test_the_watcher_hears_a_jobs_end_published_and_remembers_it(job_store, monkeypatch):
+    """The end comes through the channel the transition publishes on (the statuses read as a safety net are
+    pushed out of the way here), a request that registers after it answers without waiting, and a deletion
+    wakes too."""
+    import asyncio
+
+    from core.schemas.jobs import JobStatus
+    from service.api import job_wait
+
+    monkeypatch.setattr(job_wait, "CHECK_S", 3600.0)
+    _running_record(job_store, "job_a")
+    _running_record(job_store, "job_b")
+    watcher = job_wait.JobEndWatcher(job_store)
+
+    async def scenario() -> dict:
+        timings = {}
+        # the listener subscribes with the first wait: give it a moment before anything is published
+        await watcher.wait(_Connected(), "job_none", time.monotonic() + 0.3)
+        waiting = asyncio.ensure_future(watcher.wait(_Connected(), "job_a", time.monotonic() + DEADLINE_S))
+        await asyncio.sleep(0.2)
+        ended_at = time.monotonic()
+        await asyncio.to_thread(
+            job_store.transition, "job_a", (JobStatus.running,), JobStatus.succeeded, finished_at="now"
+        )
+        await waiting
+        timings["end"] = time.monotonic() - ended_at
+        began = time.monotonic()
+        await watcher.wait(_Connected(), "job_a", time.monotonic() + DEADLINE_S)
+        timings["after"] = time.monotonic() - began
+        await asyncio.to_thread(job_store.transition, "job_b", (JobStatus.running,), JobStatus.failed, finished_at="n")
+        await asyncio.sleep(0.1)
+        watcher._recent.clear()  # forget the end: only the deletion's message can wake the next wait
+        waiting = asyncio.ensure_future(watcher.wait(_Connected(), "job_b", time.monotonic() + DEADLINE_S))
+        await asyncio.sleep(0.1)
+        began = time.monotonic()
+        await asyncio.to_thread(job_store.delete, "job_b")
+        await waiting
+        timings["deleted"] = time.monotonic() - began
+        return timings
+
+    timings = asyncio.run(scenario())
+    # each wait ended long before its deadline (and the statuses are read hourly here): a message woke it, or
+    # the memory of one
+    assert all(seconds < DEADLINE_S / 4 for seconds in timings.values()), timings

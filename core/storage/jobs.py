@@ -64,6 +64,7 @@ class Deletion(IntEnum):
 # ARGV: job id, fence field ('' for none), fence value, now, running cap (0: none),
 #       n_from, from states..., n_del, fields to delete..., field/value pairs (status among them)
 # Returns a Transition: -1 (no such job), 0 (status or fence did not match), 1 (done), 2 (refused: running cap).
+# A move to a final state publishes the job's id on keys.job_ends_channel() (the API's long polls wait for it).
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return -1 end
@@ -107,14 +108,16 @@ if new ~= current then
   end
   if new == 'succeeded' or new == 'failed' or new == 'canceled' then
     redis.call('ZADD', KEYS[7], ARGV[4], ARGV[1])
+    redis.call('PUBLISH', '@JOB_ENDS@', ARGV[1])
   end
 end
 return 1
-"""
+""".replace("@JOB_ENDS@", keys.job_ends_channel())
 
 # KEYS: job hash, trace, search rows, cancel flag, tenant index, stats hash, finished zset
 # ARGV: job id
-# Returns a Deletion: -1 (no such job), 0 (not finished: nothing deleted), 1 (deleted).
+# Returns a Deletion: -1 (no such job), 0 (not finished: nothing deleted), 1 (deleted; its id is published on
+# keys.job_ends_channel(), so that requests waiting for it answer 404 at once).
 _DELETE = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return -1 end
@@ -123,8 +126,9 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('ZREM', KEYS[7], ARGV[1])
 redis.call('HINCRBY', KEYS[6], status, -1)
+redis.call('PUBLISH', '@JOB_ENDS@', ARGV[1])
 return 1
-"""
+""".replace("@JOB_ENDS@", keys.job_ends_channel())
 
 # KEYS: job hash, tenant index, stats hash, tenant's queued set, outbox
 # ARGV: job id, now, queued limit (0: none), field/value pairs

@@ -32,6 +32,11 @@ def job(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}"
 
 
+def job_ends_channel() -> str:
+    """Pub/sub channel on which every job's end (succeeded, failed, canceled) and deletion is published: its id."""
+    return f"{PREFIX}:job-ends"
+
+
 def job_trace(job_id: str) -> str:
     """List of JSON convergence points of a job, appended while it runs."""
     return f"{PREFIX}:job:{job_id}:trace"

@@ -10,7 +10,7 @@ Events, each with an ``id`` that is the number of trace points sent so far:
 Resuming: a client that reconnects with ``Last-Event-ID: N`` (browsers' EventSource does it by
 itself) or ``?since=N`` gets the trace points from index N on, so every point is seen exactly once
 and in order across reconnections. The stream reads Redis every ``POLL_S`` seconds (off the event
-loop), and at once when the job ends (``service.api.job_wait``'s watcher, within 20 ms); a comment line
+loop), and at once when the job ends (``service.api.job_wait``'s watcher hears the end published); a comment line
 every ``KEEPALIVE_S`` seconds keeps proxies from closing an idle stream.
 A job's final status is written after its last trace points, so ``end`` follows every point.
 """
@@ -96,7 +96,7 @@ async def job_stream(request: Request, jobs: JobStore, job_id: str, start: int, 
             last_write = time.monotonic()
         if await request.is_disconnected():
             return
-        # until the next look, or at once when the job ends (the long poll's watcher): ``end`` comes within 20 ms
+        # until the next look, or at once when the job ends (the long poll's watcher hears its end published)
         await job_wait.watcher(request).wait(request, job_id, time.monotonic() + poll_s)
 
 

@@ -6,8 +6,9 @@ RQ queue (``core/queueing.py``: per-tenant queues served least recently served f
 
 ``GET /v1/jobs/{id}?wait_s=N`` answers when the job ends or N seconds have passed, whichever comes first
 (a long poll): a client waiting for a job sends one request where a polling loop sends one every step, and
-learns of the end within ``service.api.job_wait.CHECK_S`` (20 ms) instead of half a step on average. One
-watcher per API process looks at every waited-for job at once (``service/api/job_wait.py``).
+learns of the end as it is published (a millisecond or two) instead of half a step on average. One watcher per
+API process hears every job's end on a Redis channel and wakes the requests waiting for it
+(``service/api/job_wait.py``).
 """
 
 from __future__ import annotations
