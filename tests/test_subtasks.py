@@ -22,7 +22,7 @@ def _running_children() -> set[int]:
     """This process's descendants that still run, once the runner's retired processes are waited for (a job's
     end does that: ``reap_retired``); zombies left unreaped would be listed by ``descendants`` too."""
     subtasks.reap_retired()
-    assert not subtasks._retired
+    assert not subtasks._retired and not subtasks._parked
     return {pid for pid in descendants(os.getpid()) if alive(pid)}
 
 
@@ -38,19 +38,25 @@ def _on_two_processes(function, tasks, on_point, on_done):
     )
 
 
-def test_the_processes_of_a_finished_run_exit_by_themselves():
-    """They are told to exit and not waited for (the job's end reaps them): they end without a signal."""
+def test_the_processes_of_a_finished_run_wait_until_told_and_then_exit_by_themselves():
+    """They are parked after the run (their teardown would compete with the job's last steps), told to exit by
+    the next run or the job's end (``reap_retired``), and end without a signal."""
     subtasks.reap_retired()
     results = _on_two_processes(square, list(range(4)), lambda i, p: None, None)
-    pids = {pid for _, pid in results}
-    assert len(subtasks._retired) == 2
+    first = {pid for _, pid in results}
+    assert len(subtasks._parked) == 2 and all(alive(pid) for pid in first), "parked, alive"
+    parked = [process for _, process in subtasks._parked]
+    results = _on_two_processes(square, list(range(4)), lambda i, p: None, None)
+    assert not {pid for _, pid in results} & first, "a new run has its own processes"
+    assert len(subtasks._parked) == 2 and not set(parked) & {p for _, p in subtasks._parked}
     deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in first) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not any(alive(pid) for pid in pids)
-    retired = list(subtasks._retired)
+    assert not any(alive(pid) for pid in first), "the new run told the first run's processes to exit"
+    retired = parked + [process for _, process in subtasks._parked]
     subtasks.reap_retired()
-    assert [process.exitcode for process in retired] == [0, 0]  # exited, not killed
+    assert not subtasks._parked and not subtasks._retired
+    assert [process.exitcode for process in retired] == [0, 0, 0, 0]  # exited, not killed
 
 
 def test_results_in_order_with_points_and_progress():

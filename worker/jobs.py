@@ -59,7 +59,7 @@ def train(job_id: str) -> dict:
     try:
         return _train(job_id)
     finally:
-        subtasks.reap_retired()  # the job's subtask processes, told to exit when their work ended
+        subtasks.reap_retired()  # the job's subtask processes, parked when their work ended: told to exit now
         heartbeat.current_job(None)
         job_id_var.reset(token)
 

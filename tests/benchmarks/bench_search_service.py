@@ -30,6 +30,11 @@ API and Redis CPU on the cores the subtasks use). For each job it records:
   over the job's own seconds, and (``coordinator_share_subtasks``) over the phase in which the subtasks
   run (``training`` or ``cross-validating``, from the first poll that saw it to the first that did not).
 
+After each answer the benchmark pauses ``SETTLE_S`` (0.1 s) before it reads the counters and submits the next
+job, so that every job starts on an idle worker: the subtask processes of a job are told to exit, and reaped,
+after the job has ended, and back to back that teardown (11-15 ms of CPU a process) would delay the next
+job's start.
+
 Before the rounds, one unmeasured job per worker copies the data set into the workers' caches, and the
 benchmark waits until every solver's kernels are compiled (a builder compiling in the background takes a
 core). Medians over the rounds and the ratio of the first arm to the last go to
@@ -63,6 +68,10 @@ from tests.benchmarks.environment import DATA_DIR, machine
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_search_service.json"
 POLL_S = 0.05
+SETTLE_S = 0.1
+"""After a job's answer, the pause before reading the CPU counters and submitting the next job: the worker
+tells the job's subtask processes to exit and reaps them once the job has ended (their CPU is counted then),
+and the next job starts on an idle worker."""
 SUBTASK_PHASES = ("training", "cross-validating")
 """The phases in which a job's subtasks run (the coordinator's share is measured there)."""
 JOBS = {
@@ -179,6 +188,7 @@ def run_job(
         look(state["status"], None)  # the phase ran to the end: it ends now
     if state["status"] != "succeeded":
         raise SystemExit(f"job {job['id']} ended {state['status']}: {state.get('error')}")
+    time.sleep(SETTLE_S)
     after = {pid: _ticks(pid) for pid in workers}
     own = sum(after[pid][0] - before[pid][0] for pid in workers)
     children = sum(after[pid][1] - before[pid][1] for pid in workers)
