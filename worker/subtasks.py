@@ -14,8 +14,9 @@ the job's trace tagged with the subtask. The parent's one thread sleeps until a 
 (no handler threads, no shared queues), so a job's coordinating process costs next to nothing while its
 subtasks run. Tasks start within the job's share of the machine's cores (``worker.core_budget``), asked
 again between tasks. A subtask that raises, or whose process dies, fails the job: the parent stops the
-others and re-raises. The processes are stopped in ``finally`` (told to exit, or SIGTERM when still in a
-task) and die with the worker (PR_SET_PDEATHSIG), so no process outlives its job.
+others and re-raises. The processes are stopped in ``finally``: idle ones are parked and told to exit at the
+job's end (``reap_retired``) or when the job's next graph starts, still-busy ones get SIGTERM. They die with
+the worker (PR_SET_PDEATHSIG), so no process outlives its job.
 
 With one process everything runs in the calling process, with the same code path for results.
 
