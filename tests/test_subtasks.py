@@ -59,6 +59,19 @@ def test_the_processes_of_a_finished_run_wait_until_told_and_then_exit_by_themse
     assert [process.exitcode for process in retired] == [0, 0, 0, 0]  # exited, not killed
 
 
+def test_a_reaping_job_function_leaves_no_process_behind():
+    """Job functions other than ``train`` (a distributed search's settings and its finish) reap as they end."""
+    subtasks.reap_retired()
+
+    @subtasks.reaping
+    def job_function():
+        return {pid for _, pid in _on_two_processes(square, list(range(4)), lambda i, p: None, None)}
+
+    pids = job_function()
+    assert len(pids) == 2 and not subtasks._parked and not subtasks._retired
+    assert not any(alive(pid) for pid in pids)
+
+
 def test_results_in_order_with_points_and_progress():
     points, done = [], []
     results = _on_two_processes(

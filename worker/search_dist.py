@@ -43,7 +43,7 @@ from worker import search as search_module
 from worker.problems import n_binary_problems, uses_one_vs_one
 from worker.progress import CancelPoller, TraceSink
 from worker.runs import cancel, fail, job_params, no_core, record_outcome, redis_client, worker_id
-from worker.subtasks import available_cores
+from worker.subtasks import available_cores, reaping
 
 log = logging.getLogger("hinge.worker")
 
@@ -139,6 +139,7 @@ def _current(jobs: JobStore, job_id: str, run: int) -> JobRecord | None:
     return job
 
 
+@reaping
 def run_setting(job_id: str, run: int, index: int) -> dict:
     """The paths of one (fold, gamma) unit; its rows go to the job's list and the table is republished."""
     client = redis_client()
@@ -191,6 +192,7 @@ def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> dict:
     return results_table
 
 
+@reaping
 def finish(job_id: str, run: int) -> dict:
     """Build the final table, then refit the best setting on all the data and record the job's outcome."""
     settings = get_settings()

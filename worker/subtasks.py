@@ -182,6 +182,20 @@ def _release_parked() -> None:
         _retired.append(process)
 
 
+def reaping(job_function: Callable) -> Callable:
+    """An RQ job function that tells the subtask processes it parked to exit, and waits for them, when it ends
+    (``worker.jobs.train`` does the same after recording its outcome)."""
+
+    @functools.wraps(job_function)
+    def run(*args, **kwargs):
+        try:
+            return job_function(*args, **kwargs)
+        finally:
+            reap_retired()
+
+    return run
+
+
 def reap_retired() -> None:
     """Tell the parked processes of finished task graphs to exit and wait for every retired one (at the end of
     a job, once its outcome is recorded: no process outlives it)."""
