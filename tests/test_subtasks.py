@@ -59,6 +59,23 @@ def test_the_processes_of_a_finished_run_wait_until_told_and_then_exit_by_themse
     assert [process.exitcode for process in retired] == [0, 0, 0, 0]  # exited, not killed
 
 
+def test_a_process_is_forked_with_its_first_task():
+    """Two processes allowed, one task: one process is forked (the first task does not wait for the others)."""
+    subtasks.reap_retired()
+    results = []
+    run_task_graph(
+        square,
+        [(0, 3)],
+        n_processes=2,
+        deadline=None,
+        cancel_requested=lambda: False,
+        on_done=lambda payload, result: results.append(result[0]) or [],
+    )
+    assert results == [9]
+    assert len(subtasks._parked) == 1
+    subtasks.reap_retired()
+
+
 def test_a_reaping_job_function_leaves_no_process_behind():
     """Job functions other than ``train`` (a distributed search's settings and its finish) reap as they end."""
     subtasks.reap_retired()
@@ -237,6 +254,7 @@ def test_a_child_told_to_stop_before_its_initializer_ran_still_dies(monkeypatch)
     monkeypatch.setattr(subtasks, "_child_init", _slow_init)
     try:
         processes = subtasks._Processes(multiprocessing.get_context("fork"), 1, 1)
+        processes.start(0)
         child = processes.processes[0]
         time.sleep(0.2)
         os.kill(child.pid, signal.SIGTERM)  # during its initializer's sleep
