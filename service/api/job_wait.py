@@ -4,8 +4,9 @@ hears of their ends for all of them.
 A request that waits registers its job and sleeps on a future. Every job's end (and every deletion) is
 published by the transition that makes it, on ``keys.job_ends_channel()``; one listener thread per API
 process (``JobEndWatcher``) is subscribed to that channel and wakes the requests waiting for the job named,
-within a millisecond or two of its end. Ends heard in the last ``RECENT_S`` seconds are remembered, so that a
-request registering just after the message (its job read as running a moment before) answers at once.
+within a millisecond or two of its end. Ends heard are remembered for at least ``RECENT_S`` seconds (the
+older ones are dropped once more than 64 are kept), so that a request registering just after the message (its
+job read as running a moment before) answers at once.
 
 Messages are not stored: one published while the listener was not subscribed (its first subscription, or
 Redis restarting) is lost. So a task of the same watcher also reads, every ``CHECK_S``, the status of every
@@ -37,7 +38,7 @@ CHECK_S = 0.1
 DISCONNECT_CHECK_S = 0.5
 """How often a waiting request checks that its client is still there."""
 RECENT_S = 5.0
-"""How long an end heard on the channel is remembered for requests that register after it."""
+"""How long an end heard on the channel is remembered at least, for requests that register after it."""
 LISTEN_IDLE_S = 30.0
 """The listener unsubscribes and its thread ends after this long without a waiting request."""
 _LISTEN_TIMEOUT_S = 1.0
