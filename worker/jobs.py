@@ -49,6 +49,7 @@ from worker.training import TrainingOutcome, train_model
 log = logging.getLogger("hinge.worker")
 
 
+@subtasks.reaping  # the job's subtask processes, parked when their work ended: told to exit at its end
 def train(job_id: str) -> dict:
     """Run one training job end to end: load data, train, store the model, record the outcome."""
     if os.environ.get("HINGE_WORKER_PID") not in (None, str(os.getpid())):
@@ -59,7 +60,6 @@ def train(job_id: str) -> dict:
     try:
         return _train(job_id)
     finally:
-        subtasks.reap_retired()  # the job's subtask processes, parked when their work ended: told to exit now
         heartbeat.current_job(None)
         job_id_var.reset(token)
 

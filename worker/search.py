@@ -31,8 +31,9 @@ with dcd's default budget, 3.1 s with a point per pass), and the parent handles 
 Each fit reports its decision values on the held-out fold; the parent scores a (fold, setting) cell
 with the search metric once every problem of the fold has reported, and publishes the table as it
 fills (throttled). A cell of one problem (two labels, or a pairwise task) is scored by the process that
-ran its fit, which sends back the score instead of the decision values. The table (``table``) gives per setting the mean and standard deviation of the
-fold scores, the iterations, seconds, warm-started fits and stop reasons of its fits; with
+ran its fit, which sends back the score instead of the decision values. The table (``table``) gives per
+setting the mean and standard deviation of the fold scores, the iterations, seconds, warm-started fits and
+stop reasons of its fits; with
 ``measure_cold`` the fits of fold 0 are repeated from a cold start and the table shows the
 iterations that warm starts saved there (measured, not estimated; it costs the cold fits, which are
 the expensive ones at large C, so it is off by default).
@@ -52,7 +53,9 @@ fold differences); ruled out, it waits until every setting is scored and runs on
 after all. Parked always, it had been a serial tail on a9a, where the scores are flat within 1e-4 and C =
 30 wins: 0.11 s on one process while the other idled (1.50x over one process through the service; run
 with the others, 1.62x). With one process the path runs after the search, up to the best C only. At
-each C the fold whose previous fit took longest goes first, so that the processes end together (a9a, 2 processes: 1.63x -> 1.75x over one). Its fit at the best C is the model, the same one the walk after the search gives.
+each C the fold whose previous fit took longest goes first, so that the processes end together (a9a, 2
+processes: 1.63x -> 1.75x over one). Its fit at the best C is the model, the same one the walk after the
+search gives.
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def _release_parked() -> None:
 
 def reaping(job_function: Callable) -> Callable:
     """An RQ job function that tells the subtask processes it parked to exit, and waits for them, when it ends
-    (``worker.jobs.train`` does the same after recording its outcome)."""
+    (``worker.jobs.train``, and a distributed search's settings and finish)."""
 
     @functools.wraps(job_function)
     def run(*args, **kwargs):
