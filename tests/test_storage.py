@@ -254,3 +254,59 @@ def test_an_array_in_an_unknown_encoding_is_refused_by_name(client):
     manifest["w"]["encoding"] = "from-the-future"
     with pytest.raises(KeyError, match="encoding 'from-the-future'"):
         arrays.read(client, "owner:enc", manifest)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_integer_chunks_are_stored_narrow_and_read_back_bit_for_bit(client, background):
+    """a9a's column indices fit a byte: Redis gets one byte an element; chunks that do not fit stay wider."""
+    rng = np.random.default_rng(5)
+    small = rng.integers(0, 123, size=4_000, dtype=np.int32)  # every chunk: 1 byte an element
+    mixed = np.concatenate(
+        [
+            rng.integers(0, 256, size=250, dtype=np.int64),  # chunk 0 (250 elements of 8 bytes): 1 byte
+            rng.integers(256, 65_536, size=250, dtype=np.int64),  # chunk 1: 2 bytes
+            np.full(250, 1 << 40, dtype=np.int64),  # chunk 2: as it is
+            -rng.integers(1, 5, size=250, dtype=np.int64),  # chunk 3: negative, as it is
+            rng.integers(0, 9, size=100, dtype=np.int64),  # the last, partial chunk: 1 byte
+        ]
+    )
+    store = dataset_store(client, chunk_bytes=2_000)
+    counted_before = int(client.hget(keys.dataset_stats(), "bytes") or 0)
+    staged = store.staging(f"ds_storage_n{int(background)}", background=background)
+    try:
+        for start in range(0, 4_000, 333):  # pieces that straddle chunk boundaries
+            staged.append("indices", small[start : start + 333])
+            staged.append("mixed", mixed[start : start + 333])
+        staged.append("y", np.ones(7))  # floats are never narrowed
+        manifest = staged.manifest()
+    finally:
+        staged.close()
+    assert manifest["indices"]["encoding"] == "narrow" and manifest["indices"]["chunk_widths"] == [1] * 8
+    assert manifest["indices"]["stored_bytes"] == 4_000
+    assert manifest["mixed"]["chunk_widths"] == [1, 2, 8, 8, 1]
+    assert manifest["mixed"]["stored_bytes"] == 250 + 500 + 2_000 + 2_000 + 100
+    assert "encoding" not in manifest["y"]
+    record = store.commit(record_of(f"ds_storage_n{int(background)}", "t1"), manifest)
+    back = store.load_arrays(record)
+    assert back["indices"].dtype == np.int32 and back["indices"].tobytes() == small.tobytes()
+    assert back["mixed"].dtype == np.int64 and back["mixed"].tobytes() == mixed.tobytes()
+    assert b"".join(store.iter_array_chunks(record, "indices")) == small.tobytes()
+    assert b"".join(store.iter_array_chunks(record, "mixed")) == mixed.tobytes()
+    counted = int(client.hget(keys.dataset_stats(), "bytes")) - counted_before
+    assert counted == 4_000 + manifest["mixed"]["stored_bytes"] + 7 * 8  # what Redis holds is what is counted
+
+
+def test_a_narrow_array_whose_chunks_do_not_match_their_widths_is_refused(client):
+    store = dataset_store(client, chunk_bytes=1_000)
+    staged = store.staging("ds_storage_nb")
+    staged.append("indices", np.arange(600, dtype=np.int32) % 200)
+    manifest = staged.manifest()
+    staged.close()
+    assert manifest["indices"]["chunk_widths"] == [1, 1, 1]
+    wrong = {"indices": dict(manifest["indices"], chunk_widths=[1, 1])}
+    with pytest.raises(KeyError, match="2 chunk widths for 3 chunks"):
+        arrays.read(client, keys.dataset("ds_storage_nb"), wrong)
+    too_many = {"indices": dict(manifest["indices"], shape=[500])}
+    with pytest.raises(KeyError, match="more than 500 elements"):
+        arrays.read(client, keys.dataset("ds_storage_nb"), too_many)
+    arrays.discard(client, keys.dataset("ds_storage_nb"), manifest)

@@ -17,6 +17,12 @@ when that saves at least ``NONZERO_MIN_SAVING`` of its bytes: the manifest says 
 weights are such arrays: sector's 105 classes one-vs-rest has 59% zero weights, and its 46 MB of
 weights take 19.7 MB this way. Every byte a model takes is received, appended to the append-only file
 and synced by Redis before the model is stored: 184 ms for those 46 MB, 67 ms for 19 MB (medians of 8).
+
+An integer array written piece by piece (``StagedArrays``: a data set's column indices, as the parser produces
+them) has each chunk whose elements are all in [0, 255] or [0, 65535] stored as 1- or 2-byte unsigned integers:
+the manifest says ``"encoding": "narrow"``, ``"chunk_widths"`` (the bytes an element takes in each chunk, in
+order) and ``"stored_bytes"``; reading widens them back to the array's dtype, bit for bit. a9a's 123 features
+make its int32 indices 1 byte each, so Redis receives and logs a quarter of them.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ NONZERO_MIN_SAVING = 0.25
 to decode)."""
 NONZERO = "nonzero"
 """The manifest's ``encoding`` of an array stored as a bit mask and its non-zero elements (see above)."""
+NARROW = "narrow"
+"""The manifest's ``encoding`` of an integer array whose chunks hold narrower unsigned integers (see above)."""
 READ_FILL_BYTES = 16 << 20
 """Bytes of a repeated element's array that ``iter_chunks`` yields at a time."""
 
@@ -100,6 +108,34 @@ def nonzero_decoded(stored: np.ndarray, dtype: np.dtype, count: int) -> np.ndarr
     return out
 
 
+def narrowed_chunk(payload: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """A chunk's bytes (``payload``, elements of ``dtype``) as 1- or 2-byte unsigned integers when every element
+    fits, with the bytes an element takes; the payload itself and the dtype's size otherwise (not integers, a
+    negative element, or none narrower). ``out``: bytes to write the narrowed elements into when it is large
+    enough (a buffer kept across chunks: a fresh one of tens of MB costs more in page faults than the cast)."""
+    if dtype.kind not in "iu" or dtype.itemsize < 2 or payload.size == 0:
+        return payload, dtype.itemsize
+    values = payload.view(dtype)
+    largest = int(values.max())  # first: most chunks that cannot be narrowed fail here, in one pass
+    if largest >= 1 << 16 or int(values.min()) < 0:
+        return payload, dtype.itemsize
+    for width in (1, 2):
+        if width < dtype.itemsize and largest < 1 << (8 * width):
+            size = values.size * width
+            if out is None or out.size < size:
+                return values.astype(f"<u{width}").view(np.uint8), width
+            np.copyto(out[:size].view(f"<u{width}"), values, casting="unsafe")
+            return out[:size], width
+    return payload, dtype.itemsize
+
+
+def _widened(piece: bytes, width: int, dtype: np.dtype) -> np.ndarray:
+    """A stored chunk's elements back in ``dtype`` (``width``: the bytes an element takes in the chunk)."""
+    if width == dtype.itemsize:
+        return np.frombuffer(piece, dtype=dtype)
+    return np.frombuffer(piece, dtype=f"<u{width}").astype(dtype)
+
+
 def _repeat(one: np.ndarray, count: int) -> np.ndarray:
     """``count`` copies of the one-element array ``one``, bit for bit."""
     return np.broadcast_to(one, (count,)).copy()
@@ -157,6 +193,10 @@ class StagedArrays:
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._narrow_out = np.empty(0, dtype=np.uint8)  # the narrowed chunk, reused by the thread that sends
+        # chunk buffers the sending thread is done with, for the next chunks (a fresh buffer of chunk_bytes costs
+        # its page faults again); list.append and list.pop are atomic, the only operations on it
+        self._spare: list[np.ndarray] = []
         if background:
             self._queue = queue.Queue(maxsize=1)
             self._thread = threading.Thread(target=self._send_loop, name="staged-arrays", daemon=True)
@@ -179,6 +219,8 @@ class StagedArrays:
                 "fill": 0,
                 "repeated": None,  # the element every element so far is (until one differs)
                 "held": 0,  # elements of the repeated one not written yet
+                "widths": [],  # bytes an element takes in each chunk written (see narrowed_chunk)
+                "stored": 0,  # bytes of the chunks written
             }
         elif state["dtype"] != flat.dtype.str:
             raise ValueError(f"array {name!r} is {state['dtype']}, got a piece of {flat.dtype.str}")
@@ -213,12 +255,18 @@ class StagedArrays:
                 self._put(name, state, raw[:take])  # a whole chunk straight from the piece
             else:
                 if state["buffer"] is None:
-                    state["buffer"] = np.empty(self.chunk_bytes, dtype=np.uint8)
+                    state["buffer"] = self._new_buffer()
                 state["buffer"][fill : fill + take] = raw[:take]
                 state["fill"] = fill + take
                 if state["fill"] == self.chunk_bytes:
                     self._flush(name, state)
             raw = raw[take:]
+
+    def _new_buffer(self) -> np.ndarray:
+        try:
+            return self._spare.pop()
+        except IndexError:
+            return np.empty(self.chunk_bytes, dtype=np.uint8)
 
     def _flush(self, name: str, state: dict) -> None:
         payload = state["buffer"][: state["fill"]]
@@ -233,9 +281,19 @@ class StagedArrays:
         key = keys.array_chunk(self.owner_key, name, state["chunks"])
         state["chunks"] += 1
         if self._queue is None:
-            self.client.set(key, payload.data, ex=STAGING_TTL_S)
+            self._send(key, payload, state)
         else:
-            self._queue.put((key, payload))
+            self._queue.put((key, payload, state))
+
+    def _send(self, key: str, payload: np.ndarray, state: dict) -> None:
+        """Narrow one chunk where its elements allow (see ``narrowed_chunk``) and write it."""
+        dtype = np.dtype(state["dtype"])
+        if dtype.kind in "iu" and dtype.itemsize >= 2 and self._narrow_out.size < self.chunk_bytes // 2:
+            self._narrow_out = np.empty(self.chunk_bytes // 2, dtype=np.uint8)  # the most a narrowed chunk takes
+        stored, width = narrowed_chunk(payload, dtype, self._narrow_out)
+        self.client.set(key, stored.data, ex=STAGING_TTL_S)
+        state["widths"].append(width)
+        state["stored"] += int(stored.nbytes)
 
     def _send_loop(self) -> None:
         assert self._queue is not None
@@ -245,11 +303,13 @@ class StagedArrays:
                 if item is None:
                     return
                 if self._error is None:
-                    key, payload = item
-                    self.client.set(key, memoryview(payload), ex=STAGING_TTL_S)
+                    self._send(*item)
             except BaseException as exc:  # raised in the caller's thread by the next call
                 self._error = exc
             finally:
+                buffer = None if item is None else item[1].base
+                if isinstance(buffer, np.ndarray) and buffer.size == self.chunk_bytes and len(self._spare) < 2:
+                    self._spare.append(buffer)
                 self._queue.task_done()
 
     def _wait(self) -> None:
@@ -263,7 +323,8 @@ class StagedArrays:
 
     def manifest(self) -> dict[str, dict]:
         """Write what is left and return ``{name: {"dtype", "shape", "chunks"}}`` (and ``"fill"`` for an array
-        of one repeated element)."""
+        of one repeated element, ``"encoding"``, ``"chunk_widths"`` and ``"stored_bytes"`` for one with narrowed
+        chunks)."""
         out = {}
         for name, state in self._state.items():
             repeated = state["repeated"]
@@ -281,6 +342,10 @@ class StagedArrays:
             out[name] = {"dtype": state["dtype"], "shape": [state["count"]], "chunks": state["chunks"]}
         self._wait()
         self._raise_error()
+        for name, entry in out.items():  # the chunks' widths are known once every chunk is sent
+            widths = self._state[name]["widths"]
+            if entry["chunks"] and any(width != np.dtype(entry["dtype"]).itemsize for width in widths):
+                entry.update(encoding=NARROW, chunk_widths=list(widths), stored_bytes=self._state[name]["stored"])
         return out
 
     def reset(self) -> None:
@@ -296,6 +361,7 @@ class StagedArrays:
         discard(self.client, self.owner_key, written)
         for state in self._state.values():
             state["chunks"] = 0
+            state["widths"], state["stored"] = [], 0
             state["fill"] = 0
             state["buffer"] = None
             state["repeated"], state["held"] = None, 0
@@ -327,6 +393,9 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
             out[name] = _filled(entry, count).reshape(entry["shape"])
             continue
         encoding = _encoding(entry, owner_key, name)
+        if encoding == NARROW:
+            out[name] = _read_narrow(client, owner_key, name, entry, dtype, count).reshape(entry["shape"])
+            continue
         target = np.empty(int(entry["stored_bytes"]) if encoding else count * dtype.itemsize, dtype=np.uint8)
         offset = 0
         for index in range(entry["chunks"]):
@@ -342,10 +411,38 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
     return out
 
 
+def _read_narrow(client: redis.Redis, owner_key: str, name: str, entry: Mapping, dtype: np.dtype, count: int):
+    """An array stored with narrowed chunks, widened back to ``dtype``."""
+    out = np.empty(count, dtype=dtype)
+    offset = 0
+    for index, values in enumerate(_narrow_chunks(client, owner_key, name, entry, dtype)):
+        if offset + values.size > count:
+            raise KeyError(f"array {name!r} under {owner_key} has more than {count} elements (chunk {index})")
+        out[offset : offset + values.size] = values
+        offset += values.size
+    if offset != count:
+        raise KeyError(f"array {name!r} under {owner_key} has {offset} elements, expected {count}")
+    return out
+
+
+def _narrow_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping, dtype: np.dtype):
+    """Yield the chunks of an array stored with narrowed chunks, each widened back to ``dtype``."""
+    widths = entry.get("chunk_widths") or []
+    if len(widths) != entry["chunks"]:
+        raise KeyError(f"array {name!r} under {owner_key} has {len(widths)} chunk widths for {entry['chunks']} chunks")
+    for index, width in enumerate(widths):
+        piece = client.get(keys.array_chunk(owner_key, name, index))
+        if not isinstance(piece, bytes):
+            raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+        if width not in (1, 2, dtype.itemsize) or len(piece) % width:
+            raise KeyError(f"chunk {index} of array {name!r} under {owner_key} does not hold {width}-byte elements")
+        yield _widened(piece, int(width), dtype)
+
+
 def _encoding(entry: Mapping, owner_key: str, name: str) -> str | None:
     """The array's encoding (None: raw bytes); KeyError for one this version cannot read."""
     encoding = entry.get("encoding")
-    if encoding not in (None, NONZERO):
+    if encoding not in (None, NONZERO, NARROW):
         raise KeyError(
             f"array {name!r} under {owner_key} is stored with encoding {encoding!r}, unknown to this version"
         )
@@ -361,7 +458,12 @@ def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
         for start in range(0, count, step):
             yield _filled(entry, min(step, count - start)).tobytes()
         return
-    if _encoding(entry, owner_key, name):  # whole, then in pieces (arrays written by write_staged: models)
+    encoding = _encoding(entry, owner_key, name)
+    if encoding == NARROW:  # chunk by chunk, each widened back
+        for values in _narrow_chunks(client, owner_key, name, entry, np.dtype(entry["dtype"])):
+            yield values.tobytes()
+        return
+    if encoding:  # whole, then in pieces (arrays written by write_staged: models)
         whole = read(client, owner_key, {name: dict(entry)})[name].reshape(-1).view(np.uint8)
         for start in range(0, whole.size, READ_FILL_BYTES):
             yield whole[start : start + READ_FILL_BYTES].tobytes()
