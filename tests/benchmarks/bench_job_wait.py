@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from datetime import datetime
@@ -26,10 +24,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.benchmarks.bench_scale import stop_serve, wait_ready
+from tests.benchmarks.bench_scale import start_serve, stop_serve, wait_ready
 from tests.benchmarks.environment import machine
 
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_job_wait.json"
 
 
@@ -69,13 +66,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data-dir", default="/tmp/hinge-bench-job-wait")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("REDIS_URL", None)
-    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(args.port), "--workers", "1"]
-    serve = subprocess.Popen(
-        [*command, "--data-dir", str(data_dir), "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True
-    )
+    serve = start_serve(args.port, 1, data_dir)
     base = f"http://127.0.0.1:{args.port}"
     ways = {"long_poll": _wait_long_poll, "events": _wait_events}
     runs: dict[str, list[dict]] = {way: [] for way in ways}

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,10 +24,9 @@ import httpx
 import numpy as np
 from sklearn.datasets import load_svmlight_file
 
-from tests.benchmarks.bench_scale import stop_serve, upload, wait_ready
+from tests.benchmarks.bench_scale import start_serve, stop_serve, upload, wait_ready
 from tests.benchmarks.environment import DATA_DIR, machine
 
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -66,16 +63,7 @@ def main(argv=None) -> int:
     test_X, _ = load_svmlight_file(str(DATA_DIR / "sector.scale.t.svm.gz"), n_features=55197)
     test_X = test_X.tocsr()
     data_dir = Path(args.data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("REDIS_URL", None)
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(args.port), "--workers", "1"]
-        + ["--data-dir", str(data_dir), "--log-level", "warning"],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
+    serve = start_serve(args.port, 1, data_dir)
     base = f"http://127.0.0.1:{args.port}"
     out: dict = {"machine": machine(), "requests": args.requests}
     try:

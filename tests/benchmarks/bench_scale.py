@@ -237,6 +237,18 @@ class PssSampler(threading.Thread):
 # the service
 
 
+def start_serve(port: int, workers: int, data_dir: Path) -> subprocess.Popen:
+    """`hinge serve` of this checkout in a session of its own, from an empty ``data_dir`` (its embedded Redis, never
+    a ``REDIS_URL`` of the caller's), logging warnings only."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("REDIS_URL", None)
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", str(workers)]
+    return subprocess.Popen(
+        [*command, "--data-dir", str(data_dir), "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True
+    )
+
+
 def stop_serve(serve: subprocess.Popen) -> None:
     """Stop a `hinge serve` started in its own session: SIGTERM to its group, SIGKILL after 60 s."""
     terminate_group(serve, 60)

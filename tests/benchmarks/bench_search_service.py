@@ -50,7 +50,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -62,10 +61,9 @@ import httpx
 import redis
 
 from core.storage import keys
-from tests.benchmarks.bench_scale import process_tree, stop_serve, upload, wait_ready
+from tests.benchmarks.bench_scale import process_tree, start_serve, stop_serve, upload, wait_ready
 from tests.benchmarks.environment import DATA_DIR, machine
 
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_search_service.json"
 POLL_S = 0.05
 SETTLE_S = 0.1
@@ -284,13 +282,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     data_dir = Path(args.data_dir)
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("REDIS_URL", None)
-    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(args.port), "--workers", str(args.workers)]
-    serve = subprocess.Popen(
-        [*command, "--data-dir", str(data_dir), "--log-level", "warning"], cwd=ROOT, env=env, start_new_session=True
-    )
+    serve = start_serve(args.port, args.workers, data_dir)
     base = f"http://127.0.0.1:{args.port}"
     out: dict = {"machine": machine(), "workers": args.workers, "poll_s": POLL_S, "load_before": os.getloadavg()}
     try:
