@@ -193,7 +193,8 @@ class StagedArrays:
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._narrow_out = np.empty(0, dtype=np.uint8)  # the narrowed chunk, reused by the thread that sends
+        # the narrowed chunk, reused by the thread that sends (pages are touched only by chunks that are narrowed)
+        self._narrow_out = np.empty(self.chunk_bytes // 2, dtype=np.uint8)
         # chunk buffers the sending thread is done with, for the next chunks (a fresh buffer of chunk_bytes costs
         # its page faults again); list.append and list.pop are atomic, the only operations on it
         self._spare: list[np.ndarray] = []
@@ -287,10 +288,7 @@ class StagedArrays:
 
     def _send(self, key: str, payload: np.ndarray, state: dict) -> None:
         """Narrow one chunk where its elements allow (see ``narrowed_chunk``) and write it."""
-        dtype = np.dtype(state["dtype"])
-        if dtype.kind in "iu" and dtype.itemsize >= 2 and self._narrow_out.size < self.chunk_bytes // 2:
-            self._narrow_out = np.empty(self.chunk_bytes // 2, dtype=np.uint8)  # the most a narrowed chunk takes
-        stored, width = narrowed_chunk(payload, dtype, self._narrow_out)
+        stored, width = narrowed_chunk(payload, np.dtype(state["dtype"]), self._narrow_out)
         self.client.set(key, stored.data, ex=STAGING_TTL_S)
         state["widths"].append(width)
         state["stored"] += int(stored.nbytes)
@@ -399,9 +397,7 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
         target = np.empty(int(entry["stored_bytes"]) if encoding else count * dtype.itemsize, dtype=np.uint8)
         offset = 0
         for index in range(entry["chunks"]):
-            piece = client.get(keys.array_chunk(owner_key, name, index))
-            if not isinstance(piece, bytes):
-                raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+            piece = _chunk(client, owner_key, name, index)
             target[offset : offset + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
             offset += len(piece)
         if offset != target.size:
@@ -409,6 +405,14 @@ def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], name
         result = nonzero_decoded(target, dtype, count) if encoding else target.view(dtype)
         out[name] = result.reshape(entry["shape"])
     return out
+
+
+def _chunk(client: redis.Redis, owner_key: str, name: str, index: int) -> bytes:
+    """Chunk ``index`` of an array; KeyError if it is missing."""
+    piece = client.get(keys.array_chunk(owner_key, name, index))
+    if not isinstance(piece, bytes):
+        raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+    return piece
 
 
 def _read_narrow(client: redis.Redis, owner_key: str, name: str, entry: Mapping, dtype: np.dtype, count: int):
@@ -431,9 +435,7 @@ def _narrow_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mappin
     if len(widths) != entry["chunks"]:
         raise KeyError(f"array {name!r} under {owner_key} has {len(widths)} chunk widths for {entry['chunks']} chunks")
     for index, width in enumerate(widths):
-        piece = client.get(keys.array_chunk(owner_key, name, index))
-        if not isinstance(piece, bytes):
-            raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
+        piece = _chunk(client, owner_key, name, index)
         if width not in (1, 2, dtype.itemsize) or len(piece) % width:
             raise KeyError(f"chunk {index} of array {name!r} under {owner_key} does not hold {width}-byte elements")
         yield _widened(piece, int(width), dtype)
@@ -469,10 +471,7 @@ def iter_chunks(client: redis.Redis, owner_key: str, name: str, entry: Mapping):
             yield whole[start : start + READ_FILL_BYTES].tobytes()
         return
     for index in range(entry["chunks"]):
-        piece = client.get(keys.array_chunk(owner_key, name, index))
-        if piece is None:
-            raise KeyError(f"missing chunk {index} of array {name!r} under {owner_key}")
-        yield piece
+        yield _chunk(client, owner_key, name, index)
 
 
 def persist_commands(pipe, owner_key: str, manifest: Mapping[str, dict]) -> None:
