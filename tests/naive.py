@@ -299,10 +299,14 @@ def hinge_primal(X, y, w, b, C, B):
 
 
 def linear_svc_optimum(X, y, C, B):
-    """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by scikit-learn's LinearSVC at a tight tolerance."""
+    """Optimum of 0.5|w|^2 + 0.5 w_B^2 + C sum hinge by scikit-learn's LinearSVC at a tight tolerance.
+
+    Its coordinate order is seeded (``random_state=0``): unseeded, an unlucky order at C = 100 now and then
+    ran out of its 10^6 iterations 0.4% above the optimum, and the oracle failed the solver it checks."""
     from sklearn.svm import LinearSVC
 
     clf = LinearSVC(
+        random_state=0,
         dual=True,
         loss="hinge",
         C=C,
