@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
@@ -66,6 +66,70 @@ class Settings(BaseSettings):
         description="Where the embedded Redis keeps its append-only file and workers cache data sets.",
     )
     queue_name: str = Field(default="hinge", description="Name of the RQ queue for training jobs.")
+    # -- the object store (core/storage/objects.py): data sets' shards and large models
+    object_store: Literal["local", "s3"] = Field(
+        default="local",
+        description="Where data sets (and models over model_object_bytes) are stored: `local`, a directory "
+        "(object_store_dir; one machine, nothing to start), or `s3`, a server that speaks the S3 protocol "
+        "(SeaweedFS, Ceph RGW, AWS S3, ...; the s3_* settings). Redis keeps only their manifests.",
+    )
+    object_store_dir: Path | None = Field(
+        default=None, description="The local object store's directory (default: `<data_dir>/objects`)."
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("HINGE_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+        description="The S3 server's URL (http://seaweedfs:8333); unset: AWS S3 in s3_region.",
+    )
+    s3_bucket: str = Field(default="hinge", min_length=3, max_length=63, description="The bucket (it must exist).")
+    s3_region: str = Field(
+        default="us-east-1",
+        validation_alias=AliasChoices("HINGE_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+        description="The bucket's region (servers other than AWS take any).",
+    )
+    s3_prefix: str = Field(
+        default="", description="A key prefix for everything Hinge stores in the bucket (to share a bucket)."
+    )
+    s3_access_key_id: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("HINGE_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+        description="The access key id (also read from AWS_ACCESS_KEY_ID); unset: AWS's usual credential chain.",
+    )
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("HINGE_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
+        description="The secret key (also read from AWS_SECRET_ACCESS_KEY); never logged nor shown.",
+    )
+    shard_bytes: int = Field(
+        default=64 * MiB,
+        ge=4096,
+        description="An uploaded data set is stored as shards of whole rows of about this many bytes of arrays "
+        "(before their compact encoding); a worker fetches them once per machine.",
+    )
+    model_object_bytes: int = Field(
+        default=8 * MiB,
+        ge=0,
+        description="A model whose arrays take more than this many bytes keeps them in the object store, not in "
+        "Redis (0: every model).",
+    )
+    store_retry_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long a job waits for an object store that does not answer (its progress says so) "
+        "before it fails with `store_unavailable`; uploads answer 503 at once instead.",
+    )
+    store_gc_grace_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Objects that no data set or model owns (an upload cut short while the store was away) are "
+        "deleted once they are this old.",
+    )
+    store_gc_interval_s: float = Field(default=600.0, gt=0, description="How often the API looks for such objects.")
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Where a machine's workers (and the API) keep their local copies of data sets, shared by "
+        "every process of the machine (default: `<data_dir>/cache`).",
+    )
 
     max_upload_bytes: int = Field(default=2 * GiB, ge=1, description="Largest upload body (compressed, as sent).")
     max_decompressed_bytes: int = Field(
@@ -130,7 +194,7 @@ class Settings(BaseSettings):
     worker_cache_bytes: int = Field(
         default=4 * GiB,
         ge=0,
-        description="Disk a worker may use to cache data sets locally (least recently used go first).",
+        description="Disk the machine's data set cache may use (cache_dir; least recently used data sets go first).",
     )
     api_keys: dict[str, str] = Field(
         default_factory=dict,
@@ -242,6 +306,11 @@ class Settings(BaseSettings):
         if importlib.util.find_spec(package) is None:
             raise ValueError(f"HINGE_GZIP_INFLATER={value} needs the {value} package: pip install {value}")
         return value
+
+
+def cache_root(settings: Settings) -> Path:
+    """The machine's data set cache (``cache_dir``, or ``<data_dir>/cache``)."""
+    return settings.cache_dir or settings.data_dir / "cache"
 
 
 @functools.lru_cache(maxsize=1)

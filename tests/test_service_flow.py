@@ -221,13 +221,16 @@ def test_model_deleted(http, small_dataset):
 
 
 def test_binary_values_are_stored_once_and_train_as_written(service, http):
-    """A data set whose values are all 1 keeps one value in Redis (see core.storage.arrays); the worker's copy,
-    the API's evaluation and the model are those of the values written out."""
+    """A data set whose values are all 1 keeps one value per shard (see core.storage.shards), its column indices
+    in the bytes they need; the worker's copy, the API's evaluation and the model are those of the values
+    written out."""
     import json as jsonlib
 
     import redis
 
     from core.storage import keys
+    from core.storage.objects import LocalDirectoryStore
+    from core.storage.shards import decode_shard
     from worker.solvers.dcd import solve_dcd
 
     rng = np.random.default_rng(11)
@@ -243,10 +246,15 @@ def test_binary_values_are_stored_once_and_train_as_written(service, http):
     assert dataset["nnz"] == indices.size and dataset["value_dtype"] == "float32"
     conn = redis.Redis.from_url(service.redis_url)
     try:
-        manifest = jsonlib.loads(conn.get(keys.dataset(dataset["id"])))["arrays"]
+        record = jsonlib.loads(conn.get(keys.dataset(dataset["id"])))
     finally:
         conn.close()
-    assert manifest["data"]["chunks"] == 0 and manifest["data"]["fill"] == np.float32(1).tobytes().hex()
+    objects = LocalDirectoryStore(service.data_dir / "objects")
+    assert [shard["rows"] for shard in record["shards"]] == [n_rows]
+    shard = decode_shard(objects.get(record["shards"][0]["key"]), record["shards"][0]["sha256"])
+    assert shard.entries["data"]["encoding"] == "fill" and shard.entries["data"]["bytes"] == 0
+    assert shard.entries["data"]["fill"] == np.float32(1).tobytes().hex()
+    assert shard.entries["indices"]["encoding"] == "narrow" and shard.entries["indices"]["width"] == 2
 
     params = {"C": 1.0, "tol": 1e-3}
     job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params}).json()

@@ -28,20 +28,33 @@ import time
 import redis
 from pydantic import ValidationError
 
-from core.config import get_settings, model_reserve_fraction
+from core.config import get_settings
 from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
+from core.storage import cache
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
-from core.storage.records import dataset_store, model_store
-from worker import core_budget, datacache, heartbeat, search_dist, subtasks, warmup
+from core.storage.objects import StoreError
+from core.storage.records import model_store
+from worker import core_budget, heartbeat, search_dist, subtasks, warmup
 from worker.model_staging import ModelStaging
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
-from worker.runs import cancel, fail, hand_back, job_params, no_core, record_outcome, redis_client, worker_id
+from worker.runs import (
+    cancel,
+    end_on_store_error,
+    fail,
+    hand_back,
+    job_params,
+    load_dataset,
+    no_core,
+    record_outcome,
+    redis_client,
+    worker_id,
+)
 from worker.search import run_search
 from worker.solvers.common import SolverInputError
 from worker.training import TrainingOutcome, train_model
@@ -131,7 +144,7 @@ def _train(job_id: str) -> dict:
         return hand_back(jobs, client, job, run, "the worker was stopping while the job waited for its kernels")
     if stopped == "canceled":
         return cancel(jobs, job_id, mine, "canceled while waiting for the solver's kernels: no model")
-    staging = ModelStaging(model_store(client, settings.chunk_bytes, model_reserve_fraction(settings)), job.tenant)
+    staging = ModelStaging(model_store(client, settings), job.tenant)
     try:
         return _train_and_record(jobs, client, job, params, run, mine, deadline, staging)
     finally:
@@ -154,13 +167,7 @@ def _train_and_record(
     job_id = job.id
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
-        dataset, arrays = datacache.load(
-            dataset_store(client, settings.chunk_bytes),
-            job.dataset_id,
-            job.tenant,
-            settings.data_dir / "cache",
-            settings.worker_cache_bytes,
-        )
+        dataset, arrays = load_dataset(jobs, client, job)
         n_labels = len(dataset.labels)
         one_vs_one = getattr(params, "multiclass", "ovr") == "ovo" and n_labels > 2  # as problems.uses_one_vs_one
         n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
@@ -181,13 +188,15 @@ def _train_and_record(
                 sink=sink,
                 stage_model=staging.start,
             )
-    except datacache.CacheDiskFull as exc:
+    except cache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
-    except datacache.DatasetMissing:
+    except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"
         )
+    except StoreError as exc:
+        return end_on_store_error(jobs, client, job, run, mine, exc)
     except SolverInputError as exc:
         return fail(jobs, job_id, mine, "invalid_params", str(exc))
     except redis.exceptions.RedisError:

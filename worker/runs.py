@@ -16,22 +16,23 @@ from typing import Any
 
 import redis
 
-from core.config import get_settings, model_reserve_fraction
+from core.config import cache_root, get_settings
 from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
 from core.solvers import solver_params
-from core.storage import keys
+from core.storage import cache, keys
 from core.storage.capacity import StorageFull
 from core.storage.connection import resilient_client
 from core.storage.documents import DatasetRecord, ModelRecord
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, utc_now
 from core.storage.keys import new_id
-from core.storage.records import model_store
+from core.storage.objects import StoreError, StoreUnavailable
+from core.storage.records import dataset_store, model_store
 from worker.model_staging import ModelStaging
-from worker.progress import INTERRUPT
+from worker.progress import INTERRUPT, CancelPoller
 from worker.solvers.common import StopReason
 from worker.stopping import INTERRUPTED
 from worker.training import TrainingOutcome
@@ -95,7 +96,7 @@ def record_outcome(
 
     model_id = None
     if outcome.arrays is not None:
-        store = model_store(client, settings.chunk_bytes, model_reserve_fraction(settings))
+        store = model_store(client, settings)
         try:
             claimed = staging.claim(outcome.arrays) if staging is not None else None
         except StorageFull as exc:
@@ -140,7 +141,7 @@ def record_outcome(
     if not done:
         # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.
         if model_id is not None:
-            model_store(client, settings.chunk_bytes).delete(model_id, job.tenant)
+            model_store(client, settings).delete(model_id, job.tenant)
         log.warning("job %s: run %d was superseded; its result is dropped", job_id, run)
         return {"status": "superseded"}
     log.info("job %s (%s)", final.value, stop_reason, extra={"model_id": model_id, "solver_seconds": seconds})
@@ -178,3 +179,48 @@ def cancel(jobs: JobStore, job_id: str, mine: tuple[str, str], no_model: str | N
     why = {"code": "canceled", "message": no_model} if no_model else None
     end(jobs, job_id, mine, JobStatus.canceled, stop_reason="canceled", error=why)
     return {"status": "canceled", "model_id": None}
+
+
+def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
+    """The job's data set from the machine's cache (``core.storage.cache``), fetched if it is not there; while
+    the object store does not answer the job waits for it, up to ``store_retry_s``, saying so in its progress
+    (a cancel or the worker's stop ends the wait)."""
+    settings = get_settings()
+    poller = CancelPoller(jobs, job.id, settings.cancel_poll_s)
+
+    def waiting(error: StoreError) -> None:
+        log.warning("job %s: waiting for the object store: %s", job.id, error)
+        jobs.update(
+            job.id, progress={"phase": "waiting for the object store", "fraction": 0.0, "store_error": str(error)}
+        )
+
+    return cache.load(
+        dataset_store(client, settings),
+        job.dataset_id,
+        job.tenant,
+        cache_root(settings),
+        settings.worker_cache_bytes,
+        patience_s=settings.store_retry_s,
+        should_stop=poller,
+        on_wait=waiting,
+    )
+
+
+def store_failure(error: StoreError, waited_s: float) -> str:
+    """Why a job failed on the object store, in words a user can act on."""
+    if isinstance(error, StoreUnavailable):
+        return f"the object store did not answer for {waited_s:.0f} s (store_retry_s): {error}; submit the job again"
+    return f"the object store could not give the data set: {error}"
+
+
+def end_on_store_error(
+    jobs: JobStore, client: redis.Redis, job: JobRecord, run: int, mine: tuple[str, str], error: StoreError
+) -> dict:
+    """End a run whose data set the object store could not give: handed back when the worker stops, canceled
+    when that was asked for, else failed with the store's error code and why."""
+    if INTERRUPT.is_set():
+        return hand_back(jobs, client, job, run, "the worker was stopping while the job waited for the object store")
+    if jobs.cancel_requested(job.id):
+        return cancel(jobs, job.id, mine, "canceled while waiting for the object store: no model")
+    log.warning("job %s: %s", job.id, error)
+    return fail(jobs, job.id, mine, error.code, store_failure(error, get_settings().store_retry_s))

@@ -33,16 +33,15 @@ from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SearchParams, SolverParams
 from core.solvers import spec_of
-from core.storage import keys
+from core.storage import cache, keys
 from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
-from core.storage.records import dataset_store
-from worker import core_budget, datacache, heartbeat, warmup
+from worker import core_budget, heartbeat, warmup
 from worker import search as search_module
 from worker.problems import n_binary_problems, uses_one_vs_one
 from worker.progress import CancelPoller, TraceSink
-from worker.runs import cancel, fail, job_params, no_core, record_outcome, redis_client, worker_id
+from worker.runs import cancel, fail, job_params, load_dataset, no_core, record_outcome, redis_client, worker_id
 from worker.subtasks import available_cores, reaping
 
 log = logging.getLogger("hinge.worker")
@@ -122,14 +121,7 @@ def _deadline(job: JobRecord) -> float | None:
 
 
 def _load(client, job: JobRecord) -> tuple[DatasetRecord, dict]:
-    settings = get_settings()
-    return datacache.load(
-        dataset_store(client, settings.chunk_bytes),
-        job.dataset_id,
-        job.tenant,
-        settings.data_dir / "cache",
-        settings.worker_cache_bytes,
-    )
+    return load_dataset(JobStore(client), client, job)
 
 
 def _current(jobs: JobStore, job_id: str, run: int) -> JobRecord | None:
@@ -243,7 +235,7 @@ def finish(job_id: str, run: int) -> dict:
                 n_processes=params.n_processes or available_cores(),
             )
         return record_outcome(jobs, client, job, dataset, outcome, mine, run)
-    except datacache.DatasetMissing:
+    except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"
         )

@@ -62,6 +62,12 @@ class StorageDetails(ResponseModel):
     maxmemory: int = Field(description="Redis's maxmemory in bytes (`HINGE_REDIS_MAXMEMORY`).")
 
 
+class StoreDetails(ResponseModel):
+    """Which object store an error is about (503 `store_unavailable`, `store_misconfigured`; never a credential)."""
+
+    store: str = Field(description="The object store: backend and location (`backend=s3 endpoint=... bucket=...`).")
+
+
 class SpoolDetails(ResponseModel):
     """How much of an upload the API spooled before its disk filled (507 `disk_full`)."""
 
@@ -77,6 +83,11 @@ class ReadinessDetails(ResponseModel):
     warming: int | None = Field(description="Workers compiling their first kernels, when `status` is `warming`.")
     kernels_left: list[str] | None = Field(description="Solvers whose kernels are still compiling, when warming.")
     kernels_eta_s: float | None = Field(description="Estimated seconds until they are compiled, when warming.")
+    object_store: str | None = Field(
+        default=None,
+        description="`ok`, or why the object store (data sets, large models) does not serve: `unavailable: ...` or "
+        "`refused: ...`; null when it was not asked.",
+    )
 
 
 class JobStateDetails(ResponseModel):
@@ -97,6 +108,7 @@ class ErrorBody(ResponseModel):
         | TimeoutDetails
         | StorageDetails
         | SpoolDetails
+        | StoreDetails
         | JobStateDetails
         | ReadinessDetails
         | None
@@ -107,8 +119,9 @@ class ErrorBody(ResponseModel):
             "{line, column, reason}; limits (413, 429) {limit, value}; a body too slow (408) {limit, value, "
             "received_bytes}; a full Redis (507 `storage_full`) "
             "{needed_bytes, available_bytes, maxmemory}; a full API disk (507 `disk_full`) {written_bytes}; "
+            "the object store (503 `store_unavailable`, `store_misconfigured`) {store}; "
             "a job not finished (409) {status}; readiness (503 `not_ready`) {status, redis, workers, warming, "
-            "kernels_left, kernels_eta_s}; null otherwise."
+            "kernels_left, kernels_eta_s, object_store}; null otherwise."
         ),
     )
 

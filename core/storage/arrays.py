@@ -27,6 +27,7 @@ make its int32 indices 1 byte each, so Redis receives and logs a quarter of them
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from collections.abc import Mapping
@@ -50,7 +51,8 @@ READ_FILL_BYTES = 16 << 20
 """Bytes of a repeated element's array that ``iter_chunks`` yields at a time."""
 
 
-def _little_endian(array: np.ndarray) -> np.ndarray:
+def little_endian(array: np.ndarray) -> np.ndarray:
+    """The array's elements, flat and little-endian (a view when they are already)."""
     flat = np.ascontiguousarray(array).reshape(-1)
     return flat.astype(flat.dtype.newbyteorder("<")) if flat.dtype.byteorder == ">" else flat
 
@@ -152,7 +154,7 @@ def write_staged(
     """Write every array in chunks with a staging TTL; return the manifest to keep in the metadata."""
     manifest: dict[str, dict] = {}
     for name, array in arrays.items():
-        flat = _little_endian(array)
+        flat = little_endian(array)
         element = repeated_element(flat)
         if element is not None:
             manifest[name] = {"dtype": flat.dtype.str, "shape": list(array.shape), "chunks": 0, "fill": element.hex()}
@@ -209,7 +211,7 @@ class StagedArrays:
         While every element so far is the same bytes, nothing is written: only counted (the array may end
         as one repeated element, see the module docstring); the first other element writes them out."""
         self._raise_error()
-        flat = _little_endian(piece)
+        flat = little_endian(piece)
         state = self._state.get(name)
         if state is None:
             state = self._state[name] = {
@@ -375,8 +377,23 @@ class StagedArrays:
 def chunk_keys(owner_key: str, manifest: Mapping[str, dict]) -> list[str]:
     """Every Redis key holding a chunk of the arrays in the manifest."""
     return [
-        keys.array_chunk(owner_key, name, index) for name, entry in manifest.items() for index in range(entry["chunks"])
+        keys.array_chunk(owner_key, name, index)
+        for name, entry in manifest.items()
+        for index in range(entry.get("chunks", 0))
     ]
+
+
+def decoded_object(stored, entry: Mapping) -> np.ndarray:
+    """An array stored as one object (a large model's: raw bytes, or the non-zero encoding), checked against the
+    manifest's SHA-256 (KeyError when it does not match)."""
+    raw = np.frombuffer(stored, dtype=np.uint8)
+    if hashlib.sha256(raw.data).hexdigest() != entry["sha256"]:
+        raise KeyError(f"the object {entry['object']} does not match its SHA-256")
+    dtype = np.dtype(entry["dtype"])
+    count = int(np.prod(entry["shape"], dtype=np.int64))
+    if entry.get("encoding") == NONZERO:
+        return nonzero_decoded(raw, dtype, count).reshape(entry["shape"])
+    return raw.view(dtype).copy().reshape(entry["shape"])
 
 
 def read(client: redis.Redis, owner_key: str, manifest: Mapping[str, dict], names=None) -> dict[str, np.ndarray]:

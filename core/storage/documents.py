@@ -82,6 +82,7 @@ class DatasetRecord(StoredDocument):
     text_bytes: int
     feature_names: list[str] | None
     value_dtype: str | None = _optional()  # absent: float64 (data sets stored before float32 existed)
+    shards: list[dict] | None = _optional()  # in the object store (core.storage.shards); absent: Redis chunks
 
 
 @dataclass(kw_only=True)

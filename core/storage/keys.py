@@ -149,3 +149,40 @@ def api_keys() -> str:
 def api_keys_active() -> str:
     """Set of the ids of API keys not revoked (non-empty: every request needs a key)."""
     return f"{PREFIX}:apikeys:active"
+
+
+# -- object store keys (core.storage.objects): data sets' shards and large models' arrays ------------------
+
+
+def dataset_objects(dataset_id: str) -> str:
+    """Prefix of every object of one data set (its shards)."""
+    return f"datasets/{dataset_id}/"
+
+
+def dataset_shard(dataset_id: str, sha256: str) -> str:
+    """One shard of a data set, named by the SHA-256 of its bytes (content-addressed: immutable)."""
+    return f"datasets/{dataset_id}/{sha256}.shard"
+
+
+def model_objects(model_id: str) -> str:
+    """Prefix of every object of one model (its arrays, when the model is too large for Redis)."""
+    return f"models/{model_id}/"
+
+
+def model_array_object(model_id: str, name: str, sha256: str) -> str:
+    """One array of a model, named by the SHA-256 of its stored bytes."""
+    return f"models/{model_id}/{name}-{sha256}.array"
+
+
+def object_owner(key: str) -> tuple[str, str] | None:
+    """(kind, id) of the data set (``datasets``) or model (``models``) an object key belongs to; None otherwise."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[0] in ("datasets", "models") and parts[1]:
+        return parts[0], parts[1]
+    return None
+
+
+def store_gc_turn() -> str:
+    """Set (with a time-to-live of one interval) by the API process whose turn it is to collect the object store's
+    garbage, so that several API replicas do not all list the store."""
+    return f"{PREFIX}:store-gc"

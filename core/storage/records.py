@@ -1,8 +1,15 @@
 """Immutable records made of JSON metadata plus binary arrays: data sets and models.
 
-A record appears whole or not at all: its arrays are staged first (with a TTL), then one
-MULTI/EXEC transaction makes the chunks permanent, writes the metadata and adds the id to the
-tenant's index. A record that does not fit in Redis is refused before it is written, or undone
+Where the arrays are: a data set uploaded now is a list of shards in the object store
+(``core.storage.shards``; the record holds the shard list); a model's arrays are in Redis, or in the
+object store when they take more than ``model_object_bytes`` (the manifest entry names the object);
+data sets stored before the object store existed keep their arrays in Redis chunks and load as before
+(``hinge store migrate`` moves them).
+
+A record appears whole or not at all: its arrays are staged first (Redis chunks with a TTL, or
+objects that nothing owns yet), then one MULTI/EXEC transaction makes the chunks permanent, writes the
+metadata and adds the id to the tenant's index. Objects of a record that never committed are deleted by
+whoever wrote them, or collected later (``core.storage.garbage``). A record that does not fit in Redis is refused before it is written, or undone
 when Redis refuses a chunk (``StorageFull``, see ``capacity``). Deletion removes all of it in one transaction too. Each record belongs to one
 tenant; a look-up with another tenant finds nothing. The metadata is read and written as a typed
 record (``core.storage.documents``: ``DatasetRecord``, ``ModelRecord``), one conversion each way.
@@ -10,18 +17,24 @@ record (``core.storage.documents``: ``DatasetRecord``, ``ModelRecord``), one con
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import redis
 
-from core.storage import aof, arrays, capacity, keys
+from core.config import Settings, model_reserve_fraction
+from core.storage import aof, arrays, capacity, keys, shards
 from core.storage.connection import text
 from core.storage.documents import DatasetRecord, ModelRecord
+from core.storage.objects import ObjectStore, StoreError, object_store
+
+log = logging.getLogger("hinge.storage")
 
 R = TypeVar("R", DatasetRecord, ModelRecord)
 
@@ -39,6 +52,9 @@ class RecordStore(Generic[R]):
         chunk_bytes: int,
         stats_key: str | None = None,
         reserve_fraction: float = 0.0,
+        objects: ObjectStore | None = None,
+        objects_of: Callable[[str], str] | None = None,
+        object_min_bytes: int | None = None,
     ):
         self.client = client
         self.kind = kind
@@ -47,6 +63,9 @@ class RecordStore(Generic[R]):
         self.chunk_bytes = chunk_bytes
         self.stats_key = stats_key  # hash with `count` and `bytes` of stored records, kept in the same transactions
         self.reserve_fraction = reserve_fraction  # share of Redis's maxmemory a create must leave free
+        self.objects = objects  # the object store (data sets' shards, large models' arrays)
+        self.objects_of = objects_of  # a record's key prefix in the object store
+        self.object_min_bytes = object_min_bytes  # arrays of a record larger than this go to the object store
 
     def create(self, meta: R, array_map: Mapping[str, np.ndarray]) -> R:
         """Store arrays and metadata atomically; returns the record as stored (with its arrays' manifest).
@@ -61,6 +80,8 @@ class RecordStore(Generic[R]):
         leaving nothing."""
         manifest: dict = {}
         nbytes = sum(int(np.asarray(a).nbytes) for a in array_map.values())
+        if self.objects is not None and self.object_min_bytes is not None and nbytes > self.object_min_bytes:
+            return self._stage_objects(record_id, array_map)
         capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(record_id))
         try:
             manifest = arrays.write_staged(self.client, self.key_of(record_id), array_map, self.chunk_bytes)
@@ -70,9 +91,49 @@ class RecordStore(Generic[R]):
             raise
         return manifest
 
+    def _stage_objects(self, record_id: str, array_map: Mapping[str, np.ndarray]) -> dict:
+        """Write each array as one object (encoded as in Redis: see ``core.storage.arrays``) and return the
+        manifest, whose entries name their object and its SHA-256."""
+        assert self.objects is not None and self.objects_of is not None
+        manifest: dict = {}
+        try:
+            for name, array in array_map.items():
+                flat = arrays.little_endian(array)
+                encoded = arrays.nonzero_encoded(flat)
+                stored = flat.view(np.uint8) if encoded is None else encoded
+                digest = hashlib.sha256(stored.data).hexdigest()
+                key = self.objects_of(record_id) + f"{name}-{digest}.array"
+                self.objects.put(key, stored.data)
+                entry: dict[str, Any] = {"dtype": flat.dtype.str, "shape": list(np.shape(array)), "object": key}
+                entry.update(sha256=digest, stored_bytes=int(stored.nbytes))
+                if encoded is not None:
+                    entry["encoding"] = arrays.NONZERO
+                manifest[name] = entry
+        except BaseException:
+            self.discard_staged(record_id, manifest)
+            raise
+        return manifest
+
     def discard_staged(self, record_id: str, manifest: Mapping[str, dict]) -> None:
         """Remove arrays that ``stage`` wrote and no ``commit`` made permanent."""
-        arrays.discard(self.client, self.key_of(record_id), manifest)
+        arrays.discard(self.client, self.key_of(record_id), _in_redis(manifest))
+        self._delete_objects([entry["object"] for entry in manifest.values() if "object" in entry])
+
+    def shard_writer(self, record_id: str, shard_bytes: int) -> shards.ShardWriter:
+        """A writer that stores a new data set's rows as shards in the object store (then ``commit`` the record
+        with its shard list)."""
+        if self.objects is None:
+            raise RuntimeError(f"the {self.kind} store has no object store")
+        return shards.ShardWriter(self.objects, record_id, shard_bytes)
+
+    def _delete_objects(self, names: list[str]) -> None:
+        """Delete objects, best effort: what stays (the store is away) is collected later."""
+        if not names or self.objects is None:
+            return
+        try:
+            self.objects.delete(names)
+        except StoreError as exc:
+            log.warning("%d object(s) left for the garbage collection: %s", len(names), exc)
 
     def staging(self, record_id: str, *, background: bool = False) -> arrays.StagedArrays:
         """A writer that stages a new record's arrays piece by piece (then ``commit`` with its manifest).
@@ -94,21 +155,23 @@ class RecordStore(Generic[R]):
         owner = self.key_of(meta.id)
         try:
             record = replace(meta, arrays=dict(manifest))
+            in_redis = _in_redis(manifest)
             with self.client.pipeline(transaction=True) as pipe:
-                arrays.persist_commands(pipe, owner, manifest)
+                arrays.persist_commands(pipe, owner, in_redis)
                 pipe.set(owner, json.dumps(record.to_document()))
                 pipe.zadd(keys.tenant_index(meta.tenant, self.kind), {meta.id: time.time()})
                 trailing = 2
                 if self.stats_key is not None:
                     pipe.hincrby(self.stats_key, "count", 1)
-                    pipe.hincrby(self.stats_key, "bytes", _manifest_bytes(manifest))
-                    trailing = 4
+                    pipe.hincrby(self.stats_key, "bytes", _manifest_bytes(in_redis))
+                    pipe.hincrby(self.stats_key, "object_bytes", _object_bytes(record))
+                    trailing = 5
                 results = pipe.execute()
             if not all(results[: len(results) - trailing]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
         except BaseException as exc:
             self._remove(meta.id, meta.tenant, manifest)
-            self._raise_if_full(exc, meta.id, _manifest_bytes(manifest))
+            self._raise_if_full(exc, meta.id, _manifest_bytes(_in_redis(manifest)))
             raise
         aof.compact_if_due(self.client)
         return record
@@ -151,11 +214,23 @@ class RecordStore(Generic[R]):
         return [self.record_type.from_document(json.loads(raw)) for raw in raws if raw is not None], total
 
     def load_arrays(self, record: R, names=None) -> dict[str, np.ndarray]:
-        """The record's binary arrays (all, or the names given)."""
-        return arrays.read(self.client, self.key_of(record.id), record.arrays, names)
+        """The record's binary arrays (all, or the names given), in memory, wherever they are stored."""
+        if isinstance(record, DatasetRecord) and record.shards is not None:
+            return shards.assemble(self.require_objects(), record.arrays, shards.shard_entries(record.shards), names)
+        out = arrays.read(self.client, self.key_of(record.id), _in_redis(record.arrays), names)
+        for name, entry in record.arrays.items():
+            if "object" in entry and (names is None or name in names):
+                out[name] = arrays.decoded_object(self.require_objects().get(entry["object"]), entry)
+        return out
+
+    def require_objects(self) -> ObjectStore:
+        """The object store (RuntimeError when this store has none)."""
+        if self.objects is None:
+            raise RuntimeError(f"the {self.kind} store has no object store, and a record needs it")
+        return self.objects
 
     def iter_array_chunks(self, record: R, name: str):
-        """The raw bytes of one of the record's arrays, chunk by chunk (KeyError if a chunk is missing)."""
+        """The raw bytes of one of the record's arrays in Redis, chunk by chunk (KeyError if a chunk is missing)."""
         return arrays.iter_chunks(self.client, self.key_of(record.id), name, record.arrays[name])
 
     def delete(self, record_id: str, tenant: str) -> bool:
@@ -163,19 +238,23 @@ class RecordStore(Generic[R]):
         record = self.get(record_id, tenant)
         if record is None:
             return False
-        self._remove(record_id, tenant, record.arrays, counted=True)
+        self._remove(record_id, tenant, record.arrays, counted=True, object_bytes=_object_bytes(record))
+        self._delete_objects(object_keys(record))
         aof.compact_if_due(self.client)
         return True
 
-    def _remove(self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False) -> None:
+    def _remove(
+        self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False, object_bytes: int = 0
+    ) -> None:
         owner = self.key_of(record_id)
+        in_redis = _in_redis(manifest)
         with self.client.pipeline(transaction=True) as pipe:
             if counted and self.stats_key is not None:
                 # Only the DEL that actually removes the metadata may decrement (two deletes can race).
-                pipe.eval(_UNCOUNT, 2, owner, self.stats_key, _manifest_bytes(manifest))
+                pipe.eval(_UNCOUNT, 2, owner, self.stats_key, -_manifest_bytes(in_redis), -object_bytes)
             pipe.delete(owner)
             pipe.zrem(keys.tenant_index(tenant, self.kind), record_id)
-            names = arrays.chunk_keys(owner, manifest)
+            names = arrays.chunk_keys(owner, in_redis)
             if names:
                 pipe.delete(*names)
             pipe.execute()
@@ -184,7 +263,8 @@ class RecordStore(Generic[R]):
 _UNCOUNT = """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[2], 'count', -1)
-  redis.call('HINCRBY', KEYS[2], 'bytes', -tonumber(ARGV[1]))
+  redis.call('HINCRBY', KEYS[2], 'bytes', ARGV[1])
+  redis.call('HINCRBY', KEYS[2], 'object_bytes', ARGV[2])
 end
 return 1
 """
@@ -193,6 +273,25 @@ return 1
 def _names_only(array_map: Mapping[str, np.ndarray], chunk_bytes: int) -> dict:
     """The manifest a write of these arrays makes (chunk counts only), to remove its chunks after a failure."""
     return {name: {"chunks": max(1, -(-int(np.asarray(a).nbytes) // chunk_bytes))} for name, a in array_map.items()}
+
+
+def _in_redis(manifest: Mapping[str, dict]) -> dict[str, dict]:
+    """The entries of a manifest whose arrays are Redis chunks (not objects, not a data set's shards)."""
+    return {name: dict(entry) for name, entry in manifest.items() if "chunks" in entry and "object" not in entry}
+
+
+def object_keys(record: DatasetRecord | ModelRecord) -> list[str]:
+    """Every object a record owns."""
+    if isinstance(record, DatasetRecord) and record.shards is not None:
+        return sorted({shard["key"] for shard in record.shards})
+    return [entry["object"] for entry in record.arrays.values() if "object" in entry]
+
+
+def _object_bytes(record: DatasetRecord | ModelRecord) -> int:
+    """Bytes a record takes in the object store."""
+    if isinstance(record, DatasetRecord) and record.shards is not None:
+        return sum(int(shard["bytes"]) for shard in record.shards)
+    return sum(int(entry["stored_bytes"]) for entry in record.arrays.values() if "object" in entry)
 
 
 def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
@@ -212,8 +311,16 @@ def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
     return total
 
 
-def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore[DatasetRecord]:
-    """The store of uploaded data sets (counted in the data-set stats: count and stored bytes)."""
+def dataset_store(client: redis.Redis, settings: Settings) -> RecordStore[DatasetRecord]:
+    """The store of uploaded data sets (counted in the data-set stats), with the settings' object store."""
+    return datasets_in(client, object_store(settings), settings.chunk_bytes, settings.storage_reserve_fraction)
+
+
+def datasets_in(
+    client: redis.Redis, objects: ObjectStore, chunk_bytes: int = 64 << 20, reserve_fraction: float = 0.0
+) -> RecordStore[DatasetRecord]:
+    """The data set store on this Redis and object store (``chunk_bytes`` and ``reserve_fraction``: for the
+    arrays of data sets stored in Redis before the object store)."""
     return RecordStore(
         client,
         "datasets",
@@ -222,9 +329,21 @@ def dataset_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float
         chunk_bytes,
         stats_key=keys.dataset_stats(),
         reserve_fraction=reserve_fraction,
+        objects=objects,
+        objects_of=keys.dataset_objects,
     )
 
 
-def model_store(client: redis.Redis, chunk_bytes: int, reserve_fraction: float = 0.0) -> RecordStore[ModelRecord]:
-    """The store of trained and imported models."""
-    return RecordStore(client, "models", keys.model, ModelRecord, chunk_bytes, reserve_fraction=reserve_fraction)
+def model_store(client: redis.Redis, settings: Settings) -> RecordStore[ModelRecord]:
+    """The store of trained and imported models (arrays over ``model_object_bytes`` in the object store)."""
+    return RecordStore(
+        client,
+        "models",
+        keys.model,
+        ModelRecord,
+        settings.chunk_bytes,
+        reserve_fraction=model_reserve_fraction(settings),
+        objects=object_store(settings),
+        objects_of=keys.model_objects,
+        object_min_bytes=settings.model_object_bytes,
+    )

@@ -11,7 +11,7 @@ import redis
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from core.config import Settings, get_settings, model_reserve_fraction
+from core.config import Settings, get_settings
 from core.lifecycle import start_reaper_thread
 from core.logs import request_id_var
 from core.queueing import JobQueue
@@ -19,7 +19,9 @@ from core.schemas.model_files import ModelDocument
 from core.schemas.models import PredictRequest
 from core.storage.capacity import StorageFull, is_out_of_memory
 from core.storage.connection import resilient_client
+from core.storage.garbage import start_collector_thread
 from core.storage.jobs import JobStore
+from core.storage.objects import StoreError, StoreRefused, StoreUnavailable, object_store
 from core.storage.records import dataset_store, model_store
 from service.api.deps import key_digests_from, reject_unknown_query
 from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
@@ -167,11 +169,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = resilient_client(settings.redis_url, min(settings.redis_retry_s, 5.0), health_check_interval=30)
         app.state.settings = settings
         app.state.redis = client
-        app.state.datasets = dataset_store(client, settings.chunk_bytes, settings.storage_reserve_fraction)
-        app.state.models = model_store(client, settings.chunk_bytes, model_reserve_fraction(settings))
+        app.state.datasets = dataset_store(client, settings)
+        app.state.models = model_store(client, settings)
+        app.state.objects = object_store(settings)
         app.state.jobs = JobStore(client)
         app.state.job_queue = JobQueue(client, settings)
         reaper, reaper_stop = start_reaper_thread(client, settings)
+        collector, collector_stop = start_collector_thread(client, settings)
         app.state.ingest = IngestPool(settings.ingest_processes)
         app.state.ingest.start()
         app.state.model_cache = ModelCache(settings.model_cache_size)
@@ -180,6 +184,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             reaper_stop.set()
+            collector_stop.set()
             reaper.join(5)
             app.state.ingest.close(wait=True)  # no upload is in flight any more: their processes exit at once
             client.close()
@@ -209,6 +214,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return error_response(
             503, "storage_unavailable", "storage is unavailable; try again shortly", headers={"Retry-After": "5"}
         )
+
+    @app.exception_handler(StoreError)
+    async def _store_error(request: Request, exc: StoreError) -> JSONResponse:
+        log.error("object store: %s", exc)
+        if isinstance(exc, StoreUnavailable):
+            message = f"the object store is unavailable ({exc}); try again shortly"
+            return error_response(503, exc.code, message, {"store": exc.store}, headers={"Retry-After": "5"})
+        if isinstance(exc, StoreRefused):
+            message = f"the object store refused the request ({exc}); an operator must fix its settings"
+            return error_response(503, exc.code, message, {"store": exc.store})
+        request_id = getattr(request.state, "request_id", None)
+        message = f"stored data is missing or damaged in the object store: {exc} (request id {request_id})"
+        return error_response(500, exc.code, message, {"store": exc.store})
 
     @app.exception_handler(StorageFull)
     async def _storage_full(request: Request, exc: StorageFull) -> JSONResponse:

@@ -47,7 +47,8 @@ def ingest(
     path: str,
     *,
     redis_url: str,
-    chunk_bytes: int,
+    store_config: dict,
+    shard_bytes: int,
     meta: dict,
     format: str,
     zero_based: str | bool,
@@ -55,25 +56,27 @@ def ingest(
     limits: dict,
     value_dtype: str = "float64",
     follow_marker: str | None = None,
-    reserve_fraction: float = 0.0,
     inflater: str = "isal",
 ) -> dict:
     """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
 
-    The arrays go to Redis chunk by chunk while the text is parsed (staged, then committed with the
-    metadata in one transaction; nothing is left behind on an error). With ``follow_marker`` the
-    upload is still being written by the API: the parser reads it as it grows until the marker
-    file says it is complete (its ``meta`` fields, such as the size and SHA-256, are then added to
-    the record) or aborted; this process then deletes the spool file and the marker.
+    The rows go to the object store as shards while the text is parsed (``core.storage.shards``); the
+    record, with its shard list, is committed to Redis once every shard is stored, and nothing is left
+    behind on an error (the shards written are deleted; if the store went away meanwhile, the garbage
+    collection deletes them later). With ``follow_marker`` the upload is still being written by the
+    API: the parser reads it as it grows until the marker file says it is complete (its ``meta``
+    fields, such as the size and SHA-256, are then added to the record) or aborted; this process then
+    deletes the spool file and the marker.
     """
     import os
 
     import redis
 
     from core.labels import label_key
-    from core.storage.capacity import StorageFull, is_out_of_memory
+    from core.storage.capacity import StorageFull
     from core.storage.documents import DatasetRecord
-    from core.storage.records import dataset_store
+    from core.storage.objects import StoreError, open_store
+    from core.storage.records import datasets_in
     from service.ingest.parser import (
         FollowedFile,
         ParseLimits,
@@ -86,8 +89,8 @@ def ingest(
     client = _clients.get(redis_url)
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
-    store = dataset_store(client, chunk_bytes, reserve_fraction)
-    staged = store.staging(meta["id"], background=True)
+    store = datasets_in(client, open_store(store_config))
+    writer = store.shard_writer(meta["id"], shard_bytes)
     followed: list[FollowedFile] = []
 
     def open_text():
@@ -103,7 +106,7 @@ def ingest(
     try:
         try:
             summary = parse_into(
-                staged,
+                writer,
                 open_text,
                 format=format,
                 zero_based=zero_based,
@@ -112,9 +115,9 @@ def ingest(
                 limits=ParseLimits(**limits),
                 inflater=inflater,
             )
-            manifest = staged.manifest()
+            arrays, shards = writer.manifest()
         except UploadParseError as exc:
-            staged.discard()
+            writer.discard()
             return {
                 "error": {
                     "status": 422,
@@ -124,7 +127,7 @@ def ingest(
                 }
             }
         except UploadLimitError as exc:
-            staged.discard()
+            writer.discard()
             return {
                 "error": {
                     "status": 413,
@@ -134,16 +137,13 @@ def ingest(
                 }
             }
         except UploadAborted as exc:
-            staged.discard()
+            writer.discard()
             return {"aborted": str(exc)}
-        except (StorageFull, redis.exceptions.ResponseError) as exc:  # no room in Redis: nothing stays
-            staged.discard()
-            if isinstance(exc, redis.exceptions.ResponseError) and not is_out_of_memory(exc):
-                raise
-            full = exc if isinstance(exc, StorageFull) else StorageFull(f"data set {meta['id']}", 0, 0, 0)
-            return {"error": {"status": 507, "code": "storage_full", "message": str(full), "details": full.details()}}
+        except StoreError as exc:
+            writer.discard()
+            return {"error": store_error(exc)}
         except BaseException:
-            staged.discard()
+            writer.discard()
             raise
         final = dict(meta)
         if followed and followed[-1].outcome is not None:
@@ -161,18 +161,34 @@ def ingest(
                 text_bytes=int(summary.text_bytes),
                 feature_names=summary.feature_names,
                 value_dtype=summary.value_dtype,
+                shards=[shard.to_document() for shard in shards],
             )
         )
         try:
-            stored = store.commit(record, manifest)
-        except StorageFull as exc:
+            stored = store.commit(record, arrays)
+        except StorageFull as exc:  # Redis has no room even for the record
+            writer.discard()
             return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
+        except BaseException:
+            writer.discard()
+            raise
         return {"record": stored.to_document()}
     finally:
-        staged.close()
+        writer.close()
         if follow_marker is not None:
             for name in (path, follow_marker):
                 try:
                     os.unlink(name)
                 except FileNotFoundError:
                     pass
+
+
+def store_error(exc) -> dict:
+    """The error answer for an upload the object store could not take (``core.storage.objects.StoreError``)."""
+    from core.storage.objects import StoreRefused
+
+    if isinstance(exc, StoreRefused):
+        message = f"the object store refused to store the data set: {exc}; nothing was stored (an operator must fix it)"
+        return {"status": 503, "code": exc.code, "message": message, "details": {"store": exc.store}}
+    message = f"the object store is unavailable: {exc}; nothing was stored, try again shortly"
+    return {"status": 503, "code": exc.code, "message": message, "details": {"store": exc.store}, "retry_after": 5}

@@ -13,6 +13,7 @@ from core.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueD
 from core.storage.documents import DatasetRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
+from core.storage.objects import store_config
 from service.api.deps import DatasetDep, DatasetIdPath, DatasetStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found
 from service.api.uploads import (
@@ -64,7 +65,7 @@ UPLOAD_BODY = {
 
 def public_view(record: DatasetRecord) -> dict:
     """The fields of a stored data set that the API shows."""
-    return {key: value for key, value in record.to_document().items() if key not in ("tenant", "arrays")}
+    return {key: value for key, value in record.to_document().items() if key not in ("tenant", "arrays", "shards")}
 
 
 @router.post(
@@ -92,6 +93,11 @@ def public_view(record: DatasetRecord) -> dict:
             "model": ErrorResponse,
             "description": "No room: Redis is at its maxmemory (`storage_full`) or the API's "
             "disk is full (`disk_full`); nothing was stored.",
+        },
+        503: {
+            "model": ErrorResponse,
+            "description": "The object store does not answer (`store_unavailable`, with Retry-After) or refuses "
+            "(`store_misconfigured`), or the parser process stopped (`ingest_unavailable`); nothing was stored.",
         },
     },
 )
@@ -138,7 +144,8 @@ async def upload_dataset(
     follow = length is not None and length >= settings.follow_upload_bytes
     options = dict(
         redis_url=settings.redis_url,
-        chunk_bytes=settings.chunk_bytes,
+        store_config=store_config(settings),
+        shard_bytes=settings.shard_bytes,
         format=format.value,
         zero_based=zero,
         value_dtype=value_dtype.value,
@@ -150,7 +157,6 @@ async def upload_dataset(
             "max_nnz": settings.max_nnz,
             "max_line_bytes": settings.max_line_bytes,
         },
-        reserve_fraction=settings.storage_reserve_fraction,
         inflater=settings.gzip_inflater,
     )
     base_meta = {"id": dataset_id, "tenant": tenant, "format": format.value, "created_at": utc_now()}
@@ -208,7 +214,8 @@ async def upload_dataset(
         raise ApiError(503, "ingest_unavailable", "the upload was abandoned while it was parsed; nothing was stored")
     if "error" in outcome:
         err = outcome["error"]
-        raise ApiError(err["status"], err["code"], err["message"], err["details"])
+        headers = {"Retry-After": str(err["retry_after"])} if err.get("retry_after") else None
+        raise ApiError(err["status"], err["code"], err["message"], err["details"], headers=headers)
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
     return DatasetOut.model_validate(public_view(DatasetRecord.from_document(outcome["record"])))
 

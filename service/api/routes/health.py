@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from core.lifecycle import worker_beats
 from core.schemas.base import ErrorResponse, ReadinessDetails
+from core.storage.objects import ObjectStore, StoreError, StoreRefused
 from service.api.errors import error_response
 
 router = APIRouter(tags=["health"])
@@ -17,7 +18,11 @@ router = APIRouter(tags=["health"])
 class Health(BaseModel):
     """The service can do its work (readiness), or the API process is up (liveness)."""
 
-    status: str = Field(description="`ok` (a 503 answer carries `warming` or `unavailable` in `error.details.status`).")
+    status: str = Field(
+        description="`ok`; `degraded` when the object store does not answer (predictions work, uploads and jobs on "
+        "data sets not cached wait or answer 503); a 503 answer carries `warming` or `unavailable` in "
+        "`error.details.status`."
+    )
     redis: bool | None = Field(default=None, description="Whether Redis answered.")
     workers: int | None = Field(default=None, description="Number of workers with a current heartbeat that take jobs.")
     solvers_ready: list[str] | None = Field(
@@ -34,6 +39,11 @@ class Health(BaseModel):
         default=None,
         description="Readiness: estimated seconds until every solver's kernels are compiled (0 when they are); "
         "null on /healthz.",
+    )
+    object_store: str | None = Field(
+        default=None,
+        description="Readiness: `ok` when the object store (data sets, large models) answers, else `unavailable: "
+        "...` (status `degraded`); null on /healthz.",
     )
 
 
@@ -52,7 +62,7 @@ def _not_ready(message: str, **found) -> JSONResponse:
 @router.get(
     "/readyz",
     response_model=Health,
-    summary="Readiness: Redis reachable and at least one worker",
+    summary="Readiness: Redis reachable, the object store accepting us, and at least one worker",
     responses={
         503: {
             "model": ErrorResponse,
@@ -62,16 +72,21 @@ def _not_ready(message: str, **found) -> JSONResponse:
     },
 )
 def readyz(request: Request) -> Health | JSONResponse:
-    """Ready when Redis answers and at least one worker's heartbeat is current and it takes jobs (its first
-    solver, dcd, is warm); the answer says which solvers are ready and which still compile.
+    """Ready when Redis answers, the object store does not refuse us, and at least one worker's heartbeat is
+    current and it takes jobs (its first solver, dcd, is warm); the answer says which solvers are ready and
+    which still compile, and whether the object store answers (`degraded` when it does not: predictions go on).
 
     Otherwise 503 `not_ready` in the error shape, with the readiness in `details`: `status` is `warming`
-    while the workers compile their first kernels (the first run), with the solvers left; else `unavailable`."""
+    while the workers compile their first kernels (the first run), with the solvers left; else `unavailable`
+    (Redis does not answer, the object store refuses our requests: a setting to fix, or no worker)."""
     try:
         request.app.state.redis.ping()
         beats = worker_beats(request.app.state.redis)
     except Exception:
         return _not_ready("Redis does not answer", status="unavailable", redis=False)
+    store = store_state(request.app.state.objects)
+    if store.startswith("refused"):
+        return _not_ready(f"the object store {store}", status="unavailable", redis=True, object_store=store)
     workers = sum(1 for beat in beats.values() if beat.get("ready", True))
     warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
     left = sorted({name for state in warming for name in state.get("left", [])})
@@ -90,8 +105,25 @@ def readyz(request: Request) -> Health | JSONResponse:
         detail = f"{starting} worker(s) starting" if starting else "no worker is running (start one: hinge worker)"
         return _not_ready(detail, status="unavailable", redis=True, workers=0)
     return Health(
-        status="ok", redis=True, workers=workers, solvers_ready=ready, solvers_compiling=left, kernels_eta_s=eta
+        status="ok" if store == "ok" else "degraded",
+        redis=True,
+        workers=workers,
+        solvers_ready=ready,
+        solvers_compiling=left,
+        kernels_eta_s=eta,
+        object_store=store,
     )
+
+
+def store_state(objects: ObjectStore) -> str:
+    """``ok``, ``unavailable: why`` or ``refused: why`` (an answer within about 3 s)."""
+    try:
+        objects.probe()
+    except StoreRefused as exc:
+        return f"refused: {exc}"
+    except StoreError as exc:
+        return f"unavailable: {exc}"
+    return "ok"
 
 
 @router.get(

@@ -1,0 +1,433 @@
+"""A data set in the object store: immutable, content-addressed shards of whole rows, and their manifest.
+
+An upload's parser hands its rows to a ``ShardWriter`` (the parser's sink, as ``StagedArrays`` is for Redis).
+Every ``shard_bytes`` of arrays (or at the end) the rows buffered so far become one shard: a CSR block with
+its labels and query ids, encoded compactly, named by the SHA-256 of its bytes
+(``datasets/<id>/<sha256>.shard``) and written to the object store by a background thread while the parse
+goes on. The data set's record (in Redis) is committed with the manifest (the shard list, each with its
+rows, non-zeros and checksum) only once every shard is stored; an upload that fails deletes what it wrote,
+and what it could not delete (the store went away) is collected later (``collect_garbage``).
+
+A shard's bytes::
+
+    b"HSHARD\\x00\\x01"          magic and format version (8 bytes)
+    header length               little-endian uint64
+    header                      JSON, padded with spaces to a multiple of 8 bytes
+    arrays                      each at an offset that is a multiple of 8
+
+The header says ``rows``, ``nnz`` and, for each array (``indptr``, ``indices``, ``data``, ``y``, and ``qid``
+when the file has query ids), its ``dtype`` and element ``count`` as the data set holds it, and how it is
+stored (``encoding``): ``raw`` (its bytes), ``narrow`` (unsigned integers of ``width`` bytes: the row
+offsets, local to the shard, and column indices that fit), ``fill`` (one element, repeated: the values of a
+data set with binary features) or ``table`` (at most 256 distinct values and one byte per element: the
+labels). a9a-like text then stores about 1.1 bytes a non-zero instead of 12.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import struct
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.storage import keys
+from core.storage.objects import Buffer, ObjectStore, StoreError
+
+MAGIC = b"HSHARD\x00\x01"
+ALIGN = 8
+ARRAY_NAMES = ("indptr", "indices", "data", "y", "qid")
+"""The arrays of a data set, as the parser produces them (``qid`` only for files with query ids)."""
+ROW_ARRAYS = ("y", "qid")
+"""Arrays with one element per row (``indptr`` has one more; ``indices`` and ``data`` one per non-zero)."""
+TABLE_MAX = 256
+
+
+class ShardCorrupt(StoreError):
+    """A shard's bytes do not match its checksum, or do not parse."""
+
+    code = "shard_corrupt"
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard as the manifest lists it: rows ``[row_start, row_start + rows)`` of the data set."""
+
+    key: str
+    sha256: str
+    rows: int
+    nnz: int
+    bytes: int
+    row_start: int
+    nnz_start: int
+
+    def to_document(self) -> dict:
+        """The manifest's JSON form."""
+        return {
+            "key": self.key,
+            "sha256": self.sha256,
+            "rows": self.rows,
+            "nnz": self.nnz,
+            "bytes": self.bytes,
+            "row_start": self.row_start,
+            "nnz_start": self.nnz_start,
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping) -> ShardEntry:
+        """The entry of a stored manifest."""
+        return cls(**{name: document[name] for name in cls.__dataclass_fields__})
+
+
+def shard_entries(documents: list[dict] | None) -> list[ShardEntry]:
+    """A record's shard list, typed."""
+    return [ShardEntry.from_document(document) for document in documents or []]
+
+
+# -- encoding -------------------------------------------------------------------------------------------------
+
+
+def _narrowest_unsigned(values: np.ndarray) -> int | None:
+    """The fewest bytes (1, 2 or 4) that hold every element of an integer array, if fewer than its own."""
+    if values.size == 0 or values.dtype.kind not in "iu":
+        return None
+    largest = int(values.max())
+    if largest >= 1 << 32 or int(values.min()) < 0:
+        return None
+    for width in (1, 2, 4):
+        if width < values.dtype.itemsize and largest < 1 << (8 * width):
+            return width
+    return None
+
+
+def _encode(name: str, values: np.ndarray) -> tuple[dict, np.ndarray]:
+    """How one array is stored (the header's entry, without its offset) and the bytes stored."""
+    flat = np.ascontiguousarray(values).reshape(-1)
+    if flat.dtype.byteorder == ">":
+        flat = flat.astype(flat.dtype.newbyteorder("<"))
+    entry: dict = {"dtype": flat.dtype.str, "count": int(flat.size)}
+    if flat.size >= 2 and flat.dtype.itemsize in (4, 8) and flat.dtype.kind == "f":
+        words = flat.view(np.uint32 if flat.dtype.itemsize == 4 else np.uint64)
+        if np.all(words == words[0]):
+            return dict(entry, encoding="fill", fill=flat[:1].tobytes().hex()), np.empty(0, np.uint8)
+        if name in ROW_ARRAYS:
+            distinct = np.unique(words)
+            if distinct.size <= TABLE_MAX and flat.size > 2 * distinct.size:
+                codes = np.searchsorted(distinct, words).astype(np.uint8)
+                table = distinct.view(flat.dtype)
+                stored = np.concatenate([table.view(np.uint8), codes])
+                return dict(entry, encoding="table", table_size=int(distinct.size)), stored
+    width = _narrowest_unsigned(flat)
+    if width is not None:
+        return dict(entry, encoding="narrow", width=width), flat.astype(f"<u{width}").view(np.uint8)
+    return dict(entry, encoding="raw"), flat.view(np.uint8)
+
+
+def encode_shard(arrays: Mapping[str, np.ndarray], rows: int, nnz: int) -> np.ndarray:
+    """The bytes of a shard holding these arrays (``indptr`` local: starting at 0)."""
+    header: dict = {"rows": int(rows), "nnz": int(nnz), "arrays": {}}
+    payloads = []
+    offset = 0
+    for name, values in arrays.items():
+        entry, stored = _encode(name, values)
+        entry["offset"], entry["bytes"] = offset, int(stored.nbytes)
+        header["arrays"][name] = entry
+        payloads.append((offset, stored))
+        offset += -(-stored.nbytes // ALIGN) * ALIGN
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % ALIGN)
+    start = len(MAGIC) + 8 + len(text)
+    out = np.zeros(start + offset, dtype=np.uint8)
+    out[: len(MAGIC)] = np.frombuffer(MAGIC, np.uint8)
+    out[len(MAGIC) : len(MAGIC) + 8] = np.frombuffer(struct.pack("<Q", len(text)), np.uint8)
+    out[len(MAGIC) + 8 : start] = np.frombuffer(text, np.uint8)
+    for position, stored in payloads:
+        out[start + position : start + position + stored.nbytes] = stored
+    return out
+
+
+# -- decoding -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodedShard:
+    """A shard read back: its header and a view of its bytes (arrays are decoded on demand)."""
+
+    rows: int
+    nnz: int
+    entries: dict[str, dict]
+    payload: np.ndarray  # the bytes after the header
+
+    def array(self, name: str) -> np.ndarray:
+        """One array in its data set dtype (``indptr`` local to the shard)."""
+        entry = self.entries[name]
+        dtype = np.dtype(entry["dtype"])
+        count = int(entry["count"])
+        stored = self.payload[entry["offset"] : entry["offset"] + entry["bytes"]]
+        encoding = entry["encoding"]
+        if encoding == "raw":
+            return stored.view(dtype)[:count]
+        if encoding == "narrow":
+            return stored.view(f"<u{int(entry['width'])}")[:count].astype(dtype)
+        if encoding == "fill":
+            return np.broadcast_to(np.frombuffer(bytes.fromhex(entry["fill"]), dtype=dtype), (count,))
+        if encoding == "table":
+            size = int(entry["table_size"])
+            table = stored[: size * dtype.itemsize].view(dtype)
+            return table[stored[size * dtype.itemsize : size * dtype.itemsize + count]]
+        raise ShardCorrupt(f"array {name!r} is stored with encoding {encoding!r}, unknown to this version")
+
+    def into(self, name: str, out: np.ndarray) -> None:
+        """Write one array into ``out`` (its length), decoding straight into it."""
+        entry = self.entries[name]
+        if entry["encoding"] == "fill":
+            out[...] = np.frombuffer(bytes.fromhex(entry["fill"]), dtype=np.dtype(entry["dtype"]))[0]
+            return
+        out[...] = self.array(name)
+
+
+def decode_shard(data: Buffer, sha256: str | None = None) -> DecodedShard:
+    """Parse a shard's bytes, checking them against ``sha256`` first when given (``ShardCorrupt`` if not)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if sha256 is not None and hashlib.sha256(raw.data).hexdigest() != sha256:
+        raise ShardCorrupt(f"a shard's bytes do not match its SHA-256 {sha256[:16]}...")
+    if raw.size < len(MAGIC) + 8 or raw[: len(MAGIC)].tobytes() != MAGIC:
+        raise ShardCorrupt("not a shard of this format (bad magic)")
+    (length,) = struct.unpack("<Q", raw[len(MAGIC) : len(MAGIC) + 8].tobytes())
+    start = len(MAGIC) + 8 + int(length)
+    try:
+        header = json.loads(raw[len(MAGIC) + 8 : start].tobytes())
+    except ValueError as exc:
+        raise ShardCorrupt(f"a shard's header does not parse: {exc}") from None
+    return DecodedShard(int(header["rows"]), int(header["nnz"]), header["arrays"], raw[start:])
+
+
+# -- writing --------------------------------------------------------------------------------------------------
+
+
+class ShardWriter:
+    """The parser's sink for an upload to the object store (see the module docstring).
+
+    ``append(name, piece)``, ``reset()`` and ``discard()`` as ``core.storage.arrays.StagedArrays``;
+    ``manifest()`` returns ``(arrays, shards)``: the arrays' dtypes and shapes, and the shard list. A
+    failed write raises from the next call (``StoreError``: the caller discards and says why)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        dataset_id: str,
+        shard_bytes: int,
+        *,
+        senders: int = 2,
+        before_shard: Callable[[int], None] | None = None,
+    ):
+        self.store = store
+        self.dataset_id = dataset_id
+        self.shard_bytes = int(shard_bytes)
+        self.before_shard = before_shard
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._written: dict[int, ShardEntry] = {}
+        self._stale: list[str] = []  # keys written for a parse that started over, or after a discard
+        self._epoch = 0
+        self._threads = [
+            threading.Thread(target=self._send_loop, name=f"shard-writer-{i}", daemon=True) for i in range(senders)
+        ]
+        for thread in self._threads:
+            thread.start()
+        self._start_empty()
+
+    def _start_empty(self) -> None:
+        self._pieces: dict[str, list[np.ndarray]] = {}
+        self._dtypes: dict[str, str] = {}
+        self._buffered = 0  # bytes of the pieces held
+        self._rows_total = 0  # rows in shards cut so far
+        self._nnz_total = 0
+        self._shard_index = 0
+        self._started = False
+        self._epoch += 1  # shards of an earlier epoch (before a reset) are not kept
+
+    def append(self, name: str, piece: np.ndarray) -> None:
+        """The next elements of one array (the parser's emit: indptr, indices, data, y[, qid])."""
+        self._raise_error()
+        if name not in ARRAY_NAMES:
+            raise ValueError(f"unknown array {name!r}")
+        if name == "indptr":
+            if not self._started:  # the parser's first piece: the leading 0
+                self._started = True
+                self._dtypes["indptr"] = np.dtype(piece.dtype).str
+                if piece.size == 1:
+                    return
+                piece = piece[1:]
+            elif self._buffered >= self.shard_bytes:  # the last emit is whole: cut before this one
+                self._cut()
+        kind = np.dtype(piece.dtype).str
+        if self._dtypes.setdefault(name, kind) != kind:
+            raise ValueError(f"array {name!r} is {self._dtypes[name]}, got a piece of {kind}")
+        self._pieces.setdefault(name, []).append(np.array(piece, copy=True))
+        self._buffered += int(piece.nbytes)
+
+    def _cut(self) -> None:
+        """The buffered rows become the next shard, handed to a sending thread."""
+        if not self._pieces.get("indptr"):
+            return
+        joined = {name: np.concatenate(parts) for name, parts in self._pieces.items()}
+        ends = joined.pop("indptr")  # global row ends
+        rows = int(ends.size)
+        nnz = int(ends[-1]) - self._nnz_total
+        local = np.empty(rows + 1, dtype=ends.dtype)
+        local[0] = 0
+        np.subtract(ends, self._nnz_total, out=local[1:])
+        arrays = {"indptr": local, **{name: joined[name] for name in ARRAY_NAMES if name in joined}}
+        job = (self._epoch, self._shard_index, arrays, rows, nnz, self._rows_total, self._nnz_total)
+        self._shard_index += 1
+        self._rows_total += rows
+        self._nnz_total += nnz
+        self._pieces, self._buffered = {}, 0
+        if self.before_shard is not None:
+            self.before_shard(sum(int(a.nbytes) for a in arrays.values()))
+        self._queue.put(job)
+
+    def _send_loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None and job[0] == self._epoch:
+                    self._send(*job)
+            except BaseException as exc:  # raised in the caller's thread by the next call
+                with self._lock:
+                    self._error = self._error or exc
+            finally:
+                self._queue.task_done()
+
+    def _send(self, epoch, index, arrays, rows, nnz, row_start, nnz_start) -> None:
+        encoded = encode_shard(arrays, rows, nnz)
+        digest = hashlib.sha256(encoded.data).hexdigest()
+        key = keys.dataset_shard(self.dataset_id, digest)
+        self.store.put(key, encoded.data)
+        entry = ShardEntry(key, digest, rows, nnz, int(encoded.nbytes), row_start, nnz_start)
+        with self._lock:
+            if epoch == self._epoch:
+                self._written[index] = entry
+            else:  # written for a parse that has started over
+                self._stale.append(key)
+
+    def _wait(self) -> None:
+        self._queue.join()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            with self._lock:
+                error, self._error = self._error, None
+            if error is not None:
+                raise error
+
+    def manifest(self) -> tuple[dict[str, dict], list[ShardEntry]]:
+        """Write the last shard, wait for every shard, and return the arrays' dtypes and shapes and the shards."""
+        self._raise_error()
+        if self._pieces.get("indptr") or self._shard_index == 0:
+            if not self._pieces.get("indptr"):  # no rows at all: one empty shard keeps the layout whole
+                self._pieces = {name: [np.empty(0, dtype=dtype)] for name, dtype in self._dtypes.items()}
+                self._dtypes.setdefault("indptr", "<i8")
+                self._pieces.setdefault("indptr", [np.empty(0, dtype="<i8")])
+            self._cut()
+        self._wait()
+        self._raise_error()
+        shards = [self._written[index] for index in range(self._shard_index)]
+        rows = sum(shard.rows for shard in shards)
+        nnz = sum(shard.nnz for shard in shards)
+        counts = {"indptr": rows + 1, "indices": nnz, "data": nnz, "y": rows, "qid": rows}
+        arrays = {name: {"dtype": dtype, "shape": [counts[name]]} for name, dtype in self._dtypes.items()}
+        return arrays, shards
+
+    def reset(self) -> None:
+        """Start over (the parse restarts): what was written so far is deleted."""
+        self.discard()
+        self._start_empty()
+
+    def written_keys(self) -> list[str]:
+        """Keys of every shard written so far (the current parse and abandoned ones)."""
+        with self._lock:
+            return [entry.key for entry in self._written.values()] + list(self._stale)
+
+    def discard(self) -> None:
+        """Delete the shards written so far (best effort: the store may be away; ``collect_garbage`` finishes)."""
+        self._epoch += 1  # shards still being sent are then recorded as stale
+        self._wait()
+        with self._lock:
+            self._error = None
+        names = self.written_keys()
+        with self._lock:
+            self._written, self._stale = {}, []
+        if names:
+            try:
+                self.store.delete(names)
+            except StoreError:
+                pass
+
+    def close(self) -> None:
+        """Stop the sending threads (after ``manifest`` or ``discard``)."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+
+# -- reading a whole data set ---------------------------------------------------------------------------------
+
+
+def region(name: str, entry: ShardEntry) -> tuple[int, int]:
+    """The elements ``[start, stop)`` of the data set's array ``name`` that a shard holds (``indptr``: the row
+    ends, so that shards never overlap; the leading 0 is nobody's)."""
+    if name == "indptr":
+        return entry.row_start + 1, entry.row_start + 1 + entry.rows
+    if name in ROW_ARRAYS:
+        return entry.row_start, entry.row_start + entry.rows
+    return entry.nnz_start, entry.nnz_start + entry.nnz
+
+
+def place(shard: DecodedShard, entry: ShardEntry, targets: Mapping[str, np.ndarray]) -> None:
+    """Write a shard's arrays into the data set's whole arrays (``targets``: name -> the whole array)."""
+    if shard.rows != entry.rows or shard.nnz != entry.nnz:
+        raise ShardCorrupt(
+            f"shard {entry.key} holds {shard.rows} rows and {shard.nnz} non-zeros, the manifest says "
+            f"{entry.rows} and {entry.nnz}"
+        )
+    for name, target in targets.items():
+        start, stop = region(name, entry)
+        if name == "indptr":
+            target[0] = 0
+            np.add(shard.array("indptr")[1:], entry.nnz_start, out=target[start:stop], casting="unsafe")
+        else:
+            shard.into(name, target[start:stop])
+
+
+def fetch(store: ObjectStore, entry: ShardEntry) -> DecodedShard:
+    """One shard from the store, checked against its SHA-256 (fetched a second time when it does not match:
+    ``ShardCorrupt`` if it still does not)."""
+    try:
+        return decode_shard(store.get(entry.key), entry.sha256)
+    except ShardCorrupt:
+        return decode_shard(store.get(entry.key), entry.sha256)
+
+
+def assemble(
+    store: ObjectStore, arrays: Mapping[str, dict], entries: list[ShardEntry], names=None
+) -> dict[str, np.ndarray]:
+    """A sharded data set's arrays (all, or those named), in memory."""
+    out = {
+        name: np.empty(tuple(entry["shape"]), dtype=np.dtype(entry["dtype"]))
+        for name, entry in arrays.items()
+        if names is None or name in names
+    }
+    for entry in entries:
+        place(fetch(store, entry), entry, out)
+    return out
