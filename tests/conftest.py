@@ -248,3 +248,24 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server (SeaweedFS) on free ports, for the whole session; tests keep to key prefixes of their own."""
+    from tests.s3_server import SeaweedS3
+
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def objects(request, tmp_path):
+    """An empty object store of each backend: a local directory, and a key prefix of its own on SeaweedFS."""
+    from core.storage.objects import LocalDirectoryStore
+
+    if request.param == "local":
+        return LocalDirectoryStore(tmp_path / "objects")
+    server = request.getfixturevalue("s3_server")
+    return server.store(prefix=f"t-{os.urandom(6).hex()}")

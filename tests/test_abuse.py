@@ -142,28 +142,35 @@ def _used(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
 
-def test_redis_full_refuses_uploads_with_507_and_keeps_serving(cluster, small):
+def test_uploads_need_room_in_redis_for_their_record_only_and_a_full_redis_refuses_them_whole(cluster, small):
+    """Shards go to the object store: Redis with a few MB to spare takes a data set of several MB (its record is a
+    few hundred bytes); Redis full to its reserve refuses the upload with 507 before a shard is written."""
+    objects = cluster.root / "data" / "objects" / "datasets"
     with cluster.http() as http:
         job = http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "dcd"}).json()
         model_id = wait_job(http, job["id"])["model_id"]
         big = to_svmlight(*sparse_problem(20_000, 200, 20, seed=2))  # about 4.8 MB of arrays
         with cluster.client() as client:
-            count_before = http.get("/v1/datasets").json()["total"]
-            chunk_keys_before = set(client.scan_iter("hinge:dataset:*:array:*"))
-            client.config_set("maxmemory", _used(client) + 3 * 2**20)  # room for a few MB only
+            client.config_set("maxmemory", _used(client) + 2 * 2**20)  # room for 2 MB only (reserve 0.1 of it)
             try:
+                fits = upload(http, big, name="bigger-than-the-room")
+                assert fits.status_code == 201, fits.text
+                assert _used(client) < int(client.config_get("maxmemory")["maxmemory"])
+                shards_before = sorted(objects.rglob("*.shard"))
+                count_before = http.get("/v1/datasets").json()["total"]
+                client.config_set("maxmemory", _used(client))  # nothing left above the reserve
                 response = upload(http, big, name="too-big")
                 error = assert_error(response, 507, "storage_full", "HINGE_REDIS_MAXMEMORY")
                 assert error["details"]["needed_bytes"] > error["details"]["available_bytes"]
-                # nothing half-stored
+                # nothing half-stored: no record, no shard
                 assert http.get("/v1/datasets").json()["total"] == count_before
-                assert set(client.scan_iter("hinge:dataset:*:array:*")) == chunk_keys_before
-                # and the service keeps working: predictions, a new job and its (small) model
+                assert sorted(objects.rglob("*.shard")) == shards_before
+                # and the service keeps working: predictions
                 assert http.post(f"/v1/models/{model_id}/predict", json={"instances": [[0.5] * 20]}).status_code == 200
-                again = http.post("/v1/jobs", json={"dataset_id": small["id"], "solver": "ocas"}).json()
-                assert wait_job(http, again["id"])["status"] == "succeeded"
             finally:
                 client.config_set("maxmemory", 512 * 2**20)
+        again = http.post("/v1/jobs", json={"dataset_id": fits.json()["id"], "solver": "ocas"}).json()
+        assert wait_job(http, again["id"])["status"] == "succeeded"
         assert upload(http, big, name="fits-now").status_code == 201
 
 

@@ -153,12 +153,16 @@ class RecordStore(Generic[R]):
 
         On failure everything staged under the record is removed."""
         owner = self.key_of(meta.id)
+        record = replace(meta, arrays=dict(manifest))
+        in_redis = _in_redis(manifest)
+        document = json.dumps(record.to_document())
+        needed = _manifest_bytes(in_redis) + len(document)
         try:
-            record = replace(meta, arrays=dict(manifest))
-            in_redis = _in_redis(manifest)
+            if not in_redis:  # arrays in the object store: only the record needs room (``stage`` checked the others)
+                self.ensure_room(record.id, len(document))
             with self.client.pipeline(transaction=True) as pipe:
                 arrays.persist_commands(pipe, owner, in_redis)
-                pipe.set(owner, json.dumps(record.to_document()))
+                pipe.set(owner, document)
                 pipe.zadd(keys.tenant_index(meta.tenant, self.kind), {meta.id: time.time()})
                 trailing = 2
                 if self.stats_key is not None:
@@ -171,10 +175,14 @@ class RecordStore(Generic[R]):
                 raise RuntimeError(f"staged chunks of {owner} expired before the commit")
         except BaseException as exc:
             self._remove(meta.id, meta.tenant, manifest)
-            self._raise_if_full(exc, meta.id, _manifest_bytes(_in_redis(manifest)))
+            self._raise_if_full(exc, meta.id, needed)
             raise
         aof.compact_if_due(self.client)
         return record
+
+    def ensure_room(self, record_id: str, nbytes: int) -> None:
+        """Raise ``StorageFull`` unless Redis has room for ``nbytes`` more of this record, its reserve kept."""
+        capacity.ensure_room(self.client, nbytes, self.reserve_fraction, self._what(record_id))
 
     def _what(self, record_id: str) -> str:
         return f"{self.kind[:-1].replace('dataset', 'data set')} {record_id}"

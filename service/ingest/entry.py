@@ -105,6 +105,7 @@ def ingest(
 
     try:
         try:
+            store.ensure_room(meta["id"], 4096)  # the record, once the shards are stored: refused now, not then
             summary = parse_into(
                 writer,
                 open_text,
@@ -142,6 +143,9 @@ def ingest(
         except StoreError as exc:
             writer.discard()
             return {"error": store_error(exc)}
+        except StorageFull as exc:
+            writer.discard()
+            return {"error": {"status": 507, "code": "storage_full", "message": str(exc), "details": exc.details()}}
         except BaseException:
             writer.discard()
             raise
