@@ -1,4 +1,4 @@
-"""The `hinge` command: serve (Redis + API + workers), api, worker, keys, openapi.
+"""The `hinge` command: serve (Redis + API + workers), api, worker, keys, store, openapi.
 
 `hinge keys create --tenant T [--name N] | list [--json] | revoke KEY_ID` manages the API keys kept
 (hashed) in Redis (see core/storage/apikeys.py): REDIS_URL's, or else the embedded Redis of the
@@ -135,6 +135,65 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 2
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    """`hinge store check | migrate [--dry-run] | gc [--grace-s S]`: the object store of these settings."""
+    import redis
+
+    from core.config import get_settings
+    from core.storage.objects import StoreError, object_store
+
+    settings = get_settings()
+    objects = object_store(settings)
+    if args.store_command == "check":
+        try:
+            objects.ping()
+        except StoreError as exc:
+            _log(f"the object store does not serve: {exc}")
+            return 1
+        _log(f"the object store answers: {objects.name()}")
+        return 0
+    url = settings.redis_url or running_serve_redis(Path(args.data_dir))
+    if not url:
+        _log("no Redis: set REDIS_URL, or start `hinge serve` with the same data directory (--data-dir)")
+        return 2
+    client = redis.Redis.from_url(url)
+    try:
+        if args.store_command == "gc":
+            from core.storage.garbage import collect_garbage
+
+            deleted = collect_garbage(
+                client, objects, args.grace_s if args.grace_s is not None else settings.store_gc_grace_s
+            )
+            _log(f"deleted {deleted} object(s) that no data set or model owns")
+            return 0
+        from core.storage.migration import legacy_datasets, migrate_dataset
+        from core.storage.records import dataset_store
+
+        store = dataset_store(client, settings)
+        found = legacy_datasets(client)
+        _log(f"{len(found)} data set(s) keep their arrays in Redis; the object store is {objects.name()}")
+        moved = 0
+        for dataset_id, tenant in found:
+            record = store.get(dataset_id, tenant)
+            if record is None:
+                continue
+            if args.dry_run:
+                print(f"{dataset_id}\t{record.name}\t{record.nnz} non-zeros")
+                continue
+            try:
+                done = migrate_dataset(store, record, settings.shard_bytes)
+            except StoreError as exc:
+                _log(f"{dataset_id}: the object store did not take it ({exc}); it stays in Redis, run this again")
+                return 1
+            moved += done
+            print(f"{dataset_id}\t{'moved' if done else 'changed meanwhile, left as it is'}")
+        if not args.dry_run:
+            _log(f"{moved} data set(s) moved to the object store")
+        return 0
+    finally:
+        client.close()
+
+
 def running_serve_redis(data_dir: Path) -> str | None:
     """The Redis URL of the `hinge serve` running with this data directory, if one runs."""
     try:
@@ -249,6 +308,30 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="Revoke a key by its id.")
     revoke.add_argument("key_id", help="The key's id (as `list` shows it).")
 
+    store_parser = sub.add_parser(
+        "store",
+        help="The object store of these settings (HINGE_OBJECT_STORE, HINGE_S3_*): check it, move data sets stored in "
+        "Redis into it (migrate), delete what no record owns (gc).",
+    )
+    store_parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("HINGE_DATA_DIR", "hinge-data"),
+        help="Data directory of the running `hinge serve` (default ./hinge-data), when REDIS_URL is not set.",
+    )
+    store_sub = store_parser.add_subparsers(dest="store_command", required=True)
+    store_sub.add_parser("check", help="Say whether the object store answers and takes our requests (exit 1 if not).")
+    migrate = store_sub.add_parser(
+        "migrate", help="Move data sets whose arrays are in Redis (stored by an older version) to the object store."
+    )
+    migrate.add_argument("--dry-run", action="store_true", help="List them; move nothing.")
+    gc = store_sub.add_parser("gc", help="Delete the objects no data set or model owns (uploads cut short).")
+    gc.add_argument(
+        "--grace-s",
+        type=float,
+        default=None,
+        help="Only owners whose newest object is this old (default: the setting).",
+    )
+
     openapi = sub.add_parser("openapi", help="Write the OpenAPI document to openapi/openapi.json.")
     openapi.add_argument("--output", default=str(OPENAPI_PATH), help="Where to write it.")
     openapi.add_argument("--check", action="store_true", help="Fail if the file differs from the document.")
@@ -271,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_openapi(args)
     if args.command == "keys":
         return cmd_keys(args)
+    if args.command == "store":
+        return cmd_store(args)
     return 2
 
 

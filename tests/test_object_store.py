@@ -363,3 +363,43 @@ def test_a_data_set_stored_in_redis_before_the_object_store_still_loads(client, 
     for loaded in (store.load_arrays(record), cache.load(store, "ds_old", "public", tmp_path / "cache", 1 << 30)[1]):
         for name, values in whole.items():
             assert np.array_equal(loaded[name], values), name
+
+
+def test_hinge_store_migrate_moves_redis_data_sets_into_the_store(client, redis_url, tmp_path, monkeypatch, capsys):
+    from core.config import get_settings
+    from core.storage import arrays as redis_arrays
+    from service.cli import main
+
+    text = svmlight_text(3000, 40, seed=6, qid=True)
+    collected = ArrayCollector()
+    parse(collected, text, tmp_path)
+    whole = collected.arrays()
+    objects = LocalDirectoryStore(tmp_path / "data" / "objects")
+    store = datasets_in(client, objects, chunk_bytes=4096)
+    meta = DatasetRecord(
+        id="ds_legacy", tenant="acme", created_at="2025-01-01T00:00:00Z", format="svmlight", name="legacy", bytes=0,
+        sha256="", n_samples=3000, n_features=40, nnz=int(whole["indices"].size), labels={"0": 1}, has_qid=True,
+        zero_based=False, compressed=False, text_bytes=len(text), feature_names=None,
+    )  # fmt: skip
+    store.commit(meta, redis_arrays.write_staged(client, keys.dataset("ds_legacy"), whole, 4096))
+    assert int(client.hget(keys.dataset_stats(), "bytes")) > 0
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("HINGE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HINGE_SHARD_BYTES", "16384")
+    get_settings.cache_clear()
+    try:
+        assert main(["store", "migrate", "--dry-run"]) == 0
+        assert "ds_legacy\tlegacy" in capsys.readouterr().out
+        assert main(["store", "migrate"]) == 0
+        assert "ds_legacy\tmoved" in capsys.readouterr().out
+        assert main(["store", "check"]) == 0
+    finally:
+        get_settings.cache_clear()
+    record = store.get("ds_legacy", "acme")
+    assert record is not None and record.shards is not None and len(record.shards) > 1
+    assert record.name == "legacy" and record.labels == {"0": 1}
+    assert not [k for k in client.keys("*") if b":array:" in k], "the Redis chunks are gone"
+    assert int(client.hget(keys.dataset_stats(), "bytes")) == 0
+    loaded = store.load_arrays(record)
+    for name, values in whole.items():
+        assert loaded[name].dtype == values.dtype and np.array_equal(loaded[name], values), name

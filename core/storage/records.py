@@ -116,7 +116,7 @@ class RecordStore(Generic[R]):
 
     def discard_staged(self, record_id: str, manifest: Mapping[str, dict]) -> None:
         """Remove arrays that ``stage`` wrote and no ``commit`` made permanent."""
-        arrays.discard(self.client, self.key_of(record_id), _in_redis(manifest))
+        arrays.discard(self.client, self.key_of(record_id), in_redis(manifest))
         self._delete_objects([entry["object"] for entry in manifest.values() if "object" in entry])
 
     def shard_writer(self, record_id: str, shard_bytes: int) -> shards.ShardWriter:
@@ -154,21 +154,23 @@ class RecordStore(Generic[R]):
         On failure everything staged under the record is removed."""
         owner = self.key_of(meta.id)
         record = replace(meta, arrays=dict(manifest))
-        in_redis = _in_redis(manifest)
+        redis_entries = in_redis(manifest)
         document = json.dumps(record.to_document())
-        needed = _manifest_bytes(in_redis) + len(document)
+        needed = manifest_bytes(redis_entries) + len(document)
         try:
-            if not in_redis:  # arrays in the object store: only the record needs room (``stage`` checked the others)
+            if (
+                not redis_entries
+            ):  # arrays in the object store: only the record needs room (``stage`` checked the others)
                 self.ensure_room(record.id, len(document))
             with self.client.pipeline(transaction=True) as pipe:
-                arrays.persist_commands(pipe, owner, in_redis)
+                arrays.persist_commands(pipe, owner, redis_entries)
                 pipe.set(owner, document)
                 pipe.zadd(keys.tenant_index(meta.tenant, self.kind), {meta.id: time.time()})
                 trailing = 2
                 if self.stats_key is not None:
                     pipe.hincrby(self.stats_key, "count", 1)
-                    pipe.hincrby(self.stats_key, "bytes", _manifest_bytes(in_redis))
-                    pipe.hincrby(self.stats_key, "object_bytes", _object_bytes(record))
+                    pipe.hincrby(self.stats_key, "bytes", manifest_bytes(redis_entries))
+                    pipe.hincrby(self.stats_key, "object_bytes", object_bytes(record))
                     trailing = 5
                 results = pipe.execute()
             if not all(results[: len(results) - trailing]):
@@ -225,7 +227,7 @@ class RecordStore(Generic[R]):
         """The record's binary arrays (all, or the names given), in memory, wherever they are stored."""
         if isinstance(record, DatasetRecord) and record.shards is not None:
             return shards.assemble(self.require_objects(), record.arrays, shards.shard_entries(record.shards), names)
-        out = arrays.read(self.client, self.key_of(record.id), _in_redis(record.arrays), names)
+        out = arrays.read(self.client, self.key_of(record.id), in_redis(record.arrays), names)
         for name, entry in record.arrays.items():
             if "object" in entry and (names is None or name in names):
                 out[name] = arrays.decoded_object(self.require_objects().get(entry["object"]), entry)
@@ -246,23 +248,23 @@ class RecordStore(Generic[R]):
         record = self.get(record_id, tenant)
         if record is None:
             return False
-        self._remove(record_id, tenant, record.arrays, counted=True, object_bytes=_object_bytes(record))
+        self._remove(record_id, tenant, record.arrays, counted=True, released_bytes=object_bytes(record))
         self._delete_objects(object_keys(record))
         aof.compact_if_due(self.client)
         return True
 
     def _remove(
-        self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False, object_bytes: int = 0
+        self, record_id: str, tenant: str, manifest: Mapping[str, dict], counted: bool = False, released_bytes: int = 0
     ) -> None:
         owner = self.key_of(record_id)
-        in_redis = _in_redis(manifest)
+        redis_entries = in_redis(manifest)
         with self.client.pipeline(transaction=True) as pipe:
             if counted and self.stats_key is not None:
                 # Only the DEL that actually removes the metadata may decrement (two deletes can race).
-                pipe.eval(_UNCOUNT, 2, owner, self.stats_key, -_manifest_bytes(in_redis), -object_bytes)
+                pipe.eval(_UNCOUNT, 2, owner, self.stats_key, -manifest_bytes(redis_entries), -released_bytes)
             pipe.delete(owner)
             pipe.zrem(keys.tenant_index(tenant, self.kind), record_id)
-            names = arrays.chunk_keys(owner, in_redis)
+            names = arrays.chunk_keys(owner, redis_entries)
             if names:
                 pipe.delete(*names)
             pipe.execute()
@@ -283,7 +285,7 @@ def _names_only(array_map: Mapping[str, np.ndarray], chunk_bytes: int) -> dict:
     return {name: {"chunks": max(1, -(-int(np.asarray(a).nbytes) // chunk_bytes))} for name, a in array_map.items()}
 
 
-def _in_redis(manifest: Mapping[str, dict]) -> dict[str, dict]:
+def in_redis(manifest: Mapping[str, dict]) -> dict[str, dict]:
     """The entries of a manifest whose arrays are Redis chunks (not objects, not a data set's shards)."""
     return {name: dict(entry) for name, entry in manifest.items() if "chunks" in entry and "object" not in entry}
 
@@ -295,14 +297,14 @@ def object_keys(record: DatasetRecord | ModelRecord) -> list[str]:
     return [entry["object"] for entry in record.arrays.values() if "object" in entry]
 
 
-def _object_bytes(record: DatasetRecord | ModelRecord) -> int:
+def object_bytes(record: DatasetRecord | ModelRecord) -> int:
     """Bytes a record takes in the object store."""
     if isinstance(record, DatasetRecord) and record.shards is not None:
         return sum(int(shard["bytes"]) for shard in record.shards)
     return sum(int(entry["stored_bytes"]) for entry in record.arrays.values() if "object" in entry)
 
 
-def _manifest_bytes(manifest: Mapping[str, dict]) -> int:
+def manifest_bytes(manifest: Mapping[str, dict]) -> int:
     """Bytes the arrays take in Redis (an array of one repeated element takes none, an encoded one its
     ``stored_bytes``)."""
     total = 0
