@@ -196,6 +196,26 @@ class Cluster:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis.url)
 
+    def run_hinge(self, *args: str) -> subprocess.CompletedProcess:
+        """Run the `hinge` command with the cluster's settings (e.g. `hinge store gc`)."""
+        return subprocess.run(
+            [sys.executable, "-m", "service.cli", *args],
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def dataset_record(self, dataset_id: str) -> dict:
+        """A data set's record as stored in Redis."""
+        from core.storage import keys
+
+        with self.client() as client:
+            raw = client.get(keys.dataset(dataset_id))
+        assert raw is not None, f"no record of {dataset_id}"
+        return json.loads(raw)
+
     def job_record(self, job_id: str) -> dict:
         with self.client() as client:
             raw = client.hgetall(f"hinge:job:{job_id}")

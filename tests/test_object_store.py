@@ -171,7 +171,7 @@ def test_an_upload_in_many_shards_reads_back_as_the_parser_wrote_it(objects, tmp
 
 
 def test_a_parse_that_starts_over_keeps_no_shard_of_its_first_pass(objects, tmp_path):
-    """"auto" learns of index 0 at the last line: the parse starts over zero-based; the first pass's shards go."""
+    """ "auto" learns of index 0 at the last line: the parse starts over zero-based; the first pass's shards go."""
     text = svmlight_text(2000, 50, seed=2) + b"1 0:1.5\n"
     writer = shards.ShardWriter(objects, "ds_restart", shard_bytes=4096)
     try:
@@ -292,14 +292,14 @@ def test_a_job_waits_for_a_store_that_comes_back(client, objects, tmp_path):
     counting.down = True
     told = []
     threading.Timer(1.0, lambda: setattr(counting, "down", False)).start()
-    _, arrays = cache.load(
-        store, record.id, "public", tmp_path / "cache", 1 << 30, patience_s=30, on_wait=told.append
-    )
+    _, arrays = cache.load(store, record.id, "public", tmp_path / "cache", 1 << 30, patience_s=30, on_wait=told.append)
     assert len(told) == 1 and arrays["y"].shape == (3000,)
     counting.down = True
     stopped = time.monotonic()
     with pytest.raises(StoreUnavailable):
-        cache.load(store, "ds_wait", "public", tmp_path / "other-cache", 1 << 30, patience_s=30, should_stop=lambda: True)
+        cache.load(
+            store, "ds_wait", "public", tmp_path / "other-cache", 1 << 30, patience_s=30, should_stop=lambda: True
+        )
     assert time.monotonic() - stopped < 5
 
 
