@@ -4,18 +4,23 @@
 #   export DOCKER_HOST=unix:///tmp/hinge-dockerd/docker.sock    # e.g. the engine of docker-here.sh
 #   docker/test-compose.sh
 #
-# Builds the image (host network), starts docker/compose.yaml as its own project (hinge-test, on a free
-# port of 127.0.0.1, so a deployment of yours is never touched), then checks, one line per step with its
-# time: start-up time to healthy and ready with 4 workers (no container ever `unhealthy`), a 5th worker,
-# hingectl inside the image, uploads, every solver, a distributed search spread over workers, predict,
-# a worker stopped mid-job (the shutdown policy's outcome), a worker SIGKILLed mid-job (retried
-# elsewhere), Redis restarted mid-job (nothing lost), the 507 storage_full guard, down then up (data
-# kept, an old model predicts the same). Exits 0 only when every step held; always removes the project
-# (down -v) unless HINGE_TEST_KEEP=1.
+# Builds the images (host network), starts docker/compose.yaml with docker/compose.multihost.yaml (Redis and
+# S3 published with a password and a secret) as its own project (hinge-test, on free ports, so a deployment of
+# yours is never touched), then checks, one line per step with its time: start-up time to healthy and ready
+# with 4 workers (no container ever `unhealthy`), a 5th worker, hingectl inside the image, uploads, every
+# solver, a distributed search spread over workers, predict, a worker stopped mid-job (the shutdown policy's
+# outcome), a worker SIGKILLed mid-job (retried elsewhere), Redis restarted mid-job (nothing lost), the 507
+# storage_full guard, a data set larger than Redis's maxmemory (uploaded, trained by ocas and dcd, predicted),
+# the S3 server stopped mid-upload (503, nothing half-stored, the next upload works), stopped while jobs run
+# and wait (they succeed once it is back), restarted (nothing lost), a corrupted cached shard (found by its
+# checksum, fetched again), a worker with an empty cache, workers of docker/compose.workers.yaml as on
+# another machine (reaching Redis and S3 only through the published addresses; jobs run on both "hosts"),
+# down then up (data kept, an old model predicts the same). Exits 0 only when every step held; always
+# removes the projects (down -v) unless HINGE_TEST_KEEP=1.
 #
 # Environment (all optional):
 #   HINGE_TEST_PROJECT   compose project name (hinge-test)
-#   HINGE_TEST_IMAGE     image tag built and run (hinge:test)
+#   HINGE_TEST_IMAGE     image tag built and run (hinge:test); HINGE_TEST_S3_IMAGE the S3 server's (hinge-seaweedfs:test)
 #   HINGE_TEST_PORT      host port of the API on 127.0.0.1 (a free one)
 #   HINGE_TEST_STARTUP_BAR_S  most seconds from `up` to 4 healthy, ready workers (60)
 #   HINGE_TEST_SCALE_BAR_S    most seconds from `--scale worker=5` to the 5th worker ready (15)
@@ -30,12 +35,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 COMPOSE_FILE=$ROOT/docker/compose.yaml
+COMPOSE_FILES="-f $COMPOSE_FILE -f $ROOT/docker/compose.multihost.yaml"
 PROJECT=${HINGE_TEST_PROJECT:-hinge-test}
+REMOTE_PROJECT=${PROJECT}-remote
 IMAGE=${HINGE_TEST_IMAGE:-hinge:test}
+S3_IMAGE=${HINGE_TEST_S3_IMAGE:-hinge-seaweedfs:test}
 STARTUP_BAR_S=${HINGE_TEST_STARTUP_BAR_S:-60}
 SCALE_BAR_S=${HINGE_TEST_SCALE_BAR_S:-15}
-REDIS_MAXMEMORY=1gb
-REDIS_MAXMEMORY_BYTES=1073741824
+REDIS_MAXMEMORY=256mb
+REDIS_MAXMEMORY_BYTES=268435456
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hinge-compose-test.XXXXXX")
 POLLER_PID=
 ENGINE_OK=
@@ -44,13 +52,23 @@ SCRIPT_T0=$(date +%s.%N)
 if [ -z "${COMPOSE:-}" ]; then
   if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
 fi
-PORT=${HINGE_TEST_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=${HINGE_TEST_PORT:-$(free_port)}
 BASE=http://127.0.0.1:$PORT
+# Redis and S3 are published on the address of the engine's bridge (docker0): the host reaches it, and so do the
+# containers of another project, as another machine would reach the main host's private address.
+PUBLISH_BIND=$(ip -4 -o addr show docker0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
+PUBLISH_BIND=${PUBLISH_BIND:-127.0.0.1}
+REDIS_PORT=$(free_port)
+S3_PORT=$(free_port)
+SECRET() { python3 -c 'import secrets; print(secrets.token_hex(12))'; }
 
 # Everything the compose file reads, set here so that neither the shell nor docker/.env changes the test.
-export COMPOSE_PROJECT_NAME=$PROJECT HINGE_IMAGE=$IMAGE HINGE_BIND=127.0.0.1 HINGE_PORT=$PORT \
-  HINGE_REDIS_MAXMEMORY=$REDIS_MAXMEMORY HINGE_WORKER_CORES=1 HINGE_SHUTDOWN_POLICY=${HINGE_SHUTDOWN_POLICY:-requeue}
-unset HINGE_API_KEYS
+export COMPOSE_PROJECT_NAME=$PROJECT HINGE_IMAGE=$IMAGE HINGE_S3_IMAGE=$S3_IMAGE HINGE_BIND=127.0.0.1 HINGE_PORT=$PORT \
+  HINGE_REDIS_MAXMEMORY=$REDIS_MAXMEMORY HINGE_WORKER_CORES=1 HINGE_SHUTDOWN_POLICY=${HINGE_SHUTDOWN_POLICY:-requeue} \
+  HINGE_PUBLISH_BIND=$PUBLISH_BIND HINGE_REDIS_PORT=$REDIS_PORT HINGE_S3_PORT=$S3_PORT \
+  HINGE_REDIS_PASSWORD=$(SECRET) HINGE_S3_SECRET_ACCESS_KEY=$(SECRET) HINGE_S3_ACCESS_KEY_ID=hinge-test HINGE_S3_BUCKET=hinge
+unset HINGE_API_KEYS HINGE_MODEL_OBJECT_BYTES HINGE_WORKER_CACHE_BYTES
 
 # -- output ------------------------------------------------------------------------------------------
 
@@ -90,9 +108,12 @@ cleanup() {
   if [ -z "$ENGINE_OK" ]; then
     :  # no engine answered: nothing was started, nothing to remove
   elif [ "${HINGE_TEST_KEEP:-0}" = 1 ]; then
-    echo "kept: $COMPOSE -f $COMPOSE_FILE -p $PROJECT down -v   (API on $BASE)"
+    echo "kept: $COMPOSE $COMPOSE_FILES -p $PROJECT down -v   (API on $BASE)"
   else
-    $COMPOSE -f "$COMPOSE_FILE" -p "$PROJECT" down -v --remove-orphans -t 10 >"$WORK/down.log" 2>&1 \
+    remote down -v --remove-orphans -t 10 >"$WORK/down-remote.log" 2>&1 \
+      || { echo "cleanup: down -v of $REMOTE_PROJECT failed:"; cat "$WORK/down-remote.log"; }
+    # shellcheck disable=SC2086
+    $COMPOSE $COMPOSE_FILES -p "$PROJECT" down -v --remove-orphans -t 10 >"$WORK/down.log" 2>&1 \
       || { echo "cleanup: down -v failed:"; cat "$WORK/down.log"; }
   fi
   rm -rf "$WORK"
@@ -107,7 +128,14 @@ trap 'on_err $LINENO "$BASH_COMMAND"' ERR
 
 # -- helpers -----------------------------------------------------------------------------------------
 
-dc() { $COMPOSE -f "$COMPOSE_FILE" -p "$PROJECT" "$@"; }
+# shellcheck disable=SC2086
+dc() { $COMPOSE $COMPOSE_FILES -p "$PROJECT" "$@"; }
+# remote ...: the workers of docker/compose.workers.yaml, a project of their own, reaching Redis and S3 only through
+# the addresses the main project publishes.
+remote() {
+  HINGE_REDIS_URL="redis://:$HINGE_REDIS_PASSWORD@$PUBLISH_BIND:$REDIS_PORT/0" HINGE_S3_ENDPOINT_URL="http://$PUBLISH_BIND:$S3_PORT" \
+    $COMPOSE -f "$ROOT/docker/compose.workers.yaml" -p "$REMOTE_PROJECT" "$@"
+}
 # json EXPR: evaluate a Python expression over the JSON document on stdin, bound to `d`.
 json() {
   python3 -c '
@@ -149,7 +177,9 @@ wait_for() {
 service_ids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1"; }
 redis_id() { service_ids redis | head -1; }
 api_id() { service_ids api | head -1; }
-rcli() { docker exec "$(redis_id)" redis-cli "$@"; }
+# redis-cli in the Redis container (the password from its REDISCLI_AUTH)
+rcli() { docker exec "$(redis_id)" redis-cli --no-auth-warning "$@"; }
+s3_id() { service_ids s3 | head -1; }
 # The worker container whose hostname starts the worker id `<host>.<pid>.<suffix>`.
 container_of_worker() {
   local host=${1%%.*} id
@@ -167,6 +197,7 @@ all_healthy() {
   # shellcheck disable=SC2086
   states=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' $ids)
   [ "$(grep -c '^redis running healthy$' <<<"$states")" = 1 ] || return 1
+  [ "$(grep -c '^s3 running healthy$' <<<"$states")" = 1 ] || return 1
   [ "$(grep -c '^api running healthy$' <<<"$states")" = 1 ] || return 1
   [ "$(grep -c '^worker running healthy$' <<<"$states")" = "$want" ] || return 1
   [ "$(ready_workers)" = "$want" ]
@@ -217,7 +248,7 @@ for line in sys.stdin:
     stamp = stamp.rstrip("Z")[:26]  # microseconds are enough
     seen.setdefault(service, []).append(datetime.fromisoformat(stamp + "+00:00").timestamp() - t0)
 out = []
-for service in ("redis", "api", "worker"):
+for service in ("redis", "s3", "api", "worker"):
     times = sorted(seen.get(service, []))
     if times:
         out.append(f"{service} {times[0]:.1f}s" if len(times) == 1 else f"{service}s {times[0]:.1f}-{times[-1]:.1f}s")
@@ -254,6 +285,8 @@ ENGINE_OK=1
 $COMPOSE version >/dev/null 2>&1 || fail "no compose command ($COMPOSE)"
 [ -z "$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")" ] \
   || fail "project $PROJECT already has containers: $COMPOSE -p $PROJECT down -v first (or set HINGE_TEST_PROJECT)"
+[ -z "$(docker ps -aq --filter "label=com.docker.compose.project=$REMOTE_PROJECT")" ] \
+  || fail "project $REMOTE_PROJECT already has containers: $COMPOSE -p $REMOTE_PROJECT down -v first"
 ok "$($COMPOSE version --short 2>/dev/null || $COMPOSE version | head -1), project $PROJECT, API on $BASE"
 
 # -- 1. build ----------------------------------------------------------------------------------------
@@ -263,6 +296,8 @@ if [ "${HINGE_TEST_SKIP_BUILD:-0}" != 1 ]; then
   previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
   docker build --network host --force-rm -f docker/Dockerfile -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
     || { tail -30 "$WORK/build.log" >&2; fail "docker build failed (last lines above)"; }
+  docker build --network host --force-rm -f docker/seaweedfs.Dockerfile -t "$S3_IMAGE" . >"$WORK/build-s3.log" 2>&1 \
+    || { tail -30 "$WORK/build-s3.log" >&2; fail "docker build of the S3 server failed (last lines above)"; }
   # The image this tag named before (after a source change): only this script uses the tag, and on vfs
   # every image costs its size several times over.
   if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]; then
@@ -270,7 +305,8 @@ if [ "${HINGE_TEST_SKIP_BUILD:-0}" != 1 ]; then
   fi
 fi
 docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "no image $IMAGE"
-ok "$IMAGE, $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}')"
+docker image inspect "$S3_IMAGE" >/dev/null 2>&1 || fail "no image $S3_IMAGE"
+ok "$IMAGE, $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}'); $S3_IMAGE, $(docker image inspect -f '{{.Size}}' "$S3_IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}')"
 
 # -- 2. up with 4 workers ----------------------------------------------------------------------------
 
@@ -489,8 +525,9 @@ ok "job succeeded; data sets, jobs and models all there"
 
 step "507 storage_full"
 used=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
-# Room for about 1 MB of data under a maxmemory just above what is used; the 4 MB upload must be refused.
-small=$(python3 -c "import sys; print(int((int(sys.argv[1]) + 1_000_000) / 0.9))" "$used")
+# A maxmemory that leaves less than its reserve free: the upload's record (a few hundred bytes, its shards go to
+# S3) finds no room and the upload is refused before a shard is written.
+small=$(python3 -c "import sys; print(int(int(sys.argv[1]) / 0.9) + 10000)" "$used")
 rcli CONFIG SET maxmemory "$small" >/dev/null
 body=$(api POST "/v1/datasets?name=big" -F "file=@$WORK/big.svm")
 code=$(status)
@@ -501,6 +538,184 @@ rcli CONFIG SET maxmemory "$REDIS_MAXMEMORY_BYTES" >/dev/null
 [ "$predict_ok" = 200 ] || fail "predict while storage is full answered $predict_ok"
 must POST "/v1/datasets?name=big" -F "file=@$WORK/big.svm" >/dev/null
 ok "507 storage_full at maxmemory $small; predict still 200; the same upload fits at $REDIS_MAXMEMORY"
+
+# -- 12. a data set larger than Redis ------------------------------------------------------------------
+
+step "data set larger than Redis"
+python3 - "$WORK" <<'EOF'
+import random, sys
+rnd = random.Random(1)
+w = [rnd.gauss(0, 1) for _ in range(1000)]
+rows = []
+for _ in range(10_000):  # 10,000 rows of 34 features out of 1000, repeated 100 times: 34 million non-zeros
+    cols = sorted(rnd.sample(range(1000), 34))
+    vals = [rnd.gauss(0, 1) for _ in cols]
+    y = 1 if sum(w[c] * v for c, v in zip(cols, vals)) > 0 else -1
+    rows.append(f"{y} " + " ".join(f"{c + 1}:{v:.4f}" for c, v in zip(cols, vals)) + "\n")
+block = "".join(rows).encode()
+with open(f"{sys.argv[1]}/large.svm", "wb") as f:
+    for _ in range(100):
+        f.write(block)
+EOF
+large_bytes=$(stat -c %s "$WORK/large.svm")
+rcli CONFIG RESETSTAT >/dev/null
+t=$(date +%s.%N)
+DS_LARGE=$(must POST "/v1/datasets?name=large" -F "file=@$WORK/large.svm" | json "d['id']")
+took=$(elapsed "$t")
+arrays=$(must GET "/v1/datasets/$DS_LARGE" | json "d['nnz'] * 8 + d['n_samples'] * 16")
+[ "$arrays" -gt "$REDIS_MAXMEMORY_BYTES" ] || fail "the data set's arrays ($arrays bytes) are not larger than Redis's maxmemory"
+JOB_LARGE_OCAS=$(submit "$DS_LARGE" ocas '{"C": 1}')
+JOB_LARGE_DCD=$(submit "$DS_LARGE" dcd '{"C": 1, "max_seconds": 120}')
+wait_for 600 "ocas on the large data set" job_done "$JOB_LARGE_OCAS"
+wait_for 600 "dcd on the large data set" job_done "$JOB_LARGE_DCD"
+MODEL_LARGE=$(expect_model "$JOB_LARGE_OCAS")
+expect_model "$JOB_LARGE_DCD" >/dev/null
+acc=$(must GET "/v1/models/$MODEL_LARGE" | json "round(d['train_accuracy'], 3)")
+n=$(post_json "/v1/models/$MODEL_LARGE/predict" '{"instances": [{"1": 0.5, "40": -1.0}, {"999": 2.0}]}' | json "len(d['labels'])")
+[ "$n" = 2 ] || fail "predict with the large data set's model answered $n labels for 2 rows"
+peak=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory_peak://p')
+[ "$peak" -lt "$REDIS_MAXMEMORY_BYTES" ] || fail "Redis's memory peaked at $peak bytes, over its maxmemory"
+ok "$(python3 -c "import sys; print(f'{int(sys.argv[1]) / 1e6:.0f} MB of text, {int(sys.argv[2]) / 1e6:.0f} MB of arrays')" "$large_bytes" "$arrays") uploaded in ${took}s; ocas (train accuracy $acc) and dcd trained; predicts; Redis peaked at $((peak / 1000000)) MB of $((REDIS_MAXMEMORY_BYTES / 1000000))"
+
+# -- 13. the S3 server stopped mid-upload -------------------------------------------------------------
+
+step "S3 stopped mid-upload"
+owned_objects() {  # objects in the bucket and whether each is owned (after collecting garbage of any age)
+  dc exec -T api hinge store gc --grace-s 0 >/dev/null 2>&1 || return 1
+  dc exec -T api python -c '
+import json, os, redis
+from core.config import get_settings
+from core.storage.objects import object_store
+from core.storage.records import object_keys
+from core.storage.documents import DatasetRecord, ModelRecord
+client = redis.Redis.from_url(os.environ["REDIS_URL"])
+owned = set()
+for pattern, kind in (("hinge:dataset:ds_*", DatasetRecord), ("hinge:model:mdl_*", ModelRecord)):
+    for key in client.scan_iter(pattern):
+        if b":array:" not in key:
+            owned.update(object_keys(kind.from_document(json.loads(client.get(key)))))
+stored = {info.key for info in object_store(get_settings()).list("") if not info.key.startswith(".")}
+print(json.dumps({"stray": sorted(stored - owned), "missing": sorted(owned - stored), "stored": len(stored)}))'
+}
+count_ds=$(must GET "/v1/datasets" | json "d['total']")
+curl -sS -m 300 --limit-rate 100M -o "$WORK/cut.json" -w '%{http_code}' -F "file=@$WORK/large.svm" "$BASE/v1/datasets?name=cut" >"$WORK/cut.status" 2>"$WORK/cut.err" &
+upload_pid=$!
+sleep 1.5
+docker stop -t 10 "$(s3_id)" >/dev/null || fail "docker stop of the S3 server failed"
+wait "$upload_pid" || true
+cut_status=$(cat "$WORK/cut.status")
+[ "$cut_status" = 503 ] || fail "an upload cut by the S3 server's stop answered HTTP $cut_status: $(head -c 300 "$WORK/cut.json")"
+[ "$(json "d['error']['code']" <"$WORK/cut.json")" = store_unavailable ] || fail "503 without store_unavailable: $(head -c 300 "$WORK/cut.json")"
+[ "$(must GET "/v1/datasets" | json "d['total']")" = "$count_ds" ] || fail "the cut upload left a data set"
+readiness=$(api GET /readyz | json "d.get('status')")
+[ "$readiness" = degraded ] || fail "/readyz says $readiness while S3 is down (expected degraded)"
+docker start "$(s3_id)" >/dev/null
+wait_for 120 "everything healthy again after S3's restart" all_healthy 5
+must POST "/v1/datasets?name=after-cut" -F "file=@$WORK/binary.svm" >/dev/null
+objects=$(owned_objects) || fail "listing the bucket failed: $objects"
+[ "$(json "d['stray']" <<<"$objects")" = "[]" ] || fail "objects nobody owns after the garbage collection: $objects"
+[ "$(json "d['missing']" <<<"$objects")" = "[]" ] || fail "objects missing from the bucket: $objects"
+ok "503 store_unavailable; no data set; /readyz degraded; the next upload works; $(json "d['stored']" <<<"$objects") objects, all owned"
+
+# -- 14. the S3 server stopped while jobs run and wait --------------------------------------------------
+
+step "S3 stopped mid-training"
+DS_FRESH=$(must POST "/v1/datasets?name=fresh" -F "file=@$WORK/multi.svm" | json "d['id']")
+JOB_DURING=$(long_job "$DS_NOISE")
+running_on "$JOB_DURING" >/dev/null
+docker stop -t 10 "$(s3_id)" >/dev/null || fail "docker stop of the S3 server failed"
+JOB_WAITING=$(submit "$DS_FRESH" dcd '{"C": 1}')
+phase_is_waiting() { [ "$(api GET "/v1/jobs/$1" | json "(d.get('progress') or {}).get('phase')" 2>/dev/null)" = "waiting for the object store" ]; }
+wait_for 60 "job $JOB_WAITING to wait for the object store" phase_is_waiting "$JOB_WAITING"
+sleep 3
+docker start "$(s3_id)" >/dev/null
+wait_for 120 "job $JOB_DURING" job_done "$JOB_DURING"
+expect_model "$JOB_DURING" >/dev/null
+wait_for 120 "job $JOB_WAITING after S3 came back" job_done "$JOB_WAITING"
+expect_model "$JOB_WAITING" >/dev/null
+wait_for 120 "everything healthy again" all_healthy 5
+ok "a running job finished; a job on a data set not cached waited for S3 and succeeded once it was back"
+
+# -- 15. the S3 server restarted: nothing lost ---------------------------------------------------------
+
+step "S3 restarted"
+before_ds=$(count datasets)
+dc restart s3 >"$WORK/restart-s3.log" 2>&1 || { cat "$WORK/restart-s3.log"; fail "compose restart s3 failed"; }
+wait_for 120 "everything healthy after the S3 restart" all_healthy 5
+docker exec "$(service_ids worker | head -1)" sh -c 'rm -rf /var/lib/hinge/cache/datasets/ds_*' || fail "could not empty the cache"
+JOB_REFETCH=$(submit "$DS_BIN" dcd '{"C": 1}')
+wait_for 120 "a job after the S3 restart" job_done "$JOB_REFETCH"
+expect_model "$JOB_REFETCH" >/dev/null
+[ "$(count datasets)" = "$before_ds" ] || fail "data sets differ after the S3 restart"
+objects=$(owned_objects) || fail "listing the bucket failed: $objects"
+[ "$(json "d['missing']" <<<"$objects")" = "[]" ] || fail "objects lost in the S3 restart: $objects"
+ok "data sets all there; a job fetched its data set again from the restarted server; no object missing"
+
+# -- 16. a corrupted cached shard ----------------------------------------------------------------------
+
+step "corrupted cached shard"
+objective_of() { must GET "/v1/models/$1" | json "d['objective']"; }
+reference=$(objective_of "$(expect_model "$JOB_REFETCH")")
+docker exec "$(service_ids worker | head -1)" python -c '
+import sys, numpy as np
+path = f"/var/lib/hinge/cache/datasets/{sys.argv[1]}/indices.npy"
+mapped = np.load(path, mmap_mode="r+")
+mapped[len(mapped) // 2] += 7  # a byte that changed on disk
+mapped.flush()' "$DS_BIN" || fail "could not change the cached copy"
+JOB_CORRUPT=$(submit "$DS_BIN" dcd '{"C": 1}')
+wait_for 120 "a job on the damaged copy" job_done "$JOB_CORRUPT"
+again=$(objective_of "$(expect_model "$JOB_CORRUPT")")
+[ "$again" = "$reference" ] || fail "the objective on the repaired copy is $again, not $reference"
+worker=$(container_of_worker "$(worker_of "$JOB_CORRUPT")") || fail "no container ran $JOB_CORRUPT"
+docker logs "$worker" 2>&1 | grep -q "did not match their checksum" || fail "the worker's log does not say it found the damage"
+ok "found by its CRC-32, that shard fetched again; the same objective as before ($reference)"
+
+# -- 17. a worker with an empty cache -----------------------------------------------------------------
+
+step "worker with an empty cache"
+fresh=$(dc run -d -e HINGE_CACHE_DIR=/tmp/empty-cache worker 2>"$WORK/run-fresh.err" | tail -1) \
+  || fail "compose run of a fresh worker failed: $(cat "$WORK/run-fresh.err")"
+fresh_host=$(docker inspect -f '{{.Config.Hostname}}' "$fresh")
+fresh_beats() { [ -n "$(rcli --scan --pattern "hinge:worker:$fresh_host.*" | head -1)" ]; }
+wait_for 120 "the fresh worker's heartbeat" fresh_beats
+wait_for 120 "/readyz to count 6 workers" ready_count_is 6
+# shellcheck disable=SC2046
+docker pause $(service_ids worker) >/dev/null
+JOB_FRESH=$(submit "$DS_MULTI" dcd '{"C": 1}')
+wait_for 120 "a job on the fresh worker" job_done "$JOB_FRESH"
+ran_on=$(worker_of "$JOB_FRESH")
+# shellcheck disable=SC2046
+docker unpause $(service_ids worker) >/dev/null
+expect_model "$JOB_FRESH" >/dev/null
+[ "${ran_on%%.*}" = "$fresh_host" ] || fail "the job ran on $ran_on, not on the fresh worker $fresh_host"
+docker rm -f "$fresh" >/dev/null
+ok "the job ran on a worker whose cache was empty: fetched from S3, succeeded"
+
+# -- 18. workers on another host ----------------------------------------------------------------------
+
+step "workers on another host"
+remote up -d --no-build --scale worker=2 >"$WORK/remote-up.log" 2>&1 || { cat "$WORK/remote-up.log"; fail "compose up of $REMOTE_PROJECT failed"; }
+remote_ids() { docker ps -q --filter "label=com.docker.compose.project=$REMOTE_PROJECT" --filter "label=com.docker.compose.service=worker"; }
+wait_for 300 "/readyz to count 7 workers" ready_count_is 7
+remote_hosts=$(for id in $(remote_ids); do docker inspect -f '{{.Config.Hostname}}' "$id"; done | sort | tr '\n' ' ')
+# shellcheck disable=SC2046
+docker pause $(service_ids worker) >/dev/null
+JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1}')
+wait_for 300 "a job on the other host" job_done "$JOB_REMOTE"
+# shellcheck disable=SC2046
+docker unpause $(service_ids worker) >/dev/null
+expect_model "$JOB_REMOTE" >/dev/null
+ran_on=$(worker_of "$JOB_REMOTE")
+grep -qw "${ran_on%%.*}" <<<"$remote_hosts" || fail "the job ran on $ran_on, not on the other host's workers ($remote_hosts)"
+JOB_BOTH=$(submit "$DS_BIN" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10, 100], "cv_folds": 5, "distribute": true}}')
+wait_for 300 "a search over both hosts" job_done "$JOB_BOTH"
+expect_model "$JOB_BOTH" >/dev/null
+hosts=$(must GET "/v1/jobs/$JOB_BOTH" | json "sorted({w.split('.')[0] for w in (d.get('search_results') or {}).get('workers', [])})")
+on_remote=$(json "len([h for h in d if h in '$remote_hosts'.split()])" <<<"$hosts")
+on_main=$(json "len([h for h in d if h not in '$remote_hosts'.split()])" <<<"$hosts")
+{ [ "$on_remote" -ge 1 ] && [ "$on_main" -ge 1 ]; } || fail "the search ran on $hosts, not on both hosts (other host: $remote_hosts)"
+remote down -v -t 30 >"$WORK/remote-down.log" 2>&1 || { cat "$WORK/remote-down.log"; fail "compose down of $REMOTE_PROJECT failed"; }
+ok "2 workers reaching Redis and S3 at $PUBLISH_BIND:$REDIS_PORT and :$S3_PORT; ocas on the large data set ran there; a search ran on $on_main main and $on_remote other worker container(s)"
 
 # -- optional: a worker that compiles every kernel itself (HINGE_TEST_COLD=1) --------------------------
 
@@ -527,7 +742,7 @@ if [ "${HINGE_TEST_COLD:-0}" = 1 ]; then
   ok "took jobs after ${takes_jobs}s, every kernel compiled after $(elapsed "$STEP_T0")s; health $health, never unhealthy"
 fi
 
-# -- 12. down, then up: data kept --------------------------------------------------------------------
+# -- 19. down, then up: data kept --------------------------------------------------------------------
 
 step "down, then up"
 before_ds=$(count datasets) before_jobs=$(count jobs) before_models=$(count models)
@@ -540,11 +755,14 @@ again=$(elapsed "$t")
 [ "$(count jobs)" = "$before_jobs" ] || fail "jobs differ after down and up"
 [ "$(count models)" = "$before_models" ] || fail "models differ after down and up"
 [ "$(post_json "/v1/models/${MODELS[smo]}/predict" "$ROWS")" = "$PRED_BEFORE" ] || fail "the smo model predicts differently after down and up"
+docker exec "$(service_ids worker | head -1)" sh -c 'rm -rf /var/lib/hinge/cache/datasets/ds_*' || fail "could not empty the cache"
 JOB_AFTER=$(submit "$DS_BIN" ocas '{"C": 1}')
 wait_for 120 "a job after down and up" job_done "$JOB_AFTER"
 expect_model "$JOB_AFTER" >/dev/null
+objects=$(owned_objects) || fail "listing the bucket failed: $objects"
+[ "$(json "d['missing']" <<<"$objects")" = "[]" ] || fail "objects lost in down and up: $objects"
 never_unhealthy
-ok "healthy again after ${again}s; $(json "len(d)" <<<"$before_ds") data sets, $(json "len(d)" <<<"$before_jobs") jobs, $(json "len(d)" <<<"$before_models") models kept; same predictions; new job ok"
+ok "healthy again after ${again}s; $(json "len(d)" <<<"$before_ds") data sets, $(json "len(d)" <<<"$before_jobs") jobs, $(json "len(d)" <<<"$before_models") models kept; same predictions; a new job fetched its data set from S3 again"
 
 step "no container unhealthy"
 never_unhealthy

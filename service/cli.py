@@ -194,6 +194,36 @@ def cmd_store(args: argparse.Namespace) -> int:
         client.close()
 
 
+def cmd_worker_health(args: argparse.Namespace) -> int:
+    """Exit 0 while a worker of this host (container, pod) has a current heartbeat in REDIS_URL's Redis: the
+    health check of docker/compose*.yaml and the Kubernetes liveness probe of the workers. A worker compiling its
+    kernels beats already (so it is never reported unhealthy for that); /readyz says when it takes jobs."""
+    import socket
+
+    import redis
+
+    from core.config import get_settings
+    from core.lifecycle import worker_beats
+
+    url = get_settings().redis_url
+    if not url:
+        _log("REDIS_URL is not set")
+        return 2
+    client = redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+    try:
+        beats = worker_beats(client)
+    except redis.exceptions.RedisError as exc:
+        _log(f"Redis does not answer: {exc}")
+        return 1
+    finally:
+        client.close()
+    host = socket.gethostname()
+    if any(beat.get("host") == host for beat in beats.values()):
+        return 0
+    _log(f"no current heartbeat of a worker on {host}")
+    return 1
+
+
 def running_serve_redis(data_dir: Path) -> str | None:
     """The Redis URL of the `hinge serve` running with this data directory, if one runs."""
     try:
@@ -308,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="Revoke a key by its id.")
     revoke.add_argument("key_id", help="The key's id (as `list` shows it).")
 
+    sub.add_parser(
+        "worker-health",
+        help="Exit 0 while a worker of this host has a current heartbeat (a container's or pod's health check).",
+    )
+
     store_parser = sub.add_parser(
         "store",
         help="The object store of these settings (HINGE_OBJECT_STORE, HINGE_S3_*): check it, move data sets stored in "
@@ -356,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_keys(args)
     if args.command == "store":
         return cmd_store(args)
+    if args.command == "worker-health":
+        return cmd_worker_health(args)
     return 2
 
 

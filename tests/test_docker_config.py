@@ -5,6 +5,7 @@ CI machines have no Docker engine)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -54,7 +55,7 @@ def stages(text: str) -> list[list[str]]:
 
 def test_compose_structure():
     services = spec()["services"]
-    assert set(services) == {"redis", "api", "worker"}
+    assert set(services) == {"redis", "s3", "api", "worker"}
     redis = services["redis"]
     assert "--appendonly" in redis["command"] and "yes" in redis["command"]
     assert any(volume.endswith(":/data") for volume in redis["volumes"])
@@ -63,8 +64,51 @@ def test_compose_structure():
     assert "container_name" not in worker and "ports" not in worker, "a worker must be scalable with --scale"
     assert worker["command"] == ["hinge", "worker"]
     for name in ("api", "worker"):
-        assert services[name]["environment"]["REDIS_URL"].startswith("redis://redis:6379")
+        url = interpolate(services[name]["environment"]["REDIS_URL"])
+        assert url == "redis://:@redis:6379/0", "no password unless HINGE_REDIS_PASSWORD is set"
+        with_password = interpolate(services[name]["environment"]["REDIS_URL"], {"HINGE_REDIS_PASSWORD": "pw1"})
+        assert with_password == "redis://:pw1@redis:6379/0"
     assert "stop_grace_period" in worker
+
+
+def test_data_sets_live_in_the_s3_server_and_the_hosts_workers_share_one_cache():
+    services = spec()["services"]
+    s3 = services["s3"]
+    assert any(volume.endswith(":/data") for volume in s3["volumes"]) and "healthcheck" in s3
+    assert "ports" not in s3, "S3 is published only by compose.multihost.yaml"
+    assert s3["build"]["dockerfile"] == "docker/seaweedfs.Dockerfile"
+    for name in ("api", "worker"):
+        env = services[name]["environment"]
+        assert env["HINGE_OBJECT_STORE"] == "s3" and env["HINGE_S3_ENDPOINT_URL"] == "http://s3:8333"
+        # the identity SeaweedFS makes is the one Hinge signs with, whatever the shell sets
+        for ours, theirs in (
+            ("HINGE_S3_ACCESS_KEY_ID", "S3_ACCESS_KEY_ID"),
+            ("HINGE_S3_SECRET_ACCESS_KEY", "S3_SECRET_ACCESS_KEY"),
+        ):
+            for shell in ({}, {ours: "custom-value"}):
+                assert interpolate(env[ours], shell) == interpolate(s3["environment"][theirs], shell)
+        assert interpolate(env["HINGE_S3_BUCKET"]) == interpolate(s3["environment"]["S3_BUCKET"]) == "hinge"
+        assert "cache:/var/lib/hinge/cache" in services[name]["volumes"], name
+        assert services[name]["depends_on"]["s3"] == {"condition": "service_healthy"}
+    assert "cache" in spec()["volumes"] and "s3-data" in spec()["volumes"]
+    assert "mkdir -p /var/lib/hinge/cache" in DOCKERFILE.read_text(), "the cache volume starts owned by hinge"
+
+
+def test_publishing_redis_and_s3_to_other_machines_needs_their_secrets():
+    override = yaml.safe_load((ROOT / "docker" / "compose.multihost.yaml").read_text())["services"]
+    assert set(override) == {"redis", "s3"}
+    assert interpolate(override["redis"]["ports"][0]) == "127.0.0.1:6379:6379"
+    assert interpolate(override["s3"]["ports"][0], {"HINGE_PUBLISH_BIND": "10.0.0.5"}) == "10.0.0.5:8333:8333"
+    assert ":?" in override["redis"]["environment"]["REDISCLI_AUTH"]
+    assert ":?" in override["s3"]["environment"]["S3_SECRET_ACCESS_KEY"]
+    workers = yaml.safe_load((ROOT / "docker" / "compose.workers.yaml").read_text())
+    assert set(workers["services"]) == {"worker"}
+    worker = workers["services"]["worker"]
+    for name in ("REDIS_URL", "HINGE_S3_ENDPOINT_URL", "HINGE_S3_SECRET_ACCESS_KEY"):
+        assert ":?" in worker["environment"][name], f"{name} is required on another machine"
+    main_worker = spec()["services"]["worker"]
+    assert worker["healthcheck"]["test"] == main_worker["healthcheck"]["test"]
+    assert worker["command"] == main_worker["command"] and "cache:/var/lib/hinge/cache" in worker["volumes"]
 
 
 def test_project_is_named_hinge_for_compose_v1_and_v2():
@@ -113,9 +157,14 @@ def test_workers_cores_and_shutdown_policy():
 def test_worker_health_is_its_heartbeat():
     # Healthy while its heartbeat key (written from before the kernels load or compile) names this container:
     # a worker compiling kernels is never `unhealthy`; RQ registration comes only after the first kernels.
+    import inspect
+
+    from service.cli import cmd_worker_health
+
     check = spec()["services"]["worker"]["healthcheck"]
-    text = " ".join(check["test"])
-    assert "worker_beats" in text and "gethostname" in text and "'host'" in text
+    assert check["test"] == ["CMD", "hinge", "worker-health"]
+    text = inspect.getsource(cmd_worker_health)
+    assert "worker_beats" in text and "gethostname" in text and '"host"' in text
     assert "rq.Worker" not in text
     start = int(str(check["start_period"]).rstrip("s"))
     assert 10 <= start <= 120
@@ -244,11 +293,24 @@ def test_compose_test_script_runs_its_own_project():
 @pytest.mark.skipif(not (shutil.which("docker-compose") or shutil.which("docker")), reason="no docker client")
 def test_compose_config_accepted():
     commands = []
-    if shutil.which("docker-compose"):
-        commands.append(["docker-compose", "-f", str(COMPOSE), "config", "-q"])
-    if shutil.which("docker"):
-        commands.append(["docker", "compose", "-f", str(COMPOSE), "config", "-q"])
-    results = [subprocess.run(cmd, capture_output=True, text=True) for cmd in commands]
+    files = [
+        ["-f", str(COMPOSE)],
+        ["-f", str(COMPOSE), "-f", str(ROOT / "docker" / "compose.multihost.yaml")],
+        ["-f", str(ROOT / "docker" / "compose.workers.yaml")],
+    ]
+    for chosen in files:
+        if shutil.which("docker-compose"):
+            commands.append(["docker-compose", *chosen, "config", "-q"])
+        if shutil.which("docker"):
+            commands.append(["docker", "compose", *chosen, "config", "-q"])
+    env = dict(
+        os.environ,
+        HINGE_REDIS_PASSWORD="pw",
+        HINGE_S3_SECRET_ACCESS_KEY="secret",
+        HINGE_REDIS_URL="redis://:pw@10.0.0.5:6379/0",
+        HINGE_S3_ENDPOINT_URL="http://10.0.0.5:8333",
+    )
+    results = [subprocess.run(cmd, capture_output=True, text=True, env=env) for cmd in commands]
     usable = [r for r in results if "is not a docker command" not in r.stderr and "unknown" not in r.stderr.lower()]
     if not usable:
         pytest.skip("no compose implementation available")

@@ -292,7 +292,8 @@ def test_metrics_report_requests_jobs_queue_workers_solver_seconds_and_datasets(
     assert value("hinge_queue_depth") >= 0
     assert value("hinge_workers") == 2
     assert value('hinge_solver_seconds_total{solver="dcd"}') > 0
-    assert value("hinge_datasets") >= 3 and value("hinge_dataset_bytes") > 0
+    assert value("hinge_datasets") >= 3 and value("hinge_dataset_object_bytes") > 0
+    assert value("hinge_dataset_bytes") == 0, "no data set keeps its arrays in Redis"
     assert value("hinge_redis_up") == 1
 
 

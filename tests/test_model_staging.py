@@ -9,7 +9,7 @@ import redis
 
 from core.storage.capacity import StorageFull
 from core.storage.documents import ModelRecord
-from core.storage.records import model_store
+from core.storage.records import models_in
 from worker.model_staging import ModelStaging
 
 
@@ -50,7 +50,7 @@ def _staged_keys(client, model_id: str) -> list:
 
 
 def test_staged_arrays_are_claimed_by_the_same_arrays_and_committed(client):
-    store = model_store(client, chunk_bytes=16_384)
+    store = models_in(client, None, chunk_bytes=16_384)
     staging = ModelStaging(store, "t_stage")
     arrays = _arrays()
     staging.start(arrays)
@@ -68,7 +68,7 @@ def test_staged_arrays_are_claimed_by_the_same_arrays_and_committed(client):
 
 
 def test_other_arrays_or_no_model_remove_what_was_staged(client):
-    store = model_store(client, chunk_bytes=16_384)
+    store = models_in(client, None, chunk_bytes=16_384)
     for outcome in ("other arrays", "no model", "job ended"):
         staging = ModelStaging(store, "t_stage")
         arrays = _arrays()
@@ -83,7 +83,7 @@ def test_other_arrays_or_no_model_remove_what_was_staged(client):
 
 
 def test_a_model_that_does_not_fit_is_raised_when_claimed_and_leaves_nothing(client):
-    store = model_store(client, chunk_bytes=16_384)
+    store = models_in(client, None, chunk_bytes=16_384)
     staging = ModelStaging(store, "t_stage")
     before = client.config_get("maxmemory")["maxmemory"]
     used = int(client.info("memory")["used_memory"])

@@ -1,4 +1,7 @@
-"""Redis storage: arrays in chunks round-trip exactly, records appear whole or not at all, tenants are apart."""
+"""Redis storage: arrays in chunks round-trip exactly, records appear whole or not at all, tenants are apart.
+
+(Arrays in Redis are what models keep, and what data sets kept before the object store; tests/test_object_store.py
+covers the shards.)"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import redis
 
 from core.storage import arrays, keys
 from core.storage.documents import DatasetRecord
-from core.storage.records import dataset_store
+from core.storage.records import datasets_in
 
 
 def record_of(record_id: str, tenant: str) -> DatasetRecord:
@@ -51,7 +54,7 @@ def test_arrays_round_trip_across_many_chunks(client):
         "indptr": np.arange(1_001, dtype=np.int64),
         "empty": np.zeros(0),
     }
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     store.create(record_of("ds_storage_a", "t1"), original)
     record = store.get("ds_storage_a", "t1")
     assert record is not None and record.arrays["data"]["chunks"] == 81  # 80,008 bytes in values of at most 1,000
@@ -63,7 +66,7 @@ def test_arrays_round_trip_across_many_chunks(client):
 
 
 def test_a_failed_write_leaves_nothing(client, monkeypatch):
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     real_persist = arrays.persist_commands
 
     def failing_persist(pipe, owner, manifest):
@@ -78,7 +81,7 @@ def test_a_failed_write_leaves_nothing(client, monkeypatch):
 
 
 def test_records_are_per_tenant(client):
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     store.create(record_of("ds_storage_c", "t1"), {"y": np.ones(3)})
     assert store.get("ds_storage_c", "t2") is None
     assert store.delete("ds_storage_c", "t2") is False
@@ -98,7 +101,7 @@ def test_append_only_file_is_compacted_after_large_writes_not_during_them(tmp_pa
     connection = redis.Redis.from_url(server.url)
     try:
         assert connection.config_get("auto-aof-rewrite-percentage")["auto-aof-rewrite-percentage"] == "0"
-        store = dataset_store(connection, chunk_bytes=1 << 20)
+        store = datasets_in(connection, None, chunk_bytes=1 << 20)
         payload = {"data": np.arange(1_000_000, dtype=np.float64)}  # 8 MB
         for i in range(3):  # 24 MB written: Redis's own rule (64 MB minimum) would not rewrite yet
             store.create(record_of(f"ds_aof{i}", "t"), payload)
@@ -124,7 +127,7 @@ def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, backg
     rng = np.random.default_rng(3)
     data = rng.normal(size=5_000).astype(np.float32)
     indices = rng.integers(0, 1000, size=5_000, dtype=np.int32)
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     staged = store.staging("ds_storage_p", background=background)
     try:
         for start in range(0, 5_000, 333):  # pieces that straddle chunk boundaries
@@ -150,7 +153,7 @@ def test_staged_arrays_written_piece_by_piece_round_trip_or_vanish(client, backg
 def test_an_array_of_one_repeated_element_is_not_written(client, background):
     """a9a's values are all 1: counted, not sent; read back bit for bit, as a whole or chunk by chunk."""
     n = arrays.FILL_MIN_BYTES  # float32: 4 times the smallest size
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     staged = store.staging("ds_storage_f", background=background)
     try:
         staged.append("data", np.zeros(0, dtype=np.float32))  # an empty first piece decides nothing
@@ -180,7 +183,7 @@ def test_elements_that_differ_late_or_only_in_their_bits_are_written(client):
         "signed_zero": np.concatenate([np.zeros(n), [-0.0]]),  # equal values, other bits
         "small": np.ones(arrays.FILL_MIN_BYTES // 8 - 1),  # repeated, but below the smallest size
     }
-    store = dataset_store(client, chunk_bytes=4_096)
+    store = datasets_in(client, None, chunk_bytes=4_096)
     staged = store.staging("ds_storage_g")
     for name, values in cases.items():
         for start in range(0, values.size, 1_000):
@@ -194,7 +197,7 @@ def test_elements_that_differ_late_or_only_in_their_bits_are_written(client):
 
 
 def test_a_whole_array_of_one_repeated_element_is_stored_as_that_element(client):
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     values = np.full(arrays.FILL_MIN_BYTES // 8, -0.0)
     store.create(record_of("ds_storage_h", "t1"), {"data": values, "y": np.ones(3)})
     record = store.get("ds_storage_h", "t1")
@@ -210,7 +213,7 @@ def test_mostly_zero_arrays_are_stored_as_their_non_zero_elements_and_read_back_
     weights[rng.random(weights.shape) < 0.6] = 0
     flat = weights.reshape(-1)
     flat[5] = -0.0 if dtype is not np.int64 else flat[5]  # a negative zero is kept, sign bit and all
-    store = dataset_store(client, chunk_bytes=4_096)  # several chunks
+    store = datasets_in(client, None, chunk_bytes=4_096)  # several chunks
     counted_before = int(client.hget(keys.dataset_stats(), "bytes") or 0)
     record = store.create(
         record_of(f"ds_storage_nz_{np.dtype(dtype).name}", "t1"), {"weights": weights, "dense": rng.normal(size=9_000)}
@@ -270,7 +273,7 @@ def test_integer_chunks_are_stored_narrow_and_read_back_bit_for_bit(client, back
             rng.integers(0, 9, size=100, dtype=np.int64),  # the last, partial chunk: 1 byte
         ]
     )
-    store = dataset_store(client, chunk_bytes=2_000)
+    store = datasets_in(client, None, chunk_bytes=2_000)
     counted_before = int(client.hget(keys.dataset_stats(), "bytes") or 0)
     staged = store.staging(f"ds_storage_n{int(background)}", background=background)
     try:
@@ -297,7 +300,7 @@ def test_integer_chunks_are_stored_narrow_and_read_back_bit_for_bit(client, back
 
 
 def test_a_narrow_array_whose_chunks_do_not_match_their_widths_is_refused(client):
-    store = dataset_store(client, chunk_bytes=1_000)
+    store = datasets_in(client, None, chunk_bytes=1_000)
     staged = store.staging("ds_storage_nb")
     staged.append("indices", np.arange(600, dtype=np.int32) % 200)
     manifest = staged.manifest()

@@ -217,11 +217,12 @@ def _values_of(text: bytes) -> list[str]:
 def _stored(service, dataset_id):
     import redis
 
-    from core.storage.records import dataset_store
+    from core.storage.objects import LocalDirectoryStore
+    from core.storage.records import datasets_in
 
     client = redis.Redis.from_url(service.redis_url)
     try:
-        store = dataset_store(client, 64 << 20)
+        store = datasets_in(client, LocalDirectoryStore(service.data_dir / "objects"))
         record = store.get(dataset_id, "public")
         return record, store.load_arrays(record)
     finally:
@@ -248,16 +249,16 @@ def test_a_data_set_stored_before_value_types_trains_as_before(service, http):
 
     import redis
 
-    from core.storage.records import dataset_store
+    from core.storage.records import datasets_in
 
     text = _text(FOUR_DECIMALS)
     fresh = upload(http, text, name="fresh-float64", value_dtype="float64").json()
     record, arrays = _stored(service, fresh["id"])
-    legacy = replace(record, id="ds_legacy0000000000000", name="legacy", arrays={}, value_dtype=None)
+    legacy = replace(record, id="ds_legacy0000000000000", name="legacy", arrays={}, value_dtype=None, shards=None)
     assert "value_dtype" not in legacy.to_document()
     client = redis.Redis.from_url(service.redis_url)
     try:
-        dataset_store(client, 64 << 20).create(legacy, arrays)
+        datasets_in(client, None).create(legacy, arrays)  # arrays in Redis, as data sets were stored then
     finally:
         client.close()
     shown = http.get("/v1/datasets/ds_legacy0000000000000").json()

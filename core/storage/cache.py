@@ -32,6 +32,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -54,6 +55,8 @@ FETCH_THREADS = 3
 """Shards fetched at once (each up to shard_bytes in memory while it is checked and decoded)."""
 CHECKSUMS = "checksums.json"
 COMPLETE = "complete"
+
+log = logging.getLogger("hinge.cache")
 
 
 class DatasetMissing(LookupError):
@@ -262,6 +265,7 @@ def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Pa
     if record.shards is None:
         if any(_crc(maps[name]) != sums.get(name, [None])[0] for name in record.arrays):
             del maps
+            log.warning("data set %s: its cached arrays did not match their checksum: fetched again", record.id)
             shutil.rmtree(folder, ignore_errors=True)
             _fetch(store, record, folder)
         return
@@ -274,6 +278,11 @@ def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Pa
     del maps
     if not bad:
         return
+    log.warning(
+        "data set %s: %d cached shard(s) did not match their checksum (a disk or someone changed them): fetched again",
+        record.id,
+        len(bad),
+    )
     targets = {
         name: np.load(folder / f"{name}.npy", mmap_mode="r+") for name in record.arrays
     }  # written in place: a process that maps the copy reads the repaired bytes

@@ -327,7 +327,7 @@ def dataset_store(client: redis.Redis, settings: Settings) -> RecordStore[Datase
 
 
 def datasets_in(
-    client: redis.Redis, objects: ObjectStore, chunk_bytes: int = 64 << 20, reserve_fraction: float = 0.0
+    client: redis.Redis, objects: ObjectStore | None, chunk_bytes: int = 64 << 20, reserve_fraction: float = 0.0
 ) -> RecordStore[DatasetRecord]:
     """The data set store on this Redis and object store (``chunk_bytes`` and ``reserve_fraction``: for the
     arrays of data sets stored in Redis before the object store)."""
@@ -346,14 +346,32 @@ def datasets_in(
 
 def model_store(client: redis.Redis, settings: Settings) -> RecordStore[ModelRecord]:
     """The store of trained and imported models (arrays over ``model_object_bytes`` in the object store)."""
+    return models_in(
+        client,
+        object_store(settings),
+        settings.chunk_bytes,
+        model_reserve_fraction(settings),
+        object_min_bytes=settings.model_object_bytes,
+    )
+
+
+def models_in(
+    client: redis.Redis,
+    objects: ObjectStore | None,
+    chunk_bytes: int = 64 << 20,
+    reserve_fraction: float = 0.0,
+    object_min_bytes: int | None = None,
+) -> RecordStore[ModelRecord]:
+    """The model store on this Redis and object store (arrays over ``object_min_bytes`` go to the object store;
+    None: every model in Redis)."""
     return RecordStore(
         client,
         "models",
         keys.model,
         ModelRecord,
-        settings.chunk_bytes,
-        reserve_fraction=model_reserve_fraction(settings),
-        objects=object_store(settings),
+        chunk_bytes,
+        reserve_fraction=reserve_fraction,
+        objects=objects,
         objects_of=keys.model_objects,
-        object_min_bytes=settings.model_object_bytes,
+        object_min_bytes=object_min_bytes,
     )

@@ -284,23 +284,23 @@ class ShardWriter:
         local[0] = 0
         np.subtract(ends, self._nnz_total, out=local[1:])
         arrays = {"indptr": local, **{name: joined[name] for name in ARRAY_NAMES if name in joined}}
-        job = (self._epoch, self._shard_index, arrays, rows, nnz, self._rows_total, self._nnz_total)
+        item = (self._epoch, self._shard_index, arrays, rows, nnz, self._rows_total, self._nnz_total)
         self._shard_index += 1
         self._rows_total += rows
         self._nnz_total += nnz
         self._pieces, self._buffered = {}, 0
         if self.before_shard is not None:
             self.before_shard(sum(int(a.nbytes) for a in arrays.values()))
-        self._queue.put(job)
+        self._queue.put(item)
 
     def _send_loop(self) -> None:
         while True:
-            job = self._queue.get()
+            item = self._queue.get()
             try:
-                if job is None:
+                if item is None:
                     return
-                if self._error is None and job[0] == self._epoch:
-                    self._send(*job)
+                if self._error is None and item[0] == self._epoch:
+                    self._send(*item)
             except BaseException as exc:  # raised in the caller's thread by the next call
                 with self._lock:
                     self._error = self._error or exc

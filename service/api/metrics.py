@@ -10,7 +10,7 @@ splits by where the truth lives:
   status (a hash kept by the job transition script in the same atomic step as each status change),
   loss/retry/interrupt counters, queue depth (RQ's lists), live workers (heartbeat keys), solver
   seconds per solver (workers add to a Redis hash after each job) and data sets and their stored
-  bytes (kept by the data-set store's commit and delete transactions). Any number of API replicas
+  bytes, in Redis and in the object store (kept by the data-set store's commit and delete transactions). Any number of API replicas
   then report the same numbers, and no worker needs an HTTP port.
 """
 
@@ -88,9 +88,15 @@ class RedisCollector:
         count = GaugeMetricFamily("hinge_datasets", "Data sets stored.")
         count.add_metric([], max(0.0, datasets.get("count", 0.0)))
         yield count
-        size = GaugeMetricFamily("hinge_dataset_bytes", "Bytes of the data sets' arrays stored in Redis.")
+        size = GaugeMetricFamily(
+            "hinge_dataset_bytes",
+            "Bytes of data sets' arrays stored in Redis (data sets stored before the object store).",
+        )
         size.add_metric([], max(0.0, datasets.get("bytes", 0.0)))
         yield size
+        shards = GaugeMetricFamily("hinge_dataset_object_bytes", "Bytes of the data sets' shards in the object store.")
+        shards.add_metric([], max(0.0, datasets.get("object_bytes", 0.0)))
+        yield shards
 
 
 def build_registry(app) -> tuple[CollectorRegistry, Counter, Histogram]:

@@ -7,8 +7,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from core.lifecycle import worker_beats
+from core.lifecycle import live_worker_count, worker_beats
 from core.schemas.base import ErrorResponse, ReadinessDetails
+from core.storage import keys
 from core.storage.objects import ObjectStore, StoreError, StoreRefused
 from service.api.errors import error_response
 
@@ -124,6 +125,33 @@ def store_state(objects: ObjectStore) -> str:
     except StoreError as exc:
         return f"unavailable: {exc}"
     return "ok"
+
+
+class QueueStats(BaseModel):
+    """How much work waits for workers, across every tenant: what an autoscaler reads (KEDA's metrics-api scaler)."""
+
+    queued: int = Field(description="Jobs accepted and not started yet (every tenant's queue).")
+    running: int = Field(description="Jobs running on a worker now.")
+    pending: int = Field(
+        description="`queued + running`: the jobs that need a worker now. Scale workers to this (one job a worker); "
+        "counting the running ones keeps a scale-down from stopping a worker in the middle of its job."
+    )
+    workers: int = Field(description="Workers with a current heartbeat.")
+
+
+@router.get(
+    "/queue",
+    response_model=QueueStats,
+    summary="Jobs waiting for workers, for autoscalers",
+    responses={503: {"model": ErrorResponse, "description": "Redis does not answer (`storage_unavailable`)."}},
+)
+def queue_stats(request: Request) -> QueueStats:
+    """Jobs queued and running over every tenant, and the live workers (no API key needed, as /metrics: it names
+    no tenant and no job)."""
+    client = request.app.state.redis
+    stats = {k.decode(): int(float(v)) for k, v in client.hgetall(keys.job_stats()).items()}
+    queued, running = max(0, stats.get("queued", 0)), max(0, stats.get("running", 0))
+    return QueueStats(queued=queued, running=running, pending=queued + running, workers=live_worker_count(client))
 
 
 @router.get(
