@@ -403,3 +403,12 @@ def test_hinge_store_migrate_moves_redis_data_sets_into_the_store(client, redis_
     loaded = store.load_arrays(record)
     for name, values in whole.items():
         assert loaded[name].dtype == values.dtype and np.array_equal(loaded[name], values), name
+
+
+def test_no_credentials_at_all_is_said_in_those_words(s3_server, monkeypatch):
+    """No key given and no AWS credential chain on this machine: refused, naming the settings to set."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    store = s3_server.store(access_key_id=None, secret_access_key=None, retry_s=1.0)
+    with pytest.raises(StoreRefused, match="no credentials.*HINGE_S3_ACCESS_KEY_ID"):
+        store.ping()

@@ -312,7 +312,7 @@ def test_the_worker_reads_stored_parameters_in_one_place():
 # -- over HTTP: the API answers for stored records as it did then --------------------------------------
 
 
-ADDED_JOB_FIELDS = ',"cores":null}'
+ADDED_JOB_FIELDS = ',"cores":null,"data_load":null}'
 """What a job's answer gained since cfa9d22, at its end."""
 
 

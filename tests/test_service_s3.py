@@ -51,13 +51,17 @@ def test_a_data_set_larger_than_redis_uploads_trains_and_predicts(cluster, s3):
         dataset = created.json()
         assert dataset["nnz"] == indices.size and dataset["n_samples"] == 150_000
         assert len([k for k in s3_keys(s3) if dataset["id"] in k]) >= 5, "several shards"
-        models = {}
+        models, loads = {}, {}
         for solver in ("dcd", "ocas"):
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": {"C": 1}})
             done = wait_job(http, job.json()["id"], timeout=300)
             assert done["status"] == "succeeded", done
             models[solver] = http.get(f"/v1/models/{done['model_id']}").json()
             assert models[solver]["train_accuracy"] > 0.8
+            loads[solver] = done["data_load"]
+        shard_bytes = sum(shard["bytes"] for shard in cluster.dataset_record(dataset["id"])["shards"])
+        assert loads["dcd"]["fetched_bytes"] == shard_bytes and not loads["dcd"]["cached"], loads
+        assert loads["ocas"] == dict(loads["ocas"], fetched_bytes=0, cached=True), "the second job read the cache"
         rows = {"instances": [{"1": 0.5, "7": -1.0}, {"12": 2.0}]}
         assert len(http.post(f"/v1/models/{models['dcd']['id']}/predict", json=rows).json()["labels"]) == 2
         report = http.post(f"/v1/models/{models['ocas']['id']}/evaluate", json={"dataset_id": dataset["id"]})

@@ -194,7 +194,8 @@ def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
             job.id, progress={"phase": "waiting for the object store", "fraction": 0.0, "store_error": str(error)}
         )
 
-    return cache.load(
+    report: dict = {}
+    loaded = cache.load(
         dataset_store(client, settings),
         job.dataset_id,
         job.tenant,
@@ -203,7 +204,16 @@ def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
         patience_s=settings.store_retry_s,
         should_stop=poller,
         on_wait=waiting,
+        report=report,
     )
+    jobs.update(job.id, data_load=report)
+    log.info(
+        "data set %s loaded in %.3f s (%s)",
+        job.dataset_id,
+        report["seconds"],
+        "from the machine's cache" if report["cached"] else f"{report['fetched_bytes']} bytes fetched",
+    )
+    return loaded
 
 
 def store_failure(error: StoreError, waited_s: float) -> str:

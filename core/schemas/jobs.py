@@ -138,6 +138,16 @@ class JobCores(ResponseModel):
     reason: str = Field(description="Why it got that many, in a sentence: what it wanted and who else holds or waits.")
 
 
+class JobDataLoad(ResponseModel):
+    """How the job's data set reached its worker: from the machine's cache, or fetched from the object store."""
+
+    seconds: float = Field(description="Seconds from asking for the data set to its arrays mapped, checks included.")
+    fetched_bytes: int = Field(
+        description="Bytes fetched from the object store (0: the machine's cache had a whole, intact copy)."
+    )
+    cached: bool = Field(description="True when the machine's cache had the data set (nothing fetched).")
+
+
 class JobOut(ResponseModel):
     """A training job."""
 
@@ -173,6 +183,11 @@ class JobOut(ResponseModel):
         default=None,
         description="The cores the job got from its machine's budget (a lone job gets every core it can use; jobs "
         "running side by side share them), and why; set once it started. Kept after it ends: the last share it had.",
+    )
+    data_load: JobDataLoad | None = Field(
+        default=None,
+        description="How its data set reached the worker (from the machine's cache or fetched, and how long it "
+        "took); set once loaded.",
     )
 
 

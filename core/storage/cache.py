@@ -86,9 +86,13 @@ def load(
     patience_s: float = 0.0,
     should_stop: Callable[[], bool] | None = None,
     on_wait: Callable[[StoreUnavailable], None] | None = None,
+    report: dict | None = None,
 ) -> tuple[DatasetRecord, dict]:
     """The data set's record and arrays (memory-mapped, copy-on-write: writable arrays that never touch the
-    files), fetching them into the cache if needed and checking them."""
+    files), fetching them into the cache if needed and checking them. ``report``, when given, is filled with
+    ``seconds``, ``fetched_bytes`` (from the object store or Redis) and ``cached`` (nothing fetched)."""
+    started = time.monotonic()
+    fetched = [0]
     record = store.get(dataset_id, tenant)
     if record is None:
         raise DatasetMissing(dataset_id)
@@ -100,13 +104,18 @@ def load(
         with _locked(root, dataset_id):
             if not (folder / COMPLETE).exists():
                 _make_room_and_fetch(store, record, root, folder, budget_bytes)
-            _repair(store, record, folder)
+                fetched[0] += stored_bytes(record)
+            fetched[0] += _repair(store, record, folder)
             os.utime(folder / COMPLETE)
 
     for attempt in range(2):
         wait_until(fetch_and_check, patience_s=patience_s, should_stop=should_stop, on_wait=on_wait)
         try:
             arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in record.arrays}
+            if report is not None:
+                report.update(
+                    seconds=round(time.monotonic() - started, 3), fetched_bytes=fetched[0], cached=fetched[0] == 0
+                )
             return record, arrays
         except FileNotFoundError:  # evicted by another process between the check and the maps
             if attempt:
@@ -130,6 +139,17 @@ def _locked(root: Path, dataset_id: str, *, wait: bool = True) -> Iterator[bool]
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def stored_bytes(record: DatasetRecord) -> int:
+    """Bytes a fetch of the whole data set moves: its shards, or (stored in Redis) its arrays' chunks."""
+    if record.shards is not None:
+        return sum(int(shard["bytes"]) for shard in record.shards)
+    return sum(
+        int(entry.get("stored_bytes", np.prod(entry["shape"], dtype=np.int64) * np.dtype(entry["dtype"]).itemsize))
+        for entry in record.arrays.values()
+        if entry.get("fill") is None
+    )
 
 
 def copy_bytes(record: DatasetRecord) -> int:
@@ -252,23 +272,25 @@ def _fetch_array(store: RecordStore[DatasetRecord], record: DatasetRecord, name:
     return int(crc)
 
 
-def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Path) -> None:
+def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Path) -> int:
     """Check every part of the copy against its CRC-32 and fetch again what does not match (the caller holds the
-    data set's lock)."""
+    data set's lock); returns the bytes fetched."""
     try:
         sums = json.loads((folder / CHECKSUMS).read_text())
         maps = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in record.arrays}
     except (OSError, ValueError):  # a copy without its checksums, or a file that does not parse: fetch it again
+        log.warning("data set %s: its cached copy does not read: fetched again", record.id)
         shutil.rmtree(folder, ignore_errors=True)
         _fetch(store, record, folder)
-        return
+        return stored_bytes(record)
     if record.shards is None:
         if any(_crc(maps[name]) != sums.get(name, [None])[0] for name in record.arrays):
             del maps
             log.warning("data set %s: its cached arrays did not match their checksum: fetched again", record.id)
             shutil.rmtree(folder, ignore_errors=True)
             _fetch(store, record, folder)
-        return
+            return stored_bytes(record)
+        return 0
     entries = shards.shard_entries(record.shards)
     bad = [
         index
@@ -277,7 +299,7 @@ def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Pa
     ]
     del maps
     if not bad:
-        return
+        return 0
     log.warning(
         "data set %s: %d cached shard(s) did not match their checksum (a disk or someone changed them): fetched again",
         record.id,
@@ -295,6 +317,7 @@ def _repair(store: RecordStore[DatasetRecord], record: DatasetRecord, folder: Pa
     for target in targets.values():
         target.flush()
     (folder / CHECKSUMS).write_text(json.dumps(sums))
+    return sum(entries[index].bytes for index in bad)
 
 
 def _evict(root: Path, budget_bytes: int, keep: Path) -> None:

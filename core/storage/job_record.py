@@ -62,6 +62,7 @@ class JobRecord:
     subtasks: dict | None = _stored(_JSON, None)  # {"done", "total"}
     search_results: dict | None = _stored(_JSON, None)
     cores: dict | None = _stored(_JSON, None)  # {"cores", "wanted", "machine_cores", "reason"}: its core lease
+    data_load: dict | None = _stored(_JSON, None)  # {"seconds", "fetched_bytes", "cached"}: its data set's loading
     finished_at: str | None = _stored(_TEXT, None)
     model_id: str | None = _stored(_TEXT, None)
     stop_reason: str | None = _stored(_TEXT, None)

@@ -336,6 +336,12 @@ class S3Store(ObjectStore):
             return StoreRefused(f"{what}: the bucket {self.bucket!r} does not exist; create it", self.name())
         if isinstance(exc, FileNotFoundError):
             return ObjectMissing(f"{what}: no such object", self.name())
+        if "169.254.169.254" in text or "credential" in text.lower():  # no key given, and AWS's chain found none
+            return StoreRefused(
+                f"{what}: no credentials (set HINGE_S3_ACCESS_KEY_ID and HINGE_S3_SECRET_ACCESS_KEY, or AWS's "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+                self.name(),
+            )
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or detail in _REFUSALS:
             return StoreRefused(
                 f"{what}: the store refused the request ({detail or type(exc).__name__}); check the credentials "

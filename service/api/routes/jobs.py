@@ -67,6 +67,7 @@ def job_view(job: JobRecord) -> dict:
         "error": job.error,
         "search_results": job.search_results,
         "cores": job.cores,
+        "data_load": job.data_load,
     }
     view.update((name, value) for name, value in shown_when_set.items() if value not in (None, ""))
     subtasks = job.subtasks
