@@ -57,6 +57,7 @@ def ingest(
     value_dtype: str = "float64",
     follow_marker: str | None = None,
     inflater: str = "isal",
+    reserve_fraction: float = 0.0,
 ) -> dict:
     """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
 
@@ -89,7 +90,7 @@ def ingest(
     client = _clients.get(redis_url)
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
-    store = datasets_in(client, open_store(store_config))
+    store = datasets_in(client, open_store(store_config), reserve_fraction=reserve_fraction)
     writer = store.shard_writer(meta["id"], shard_bytes)
     followed: list[FollowedFile] = []
 

@@ -158,6 +158,7 @@ async def upload_dataset(
             "max_line_bytes": settings.max_line_bytes,
         },
         inflater=settings.gzip_inflater,
+        reserve_fraction=settings.storage_reserve_fraction,
     )
     base_meta = {"id": dataset_id, "tenant": tenant, "format": format.value, "created_at": utc_now()}
     ingest = request.app.state.ingest
