@@ -174,12 +174,17 @@ wait_for() {
     sleep 0.5
   done
 }
-service_ids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1"; }
+# the running containers of a service (not the one-off containers of `compose run`, which carry the same labels)
+service_ids() {
+  docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" \
+    --filter "label=com.docker.compose.oneoff=False"
+}
 redis_id() { service_ids redis | head -1; }
 api_id() { service_ids api | head -1; }
 # redis-cli in the Redis container (the password from its REDISCLI_AUTH)
 rcli() { docker exec "$(redis_id)" redis-cli --no-auth-warning "$@"; }
-s3_id() { service_ids s3 | head -1; }
+# the S3 server's container, running or stopped
+s3_id() { docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=s3" | head -1; }
 # The worker container whose hostname starts the worker id `<host>.<pid>.<suffix>`.
 container_of_worker() {
   local host=${1%%.*} id
@@ -565,7 +570,7 @@ took=$(elapsed "$t")
 arrays=$(must GET "/v1/datasets/$DS_LARGE" | json "d['nnz'] * 8 + d['n_samples'] * 16")
 [ "$arrays" -gt "$REDIS_MAXMEMORY_BYTES" ] || fail "the data set's arrays ($arrays bytes) are not larger than Redis's maxmemory"
 JOB_LARGE_OCAS=$(submit "$DS_LARGE" ocas '{"C": 1}')
-JOB_LARGE_DCD=$(submit "$DS_LARGE" dcd '{"C": 1, "max_seconds": 120}')
+JOB_LARGE_DCD=$(submit "$DS_LARGE" dcd '{"C": 1, "max_seconds": 60}')
 wait_for 600 "ocas on the large data set" job_done "$JOB_LARGE_OCAS"
 wait_for 600 "dcd on the large data set" job_done "$JOB_LARGE_DCD"
 MODEL_LARGE=$(expect_model "$JOB_LARGE_OCAS")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,25 @@ from core.schemas.base import ErrorResponse
 
 READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
 """How long the tests wait for a service to be ready (every kernel compiled, on a cold cache)."""
+
+
+def npm_install(directory, name: str, packages: list[str]) -> None:
+    """Install npm packages (``name@version``) into ``directory``'s node_modules, once: nothing is done when every
+    package's folder is there (the tests that need npm skip, saying so, where npm is missing)."""
+    from pathlib import Path
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if all((directory / "node_modules" / package.rsplit("@", 1)[0]).exists() for package in packages):
+        return
+    (directory / "package.json").write_text(json.dumps({"name": name, "private": True, "type": "module"}))
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", *packages],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):

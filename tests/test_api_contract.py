@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
+from tests.helpers import npm_install, sparse_problem, to_svmlight, upload, wait_job
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -237,38 +237,13 @@ fs.writeFileSync(process.argv[3], astToString(ast));
 """
 
 
-def _npm_install(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / "node_modules" / "openapi-typescript").exists() and (
-        directory / "node_modules" / "typescript"
-    ).exists():
-        return
-    (directory / "package.json").write_text(json.dumps({"name": "hinge-ts-check", "private": True, "type": "module"}))
-    subprocess.run(
-        [
-            "npm",
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--silent",
-            "openapi-typescript@7",
-            "typescript@5",
-            "@types/node@20",
-        ],
-        cwd=directory,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-
-
 def test_typescript_client_generated_with_openapi_typescript_type_checks(tmp_path):
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip(
             "npm and node are needed to install openapi-typescript and typescript; they are not on this machine"
         )
     tools = CACHE / "typescript"
-    _npm_install(tools)
+    npm_install(tools, "hinge-ts-check", ["openapi-typescript@7", "typescript@5", "@types/node@20"])
     work = tools / "work"
     if work.exists():
         shutil.rmtree(work)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import npm_install
+
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE = ROOT / "deploy" / "kubernetes"
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -92,25 +94,11 @@ console.log("valid");
 """
 
 
-def _npm_install_keda(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / "node_modules" / "@kubernetes-models" / "keda").exists():
-        return
-    (directory / "package.json").write_text(json.dumps({"name": "hinge-keda-check", "private": True, "type": "module"}))
-    subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--silent", "@kubernetes-models/keda@2"],
-        cwd=directory,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-
-
 def test_the_scaled_object_validates_against_kedas_schema(tmp_path):
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("npm and node are needed to install @kubernetes-models/keda; they are not on this machine")
     tools = CACHE / "keda"
-    _npm_install_keda(tools)
+    npm_install(tools, "hinge-keda-check", ["@kubernetes-models/keda@2"])
     (tools / "check.mjs").write_text(KEDA_CHECK)
     scaled = [document for document in rendered() if document["kind"] == "ScaledObject"]
     broken = copy.deepcopy(scaled[0])

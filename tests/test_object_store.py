@@ -58,6 +58,17 @@ def parse(sink, text: bytes, tmp_path, **options):
     return parse_into(sink, lambda: open(path, "rb"), limits=LIMITS, _chunk_bytes=2048, **options)
 
 
+def write_shards(objects: ObjectStore, dataset_id: str, text: bytes, tmp_path, shard_bytes: int):
+    """Parse ``text`` into a ShardWriter; (parse summary, arrays manifest, shard entries)."""
+    writer = shards.ShardWriter(objects, dataset_id, shard_bytes=shard_bytes)
+    try:
+        summary = parse(writer, text, tmp_path)
+        arrays, entries = writer.manifest()
+    finally:
+        writer.close()
+    return summary, arrays, entries
+
+
 def stored_keys(store: ObjectStore, prefix: str = "") -> set[str]:
     return {info.key for info in store.list(prefix) if not info.key.startswith(".hinge")}
 
@@ -154,12 +165,7 @@ def test_an_upload_in_many_shards_reads_back_as_the_parser_wrote_it(objects, tmp
     text = svmlight_text(3000, 500, seed=1, qid=qid)
     expected = ArrayCollector()
     parse(expected, text, tmp_path)
-    writer = shards.ShardWriter(objects, "ds_many", shard_bytes=8192)
-    try:
-        summary = parse(writer, text, tmp_path)
-        arrays, entries = writer.manifest()
-    finally:
-        writer.close()
+    summary, arrays, entries = write_shards(objects, "ds_many", text, tmp_path, shard_bytes=8192)
     assert len(entries) > 5 and sum(e.rows for e in entries) == summary.n_rows == 3000
     assert [e.row_start for e in entries] == list(np.cumsum([0] + [e.rows for e in entries[:-1]]))
     assert all(e.key == keys.dataset_shard("ds_many", e.sha256) for e in entries)
@@ -173,12 +179,7 @@ def test_an_upload_in_many_shards_reads_back_as_the_parser_wrote_it(objects, tmp
 def test_a_parse_that_starts_over_keeps_no_shard_of_its_first_pass(objects, tmp_path):
     """ "auto" learns of index 0 at the last line: the parse starts over zero-based; the first pass's shards go."""
     text = svmlight_text(2000, 50, seed=2) + b"1 0:1.5\n"
-    writer = shards.ShardWriter(objects, "ds_restart", shard_bytes=4096)
-    try:
-        summary = parse(writer, text, tmp_path)
-        arrays, entries = writer.manifest()
-    finally:
-        writer.close()
+    summary, _, entries = write_shards(objects, "ds_restart", text, tmp_path, shard_bytes=4096)
     assert summary.zero_based
     assert stored_keys(objects) == {e.key for e in entries}
 
