@@ -712,8 +712,15 @@ docker unpause $(service_ids worker) >/dev/null
 expect_model "$JOB_REMOTE" >/dev/null
 ran_on=$(worker_of "$JOB_REMOTE")
 grep -qw "${ran_on%%.*}" <<<"$remote_hosts" || fail "the job ran on $ran_on, not on the other host's workers ($remote_hosts)"
-JOB_BOTH=$(submit "$DS_BIN" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10, 100], "cv_folds": 5, "distribute": true}}')
+# a search of 6 folds over 1 main and 2 other workers (the other main workers paused), each fold long enough that
+# no worker takes them all
+paused=$(service_ids worker | tail -n +2)
+# shellcheck disable=SC2086
+docker pause $paused >/dev/null
+JOB_BOTH=$(submit "$DS_NOISE" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10], "cv_folds": 6, "distribute": true}}')
 wait_for 300 "a search over both hosts" job_done "$JOB_BOTH"
+# shellcheck disable=SC2086
+docker unpause $paused >/dev/null
 expect_model "$JOB_BOTH" >/dev/null
 hosts=$(must GET "/v1/jobs/$JOB_BOTH" | json "sorted({w.split('.')[0] for w in (d.get('search_results') or {}).get('workers', [])})")
 on_remote=$(json "len([h for h in d if h in '$remote_hosts'.split()])" <<<"$hosts")

@@ -169,7 +169,16 @@ class Supervisor:
             json.dumps({"pid": os.getpid(), "redis_url": self.env["REDIS_URL"], "api_url": self.api_url})
         )
         log(f"starting the API on {self.api_url} and {self.args.workers} worker(s)")
+        log(f"data sets are stored in the object store: {self._object_store()}")
         self.readiness = Readiness(self)
+
+    def _object_store(self) -> str:
+        """Where the data sets go, as the API and the workers will read the settings (never a credential)."""
+        from core.config import get_settings
+        from core.storage.objects import object_store
+
+        settings = get_settings().model_copy(update={"data_dir": self.data_dir})
+        return object_store(settings).name()
 
     # -- run ----------------------------------------------------------------------------------
 

@@ -322,6 +322,19 @@ def train(http: httpx.Client, dataset_id: str, solver: str, params: dict) -> dic
     }
 
 
+def redis_memory(data_dir: Path) -> dict:
+    """The embedded Redis's memory figures (used, peak, maxmemory) of the `hinge serve` on ``data_dir``."""
+    import redis
+
+    url = json.loads((data_dir / "serve.json").read_text())["redis_url"]
+    client = redis.Redis.from_url(url)
+    try:
+        info = client.info("memory")
+    finally:
+        client.close()
+    return {key: int(info[key]) for key in ("used_memory", "used_memory_peak", "maxmemory")}
+
+
 def parser_alone(path: Path, value_dtype: str | None) -> dict:
     """The parser on its own, in a fresh process, its arrays dropped as they come (no Redis, no copies kept)."""
     code = (
@@ -414,6 +427,7 @@ def main(argv=None) -> int:
     ap.add_argument("--output", default=str(RESULTS))
     ap.add_argument("--object-store", default="local", choices=("local", "s3"), help="s3: a SeaweedFS started here")
     ap.add_argument("--repeat-first", action="store_true", help="train the first solver a second time (a cache hit)")
+    ap.add_argument("--redis-maxmemory", default=None, help="HINGE_REDIS_MAXMEMORY of the service (e.g. 256mb)")
     args = ap.parse_args(argv)
 
     workdir = Path(args.workdir)
@@ -448,6 +462,9 @@ def main(argv=None) -> int:
         s3.start()
         env.update(s3.env())
     result["object_store"] = args.object_store
+    if args.redis_maxmemory:
+        env["HINGE_REDIS_MAXMEMORY"] = args.redis_maxmemory
+        result["redis_maxmemory"] = args.redis_maxmemory
     serve = subprocess.Popen(
         [
             sys.executable,
@@ -517,6 +534,7 @@ def main(argv=None) -> int:
             print(solver, fit, flush=True)
         sampler.phase = "idle"
         time.sleep(2.0)
+        result["redis"] = redis_memory(data_dir)
     finally:
         try:
             sampler.stop()
