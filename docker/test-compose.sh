@@ -91,10 +91,12 @@ fail() {
 }
 diagnostics() {
   [ -n "$ENGINE_OK" ] || return 0
-  echo "--- containers of $PROJECT"
+  echo "--- containers of $PROJECT and $REMOTE_PROJECT"
   docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}\t{{.Status}}'
+  docker ps -a --filter "label=com.docker.compose.project=$REMOTE_PROJECT" --format '{{.Names}}\t{{.Status}}'
   local id
-  for id in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"); do
+  for id in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT") \
+    $(docker ps -aq --filter "label=com.docker.compose.project=$REMOTE_PROJECT"); do
     echo "--- last log lines of $(docker inspect -f '{{.Name}}' "$id")"
     docker logs --tail 15 "$id" 2>&1 | cut -c1-300
   done
@@ -110,6 +112,10 @@ cleanup() {
   elif [ "${HINGE_TEST_KEEP:-0}" = 1 ]; then
     echo "kept: $COMPOSE $COMPOSE_FILES -p $PROJECT down -v   (API on $BASE)"
   else
+    # a step that failed with workers paused leaves them so: `down` cannot stop a paused container
+    for project in "$PROJECT" "$REMOTE_PROJECT"; do
+      docker ps -q --filter status=paused --filter "label=com.docker.compose.project=$project" | xargs -r docker unpause >/dev/null
+    done
     remote down -v --remove-orphans -t 10 >"$WORK/down-remote.log" 2>&1 \
       || { echo "cleanup: down -v of $REMOTE_PROJECT failed:"; cat "$WORK/down-remote.log"; }
     # shellcheck disable=SC2086
@@ -239,6 +245,9 @@ running_on() {
   [ -n "$worker" ] || fail "job $job runs but its record names no worker"
   container_of_worker "$worker" || fail "no container for worker $worker"
 }
+# paused_settle: after `docker pause`, wait until no paused worker can still be blocked in Redis's BLPOP (an idle
+# worker waits there for at most HINGE_DEQUEUE_POLL_S, 1 s): Redis would hand a new job to the frozen process.
+paused_settle() { sleep 2; }
 # started_at T0: when each container of the project started, in seconds after T0 (epoch seconds).
 started_at() {
   # shellcheck disable=SC2046
@@ -686,6 +695,7 @@ wait_for 120 "the fresh worker's heartbeat" fresh_beats
 wait_for 120 "/readyz to count 6 workers" ready_count_is 6
 # shellcheck disable=SC2046
 docker pause $(service_ids worker) >/dev/null
+paused_settle
 JOB_FRESH=$(submit "$DS_MULTI" dcd '{"C": 1}')
 wait_for 120 "a job on the fresh worker" job_done "$JOB_FRESH"
 ran_on=$(worker_of "$JOB_FRESH")
@@ -705,6 +715,7 @@ wait_for 300 "/readyz to count 7 workers" ready_count_is 7
 remote_hosts=$(for id in $(remote_ids); do docker inspect -f '{{.Config.Hostname}}' "$id"; done | sort | tr '\n' ' ')
 # shellcheck disable=SC2046
 docker pause $(service_ids worker) >/dev/null
+paused_settle
 JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1}')
 wait_for 300 "a job on the other host" job_done "$JOB_REMOTE"
 # shellcheck disable=SC2046
@@ -717,6 +728,7 @@ grep -qw "${ran_on%%.*}" <<<"$remote_hosts" || fail "the job ran on $ran_on, not
 paused=$(service_ids worker | tail -n +2)
 # shellcheck disable=SC2086
 docker pause $paused >/dev/null
+paused_settle
 JOB_BOTH=$(submit "$DS_NOISE" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10], "cv_folds": 6, "distribute": true}}')
 wait_for 300 "a search over both hosts" job_done "$JOB_BOTH"
 # shellcheck disable=SC2086
