@@ -106,10 +106,14 @@ def _narrowest_unsigned(values: np.ndarray) -> int | None:
 
 def _encode(name: str, values: np.ndarray) -> tuple[dict, np.ndarray]:
     """How one array is stored (the header's entry, without its offset) and the bytes stored."""
+    if values.ndim == 1 and values.size and values.strides[0] == 0:  # one element repeated (``_Column``)
+        one = values[:1].astype(values.dtype.newbyteorder("<"))
+        entry = {"dtype": one.dtype.str, "count": int(values.size), "encoding": "fill", "fill": one.tobytes().hex()}
+        return entry, np.empty(0, np.uint8)
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.dtype.byteorder == ">":
         flat = flat.astype(flat.dtype.newbyteorder("<"))
-    entry: dict = {"dtype": flat.dtype.str, "count": int(flat.size)}
+    entry = {"dtype": flat.dtype.str, "count": int(flat.size)}
     if flat.size >= 2 and flat.dtype.itemsize in (4, 8) and flat.dtype.kind == "f":
         words = flat.view(np.uint32 if flat.dtype.itemsize == 4 else np.uint64)
         if np.all(words == words[0]):
@@ -209,6 +213,92 @@ def decode_shard(data: Buffer, sha256: str | None = None) -> DecodedShard:
 # -- writing --------------------------------------------------------------------------------------------------
 
 
+def _words(values: np.ndarray) -> np.ndarray | None:
+    """The elements as unsigned integers of their size (bytes compared: -0.0 is not 0.0), or None."""
+    kinds = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+    kind = kinds.get(values.dtype.itemsize)
+    return None if kind is None else values.view(kind)
+
+
+class _Column:
+    """One array of the shard being filled. Pieces are copied once, into a buffer that is reused from shard to
+    shard (a fresh buffer costs its page faults again); while every element so far is the same bytes (the values
+    of binary features) they are only counted, and the shard stores that one element."""
+
+    SPARES = 2
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = np.dtype(dtype)
+        self.spares: list[np.ndarray] = []  # buffers the sending threads are done with (list ops are atomic)
+        self._start()
+
+    def _start(self) -> None:
+        self.buffer: np.ndarray | None = None
+        self.size = 0  # elements in the buffer
+        self.repeated: np.ndarray | None = None  # the one element every element so far is (until one differs)
+        self.held = 0  # elements of the repeated one, not written
+
+    @property
+    def count(self) -> int:
+        """Elements appended since the shard began."""
+        return self.size + self.held
+
+    def append(self, piece: np.ndarray) -> None:
+        """The next elements."""
+        if piece.size == 0:
+            return
+        if self.count == 0 and _words(piece) is not None:
+            self.repeated = piece[:1].copy()
+        if self.repeated is not None:
+            words, first = _words(piece), _words(self.repeated)
+            assert words is not None and first is not None
+            if (words[:64] == first[0]).all() and (words == first[0]).all():  # most pieces that differ, in 64
+                self.held += piece.size
+                return
+            held, self.held, repeated, self.repeated = self.held, 0, self.repeated, None
+            self._reserve(held + piece.size)
+            assert self.buffer is not None
+            self.buffer[self.size : self.size + held] = repeated[0]
+            self.size += held
+        self._reserve(piece.size)
+        assert self.buffer is not None
+        self.buffer[self.size : self.size + piece.size] = piece
+        self.size += piece.size
+
+    def _reserve(self, more: int) -> None:
+        needed = self.size + more
+        if self.buffer is not None and needed <= self.buffer.size:
+            return
+        while self.buffer is None and self.spares:
+            spare = self.spares.pop()
+            if spare.size >= needed:
+                self.buffer = spare
+                return
+        grown = np.empty(max(needed, 2 * (self.buffer.size if self.buffer is not None else 0), 1 << 16), self.dtype)
+        if self.buffer is not None:
+            grown[: self.size] = self.buffer[: self.size]
+        self.buffer = grown
+
+    def take(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The shard's array (a broadcast of one element when they are all the same) and the buffer to give back
+        once it is encoded; the column starts empty."""
+        if self.repeated is not None:
+            out = np.broadcast_to(self.repeated, (self.held,))
+            buffer = self.buffer
+            self._start()
+            self.buffer = buffer  # untouched: kept for the next shard
+            return out, None
+        buffer = self.buffer
+        out = buffer[: self.size] if buffer is not None else np.empty(0, self.dtype)
+        self._start()
+        return out, buffer
+
+    def give_back(self, buffer: np.ndarray) -> None:
+        """A buffer whose shard is encoded, for a later shard."""
+        if len(self.spares) < self.SPARES:
+            self.spares.append(buffer)
+
+
 class ShardWriter:
     """The parser's sink for an upload to the object store (see the module docstring).
 
@@ -243,9 +333,9 @@ class ShardWriter:
         self._start_empty()
 
     def _start_empty(self) -> None:
-        self._pieces: dict[str, list[np.ndarray]] = {}
+        self._columns: dict[str, _Column] = {}
         self._dtypes: dict[str, str] = {}
-        self._buffered = 0  # bytes of the pieces held
+        self._buffered = 0  # bytes of the rows held (repeated elements counted)
         self._rows_total = 0  # rows in shards cut so far
         self._nnz_total = 0
         self._shard_index = 0
@@ -269,26 +359,34 @@ class ShardWriter:
         kind = np.dtype(piece.dtype).str
         if self._dtypes.setdefault(name, kind) != kind:
             raise ValueError(f"array {name!r} is {self._dtypes[name]}, got a piece of {kind}")
-        self._pieces.setdefault(name, []).append(np.array(piece, copy=True))
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = _Column(np.dtype(kind))
+        column.append(piece)
         self._buffered += int(piece.nbytes)
 
     def _cut(self) -> None:
         """The buffered rows become the next shard, handed to a sending thread."""
-        if not self._pieces.get("indptr"):
+        column = self._columns.get("indptr")
+        if column is None or column.count == 0:
             return
-        joined = {name: np.concatenate(parts) for name, parts in self._pieces.items()}
-        ends = joined.pop("indptr")  # global row ends
+        taken = {name: (c, *c.take()) for name, c in self._columns.items()}
+        ends = np.asarray(taken["indptr"][1])  # global row ends
         rows = int(ends.size)
         nnz = int(ends[-1]) - self._nnz_total
         local = np.empty(rows + 1, dtype=ends.dtype)
         local[0] = 0
         np.subtract(ends, self._nnz_total, out=local[1:])
-        arrays = {"indptr": local, **{name: joined[name] for name in ARRAY_NAMES if name in joined}}
-        item = (self._epoch, self._shard_index, arrays, rows, nnz, self._rows_total, self._nnz_total)
+        arrays = {
+            "indptr": local,
+            **{name: taken[name][1] for name in ARRAY_NAMES if name in taken and name != "indptr"},
+        }
+        returns = [(c, buffer) for c, _, buffer in taken.values() if buffer is not None]
+        item = (self._epoch, self._shard_index, arrays, rows, nnz, self._rows_total, self._nnz_total, returns)
         self._shard_index += 1
         self._rows_total += rows
         self._nnz_total += nnz
-        self._pieces, self._buffered = {}, 0
+        self._buffered = 0
         if self.before_shard is not None:
             self.before_shard(sum(int(a.nbytes) for a in arrays.values()))
         self._queue.put(item)
@@ -307,8 +405,11 @@ class ShardWriter:
             finally:
                 self._queue.task_done()
 
-    def _send(self, epoch, index, arrays, rows, nnz, row_start, nnz_start) -> None:
+    def _send(self, epoch, index, arrays, rows, nnz, row_start, nnz_start, returns) -> None:
         encoded = encode_shard(arrays, rows, nnz)
+        del arrays
+        for column, buffer in returns:  # the rows are in ``encoded`` now
+            column.give_back(buffer)
         digest = hashlib.sha256(encoded.data).hexdigest()
         key = keys.dataset_shard(self.dataset_id, digest)
         self.store.put(key, encoded.data)
@@ -332,12 +433,7 @@ class ShardWriter:
     def manifest(self) -> tuple[dict[str, dict], list[ShardEntry]]:
         """Write the last shard, wait for every shard, and return the arrays' dtypes and shapes and the shards."""
         self._raise_error()
-        if self._pieces.get("indptr") or self._shard_index == 0:
-            if not self._pieces.get("indptr"):  # no rows at all: one empty shard keeps the layout whole
-                self._pieces = {name: [np.empty(0, dtype=dtype)] for name, dtype in self._dtypes.items()}
-                self._dtypes.setdefault("indptr", "<i8")
-                self._pieces.setdefault("indptr", [np.empty(0, dtype="<i8")])
-            self._cut()
+        self._cut()
         self._wait()
         self._raise_error()
         shards = [self._written[index] for index in range(self._shard_index)]
