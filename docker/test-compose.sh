@@ -245,9 +245,27 @@ running_on() {
   [ -n "$worker" ] || fail "job $job runs but its record names no worker"
   container_of_worker "$worker" || fail "no container for worker $worker"
 }
-# paused_settle: after `docker pause`, wait until no paused worker can still be blocked in Redis's BLPOP (an idle
-# worker waits there for at most HINGE_DEQUEUE_POLL_S, 1 s): Redis would hand a new job to the frozen process.
-paused_settle() { sleep 2; }
+# pause_workers ID...: freeze these workers (to send a job elsewhere), then wait until none of them can still be
+# blocked in Redis's BLPOP (an idle worker waits there for at most HINGE_DEQUEUE_POLL_S, 1 s): Redis would hand a
+# new job to the frozen process. unpause_workers: thaw them, wait until they are healthy again, and forget that
+# they were `unhealthy` while frozen (a frozen worker's heartbeat stops: that is the check doing its job).
+PAUSED=
+pause_workers() {
+  PAUSED="$*"
+  docker pause "$@" >/dev/null
+  sleep 2
+}
+unpause_workers() {
+  local id names
+  # shellcheck disable=SC2086
+  docker unpause $PAUSED >/dev/null
+  healthy_ids() { for id in $PAUSED; do [ "$(docker inspect -f '{{.State.Health.Status}}' "$id")" = healthy ] || return 1; done; }
+  wait_for 120 "the thawed workers healthy again" healthy_ids
+  # shellcheck disable=SC2086
+  names=$(docker inspect -f '{{.Name}}' $PAUSED | sed 's#^/##')
+  for id in $names; do sed -i "/ $id /d" "$WORK/unhealthy.log" 2>/dev/null || true; done
+  PAUSED=
+}
 # started_at T0: when each container of the project started, in seconds after T0 (epoch seconds).
 started_at() {
   # shellcheck disable=SC2046
@@ -694,13 +712,11 @@ fresh_beats() { [ -n "$(rcli --scan --pattern "hinge:worker:$fresh_host.*" | hea
 wait_for 120 "the fresh worker's heartbeat" fresh_beats
 wait_for 120 "/readyz to count 6 workers" ready_count_is 6
 # shellcheck disable=SC2046
-docker pause $(service_ids worker) >/dev/null
-paused_settle
+pause_workers $(service_ids worker)
 JOB_FRESH=$(submit "$DS_MULTI" dcd '{"C": 1}')
 wait_for 120 "a job on the fresh worker" job_done "$JOB_FRESH"
 ran_on=$(worker_of "$JOB_FRESH")
-# shellcheck disable=SC2046
-docker unpause $(service_ids worker) >/dev/null
+unpause_workers
 expect_model "$JOB_FRESH" >/dev/null
 [ "${ran_on%%.*}" = "$fresh_host" ] || fail "the job ran on $ran_on, not on the fresh worker $fresh_host"
 docker rm -f "$fresh" >/dev/null
@@ -714,25 +730,20 @@ remote_ids() { docker ps -q --filter "label=com.docker.compose.project=$REMOTE_P
 wait_for 300 "/readyz to count 7 workers" ready_count_is 7
 remote_hosts=$(for id in $(remote_ids); do docker inspect -f '{{.Config.Hostname}}' "$id"; done | sort | tr '\n' ' ')
 # shellcheck disable=SC2046
-docker pause $(service_ids worker) >/dev/null
-paused_settle
+pause_workers $(service_ids worker)
 JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1}')
 wait_for 300 "a job on the other host" job_done "$JOB_REMOTE"
-# shellcheck disable=SC2046
-docker unpause $(service_ids worker) >/dev/null
+unpause_workers
 expect_model "$JOB_REMOTE" >/dev/null
 ran_on=$(worker_of "$JOB_REMOTE")
 grep -qw "${ran_on%%.*}" <<<"$remote_hosts" || fail "the job ran on $ran_on, not on the other host's workers ($remote_hosts)"
 # a search of 6 folds over 1 main and 2 other workers (the other main workers paused), each fold long enough that
 # no worker takes them all
-paused=$(service_ids worker | tail -n +2)
-# shellcheck disable=SC2086
-docker pause $paused >/dev/null
-paused_settle
+# shellcheck disable=SC2046
+pause_workers $(service_ids worker | tail -n +2)
 JOB_BOTH=$(submit "$DS_NOISE" dcd '{"C": 1, "search": {"C": [0.01, 0.1, 1, 10], "cv_folds": 6, "distribute": true}}')
 wait_for 300 "a search over both hosts" job_done "$JOB_BOTH"
-# shellcheck disable=SC2086
-docker unpause $paused >/dev/null
+unpause_workers
 expect_model "$JOB_BOTH" >/dev/null
 hosts=$(must GET "/v1/jobs/$JOB_BOTH" | json "sorted({w.split('.')[0] for w in (d.get('search_results') or {}).get('workers', [])})")
 on_remote=$(json "len([h for h in d if h in '$remote_hosts'.split()])" <<<"$hosts")
