@@ -150,6 +150,30 @@ def test_a_shard_round_trips_every_encoding_bit_for_bit():
     assert table.entries["y"]["encoding"] == "table" and table.array("y").tobytes() == labels.tobytes()
 
 
+def test_column_indices_are_stored_as_their_gaps_within_rows():
+    """TF-IDF-like rows over 10^6 features: each row's first index in 4 bytes, then its gaps in 2; empty rows and a
+    gap wider than 2 bytes read back too."""
+    rng = np.random.default_rng(4)
+    rows = [np.sort(rng.choice(1_000_000, size=int(rng.integers(0, 400)), replace=False)) for _ in range(300)]
+    rows[5] = np.array([], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int32)
+    encoded = shards.encode_shard({"indptr": indptr, "indices": indices}, rows=300, nnz=indices.size)
+    decoded = shards.decode_shard(encoded.data)
+    entry = decoded.entries["indices"]
+    assert entry["encoding"] == "gaps" and entry["width"] == 2 and entry["first_width"] == 4
+    assert entry["bytes"] < 0.55 * indices.nbytes
+    assert decoded.array("indices").dtype == np.int32 and np.array_equal(decoded.array("indices"), indices)
+    wide = indices.copy()
+    wide[indptr[7] + 1 : indptr[8]] += 300_000  # one gap of more than 65,535 in row 7: escaped
+    again = shards.decode_shard(shards.encode_shard({"indptr": indptr, "indices": wide}, 300, wide.size).data)
+    assert again.entries["indices"]["escapes"] >= 1 and np.array_equal(again.array("indices"), wide)
+    binary = np.tile(np.arange(0, 120, 3, dtype=np.int32), 100)  # gaps of 3 under 123 features: 1 byte each
+    ptr = np.arange(0, binary.size + 1, 40, dtype=np.int64)
+    small = shards.decode_shard(shards.encode_shard({"indptr": ptr, "indices": binary}, 100, binary.size).data)
+    assert small.entries["indices"]["encoding"] == "narrow" and np.array_equal(small.array("indices"), binary)
+
+
 def test_a_damaged_shard_is_refused():
     encoded = shards.encode_shard({"y": np.arange(10.0)}, rows=10, nnz=0)
     digest = hashlib.sha256(encoded.data).hexdigest()
