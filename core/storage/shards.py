@@ -141,34 +141,33 @@ def _row_starts(indptr: np.ndarray) -> np.ndarray:
 def _gaps(indices: np.ndarray, indptr: np.ndarray) -> tuple[dict, np.ndarray] | None:
     """Column indices as their gaps within each row (a row's indices increase): each row's first index, then the
     differences in 1 or 2 bytes, a difference too wide for them written as the escape (all bits set) with its value
-    in a list after them; None when that is no smaller than narrowing alone."""
-    if indices.size < 2 or indices.dtype.kind not in "iu":
+    in a list after them; None when that is no smaller than narrowing alone (indices under 256 always are)."""
+    plain = _narrowest_unsigned(indices) or indices.dtype.itemsize
+    if indices.size < 2 or indices.dtype.kind not in "iu" or plain == 1:
         return None
+    work = np.dtype(np.int32 if indices.dtype.itemsize <= 4 else np.int64)  # int32 indices: their differences fit
     starts = _row_starts(indptr)
-    gaps = np.empty(indices.size, dtype=np.int64)
+    gaps: np.ndarray = np.empty(indices.size, dtype=work)
     gaps[0] = 0
     np.subtract(indices[1:], indices[:-1], out=gaps[1:], casting="unsafe")
     gaps[starts] = 0
     if int(gaps.min()) < 0:  # not increasing within a row: no gap encoding
         return None
-    firsts = indices[starts].astype(np.int64)
-    first_width = _narrowest_unsigned(firsts) or 8
-    largest = int(gaps.max())
-    wide_width = 4 if largest < 1 << 32 else 8
-    best: tuple[int, int, np.ndarray] | None = None  # (bytes, width, where the escapes are)
-    for width in (1, 2):
-        escaped = np.flatnonzero(gaps >= (1 << (8 * width)) - 1)
-        size = width * gaps.size + wide_width * escaped.size
-        if best is None or size < best[0]:
-            best = (size, width, escaped)
-    assert best is not None
-    size, width, escaped = best
-    plain = _narrowest_unsigned(indices) or indices.dtype.itemsize
-    if size + first_width * firsts.size >= plain * indices.size:
+    firsts = indices[starts]
+    first_width = _narrowest_unsigned(firsts) or firsts.dtype.itemsize
+    wide_width = 4 if int(gaps.max()) < 1 << 32 else 8
+    sizes = {
+        width: width * gaps.size + wide_width * int(np.count_nonzero(gaps >= (1 << (8 * width)) - 1))
+        for width in (1, 2)
+    }
+    width = min(sizes, key=lambda w: sizes[w])
+    if sizes[width] + first_width * firsts.size >= plain * indices.size:
         return None
+    escape = (1 << (8 * width)) - 1
+    escaped = np.flatnonzero(gaps >= escape)
     wide = gaps[escaped]
     narrow = gaps.astype(f"<u{width}")
-    narrow[escaped] = (1 << (8 * width)) - 1
+    narrow[escaped] = escape
     parts = [
         firsts.astype(f"<u{first_width}").view(np.uint8),
         narrow.view(np.uint8),
