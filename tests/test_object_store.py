@@ -151,8 +151,8 @@ def test_a_shard_round_trips_every_encoding_bit_for_bit():
 
 
 def test_column_indices_are_stored_as_their_gaps_within_rows():
-    """TF-IDF-like rows over 10^6 features: each row's first index in 4 bytes, then its gaps in 2; empty rows and a
-    gap wider than 2 bytes read back too."""
+    """TF-IDF-like rows over 10^6 features: each row's first index as a signed step in 4 bytes, then its gaps in 2;
+    empty rows and a gap wider than 2 bytes read back too."""
     rng = np.random.default_rng(4)
     rows = [np.sort(rng.choice(1_000_000, size=int(rng.integers(0, 400)), replace=False)) for _ in range(300)]
     rows[5] = np.array([], dtype=np.int64)
@@ -161,9 +161,12 @@ def test_column_indices_are_stored_as_their_gaps_within_rows():
     encoded = shards.encode_shard({"indptr": indptr, "indices": indices}, rows=300, nnz=indices.size)
     decoded = shards.decode_shard(encoded.data)
     entry = decoded.entries["indices"]
-    assert entry["encoding"] == "gaps" and entry["width"] == 2 and entry["first_width"] == 4
+    assert entry["encoding"] == "gaps" and entry["width"] == 2 and entry["step_dtype"] == "<i4"
     assert entry["bytes"] < 0.55 * indices.nbytes
     assert decoded.array("indices").dtype == np.int32 and np.array_equal(decoded.array("indices"), indices)
+    into = np.empty_like(indices)
+    decoded.into("indices", into)
+    assert np.array_equal(into, indices)
     wide = indices.copy()
     wide[indptr[7] + 1 : indptr[8]] += 300_000  # one gap of more than 65,535 in row 7: escaped
     again = shards.decode_shard(shards.encode_shard({"indptr": indptr, "indices": wide}, 300, wide.size).data)

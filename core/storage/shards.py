@@ -18,9 +18,9 @@ A shard's bytes::
 The header says ``rows``, ``nnz`` and, for each array (``indptr``, ``indices``, ``data``, ``y``, and ``qid``
 when the file has query ids), its ``dtype`` and element ``count`` as the data set holds it, and how it is
 stored (``encoding``): ``raw`` (its bytes), ``narrow`` (unsigned integers of ``width`` bytes: the row
-offsets, local to the shard, and column indices that fit), ``gaps`` (column indices as each row's first index
-and then the differences in 1 or 2 bytes, the rare wider ones escaped to a list: TF-IDF text over 10^6 features
-has gaps of a few thousand, 2 bytes instead of 4), ``fill`` (one element, repeated: the values of a data set with binary features) or ``table`` (at
+offsets, local to the shard, and column indices that fit), ``gaps`` (column indices as the differences between
+neighbours, within a row in 1 or 2 bytes with the rare wider ones escaped to a list, so that one running sum
+reads them back: TF-IDF text over 10^6 features has gaps of a few thousand, 2 bytes instead of 4), ``fill`` (one element, repeated: the values of a data set with binary features) or ``table`` (at
 most 256 distinct values and one byte per element: the labels). a9a-like text then stores about 1.1 bytes a
 non-zero instead of 12, TF-IDF-like text with float32 values about 6 instead of 8.
 """
@@ -139,45 +139,43 @@ def _row_starts(indptr: np.ndarray) -> np.ndarray:
 
 
 def _gaps(indices: np.ndarray, indptr: np.ndarray) -> tuple[dict, np.ndarray] | None:
-    """Column indices as their gaps within each row (a row's indices increase): each row's first index, then the
-    differences in 1 or 2 bytes, a difference too wide for them written as the escape (all bits set) with its value
-    in a list after them; None when that is no smaller than narrowing alone (indices under 256 always are)."""
+    """Column indices as the differences between neighbours, so that their running sum gives them back: within a row
+    (its indices increase) a gap in 1 or 2 bytes, a gap too wide for them written as the escape (all bits set) with
+    its value in a list at the end; at each row's start the signed difference from the previous row's last index,
+    in a list of its own at the front. None when that is no smaller than narrowing alone (indices under 256
+    always are)."""
     plain = _narrowest_unsigned(indices) or indices.dtype.itemsize
     if indices.size < 2 or indices.dtype.kind not in "iu" or plain == 1:
         return None
     work = np.dtype(np.int32 if indices.dtype.itemsize <= 4 else np.int64)  # int32 indices: their differences fit
     starts = _row_starts(indptr)
     gaps: np.ndarray = np.empty(indices.size, dtype=work)
-    gaps[0] = 0
+    gaps[0] = indices[0]
     np.subtract(indices[1:], indices[:-1], out=gaps[1:], casting="unsafe")
+    steps = gaps[starts].copy()  # each row's first index less the previous row's last (the first row's: itself)
     gaps[starts] = 0
     if int(gaps.min()) < 0:  # not increasing within a row: no gap encoding
         return None
-    firsts = indices[starts]
-    first_width = _narrowest_unsigned(firsts) or firsts.dtype.itemsize
     wide_width = 4 if int(gaps.max()) < 1 << 32 else 8
     sizes = {
         width: width * gaps.size + wide_width * int(np.count_nonzero(gaps >= (1 << (8 * width)) - 1))
         for width in (1, 2)
     }
     width = min(sizes, key=lambda w: sizes[w])
-    if sizes[width] + first_width * firsts.size >= plain * indices.size:
+    if sizes[width] + work.itemsize * steps.size >= plain * indices.size:
         return None
     escape = (1 << (8 * width)) - 1
     escaped = np.flatnonzero(gaps >= escape)
     wide = gaps[escaped]
     narrow = gaps.astype(f"<u{width}")
     narrow[escaped] = escape
-    parts = [
-        firsts.astype(f"<u{first_width}").view(np.uint8),
-        narrow.view(np.uint8),
-        wide.astype(f"<u{wide_width}").view(np.uint8),
-    ]
+    parts = [steps.astype(work.newbyteorder("<")).view(np.uint8), narrow.view(np.uint8)]
+    parts.append(wide.astype(f"<u{wide_width}").view(np.uint8))
     entry = {
         "encoding": "gaps",
         "width": width,
-        "first_width": first_width,
-        "firsts": int(firsts.size),
+        "steps": int(steps.size),
+        "step_dtype": work.newbyteorder("<").str,
         "escapes": int(escaped.size),
         "escape_width": wide_width,
     }
@@ -240,32 +238,39 @@ class DecodedShard:
             size = int(entry["table_size"])
             table = stored[: size * dtype.itemsize].view(dtype)
             return table[stored[size * dtype.itemsize : size * dtype.itemsize + count]]
-        if encoding == "gaps":  # each row's first index, then the gaps: a running sum that restarts at each row
-            width, first_width = int(entry["width"]), int(entry["first_width"])
-            first_bytes = int(entry["firsts"]) * first_width
-            firsts = stored[:first_bytes].view(f"<u{first_width}")
-            gaps = stored[first_bytes : first_bytes + count * width].view(f"<u{width}").astype(np.int64)
-            if entry["escapes"]:
-                escape_bytes = int(entry["escapes"]) * int(entry["escape_width"])
-                wide_start = first_bytes + count * width
-                wide = stored[wide_start : wide_start + escape_bytes].view(f"<u{int(entry['escape_width'])}")
-                escaped = np.flatnonzero(gaps == (1 << (8 * width)) - 1)
-                if escaped.size != wide.size:
-                    raise ShardCorrupt(f"array {name!r} has {escaped.size} escapes for {wide.size} wide gaps")
-                gaps[escaped] = wide
-            starts = _row_starts(self.array("indptr"))
-            if starts.size != firsts.size:
-                raise ShardCorrupt(f"array {name!r} has {firsts.size} row starts for {starts.size} rows with entries")
-            gaps[starts] = firsts
-            sums = np.cumsum(gaps)
-            before = sums[starts] - gaps[starts]  # the running sum before each row
-            lengths = np.diff(np.append(starts, count))
-            return (sums - np.repeat(before, lengths)).astype(dtype)
+        if encoding == "gaps":
+            return np.cumsum(self._differences(name), dtype=dtype)
         raise ShardCorrupt(f"array {name!r} is stored with encoding {encoding!r}, unknown to this version")
+
+    def _differences(self, name: str) -> np.ndarray:
+        """A ``gaps`` array's differences between neighbours (see ``_gaps``), whose running sum is the array."""
+        entry = self.entries[name]
+        count, width = int(entry["count"]), int(entry["width"])
+        stored = self.payload[entry["offset"] : entry["offset"] + entry["bytes"]]
+        step_dtype = np.dtype(entry["step_dtype"])
+        step_bytes = int(entry["steps"]) * step_dtype.itemsize
+        steps = stored[:step_bytes].view(step_dtype)
+        differences = stored[step_bytes : step_bytes + count * width].view(f"<u{width}").astype(step_dtype)
+        if entry["escapes"]:
+            wide_start = step_bytes + count * width
+            wide_bytes = int(entry["escapes"]) * int(entry["escape_width"])
+            wide = stored[wide_start : wide_start + wide_bytes].view(f"<u{int(entry['escape_width'])}")
+            escaped = np.flatnonzero(differences == (1 << (8 * width)) - 1)
+            if escaped.size != wide.size:
+                raise ShardCorrupt(f"array {name!r} has {escaped.size} escapes for {wide.size} wide gaps")
+            differences[escaped] = wide
+        starts = _row_starts(self.array("indptr"))
+        if starts.size != steps.size:
+            raise ShardCorrupt(f"array {name!r} has {steps.size} row starts for {starts.size} rows with entries")
+        differences[starts] = steps
+        return differences
 
     def into(self, name: str, out: np.ndarray) -> None:
         """Write one array into ``out`` (its length), decoding straight into it."""
         entry = self.entries[name]
+        if entry["encoding"] == "gaps":  # the running sum, written where it belongs
+            np.cumsum(self._differences(name), dtype=out.dtype, out=out)
+            return
         if entry["encoding"] == "fill":
             out[...] = np.frombuffer(bytes.fromhex(entry["fill"]), dtype=np.dtype(entry["dtype"]))[0]
             return

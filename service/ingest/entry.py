@@ -11,7 +11,7 @@ import atexit
 import os
 
 from core.kernel_cache import KernelSet, KernelUnit
-from core.processes import die_with_parent, lower_priority
+from core.processes import die_with_parent, lower_priority, release_freed_memory
 
 PARSER_KERNELS = KernelSet(
     (KernelUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
@@ -180,12 +180,14 @@ def ingest(
         return {"record": stored.to_document()}
     finally:
         writer.close()
+        del writer
         if follow_marker is not None:
             for name in (path, follow_marker):
                 try:
                     os.unlink(name)
                 except FileNotFoundError:
                     pass
+        release_freed_memory()  # the upload's buffers, freed, go back to the machine
 
 
 def store_error(exc) -> dict:
