@@ -11,7 +11,7 @@ import atexit
 import os
 
 from core.kernel_cache import KernelSet, KernelUnit
-from core.processes import die_with_parent, lower_priority, release_freed_memory
+from core.processes import die_with_parent, lower_priority, map_large_blocks, release_freed_memory
 
 PARSER_KERNELS = KernelSet(
     (KernelUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
@@ -33,6 +33,7 @@ def init_process() -> None:
     from core.config import get_settings
 
     lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
+    map_large_blocks()  # an upload's buffers go back to the machine when it ends
     PARSER_KERNELS.seed()
     PARSER_KERNELS.ensure(["parser"])
     atexit.register(os._exit, 0)
