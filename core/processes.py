@@ -50,7 +50,7 @@ def usable_cores() -> int:
 _M_MMAP_THRESHOLD = -3
 
 
-def map_large_blocks(threshold: int = 1 << 20) -> None:
+def map_large_blocks(threshold: int = 8 << 20) -> None:
     """Have glibc map every block of ``threshold`` bytes or more by itself, so that freeing it gives it back at once
     (elsewhere: nothing). For a process that allocates large buffers from several threads and is then idle for a
     long time (an upload's parser): glibc's own threshold rises to 32 MB as large blocks are freed, and the blocks
