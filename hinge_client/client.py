@@ -2,9 +2,10 @@
 
 Every method is one HTTP call (``train`` and ``wait_job`` poll) and returns the answer's JSON as a
 dict typed in ``hinge_client.types``. Errors become ``HingeError`` with the service's code, message
-and details. Answers 429 (too many queued jobs) and 503 (storage or parser briefly unavailable) are
-retried with exponential backoff, honouring ``Retry-After``; so are connection failures of GET and
-DELETE requests. The base URL comes from the argument, else ``HINGE_URL``, else
+and details. Answers 429 (too many queued jobs) and 503 (storage, the object store or the parser briefly
+unavailable) are retried with exponential backoff, honouring ``Retry-After``, but not 503 ``store_misconfigured``
+(the service's object store refuses it: a setting to fix); so are connection failures of GET and DELETE
+requests. The base URL comes from the argument, else ``HINGE_URL``, else
 http://127.0.0.1:8000; the API key from the argument, else ``HINGE_API_KEY`` (none: an open server).
 
     from hinge_client import Client
@@ -33,6 +34,8 @@ from hinge_client.types import Dataset, Evaluation, ExportFormat, ImportFormat, 
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = (429, 503)
+FINAL_CODES = ("store_misconfigured",)
+"""503 answers that a retry cannot cure (the service's object store refuses it: an operator must fix a setting)."""
 FINAL_STATUSES = ("succeeded", "failed", "canceled")
 WAIT_S = 20.0
 """Longest wait of one GET /v1/jobs/{id}?wait_s=... in ``wait_job`` (at most half the client's timeout)."""
@@ -106,7 +109,15 @@ class RetryPolicy:
             return False
         if response is None:
             return call.method in ("GET", "DELETE")
-        return response.status_code in RETRY_STATUSES
+        return response.status_code in RETRY_STATUSES and _error_code(response) not in FINAL_CODES
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    """The ``error.code`` of an answer in the service's error shape, if it is one."""
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _connection(base_url: str | None, api_key: str | None) -> tuple[str, dict]:

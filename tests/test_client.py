@@ -82,6 +82,23 @@ def test_retries_stop_and_errors_carry_the_error_body(monkeypatch):
     assert caught.value.status == 503 and caught.value.code == "storage_unavailable" and len(seen) == 3
 
 
+def test_a_store_that_refuses_is_not_asked_again(monkeypatch):
+    """503 `store_misconfigured` needs an operator, not a retry; 503 `store_unavailable` is retried."""
+    monkeypatch.setattr("hinge_client.client.time.sleep", lambda s: None)
+    refused = {"error": {"code": "store_misconfigured", "message": "check the key", "details": {"store": "s3"}}}
+    away = {"error": {"code": "store_unavailable", "message": "later", "details": {"store": "s3"}}}
+    seen: list = []
+    with Client("http://hinge.test", transport=scripted([(503, {}, refused)] * 3, seen), retries=2) as client:
+        with pytest.raises(HingeError) as caught:
+            client.get_job("job_1")
+    assert caught.value.code == "store_misconfigured" and len(seen) == 1
+    seen = []
+    answers = [(503, {"Retry-After": "5"}, away), (200, {}, {"id": "job_1", "status": "queued"})]
+    with Client("http://hinge.test", transport=scripted(answers, seen), retries=2) as client:
+        assert client.get_job("job_1")["id"] == "job_1"
+    assert len(seen) == 2
+
+
 def test_api_key_and_url_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("HINGE_API_KEY", "hinge_k_secret")
     monkeypatch.setenv("HINGE_URL", "http://elsewhere.test:9000/")
