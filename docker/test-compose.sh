@@ -25,6 +25,8 @@
 #   HINGE_TEST_STARTUP_BAR_S  most seconds from `up` to 4 healthy, ready workers (60)
 #   HINGE_TEST_SCALE_BAR_S    most seconds from `--scale worker=5` to the 5th worker ready (15)
 #   HINGE_TEST_SKIP_BUILD=1   use the image as it is
+#   HINGE_TEST_LARGE_REPEATS  the larger-than-Redis data set: 10,000 rows of 34 non-zeros repeated this many times
+#                             (100: 34 million non-zeros, 288 MB of arrays; 295: 10^8)
 #   HINGE_TEST_COLD=1         also start a worker without the image's kernels: it compiles them all (about
 #                             2 minutes on 2 cores) and must take jobs early and stay healthy throughout
 #   HINGE_SHUTDOWN_POLICY     the workers' policy under test (requeue, the compose default; or checkpoint)
@@ -41,6 +43,7 @@ REMOTE_PROJECT=${PROJECT}-remote
 IMAGE=${HINGE_TEST_IMAGE:-hinge:test}
 S3_IMAGE=${HINGE_TEST_S3_IMAGE:-hinge-seaweedfs:test}
 STARTUP_BAR_S=${HINGE_TEST_STARTUP_BAR_S:-60}
+LARGE_REPEATS=${HINGE_TEST_LARGE_REPEATS:-100}
 SCALE_BAR_S=${HINGE_TEST_SCALE_BAR_S:-15}
 REDIS_MAXMEMORY=256mb
 REDIS_MAXMEMORY_BYTES=268435456
@@ -574,19 +577,19 @@ ok "507 storage_full at maxmemory $small; predict still 200; the same upload fit
 # -- 12. a data set larger than Redis ------------------------------------------------------------------
 
 step "data set larger than Redis"
-python3 - "$WORK" <<'EOF'
+python3 - "$WORK" "$LARGE_REPEATS" <<'EOF'
 import random, sys
 rnd = random.Random(1)
 w = [rnd.gauss(0, 1) for _ in range(1000)]
 rows = []
-for _ in range(10_000):  # 10,000 rows of 34 features out of 1000, repeated 100 times: 34 million non-zeros
+for _ in range(10_000):  # 10,000 rows of 34 features out of 1000, repeated: 34 million non-zeros by default
     cols = sorted(rnd.sample(range(1000), 34))
     vals = [rnd.gauss(0, 1) for _ in cols]
     y = 1 if sum(w[c] * v for c, v in zip(cols, vals)) > 0 else -1
     rows.append(f"{y} " + " ".join(f"{c + 1}:{v:.4f}" for c, v in zip(cols, vals)) + "\n")
 block = "".join(rows).encode()
 with open(f"{sys.argv[1]}/large.svm", "wb") as f:
-    for _ in range(100):
+    for _ in range(int(sys.argv[2])):
         f.write(block)
 EOF
 large_bytes=$(stat -c %s "$WORK/large.svm")
@@ -732,7 +735,7 @@ remote_hosts=$(for id in $(remote_ids); do docker inspect -f '{{.Config.Hostname
 # shellcheck disable=SC2046
 pause_workers $(service_ids worker)
 JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1}')
-wait_for 300 "a job on the other host" job_done "$JOB_REMOTE"
+wait_for 900 "a job on the other host" job_done "$JOB_REMOTE"
 unpause_workers
 expect_model "$JOB_REMOTE" >/dev/null
 ran_on=$(worker_of "$JOB_REMOTE")
