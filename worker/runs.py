@@ -1,6 +1,7 @@
-"""How a run of a job ends, shared by the job function (``worker.jobs``) and a distributed search's
-RQ jobs (``worker.search_dist``): the worker's Redis client and id, storing the outcome, failing or
-canceling the run, handing the job back to its queue.
+"""How a run of a job begins and ends, shared by the job function (``worker.jobs``) and a distributed search's
+RQ jobs (``worker.search_dist``): the worker's Redis client and id, loading the data set through the machine's
+cache (waiting for the object store), storing the outcome, failing or canceling the run, handing the job back
+to its queue.
 
 A run is fenced on its number (``mine = ("attempts", str(run))``): every write of a run succeeds only
 while the job record still names that run, so a run that was declared lost cannot overwrite the run
