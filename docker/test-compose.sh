@@ -599,7 +599,7 @@ DS_LARGE=$(must POST "/v1/datasets?name=large" -F "file=@$WORK/large.svm" | json
 took=$(elapsed "$t")
 arrays=$(must GET "/v1/datasets/$DS_LARGE" | json "d['nnz'] * 8 + d['n_samples'] * 16")
 [ "$arrays" -gt "$REDIS_MAXMEMORY_BYTES" ] || fail "the data set's arrays ($arrays bytes) are not larger than Redis's maxmemory"
-JOB_LARGE_OCAS=$(submit "$DS_LARGE" ocas '{"C": 1}')
+JOB_LARGE_OCAS=$(submit "$DS_LARGE" ocas '{"C": 1, "max_seconds": 240}')
 JOB_LARGE_DCD=$(submit "$DS_LARGE" dcd '{"C": 1, "max_seconds": 60}')
 wait_for 600 "ocas on the large data set" job_done "$JOB_LARGE_OCAS"
 wait_for 600 "dcd on the large data set" job_done "$JOB_LARGE_DCD"
@@ -734,7 +734,7 @@ wait_for 300 "/readyz to count 7 workers" ready_count_is 7
 remote_hosts=$(for id in $(remote_ids); do docker inspect -f '{{.Config.Hostname}}' "$id"; done | sort | tr '\n' ' ')
 # shellcheck disable=SC2046
 pause_workers $(service_ids worker)
-JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1}')
+JOB_REMOTE=$(submit "$DS_LARGE" ocas '{"C": 1, "max_seconds": 240}')
 wait_for 900 "a job on the other host" job_done "$JOB_REMOTE"
 unpause_workers
 expect_model "$JOB_REMOTE" >/dev/null
