@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from hinge_client.cleanup import wait_for_cleanup
 from hinge_client.client import AsyncClient, Client, RetryPolicy
-from hinge_client.errors import HingeError, JobFailed
+from hinge_client.errors import HingeError, JobFailed, ResultWarning
 
 __all__ = [
     "Client",
@@ -32,6 +32,7 @@ __all__ = [
     "RetryPolicy",
     "HingeError",
     "JobFailed",
+    "ResultWarning",
     "HingeClassifier",
     "HingeRanker",
     "wait_for_cleanup",

@@ -30,6 +30,7 @@ class CliError(Exception):
 
 # exit codes (documented in hinge_client.cli)
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_AUTH, EXIT_REFUSED, EXIT_SERVER = range(8)
+EXIT_WARNINGS = 8  # --strict: the watched job succeeded, and its model carries warnings
 
 
 def exit_code_for(status: int) -> int:

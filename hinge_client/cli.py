@@ -27,6 +27,7 @@ Exit codes, for scripts:
     5  authentication refused (missing or wrong API key)
     6  request refused (invalid parameters, a limit crossed, ...)
     7  the service failed (5xx)
+    8  with --strict: the watched job succeeded, but its model carries warnings (printed on stderr)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from hinge_client._cli_errors import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    EXIT_WARNINGS,
     CliError,
     api_error,
     cli_error,
@@ -176,6 +178,12 @@ def cmd_train(client: Client, args) -> int:
     return watch(client, job["id"], args)
 
 
+def print_warnings(model_id: str, warnings: list) -> None:
+    """The model's warnings (``warnings`` of the job and the model), one line each on stderr."""
+    for item in warnings:
+        _err(f"warning: model {model_id}: {item.get('code')}: {item.get('message')}")
+
+
 def cmd_watch(client: Client, args) -> int:
     return watch(client, args.job, args)
 
@@ -259,16 +267,13 @@ def watch(client: Client, job_id: str, args) -> int:
     if final.get("stop_reason"):
         summary += f" ({final['stop_reason']})"
     summary += f" after {seconds:.1f} s, {points} trace point(s) seen"
-    if final.get("stop_reason") == "max_iter":
-        summary += (
-            "; the iteration limit ended training before its stopping rule held (the model's gap_rel "
-            "says how far from the optimum it is; train again with a larger -p max_iter=N to go on)"
-        )
     if status == "succeeded":
         summary += f"; model {final['model_id']}"
         _err(summary)
+        warnings = final.get("warnings") or []
+        print_warnings(final["model_id"], warnings)
         _out(json.dumps(final) if args.json else final["model_id"])
-        return EXIT_OK
+        return EXIT_WARNINGS if warnings and getattr(args, "strict", False) else EXIT_OK
     if final.get("error"):
         summary += f": {final['error'].get('message')}"
     _err(summary)
@@ -325,6 +330,8 @@ def cmd_predict(client: Client, args) -> int:
     if labels and local.all_labelled():  # as svm-predict: the accuracy on labelled rows, on stderr
         right = sum(float(predicted) == truth for predicted, truth in zip(labels, local.labels))
         _err(f"Accuracy = {100.0 * right / len(labels):g}% ({right}/{len(labels)})")
+        # an accuracy is read as the model's worth: say when the model itself is doubtful
+        print_warnings(args.model, client.get_model(args.model).get("warnings") or [])
     return EXIT_OK
 
 
@@ -587,9 +594,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")
+    train.add_argument(
+        "--strict", action="store_true", help="With --watch: exit 8 when the model carries warnings (see exit codes)."
+    )
 
     watch_parser = sub.add_parser("watch", parents=[common], help="Follow a job live; prints the model id.")
     watch_parser.add_argument("job")
+    watch_parser.add_argument("--strict", action="store_true", help="Exit 8 when the model carries warnings.")
 
     predict = sub.add_parser("predict", parents=[common], help="Predict the rows of a local file.")
     predict.add_argument("model")

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from hinge_client import operations as ops
-from hinge_client.errors import HingeError, JobFailed
+from hinge_client.errors import HingeError, JobFailed, warn_about
 from hinge_client.operations import Call, FileLike, Progress
 from hinge_client.types import Dataset, Evaluation, ExportFormat, ImportFormat, Job, Model, Page, Prediction, TracePage
 
@@ -294,12 +294,15 @@ class Client:
     def train(
         self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None
     ) -> Model:
-        """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
+        """Submit a job, wait for it and return its model (JobFailed when it ends without one; a ``ResultWarning``
+        for each of the model's warnings)."""
         job = self.wait_job(self.submit_job(dataset_id, solver, params)["id"], timeout=timeout)
         model_id = job.get("model_id")
         if job["status"] != "succeeded" or not model_id:
             raise JobFailed(job)
-        return self.get_model(model_id)
+        model = self.get_model(model_id)
+        warn_about(model)
+        return model
 
     # models
     def get_model(self, model_id: str) -> Model:
@@ -495,12 +498,15 @@ class AsyncClient:
     async def train(
         self, dataset_id: str, solver: str = "dcd", params: dict | None = None, *, timeout: float | None = None
     ) -> Model:
-        """Submit a job, wait for it and return its model (JobFailed when it ends without one)."""
+        """Submit a job, wait for it and return its model (JobFailed when it ends without one; a ``ResultWarning``
+        for each of the model's warnings)."""
         job = await self.wait_job((await self.submit_job(dataset_id, solver, params))["id"], timeout=timeout)
         model_id = job.get("model_id")
         if job["status"] != "succeeded" or not model_id:
             raise JobFailed(job)
-        return await self.get_model(model_id)
+        model = await self.get_model(model_id)
+        warn_about(model)
+        return model
 
     async def get_model(self, model_id: str) -> Model:
         """One model."""

@@ -45,6 +45,13 @@ class JobCores(TypedDict):
     reason: str
 
 
+class WarningItem(TypedDict):
+    """ResultWarning (the schema): why a succeeded job's model deserves a second look (a code and a sentence)."""
+
+    code: Literal["max_iter", "not_converged", "no_better_than_majority", "search_incomplete", "parameter_out_of_range"]
+    message: str
+
+
 class Job(TypedDict):
     """JobOut: a training job."""
 
@@ -62,6 +69,7 @@ class Job(TypedDict):
     error: JobError | None
     search_results: dict[str, Any] | None
     cores: JobCores | None
+    warnings: list[WarningItem]
 
 
 class Calibration(TypedDict, total=False):
@@ -99,6 +107,7 @@ class Model(TypedDict):
     stop_reason: str | None
     objective: float | None
     train_accuracy: float | None
+    warnings: list[WarningItem]
     created_at: str
 
 

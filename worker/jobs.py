@@ -25,6 +25,7 @@ import os
 import signal
 import time
 
+import numpy as np
 import redis
 from pydantic import ValidationError
 
@@ -35,11 +36,13 @@ from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
+from core.scoring.quality import c_out_of_range
 from core.storage import cache
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.objects import StoreError
 from core.storage.records import model_store
+from core.storage.shards import max_row_norm_sq
 from worker import core_budget, heartbeat, search_dist, subtasks, warmup
 from worker.model_staging import ModelStaging
 from worker.progress import INTERRUPT, CancelPoller, TraceSink
@@ -55,7 +58,7 @@ from worker.runs import (
     redis_client,
     worker_id,
 )
-from worker.search import run_search
+from worker.search import SearchIncomplete, run_search
 from worker.solvers.common import SolverInputError
 from worker.training import TrainingOutcome, train_model
 
@@ -168,6 +171,9 @@ def _train_and_record(
     jobs.update(job_id, progress={"phase": "loading data", "fraction": 0.0})
     try:
         dataset, arrays = load_dataset(jobs, client, job)
+        out_of_range = _c_out_of_range(job, dataset, arrays)
+        if out_of_range is not None:
+            return fail(jobs, job_id, mine, "parameter_out_of_range", out_of_range)
         n_labels = len(dataset.labels)
         one_vs_one = getattr(params, "multiclass", "ovr") == "ovo" and n_labels > 2  # as problems.uses_one_vs_one
         n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
@@ -199,6 +205,8 @@ def _train_and_record(
         return end_on_store_error(jobs, client, job, run, mine, exc)
     except SolverInputError as exc:
         return fail(jobs, job_id, mine, "invalid_params", str(exc))
+    except SearchIncomplete as exc:
+        return fail(jobs, job_id, mine, "search_incomplete", str(exc))
     except redis.exceptions.RedisError:
         raise  # Redis stayed away longer than redis_retry_s: the reaper re-runs the job (not a solver error)
     except Exception as exc:  # the job fails, the worker goes on; details stay in the worker's log
@@ -208,6 +216,16 @@ def _train_and_record(
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
     return record_outcome(jobs, client, job, dataset, outcome, mine, run, staging)
+
+
+def _c_out_of_range(job: JobRecord, dataset, arrays: dict) -> str | None:
+    """Why a C of the job is beyond what its data can use numerically (``core.scoring.quality.c_out_of_range``),
+    for data sets stored before the API could tell (their record lacks ``max_row_norm_sq``); None when it is not."""
+    if dataset.max_row_norm_sq is not None:
+        return None  # the API judged it when it accepted the job
+    norm_sq = max_row_norm_sq(arrays["indptr"], np.asarray(arrays["data"]))
+    found = c_out_of_range(job.params, dataset.n_samples, norm_sq)
+    return None if found is None else found[1]
 
 
 def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:

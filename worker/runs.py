@@ -22,6 +22,7 @@ from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
+from core.scoring.quality import model_warnings
 from core.solvers import solver_params
 from core.storage import cache, keys
 from core.storage.capacity import StorageFull
@@ -96,7 +97,9 @@ def record_outcome(
         return hand_back(jobs, client, job, run, "the worker was stopped (SIGTERM)")
 
     model_id = None
+    warnings: list[dict] = []
     if outcome.arrays is not None:
+        warnings = [*outcome.meta.get("warnings", []), *model_warnings(outcome.meta, dataset.labels)]
         store = model_store(client, settings)
         try:
             claimed = staging.claim(outcome.arrays) if staging is not None else None
@@ -115,6 +118,7 @@ def record_outcome(
             params=job.params,  # as stored with the job: the validated JSON form
             zero_based=dataset.zero_based,
             created_at=utc_now(),
+            warnings=warnings,
         )
         if interrupted:
             document["stop_reason"] = "interrupted"
@@ -138,6 +142,10 @@ def record_outcome(
     if model_id is None and final is JobStatus.canceled:  # say why there is no model (the error shape, code `canceled`)
         message = outcome.meta.get("no_model") or "canceled before a model was complete: none was stored"
         why_none = {"error": {"code": "canceled", "message": message}}
+    if warnings:
+        why_none["warnings"] = warnings
+        for item in warnings:
+            log.warning("job %s: %s: %s", job_id, item["code"], item["message"])
     done = end(jobs, job_id, mine, final, model_id=model_id, stop_reason=stop_reason, **why_none)
     if not done:
         # This run was declared lost meanwhile (and another run replaced it): leave no orphan model.

@@ -71,9 +71,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from core.schemas.enums import WarningCode
 from core.schemas.solver_params import SearchParams, SolverParams
 from core.scoring import metrics
 from core.scoring.metrics import predicted_ranks
+from core.scoring.quality import settled, warning
 from core.solvers import spec_of
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
@@ -174,6 +176,7 @@ class FitRecord:
     ranking: dict | None = None
     result: SolverResult | None = None  # the whole result, for the fits on all the data (the refit's path)
     score: float | None = None  # a cell of one problem, scored where the fit ran (then ``decisions`` is None)
+    gap_rel: float | None = None  # its certified relative gap, when the solver certifies one
 
 
 class FoldCache:
@@ -384,10 +387,18 @@ class Search:
                 )
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
+            cut_short = result.stop_reason in (StopReason.DEADLINE, StopReason.CANCELED) and not settled(
+                result.stop_reason.value, result.extra.get("gap_rel")
+            )
             if path.fold == ALL_ROWS:
                 # the linear model needs no dual variables (the warm state has its own): not pickled back
                 extra = {key: value for key, value in result.extra.items() if key != "alpha"}
                 decisions, whole = None, dataclasses.replace(result, extra=extra)
+            elif cut_short:
+                # stopped by the deadline (or a cancel) before it settled: its setting cannot be ranked, so its
+                # held-out rows are not scored (with a kernel that costs n_sv x held-out kernel values, seconds
+                # past the deadline)
+                decisions, whole, score = None, None, math.nan
             else:
                 kernel = getattr(setting, "kernel", None)
                 decisions = _held_out_decisions(
@@ -410,11 +421,12 @@ class Search:
                     ranking,
                     whole,
                     score,
+                    result.extra.get("gap_rel"),
                 )
             )
             state = (C, _warm_state(result, self.warm_rows, row)) if path.warm else None
-            if result.stop_reason is StopReason.CANCELED:
-                break
+            if result.stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
+                break  # the path's next fits would stop at once
         return records, state
 
     def run(
@@ -599,6 +611,8 @@ class Search:
         ordered = [fits[k] for k in range(len(fits))]
         if len(ordered) == 1 and ordered[0].score is not None:
             score = ordered[0].score
+        elif any(f.decisions is None for f in ordered):
+            score = math.nan  # a fit cut short before it settled was not scored (``fit_segment``)
         else:
             columns = [f.decisions for f in ordered if f.decisions is not None]
             assert len(columns) == len(ordered), "every fit of a cell reports its held-out decision values"
@@ -614,6 +628,7 @@ class Search:
             "warm_started": any(f.warm_started for f in ordered),
             "stop_reason": worst_stop_reason(reasons),
             "stop_reasons": dict(reasons),
+            "unsettled": sum(not settled(f.stop_reason, f.gap_rel) for f in ordered),
         }
 
     # -- the refit --------------------------------------------------------------------------------
@@ -622,9 +637,7 @@ class Search:
         """Train the best setting on all the data (see the module docstring); the table goes into the metadata."""
         best = results_table["best"]
         if best is None:
-            raise RuntimeError(
-                f"no setting could be scored with metric {results_table['metric']!r} (every fold lacked what it needs)"
-            )
+            raise SearchIncomplete(incomplete_message(results_table, self.params.max_seconds, n_processes))
         refit_params = self.setting(best["C"], best.get("gamma"))
         path = [C for C in self.Cs if C <= best["C"]] if self.warm and self.task == "classification" else [best["C"]]
         n_full = n_binary_problems(np.asarray(self.arrays["y"]))
@@ -654,6 +667,7 @@ class Search:
             )
         outcome.meta["search_results"] = results_table
         outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
+        outcome.meta["warnings"] = search_warnings(results_table)
         outcome.meta["refit_path"] = walked
         return outcome
 
@@ -724,6 +738,67 @@ class Search:
         return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
 
 
+class SearchIncomplete(Exception):
+    """No setting of a search could be evaluated (``table``): the job fails with code ``search_incomplete``."""
+
+
+def _setting_name(setting: dict) -> str:
+    return f"C {setting['C']:g}" + (f", gamma {setting['gamma']:g}" if setting.get("gamma") is not None else "")
+
+
+def _why_unsettled(settings: list[dict]) -> str:
+    reasons: Counter = Counter()
+    for setting in settings:
+        reasons.update({k: v for k, v in setting["stop_reasons"].items() if k != StopReason.CONVERGED.value})
+    words = {"deadline": "the deadline (max_seconds)", "max_iter": "max_iter", "canceled": "a cancel"}
+    return ", ".join(f"{n} by {words.get(reason, reason)}" for reason, n in reasons.most_common())
+
+
+def search_warnings(results_table: dict) -> list[dict]:
+    """A ``search_incomplete`` warning when some settings could not be evaluated (their fits not settled)."""
+    settings = results_table["settings"]
+    missing = [setting for setting in settings if not setting.get("evaluated", True)]
+    if not missing:
+        return []
+    shown = "; ".join(_setting_name(setting) for setting in missing[:8]) + ("; ..." if len(missing) > 8 else "")
+    return [
+        warning(
+            WarningCode.search_incomplete,
+            f"{len(missing)} of {len(settings)} settings could not be evaluated ({shown}): fits stopped before their "
+            f"stopping rule held ({_why_unsettled(missing)}); the best of the "
+            f"{len(settings) - len(missing)} evaluated settings was refit. Give the search more time (max_seconds) or "
+            "iterations to rank them all",
+        )
+    ]
+
+
+def incomplete_message(results_table: dict, max_seconds: float | None, n_processes: int) -> str:
+    """Why a search has no setting to refit, and what it would have needed (the deadline, or max_iter)."""
+    settings = results_table["settings"]
+    if not settings:
+        return "the search scored no setting before it stopped: give it more time (max_seconds)"
+    fits = int(sum(setting["folds_done"] for setting in settings))
+    unsettled = int(sum(setting.get("unsettled_fits", 0) for setting in settings))
+    if not unsettled:
+        return f"no setting could be scored with metric {results_table['metric']!r} (every fold lacked what it needs)"
+    seconds = float(sum(setting["seconds"] for setting in settings))
+    message = (
+        f"no setting of the search could be evaluated: {unsettled} of its {fits} cross-validation fits (fold x "
+        f"setting) stopped before their stopping rule held ({_why_unsettled(settings)}), and a setting is ranked only "
+        "when the fits of all its folds settled"
+    )
+    if max_seconds is not None and "deadline" in _why_unsettled(settings):
+        per_process = seconds / max(1, n_processes)
+        message += (
+            f". The fits ran {seconds:.1f} s of solver time on {n_processes} process(es) under max_seconds "
+            f"{max_seconds:g} and were still unfinished: the search needs more than that; try max_seconds "
+            f"{max(4 * max_seconds, 4 * per_process):.0f} or more, fewer settings, or fewer folds (search.cv_folds)"
+        )
+    else:
+        message += ". Raise max_iter, or check that the grid's C values are not far larger than the data needs"
+    return message
+
+
 RULED_OUT_STANDARD_ERRORS = 2.0
 """The grid's largest C is ruled out when its predecessor trails the best by more than this many standard errors."""
 
@@ -775,9 +850,15 @@ def run_search(
     def on_rows(new_rows: list[dict]) -> None:
         search_work.done += len(new_rows)
 
+    cv_deadline = deadline
+    if deadline is not None:
+        # the refit gets a share of what is left, as one more fold would (it is one fit on all the rows): cut at
+        # the job's deadline, it would return a model of its first iterations
+        now = time.monotonic()
+        cv_deadline = now + max(0.0, deadline - now) * search.cv_folds / (search.cv_folds + 1.0)
     rows = search.run(
         n_processes=processes,
-        deadline=deadline,
+        deadline=cv_deadline,
         cancel_requested=cancel_requested,
         publish=publish,
         on_rows=on_rows,
@@ -810,6 +891,11 @@ class FitCount:
 def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> dict:
     """Per setting over the folds scored so far: mean, standard deviation, cost, stop reasons; and the best setting.
 
+    Only *evaluated* settings are ranked: scored on every fold, each of their fits settled (its stopping rule
+    held, or its certified gap is at most ``core.scoring.quality.SETTLED_GAP_REL``). A fit cut by the deadline
+    after one iteration scores whatever its first step gave, and such scores once chose the "best" setting of a
+    search that ran out of time; ``unsettled_fits`` counts the fits that were not settled.
+
     ``iterations_saved`` is measured (``search.measure_cold``): fold 0's cold fits minus its warm fits;
     otherwise it is null and ``iterations_saved_basis`` says so.
     """
@@ -823,6 +909,7 @@ def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> di
         for row in group:
             reasons.update(row.get("stop_reasons") or {row["stop_reason"]: 1})
         measured = [row for row in group if row.get("cold_n_iter") is not None]
+        unsettled = int(sum(row.get("unsettled", 0) for row in group))
         settings.append(
             {
                 "C": C,
@@ -836,6 +923,8 @@ def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> di
                 "warm_started_fits": int(sum(row["warm_started"] for row in group)),
                 "stop_reason": worst_stop_reason(reasons),
                 "stop_reasons": dict(sorted(reasons.items())),
+                "unsettled_fits": unsettled,
+                "evaluated": bool(finite.size) and len(group) == search.cv_folds and unsettled == 0,
                 "cold_n_iter": int(sum(row["cold_n_iter"] for row in measured)) if measured else None,
                 "iterations_saved": int(sum(row["cold_n_iter"] - row["n_iter"] for row in measured))
                 if measured
@@ -847,7 +936,7 @@ def table(rows: list[dict], metric: str, search: SearchParams, warm: bool) -> di
                 ),
             }
         )
-    complete = [s for s in settings if s["mean"] is not None and s["folds_done"] == search.cv_folds]
+    complete = [s for s in settings if s["evaluated"]]
     best = None
     if complete:
         best_row = min(complete, key=lambda s: (-s["mean"], s["C"], s["gamma"] if s["gamma"] is not None else 0.0))

@@ -239,6 +239,8 @@ def finish(job_id: str, run: int) -> dict:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"
         )
+    except search_module.SearchIncomplete as exc:
+        return fail(jobs, job_id, mine, "search_incomplete", str(exc))
     except Exception as exc:
         log.exception("job %s: the search's refit failed", job_id)
         return fail(jobs, job_id, mine, "solver_error", f"{type(exc).__name__}: {exc}")

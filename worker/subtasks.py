@@ -340,8 +340,9 @@ def run_task_graph(
     ``tasks`` are ``(priority, payload)`` pairs (lower priority runs first; priorities must be
     comparable and distinct). ``on_done(payload, result)`` runs in the parent as each task ends and
     returns the follow-up tasks it makes ready. Payloads travel to the processes by pickling, so a
-    warm start can ride along. After a cancel no new task starts; the running ones see the cancel
-    flag. Raises SubtaskError if a task raised.
+    warm start can ride along. After a cancel, or once the deadline has passed, no new task starts
+    (a task started then would stop at once, after its set-up and before its results were worth
+    anything); the running ones see the cancel flag and the deadline. Raises SubtaskError if a task raised.
 
     The parent sleeps until a result or a batch of trace points arrives (or ``POLL_S`` passes, to look
     for a cancel): it does not poll. It starts tasks within the job's share of the cores
@@ -358,9 +359,13 @@ def run_task_graph(
             counter += 1
 
     push(tasks)
+
+    def past_deadline() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
     if n_processes <= 1:
         index = 0
-        while ready and not cancel_requested():
+        while ready and not cancel_requested() and not past_deadline():
             _priority, _order, payload = heapq.heappop(ready)
             context = SubtaskContext(index, deadline, cancel_requested, functools.partial(on_point, index))
             push(on_done(payload, function(payload, context)))
@@ -380,14 +385,14 @@ def run_task_graph(
     try:
         while ready or running:
             limit = concurrency(len(running))
-            while ready and idle and len(running) < limit and not event.is_set():
+            while ready and idle and len(running) < limit and not event.is_set() and not past_deadline():
                 _priority, _order, payload = heapq.heappop(ready)
                 process = idle.pop()
                 processes.send(process, (index, payload))
                 busy[process] = index
                 running[index] = payload
                 index += 1
-            if event.is_set() and not running:
+            if (event.is_set() or past_deadline()) and not running:
                 break
             if not event.is_set() and cancel_requested():
                 event.set()

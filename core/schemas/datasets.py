@@ -66,6 +66,11 @@ class DatasetOut(ResponseModel):
         "training sees that float32 widened to float64) or `float64` (each value is the double nearest to its "
         "text). Indices are always int32.",
     )
+    max_row_norm_sq: float | None = Field(
+        default=None,
+        description="The largest squared Euclidean norm of a row, max_i |x_i|^2: the scale by which the largest "
+        "usable C is judged (null for data sets stored before it was measured).",
+    )
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 
 

@@ -53,3 +53,13 @@ class ModelSource(str, Enum):
 
     trained = "trained"
     imported = "imported"
+
+
+class WarningCode(str, Enum):
+    """Why a result that ended as a success deserves a second look (``core.scoring.quality``)."""
+
+    max_iter = "max_iter"
+    not_converged = "not_converged"
+    no_better_than_majority = "no_better_than_majority"
+    search_incomplete = "search_incomplete"
+    parameter_out_of_range = "parameter_out_of_range"

@@ -9,6 +9,7 @@ from pydantic import Field, create_model
 
 from core.schemas.base import Page, ResponseModel, StrictModel
 from core.schemas.enums import StopReason
+from core.schemas.result_warnings import ResultWarning
 from core.schemas.solver_params import CommonParams
 from core.solvers import SOLVERS, SolverName, SolverSpec
 
@@ -188,6 +189,12 @@ class JobOut(ResponseModel):
         default=None,
         description="How its data set reached the worker (from the machine's cache or fetched, and how long it "
         "took); set once loaded.",
+    )
+    warnings: list[ResultWarning] = Field(
+        default_factory=list,
+        description="Why a succeeded job's result deserves a second look (stopped at max_iter, a large certified gap, "
+        "no better than the majority label, settings a search could not evaluate); empty when none. The model "
+        "carries the same list.",
     )
 
 

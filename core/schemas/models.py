@@ -9,6 +9,7 @@ from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 from core.schemas.base import Page, ResponseModel, StrictModel
 from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, StopReason, Task
 from core.schemas.model_files import Calibration
+from core.schemas.result_warnings import ResultWarning
 from core.solvers import SolverName
 
 
@@ -141,6 +142,12 @@ class ModelOut(ResponseModel):
     )
     refit_params: dict[str, Any] | None = Field(
         default=None, description="Model selection: the C (and gamma) of the best setting, refit on all the data."
+    )
+    warnings: list[ResultWarning] = Field(
+        default_factory=list,
+        description="Why this model deserves a second look before it is trusted (stopped at max_iter, a large "
+        "certified gap, no better than the majority label on its training data, settings its search could not "
+        "evaluate); empty when none.",
     )
     created_at: str = Field(description="Creation time, ISO 8601 UTC.")
 

@@ -83,6 +83,7 @@ class DatasetRecord(StoredDocument):
     feature_names: list[str] | None
     value_dtype: str | None = _optional()  # absent: float64 (data sets stored before float32 existed)
     shards: list[dict] | None = _optional()  # in the object store (core.storage.shards); absent: Redis chunks
+    max_row_norm_sq: float | None = _optional()  # the largest |x_i|^2 (absent: stored before it was kept)
 
 
 @dataclass(kw_only=True)

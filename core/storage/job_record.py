@@ -67,6 +67,9 @@ class JobRecord:
     model_id: str | None = _stored(_TEXT, None)
     stop_reason: str | None = _stored(_TEXT, None)
     error: dict | None = _stored(_JSON, None)  # {"code", "message"}
+    warnings: list | None = _stored(
+        _JSON, None
+    )  # [{"code", "message"}]: doubts about its result (core.scoring.quality)
     lost: int = _stored(_INT, 0, unwritten=0)  # runs lost with their worker so far
     last_loss: dict | None = _stored(_JSON, None)  # {"reason", "at"} of the latest loss
     extra: dict[str, str] = field(default_factory=dict)  # fields this version does not know, as stored

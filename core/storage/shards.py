@@ -66,10 +66,11 @@ class ShardEntry:
     bytes: int
     row_start: int
     nnz_start: int
+    max_row_norm_sq: float | None = None  # the largest |x_i|^2 of its rows (None: written before it was kept)
 
     def to_document(self) -> dict:
         """The manifest's JSON form."""
-        return {
+        document = {
             "key": self.key,
             "sha256": self.sha256,
             "rows": self.rows,
@@ -78,11 +79,25 @@ class ShardEntry:
             "row_start": self.row_start,
             "nnz_start": self.nnz_start,
         }
+        if self.max_row_norm_sq is not None:
+            document["max_row_norm_sq"] = self.max_row_norm_sq
+        return document
 
     @classmethod
     def from_document(cls, document: Mapping) -> ShardEntry:
         """The entry of a stored manifest."""
-        return cls(**{name: document[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: document[name] for name in cls.__dataclass_fields__ if name in document})
+
+
+def max_row_norm_sq(indptr: np.ndarray, data: np.ndarray) -> float:
+    """The largest squared Euclidean norm of the CSR rows ``(indptr, data)`` (0 for no non-zeros): the scale the
+    numerical range of C is judged by (``core.scoring.quality.c_limit``)."""
+    indptr = np.asarray(indptr)
+    if data.size == 0:
+        return 0.0
+    starts = indptr[:-1][indptr[1:] > indptr[:-1]]  # the rows that have a non-zero (reduceat needs them)
+    sums = np.add.reduceat(np.square(data, dtype=np.float64), starts)
+    return float(sums.max())
 
 
 def shard_entries(documents: list[dict] | None) -> list[ShardEntry]:
@@ -490,13 +505,14 @@ class ShardWriter:
 
     def _send(self, epoch, index, arrays, rows, nnz, row_start, nnz_start, returns) -> None:
         encoded = encode_shard(arrays, rows, nnz)
+        norm_sq = max_row_norm_sq(arrays["indptr"], arrays["data"]) if "data" in arrays else None
         del arrays
         for column, buffer in returns:  # the rows are in ``encoded`` now
             column.give_back(buffer)
         digest = hashlib.sha256(encoded.data).hexdigest()
         key = keys.dataset_shard(self.dataset_id, digest)
         self.store.put(key, encoded.data)
-        entry = ShardEntry(key, digest, rows, nnz, int(encoded.nbytes), row_start, nnz_start)
+        entry = ShardEntry(key, digest, rows, nnz, int(encoded.nbytes), row_start, nnz_start, norm_sq)
         with self._lock:
             if epoch == self._epoch:
                 self._written[index] = entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.config import Settings
+from core.scoring.quality import c_out_of_range
 from core.solvers import KERNEL_SOLVERS, spec_of
 from core.storage.documents import DatasetRecord
 from service.api.errors import unprocessable
@@ -48,6 +49,12 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
             ["body", "params", "objective"],
         )
     check_search(body, dataset)
+    if dataset.max_row_norm_sq is not None:
+        found = c_out_of_range(
+            body.params.model_dump(mode="json", by_alias=True), dataset.n_samples, dataset.max_row_norm_sq
+        )
+        if found is not None:
+            raise unprocessable(found[1], ["body", *found[0]], code="parameter_out_of_range")
     max_seconds = body.params.max_seconds
     if max_seconds is not None and max_seconds > settings.max_seconds_ceiling:
         raise unprocessable(

@@ -168,6 +168,7 @@ def ingest(
                 feature_names=summary.feature_names,
                 value_dtype=summary.value_dtype,
                 shards=[shard.to_document() for shard in shards],
+                max_row_norm_sq=_max_row_norm_sq(shards),
             )
         )
         try:
@@ -200,3 +201,11 @@ def store_error(exc) -> dict:
         return {"status": 503, "code": exc.code, "message": message, "details": {"store": exc.store}}
     message = f"the object store is unavailable: {exc}; nothing was stored, try again shortly"
     return {"status": 503, "code": exc.code, "message": message, "details": {"store": exc.store}, "retry_after": 5}
+
+
+def _max_row_norm_sq(shards: list) -> float | None:
+    """The largest squared row norm over the shards (None when a shard did not measure it)."""
+    norms = [shard.max_row_norm_sq for shard in shards]
+    if any(norm is None for norm in norms):
+        return None
+    return max(norms, default=0.0)

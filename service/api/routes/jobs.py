@@ -58,6 +58,7 @@ def job_view(job: JobRecord) -> dict:
         "params": job.params,
         "created_at": job.created_at,
         "progress": job.progress or {},
+        "warnings": job.warnings or [],
     }
     shown_when_set = {
         "started_at": job.started_at,

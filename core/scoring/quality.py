@@ -1,0 +1,146 @@
+"""When a result that ended as a success deserves a second look: the warnings a job and its model carry.
+
+A job that returns a model has succeeded, but the model may still be one a user should not trust as it is
+(LIBLINEAR prints "WARNING: reaching max number of iterations"; scikit-learn raises ``ConvergenceWarning``).
+Hinge says so in the job and the model, as ``warnings``: ``[{"code", "message"}]`` (``ResultWarning``):
+
+- ``max_iter``: a binary problem stopped at its iteration limit before its stopping rule held;
+- ``not_converged``: stopped by the deadline, a cancel or a worker's stop with a certified relative gap above
+  ``SETTLED_GAP_REL`` (its objective may be that much above the optimum), or with no certificate at all;
+- ``no_better_than_majority``: its training accuracy is no better than always answering the most frequent
+  label of the training data (a classification model that learned nothing usable);
+- ``search_incomplete`` and ``parameter_out_of_range`` come from the search (``worker.search``) and from the
+  numerical range of C (``c_limit``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from core.schemas.enums import WarningCode
+
+SETTLED_GAP_REL = 0.01
+"""A fit stopped before its own rule is still trusted when its certified relative gap is at most this (1%)."""
+C_LIMIT_NUMERATOR = 1e14
+"""``c_limit``'s constant: about 1/(2 epsilon) x 1e-2 (see there)."""
+
+
+def warning(code: WarningCode, message: str) -> dict[str, str]:
+    """One warning as stored with a job and a model."""
+    return {"code": code.value, "message": message}
+
+
+def settled(stop_reason: str, gap_rel: float | None) -> bool:
+    """Whether a fit reached a quality its numbers can be trusted at: its stopping rule held, or its certified
+    relative gap is at most ``SETTLED_GAP_REL``."""
+    if stop_reason == "converged":
+        return True
+    return gap_rel is not None and math.isfinite(gap_rel) and gap_rel <= SETTLED_GAP_REL
+
+
+def model_warnings(meta: Mapping[str, Any], label_counts: Mapping[str, int] | None) -> list[dict[str, str]]:
+    """The warnings a trained model deserves, from its training report (``meta``: stop_reason, gap_rel,
+    stopping_rule, train_accuracy, task) and the training data's rows per label."""
+    found: list[dict[str, str]] = []
+    stop_reason = meta.get("stop_reason")
+    gap_rel = meta.get("gap_rel")
+    gap_text = f"certified relative gap {gap_rel:.3g}" if isinstance(gap_rel, (int, float)) else "no certified gap"
+    if stop_reason == "max_iter":
+        limit = ((meta.get("stopping_rule") or {}).get("values") or {}).get("max_iter")
+        found.append(
+            warning(
+                WarningCode.max_iter,
+                f"training stopped at its iteration limit (max_iter {limit}) before its stopping rule held "
+                f"({gap_text}); the model may be far from the optimum: raise max_iter, or check that C is not far "
+                "larger than the data needs",
+            )
+        )
+    elif stop_reason in ("deadline", "canceled", "interrupted") and not settled(stop_reason, gap_rel):
+        why = {"deadline": "its deadline (max_seconds)", "canceled": "a cancel", "interrupted": "a worker's stop"}
+        found.append(
+            warning(
+                WarningCode.not_converged,
+                f"training was stopped by {why[stop_reason]} before its stopping rule held, with {gap_text} "
+                f"(trusted up to {SETTLED_GAP_REL:g}): the model may be far from the optimum; give it more time",
+            )
+        )
+    accuracy = meta.get("train_accuracy")
+    task = meta.get("task") or "classification"
+    if task == "classification" and isinstance(accuracy, (int, float)) and label_counts:
+        total = sum(label_counts.values())
+        majority_label, majority_rows = max(label_counts.items(), key=lambda item: item[1])
+        majority = majority_rows / total if total else 0.0
+        if len(label_counts) > 1 and accuracy <= majority + 1e-12:
+            found.append(
+                warning(
+                    WarningCode.no_better_than_majority,
+                    f"its training accuracy {accuracy:.4g} is no better than always answering the most frequent "
+                    f"label {majority_label} ({majority:.4g} of the rows): the model learned nothing usable from "
+                    "these settings",
+                )
+            )
+    return found
+
+
+def c_limit(n_rows: int, max_row_norm_sq: float) -> float:
+    """The largest C the data can use numerically: 1e14 / (n_rows x max_i |x_i|^2) (kernels: K(x_i, x_i)).
+
+    A dual variable is at most C, so |w| can reach C n R (R^2: the largest squared row norm), and a margin
+    y_i w.x_i is computed to about epsilon |w| |x_i| <= epsilon C n R^2 (epsilon = 2.2e-16). Beyond this limit
+    that rounding error exceeds 0.01, a tenth of the smallest tolerance on the projected gradient people use
+    (LIBLINEAR's default is 0.1): the solver's steps and stopping test become noise, and it runs to max_iter
+    with a relative gap near 1 (C = 1e300 on a9a: minutes, gap_rel 1.0). On a9a (32,561 rows, |x|^2 = 14) the
+    limit is about 2e8; LIBLINEAR users rarely go past 1e4.
+    """
+    return C_LIMIT_NUMERATOR / (max(1, n_rows) * max(max_row_norm_sq, 1e-300))
+
+
+def kernel_diagonal_max(kernel: Mapping[str, Any] | None, max_row_norm_sq: float) -> float | None:
+    """The largest K(x_i, x_i) over the rows given the largest |x_i|^2 (None: it depends on a gamma not resolved yet).
+
+    linear: |x|^2; rbf: 1; sigmoid: at most 1; poly: (gamma |x|^2 + coef0)^degree."""
+    if kernel is None or kernel.get("type", "linear") == "linear":
+        return max_row_norm_sq
+    kind = kernel["type"]
+    if kind in ("rbf", "sigmoid"):
+        return 1.0
+    gamma = kernel.get("gamma")
+    if not isinstance(gamma, (int, float)):
+        return None
+    value = abs(float(gamma) * max_row_norm_sq + float(kernel.get("coef0", 0.0))) ** int(kernel.get("degree", 3))
+    return float(value)
+
+
+def c_out_of_range(
+    params: Mapping[str, Any], n_rows: int, max_row_norm_sq: float
+) -> tuple[list[str | int], str] | None:
+    """Where a C of a classification request (its ``C``, or a value of its ``search.C`` grid, times its largest
+    class weight) is beyond ``c_limit`` of the data, and the message that explains the range; None when every
+    C is within it. ``params``: the solver parameters as JSON (defaults filled in)."""
+    if (params.get("objective") or "classification") != "classification":
+        return None  # pairwise objectives sum their loss over pairs, not rows: not judged here
+    diagonal = kernel_diagonal_max(params.get("kernel"), max_row_norm_sq)
+    if diagonal is None or diagonal <= 0:
+        return None
+    limit = c_limit(n_rows, diagonal)
+    weights = [float(w) for w in (params.get("class_weight") or {}).values()]
+    weight = max([1.0, *weights])
+    candidates: list[tuple[list[str | int], float]] = []
+    search = params.get("search") or {}
+    if search.get("C"):
+        candidates += [(["params", "search", "C", i], float(C)) for i, C in enumerate(search["C"])]
+    else:
+        candidates.append((["params", "C"], float(params.get("C", 1.0))))
+    for path, C in candidates:
+        if C * weight > limit:
+            scale = "K(x_i, x_i)" if params.get("kernel") else "|x_i|^2"
+            weighted = f" (times class weight {weight:g})" if weight != 1.0 else ""
+            return path, (
+                f"{'.'.join(str(p) for p in path)}: C = {C:g}{weighted} is beyond what this data set can use "
+                f"numerically: with {n_rows} rows and max {scale} = {diagonal:.4g}, C above {limit:.3g} makes the "
+                "solver's steps rounding noise (it would run to max_iter and return a model with a relative gap near "
+                f"1). Use C <= {limit:.3g}; scaling the features down raises the limit"
+            )
+    return None
