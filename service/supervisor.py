@@ -362,7 +362,17 @@ class Readiness:
         self.announced = False
         self.reported: set[str] = set()
         self.last_line = self.started
+        self.last_eta: float | None = None
         self._client: redis.Redis | None = None
+
+    def steady_eta(self, estimate: float) -> float:
+        """The estimate to print: within a factor of 2 of the one printed before (a first run on a loaded
+        machine printed "about 49 s for all", then "about 441 s left" 17 s later: the workers' estimates
+        follow the compile times they measure, which jump while a machine's load does)."""
+        if self.last_eta is not None and self.last_eta > 0:
+            estimate = min(max(estimate, self.last_eta / 2.0), self.last_eta * 2.0)
+        self.last_eta = estimate
+        return estimate
 
     def _beats(self) -> dict:
         import redis
@@ -403,6 +413,7 @@ class Readiness:
         eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
         if left and not self.announced:
             self.announced = True
+            eta = self.steady_eta(eta)
             self._say(
                 f"compiling solver kernels (first run on this machine, cached afterwards; about {eta:.0f} s for all "
                 f"on {usable_cores()} core(s) at this load; dcd first, the others in the background)"
@@ -413,6 +424,7 @@ class Readiness:
                     self.reported.add(name)
                     self._say(f"  kernels of {name} ready ({elapsed:.0f} s)")
             if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
+                eta = self.steady_eta(eta)
                 self._say(f"  still compiling {', '.join(left)} ({elapsed:.0f} s so far, about {eta:.0f} s left)")
         taking_jobs = sum(1 for b in beats.values() if b.get("ready"))
         if not self.ready and beats and taking_jobs >= wanted and self._api_up():

@@ -178,6 +178,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collector, collector_stop = start_collector_thread(client, settings)
         app.state.ingest = IngestPool(settings.ingest_processes)
         app.state.ingest.start()
+        await app.state.ingest.ready()
         app.state.model_cache = ModelCache(settings.model_cache_size)
         app.state.key_digests = key_digests_from(settings)
         try:
