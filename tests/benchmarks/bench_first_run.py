@@ -178,10 +178,20 @@ def main() -> int:
         action="store_true",
         help="Copy this checkout's files as they are (uncommitted changes included) instead of cloning HEAD.",
     )
+    parser.add_argument(
+        "--background-load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="Run N busy processes (pure Python loops at normal priority) for the whole run: a laptop running other "
+        "things (the issue's loaded case is N = 6 on 2 cores).",
+    )
+    parser.add_argument("--output", default=str(RESULTS), help="Where the JSON goes (default results/...).")
     args = parser.parse_args()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
     scratch = Path(tempfile.mkdtemp(prefix="hinge-first-run-"))
     clone = scratch / "hinge"
-    result: dict = {"environment": machine(), "workers": args.workers}
+    result: dict = {"environment": machine(), "workers": args.workers, "background_load": args.background_load}
     try:
         if args.working_tree:
             listed = subprocess.run(
@@ -230,6 +240,12 @@ def main() -> int:
                 float(m.group(1)) for _, line in serve.lines if (m := re.search(r"about (\d+) s for all", line))
             ]
             figures["estimate_s"] = estimates[0] if estimates else None
+            # every estimate printed ("about N s for all", "about N s left"): consecutive ones within 2x
+            printed = [float(m.group(1)) for _, line in serve.lines if (m := re.search(r"about (\d+) s", line))]
+            figures["estimates_printed_s"] = printed
+            figures["largest_estimate_swing"] = round(
+                max((max(a, b) / max(min(a, b), 1.0) for a, b in zip(printed, printed[1:])), default=1.0), 2
+            )
             result[label] = figures
             print(
                 f"{label}: API {figures['api_s']} s, first dcd model {figures['jobs_s']['dcd']} s, "
@@ -239,13 +255,16 @@ def main() -> int:
                 flush=True,
             )
     finally:
+        for burner in burners:
+            burner.kill()
         if args.keep:
             print(f"kept {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {output}")
     return 0
 
 
