@@ -93,7 +93,7 @@ def test_upload_train_watch_predict_evaluate_ls_rm(service, files):
     code, out, err = hingectl(
         url, "train", dataset, "--solver", "dcd", "-p", "max_iter=1", "-p", "tol_rel=1e-9", "--watch"
     )
-    assert code == 0 and "(max_iter)" in err and "-p max_iter=N" in err, err
+    assert code == 0 and "(max_iter)" in err and "warning: model mdl_" in err and "max_iter: " in err, err
 
     code, out, err = hingectl(url, "export", model, "-o", str(files["folder"] / "model.json"))
     if code == 0:  # the export route (issue 11) is there

@@ -211,6 +211,7 @@ def test_no_task_starts_after_the_deadline():
         deadline=time.monotonic() - 1.0,
         cancel_requested=lambda: False,
         on_done=lambda payload, result: [],
+        start_after_deadline=False,
     )
     assert started == []
 

@@ -587,6 +587,7 @@ class Search:
                 cancel_requested=cancel_requested,
                 on_done=on_done,
                 on_point=None if on_point is None else (lambda index, point: on_point(point)),
+                start_after_deadline=False,
             )
         finally:
             self.warm_rows = None  # the states that name rows are gone with the graph

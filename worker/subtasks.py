@@ -334,15 +334,18 @@ def run_task_graph(
     cancel_requested: Callable[[], bool],
     on_done: Callable[[Any, Any], list[tuple[Any, Any]]],
     on_point: Callable[[int, dict], None] | None = None,
+    start_after_deadline: bool = True,
 ) -> None:
     """Run ``function(payload, context)`` for every task; a finished task may add follow-ups.
 
     ``tasks`` are ``(priority, payload)`` pairs (lower priority runs first; priorities must be
     comparable and distinct). ``on_done(payload, result)`` runs in the parent as each task ends and
     returns the follow-up tasks it makes ready. Payloads travel to the processes by pickling, so a
-    warm start can ride along. After a cancel, or once the deadline has passed, no new task starts
-    (a task started then would stop at once, after its set-up and before its results were worth
-    anything); the running ones see the cancel flag and the deadline. Raises SubtaskError if a task raised.
+    warm start can ride along. After a cancel no new task starts, nor once the deadline has passed
+    when ``start_after_deadline`` is False (a search: a fit started then would stop at once, after its
+    set-up and before its result was worth anything; the binary problems of one model all start, since
+    the model needs each); the running ones see the cancel flag and the deadline. Raises SubtaskError if
+    a task raised.
 
     The parent sleeps until a result or a batch of trace points arrives (or ``POLL_S`` passes, to look
     for a cancel): it does not poll. It starts tasks within the job's share of the cores
@@ -361,7 +364,7 @@ def run_task_graph(
     push(tasks)
 
     def past_deadline() -> bool:
-        return deadline is not None and time.monotonic() >= deadline
+        return not start_after_deadline and deadline is not None and time.monotonic() >= deadline
 
     if n_processes <= 1:
         index = 0
