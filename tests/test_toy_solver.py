@@ -76,7 +76,7 @@ def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_s
                 json={
                     "dataset_id": dataset,
                     "solver": "toy",
-                    "params": {"max_iter": 300, "search": {"C": [0.01, 1.0], "cv_folds": 3}},
+                    "params": {"tol": 0.05, "search": {"C": [0.01, 1.0], "cv_folds": 3}},
                 },
             ).json()["id"]
             searched = wait_for(
