@@ -104,7 +104,7 @@ SSE_STREAM = {
     "description": "Server-sent events as text, each a block of `field: value` lines ended by a blank line: `event` "
     "names it (status, progress, trace or end), `data` is its JSON on one line (a job, a progress or a trace point), "
     "`id` counts the trace points sent (resume with Last-Event-ID), `retry` the reconnection delay in milliseconds; "
-    "a line starting with `:` is a keep-alive comment.",
+    "a line starting with `:` is a keep-alive comment."
 }
 """The stream as OpenAPI declares it: text/event-stream, with a schema of no type. Tools disagree on what the schema
 of a stream describes: openapi-python-client applies it to the whole body (an object made it parse the text as
