@@ -25,6 +25,7 @@ from core.solvers import SOLVERS
 from core.storage.documents import ModelRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
+from core.storage.records import RecordStore
 from service.api.deps import ModelDep, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
@@ -150,7 +151,7 @@ def _writer(format: ExportFormat):
     return write_json
 
 
-async def export_file(record: ModelRecord, store, format: ExportFormat) -> Response:
+async def export_file(record: ModelRecord, store: RecordStore[ModelRecord], format: ExportFormat) -> Response:
     """The model as a file in ``format`` (see the module docstring); 409 when the format cannot hold it."""
     model_id = record.id
     spec = SOLVERS.get(record.solver or "")
