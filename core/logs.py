@@ -82,16 +82,36 @@ def make_handler(fmt: str = "json") -> logging.Handler:
     return handler
 
 
+RQ_LOGGERS = ("rq", "rq.worker", "rq.job", "rq.queue")
+"""RQ's loggers that log through their own handlers unless given ours."""
+
+
+def rq_log_level(level: str) -> str:
+    """RQ's own level for a service that runs at ``level``: WARNING or above, unless the service runs at DEBUG.
+
+    RQ says at INFO what is routine for it ("cleaning group registries", "result is kept for 3600 seconds",
+    "Job OK"); the service says what a job did in its own lines (``hinge.*``).
+    """
+    level = level.upper()
+    if level == "DEBUG":
+        return level
+    number = logging.getLevelName(level)
+    return level if isinstance(number, int) and number > logging.WARNING else "WARNING"
+
+
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
-    """Route the root logger (and RQ's and uvicorn's, which keep their own handlers) through one handler."""
+    """Route the root logger (and RQ's and uvicorn's, which keep their own handlers) through one handler;
+    RQ's loggers at ``rq_log_level``."""
     handler = make_handler(fmt)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for name in ("rq.worker", "rq.job", "rq.queue", "uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in (*RQ_LOGGERS, "uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.propagate = False
+    for name in RQ_LOGGERS:
+        logging.getLogger(name).setLevel(rq_log_level(level))
 
 
 def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
@@ -115,5 +135,6 @@ def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
             "uvicorn": {"handlers": ["main"], "level": level.upper(), "propagate": False},
             "uvicorn.error": {"handlers": ["main"], "level": level.upper(), "propagate": False},
             "uvicorn.access": {"handlers": ["main"], "level": level.upper(), "propagate": False},
+            "rq": {"level": rq_log_level(level)},  # the API enqueues through RQ
         },
     }

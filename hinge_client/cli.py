@@ -211,6 +211,28 @@ def job_events(client: Client, job_id: str):
         raise CliError(f"lost the event stream of {job_id} ({exc}) five times in a row", EXIT_UNREACHABLE) from None
 
 
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds from one of the service's ISO 8601 UTC times to another (None if either is missing or unreadable)."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))).total_seconds()
+    except ValueError:
+        return None
+
+
+def job_duration(job: dict, watched_s: float) -> str:
+    """How long an ended job ran, from its own times (a job watched after it ended ran for longer than the watch):
+    "after 2.1 s" from its start to its end, "before it started, after 3.0 s in the queue", else the watch's time."""
+    ran = _seconds_between(job.get("started_at"), job.get("finished_at"))
+    if ran is not None:
+        return f"after {ran:.1f} s"
+    waited = _seconds_between(job.get("created_at"), job.get("finished_at"))
+    if job.get("started_at") is None and waited is not None:
+        return f"before it started, after {waited:.1f} s in the queue"
+    return f"after {watched_s:.1f} s"
+
+
 def watch(client: Client, job_id: str, args) -> int:
     """Follow a job's event stream with a progress bar (a terminal) or a line per phase and 10% (else)."""
     live = args.progress or sys.stderr.isatty()
@@ -261,12 +283,11 @@ def watch(client: Client, job_id: str, args) -> int:
             bar.stop()
     if final is None:
         raise CliError(f"the event stream of {job_id} ended without the job's final state", EXIT_JOB_FAILED)
-    seconds = time.monotonic() - started
     status = final["status"]
     summary = f"job {job_id} {status}"
     if final.get("stop_reason"):
         summary += f" ({final['stop_reason']})"
-    summary += f" after {seconds:.1f} s, {points} trace point(s) seen"
+    summary += f" {job_duration(final, time.monotonic() - started)}, {points} trace point(s) seen"
     if status == "succeeded":
         summary += f"; model {final['model_id']}"
         _err(summary)

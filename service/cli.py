@@ -300,7 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--redis-port", type=int, default=None, help="Port of the embedded Redis (default: a free one).")
     serve.add_argument("--api-processes", type=int, default=1, help="API processes sharing the port (default 1).")
-    serve.add_argument("--log-level", default="info", help="Log level of the API and workers.")
+    serve.add_argument(
+        "--log-level",
+        default=os.environ.get("HINGE_LOG_LEVEL", "info"),
+        help="Log level of the API and workers (default: HINGE_LOG_LEVEL, else info); RQ's own lines show at "
+        "warning and above, or at debug.",
+    )
 
     api = sub.add_parser("api", help="Run the API only (needs REDIS_URL).")
     api.add_argument("--host", default="127.0.0.1")

@@ -117,7 +117,7 @@ class Supervisor:
         return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
 
     def _spawn_worker(self) -> subprocess.Popen:
-        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent"])
+        return self._spawn([sys.executable, "-m", "worker", "--die-with-parent", "--log-level", self.args.log_level])
 
     def start(self) -> None:
         """Start Redis (embedded unless REDIS_URL is set), the API and the workers."""

@@ -157,6 +157,20 @@ def test_document_declares_what_generated_clients_need():
         schemas["ModelOut"]["properties"]
     )  # answers always carry every field
     assert "probability" not in schemas["DcdParams"].get("required", [])  # request fields with defaults stay optional
+    # a generated client reads an answer as its first declared content type: one per export format, the events as text
+    for format, media in (
+        ("json", "application/json"),
+        ("liblinear", "text/plain"),
+        ("libsvm", "text/plain"),
+        ("onnx", "application/octet-stream"),
+    ):
+        content = document["paths"][f"/v1/models/{{model_id}}/export/{format}"]["get"]["responses"]["200"]["content"]
+        assert list(content) == [media], (format, content)
+    any_format = document["paths"]["/v1/models/{model_id}/export"]["get"]["responses"]["200"]["content"]
+    assert next(iter(any_format)) == "application/octet-stream"  # every format's file as bytes
+    events = document["paths"]["/v1/jobs/{job_id}/events"]["get"]["responses"]["200"]["content"]
+    assert events == {"text/event-stream": {"schema": events["text/event-stream"]["schema"]}}
+    assert not {"type", "properties"} & set(events["text/event-stream"]["schema"])  # no JSON object to parse
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             if "requestBody" in operation:
@@ -200,6 +214,14 @@ async function main(): Promise<void> {
     const answer: components["schemas"]["PredictOut"] = await (await fetch(`${base}/v1/models/${model.id}/predict`,
       { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } })).json();
     console.log(solver, kind, answer.labels, answer.probabilities);
+    type Exported<F extends "json" | "liblinear" | "libsvm" | "onnx"> =
+      paths[`/v1/models/{model_id}/export/${F}`]["get"]["responses"][200]["content"];
+    const document: Exported<"json">["application/json"] = await (await fetch(`${base}/v1/models/${model.id}/export/json`)).json();
+    const text: Exported<"libsvm">["text/plain"] = await (await fetch(`${base}/v1/models/${model.id}/export/libsvm`)).text();
+    const onnx: Exported<"onnx">["application/octet-stream"] = await (await fetch(`${base}/v1/models/${model.id}/export/onnx`)).blob();
+    const events: string = await (await fetch(`${base}/v1/jobs/${job.id}/events`)).text();
+    const stream: paths["/v1/jobs/{job_id}/events"]["get"]["responses"][200]["content"]["text/event-stream"] = events;
+    console.log(document.n_features, document.labels, text.length, onnx.size, events.length, stream);
   }
   const failure: components["schemas"]["ErrorResponse"] = await (await fetch(`${base}/v1/models/none`)).json();
   const details = failure.error.details;

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -321,3 +322,38 @@ def test_watch_shows_the_relative_gap_when_the_service_sends_it():
     assert _fmt_gap({"gap": 0.001, "gap_rel": 2e-6}) == "gap 2.0e-06"
     assert _fmt_gap({"gap": 12.5}) == "gap 12.5"
     assert _fmt_gap({}) == "gap -"
+
+
+def test_a_canceled_job_is_said_to_have_run_as_long_as_it_ran(service, files):
+    """Issue 32, item 7: watching a job that was canceled (after it ended, too) gives its own running time, not
+    the watch's ("canceled after 0.0 s" for a job that ran for seconds)."""
+    url = service.base_url
+    dataset = hingectl(url, "upload", files["train"])[1].strip()
+    job = start_long_job(url, dataset)
+    with service.client() as http:
+        # until the solver has run 2 s by its own clock (a watch after the end takes far less)
+        wait_for(
+            lambda: any(p["elapsed_s"] >= 2.0 for p in http.get(f"/v1/jobs/{job}/trace").json()["points"]), timeout=120
+        )
+        assert hingectl(url, "cancel", job)[0] == 0
+        ended = wait_for(
+            lambda: (lambda j: j if j["status"] not in ("queued", "running") else None)(
+                http.get(f"/v1/jobs/{job}").json()
+            ),
+            timeout=60,
+        )
+    assert ended["status"] == "canceled", ended
+    code, _, err = hingectl(url, "watch", job)
+    assert code == 1, err
+    ran = (datetime.fromisoformat(ended["finished_at"]) - datetime.fromisoformat(ended["started_at"])).total_seconds()
+    assert f"job {job} canceled (canceled) after {ran:.1f} s," in err, (ran, err)
+
+
+def test_job_duration_reads_the_jobs_own_times():
+    from hinge_client.cli import job_duration
+
+    ran = {"created_at": "2026-01-01T00:00:00.000000Z", "started_at": "2026-01-01T00:00:01.000000Z"}
+    assert job_duration(dict(ran, finished_at="2026-01-01T00:00:03.300000Z"), 0.0) == "after 2.3 s"
+    queued = {"created_at": "2026-01-01T00:00:00.000000Z", "started_at": None, "finished_at": "2026-01-01T00:00:04Z"}
+    assert job_duration(queued, 0.0) == "before it started, after 4.0 s in the queue"
+    assert job_duration({"status": "canceled"}, 1.25) == "after 1.2 s"  # no times: the watch's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import assert_error, sparse_problem, to_svmlight, upload
+from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +134,89 @@ def test_scikit_learn_spellings_and_solver_names_get_a_hint(http, dataset):
     assert_error(post({"solver": "svm"}), 422, "validation_error", "dcd (a linear SVM", "smo (a kernel SVM")
     assert_error(post({"solver": "LinearSVC"}), 422, "validation_error", "solver dcd")
     assert_error(post({"solver": 7}), 422, "validation_error", "solvers: dcd, cpa, ocas, smo, sampled_cuts")
+
+
+@pytest.fixture(scope="module")
+def model_id(service, dataset):
+    with service.client() as http:
+        job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+        done = wait_job(http, job["id"])
+    assert done["status"] == "succeeded", done
+    return done["model_id"]
+
+
+def test_every_json_route_names_the_content_type_it_needs(http, dataset, model_id):
+    """Issue 32, item 7: a JSON body sent as a form (or without a Content-Type) gets the header to send, on every
+    route that takes a JSON body, whichever parser reads it."""
+    from service.cli import openapi_document
+
+    ids = {"dataset_id": dataset["id"], "model_id": model_id, "job_id": "job_none"}
+    routes = [
+        (method, path)
+        for path, operations in openapi_document()["paths"].items()
+        for method, operation in operations.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    ]
+    assert {("post", "/v1/jobs"), ("post", "/v1/models/{model_id}/predict")} <= set(routes), routes
+    for method, path in routes:
+        url = path.format(**ids)
+        form = http.request(method, url, data={"instances": "1,2", "dataset_id": dataset["id"]})
+        err = assert_error(form, 422, "validation_error", "'application/x-www-form-urlencoded'")
+        assert "send the JSON object with the header 'Content-Type: application/json'" in err["message"], (path, err)
+        bare = http.request(method, url, content=b"instances=1,2")
+        assert_error(bare, 422, "validation_error", "no Content-Type header", "'Content-Type: application/json'")
+    # a body that is JSON but not valid keeps saying where it breaks
+    broken = http.post(f"/v1/models/{model_id}/predict", content=b'{"instances": [[1, 2', headers=JSON)
+    assert "Content-Type" not in assert_error(broken, 422, "validation_error", "line 1 column")["message"]
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def test_a_job_without_a_solver_names_the_field_and_the_solvers(http, dataset):
+    from core.solvers import SOLVERS
+
+    err = assert_error(
+        http.post("/v1/jobs", json={"dataset_id": dataset["id"]}), 422, "validation_error", "solver: missing"
+    )
+    assert "discriminator" not in err["message"]
+    assert all(name in err["message"] for name in SOLVERS), err["message"]  # from the solvers' specs
+    assert err["details"][0]["loc"] == ["body", "solver"]
+    err = assert_error(
+        http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": None}), 422, "validation_error", "null"
+    )
+    assert all(name in err["message"] for name in SOLVERS), err["message"]
+    err = assert_error(
+        http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo", "params": {"kernel": {"gamma": 1}}}),
+        422,
+        "validation_error",
+        "params.kernel.type: missing",
+        "types: linear, poly, rbf",
+    )
+    assert err["details"][0]["loc"] == ["body", "params", "kernel", "type"]
+
+
+def test_a_value_that_is_not_finite_names_its_row_and_column(http, model_id):
+    def predict(text: bytes):
+        return http.post(f"/v1/models/{model_id}/predict", content=text, headers=JSON)
+
+    five = "[0.5, 1, 2, 3, 4]"
+    for row, expected in (("[1, 2, NaN, 4, 5]", "NaN"), ("[1, 2, 3, 4, -1e999]", "-Infinity")):
+        column = 2 if expected == "NaN" else 4
+        for body in (f'{{"instances": [{five}, {row}]}}', f'{{"instances": [{{"1": 1}}, {row}]}}'):  # dense, mixed
+            err = assert_error(predict(body.encode()), 422, "validation_error", f"instances[1][{column}] is {expected}")
+            assert f"row 1, column {column}" in err["message"]
+            assert err["details"][0]["loc"] == ["body", "instances", 1, column]
+    err = assert_error(predict(b'{"instances": [{"3": Infinity}]}'), 422, "validation_error", "instances[0]['3']")
+    assert "Infinity" in err["message"] and "feature 3" in err["message"]
+
+
+def test_an_upload_value_that_overflows_names_its_csv_column(http):
+    csv = b"label,a,b,c\n1,0.5,2,3\n-1,1,2,1e999\n"
+    err = assert_error(
+        upload(http, csv, filename="d.csv", format="csv"), 422, "parse_error", "line 3", "column 4 ('c')", "1e999"
+    )
+    assert err["details"]["line"] == 3
+    err = assert_error(
+        upload(http, b"label,a,b\n1,0.5,NaN\n", filename="d.csv", format="csv"), 422, "parse_error", "column 3 ('b')"
+    )

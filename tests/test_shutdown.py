@@ -10,11 +10,13 @@ tests/benchmarks/bench_shutdown.py (figures in tests/README.md), not asserted he
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
 from service.embedded_redis import free_port
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_for
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 from tests.serve_harness import ServeRun, aof_check, stored_job
 
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
@@ -25,9 +27,12 @@ def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("serve-stop")
 
 
-def start_with_running_job(data_dir, env_extra=None) -> tuple[ServeRun, dict]:
+def start_with_running_job(
+    data_dir, env_extra=None, extra_args: tuple[str, ...] = (), quick_job_first: bool = False
+) -> tuple[ServeRun, dict]:
+    """`hinge serve` with one worker running a long job (``quick_job_first``: after a short job that ended)."""
     env = {"HINGE_REDIS_MAXMEMORY": str(256 * 2**20), **(env_extra or {})}
-    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env)
+    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env, extra_args=extra_args)
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:
@@ -42,6 +47,11 @@ def start_with_running_job(data_dir, env_extra=None) -> tuple[ServeRun, dict]:
                     http, to_svmlight(*sparse_problem(6000, 400, 12, seed=7, random_labels=True)), name="slow"
                 ).json()
             )
+            if quick_job_first:
+                quick = http.post(
+                    "/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"max_iter": 3}}
+                )
+                assert wait_job(http, quick.json()["id"])["status"] == "succeeded"
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": SLOW}).json()
             wait_for(
                 lambda: len(http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]) >= 2,
@@ -91,6 +101,24 @@ def test_every_way_of_stopping_checkpoints_the_running_job(data_dir, how):
             lines
         )
         assert any("stopping Redis last" in line for line in lines), lines
+
+
+def test_the_terminal_log_has_no_rq_lines_and_says_the_running_job_stops(data_dir):
+    """Issue 32, item 7: at the default level (info) the terminal carries the service's lines, not RQ's own
+    (registry cleaning, result TTLs, "Job OK"), and a stop with a job running says so (never "no job running")."""
+    run, job = start_with_running_job(data_dir, extra_args=("--log-level", "info"), quick_job_first=True)
+    stop_and_check(run, data_dir)
+    text = run.text()
+    worker_lines = [line for line in text.splitlines() if "hinge.worker" in line]
+    assert any("taking jobs" in line for line in worker_lines), text[-3000:]  # the workers log at info
+    rq_lines = [line for line in text.splitlines() if re.search(r"\brq\.\w+ (DEBUG|INFO)\b", line)]
+    assert not rq_lines, rq_lines
+    for words in ("cleaning group registries", "result is kept for", "Job OK", "Listening on"):
+        assert words not in text, words
+    assert any("stop requested; the running solver stops at its next check" in line for line in worker_lines), text[
+        -3000:
+    ]
+    assert "no job running" not in text, text[-3000:]
 
 
 def test_second_ctrl_c_stops_at_once_and_hands_the_job_back(data_dir):

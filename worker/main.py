@@ -43,9 +43,14 @@ import time
 import uuid
 from typing import Any
 
+STOP_LOG = logging.getLogger("hinge.worker")
+"""The worker's own lines about stopping: RQ's logger (``self.log``) sits below the service's level (core.logs)."""
+
 
 def make_worker_class(base: type) -> Any:
     """A worker class on top of RQ's SimpleWorker or Worker (see the module docstring)."""
+
+    from rq.worker import WorkerStatus
 
     from core.config import get_settings
     from core.lifecycle import release_lost_job
@@ -113,17 +118,22 @@ def make_worker_class(base: type) -> Any:
                     os.kill(horse, signal.SIGTERM)  # the horse's handler sets its own INTERRUPT
                 except ProcessLookupError:
                     pass
-            if horse:
-                self.log.info("Worker %s: stop requested; the running solver stops at its next check", self.name)
+            if self.job_running():
+                STOP_LOG.info("worker %s: stop requested; the running solver stops at its next check", self.name)
             else:
-                self.log.info("Worker %s: stop requested; no job running", self.name)
+                STOP_LOG.info("worker %s: stop requested; no job running", self.name)
+
+        def job_running(self) -> bool:
+            """A job runs: in a work horse (fork) or in this process (inline: RQ marks the worker busy meanwhile)."""
+            return bool(getattr(self, "horse_pid", 0)) or self.get_state() == WorkerStatus.BUSY
 
         def request_force_stop(self, signum, frame) -> None:
             # RQ turns a second SIGTERM into a cold stop that drops the running job. A SIGTERM can
             # come twice without anyone meaning "now" (a process manager signalling every process,
             # then hinge serve's supervisor): it stays the same request. SIGINT or SIGKILL force it.
             if signum == signal.SIGTERM:
-                self.log.info("Worker %s: SIGTERM again; still checkpointing the running job", self.name)
+                if self.job_running():
+                    STOP_LOG.info("worker %s: SIGTERM again; still checkpointing the running job", self.name)
                 return
             super().request_force_stop(signum, frame)
 
@@ -189,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from core.config import get_settings
-    from core.logs import configure_logging
+    from core.logs import configure_logging, rq_log_level
 
     settings = get_settings()
     configure_logging(args.log_level, settings.log_format)
@@ -252,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             rq_worker.hinge_queue = JobQueue(client, settings)
             try:
-                rq_worker.work(burst=args.burst, logging_level=args.log_level.upper(), with_scheduler=False)
+                rq_worker.work(burst=args.burst, logging_level=rq_log_level(args.log_level), with_scheduler=False)
             except redis.exceptions.RedisError as exc:
                 log.warning("worker loop stopped on a Redis error (%s)", exc)
             if args.burst or rq_worker._stop_requested or rq_worker._shutdown_requested_date is not None:

@@ -130,27 +130,39 @@ def error_response(
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
 
+def content_type_hint(request: Request) -> str | None:
+    """What is wrong with a JSON route's Content-Type, in a sentence ending in the header to send; None when it says JSON."""
+    sent = request.headers.get("content-type")
+    if sent and "json" in sent.lower():
+        return None
+    what = f"was sent as {sent.split(';')[0].strip()!r}" if sent else "has no Content-Type header"
+    return (
+        f"the request {what}: send the JSON object with the header 'Content-Type: application/json' "
+        "(curl: -H 'Content-Type: application/json')"
+    )
+
+
 async def _explain(request: Request, detail: dict) -> str:
     """The message of one validation error, with how to fix it where we can tell."""
     from service.api import hints
 
     loc, kind = detail["loc"], detail.get("type", "")  # pydantic's location, union tags included (hints need them)
     message = f"{_loc_text(user_loc(loc))}: {detail['msg']}"
-    if loc == ["body"] and kind in ("model_attributes_type", "dict_type", "model_type", "missing"):
-        sent = request.headers.get("content-type")
-        if not sent or "json" not in sent.lower():
-            what = f"was sent as {sent.split(';')[0]!r}" if sent else "has no Content-Type header"
-            return (
-                f"body: expected a JSON object, but the request {what}: send the header "
-                "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')"
-            )
+    if loc == ["body"] and kind in ("model_attributes_type", "dict_type", "model_type", "missing", "json_invalid"):
+        header = content_type_hint(request)
+        if header:
+            return f"body: expected a JSON object, but {header}"
     if kind == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int):
         reason = (detail.get("ctx") or {}).get("error") or "not valid JSON"
         body = await request.body()
         return f"body: not valid JSON at {hints.json_position(body, loc[1])} (character {loc[1]}): {reason}"
+    if kind == "union_tag_not_found" and loc[-1:] == [(detail.get("ctx") or {}).get("discriminator", "").strip("'")]:
+        return f"{_loc_text(user_loc(loc))}: missing; {hints.tag_choices(loc[-1])}"
     if kind == "union_tag_invalid" and loc == ["body"]:
         sent = detail.get("input")
         tag = sent.get("solver") if isinstance(sent, dict) else None
+        if tag is None:
+            return f"solver: null is not a solver; {hints.tag_choices('solver')}"
         return f"solver: {tag!r} is not a solver; {hints.solver_hint(tag, tuple(SOLVERS))}"
     shown = user_loc(loc)
     if shown and kind in ("model_attributes_type", "dict_type", "model_type"):
@@ -227,6 +239,10 @@ def install_handlers(app: FastAPI) -> None:
             ctx = err.get("ctx")
             if err.get("type") == "json_invalid" and isinstance(ctx, dict) and isinstance(ctx.get("error"), str):
                 details[-1]["ctx"] = {"error": ctx["error"]}
+            if err.get("type") == "union_tag_not_found" and isinstance(ctx, dict):
+                # a missing `solver` (or kernel `type`): located at the field itself, as any missing field
+                field = str(ctx.get("discriminator", "")).strip("'")
+                details[-1].update(loc=[*loc, field], msg="Field required", ctx={"discriminator": field})
             details[-1]["input"] = err.get("input")  # for the hints only: never sent back
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""

@@ -6,6 +6,7 @@
   (``random_state``: "seed"), a kernel asked of a linear solver (which solvers take one), or a close
   spelling of a field at that place (``max_iters``: "max_iter").
 * A solver name that is not one (``svm``, ``SMO``, ``sampled-cuts``): the solver meant.
+* A job without a ``solver`` (or a kernel without a ``type``): the field named, and the values it takes.
 * scikit-learn's spellings of values: ``"kernel": "rbf"`` (ours is an object), ``"class_weight":
   "balanced"`` (ours are factors per label).
 * A body that is not a JSON object although it may be JSON text: which header is missing.
@@ -22,7 +23,8 @@ import typing
 from pydantic import BaseModel
 
 from core.config import Settings
-from core.solvers import KERNEL_SOLVERS
+from core.schemas.solver_params import KERNEL_TYPES
+from core.solvers import KERNEL_SOLVERS, SOLVERS
 
 
 def setting_variable(name: str) -> str:
@@ -169,6 +171,24 @@ def solver_hint(tag: object, solvers: tuple[str, ...]) -> str:
         return f"for that use solver {SOLVER_WORDS[word]}"
     close = difflib.get_close_matches(text, list(solvers), n=1, cutoff=0.5)
     return f"did you mean {close[0]!r}?" if close else f"solvers: {', '.join(solvers)}"
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def tag_choices(field: str) -> str:
+    """What a missing union tag takes: the solvers (grouped by the models they train, from their specs) for
+    a job's `solver`, the kernel types for a kernel's `type`."""
+    if field == "solver":
+        kinds: dict[str, list[str]] = {}
+        for name, spec in SOLVERS.items():
+            kinds.setdefault(spec.model_kind, []).append(name)
+        groups = "; ".join(f"{_either(names)} ({kind} models)" for kind, names in kinds.items())
+        return f'every job names its solver, e.g. "solver": "{next(iter(SOLVERS))}"; solvers: {groups}'
+    if field == "type":
+        return f'a kernel names its type, e.g. {{"type": "rbf", "gamma": 0.5}}; types: {", ".join(KERNEL_TYPES)}'
+    return f"send {field!r}"
 
 
 def value_hint(field: str, value: object, kernel_types: tuple[str, ...]) -> str | None:

@@ -52,7 +52,9 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
                     )
                 if not np.isfinite(value):
                     raise unprocessable(
-                        f"instances[{row_number}][{key!r}] is not finite", ["body", "instances", row_number, key]
+                        f"instances[{row_number}][{key!r}] is {JSON_SPELLING[str(float(value))]}: every value must be "
+                        f"a finite number (row {row_number}, feature {index})",
+                        ["body", "instances", row_number, key],
                     )
                 if index - base < n_features:
                     indices.append(index - base)
@@ -70,13 +72,11 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
                     f"instances[{row_number}] has {len(row)} values; the model has {n_features} features",
                     ["body", "instances", row_number],
                 )
+            check_finite(np.asarray(row, dtype=np.float64).reshape(1, -1), row_number)
             indices.extend(range(n_features))
             values.extend(row)
         indptr.append(len(indices))
     data = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(data)):
-        bad = int(np.searchsorted(np.asarray(indptr), int(np.flatnonzero(~np.isfinite(data))[0]), side="right")) - 1
-        raise unprocessable(f"instances[{bad}] holds a value that is not finite", ["body", "instances", bad])
     matrix = sp.csr_matrix(
         (data, np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
         shape=(len(instances), n_features),
@@ -94,11 +94,28 @@ def dense_rows(instances: list, n_features: int) -> np.ndarray:
                 ["body", "instances", row_number],
             )
     dense = np.asarray(instances, dtype=np.float64).reshape(len(instances), n_features)
-    finite = np.isfinite(dense)
-    if not finite.all():
-        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
-        raise unprocessable(f"instances[{bad}] holds a value that is not finite", ["body", "instances", bad])
+    check_finite(dense)
     return dense
+
+
+JSON_SPELLING = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How a non-finite number is written in the JSON a client sent (what pydantic's parser reads as one)."""
+
+
+def check_finite(dense: np.ndarray, first_row: int = 0) -> None:
+    """422 naming the row and the column (both from 0, as the JSON's indices) of the first value of ``dense`` that
+    is NaN or infinite (a dense row's column is its feature)."""
+    finite = np.isfinite(dense)
+    if finite.all():
+        return
+    row, column = (int(i) for i in np.argwhere(~finite)[0])
+    value = JSON_SPELLING[str(dense[row, column])]
+    row += first_row
+    raise unprocessable(
+        f"instances[{row}][{column}] is {value}: every value must be a finite number "
+        f"(row {row}, column {column}, counting from 0)",
+        ["body", "instances", row, column],
+    )
 
 
 @dataclass

@@ -211,12 +211,13 @@ class Builder:
             value = float(buf[start:stop])
             if not math.isfinite(value):
                 raw = bytes(buf[start:stop])
-                if self.csv:
-                    what = "label" if slot < 0 else "value"
-                else:
-                    what = "label" if slot < 0 else "feature value"
                 column = start - self._line_start(buf, start) + 1
-                raise UploadParseError(line, column, f"{what} {quote(raw)} is not a finite number (overflows float64)")
+                if self.csv and slot >= 0:
+                    where = self._csv_column(buf, start)
+                    reason = f"{quote(raw)} in {where} is not a finite number (overflows float64)"
+                else:
+                    reason = f"{'label' if slot < 0 else 'feature value'} {quote(raw)} is not a finite number (overflows float64)"
+                raise UploadParseError(line, column, reason)
             if slot < 0:
                 y[-slot - 1] = value
                 continue
@@ -227,7 +228,10 @@ class Builder:
                     raise Restart("widen")
                 if math.isinf(single):
                     column = start - self._line_start(buf, start) + 1
-                    raise UploadParseError(line, column, f32_overflow(text))
+                    reason = f32_overflow(text)
+                    if self.csv:  # as the kernel's own float32 overflow in a CSV (_raise_kernel_error)
+                        reason = f"{reason[len('feature value ') :]} in {self._csv_column(buf, start)}"
+                    raise UploadParseError(line, column, reason)
                 value = single
             data[slot] = value
             if value == 0.0 and self.csv:
@@ -282,6 +286,11 @@ class Builder:
             messages = {K.E_CSV_RAGGED: f"wrong number of fields: expected {self.n_cols} as in the header, got {aux}"}
         reason = messages.get(code, f"unparsable text (internal error code {code})")
         raise UploadParseError(line, column, reason)
+
+    def _csv_column(self, buf: bytearray, offset: int) -> str:
+        """The CSV column (number and header name) of the field at ``offset``: its line's commas before it
+        (a field is a number, quoted or not, so no comma is inside one)."""
+        return self._column_name(buf.count(b",", self._line_start(buf, offset), offset))
 
     def _column_name(self, col: int) -> str:
         assert self.names is not None

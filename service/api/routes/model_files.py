@@ -1,9 +1,12 @@
-"""Models in and out of the service: GET /v1/models/{id}/export and POST /v1/models (import).
+"""Models in and out of the service: GET /v1/models/{id}/export/{format} (or ?format=) and POST /v1/models (import).
 
-Export writes the stored model in the asked format as the client reads it (text formats stream in
-pieces, so a model with 10^6 features or 10^4 support vectors never sits in memory as text); a model
-the format cannot hold gets 409 with the reason. Import spools the multipart file to disk, reads it in
-an ingest process (parsing is CPU work) and stores the model whole, or nothing (422 naming the line).
+Export has a route per format (``/export/json``, ``/export/liblinear``, ``/export/libsvm``, ``/export/onnx``),
+each declaring its one content type, so a client generated from the OpenAPI document reads a ModelDocument,
+text or bytes as the format is; ``/export?format=`` answers the same files. Export writes the stored model
+in the asked format as the client reads it (text formats stream in pieces, so a model with 10^6 features
+or 10^4 support vectors never sits in memory as text); a model the format cannot hold gets 409 with the
+reason. Import spools the multipart file to disk, reads it in an ingest process (parsing is CPU work) and
+stores the model whole, or nothing (422 naming the line).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from core.solvers import SOLVERS
 from core.storage.documents import ModelRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
+from core.storage.records import RecordStore
 from service.api.deps import ModelDep, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError
 from service.api.openapi_docs import error_responses, model_links
@@ -44,41 +48,62 @@ EXTENSIONS = {
     ExportFormat.onnx: "onnx",
 }
 
-EXPORT_RESPONSES = {
-    200: {
-        "description": (
-            "The model file. `json`: a ModelDocument; `liblinear` / `libsvm`: the text of a LIBLINEAR / LIBSVM model "
-            "file; `onnx`: a serialized ONNX model (input `X` float32 [N, n_features]; outputs `label`, `scores` and, "
-            "for calibrated models, `probabilities`)."
-        ),
-        "headers": {
-            "Content-Disposition": {
-                "description": '`attachment; filename="<model id>.<format>"`.',
-                "schema": {"type": "string"},
-            }
-        },
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/ModelDocument"}},
-            "text/plain": {"schema": {"type": "string"}},
-            "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
-            },
-        },
+FILE_CONTENT = {
+    ExportFormat.json: {"application/json": {"schema": {"$ref": "#/components/schemas/ModelDocument"}}},
+    ExportFormat.liblinear: {"text/plain": {"schema": {"type": "string"}}},
+    ExportFormat.libsvm: {"text/plain": {"schema": {"type": "string"}}},
+    ExportFormat.onnx: {
+        "application/octet-stream": {
+            "schema": {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
+        }
     },
-    **error_responses(
-        401,
-        404,
-        409,
-        422,
-        500,
-        503,
-        descriptions={
-            404: "No such model (or not yours).",
-            409: "The format cannot hold this model (e.g. LIBLINEAR and a kernel model, non-integer labels for "
-            "LIBLINEAR/LIBSVM, a kernel model too large for a dense ONNX graph); the message says why and which formats can.",
-        },
-    ),
 }
+"""The 200 response's content of each format, as the OpenAPI document declares it."""
+FILE_DESCRIPTIONS = {
+    ExportFormat.json: "a ModelDocument (every kind of model)",
+    ExportFormat.liblinear: "the text of a LIBLINEAR model file (linear classifiers with integer labels)",
+    ExportFormat.libsvm: "the text of a LIBSVM model file (classifiers with integer labels)",
+    ExportFormat.onnx: "a serialized ONNX model (input `X` float32 [N, n_features]; outputs `label`, `scores` and, "
+    "for calibrated models, `probabilities`; every kind of model that fits a dense graph)",
+}
+"""What each format's file is, in the OpenAPI document."""
+
+
+def export_responses(formats: tuple[ExportFormat, ...]) -> dict:
+    """The responses of an export route that answers in ``formats``: the file, or an error."""
+    content: dict = {}
+    # binary first: a generated client (openapi-python-client reads a response as the first content type it
+    # knows) then takes any format's file as bytes from an operation that answers several, never parses it as JSON
+    for format in sorted(formats, key=lambda format: format is not ExportFormat.onnx):
+        content.update(FILE_CONTENT[format])
+    files = "; ".join(f"`{format.value}`: {FILE_DESCRIPTIONS[format]}" for format in formats)
+    return {
+        200: {
+            "description": f"The model file. {files}.",
+            "headers": {
+                "Content-Disposition": {
+                    "description": '`attachment; filename="<model id>.<format>"`.',
+                    "schema": {"type": "string"},
+                }
+            },
+            "content": content,
+        },
+        **error_responses(
+            401,
+            404,
+            409,
+            422,
+            500,
+            503,
+            descriptions={
+                404: "No such model (or not yours).",
+                409: "The format cannot hold this model (e.g. LIBLINEAR and a kernel model, non-integer labels for "
+                "LIBLINEAR/LIBSVM, a kernel model too large for a dense ONNX graph); the message says why and which "
+                "formats can.",
+            },
+        ),
+    }
+
 
 IMPORT_BODY = {
     "requestBody": {
@@ -126,19 +151,8 @@ def _writer(format: ExportFormat):
     return write_json
 
 
-@router.get("/{model_id}/export", summary="Export a model", response_class=Response, responses=EXPORT_RESPONSES)
-async def export_model(
-    record: ModelDep,
-    store: ModelStoreDep,
-    format: Annotated[
-        ExportFormat,
-        Query(
-            description="`json` (every kind), `liblinear` (linear classifiers), `libsvm` (classifiers), `onnx` (every kind)."
-        ),
-    ] = ExportFormat.json,
-) -> Response:
-    """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
-    service's import reads, predicting the same labels and scores; text formats stream."""
+async def export_file(record: ModelRecord, store: RecordStore[ModelRecord], format: ExportFormat) -> Response:
+    """The model as a file in ``format`` (see the module docstring); 409 when the format cannot hold it."""
     model_id = record.id
     spec = SOLVERS.get(record.solver or "")
     if spec is not None and format.value not in spec.exports:
@@ -164,6 +178,52 @@ async def export_model(
             409, "export_not_possible", f"model {model_id} cannot be exported as {format.value}: {exc}"
         ) from None
     return StreamingResponse(itertools.chain([first], pieces), media_type=MEDIA_TYPES[format], headers=headers)
+
+
+@router.get(
+    "/{model_id}/export",
+    summary="Export a model (format chosen by a parameter)",
+    response_class=Response,
+    responses=export_responses(tuple(ExportFormat)),
+)
+async def export_model(
+    record: ModelDep,
+    store: ModelStoreDep,
+    format: Annotated[
+        ExportFormat,
+        Query(
+            description="`json` (every kind), `liblinear` (linear classifiers), `libsvm` (classifiers), `onnx` (every kind)."
+        ),
+    ] = ExportFormat.json,
+) -> Response:
+    """The model as a file that LIBLINEAR's `load_model`, LIBSVM's `svm_load_model`, onnxruntime or this
+    service's import reads, predicting the same labels and scores; text formats stream. The same file as
+    `GET /v1/models/{id}/export/{format}`, whose answers each declare their one content type (a ModelDocument, text
+    or binary) for typed clients; a client generated from this operation gets every format as bytes."""
+    return await export_file(record, store, format)
+
+
+def _export_route(format: ExportFormat):
+    async def export_as(record: ModelDep, store: ModelStoreDep) -> Response:
+        return await export_file(record, store, format)
+
+    export_as.__doc__ = (
+        f"The model as {FILE_DESCRIPTIONS[format]}: the same file as `GET /v1/models/{{id}}/export?format="
+        f"{format.value}`, its one content type declared (`{MEDIA_TYPES[format].split(';')[0]}`)."
+    )
+    return export_as
+
+
+for _format in ExportFormat:
+    router.add_api_route(
+        f"/{{model_id}}/export/{_format.value}",
+        _export_route(_format),
+        methods=["GET"],
+        name=f"export_model_{_format.value}",
+        summary=f"Export a model as {_format.value}",
+        response_class=Response,
+        responses=export_responses((_format,)),
+    )
 
 
 @router.post(
