@@ -314,6 +314,9 @@ def test_the_worker_reads_stored_parameters_in_one_place():
 
 ADDED_JOB_FIELDS = ',"cores":null,"data_load":null}'
 """What a job's answer gained since cfa9d22, at its end."""
+ADDED_RECORD_FIELDS = ',"zero_based_guessed":null'
+"""What a data set's and a model's answer gained since cfa9d22, after `zero_based` (issue 32: unknown for a
+record stored before it was recorded)."""
 
 
 def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):
@@ -338,7 +341,9 @@ def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):
                 written.append(key_of(record_id))
                 answer = http.get(f"/v1/{kind}/{record_id}")
                 assert answer.status_code == 200, (name, answer.text)
-                assert answer.content.decode() == STORED["answers"][f"{kind}:{name}"], name
+                text = answer.content.decode()
+                assert text.count(ADDED_RECORD_FIELDS) == 1, name
+                assert text.replace(ADDED_RECORD_FIELDS, "") == STORED["answers"][f"{kind}:{name}"], name
     finally:
         if written:
             client.delete(*written)
