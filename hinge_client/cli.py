@@ -550,6 +550,8 @@ def flag_hints(message: str, args) -> str:
         message = re.sub(rf"(\bsend\s+)?\b{name}=([\w.+-]+)", as_flag, message)
         if "_" in name:
             message = re.sub(rf"\b{name}\b", flag, message)
+    if not hasattr(args, "zero_based"):  # how to upload a data set again, told to another command (predict)
+        message = re.sub(r"\bzero_based=(true|false|auto)\b", r"`hingectl upload --zero-based \1`", message)
     return message
 
 

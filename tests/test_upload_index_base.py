@@ -8,6 +8,7 @@ always zero so index 0 never appears) is read by ``zero_based=auto`` as one-base
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from sklearn.datasets import dump_svmlight_file, load_digits
@@ -90,3 +91,16 @@ def test_hingectl_upload_states_the_base(service, digits_text, tmp_path):
     code, out, err = hingectl(service.base_url, "upload", str(path), "--json")
     assert code == 0, err
     assert '"zero_based_guessed": true' in out
+
+    # a predict of the rows as the user holds them (64 columns): how to upload again, in hingectl's terms
+    X, y = load_digits(return_X_y=True)
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join([f"f{j}" for j in range(64)] + ["label"]) + "\n" + ",".join(map(str, [*X[0], 1])) + "\n")
+    guessed = json.loads(out)
+    with service.client() as http:
+        job = http.post("/v1/jobs", json={"dataset_id": guessed["id"], "solver": "dcd"}).json()
+        model_id = wait_job(http, job["id"])["model_id"]
+    code, out, err = hingectl(service.base_url, "predict", model_id, str(rows), "--format", "csv")
+    assert code == 6, err
+    assert "has 64 values; the model has 63 features" in err
+    assert "upload it again with `hingectl upload --zero-based true` and train again" in err
