@@ -151,8 +151,28 @@ def cmd_upload(client: Client, args) -> int:
     else:
         labels = ", ".join(f"{k}: {v}" for k, v in list(record.get("labels", {}).items())[:6])
         _err(f"uploaded {record['n_samples']} rows x {record['n_features']} features ({labels})")
+        base = index_base_text(record)
+        if base:
+            _err(base)
         _out(record["id"])
     return EXIT_OK
+
+
+def index_base_text(record: Dataset) -> str:
+    """How the upload's feature indices were read: the base, and whether it was guessed (with what to do if wrong)."""
+    guessed = record.get("zero_based_guessed")
+    if guessed is None:  # CSV (no indices), or a service that does not say
+        return ""
+    base = "zero-based" if record["zero_based"] else "one-based"
+    if not guessed:
+        return f"feature indices: {base} (--zero-based {str(record['zero_based']).lower()}, as given)"
+    if record["zero_based"]:
+        return "feature indices: zero-based (guessed: index 0 appears in the file)"
+    return (
+        "feature indices: one-based (guessed: no index 0 appears in the file). If the file is zero-based (as "
+        "scikit-learn's dump_svmlight_file writes it), upload it again with --zero-based true: "
+        f"it then has {record['n_features'] + 1} features"
+    )
 
 
 def upload_params(args) -> dict:
@@ -558,6 +578,8 @@ def flag_hints(message: str, args) -> str:
         message = re.sub(rf"(\bsend\s+)?\b{name}=([\w.+-]+)", as_flag, message)
         if "_" in name:
             message = re.sub(rf"\b{name}\b", flag, message)
+    if not hasattr(args, "zero_based"):  # how to upload a data set again, told to another command (predict)
+        message = re.sub(r"\bzero_based=(true|false|auto)\b", r"`hingectl upload --zero-based \1`", message)
     return message
 
 

@@ -26,6 +26,7 @@ class Dataset(TypedDict):
     labels: dict[str, int]
     has_qid: bool
     zero_based: bool
+    zero_based_guessed: bool | None
     created_at: str
 
 
@@ -100,6 +101,7 @@ class Model(TypedDict):
     labels: list[float] | None
     n_features: int
     zero_based: bool
+    zero_based_guessed: bool | None
     multiclass: Literal["ovr", "ovo"] | None
     probability: Calibration | None
     n_iter: int | None

@@ -29,6 +29,25 @@ def test_binary_report_matches_sklearn():
     assert report["prbep"] == pytest.approx(np.mean(true[np.argsort(-scores)[:k]] > 0))
 
 
+@pytest.mark.parametrize("ties", [False, True])
+def test_roc_curve_matches_sklearn(ties):
+    rng = np.random.default_rng(3)
+    true = np.where(rng.random(400) > 0.5, 1.0, -1.0)
+    scores = true * 0.7 + rng.normal(size=400)
+    if ties:
+        scores = np.round(scores, 1)  # equal scores move together: a diagonal step
+    curve = metrics.roc_curve(scores, true > 0)
+    fpr, tpr, _ = skm.roc_curve(true, scores)
+    assert curve is not None
+    np.testing.assert_allclose(curve["fpr"], fpr)
+    np.testing.assert_allclose(curve["tpr"], tpr)
+    assert np.trapezoid(curve["tpr"], curve["fpr"]) == pytest.approx(skm.roc_auc_score(true, scores))
+    thinned = metrics.roc_curve(scores, true > 0, max_points=11)
+    assert thinned is not None and len(thinned["fpr"]) == 11
+    assert (thinned["fpr"][0], thinned["tpr"][0], thinned["fpr"][-1], thinned["tpr"][-1]) == (0.0, 0.0, 1.0, 1.0)
+    assert metrics.roc_curve(scores, np.zeros(400, dtype=bool)) is None
+
+
 def test_multiclass_report_matches_sklearn():
     rng = np.random.default_rng(1)
     true = rng.integers(1, 4, 600).astype(float)
@@ -80,6 +99,9 @@ def test_evaluate_route_matches_sklearn_on_predictions(http):
     assert report["accuracy"] == pytest.approx(skm.accuracy_score(true, predicted))
     assert report["f1"] == pytest.approx(skm.f1_score(true, predicted))
     assert report["roc_auc"] == pytest.approx(skm.roc_auc_score(true, scores))
+    fpr, tpr, _ = skm.roc_curve(true, scores)
+    np.testing.assert_allclose(report["roc_curve"]["fpr"], fpr)
+    np.testing.assert_allclose(report["roc_curve"]["tpr"], tpr)
     assert report["confusion_matrix"]["matrix"] == skm.confusion_matrix(true, predicted, labels=[-1, 1]).tolist()
     missing = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": "ds_nope"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "dataset_not_found"
@@ -103,3 +125,4 @@ def test_evaluate_multiclass_kernel_model(http):
     assert report["accuracy"] == pytest.approx(skm.accuracy_score(y, answer["labels"]))
     assert report["f1"] == pytest.approx(skm.f1_score(y, answer["labels"], average="macro"))
     assert np.array(report["confusion_matrix"]["matrix"]).sum() == y.size
+    assert report["roc_curve"] is None  # two classes only

@@ -117,6 +117,7 @@ def record_outcome(
             solver=job.solver,
             params=job.params,  # as stored with the job: the validated JSON form
             zero_based=dataset.zero_based,
+            zero_based_guessed=dataset.zero_based_guessed,
             created_at=utc_now(),
             warnings=warnings,
         )

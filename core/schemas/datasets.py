@@ -53,6 +53,12 @@ class DatasetOut(ResponseModel):
     )
     has_qid: bool = Field(description="Whether rows carry `qid:` query ids (ranking data).")
     zero_based: bool = Field(description="Whether feature indices were read as zero-based (`auto` resolved).")
+    zero_based_guessed: bool | None = Field(
+        default=None,
+        description="Whether `zero_based` was guessed (`zero_based=auto`: zero-based iff some feature index is 0, so "
+        "a zero-based file that never uses index 0 is read as one-based with one feature fewer) rather than given "
+        "(`true` or `false`). Null for CSV (no indices) and for data sets stored before this was recorded.",
+    )
     compressed: bool = Field(description="Whether the upload was gzip-compressed.")
     bytes: int = Field(description="Size of the uploaded file in bytes, as sent.")
     text_bytes: int = Field(description="Size of the text after decompression.")

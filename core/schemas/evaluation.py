@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from core.schemas.base import ResponseModel, StrictModel
+from core.scoring.metrics import ROC_POINTS
 
 
 class EvaluateRequest(StrictModel):
@@ -34,6 +35,17 @@ class ConfusionMatrix(ResponseModel):
     matrix: list[list[int]] = Field(description="matrix[i][j]: rows with true label labels[i] predicted as labels[j].")
 
 
+class RocCurve(ResponseModel):
+    """Points of a ROC curve, from (0, 0) to (1, 1), by decreasing score threshold."""
+
+    fpr: list[float] = Field(
+        description="False positive rate of each point: negatives scored at or above it / negatives."
+    )
+    tpr: list[float] = Field(
+        description="True positive rate of each point: positives scored at or above it / positives."
+    )
+
+
 class EvaluationOut(ResponseModel):
     """Metrics of a model on a data set. Fields that do not apply to the model's task are null."""
 
@@ -56,6 +68,11 @@ class EvaluationOut(ResponseModel):
     )
     roc_auc: float | None = Field(
         default=None, description="Area under the ROC curve (two classes; more: macro average of one-vs-rest AUCs)."
+    )
+    roc_curve: RocCurve | None = Field(
+        default=None,
+        description="Two classes (and roc_area): the ROC curve, one point per distinct score with collinear points "
+        f"dropped (as scikit-learn's roc_curve), at most {ROC_POINTS} of them (evenly spaced over a longer curve).",
     )
     confusion_matrix: ConfusionMatrix | None = Field(
         default=None, description="Counts of true versus predicted labels."

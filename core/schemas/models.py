@@ -53,6 +53,11 @@ class ModelOut(ResponseModel):
     zero_based: bool = Field(
         description="Whether sparse predict rows use zero-based indices (as the training upload did)."
     )
+    zero_based_guessed: bool | None = Field(
+        default=None,
+        description="Whether the training data set's index base was guessed at upload (`zero_based=auto`) rather than "
+        "given; null for imported models, CSV data and models trained before this was recorded.",
+    )
     multiclass: Multiclass | None = Field(
         default=None,
         description="More than two labels: `ovr` (one score per label, argmax) or `ovo` (LIBSVM imports: one decision per pair of labels, vote).",

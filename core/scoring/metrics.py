@@ -18,6 +18,39 @@ def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+ROC_POINTS = 1001
+"""Most points of a ROC curve in an answer: a longer curve keeps this many of its corners, evenly spaced."""
+
+
+def roc_curve(scores: np.ndarray, positive: np.ndarray, max_points: int = ROC_POINTS) -> dict | None:
+    """The ROC curve of ``scores`` for the boolean ``positive``: {"fpr", "tpr"}, from (0, 0) to (1, 1).
+
+    One point per distinct score (rows with equal scores move together, a diagonal step), collinear points
+    dropped as scikit-learn's ``roc_curve(drop_intermediate=True)`` does; beyond ``max_points`` an evenly
+    spaced subset of them, first and last kept. None when one class is absent.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    n_pos = int(positive.sum())
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(-scores, kind="mergesort")
+    sorted_scores, sorted_positive = scores[order], positive[order]
+    last_of_each = np.r_[np.flatnonzero(np.diff(sorted_scores)), scores.size - 1]
+    tps = np.cumsum(sorted_positive)[last_of_each]
+    fps = (last_of_each + 1) - tps
+    if fps.size > 2:  # drop the points on a straight line between their neighbours (exact: on the counts)
+        keep = np.r_[True, np.logical_or(np.diff(fps, 2) != 0, np.diff(tps, 2) != 0), True]
+        fps, tps = fps[keep], tps[keep]
+    fpr = np.r_[0.0, fps / n_neg]
+    tpr = np.r_[0.0, tps / n_pos]
+    if fpr.size > max_points:
+        chosen = np.unique(np.round(np.linspace(0, fpr.size - 1, max_points)).astype(np.int64))
+        fpr, tpr = fpr[chosen], tpr[chosen]
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist()}
+
+
 def pairwise_accuracy(scores: np.ndarray, y: np.ndarray, qid: np.ndarray | None = None) -> float | None:
     """Fraction of the pairs with y_i > y_j (within the same qid when given) scored s_i > s_j; ties count one half.
 
@@ -81,11 +114,11 @@ def kendall_tau(scores: np.ndarray, y: np.ndarray, qid: np.ndarray | None = None
 def classification_report(
     true: np.ndarray, predicted: np.ndarray, scores: np.ndarray, model_labels: np.ndarray
 ) -> dict:
-    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and the confusion matrix.
+    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC (and curve) and the confusion matrix.
 
     Two model labels: the larger is the positive class and ``scores`` has one column. More: precision,
     recall and F1 are macro averages over the model's classes (per class in ``per_class``), ROC AUC is
-    the macro average of one-vs-rest AUCs over the classes present, and PRBEP is left out.
+    the macro average of one-vs-rest AUCs over the classes present, and PRBEP and the ROC curve are left out.
     """
     true = np.asarray(true, dtype=np.float64)
     predicted = np.asarray(predicted, dtype=np.float64)
@@ -127,6 +160,7 @@ def classification_report(
         report.update(precision=positive_class["precision"], recall=positive_class["recall"], f1=positive_class["f1"])
         positive = true == model_labels[1]
         report["roc_auc"] = roc_auc(scores.reshape(-1), positive)
+        report["roc_curve"] = roc_curve(scores.reshape(-1), positive)
         report["prbep"] = prbep(scores.reshape(-1), positive)
     else:
         report.update(

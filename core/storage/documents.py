@@ -81,6 +81,7 @@ class DatasetRecord(StoredDocument):
     compressed: bool
     text_bytes: int
     feature_names: list[str] | None
+    zero_based_guessed: bool | None = _optional()  # absent: CSV, or stored before it was recorded
     value_dtype: str | None = _optional()  # absent: float64 (data sets stored before float32 existed)
     shards: list[dict] | None = _optional()  # in the object store (core.storage.shards); absent: Redis chunks
     max_row_norm_sq: float | None = _optional()  # the largest |x_i|^2 (absent: stored before it was kept)
@@ -98,6 +99,7 @@ class ModelRecord(StoredDocument):
     labels: list[float] | None  # None: a model that only scores
     n_features: int
     zero_based: bool
+    zero_based_guessed: bool | None = _optional()  # the training data set's (None: imported, CSV or older)
     source: str | None = _optional()  # None: trained here
     import_format: str | None = _optional()
     task: str | None = _optional()  # None: classification

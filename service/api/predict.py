@@ -17,14 +17,33 @@ from core.storage.documents import ModelRecord
 from service.api.errors import unprocessable
 
 
-def rows_to_matrix(instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False):
-    """A dense array when every row is dense (lists), else a CSR matrix; 422 names the bad row."""
+def rows_to_matrix(
+    instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False, *, reupload: str = ""
+):
+    """A dense array when every row is dense (lists), else a CSR matrix; 422 names the bad row.
+
+    ``reupload`` (see ``reupload_hint``) ends the message of a row that looks zero-based where the model's
+    data set was guessed one-based: a dense row one value too long, or a sparse row with index 0."""
     if instances and all(isinstance(row, list) for row in instances):
-        return dense_rows(instances, n_features)
-    return rows_to_csr(instances, n_features, zero_based, ignore_unknown)
+        return dense_rows(instances, n_features, reupload=reupload)
+    return rows_to_csr(instances, n_features, zero_based, ignore_unknown, reupload=reupload)
 
 
-def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False) -> sp.csr_matrix:
+def reupload_hint(record: ModelRecord) -> str:
+    """How to re-upload the model's data set zero-based, when its one-based reading was a guess; else ""."""
+    if record.zero_based or not record.zero_based_guessed:
+        return ""
+    dataset = f"data set {record.dataset_id}" if record.dataset_id else "training data set"
+    return (
+        f". The model's {dataset} was read as one-based because no feature index 0 appears in it (zero_based=auto "
+        "guessed); if that file is zero-based (scikit-learn's dump_svmlight_file writes zero-based indices), "
+        f"upload it again with zero_based=true and train again: the model then has {record.n_features + 1} features"
+    )
+
+
+def rows_to_csr(
+    instances: list, n_features: int, zero_based: bool, ignore_unknown: bool = False, *, reupload: str = ""
+) -> sp.csr_matrix:
     """Build a CSR matrix from dense rows (lists) and sparse rows ({"index": value}); 422 names the bad row.
 
     A sparse index beyond the model's features is a 422 naming the row and the index, or (with
@@ -47,7 +66,8 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
                 if index < base:
                     raise unprocessable(
                         f"instances[{row_number}]: feature index {index} is below {base} "
-                        f"(the training data was {'zero' if zero_based else 'one'}-based)",
+                        f"(the training data was {'zero' if zero_based else 'one'}-based)"
+                        + (reupload if index == 0 else ""),
                         ["body", "instances", row_number, key],
                     )
                 if not np.isfinite(value):
@@ -69,7 +89,8 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
         else:
             if len(row) != n_features:
                 raise unprocessable(
-                    f"instances[{row_number}] has {len(row)} values; the model has {n_features} features",
+                    f"instances[{row_number}] has {len(row)} values; the model has {n_features} features"
+                    + (reupload if len(row) == n_features + 1 else ""),
                     ["body", "instances", row_number],
                 )
             check_finite(np.asarray(row, dtype=np.float64).reshape(1, -1), row_number)
@@ -85,12 +106,13 @@ def rows_to_csr(instances: list, n_features: int, zero_based: bool, ignore_unkno
     return matrix
 
 
-def dense_rows(instances: list, n_features: int) -> np.ndarray:
+def dense_rows(instances: list, n_features: int, *, reupload: str = "") -> np.ndarray:
     """The fast path when every row is dense: one numpy conversion, then the width and finiteness checks."""
     for row_number, row in enumerate(instances):
         if len(row) != n_features:
             raise unprocessable(
-                f"instances[{row_number}] has {len(row)} values; the model has {n_features} features",
+                f"instances[{row_number}] has {len(row)} values; the model has {n_features} features"
+                + (reupload if len(row) == n_features + 1 else ""),
                 ["body", "instances", row_number],
             )
     dense = np.asarray(instances, dtype=np.float64).reshape(len(instances), n_features)

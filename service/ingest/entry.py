@@ -163,6 +163,7 @@ def ingest(
                 labels={label_key(v): int(c) for v, c in sorted(summary.label_counts.items())},
                 has_qid=bool(summary.has_qid),
                 zero_based=bool(summary.zero_based),
+                zero_based_guessed=None if format == "csv" else zero_based == "auto",
                 compressed=bool(summary.compressed),
                 text_bytes=int(summary.text_bytes),
                 feature_names=summary.feature_names,

@@ -111,7 +111,9 @@ async def upload_dataset(
     zero_based: Annotated[
         ZeroBased,
         Query(
-            description="svmlight feature indices: `auto` (zero-based iff some index is 0), `true` or `false` (one-based, LIBSVM's convention)."
+            description="svmlight feature indices: `auto` (zero-based iff some index is 0; the answer's `zero_based_guessed` "
+            "says it was guessed), `true` (zero-based, as scikit-learn's dump_svmlight_file writes) or `false` (one-based, "
+            "LIBSVM's convention)."
         ),
     ] = ZeroBased.auto,
     label_column: Annotated[

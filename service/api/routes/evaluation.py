@@ -51,6 +51,7 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
     if task == "roc_area":
         positive = y == y.max()
         result["roc_auc"] = metrics.roc_auc(scores, positive)
+        result["roc_curve"] = metrics.roc_curve(scores, positive)
         result["prbep"] = metrics.prbep(scores, positive)
     return result
 

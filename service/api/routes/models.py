@@ -17,7 +17,7 @@ from core.storage.documents import ModelRecord
 from core.storage.records import RecordStore
 from service.api.deps import JobStoreDep, ModelDep, ModelIdPath, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found, parse_body, read_body_limited
-from service.api.predict import LoadedModel, rows_to_matrix
+from service.api.predict import LoadedModel, reupload_hint, rows_to_matrix
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -172,7 +172,10 @@ def score(
             f"model {model_id} has no probability calibration: train it with params.probability: true "
             "(or import a model file that has probabilities)",
         )
-    matrix = rows_to_matrix(instances, model.n_features, loaded.record.zero_based, ignore_unknown)
+    record = loaded.record
+    matrix = rows_to_matrix(
+        instances, model.n_features, record.zero_based, ignore_unknown, reupload=reupload_hint(record)
+    )
     labels, scores = model.predict(matrix)
     answer = {"labels": labels, "scores": scores, "probabilities": None}
     if probabilities:

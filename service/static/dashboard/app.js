@@ -1,13 +1,17 @@
-// Hinge dashboard: lists data sets, jobs and models; trains on a data set (train.js); follows the selected job's
-// event stream and draws its convergence as it grows (plot.js); shows a model and exports it in every format the
-// API writes. Plain JavaScript modules, no framework, nothing loaded from outside this service.
+// Hinge dashboard: lists data sets, jobs and models; uploads (saying how the indices were read) and trains on a data
+// set (train.js); follows the selected job's event stream and draws its convergence as it grows (plot.js); shows a
+// model, exports it in every format the API writes, predicts and evaluates with it (model_tools.js); shows a job's
+// and a model's warnings; deletes data sets, jobs and models after a confirmation. Plain JavaScript modules, no
+// framework, nothing loaded from outside this service.
 // One selection at a time: a job shows its model once it has one, a model shows the job that trained it.
 
-import { $, api, apiJson, errorMessage, esc, eta, keyValues, notice, num, session, setKey, when } from "./util.js";
+import { $, api, apiJson, confirmDialog, done, errorMessage, esc, eta, indexBaseText, keyValues, notice, num, session, setKey,
+  showWarnings, when } from "./util.js";
 import { apiSchema } from "./schema.js";
 import { describeJob, gapText } from "./status.js";
 import { Trace, drawPlot } from "./plot.js";
 import { openTrainForm, setReadiness } from "./train.js";
+import { openTools } from "./model_tools.js";
 
 const state = { job: null, record: null, model: null, stream: null, trace: new Trace(), drawPending: false,
                 datasets: new Map(), allDatasets: false, asked: new Set(), health: null, dataset: null };
@@ -38,6 +42,29 @@ function fill(tableId, rows, render, onClick, selected) {
   body.querySelectorAll("tr").forEach((tr) => tr.addEventListener("click", () => onClick(tr.dataset.id)));
 }
 
+/** A model's solver, or where an imported model came from ("imported (libsvm)"). */
+function solverText(model) {
+  if (model.solver) return model.solver;
+  return model.source === "imported" ? `imported (${model.import_format || "file"})` : "–";
+}
+
+/** The start of an id, enough to tell models apart in a list (the whole id in the cell's title and the model's panel). */
+function shortId(id) {
+  return id.length > 14 ? `${id.slice(0, 12)}…` : id;
+}
+
+/** A creation time to the minute (the whole ISO time in the cell's title). */
+function createdCell(iso) {
+  return `<td class="created" title="${esc(iso)}">${when(iso).slice(0, 16)}</td>`;
+}
+
+/** A small mark after a status when a job or model has warnings (absent: none), with their messages as its title. */
+function warningMark(record) {
+  const warnings = record.warnings || [];
+  if (!warnings.length) return "";
+  return ` <span class="warn-mark" title="${esc(warnings.map((w) => w.message).join("\n"))}">⚠ ${warnings.length}</span>`;
+}
+
 function progressCell(job) {
   const { fraction, text } = describeJob(job, jobContext(job));
   const bar = fraction === null ? "" : `<span class="mini"><div style="width:${(100 * fraction).toFixed(1)}%"></div></span>`;
@@ -55,16 +82,19 @@ async function refresh() {
     $("jobs-count").textContent = `${jobs.total}`;
     $("models-count").textContent = `${models.total}`;
     fill("datasets", datasets.items, (d) => `<td><button type="button" class="link">train…</button></td>` +
-      `<td>${esc(d.name)} <code class="muted">${esc(d.id)}</code></td><td>${d.n_samples}</td><td>${d.n_features}</td>` +
-      `<td>${esc(Object.entries(d.labels || {}).slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", "))}` +
-      `${Object.keys(d.labels || {}).length > 4 ? ", …" : ""}</td><td>${when(d.created_at)}</td>`,
+      `<td class="wrap" title="${esc(d.id)}">${esc(d.name)}</td><td>${d.n_samples}</td>` +
+      `<td title="${esc(indexBaseText(d))}">${d.n_features}</td>` +
+      `<td class="wrap">${esc(Object.entries(d.labels || {}).slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", "))}` +
+      `${Object.keys(d.labels || {}).length > 4 ? ", …" : ""}</td>${createdCell(d.created_at)}`,
       selectDataset, state.dataset);
     fill("jobs", jobs.items, (j) => `<td><code>${esc(j.id)}</code></td><td>${esc(j.solver)}</td><td>${datasetName(j.dataset_id)}</td>` +
-      `<td><span class="pill ${esc(j.status)}">${esc(j.status)}</span></td><td class="progress">${progressCell(j)}</td>` +
+      `<td><span class="pill ${esc(j.status)}">${esc(j.status)}</span>${warningMark(j)}</td><td class="progress">${progressCell(j)}</td>` +
       `<td>${gapText(j.progress || {}).join("").replace("gap ", "") || "–"}</td><td>${j.status === "running" ? eta((j.progress || {}).eta_s) : "–"}</td>`,
       selectJob, state.job);
-    fill("models", models.items, (m) => `<td><code>${esc(m.id)}</code></td><td>${esc(m.solver)}</td><td>${m.dataset_id ? datasetName(m.dataset_id) : "–"}</td>` +
-      `<td>${esc(m.stop_reason)}</td><td>${num(m.objective, 6)}</td><td>${num(m.train_accuracy, 4)}</td><td>${when(m.created_at)}</td>`,
+    fill("models", models.items, (m) => `<td><code title="${esc(m.id)}">${esc(shortId(m.id))}</code></td><td class="wrap">${esc(solverText(m))}</td>` +
+      `<td class="wrap">${m.dataset_id ? datasetName(m.dataset_id) : "–"}</td>` +
+      `<td>${esc(m.stop_reason ?? "–")}${warningMark(m)}</td><td>${num(m.objective, 6)}</td><td>${num(m.train_accuracy, 4)}</td>` +
+      createdCell(m.created_at),
       selectModel, state.model);
     if (!state.job && !state.model) {
       const running = jobs.items.find((j) => j.status === "running");
@@ -126,6 +156,8 @@ async function selectJob(id, { keepModel = false } = {}) {
   $("job-progress-text").textContent = "";
   $("job-params").innerHTML = "";
   $("job-cancel").hidden = true;
+  $("job-delete").hidden = true;
+  showWarnings("job-warnings", []);
   $("job-search").innerHTML = "";
   document.querySelectorAll("#jobs tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
   draw();
@@ -211,6 +243,8 @@ function showJob() {
   $("job-bar").style.width = `${(100 * (fraction || 0)).toFixed(1)}%`;
   $("job-progress-text").textContent = text;
   $("job-cancel").hidden = !["queued", "running"].includes(job.status);
+  $("job-delete").hidden = !$("job-cancel").hidden; // a job still queued or running is canceled first
+  showWarnings("job-warnings", job.warnings);
   if (!$("job-params").innerHTML) {
     apiSchema().then((schema) => { $("job-params").innerHTML = keyValues(job.params, defaultsOf(schema, job.solver)); });
   }
@@ -242,7 +276,9 @@ function scheduleDraw() {
 }
 
 function draw() {
-  $("plot-legend").innerHTML = drawPlot($("plot"), state.trace, { wallSeconds: wallSeconds() });
+  const search = state.record && state.record.search_results;
+  const best = search && search.best && search.best.C !== undefined ? search.best : null;
+  $("plot-legend").innerHTML = drawPlot($("plot"), state.trace, { wallSeconds: wallSeconds(), best });
   $("plot-count").textContent = String(state.trace.count);
 }
 
@@ -279,6 +315,8 @@ function showModel(id) {
   $("model-params").innerHTML = "";
   $("model-search").innerHTML = "";
   $("export-note").textContent = "";
+  showWarnings("model-warnings", []);
+  $("evaluate-dataset").innerHTML = ""; // filled with the model's tools once it is loaded
   document.querySelectorAll("#models tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.id === id));
 }
 
@@ -294,7 +332,9 @@ async function selectModel(id, { fromJob = false } = {}) {
       $("job-detail").hidden = true;
     }
   }
-  $("model-title").innerHTML = `${esc(model.solver || model.source)}${model.dataset_id ? ` on ${datasetName(model.dataset_id)}` : ""}` +
+  state.modelRecord = model;
+  showWarnings("model-warnings", model.warnings);
+  $("model-title").innerHTML = `${esc(solverText(model))}${model.dataset_id ? ` on ${datasetName(model.dataset_id)}` : ""}` +
     `${model.job_id ? ` · job <code>${esc(model.job_id)}</code>` : ""}`;
   const keys = ["source", "kind", "task", "labels", "n_features", "kernel", "n_support", "multiclass", "stop_reason", "converged", "n_iter",
     "objective", "gap_rel", "training_seconds", "train_accuracy", "created_at"];
@@ -304,13 +344,32 @@ async function selectModel(id, { fromJob = false } = {}) {
       : typeof value === "object" ? Object.entries(value).map(([a, b]) => `${a} ${num(b)}`).join(", ") : num(value, 6);
     return `<dt>${esc(k)}</dt><dd>${text}</dd>`;
   }).join("");
-  $("model-params").innerHTML = (model.params ? keyValues(model.params, defaultsOf(schema, model.solver)) : "–") +
-    (model.refit_params ? `<h3>chosen by the search, refit on all the data</h3>${keyValues(model.refit_params)}` : "");
+  $("model-params").innerHTML = modelParams(model, schema);
+  openTools(model, state.datasets);
   if (model.search_results) showSearch($("model-search"), model.search_results, id);
   $("export-buttons").innerHTML = schema.exportFormats.map((format) =>
     `<button type="button" class="export" id="export-${esc(format)}" data-format="${esc(format)}">${esc(format)}</button>`).join(" ");
   $("export-buttons").querySelectorAll("button").forEach((button) => button.addEventListener("click", () => exportModel(id, button.dataset.format)));
   if (!schema.exportFormats.length) $("export-note").textContent = "this server has no export route";
+}
+
+/** A model's parameters as it was fitted: for a search's model, the C (and gamma) it chose in place of the request's
+ *  (which only seeded the search), shown as set, then the grid it searched. */
+function modelParams(model, schema) {
+  if (!model.params) return "–";
+  const defaults = defaultsOf(schema, model.solver);
+  const refit = model.refit_params;
+  if (!refit) return keyValues(model.params, defaults);
+  const { search, ...params } = model.params;
+  params.C = refit.C;
+  delete defaults.C;
+  if (refit.gamma !== null && refit.gamma !== undefined) {
+    params.kernel = { ...(params.kernel || {}), gamma: refit.gamma };
+    if (defaults.kernel) defaults.kernel = { ...defaults.kernel, gamma: undefined };
+  }
+  const chosen = `C${refit.gamma !== null && refit.gamma !== undefined ? " and gamma" : ""}`;
+  return `<p class="muted">${chosen} chosen by the search, then refit on all the data</p>${keyValues(params, defaults)}` +
+    (search ? `<h3>searched</h3>${keyValues(search)}` : "");
 }
 
 async function exportModel(id, format) {
@@ -339,16 +398,65 @@ async function uploadFile(event) {
   const form = new FormData();
   form.append("file", file);
   $("upload-status").textContent = "uploading…";
-  const response = await api(`/v1/datasets?format=${$("upload-format").value}&name=${encodeURIComponent(file.name)}`, { method: "POST", body: form });
+  $("upload-status").className = "muted";
+  const query = new URLSearchParams({ format: $("upload-format").value, name: file.name });
+  if ($("upload-format").value === "svmlight") query.set("zero_based", $("upload-zero-based").value);
+  const response = await api(`/v1/datasets?${query}`, { method: "POST", body: form });
   if (!response.ok) {
     $("upload-status").textContent = await errorMessage(response);
+    $("upload-status").className = "error";
     return;
   }
   const dataset = await response.json();
-  $("upload-status").textContent = `stored ${dataset.name}`;
+  const base = indexBaseText(dataset);
+  $("upload-status").textContent = `stored ${dataset.name}: ${dataset.n_samples} rows × ${dataset.n_features} features${base ? ` · ${base}` : ""}`;
+  $("upload-status").className = dataset.zero_based_guessed && !dataset.zero_based ? "warn" : "muted";
   state.datasets.set(dataset.id, dataset);
   await refresh();
   selectDataset(dataset.id);
+}
+
+// -- deleting, after a confirmation ---------------------------------------------------------------------------
+
+/** DELETE a data set, job or model once the person confirms; true when it is gone. */
+async function deleteRecord(path, what, question) {
+  if (!(await confirmDialog(question))) return false;
+  const response = await api(`/v1/${path}`, { method: "DELETE" });
+  if (!response.ok && response.status !== 404) {
+    done(`could not delete ${what}: ${await errorMessage(response)}`, true);
+    return false;
+  }
+  done(`deleted ${what}`);
+  return true;
+}
+
+async function deleteDataset() {
+  const id = state.dataset;
+  const dataset = state.datasets.get(id);
+  const name = dataset ? `"${dataset.name}" (${id})` : id;
+  const question = `Delete data set ${name}? Its rows are deleted; models trained on it stay, and jobs still queued on it fail.`;
+  if (!(await deleteRecord(`datasets/${encodeURIComponent(id)}`, `data set ${name}`, question))) return;
+  state.datasets.set(id, null);
+  state.dataset = null;
+  $("train-panel").hidden = true;
+  refresh();
+}
+
+async function deleteJob() {
+  const id = state.job;
+  if (!(await deleteRecord(`jobs/${encodeURIComponent(id)}`, `job ${id}`, `Delete job ${id} and its trace? Its model stays.`))) return;
+  if (state.stream) state.stream.abort();
+  state.job = null;
+  $("job-detail").hidden = true;
+  refresh();
+}
+
+async function deleteModel() {
+  const id = state.model;
+  const question = `Delete model ${id}? It can no longer predict or be exported; the job that trained it stays.`;
+  if (!(await deleteRecord(`models/${encodeURIComponent(id)}`, `model ${id}`, question))) return;
+  showModel(null);
+  refresh();
 }
 
 $("key-form").addEventListener("submit", (event) => {
@@ -359,5 +467,9 @@ $("key-form").addEventListener("submit", (event) => {
 $("api-key").value = session.key;
 $("job-cancel").addEventListener("click", cancelJob);
 $("upload-form").addEventListener("submit", uploadFile);
+$("upload-format").addEventListener("change", () => { $("upload-base-field").hidden = $("upload-format").value !== "svmlight"; });
+$("dataset-delete").addEventListener("click", deleteDataset);
+$("job-delete").addEventListener("click", deleteJob);
+$("model-delete").addEventListener("click", deleteModel);
 refresh();
 setInterval(refresh, 2500);

@@ -1,11 +1,14 @@
 // The convergence plot of a job, drawn as SVG from its trace points: primal (solid) and dual or lower bound
-// (dashed) above, the gap below, log scales. Every fit is a line of its own: a class of one-vs-rest, a retry,
-// and in a search each (fold, setting) fit, coloured by setting, with the refit of the best setting on top in
-// black. A trace point's elapsed_s counts from the start of its own fit, so the time axis is "seconds within a
-// fit"; a line that would go back in time or in iterations starts a new line instead of a saw-tooth.
+// (dashed) above, the gap below, log scales. Every fit is a line of its own: a class of one-vs-rest, a retry. A
+// search's cross-validation fits (often dozens, each a few points) are drawn faint and grey, primal and gap only;
+// once the job has chosen, the fits of the best setting are drawn in colour and its refit on all the data in black
+// with its dual. A trace point's elapsed_s counts from the start of its own fit, so a search's time axis is "seconds
+// within a fit"; a line that would go back in time or in iterations starts a new line instead of a saw-tooth. The
+// time axis spans the points' seconds (from a round value at or below the first), not from 0.
 
 import { esc, num } from "./util.js";
 
+const GREY = "#aab2bd";
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
 const INK = "#1d2430";
 const W = 760, H = 420, LEFT = 64, RIGHT = 16, PANELS = [[14, 250], [280, 390]];
@@ -34,6 +37,7 @@ export class Trace {
     this.fits = new Map();
     this.count = 0;
     this.xMax = 0;
+    this.xMin = Infinity;
     this.low = [Infinity, Infinity];
     this.high = [0, 0];
   }
@@ -59,6 +63,7 @@ export class Trace {
     seg.seen += 1;
     seg.last = p;
     this.xMax = Math.max(this.xMax, p.elapsed_s || 0);
+    this.xMin = Math.min(this.xMin, p.elapsed_s || 0);
     for (const [, value, panel] of SERIES) {
       const v = value(p);
       if (v) {
@@ -73,14 +78,17 @@ function settingName(fit) {
   return `C ${num(fit.C)}${fit.gamma === null || fit.gamma === undefined ? "" : `, gamma ${num(fit.gamma)}`}`;
 }
 
-/** Round ticks (1, 2, 5 x 10^n) from 0 to at least ``max``. */
-function ticks(max) {
-  const raw = max / 4;
+/** Round ticks (1, 2, 5 x 10^n), about five, from the last one at or below ``low`` to the first at or above ``high``. */
+export function ticks(low, high) {
+  const raw = (high - low) / 5 || Math.abs(high) / 5 || 1;
   const power = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  const step = [1, 2, 5, 10].map((m) => m * power).find((v) => v >= raw * (1 - 1e-9));
   const out = [];
-  for (let t = 0; t <= max + step * 1e-9; t += step) out.push(+t.toPrecision(12));
-  if (out[out.length - 1] < max) out.push(+(out[out.length - 1] + step).toPrecision(12));
+  for (let t = Math.floor(low / step + 1e-9) * step; out.length < 50; t += step) {
+    out.push(+t.toPrecision(12));
+    if (t >= high - step * 1e-9) break;
+  }
+  if (out.length < 2) out.push(+(out[0] + step).toPrecision(12));
   return out;
 }
 
@@ -90,16 +98,19 @@ function logScale(low, high, [top, bottom]) {
   return { a, b, y: (v) => bottom - ((Math.log10(v) - a) / (b - a)) * (bottom - top) };
 }
 
-/** Draw the trace into ``svg``; returns the legend (HTML). ``wallSeconds``: how long the job has run. */
-export function drawPlot(svg, trace, { wallSeconds = null } = {}) {
+function sameSetting(fit, best) {
+  return best && fit.C === best.C && (fit.gamma ?? null) === (best.gamma ?? null);
+}
+
+/** Draw the trace into ``svg``; returns the legend (HTML). ``wallSeconds``: how long the job has run; ``best``: the
+ *  setting a search chose ({C, gamma}), once it has. */
+export function drawPlot(svg, trace, { wallSeconds = null, best = null } = {}) {
   const fits = [...trace.fits.values()];
   const searching = fits.some((f) => f.search);
-  const byGammaThenC = (a, b) => (a.gamma ?? 0) - (b.gamma ?? 0) || a.C - b.C;
-  const settings = [...new Set(fits.filter((f) => f.search).sort(byGammaThenC).map(settingName))];
   const xMax = Math.max(1e-6, trace.xMax);
-  const axis = ticks(xMax);
-  const xEnd = axis[axis.length - 1];
-  const x = (s) => LEFT + (s / xEnd) * (W - LEFT - RIGHT);
+  const axis = ticks(Math.min(trace.xMin, xMax), xMax);
+  const [xStart, xEnd] = [axis[0], axis[axis.length - 1]];
+  const x = (s) => LEFT + ((s - xStart) / (xEnd - xStart)) * (W - LEFT - RIGHT);
   const scales = PANELS.map((panel, i) => logScale(trace.low[i], trace.high[i], panel));
   let out = "";
   PANELS.forEach(([top, bottom], i) => {
@@ -114,41 +125,59 @@ export function drawPlot(svg, trace, { wallSeconds = null } = {}) {
   });
   for (const t of axis) out += `<text class="tick" x="${x(t)}" y="${H - 16}" text-anchor="middle">${num(t, 3)}</text>`;
   out += `<text id="plot-xlabel" x="${W - RIGHT}" y="${H - 2}" text-anchor="end">${searching ? "seconds within each fit (every fit starts at 0)" : "solver seconds"}</text>`;
-  // search fits first, faint, so that the refit and ordinary fits are drawn over them
-  for (const fit of [...fits.filter((f) => f.search), ...fits.filter((f) => !f.search)]) {
-    const color = fit.search ? COLORS[settings.indexOf(settingName(fit)) % COLORS.length] : searching && fit.refit ? INK : COLORS[fit.k % COLORS.length];
+  // grey search fits first, then the best setting's, then the refit and ordinary fits over them
+  const rank = (f) => (f.search ? (sameSetting(f, best) ? 1 : 0) : 2);
+  for (const fit of [...fits].sort((a, b) => rank(a) - rank(b))) {
+    const chosen = fit.search && sameSetting(fit, best);
+    const color = fit.search ? (chosen ? COLORS[0] : GREY) : searching && fit.refit ? INK : COLORS[fit.k % COLORS.length];
     const base = fit.search ? `search-f${fit.fold}-${settingName(fit).replace(/[^0-9a-z.]+/gi, "_")}-k${fit.k}` : `${fit.k}${fit.attempt > 1 ? `-a${fit.attempt}` : ""}`;
     const title = fit.search ? `fold ${fit.fold} · ${settingName(fit)}${fit.k ? ` · class ${fit.k + 1}` : ""}` : `${fit.refit ? "refit · " : ""}class ${fit.k + 1}${fit.attempt > 1 ? ` · attempt ${fit.attempt}` : ""}`;
-    const attrs = `data-kind="${fit.search ? "search" : fit.refit ? "refit" : "fit"}" data-fit="${esc(title)}" stroke="${color}" opacity="${fit.search ? 0.55 : 1}"`;
+    const kind = fit.search ? (chosen ? "search-best" : "search") : fit.refit ? "refit" : "fit";
+    const attrs = `data-kind="${fit.search ? "search" : kind}" data-fit="${esc(title)}"${chosen ? " data-best" : ""} stroke="${color}" opacity="${fit.search && !chosen ? 0.6 : 1}"`;
     fit.segments.forEach((seg, s) => {
       const points = pointsOf(seg);
       for (const [name, value, panel, dash] of SERIES) {
+        if (fit.search && name === "dual") continue; // a search's fits: primal and gap only (the refit has its dual)
         const shown = points.filter((p) => value(p));
         if (!shown.length) continue;
         const id = esc(`${name}-${base}${s ? `-s${s}` : ""}`);
         const coords = shown.map((p) => [x(p.elapsed_s || 0).toFixed(1), scales[panel].y(value(p)).toFixed(1)]);
         out += coords.length === 1
-          ? `<circle id="${id}" data-series="${name}" ${attrs} fill="${color}" cx="${coords[0][0]}" cy="${coords[0][1]}" r="2.5"><title>${esc(title)}</title></circle>`
-          : `<polyline id="${id}" data-series="${name}" ${attrs} class="${fit.refit && searching ? "refit" : ""}" stroke-dasharray="${dash}" points="${coords.map((c) => c.join(",")).join(" ")}"><title>${esc(title)}</title></polyline>`;
+          ? `<circle id="${id}" data-series="${name}" ${attrs} fill="${color}" cx="${coords[0][0]}" cy="${coords[0][1]}" r="${fit.search ? 1.6 : 2.5}"><title>${esc(title)}</title></circle>`
+          : `<polyline id="${id}" data-series="${name}" ${attrs} class="${kind}" stroke-dasharray="${dash}" points="${coords.map((c) => c.join(",")).join(" ")}"><title>${esc(title)}</title></polyline>`;
       }
     });
   }
   if (!trace.count) out += `<text x="${W / 2}" y="${H / 2}" text-anchor="middle">waiting for trace points…</text>`;
   svg.innerHTML = out;
-  return legend(fits, settings, xMax, wallSeconds);
+  return legend(fits, best, xMax, wallSeconds);
 }
 
-function legend(fits, settings, xMax, wallSeconds) {
+function swatch(color) {
+  return `<span class="swatch" style="background:${color}"></span>`;
+}
+
+function legend(fits, best, xMax, wallSeconds) {
   const wall = wallSeconds ? `; the job has run ${num(wallSeconds, 3)} s (wall clock)` : "";
-  if (!settings.length) {
-    return `solid: primal · dashed: dual or lower bound · lower panel: gap · one colour per class${wall}`;
-  }
   const search = fits.filter((f) => f.search);
-  const cells = new Set(search.map((f) => `${f.fold}|${settingName(f)}`)).size;
+  if (!search.length) {
+    const classes = new Set(fits.map((f) => f.k)).size;
+    return `solid: primal · dashed: dual or lower bound · lower panel: gap${classes > 1 ? " · one colour per class" : ""}${wall}`;
+  }
+  const cellOf = (f) => `${f.fold}|${settingName(f)}`;
+  const cells = new Set(search.map(cellOf)).size;
+  const settings = new Set(search.map(settingName)).size;
+  const folds = new Set(search.map((f) => f.fold)).size;
   const classes = new Set(search.map((f) => f.k)).size;
-  const counted = classes > 1 ? `${cells} cross-validation fits × ${classes} classes` : `${cells} cross-validation fits`;
-  const swatches = settings.map((name, i) => `<span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>${esc(name)}`).join(" ");
-  const refit = fits.some((f) => f.refit) ? " · <span class=\"swatch\" style=\"background:#1d2430\"></span>black: the refit of the best setting" : "";
-  return `${counted}, one line each, coloured by setting: ${swatches}${refit} · solid: primal, dashed: dual, ` +
-    `lower panel: gap · every fit starts at 0 s: the longest took ${num(xMax, 3)} s${wall}`;
+  const counted = `${cells} cross-validation fits (${settings} setting${settings === 1 ? "" : "s"} × ${folds} fold${folds === 1 ? "" : "s"}` +
+    `${classes > 1 ? `, ${classes} classes each` : ""})`;
+  const dots = new Set(search.filter((f) => f.segments.every((seg) => pointsOf(seg).length <= 1)).map(cellOf)).size;
+  const parts = [`${swatch(GREY)}grey: the ${counted}, primal above and gap below, each from its own 0 s` +
+    (dots ? `; ${dots} of them recorded a single point (a dot)` : "")];
+  const chosen = new Set(search.filter((f) => sameSetting(f, best)).map(cellOf)).size;
+  if (chosen) parts.push(`${swatch(COLORS[0])}blue: the ${chosen} fits of the best setting, ${esc(settingName(best))}`);
+  else parts.push("the best setting is coloured once the search has chosen it");
+  if (fits.some((f) => f.refit)) parts.push(`${swatch(INK)}black: its refit on all the data (solid: primal, dashed: dual, lower panel: gap)`);
+  parts.push(`the longest fit took ${num(xMax, 3)} s${wall}`);
+  return parts.join(" · ");
 }

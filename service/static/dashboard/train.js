@@ -21,7 +21,9 @@ export async function openTrainForm(dataset, onSubmitted) {
   $("train-panel").hidden = false;
   $("train-dataset").textContent = dataset.name || dataset.id;
   $("train-dataset-info").textContent = `${dataset.id} · ${dataset.n_samples} rows · ${dataset.n_features} features · ` +
-    `${Object.keys(dataset.labels || {}).length} labels${dataset.has_qid ? " · qid" : ""}`;
+    `${Object.keys(dataset.labels || {}).length} labels${dataset.has_qid ? " · qid" : ""}` +
+    (typeof dataset.zero_based_guessed === "boolean"
+      ? ` · indices ${dataset.zero_based ? "zero" : "one"}-based${dataset.zero_based_guessed ? " (guessed)" : ""}` : "");
   $("train-error").textContent = "";
   $("train-status").textContent = "";
   if (!form.schema) {

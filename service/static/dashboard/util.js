@@ -74,3 +74,47 @@ export function keyValues(object, defaults = {}) {
   rows.sort((a, b) => Number(b.set) - Number(a.set));
   return `<dl class="kv">${rows.map((r) => `<dt class="${r.set ? "" : "default"}">${esc(r.path)}</dt><dd class="${r.set ? "" : "default"}">${r.text}</dd>`).join("")}</dl>`;
 }
+
+/** Ask before something that cannot be undone: the page's dialog with ``text``; resolves true for "delete". */
+export function confirmDialog(text) {
+  const dialog = $("confirm");
+  $("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "yes"), { once: true });
+    dialog.returnValue = "";
+    dialog.showModal();
+  });
+}
+
+/** A short line saying what was done, or (``failed``) what could not be (kept until the next one). */
+export function done(text, failed = false) {
+  const box = $("done-note");
+  box.hidden = !text;
+  box.textContent = text || "";
+  box.className = failed ? "done error" : "done";
+}
+
+/** A job's or a model's warnings ({code, message}; absent: none) as a visible list, or "" for none. */
+export function warningsHtml(warnings) {
+  if (!warnings || !warnings.length) return "";
+  const items = warnings.map((w) => `<li><code>${esc(w.code)}</code> ${esc(w.message)}</li>`).join("");
+  return `<strong>⚠ ${warnings.length === 1 ? "warning" : `${warnings.length} warnings`}</strong><ul>${items}</ul>`;
+}
+
+/** Show ``warnings`` in the box ``id`` (hidden when there are none). */
+export function showWarnings(id, warnings) {
+  const html = warningsHtml(warnings);
+  $(id).innerHTML = html;
+  $(id).hidden = !html;
+}
+
+/** How an svmlight data set's indices were read, in words (the upload's answer); "" for CSV or older records. */
+export function indexBaseText(dataset) {
+  const guessed = dataset.zero_based_guessed;
+  if (guessed === null || guessed === undefined) return "";
+  const base = dataset.zero_based ? "zero-based" : "one-based";
+  if (!guessed) return `indices ${base}, as chosen`;
+  if (dataset.zero_based) return "indices read as zero-based (guessed: index 0 appears in the file)";
+  return "indices read as one-based (guessed: no index 0 appears in the file). If the file is zero-based (as " +
+    `scikit-learn's dump_svmlight_file writes it), upload it again with indices "zero-based": it then has ${dataset.n_features + 1} features`;
+}
