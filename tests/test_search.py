@@ -293,10 +293,25 @@ def multiclass_arrays():
                 "trace_every": 1000,
             },
         ),
+        (
+            "smo",
+            {
+                "kernel": {"type": "rbf", "gamma": 0.05},
+                "working_set": "second_order",
+                "tol": 1e-3,
+                "cache_mb": 10,
+                "shrinking": True,
+                "max_iter": None,
+                "trace_every": 1000,
+                "multiclass": "ovo",
+            },
+        ),
     ],
+    ids=["dcd-ovr", "smo-ovr", "smo-ovo"],
 )
-def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
-    """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
+def test_multiclass_cells_score_like_the_stored_model(solver, extra):
+    """Per-class (one-vs-rest) or per-pair (one-vs-one) fits give, per fold, the score a model assembled from
+    the same fits would get (one-vs-one: the vote)."""
     from core.scoring.models import Scorer
     from worker.folds import subset
     from worker.search import Search
