@@ -162,7 +162,8 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
 def test_a_two_label_fit_brings_its_score_not_its_decisions():
     """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
     have computed from the held-out decision values, and no decision values travel back."""
-    from worker.search import FoldCache, Path, Search, _held_out_decisions
+    from worker.folds import held_out_decisions
+    from worker.search import FoldCache, Path, Search
 
     arrays, n_features = cancer_arrays()
     params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
@@ -172,7 +173,8 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
     records, state = search.fit_segment(path, 0, 1, None, cache, deadline=None, cancel_requested=lambda: False)
     (record,) = records
     assert record.decisions is None and record.score is not None
-    decisions = _held_out_decisions(state[1], cache.get(1), None, n_features)
+    fold = cache.get(1)
+    decisions = held_out_decisions(state[1], fold["train"], fold["held_matrix"], None, n_features)
     assert record.score == search.score_cell(1, decisions[:, None], None)
     assert search.cell_row(1, None, {0: record})["score"] == record.score
 

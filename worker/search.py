@@ -73,6 +73,7 @@ import scipy.sparse as sp
 
 from core.schemas.solver_params import SearchParams, SolverParams
 from core.scoring import metrics
+from core.scoring.kernel import KernelExpansion
 from core.scoring.metrics import predicted_ranks
 from core.scoring.models import one_vs_one_votes
 from core.solvers import spec_of
@@ -95,6 +96,9 @@ PATHS_PER_PROCESS = 4
 """A path is one task when there are at least this many paths per process; else each fit is a task."""
 FOLD_CACHE_BYTES = 256 << 20
 """A process keeps the fold subsets it built while they take at most this much (or one data set's size)."""
+HELD_KERNEL_BYTES = 128 << 20
+"""A process keeps the kernel values between a fold's held-out and training rows (per kernel setting) while they
+take at most this much; a fold whose matrix alone is larger scores each fit with its own kernel expansion."""
 PUBLISH_EVERY_S = 0.2
 LAST_POINT_ONLY = 2**62
 """``trace_every`` of a cross-validation fit without ``search.trace_fits``: it records its last point only."""
@@ -206,6 +210,32 @@ class FoldCache:
         data_bytes = sum(np.asarray(arrays[k]).nbytes for k in ("indptr", "indices", "data"))
         self.budget = max(FOLD_CACHE_BYTES, data_bytes)
         self.entries: OrderedDict[int, tuple[dict, int]] = OrderedDict()
+        self.held_kernels: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def held_kernel(self, fold: int, kernel: dict) -> np.ndarray | None:
+        """K(held-out row, training row) of the fold, dense (n_held, n_train), built on first use and kept while
+        the matrices take at most ``HELD_KERNEL_BYTES``; None when this one alone would take more.
+
+        The fits of a fold and gamma (the C grid; one-vs-rest classes or one-vs-one pairs: 45 on digits) then
+        score the held-out rows from columns of one matrix instead of each recomputing its kernel rows."""
+        entry = self.get(fold)
+        n_train = entry["train"]["indptr"].size - 1
+        n_held = entry["held"]["indptr"].size - 1
+        if n_train * n_held * 8 > HELD_KERNEL_BYTES:
+            return None
+        key = (fold, tuple(sorted(kernel.items())))
+        if key in self.held_kernels:
+            self.held_kernels.move_to_end(key)
+            return self.held_kernels[key]
+        while self.held_kernels and (len(self.held_kernels) + 1) * n_train * n_held * 8 > HELD_KERNEL_BYTES:
+            self.held_kernels.popitem(last=False)
+        train = entry["train"]
+        expansion = KernelExpansion(
+            train["indptr"], train["indices"], train["data"], np.zeros(n_train), 0.0, kernel, n_features=self.n_features
+        )
+        held = entry["held_matrix"]
+        self.held_kernels[key] = expansion.kernel_values(held.indptr, held.indices, held.data)
+        return self.held_kernels[key]
 
     def get(self, fold: int) -> dict:
         """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data).
@@ -420,13 +450,19 @@ class Search:
                 decisions, whole = None, dataclasses.replace(result, extra=extra)
             else:
                 kernel = getattr(setting, "kernel", None)
-                decisions = held_out_decisions(
-                    result,
-                    fit_rows,
-                    fold_data["held_matrix"],
-                    None if kernel is None else kernel.model_dump(),
-                    self.n_features,
-                )
+                kernel_dict = None if kernel is None else kernel.model_dump()
+                values = None
+                if result.w is None and kernel_dict is not None and self.task == "classification":
+                    values = cache.held_kernel(path.fold, kernel_dict)
+                if values is not None:
+                    support = np.asarray(result.extra["support_indices"], dtype=np.int64)
+                    if "members" in fold_data:  # the pair's rows, numbered among the fold's training rows
+                        support = fold_data["members"][path.problem][support]
+                    decisions = values[:, support] @ np.asarray(result.extra["dual_coef"]) + result.bias
+                else:
+                    decisions = held_out_decisions(
+                        result, fit_rows, fold_data["held_matrix"], kernel_dict, self.n_features
+                    )
                 whole = None
                 if self.n_problems(path.fold) == 1:
                     # its cell is this fit alone: scored here, so that a number travels back instead of the
