@@ -14,6 +14,8 @@
 - ``HingeClassifier`` / ``HingeRanker`` (``hinge_client.estimators``, needs scikit-learn): estimators
   whose fit, predict, decision_function and predict_proba run on the service; the models their fits
   make go when the estimators do (``keep_model=True`` keeps them); ``wait_for_cleanup`` waits for that.
+- ``HingeSearchCV`` (``hinge_client.model_selection``): a grid of C (and gamma) cross-validated by the
+  service's own search, as one job.
 
 - ``hingectl`` (``hinge_client.cli``): the command line.
 
@@ -35,6 +37,7 @@ __all__ = [
     "ResultWarning",
     "HingeClassifier",
     "HingeRanker",
+    "HingeSearchCV",
     "wait_for_cleanup",
 ]
 
@@ -45,4 +48,8 @@ def __getattr__(name: str):
         from hinge_client import estimators
 
         return getattr(estimators, name)
+    if name == "HingeSearchCV":
+        from hinge_client import model_selection
+
+        return model_selection.HingeSearchCV
     raise AttributeError(f"module 'hinge_client' has no attribute {name!r}")

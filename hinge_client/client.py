@@ -322,13 +322,22 @@ class Client:
         return self.send(ops.get_model_trace(model_id, since))
 
     def predict(
-        self, model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False
+        self,
+        model_id: str,
+        instances: list,
+        probabilities: bool = False,
+        ignore_unknown_features: bool = False,
+        decision_function_shape: str = "ovr",
     ) -> Prediction:
         """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows.
 
         ``ignore_unknown_features``: sparse indices beyond the model's features are dropped (else HingeError 422).
+        ``decision_function_shape="ovo"``: a one-vs-one model's scores are one per pair of labels (scikit-learn's
+        SVC order; HingeError 409 for a one-vs-rest model of more than two labels).
         """
-        return self.send(ops.predict(model_id, instances, probabilities, ignore_unknown_features))
+        return self.send(
+            ops.predict(model_id, instances, probabilities, ignore_unknown_features, decision_function_shape)
+        )
 
     def evaluate(self, model_id: str, dataset_id: str) -> Evaluation:
         """Metrics of a model on a data set."""
@@ -525,13 +534,22 @@ class AsyncClient:
         return await self.send(ops.get_model_trace(model_id, since))
 
     async def predict(
-        self, model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False
+        self,
+        model_id: str,
+        instances: list,
+        probabilities: bool = False,
+        ignore_unknown_features: bool = False,
+        decision_function_shape: str = "ovr",
     ) -> Prediction:
         """Labels and scores (and class probabilities, for calibrated models) of dense or sparse rows.
 
         ``ignore_unknown_features``: sparse indices beyond the model's features are dropped (else HingeError 422).
+        ``decision_function_shape="ovo"``: a one-vs-one model's scores are one per pair of labels (scikit-learn's
+        SVC order; HingeError 409 for a one-vs-rest model of more than two labels).
         """
-        return await self.send(ops.predict(model_id, instances, probabilities, ignore_unknown_features))
+        return await self.send(
+            ops.predict(model_id, instances, probabilities, ignore_unknown_features, decision_function_shape)
+        )
 
     async def evaluate(self, model_id: str, dataset_id: str) -> Evaluation:
         """Metrics of a model on a data set."""

@@ -10,7 +10,17 @@ chosen solver does not take, set to anything but its default, is an error at ``f
 Solver and kernel: ``solver="auto"`` (the default) trains ``dcd`` (a linear model) unless a kernel other
 than linear is asked for, then ``smo``; ``solver_`` says which ran. A linear solver (dcd, cpa, ocas)
 named together with such a kernel is an error that names the kernel solvers. Linear models (and smo
-models with the linear kernel) have ``coef_`` and ``intercept_`` in LinearSVC's shapes and signs.
+models with the linear kernel) have ``coef_`` and ``intercept_`` in LinearSVC's (or SVC's) shapes and signs.
+
+More than two classes, as scikit-learn: smo trains one-vs-one (SVC's scheme, ``multiclass="ovo"``) and its
+``decision_function`` is SVC's one-vs-rest shape of the votes (``decision_function_shape="ovr"``) or the
+pairwise values (``"ovo"``); the linear solvers (and sampled_cuts) train one-vs-rest, as LinearSVC.
+``n_jobs`` is the job's ``n_processes``. ``HingeSearchCV`` (``hinge_client.model_selection``) runs a grid
+of C and gamma as one job of the service's own search.
+
+Warnings: every entry of the job's and the model's ``warnings`` (a solver stopped by ``max_iter``, a gap
+not certified, a model no better than the majority class, ...) is issued after ``fit`` as scikit-learn's
+``ConvergenceWarning``, with its message and code.
 
 What a fit leaves on the service: the uploaded data set is deleted once the model exists
 (``keep_data=True`` keeps it as long as the model). The model and its job are deleted when the
@@ -27,6 +37,7 @@ changes nothing in the estimator (scikit-learn checks that) and the estimator pi
     clf = HingeClassifier(kernel="rbf", C=10, gamma=0.5, probability=True).fit(X_train, y_train)  # smo
     clf.predict(X_test), clf.predict_proba(X_test)
     HingeClassifier(C=0.1).fit(X_train, y_train).coef_                                             # dcd
+    HingeClassifier(kernel="rbf", n_jobs=2).fit(X, digits_y).decision_function(X)  # SVC's ovo, ovr-shaped
 """
 
 from __future__ import annotations
@@ -34,9 +45,11 @@ from __future__ import annotations
 import json
 import numbers
 import threading
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -47,7 +60,7 @@ from hinge_client.data import predict_rows
 from hinge_client.errors import HingeError, JobFailed
 from hinge_client.types import Model
 
-__all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup"]
+__all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
 
 MAX_ROWS_PER_REQUEST = 10_000
 MAX_VALUES_PER_REQUEST = 500_000
@@ -77,6 +90,35 @@ def seed_of(random_state) -> int:
     raise ValueError(f"random_state must be an int, None or a numpy RandomState, got {random_state!r}")
 
 
+def warn_service_warnings(*records: dict) -> list[dict]:
+    """Issue every entry of the records' ``warnings`` lists (a job's, a model's: ``{"code", "message"}``; an
+    absent list is none) as scikit-learn's ``ConvergenceWarning``, once per distinct entry, the message followed
+    by its code; the warning also carries ``code``. Returns the entries issued."""
+    issued: list[dict] = []
+    for record in records:
+        for entry in (record or {}).get("warnings") or []:
+            if entry in issued:
+                continue
+            issued.append(entry)
+            code = entry.get("code", "warning")
+            warning = ConvergenceWarning(f"{entry.get('message', '')} [Hinge: {code}]")
+            warning.code = code
+            warnings.warn(warning, stacklevel=3)
+    return issued
+
+
+def n_processes_of(n_jobs) -> int | None:
+    """The job's ``n_processes`` for scikit-learn's ``n_jobs``: None and -1 (every core) leave it to the worker
+    (its cores), a positive int is that many processes."""
+    if n_jobs is None or n_jobs == -1:
+        return None
+    if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and int(n_jobs) >= 1:
+        return int(n_jobs)
+    raise ValueError(
+        f"n_jobs must be None, -1 (the worker's cores) or a positive int (processes of the job), got {n_jobs!r}"
+    )
+
+
 SOLVER_PARAMS = {
     "dcd": ("C", "loss", "bias", "tol", "max_iter", "class_weight"),
     "cpa": ("C", "bias", "tol", "max_iter"),
@@ -85,6 +127,8 @@ SOLVER_PARAMS = {
     "sampled_cuts": ("C", "kernel", "gamma", "degree", "coef0", "bias", "tol", "max_iter"),
 }
 LINEAR_SOLVERS = ("dcd", "cpa", "ocas")
+ONE_VS_ONE_SOLVERS = ("smo",)
+"""Solvers that train one problem per pair of labels (``multiclass="ovo"``, their default, as SVC's)."""
 LINEAR_KERNELS = (None, "linear")
 """``kernel`` values a linear solver takes (None, the default, is each solver's own: linear, or rbf for smo and sampled_cuts)."""
 DEFAULTS = {
@@ -120,13 +164,17 @@ def solver_for(solver: str, kernel: str | None) -> str:
 def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(coef, intercept) of an exported model whose scores are linear, X @ coef.T + intercept; else None.
 
-    Linear models give their weights; kernel models with the linear kernel (one-vs-rest or two labels)
-    the sum of their support vectors times their coefficients. coef has one row per score.
+    Linear models give their weights; kernel models with the linear kernel the sum of their support vectors
+    times their coefficients. coef has one row per score: per class (one-vs-rest), or, for a one-vs-one model,
+    per pair of labels as SVC's (the pairs of its labels in ascending order, positive for the first).
     """
     intercept = np.asarray(document["offsets"], dtype=np.float64)
+    one_vs_one = document.get("multiclass") == "ovo"
+    if one_vs_one and document.get("ovo_labels") != sorted(document.get("ovo_labels") or []):
+        return None  # an import's pairs in its file's label order: not SVC's
     if document["kind"] == "linear":
         coef = np.asarray(document["weights"], dtype=np.float64).reshape(intercept.size, -1)
-    elif (document.get("kernel") or {}).get("type") == "linear" and document.get("multiclass") != "ovo":
+    elif (document.get("kernel") or {}).get("type") == "linear":
         vectors = document["support_vectors"]
         indptr = np.asarray(vectors["indptr"], dtype=np.int64)
         dense = np.zeros((indptr.size - 1, document["n_features"]))
@@ -148,11 +196,16 @@ class _RemoteModel(BaseEstimator):
         return client_for(self.url, self.api_key, self.timeout)
 
     def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
-        """Upload, train, and own what the fit left (deleted with this estimator unless keep_model)."""
+        """Upload, train, and own what the fit left (deleted with this estimator unless keep_model); the job's
+        and the model's warnings are issued as ConvergenceWarning."""
         client = self._client()
         dataset_id = client.upload_arrays(X, y, qid=qid)["id"]
         try:
-            model = client.train(dataset_id, solver, params, timeout=self.timeout)
+            job = client.wait_job(client.submit_job(dataset_id, solver, params)["id"], timeout=self.timeout)
+            model_id = job.get("model_id")
+            if job["status"] != "succeeded" or not model_id:
+                raise JobFailed(job)
+            model = client.get_model(model_id)
         except JobFailed as exc:
             if not self.keep_model:  # the failed job (and a canceled job's model) would only pile up
                 Leftovers(client, exc.job.get("model_id"), exc.job.get("id")).delete()
@@ -170,6 +223,7 @@ class _RemoteModel(BaseEstimator):
                 except HingeError:
                     pass
         self._own(Leftovers(client, model["id"], model.get("job_id"), dataset_id if self.keep_data else None))
+        warn_service_warnings(dict(job), dict(model))
         return model
 
     def _own(self, leftovers: Leftovers) -> None:
@@ -187,7 +241,7 @@ class _RemoteModel(BaseEstimator):
             janitor.keep(cleanup)
         return state
 
-    def _predict_remote(self, X, probabilities: bool = False) -> dict:
+    def _predict_remote(self, X, probabilities: bool = False, decision_function_shape: str = "ovr") -> dict:
         """Labels, scores (and probabilities) of the rows, in batches."""
         width = max(1, X.shape[1])
         batch = max(1, min(MAX_ROWS_PER_REQUEST, MAX_VALUES_PER_REQUEST // width))
@@ -196,7 +250,12 @@ class _RemoteModel(BaseEstimator):
         probs: list[list[float]] = []
         client = self._client()
         for start in range(0, X.shape[0], batch):
-            answer = client.predict(self.model_id_, predict_rows(X[start : start + batch]), probabilities=probabilities)
+            answer = client.predict(
+                self.model_id_,
+                predict_rows(X[start : start + batch]),
+                probabilities=probabilities,
+                decision_function_shape=decision_function_shape,
+            )
             labels.extend(answer["labels"] or [])
             scores.extend(answer["scores"])
             if probabilities:
@@ -213,7 +272,7 @@ class _RemoteModel(BaseEstimator):
 
 
 class HingeClassifier(ClassifierMixin, _RemoteModel):
-    """A support vector classifier trained by a Hinge service (two labels, or one-vs-rest for more).
+    """A support vector classifier trained by a Hinge service: SVC's schemes with a kernel, LinearSVC's without.
 
     Parameters
     ----------
@@ -226,7 +285,16 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.
     tol, max_iter : the solver's stopping rule (None: the service's default; ocas reads tol as tol_rel).
     class_weight : {label: factor on C}, or "balanced" (n_samples / (n_classes * count of the label)).
-    probability : calibrate with Platt's sigmoid on 5-fold decision values, so that predict_proba exists.
+    multiclass : more than two classes: "ovo" (one problem per pair of classes, predicted by vote: SVC's and
+        LIBSVM's; smo only) or "ovr" (one problem per class: LinearSVC's); None (default): "ovo" for smo, "ovr"
+        for the other solvers (the only scheme they train).
+    decision_function_shape : "ovr" (default, as SVC): decision_function gives one score per class, for a
+        one-vs-one model SVC's votes plus squashed summed pairwise values; "ovo": one score per pair of classes
+        (0,1), (0,2), ..., (1,2), ..., positive for the first (one-vs-one models only).
+    n_jobs : processes of the job (its binary problems, folds and settings in parallel; the kernel solvers'
+        threads within one problem): the job's n_processes. None or -1: the worker's cores.
+    probability : calibrate with Platt's sigmoid on 5-fold decision values, so that predict_proba exists
+        (one-vs-one: a sigmoid per pair, coupled as LIBSVM's -b 1).
     random_state : the job's seed.
     max_seconds : the job's deadline (the best model so far is kept).
     solver_params : other parameters of the solver, as the service's schema names them.
@@ -238,9 +306,10 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     Attributes
     ----------
     classes_, n_features_in_, model_id_ (the service's model), model_ (its record), solver_, n_iter_.
-    coef_, intercept_ : linear models (and smo with kernel="linear", two labels or one-vs-rest): LinearSVC's
-        shapes and signs, (1, n_features) and (1,) for two labels (positive scores: classes_[1]),
-        (n_classes, n_features) and (n_classes,) for more; decision_function is X @ coef_.T + intercept_.
+    coef_, intercept_ : linear models (and smo with kernel="linear"): LinearSVC's shapes and signs, (1, n_features)
+        and (1,) for two labels (positive scores: classes_[1]), (n_classes, n_features) and (n_classes,) for more
+        (one-vs-rest), and decision_function is X @ coef_.T + intercept_; one-vs-one, SVC's: a row per pair of
+        classes, X @ coef_.T + intercept_ being decision_function with decision_function_shape="ovo".
     """
 
     def __init__(
@@ -257,6 +326,9 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         tol=None,
         max_iter=None,
         class_weight=None,
+        multiclass=None,
+        decision_function_shape="ovr",
+        n_jobs=None,
         probability=False,
         random_state=0,
         max_seconds=None,
@@ -278,6 +350,9 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         self.tol = tol
         self.max_iter = max_iter
         self.class_weight = class_weight
+        self.multiclass = multiclass
+        self.decision_function_shape = decision_function_shape
+        self.n_jobs = n_jobs
         self.probability = probability
         self.random_state = random_state
         self.max_seconds = max_seconds
@@ -294,6 +369,21 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         tags.non_deterministic = False
         return tags
 
+    def multiclass_scheme(self) -> str:
+        """The scheme a fit trains for more than two classes: ``multiclass``, or "ovo" for smo and "ovr" for the
+        other solvers (scikit-learn's SVC and LinearSVC)."""
+        solver = solver_for(self.solver, self.kernel)
+        if self.multiclass is None:
+            return "ovo" if solver in ONE_VS_ONE_SOLVERS else "ovr"
+        if self.multiclass not in ("ovr", "ovo"):
+            raise ValueError(f"multiclass must be None, 'ovr' or 'ovo', got {self.multiclass!r}")
+        if self.multiclass == "ovo" and solver not in ONE_VS_ONE_SOLVERS:
+            raise ValueError(
+                f"multiclass='ovo' needs solver 'smo' (or 'auto' with a kernel such as 'rbf'); solver {solver!r} "
+                "trains one-vs-rest only (multiclass='ovr' or None)"
+            )
+        return self.multiclass
+
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:
         """The job's ``params`` for the solver ``fit`` trains (``solver_for``; what ``fit`` sends)."""
         solver = solver_for(self.solver, self.kernel)
@@ -309,6 +399,15 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                     f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
         params: dict = {"C": float(self.C), "seed": seed_of(self.random_state), "probability": bool(self.probability)}
+        if solver in ONE_VS_ONE_SOLVERS:
+            params["multiclass"] = self.multiclass_scheme()
+        else:
+            self.multiclass_scheme()  # refuses "ovo"
+        if self.decision_function_shape not in ("ovr", "ovo"):
+            raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', got {self.decision_function_shape!r}")
+        n_processes = n_processes_of(self.n_jobs)
+        if n_processes is not None:
+            params["n_processes"] = n_processes
         if self.max_seconds is not None:
             params["max_seconds"] = float(self.max_seconds)
         if "loss" in taken:
@@ -356,6 +455,11 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
 
     def fit(self, X, y):
         """Upload X and y, train on the service, keep the model's id."""
+        return self._fit(X, y)
+
+    def _fit(self, X, y, search: dict | None = None):
+        """``fit``; with ``search`` (the job's ``params.search``) the service's search picks the setting
+        (``HingeSearchCV``)."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
@@ -365,6 +469,13 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 f"({self.classes_[0]!r}) in {y.size} sample{'s' if y.size != 1 else ''}"
             )
         params = self.service_params(y_encoded)
+        if self.classes_.size > 2 and self.decision_function_shape == "ovo" and self.multiclass_scheme() == "ovr":
+            raise ValueError(
+                "decision_function_shape='ovo' needs a one-vs-one model: multiclass='ovo' (solver 'smo'); "
+                "this fit trains one-vs-rest, whose scores are one per class (decision_function_shape='ovr')"
+            )
+        if search is not None:
+            params["search"] = search
         solver = solver_for(self.solver, self.kernel)
         model = self._train(X, y_encoded, solver, params)
         self.model_id_ = model["id"]
@@ -381,26 +492,28 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         check_is_fitted(self, "model_id_")
         if self._linear is None:
             raise AttributeError(
-                f"{name} is only available for linear models (solver 'dcd', 'cpa' or 'ocas', or kernel='linear' "
-                f"with two labels or one-vs-rest); this model was trained by {self.solver_} with "
+                f"{name} is only available for linear models (solver 'dcd', 'cpa' or 'ocas', or kernel='linear'); "
+                f"this model was trained by {self.solver_} with "
                 f"{(self.model_['params'].get('kernel') or {}).get('type', 'a')} kernel"
             )
         return self._linear
 
     @property
     def coef_(self) -> np.ndarray:
-        """Weights, LinearSVC's shape: (1, n_features) for two labels (positive: classes_[1]), else (n_classes, n_features)."""
+        """Weights: (1, n_features) for two labels (positive: classes_[1]), else (n_classes, n_features) one-vs-rest
+        (LinearSVC's) or (n_pairs, n_features) one-vs-one (SVC's)."""
         return self._linear_part("coef_")[0]
 
     @property
     def intercept_(self) -> np.ndarray:
-        """Offsets, LinearSVC's shape: (1,) for two labels, else (n_classes,)."""
+        """Offsets: (1,) for two labels, else (n_classes,) one-vs-rest or (n_pairs,) one-vs-one."""
         return self._linear_part("intercept_")[1]
 
     def decision_function(self, X):
-        """Scores: (n,) for two classes (positive: classes_[1]), (n, n_classes) for more (one-vs-rest)."""
+        """Scores: (n,) for two classes (positive: classes_[1]); for more, (n, n_classes) (one-vs-rest shape), or
+        with decision_function_shape="ovo" (n, n_classes * (n_classes - 1) / 2), one per pair of classes."""
         X = self._check_rows(X)
-        return self._predict_remote(X)["scores"]
+        return self._predict_remote(X, decision_function_shape=self.decision_function_shape)["scores"]
 
     def predict(self, X):
         """The predicted classes."""

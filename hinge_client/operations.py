@@ -226,16 +226,25 @@ def get_model_trace(model_id: str, since: int = 0) -> Call:
     return Call("GET", f"/v1/models/{model_id}/trace", params={"since": since})
 
 
-def predict(model_id: str, instances: list, probabilities: bool = False, ignore_unknown_features: bool = False) -> Call:
+def predict(
+    model_id: str,
+    instances: list,
+    probabilities: bool = False,
+    ignore_unknown_features: bool = False,
+    decision_function_shape: str = "ovr",
+) -> Call:
     """POST /v1/models/{id}/predict: dense rows (lists) or sparse rows ({"index": value}).
 
     ``ignore_unknown_features``: a sparse index beyond the model's features is dropped (else a 422).
+    ``decision_function_shape="ovo"``: a one-vs-one model's scores are its pairwise decision values.
     """
     body: dict = {"instances": instances}
     if probabilities:
         body["probabilities"] = True
     if ignore_unknown_features:
         body["ignore_unknown_features"] = True
+    if decision_function_shape != "ovr":
+        body["decision_function_shape"] = decision_function_shape
     return Call("POST", f"/v1/models/{model_id}/predict", json=body)
 
 

@@ -367,8 +367,12 @@ def test_linear_models_have_linear_svc_coef_and_intercept(service):
     assert multi.coef_.shape == reference.coef_.shape == (3, 4) and multi.intercept_.shape == (3,)
     np.testing.assert_allclose(X @ multi.coef_.T + multi.intercept_, multi.decision_function(X), rtol=1e-12, atol=1e-12)
     assert list(multi.classes_) == list(reference.classes_)
-    # an smo model with the linear kernel has them too (its support vectors times their coefficients)
-    kernel = HingeClassifier(solver="smo", kernel="linear", url=service.base_url).fit(X, y)
+    # an smo model with the linear kernel has them too (its support vectors times their coefficients): one-vs-one
+    # by default, SVC's rows per pair; one-vs-rest on request, LinearSVC's rows per class
+    kernel = HingeClassifier(solver="smo", kernel="linear", decision_function_shape="ovo", url=service.base_url)
+    kernel.fit(X, y)
+    np.testing.assert_allclose(X @ kernel.coef_.T + kernel.intercept_, kernel.decision_function(X), atol=1e-9)
+    kernel = HingeClassifier(solver="smo", kernel="linear", multiclass="ovr", url=service.base_url).fit(X, y)
     np.testing.assert_allclose(X @ kernel.coef_.T + kernel.intercept_, kernel.decision_function(X), atol=1e-9)
 
 

@@ -235,19 +235,18 @@ def test_one_vs_one_smo_matches_libsvm_and_exports_its_pairs_and_sigmoids(http, 
     assert np.max(np.abs(np.array(again["probabilities"]) - probabilities)) <= 1e-12
 
 
-def test_one_vs_one_is_refused_in_a_search_over_more_than_two_labels(http, digits):
-    dataset_id, _, _ = digits
-    response = http.post(
-        "/v1/jobs",
-        json={
-            "dataset_id": dataset_id,
-            "solver": "smo",
-            "params": {"multiclass": "ovo", "search": {"C": [1.0, 10.0], "cv_folds": 3}},
-        },
-    )
-    assert response.status_code == 422
-    error = response.json()["error"]
-    assert "params.multiclass" in error["message"] and "search" in error["message"]
+def test_a_one_vs_one_search_over_more_than_two_labels_gives_a_one_vs_one_model(http, digits):
+    dataset_id, X_test, _ = digits
+    params = {"multiclass": "ovo", "search": {"C": [1.0, 10.0], "cv_folds": 3}}
+    model = train(http, dataset_id, "smo", params)
+    assert model["multiclass"] == "ovo" and model["search_results"]["best"]["C"] in (1.0, 10.0)
+    answer = predict(http, model["id"], X_test[:20])
+    pairs = np.asarray(predict(http, model["id"], X_test[:20], decision_function_shape="ovo")["scores"])
+    assert np.asarray(answer["scores"]).shape == (20, 10) and pairs.shape == (20, 45)
+    votes = np.zeros((20, 10))
+    for k, (i, j) in enumerate((a, b) for a in range(10) for b in range(a + 1, 10)):
+        votes[np.arange(20), np.where(pairs[:, k] > 0, i, j)] += 1
+    assert np.array_equal(np.argmax(votes, axis=1) + 1, np.asarray(answer["labels"]))  # labels 1..10
 
 
 def test_libsvm_export_keeps_binary_probabilities(http, cancer):

@@ -162,7 +162,8 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
 def test_a_two_label_fit_brings_its_score_not_its_decisions():
     """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
     have computed from the held-out decision values, and no decision values travel back."""
-    from worker.search import FoldCache, Path, Search, _held_out_decisions
+    from worker.folds import held_out_decisions
+    from worker.search import FoldCache, Path, Search
 
     arrays, n_features = cancer_arrays()
     params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
@@ -172,7 +173,8 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
     records, state = search.fit_segment(path, 0, 1, None, cache, deadline=None, cancel_requested=lambda: False)
     (record,) = records
     assert record.decisions is None and record.score is not None
-    decisions = _held_out_decisions(state[1], cache.get(1), None, n_features)
+    fold = cache.get(1)
+    decisions = held_out_decisions(state[1], fold["train"], fold["held_matrix"], None, n_features)
     assert record.score == search.score_cell(1, decisions[:, None], None)
     assert search.cell_row(1, None, {0: record})["score"] == record.score
 
@@ -293,10 +295,25 @@ def multiclass_arrays():
                 "trace_every": 1000,
             },
         ),
+        (
+            "smo",
+            {
+                "kernel": {"type": "rbf", "gamma": 0.05},
+                "working_set": "second_order",
+                "tol": 1e-3,
+                "cache_mb": 10,
+                "shrinking": True,
+                "max_iter": None,
+                "trace_every": 1000,
+                "multiclass": "ovo",
+            },
+        ),
     ],
+    ids=["dcd-ovr", "smo-ovr", "smo-ovo"],
 )
-def test_one_vs_rest_cells_score_like_the_stored_model(solver, extra):
-    """Per-class paths give, per fold, the score a model assembled from the same fits would get."""
+def test_multiclass_cells_score_like_the_stored_model(solver, extra):
+    """Per-class (one-vs-rest) or per-pair (one-vs-one) fits give, per fold, the score a model assembled from
+    the same fits would get (one-vs-one: the vote)."""
     from core.scoring.models import Scorer
     from worker.folds import subset
     from worker.search import Search

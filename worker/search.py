@@ -74,12 +74,21 @@ import scipy.sparse as sp
 from core.schemas.enums import WarningCode
 from core.schemas.solver_params import SearchParams, SolverParams
 from core.scoring import metrics
+from core.scoring.kernel import KernelExpansion
 from core.scoring.metrics import predicted_ranks
+from core.scoring.models import one_vs_one_votes
 from core.scoring.quality import settled, warning
 from core.solvers import spec_of
 from worker import registry
 from worker.folds import held_out_decisions, make_folds, subset
-from worker.problems import binary_problems, class_weight_pairs, n_binary_problems
+from worker.problems import (
+    binary_problems,
+    class_weight_pairs,
+    n_binary_problems,
+    one_vs_one_problems,
+    one_vs_one_weight_pairs,
+    uses_one_vs_one,
+)
 from worker.progress import ProblemsEstimator
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
@@ -89,6 +98,9 @@ PATHS_PER_PROCESS = 4
 """A path is one task when there are at least this many paths per process; else each fit is a task."""
 FOLD_CACHE_BYTES = 256 << 20
 """A process keeps the fold subsets it built while they take at most this much (or one data set's size)."""
+HELD_KERNEL_BYTES = 128 << 20
+"""A process keeps the kernel values between a fold's held-out and training rows (per kernel setting) while they
+take at most this much; a fold whose matrix alone is larger scores each fit with its own kernel expansion."""
 PUBLISH_EVERY_S = 0.2
 LAST_POINT_ONLY = 2**62
 """``trace_every`` of a cross-validation fit without ``search.trace_fits``: it records its last point only."""
@@ -116,17 +128,22 @@ def score_decisions(
     y: np.ndarray,
     qid: np.ndarray | None = None,
     ranking: dict | None = None,
+    one_vs_one: bool = False,
 ) -> float:
     """The metric of held-out decision values (rows x problems) as a stored model would score them.
 
-    Two labels: one column, positive means ``labels[1]``; more: one column per label, argmax. Pairwise
-    tasks: one column of scores (ordinal models also predict ranks through ``ranking``'s thresholds).
+    Two labels: one column, positive means ``labels[1]``; more: one column per label, argmax, or with
+    ``one_vs_one`` one column per pair of labels, the vote (and the one-vs-rest shaped scores for roc_auc).
+    Pairwise tasks: one column of scores (ordinal models also predict ranks through ``ranking``'s thresholds).
     nan when the metric is undefined on these rows (e.g. one class only).
     """
     value = None
     if task == "classification":
         assert labels is not None, "classification scores need the labels"
-        if decisions.shape[1] == 1:
+        if one_vs_one and decisions.shape[1] > 1:
+            votes, scores = one_vs_one_votes(decisions, labels.size)
+            predicted = labels[np.argmax(votes, axis=1)]
+        elif decisions.shape[1] == 1:
             scores = decisions[:, 0]
             predicted = np.where(scores > 0, labels[1], labels[0])
         else:
@@ -187,18 +204,48 @@ class FoldCache:
     hold about one fold at a time.
     """
 
-    def __init__(self, arrays: dict, n_features: int, folds: np.ndarray, task: str) -> None:
+    def __init__(self, arrays: dict, n_features: int, folds: np.ndarray, task: str, one_vs_one: bool = False) -> None:
         self.arrays = arrays
+        self.one_vs_one = one_vs_one
         self.n_features = n_features
         self.folds = folds
         self.task = task
         data_bytes = sum(np.asarray(arrays[k]).nbytes for k in ("indptr", "indices", "data"))
         self.budget = max(FOLD_CACHE_BYTES, data_bytes)
         self.entries: OrderedDict[int, tuple[dict, int]] = OrderedDict()
+        self.held_kernels: OrderedDict[tuple, np.ndarray] = OrderedDict()
+
+    def held_kernel(self, fold: int, kernel: dict) -> np.ndarray | None:
+        """K(held-out row, training row) of the fold, dense (n_held, n_train), built on first use and kept while
+        the matrices take at most ``HELD_KERNEL_BYTES``; None when this one alone would take more.
+
+        The fits of a fold and gamma (the C grid; one-vs-rest classes or one-vs-one pairs: 45 on digits) then
+        score the held-out rows from columns of one matrix instead of each recomputing its kernel rows."""
+        entry = self.get(fold)
+        n_train = entry["train"]["indptr"].size - 1
+        n_held = entry["held"]["indptr"].size - 1
+        if n_train * n_held * 8 > HELD_KERNEL_BYTES:
+            return None
+        key = (fold, tuple(sorted(kernel.items())))
+        if key in self.held_kernels:
+            self.held_kernels.move_to_end(key)
+            return self.held_kernels[key]
+        while self.held_kernels and (len(self.held_kernels) + 1) * n_train * n_held * 8 > HELD_KERNEL_BYTES:
+            self.held_kernels.popitem(last=False)
+        train = entry["train"]
+        expansion = KernelExpansion(
+            train["indptr"], train["indices"], train["data"], np.zeros(n_train), 0.0, kernel, n_features=self.n_features
+        )
+        held = entry["held_matrix"]
+        self.held_kernels[key] = expansion.kernel_values(held.indptr, held.indices, held.data)
+        return self.held_kernels[key]
 
     def get(self, fold: int) -> dict:
-        """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data)."""
+        """The fold's train subset, held-out CSR matrix and rows, labels and binary problems (ALL_ROWS: the data).
+
+        One-vs-one: ``members`` are the training rows of each pair (``pair_train`` its subsets, built on first use)."""
         if fold == ALL_ROWS:
+            assert not self.one_vs_one, "the refit's path runs with the search for warm-started solvers only"
             entry: dict[str, Any] = {"train": self.arrays}
             entry["labels"], entry["problems"] = binary_problems(np.asarray(self.arrays["y"]))
             return entry
@@ -214,7 +261,10 @@ class FoldCache:
                 (held["data"], held["indices"], held["indptr"]), shape=(held["indptr"].size - 1, self.n_features)
             ),
         }
-        if self.task == "classification":
+        if self.task == "classification" and self.one_vs_one:
+            entry["labels"], entry["members"], entry["problems"] = one_vs_one_problems(np.asarray(train["y"]))
+            entry["pair_train"] = {}
+        elif self.task == "classification":
             entry["labels"], entry["problems"] = binary_problems(np.asarray(train["y"]))
         size = sum(a.nbytes for part in (train, held) for a in part.values())
         while self.entries and sum(s for _, s in self.entries.values()) + size > self.budget:
@@ -244,10 +294,6 @@ def _restored(state: SolverResult, rows: SharedRows | None) -> SolverResult:
     return dataclasses.replace(state, extra={"alpha": rows.take(state.extra[WARM_ROW])})
 
 
-def _held_out_decisions(result: SolverResult, fold_data: dict, kernel: dict | None, n_features: int) -> np.ndarray:
-    return held_out_decisions(result, fold_data["train"], fold_data["held_matrix"], kernel, n_features)
-
-
 class Search:
     """One model selection: its grid, folds and paths; runs the paths and builds the table."""
 
@@ -273,6 +319,7 @@ class Search:
         y = np.asarray(arrays["y"])
         qid = np.asarray(arrays["qid"]) if self.task == "ranking" and "qid" in arrays else None
         self.folds = make_folds(y, qid, self.cv_folds, search.seed)
+        self.one_vs_one = self.task == "classification" and uses_one_vs_one(base_params, y)
         self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
         self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
         self.fold_labels: list[np.ndarray | None] = [None] * self.cv_folds
@@ -285,9 +332,12 @@ class Search:
     # -- the work ---------------------------------------------------------------------------------
 
     def n_problems(self, fold: int) -> int:
-        """Binary problems of a fold: one for two labels (or a pairwise task), else one per label."""
+        """Binary problems of a fold: one for two labels (or a pairwise task), else one per label (one-vs-one:
+        per pair of labels)."""
         labels = self.fold_labels[fold]
-        return 1 if labels is None or labels.size == 2 else int(labels.size)
+        if labels is None or labels.size == 2:
+            return 1
+        return int(labels.size * (labels.size - 1) // 2) if self.one_vs_one else int(labels.size)
 
     def paths(self, folds: list[int] | None = None, gamma_indices: list[int] | None = None) -> list[Path]:
         """Every path of the search (or of the given folds and gammas), fold-major."""
@@ -356,13 +406,23 @@ class Search:
             control = SolverControl(deadline=deadline, cancel_requested=cancel_requested, on_point=on_point)
             began = time.perf_counter()
             score = None
+            fit_rows = train  # the rows of the fit (one-vs-one: the pair's)
             if self.task == "classification":
                 labels = fold_data["labels"]
-                pair = class_weight_pairs(labels, getattr(setting, "class_weight", None))[path.problem]
+                class_weight = getattr(setting, "class_weight", None)
+                if "members" in fold_data:  # one-vs-one: the pair's rows only
+                    pair = one_vs_one_weight_pairs(labels, class_weight)[path.problem]
+                    pair_train = fold_data["pair_train"]
+                    if path.problem not in pair_train:
+                        pair_train[path.problem] = subset(train, fold_data["members"][path.problem], self.n_features)
+                    fit_rows = pair_train[path.problem]
+                else:
+                    pair = class_weight_pairs(labels, class_weight)[path.problem]
+                    fit_rows = train
                 result = fit(
-                    train["indptr"],
-                    train["indices"],
-                    train["data"],
+                    fit_rows["indptr"],
+                    fit_rows["indices"],
+                    fit_rows["data"],
                     fold_data["problems"][path.problem],
                     n_features=self.n_features,
                     params=setting,
@@ -401,9 +461,19 @@ class Search:
                 decisions, whole, score = None, None, math.nan
             else:
                 kernel = getattr(setting, "kernel", None)
-                decisions = _held_out_decisions(
-                    result, fold_data, None if kernel is None else kernel.model_dump(), self.n_features
-                )
+                kernel_dict = None if kernel is None else kernel.model_dump()
+                values = None
+                if result.w is None and kernel_dict is not None and self.task == "classification":
+                    values = cache.held_kernel(path.fold, kernel_dict)
+                if values is not None:
+                    support = np.asarray(result.extra["support_indices"], dtype=np.int64)
+                    if "members" in fold_data:  # the pair's rows, numbered among the fold's training rows
+                        support = fold_data["members"][path.problem][support]
+                    decisions = values[:, support] @ np.asarray(result.extra["dual_coef"]) + result.bias
+                else:
+                    decisions = held_out_decisions(
+                        result, fit_rows, fold_data["held_matrix"], kernel_dict, self.n_features
+                    )
                 whole = None
                 if self.n_problems(path.fold) == 1:
                     # its cell is this fit alone: scored here, so that a number travels back instead of the
@@ -474,7 +544,7 @@ class Search:
                 # independent fits: largest C first (longest-processing-time-first keeps the processes even)
                 for i in range(len(path.Cs) - 1, -1, -1):
                     tasks.append(((-i, p), (p, i, i + 1, None)))
-        cache = FoldCache(self.arrays, self.n_features, self.folds, self.task)
+        cache = FoldCache(self.arrays, self.n_features, self.folds, self.task, self.one_vs_one)
         # fits as tasks on several processes: each path's dual variables wait for its next fit in shared memory
         # (a9a: 260 KB a fit, pickled twice per task, kept the processes idle between tasks)
         n_rows = int(np.asarray(self.arrays["y"]).size)
@@ -603,7 +673,14 @@ class Search:
     def score_cell(self, fold: int, decisions: np.ndarray, ranking: dict | None) -> float:
         """The search metric of a fold's held-out decision values (rows x problems)."""
         return score_decisions(
-            self.metric, self.task, self.fold_labels[fold], decisions, self.held_y[fold], self.held_qid[fold], ranking
+            self.metric,
+            self.task,
+            self.fold_labels[fold],
+            decisions,
+            self.held_y[fold],
+            self.held_qid[fold],
+            ranking,
+            one_vs_one=self.one_vs_one,
         )
 
     def cell_row(self, fold: int, gamma, fits: dict[int, FitRecord]) -> dict:

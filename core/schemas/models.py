@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StringConstraints, WithJsonSchema
 
@@ -200,6 +200,16 @@ class PredictRequest(StrictModel):
         default=False,
         description="Also answer class probabilities (the model must be calibrated: trained with `probability: true`); 409 otherwise.",
     )
+    decision_function_shape: Literal["ovr", "ovo"] = Field(
+        default="ovr",
+        description=(
+            "The shape of `scores` for more than two labels, as scikit-learn's SVC names it. `ovr`: one score per "
+            "label (a one-vs-one model's votes plus its squashed summed pairwise values). `ovo`: a one-vs-one "
+            "model's decision value of every pair of labels (a, b), a before b in the order of the model's "
+            "`labels`, pairs ordered (0,1), (0,2), ..., (1,2), ..., positive for a; 409 for a one-vs-rest model "
+            "with more than two labels (it has no pairwise values). Two labels: one score per row either way."
+        ),
+    )
 
 
 class PredictOut(ResponseModel):
@@ -209,7 +219,10 @@ class PredictOut(ResponseModel):
         description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking)."
     )
     scores: list[float] | list[list[float]] = Field(
-        description="Two classes: one score per row, positive meaning the larger label. More: one score per class per row (one-vs-rest)."
+        description=(
+            "Two classes: one score per row, positive meaning the larger label. More: one score per class per row "
+            "(one-vs-rest shape), or with `decision_function_shape: ovo` one per pair of labels."
+        )
     )
     probabilities: list[list[float]] | None = Field(
         default=None,

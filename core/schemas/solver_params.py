@@ -460,7 +460,7 @@ class SmoParams(CommonParams):
             "score. `ovo` (LIBSVM's scheme): one problem per pair of labels on the rows of those two labels only, "
             "predicted by vote; K(K-1)/2 smaller problems, often faster and, with kernels, often more accurate "
             "(letter: 0.970 against 0.963 test accuracy). With `probability`, `ovo` couples one sigmoid per pair "
-            "(Wu, Lin and Weng, as LIBSVM's -b 1). Two labels: the same model either way. Not available in a search."
+            "(Wu, Lin and Weng, as LIBSVM's -b 1). Two labels: the same model either way. A search scores each fold by the vote of its pairs."
         ),
     )
     max_iter: int | None = Field(

@@ -105,6 +105,15 @@ class KernelExpansion:
                 out[start:stop] = self._kernel(block) @ self.coef_t + self.bias
         return out[:, 0] if self.single else out
 
+    def kernel_values(self, indptr, indices, data) -> np.ndarray:
+        """K(x, s_k) of the query rows x and the stored rows s_k, dense (n, m): for callers that combine one set of
+        kernel values with several coefficient vectors over subsets of the stored rows (a search's folds)."""
+        queries = sp.csr_matrix(
+            (np.asarray(data, dtype=np.float64), np.asarray(indices), np.asarray(indptr)),
+            shape=(len(indptr) - 1, self.n_features),
+        )
+        return self._kernel(queries)
+
     def _kernel(self, block: sp.csr_matrix) -> np.ndarray:
         """K(x, s_k) for the rows x of block, dense (len(block), m)."""
         if self.sv_dense_t is not None:

@@ -87,8 +87,9 @@ class Scorer:
             start = stop
         return out + self.offsets
 
-    def predict_values(self, matrix: sp.csr_matrix) -> tuple[np.ndarray | None, np.ndarray]:
-        """Predicted label values (None for models that only score) and scores ((n,) or (n, k))."""
+    def predict_values(self, matrix: sp.csr_matrix, pairwise: bool = False) -> tuple[np.ndarray | None, np.ndarray]:
+        """Predicted label values (None for models that only score) and scores ((n,) or (n, k)); ``pairwise``: a
+        one-vs-one model's scores are its ``pairwise_values``."""
         scores = self.decision_values(matrix)
         if self.kind == "ranking":
             flat = scores[:, 0]
@@ -96,7 +97,8 @@ class Scorer:
                 return None, flat
             return predicted_ranks(flat, np.asarray(self.meta["ranks"]), np.asarray(self.meta["thresholds"])), flat
         if self.one_vs_one:
-            return self._vote(scores)
+            voted_labels, voted = self._vote(scores)
+            return voted_labels, self.pairwise_values(scores) if pairwise else voted
         labels = self.labels
         assert labels is not None, "a classification model has labels"
         if scores.shape[1] == 1:
@@ -106,17 +108,26 @@ class Scorer:
 
     def _vote(self, pairwise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One-vs-one: the voted labels, and per-class scores (votes + squashed summed confidences)."""
-        n_classes = self.vote_labels.size
-        votes = np.zeros((pairwise.shape[0], n_classes))
-        confidence = np.zeros_like(votes)
-        for index, (i, j) in enumerate(self.pairs):
-            wins = pairwise[:, index] > 0
-            votes[wins, i] += 1
-            votes[~wins, j] += 1
-            confidence[:, i] += pairwise[:, index]
-            confidence[:, j] -= pairwise[:, index]
-        scores = votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
+        votes, scores = one_vs_one_votes(pairwise, self.vote_labels.size)
         return self.vote_labels[np.argmax(votes, axis=1)], scores[:, self.to_ascending]
+
+    def pairwise_values(self, values: np.ndarray) -> np.ndarray:
+        """One-vs-one models: from ``decision_values``, the decision value of every pair of labels (a, b), a < b in
+        the ascending order of ``labels``, pairs ordered (0,1), (0,2), ..., (1,2), ..., positive for label a
+        (scikit-learn's SVC with ``decision_function_shape="ovo"``), shape (n, n_pairs). A LIBSVM import's pairs,
+        numbered in its file's label order, are renumbered (and their signs flipped where the order of the two
+        labels is reversed)."""
+        position = np.argsort(self.to_ascending)  # vote class -> its column among the ascending labels
+        n_classes = self.vote_labels.size
+        column = {pair: k for k, pair in enumerate((a, b) for a in range(n_classes) for b in range(a + 1, n_classes))}
+        out = np.empty_like(values)
+        for index, (i, j) in enumerate(self.pairs):
+            a, b = int(position[i]), int(position[j])
+            if a < b:
+                out[:, column[(a, b)]] = values[:, index]
+            else:
+                out[:, column[(b, a)]] = -values[:, index]
+        return out
 
     @property
     def has_probabilities(self) -> bool:
@@ -134,10 +145,30 @@ class Scorer:
             return softmax_probabilities(scores, calibration["weights"], calibration["intercepts"])
         return ovr_probabilities(scores, calibration["A"], calibration["B"])
 
-    def predict(self, matrix: sp.csr_matrix) -> tuple[list | None, list]:
-        """JSON-ready labels (None for score-only models) and scores."""
-        labels, scores = self.predict_values(matrix)
+    def predict(self, matrix: sp.csr_matrix, pairwise: bool = False) -> tuple[list | None, list]:
+        """JSON-ready labels (None for score-only models) and scores (``pairwise``: see ``predict_values``)."""
+        labels, scores = self.predict_values(matrix, pairwise)
         return (None if labels is None else [label_value(v) for v in labels]), scores.tolist()
+
+
+def one_vs_one_votes(pairwise: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Votes and per-class scores of one-vs-one decision values (n, n_pairs), pairs (0,1), (0,2), ..., (1,2), ...
+    positive for the first class of the pair: the votes (n, n_classes), and the votes plus the summed pairwise
+    confidences squashed into (-1/3, 1/3) (scikit-learn's one-vs-rest shape of a one-vs-one model, whose argmax
+    is the voted class whenever the vote is not tied). The vote's label is ``argmax(votes)``: ties go to the
+    class numbered first, as LIBSVM's."""
+    votes = np.zeros((pairwise.shape[0], n_classes))
+    confidence = np.zeros_like(votes)
+    index = 0
+    for i in range(n_classes):
+        for j in range(i + 1, n_classes):
+            wins = pairwise[:, index] > 0
+            votes[wins, i] += 1
+            votes[~wins, j] += 1
+            confidence[:, i] += pairwise[:, index]
+            confidence[:, j] -= pairwise[:, index]
+            index += 1
+    return votes, votes + confidence / (3.0 * (np.abs(confidence) + 1.0))
 
 
 def csr(arrays: dict, n_features: int) -> sp.csr_matrix:

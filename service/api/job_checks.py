@@ -88,12 +88,6 @@ def check_search(body, dataset: DatasetRecord) -> None:
             f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",
             ["body", "params", "search", "gamma"],
         )
-    if getattr(body.params, "multiclass", "ovr") == "ovo" and len(dataset.labels) > 2:
-        raise unprocessable(
-            f"params.multiclass: a search trains one-vs-rest paths; `ovo` is not available in a search over "
-            f"{len(dataset.labels)} labels (search with `ovr`, then train the chosen C and gamma with `ovo`)",
-            ["body", "params", "multiclass"],
-        )
     task = body.params.task
     allowed = METRICS_BY_TASK[task]
     if search.metric is not None and search.metric not in allowed:

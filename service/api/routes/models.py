@@ -113,7 +113,11 @@ def load_model(request: Request, store: RecordStore[ModelRecord], model_id: str,
     summary="Predict labels and scores",
     responses={
         **ERRORS,
-        409: {"model": ErrorResponse, "description": "`probabilities: true` for a model without a calibration."},
+        409: {
+            "model": ErrorResponse,
+            "description": "`probabilities: true` for a model without a calibration, or `decision_function_shape: ovo` "
+            "for a one-vs-rest model with more than two labels.",
+        },
         413: {"model": ErrorResponse, "description": "More instances than the server allows in one request."},
         422: {"model": ErrorResponse, "description": "A row is malformed; the message names it."},
     },
@@ -141,11 +145,28 @@ async def predict(
     # large ones go to the thread pool so they do not hold up other requests.
     if len(body.instances) <= INLINE_PREDICT_ROWS:
         return JSONResponse(
-            score(request, store, model_id, tenant, body.instances, body.probabilities, body.ignore_unknown_features)
+            score(
+                request,
+                store,
+                model_id,
+                tenant,
+                body.instances,
+                body.probabilities,
+                body.ignore_unknown_features,
+                body.decision_function_shape,
+            )
         )
     return JSONResponse(
         await run_in_threadpool(
-            score, request, store, model_id, tenant, body.instances, body.probabilities, body.ignore_unknown_features
+            score,
+            request,
+            store,
+            model_id,
+            tenant,
+            body.instances,
+            body.probabilities,
+            body.ignore_unknown_features,
+            body.decision_function_shape,
         )
     )
 
@@ -161,8 +182,10 @@ def score(
     instances: list,
     probabilities: bool = False,
     ignore_unknown: bool = False,
+    decision_function_shape: str = "ovr",
 ) -> dict:
-    """Load (or reuse) the model and score the rows (and give class probabilities when asked)."""
+    """Load (or reuse) the model and score the rows (and give class probabilities, or a one-vs-one model's
+    pairwise values, when asked)."""
     loaded = load_model(request, store, model_id, tenant)
     model = loaded.scorer
     if probabilities and not model.has_probabilities:
@@ -172,11 +195,20 @@ def score(
             f"model {model_id} has no probability calibration: train it with params.probability: true "
             "(or import a model file that has probabilities)",
         )
+    n_labels = 0 if model.labels is None else model.labels.size
+    pairwise = decision_function_shape == "ovo" and n_labels > 2
+    if pairwise and not model.one_vs_one:
+        raise ApiError(
+            409,
+            "model_not_one_vs_one",
+            f"decision_function_shape: ovo needs a one-vs-one model; model {model_id} is one-vs-rest over "
+            f"{n_labels} labels (train it with params.multiclass: ovo, or ask for `ovr` scores)",
+        )
     record = loaded.record
     matrix = rows_to_matrix(
         instances, model.n_features, record.zero_based, ignore_unknown, reupload=reupload_hint(record)
     )
-    labels, scores = model.predict(matrix)
+    labels, scores = model.predict(matrix, pairwise)
     answer = {"labels": labels, "scores": scores, "probabilities": None}
     if probabilities:
         answer["probabilities"] = model.probabilities(matrix).tolist()

@@ -1,0 +1,226 @@
+"""The estimators as scikit-learn users know them: SVC's and LinearSVC's defaults and scores, HingeSearchCV.
+
+Against a real service (the ``service`` fixture): the multi-class schemes and decision-function shapes of
+SVC, cross-validated scores equal to SVC's and LinearSVC's on the same folds, and HingeSearchCV choosing
+what GridSearchCV over the estimator chooses. Without a service: the service's warnings become
+ConvergenceWarnings, and what the service's search cannot run is a ValueError.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, PredefinedSplit, StratifiedKFold, cross_val_score
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC, LinearSVC
+from sklearn.utils.multiclass import _ovr_decision_function
+
+from hinge_client import Client, HingeClassifier, HingeError, HingeSearchCV, wait_for_cleanup
+from hinge_client.estimators import warn_service_warnings
+from worker.folds import make_folds
+
+BREAST_CANCER_GRID = {"C": [0.001, 0.01, 0.1, 1.0, 10.0]}
+"""The issue's GridSearchCV case on breast_cancer (linear): 5 values of C x 5 folds."""
+DIGITS_GRID = {"C": [1.0, 10.0], "gamma": [0.001, 0.01]}
+"""The issue's case on digits (rbf): 4 settings x 3 folds."""
+
+
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X, y
+
+
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+# -- warnings ------------------------------------------------------------------------------------------
+
+
+def test_service_warnings_become_convergence_warnings():
+    job = {"id": "j", "warnings": [{"code": "max_iter", "message": "dcd stopped at max_iter = 10 before tol"}]}
+    model = {
+        "id": "m",
+        "warnings": [
+            {"code": "max_iter", "message": "dcd stopped at max_iter = 10 before tol"},  # the job's, once
+            {"code": "no_better_than_majority", "message": "train accuracy 0.62 <= 0.76 of the majority class"},
+        ],
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        issued = warn_service_warnings(job, model)
+    assert [w.category for w in caught] == [ConvergenceWarning, ConvergenceWarning]
+    assert [w.message.code for w in caught] == ["max_iter", "no_better_than_majority"]
+    assert str(caught[0].message) == "dcd stopped at max_iter = 10 before tol [Hinge: max_iter]"
+    assert "0.62" in str(caught[1].message) and len(issued) == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert warn_service_warnings({"id": "j"}, {"id": "m", "warnings": []}) == []  # absent and empty: none
+    assert caught == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # as a user makes them fatal
+        with pytest.raises(ConvergenceWarning, match="max_iter"):
+            warn_service_warnings(job)
+
+
+def test_a_fit_issues_the_warnings_of_its_job_and_model(service):
+    """Whatever the service reports after a real fit is issued (none for a converged fit; max_iter's, once the
+    service reports warnings, for a fit stopped at one iteration)."""
+    X, y = cancer()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = HingeClassifier(C=1.0, max_iter=1, solver_params={"tol_rel": None}, url=service.base_url).fit(X, y)
+    reported = [dict(w) for w in (clf.model_.get("warnings") or [])]
+    with Client(service.base_url) as client:
+        reported += [dict(w) for w in (client.get_job(clf.model_["job_id"]).get("warnings") or [])]
+    issued = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert {w.message.code for w in issued} == {entry["code"] for entry in reported}
+
+
+# -- parameters and shapes -----------------------------------------------------------------------------
+
+
+def test_multiclass_decision_function_shape_and_n_jobs_are_parameters():
+    clf = HingeClassifier(kernel="rbf", multiclass="ovo", decision_function_shape="ovo", n_jobs=2)
+    params = clf.get_params()
+    assert (params["multiclass"], params["decision_function_shape"], params["n_jobs"]) == ("ovo", "ovo", 2)
+    assert clone(clf).get_params() == params
+    assert clf.set_params(n_jobs=-1).n_jobs == -1
+    assert HingeClassifier(kernel="rbf").service_params()["multiclass"] == "ovo"  # SVC's scheme by default
+    assert HingeClassifier(kernel="rbf", multiclass="ovr").service_params()["multiclass"] == "ovr"
+    assert "multiclass" not in HingeClassifier().service_params()  # dcd: one-vs-rest, LinearSVC's
+    assert HingeClassifier(n_jobs=3).service_params()["n_processes"] == 3
+    assert "n_processes" not in HingeClassifier(n_jobs=-1).service_params()
+    with pytest.raises(ValueError, match="multiclass='ovo' needs solver 'smo'"):
+        HingeClassifier(multiclass="ovo").service_params()
+    with pytest.raises(ValueError, match="n_jobs must be"):
+        HingeClassifier(n_jobs=0).service_params()
+    with pytest.raises(ValueError, match="decision_function_shape must be"):
+        HingeClassifier(decision_function_shape="ovx").service_params()
+
+
+def test_kernel_estimator_is_svc_one_vs_one(service):
+    X, y = digits()
+    X, y = X[:600], y[:600]
+    ours = HingeClassifier(kernel="rbf", n_jobs=2, url=service.base_url).fit(X, y)
+    assert ours.model_["params"]["multiclass"] == "ovo" and ours.model_["params"]["n_processes"] == 2
+    reference = SVC(decision_function_shape="ovo").fit(X, y)
+    ovo = ours.set_params(decision_function_shape="ovo").decision_function(X)  # as SVC's, settable after the fit
+    ours.set_params(decision_function_shape="ovr")
+    theirs = reference.decision_function(X)
+    assert ovo.shape == theirs.shape == (600, 45)
+    assert np.mean(np.sign(ovo) == np.sign(theirs)) > 0.99
+    assert np.max(np.abs(ovo - theirs)) < 0.05, np.max(np.abs(ovo - theirs))
+    # the default shape is SVC's one-vs-rest shape of the votes, computed from the pairs as scikit-learn does
+    ovr = ours.decision_function(X)
+    np.testing.assert_allclose(ovr, _ovr_decision_function(ovo < 0, -ovo, 10), atol=1e-9)
+    assert np.array_equal(ours.classes_[np.argmax(ovr, axis=1)], ours.predict(X))
+    assert np.mean(ours.predict(X) == reference.predict(X)) > 0.99
+
+    # one-vs-rest on request; its scores have no pairs
+    one_vs_rest = HingeClassifier(kernel="rbf", multiclass="ovr", url=service.base_url).fit(X, y)
+    assert one_vs_rest.model_["params"]["multiclass"] == "ovr"
+    with Client(service.base_url) as client, pytest.raises(HingeError) as caught:
+        client.predict(one_vs_rest.model_id_, X[:2].tolist(), decision_function_shape="ovo")
+    assert caught.value.status == 409 and caught.value.code == "model_not_one_vs_one"
+    with pytest.raises(ValueError, match="needs a one-vs-one model"):
+        HingeClassifier(kernel="rbf", multiclass="ovr", decision_function_shape="ovo", url=service.base_url).fit(X, y)
+
+    # with the linear kernel, SVC's coef_: a row per pair, X @ coef_.T + intercept_ the pairwise values
+    linear = HingeClassifier(solver="smo", kernel="linear", decision_function_shape="ovo", url=service.base_url)
+    linear.fit(X[:300], y[:300])
+    assert linear.coef_.shape == (45, 64) and linear.intercept_.shape == (45,)
+    np.testing.assert_allclose(X @ linear.coef_.T + linear.intercept_, linear.decision_function(X), atol=1e-8)
+
+
+# -- cross-validated scores ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data,ours,reference",
+    [
+        # SVC's defaults: C = 1, gamma 'scale', one-vs-one
+        (digits, lambda url: HingeClassifier(kernel="rbf", url=url), lambda: SVC()),
+        # LIBLINEAR's C convention on both sides (0.5|w|^2 + C sum loss, the bias regularized as intercept_scaling=1)
+        (cancer, lambda url: HingeClassifier(url=url), lambda: LinearSVC(loss="hinge", max_iter=100_000)),
+        # LinearSVC's default loss is the squared hinge (L2-SVM); Hinge's dcd default is the hinge (L1-SVM)
+        (cancer, lambda url: HingeClassifier(loss="squared_hinge", url=url), lambda: LinearSVC(max_iter=100_000)),
+    ],
+    ids=["digits-rbf-SVC", "breast_cancer-LinearSVC-hinge", "breast_cancer-LinearSVC-default"],
+)
+def test_cross_validated_scores_equal_scikit_learn(service, data, ours, reference):
+    X, y = data()
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    hinge = cross_val_score(ours(service.base_url), X, y, cv=folds)
+    sklearn = cross_val_score(reference(), X, y, cv=folds)
+    assert abs(hinge.mean() - sklearn.mean()) <= 0.005, (hinge, sklearn)
+    assert np.max(np.abs(hinge - sklearn)) <= 0.02, (hinge, sklearn)
+
+
+# -- HingeSearchCV -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data,estimator,grid,cv",
+    [(cancer, {}, BREAST_CANCER_GRID, 5), (digits, {"kernel": "rbf"}, DIGITS_GRID, 3)],
+    ids=["breast_cancer-linear", "digits-rbf"],
+)
+def test_hinge_search_cv_chooses_what_grid_search_chooses(service, data, estimator, grid, cv):
+    X, y = data()
+    with Client(service.base_url) as client:
+        assert wait_for_cleanup(60)  # earlier tests' deletions
+        jobs_before = client.list_jobs(limit=1)["total"]
+        search = HingeSearchCV(HingeClassifier(url=service.base_url, **estimator), grid, cv=cv).fit(X, y)
+        assert wait_for_cleanup(60)
+        assert client.list_jobs(limit=1)["total"] == jobs_before + 1  # one job
+    grid_search = GridSearchCV(HingeClassifier(url=service.base_url, **estimator), grid, cv=cv).fit(X, y)
+    assert search.best_params_ == grid_search.best_params_, (search.cv_results_, grid_search.cv_results_)
+    assert search.best_estimator_.get_params()["C"] == search.best_params_["C"]
+    assert [p for p in search.cv_results_["params"]] == grid_search.cv_results_["params"]
+    assert np.mean(search.predict(X) == grid_search.predict(X)) > 0.99
+    # on the service's folds, the scores GridSearchCV computes setting by setting
+    same_folds = PredefinedSplit(make_folds(np.unique(y, return_inverse=True)[1], None, cv, 0))
+    reference = GridSearchCV(HingeClassifier(url=service.base_url, **estimator), grid, cv=same_folds).fit(X, y)
+    np.testing.assert_allclose(
+        search.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], atol=0.005
+    )
+    assert search.best_params_ == reference.best_params_
+    assert search.best_score_ == pytest.approx(reference.best_score_, abs=0.005)
+    assert list(search.cv_results_["rank_test_score"]) == list(reference.cv_results_["rank_test_score"])
+
+
+def test_hinge_search_cv_without_refit_leaves_nothing(service):
+    X, y = cancer()
+    with Client(service.base_url) as client:
+        assert wait_for_cleanup(60)
+        before = client.list_models(limit=1)["total"]
+        search = HingeSearchCV(HingeClassifier(url=service.base_url), {"C": [0.1, 1.0]}, cv=3, refit=False).fit(X, y)
+        assert not hasattr(search, "best_estimator_") and not hasattr(search, "predict")
+        assert search.best_params_["C"] in (0.1, 1.0)
+        assert wait_for_cleanup(60)
+        assert client.list_models(limit=1)["total"] == before
+
+
+@pytest.mark.parametrize(
+    "estimator,grid,kwargs,message",
+    [
+        (HingeClassifier(), {"loss": ["hinge", "squared_hinge"]}, {}, "varies C and gamma only, not loss"),
+        (HingeClassifier(), [{"C": [1.0]}, {"C": [2.0]}], {}, "a list of 2 grids"),
+        (HingeClassifier(), {"C": [1.0], "gamma": [0.1]}, {}, "gamma applies to a kernel solver"),
+        (HingeClassifier(kernel="rbf"), {"gamma": ["scale", 0.1]}, {}, "finite numbers > 0"),
+        (HingeClassifier(), {"C": [1.0]}, {"cv": KFold(3)}, "cv must be a number of folds"),
+        (HingeClassifier(), {"C": [1.0]}, {"scoring": "balanced_accuracy"}, "scores by accuracy"),
+        (HingeClassifier(), {"C": [1.0]}, {"scoring": "f1_macro"}, "macro average over more than two"),
+        (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier"),
+    ],
+)
+def test_what_the_service_search_cannot_run_is_refused_before_any_request(estimator, grid, kwargs, message):
+    X, y = cancer()
+    with pytest.raises(ValueError, match=message):
+        HingeSearchCV(estimator, grid, **kwargs).fit(X, y)
