@@ -114,8 +114,27 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         logging.getLogger(name).setLevel(rq_log_level(level))
 
 
-def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
-    """A ``log_config`` for uvicorn.run that uses these formatters."""
+SERVER_BANNER = (
+    "Started server process",
+    "Waiting for application startup",
+    "Application startup complete",
+    "Uvicorn running on",
+)
+"""uvicorn's start-up lines: under ``hinge serve`` they came 25 s before its own "ready" line, which says where the
+API listens once the workers take jobs too (``uvicorn_log_config(banner=False)``)."""
+
+
+class ServerBannerFilter(logging.Filter):
+    """Leaves out uvicorn's start-up lines (``SERVER_BANNER``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a start-up line."""
+        return not str(record.msg).startswith(SERVER_BANNER)
+
+
+def uvicorn_log_config(level: str = "INFO", fmt: str = "json", banner: bool = True) -> dict:
+    """A ``log_config`` for uvicorn.run that uses these formatters (``banner`` False: without uvicorn's start-up
+    lines, unless at DEBUG)."""
     fmt = resolve_format(fmt)
     formatter = {"()": "core.logs.JsonFormatter"} if fmt == "json" else {"()": "core.logs.TextFormatter"}
     handler = {
@@ -127,13 +146,18 @@ def uvicorn_log_config(level: str = "INFO", fmt: str = "json") -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": "core.logs.ContextFilter"}},
+        "filters": {"context": {"()": "core.logs.ContextFilter"}, "banner": {"()": "core.logs.ServerBannerFilter"}},
         "formatters": {"main": formatter},
         "handlers": {"main": handler},
         "loggers": {
             "": {"handlers": ["main"], "level": level.upper()},
             "uvicorn": {"handlers": ["main"], "level": level.upper(), "propagate": False},
-            "uvicorn.error": {"handlers": ["main"], "level": level.upper(), "propagate": False},
+            "uvicorn.error": {
+                "handlers": ["main"],
+                "level": level.upper(),
+                "propagate": False,
+                "filters": [] if banner or level.upper() == "DEBUG" else ["banner"],
+            },
             "uvicorn.access": {"handlers": ["main"], "level": level.upper(), "propagate": False},
             "rq": {"level": rq_log_level(level)},  # the API enqueues through RQ
         },

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from service.supervisor import SERVE_FILE
+from service.supervisor import SERVE_FILE, SUPERVISED_ENV
 
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
@@ -77,7 +77,8 @@ def cmd_api(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level.lower(),
-        log_config=uvicorn_log_config(args.log_level, settings.log_format),
+        # under `hinge serve` its "ready" line says where the API is: no uvicorn banner before it
+        log_config=uvicorn_log_config(args.log_level, settings.log_format, banner=not os.environ.get(SUPERVISED_ENV)),
         access_log=not args.no_access_log,
         workers=args.processes if args.processes > 1 else None,
         timeout_graceful_shutdown=API_GRACE_S,

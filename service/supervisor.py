@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 SERVE_FILE = "serve.json"
 """Written by `hinge serve` in its data directory while it runs: {pid, redis_url, api_url} (`hinge keys` finds
 the service's Redis through it)."""
+SUPERVISED_ENV = "HINGE_SUPERVISED"
+"""Set by `hinge serve` for the processes it starts (the API then leaves out uvicorn's start-up banner)."""
 API_GRACE_S = 2  # seconds (uvicorn takes an int)
 """How long the API gets to finish the requests in flight when it is stopped."""
 POLL_S = 0.05
@@ -126,6 +128,7 @@ class Supervisor:
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
         # workers x threads <= cores: the workers' jobs lease the machine's cores (worker.core_budget)
         self.env["HINGE_LOCAL_WORKERS"] = str(self.args.workers)  # kernel compiles that run at once (estimates)
+        self.env[SUPERVISED_ENV] = "1"  # the API leaves out uvicorn's banner: the "ready" line says it
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
             self.env.setdefault(name, "1")
         if not self.env.get("REDIS_URL"):
