@@ -30,14 +30,14 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from hinge_client.estimators import HingeClassifier, solver_for
+from hinge_client.estimators import LINEAR_SOLVERS, SOLVER_PARAMS, HingeClassifier, solver_for
 
 __all__ = ["HingeSearchCV"]
 
 SEARCHED = ("C", "gamma")
 """The parameters the service's search varies (``params.search.C`` and ``params.search.gamma``)."""
-KERNEL_SOLVERS = ("smo", "sampled_cuts")
-"""Solvers whose grid may hold gamma."""
+KERNEL_SOLVERS = tuple(name for name in SOLVER_PARAMS if name not in LINEAR_SOLVERS)
+"""Solvers whose grid may hold gamma (the estimators' lists, checked against the service's registry by a test)."""
 SCORINGS = {"accuracy": ("accuracy", None), "roc_auc": ("roc_auc", 2), "f1": ("f1", 2), "f1_macro": ("f1", 3)}
 """scikit-learn's scoring name -> (the search's metric, classes it applies to: 2, 3 meaning "more than two", or any)."""
 GRID_SEARCH = "use scikit-learn's GridSearchCV over the estimator for that (one job per fit)"

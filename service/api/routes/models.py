@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Annotated, Any
 
@@ -143,32 +144,20 @@ async def predict(
         )
     # Small requests are scored on the event loop (a thread hop costs more than the work);
     # large ones go to the thread pool so they do not hold up other requests.
-    if len(body.instances) <= INLINE_PREDICT_ROWS:
-        return JSONResponse(
-            score(
-                request,
-                store,
-                model_id,
-                tenant,
-                body.instances,
-                body.probabilities,
-                body.ignore_unknown_features,
-                body.decision_function_shape,
-            )
-        )
-    return JSONResponse(
-        await run_in_threadpool(
-            score,
-            request,
-            store,
-            model_id,
-            tenant,
-            body.instances,
-            body.probabilities,
-            body.ignore_unknown_features,
-            body.decision_function_shape,
-        )
+    scoring = functools.partial(
+        score,
+        request,
+        store,
+        model_id,
+        tenant,
+        body.instances,
+        body.probabilities,
+        body.ignore_unknown_features,
+        body.decision_function_shape,
     )
+    if len(body.instances) <= INLINE_PREDICT_ROWS:
+        return JSONResponse(scoring())
+    return JSONResponse(await run_in_threadpool(scoring))
 
 
 INLINE_PREDICT_ROWS = 16
