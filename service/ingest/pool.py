@@ -9,13 +9,22 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
+from core import kernel_cache
 from service.ingest import entry
 
 log = logging.getLogger("hinge.ingest")
 
 MANAGER_JOIN_S = 2.0
 """How long ``IngestPool.close(wait=True)`` waits for the pool's manager thread once its processes are gone."""
+
+
+def parser_compiled_before() -> bool:
+    """Whether this machine's kernel cache holds the parser's kernels for some version of the code (its markers
+    ``built/parser.*.json``; ``core.kernel_cache``), read without importing numba."""
+    kernel_cache.register("service.ingest", Path(entry.__file__).resolve().parent)  # as parse_kernels installs it
+    return any((kernel_cache.package_cache_dir("service.ingest") / "built").glob("parser.*.json"))
 
 
 class IngestPool:
@@ -39,11 +48,12 @@ class IngestPool:
         self._started = [self._pool().submit(entry.ping) for _ in range(self.processes)]
 
     async def ready(self, notice_after_s: float = 2.0) -> None:
-        """Wait until an ingest process has its parser kernels (compiled on a machine's first run, loaded from
-        the cache afterwards), so that the API listens only once an upload can be parsed at once: a first
-        upload used to wait 10.8 s with no word while they compiled. Says so when it takes a while."""
+        """On a machine's first run, wait until an ingest process has compiled the parser's kernels, so that the
+        API listens only once an upload can be parsed at once (a first upload used to wait 10.8 s with no word
+        while they compiled); says so when it takes a while. Once the machine has compiled them (any version of
+        the code), the processes load them in the background as before: a restart does not wait."""
         started = getattr(self, "_started", None)
-        if not started:
+        if not started or parser_compiled_before():
             return
         began = time.monotonic()
         waiting = [asyncio.wrap_future(future) for future in started]
