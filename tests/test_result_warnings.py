@@ -274,3 +274,30 @@ def test_the_python_client_issues_a_result_warning(service, http):
     with Client(service.base_url) as client, pytest.warns(ResultWarning, match="no_better_than_majority") as caught:
         model = client.train(dataset["id"], "dcd")
     assert caught[0].message.code == "no_better_than_majority" and caught[0].message.model_id == model["id"]
+
+
+# -- gamma: accepted with a warning when the data cannot use it -----------------------------------------------------
+
+
+def test_gamma_warnings_follow_the_data_scale():
+    from core.scoring.quality import gamma_warnings
+
+    d2 = np.linspace(1.0, 100.0, 500)
+    assert gamma_warnings([0.01, 1.0], d2) == []
+    (huge,) = gamma_warnings([1e6], d2)
+    assert huge["code"] == "parameter_out_of_range" and "identity" in huge["message"] and "1e+06" in huge["message"]
+    (tiny,) = gamma_warnings([1e-14], d2)
+    assert "looks the same" in tiny["message"]
+    assert gamma_warnings([1e6], np.zeros(10)) == []  # only duplicate rows: nothing to judge by
+
+
+def test_a_gamma_the_data_cannot_use_is_trained_with_a_warning(http):
+    arrays, _ = cancer_arrays()
+    content = to_svmlight(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+    dataset = upload(http, content).json()
+    body = {"dataset_id": dataset["id"], "solver": "smo", "params": {"kernel": {"type": "rbf", "gamma": 1e6}}}
+    done = wait_job(http, http.post("/v1/jobs", json=body).json()["id"], timeout=120)
+    assert done["status"] == "succeeded" and "parameter_out_of_range" in codes(done["warnings"]), done
+    body["params"]["kernel"]["gamma"] = "scale"
+    done = wait_job(http, http.post("/v1/jobs", json=body).json()["id"], timeout=120)
+    assert done["status"] == "succeeded" and done["warnings"] == [], done

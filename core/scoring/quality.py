@@ -144,3 +144,41 @@ def c_out_of_range(
                 f"1). Use C <= {limit:.3g}; scaling the features down raises the limit"
             )
     return None
+
+
+RBF_UNDERFLOW = 700.0
+"""gamma |x_i - x_j|^2 above this gives exp(-...) < 1e-304: a kernel value of 0 for that pair."""
+RBF_FLAT = 1e-9
+"""gamma |x_i - x_j|^2 below this gives a kernel value of 1 to 9 digits: the pair looks the same."""
+
+
+def gamma_warnings(gammas: list[float], squared_distances) -> list[dict[str, str]]:
+    """``parameter_out_of_range`` warnings for rbf gammas the data cannot use: at gamma times 99% of the sampled
+    squared distances between distinct rows above ``RBF_UNDERFLOW`` the kernel matrix is the identity (every
+    row its own island: the model memorizes and answers the bias elsewhere); below ``RBF_FLAT`` at 99% of them,
+    every kernel value is 1 (the model is about a constant). ``squared_distances``: a sample of
+    |x_i - x_j|^2 over pairs of distinct rows (zeros, duplicate rows, left out)."""
+    import numpy as np
+
+    d2 = np.asarray(squared_distances, dtype=np.float64)
+    d2 = d2[d2 > 0]
+    if d2.size == 0:
+        return []
+    low, median, high = (float(q) for q in np.quantile(d2, [0.01, 0.5, 0.99]))
+    found = []
+    for gamma in gammas:
+        if gamma * low > RBF_UNDERFLOW:
+            what = "0 between 99% of the pairs of rows sampled: the kernel matrix is the identity, the model memorizes"
+        elif gamma * high < RBF_FLAT:
+            what = "1 to 9 digits for 99% of the pairs of rows sampled: every row looks the same to the model"
+        else:
+            continue
+        found.append(
+            warning(
+                WarningCode.parameter_out_of_range,
+                f"kernel gamma {gamma:g} makes the rbf kernel {what}. The data's squared distances between rows "
+                f"run from {low:.3g} to {high:.3g} (median {median:.3g}): a gamma near 1 / {median:.3g} = "
+                f"{1.0 / median:.3g} (or `scale`) lets the kernel tell rows apart",
+            )
+        )
+    return found
