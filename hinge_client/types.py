@@ -130,6 +130,13 @@ class TracePage(TypedDict):
     next: int
 
 
+class RocCurve(TypedDict):
+    """RocCurve: the points of a two-class ROC curve, by decreasing score threshold."""
+
+    fpr: list[float]
+    tpr: list[float]
+
+
 class Evaluation(TypedDict, total=False):
     """EvaluationOut: metrics of a model on a data set (those that apply to its task)."""
 
@@ -141,6 +148,7 @@ class Evaluation(TypedDict, total=False):
     error_rate: float | None
     f1: float | None
     roc_auc: float | None
+    roc_curve: RocCurve | None
     pairwise_accuracy: float | None
     kendall_tau: float | None
 
