@@ -540,6 +540,11 @@ class Search:
                 tasks.append(((refit_offset, -math.inf, p), (p, 0, 1, None)))
             elif path.warm:
                 tasks.append(((0, 0.0, path.fold, p), (p, 0, 1, None)))
+            elif len(paths) >= PATHS_PER_PROCESS * n_processes:
+                # independent fits, and paths enough to keep the processes busy: a path's fits go as one task (a
+                # digits search of one-vs-one pairs is 540 fits of 2 ms: a task each, the pipes cost what the
+                # second process gave)
+                tasks.append(((0, p), (p, 0, len(path.Cs), None)))
             else:
                 # independent fits: largest C first (longest-processing-time-first keeps the processes even)
                 for i in range(len(path.Cs) - 1, -1, -1):
