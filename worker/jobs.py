@@ -27,7 +27,6 @@ import time
 
 import numpy as np
 import redis
-import scipy.sparse as sp
 from pydantic import ValidationError
 
 from core.config import get_settings
@@ -37,7 +36,7 @@ from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
-from core.scoring.quality import c_out_of_range, gamma_warnings
+from core.scoring.quality import c_out_of_range
 from core.storage import cache
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore, Transition, utc_now
@@ -216,8 +215,7 @@ def _train_and_record(
 
     if outcome.arrays is not None:
         sink.set_phase("storing model", fraction=1.0)
-        outcome.meta["warnings"] = [*outcome.meta.get("warnings", []), *_gamma_warnings(params, arrays)]
-    return record_outcome(jobs, client, job, dataset, outcome, mine, run, staging)
+    return record_outcome(jobs, client, job, dataset, outcome, mine, run, staging, arrays=arrays)
 
 
 def _c_out_of_range(job: JobRecord, dataset, arrays: dict) -> str | None:
@@ -228,37 +226,6 @@ def _c_out_of_range(job: JobRecord, dataset, arrays: dict) -> str | None:
     norm_sq = max_row_norm_sq(arrays["indptr"], np.asarray(arrays["data"]))
     found = c_out_of_range(job.params, dataset.n_samples, norm_sq)
     return None if found is None else found[1]
-
-
-GAMMA_SAMPLE_PAIRS = 2000
-"""Pairs of rows whose squared distances judge an rbf gamma (``core.scoring.quality.gamma_warnings``)."""
-
-
-def _gamma_warnings(params: SolverParams, arrays: dict) -> list[dict]:
-    """Warnings for the rbf gammas of the job (its kernel's, or its search's grid) that the data cannot use,
-    judged on the squared distances of ``GAMMA_SAMPLE_PAIRS`` random pairs of rows (seeded)."""
-    kernel = getattr(params, "kernel", None)
-    if kernel is None or getattr(kernel, "type", None) != "rbf":
-        return []
-    search = getattr(params, "search", None)
-    gammas = list(search.gamma) if search is not None and search.gamma else [kernel.gamma]
-    gammas = [float(g) for g in gammas if isinstance(g, (int, float))]  # `scale` follows the data by itself
-    if not gammas:
-        return []
-    indptr, indices, data = (np.asarray(arrays[name]) for name in ("indptr", "indices", "data"))
-    n_rows = indptr.size - 1
-    if n_rows < 2:
-        return []
-    rng = np.random.default_rng(0)
-    pairs = rng.integers(0, n_rows, size=(GAMMA_SAMPLE_PAIRS, 2))
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    rows = np.unique(pairs)
-    matrix = sp.csr_matrix((data, indices, indptr), shape=(n_rows, int(indices.max(initial=0)) + 1))[rows]
-    at = {row: i for i, row in enumerate(rows)}
-    first = matrix[[at[r] for r in pairs[:, 0]]]
-    second = matrix[[at[r] for r in pairs[:, 1]]]
-    squared = np.asarray((first - second).power(2).sum(axis=1)).ravel()
-    return gamma_warnings(gammas, squared)
 
 
 def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:

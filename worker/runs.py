@@ -22,7 +22,7 @@ from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
 from core.schemas.solver_params import SolverParams
-from core.scoring.quality import model_warnings
+from core.scoring.quality import gamma_warnings, model_warnings, rbf_gammas, sampled_squared_distances
 from core.solvers import solver_params
 from core.storage import cache, keys
 from core.storage.capacity import StorageFull
@@ -80,11 +80,13 @@ def record_outcome(
     mine: tuple[str, str],
     run: int,
     staging: ModelStaging | None = None,
+    arrays: dict | None = None,
 ) -> dict:
     """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back.
 
     ``staging``: the model's arrays when they were written ahead (``worker.model_staging``): committed with its
-    record instead of written now."""
+    record instead of written now. ``arrays``: the training data, to judge the job's rbf gammas on (its model's
+    warnings, ``core.scoring.quality``)."""
     settings = get_settings()
     job_id = job.id
     seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
@@ -100,6 +102,9 @@ def record_outcome(
     warnings: list[dict] = []
     if outcome.arrays is not None:
         warnings = [*outcome.meta.get("warnings", []), *model_warnings(outcome.meta, dataset.labels)]
+        gammas = rbf_gammas(job.params)
+        if gammas and arrays is not None:
+            warnings += gamma_warnings(gammas, sampled_squared_distances(arrays, dataset.n_features))
         store = model_store(client, settings)
         try:
             claimed = staging.claim(outcome.arrays) if staging is not None else None

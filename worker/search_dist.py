@@ -234,7 +234,7 @@ def finish(job_id: str, run: int) -> dict:
                 sink=sink,
                 n_processes=params.n_processes or available_cores(),
             )
-        return record_outcome(jobs, client, job, dataset, outcome, mine, run)
+        return record_outcome(jobs, client, job, dataset, outcome, mine, run, arrays=arrays)
     except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"

@@ -6,12 +6,17 @@ import numpy as np
 from scipy.stats import rankdata
 
 
-def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """Area under the ROC curve of ``scores`` for the boolean ``positive``; ties count one half. None if one class is absent."""
+def _two_classes(scores, positive) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Scores as float64, the boolean positives, and the counts of positives and negatives."""
     scores = np.asarray(scores, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)
     n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
+    return scores, positive, n_pos, positive.size - n_pos
+
+
+def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Area under the ROC curve of ``scores`` for the boolean ``positive``; ties count one half. None if one class is absent."""
+    scores, positive, n_pos, n_neg = _two_classes(scores, positive)
     if n_pos == 0 or n_neg == 0:
         return None
     ranks = rankdata(scores)
@@ -29,10 +34,7 @@ def roc_curve(scores: np.ndarray, positive: np.ndarray, max_points: int = ROC_PO
     dropped as scikit-learn's ``roc_curve(drop_intermediate=True)`` does; beyond ``max_points`` an evenly
     spaced subset of them, first and last kept. None when one class is absent.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    positive = np.asarray(positive, dtype=bool)
-    n_pos = int(positive.sum())
-    n_neg = positive.size - n_pos
+    scores, positive, n_pos, n_neg = _two_classes(scores, positive)
     if n_pos == 0 or n_neg == 0:
         return None
     order = np.argsort(-scores, kind="mergesort")

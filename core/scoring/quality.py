@@ -19,6 +19,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from core.schemas.enums import WarningCode
 
 SETTLED_GAP_REL = 0.01
@@ -158,8 +161,6 @@ def gamma_warnings(gammas: list[float], squared_distances) -> list[dict[str, str
     row its own island: the model memorizes and answers the bias elsewhere); below ``RBF_FLAT`` at 99% of them,
     every kernel value is 1 (the model is about a constant). ``squared_distances``: a sample of
     |x_i - x_j|^2 over pairs of distinct rows (zeros, duplicate rows, left out)."""
-    import numpy as np
-
     d2 = np.asarray(squared_distances, dtype=np.float64)
     d2 = d2[d2 > 0]
     if d2.size == 0:
@@ -182,3 +183,30 @@ def gamma_warnings(gammas: list[float], squared_distances) -> list[dict[str, str
             )
         )
     return found
+
+
+GAMMA_SAMPLE_PAIRS = 2000
+"""Pairs of rows whose squared distances judge an rbf gamma (``gamma_warnings``)."""
+
+
+def rbf_gammas(params: Mapping[str, Any]) -> list[float]:
+    """The numeric rbf gammas of a job's parameters (JSON form): its kernel's, or its search's grid (``scale``
+    follows the data by itself and is not judged)."""
+    kernel = params.get("kernel") or {}
+    if kernel.get("type") != "rbf":
+        return []
+    grid = (params.get("search") or {}).get("gamma")
+    return [float(g) for g in (grid or [kernel.get("gamma")]) if isinstance(g, (int, float))]
+
+
+def sampled_squared_distances(arrays: Mapping[str, Any], n_features: int, seed: int = 0) -> np.ndarray:
+    """|x_i - x_j|^2 over ``GAMMA_SAMPLE_PAIRS`` random pairs of distinct rows of a data set's CSR arrays."""
+    indptr = np.asarray(arrays["indptr"])
+    n_rows = indptr.size - 1
+    if n_rows < 2:
+        return np.empty(0)
+    pairs = np.random.default_rng(seed).integers(0, n_rows, size=(GAMMA_SAMPLE_PAIRS, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    matrix = sp.csr_matrix((arrays["data"], arrays["indices"], indptr), shape=(n_rows, n_features))
+    difference = matrix[pairs[:, 0]] - matrix[pairs[:, 1]]
+    return np.asarray(difference.multiply(difference).sum(axis=1)).ravel()
