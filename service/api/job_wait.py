@@ -112,6 +112,8 @@ class JobEndWatcher:
                     message = pubsub.get_message(timeout=_LISTEN_TIMEOUT_S)
                 except Exception as exc:  # Redis away (or the app closing its connections as it stops): the
                     # statuses read every CHECK_S still answer the waiters, and warn if Redis stays away
+                    if self._loop is not None and self._loop.is_closed():
+                        return  # the API has stopped: nobody waits, and "it subscribes again" would be untrue
                     log.info(
                         "the job-end listener lost its subscription (%s: %s); it subscribes again",
                         type(exc).__name__,
