@@ -115,8 +115,9 @@ def test_the_terminal_log_has_no_rq_lines_and_says_the_running_job_stops(data_di
     assert not rq_lines, rq_lines
     for words in ("cleaning group registries", "result is kept for", "Job OK", "Listening on"):
         assert words not in text, words
-    # nor uvicorn's banner, which came 25 s before the service's own "ready" line (issue 32, item 5)
-    assert "hinge: ready: " in text and "Uvicorn running on" not in text, text[-3000:]
+    # nor uvicorn's banner, which came 25 s before the service's own "ready" line (issue 32, item 5; the test may
+    # stop the service before that line, which is printed from a poll every 0.5 s: it is not required here)
+    assert "Uvicorn running on" not in text and "Application startup complete" not in text, text[-3000:]
     assert any("stop requested; the running solver stops at its next check" in line for line in worker_lines), text[
         -3000:
     ]
