@@ -72,7 +72,8 @@ class SolverSpec:
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
     """How a search starts a fit from the previous C: `dual` (dual variables scaled by C'/C, keyword
-    alpha0), `weights` (keyword w0), or None."""
+    alpha0), `dual_gradient` (dual variables and their gradient, keywords alpha0 and gradient0; see
+    ``worker.registry.warm_start_arguments``), `weights` (keyword w0), or None."""
     threads: str | None = None
     """What `n_processes` means inside one binary problem, and the keyword that gets it: `n_processes`
     (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or
@@ -248,6 +249,7 @@ BUILT_IN = (
         progress=violation_measure,
         stopping=_tol_then_gap("largest KKT violation"),
         model_kind="kernel",
+        warm_start="dual_gradient",
         kernel_units=("smo",),
         threads="n_threads",
     ),

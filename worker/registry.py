@@ -91,15 +91,31 @@ def warm_start_arguments(solver: str, previous, params: SolverParams, previous_C
 
     `dual` (dcd): the previous dual variables scaled by C_new / C_previous (the variables at their upper
     bound stay there, and the rest keep their share of the box; on a9a this halves the passes of an
-    8-value C path at tol 0.1, where unscaled variables save 10%). `weights` (ocas): the previous weights,
-    with the bias as the last one.
+    8-value C path at tol 0.1, where unscaled variables save 10%). `dual_gradient` (smo): the previous dual
+    variables with their G = Q alpha - 1 and G_bar, so that the start computes no kernel row: toward a larger
+    C scaled as dcd's when most support vectors were at their bound (they likely stay there), else as they
+    are (still feasible, and a separable problem's solution hardly moves: on digits' one-vs-one pairs, C 1 ->
+    10, 30-75% fewer steps than a cold start, where scaled ones took 10-20% more); toward a smaller C scaled.
+    Scaling alpha by s scales G + 1 and G_bar by s; unscaled toward a larger C, no variable is at its new
+    bound (G_bar = 0). `weights` (ocas): the previous weights, with the bias as the last one.
     """
     if previous is None:
         return {}
     kind = spec_of(solver).warm_start
+    scale = params.C / previous_C if previous_C else 1.0
     if kind == "dual" and "alpha" in previous.extra:
-        scale = params.C / previous_C if previous_C else 1.0
         return {"alpha0": np.asarray(previous.extra["alpha"]) * scale}
+    if kind == "dual_gradient" and "alpha" in previous.extra:
+        extra = previous.extra
+        as_they_are = scale > 1.0 and int(extra.get("n_bounded_sv") or 0) <= 0.5 * int(extra.get("n_sv") or 0)
+        if as_they_are:
+            scale = 1.0
+        alpha = np.asarray(extra["alpha"])
+        start = {"alpha0": alpha * scale}
+        if extra.get("gradient") is not None and extra.get("gradient_bar") is not None:
+            start["gradient0"] = scale * (np.asarray(extra["gradient"]) + 1.0) - 1.0
+            start["gradient_bar0"] = np.zeros_like(alpha) if as_they_are else scale * np.asarray(extra["gradient_bar"])
+        return start
     if kind == "weights" and previous.w is not None:
         bias = getattr(params, "bias", None)
         return {"w0": np.append(previous.w, previous.bias / bias) if bias else np.asarray(previous.w)}

@@ -214,7 +214,7 @@ from worker.solvers.smo_state import (
     RUN_CONVERGED,
     RUN_RECONSTRUCT,
 )
-from worker.solvers.smo_steps import Variables, rebuild_gradient, run_platt, run_second_order, stats
+from worker.solvers.smo_steps import Variables, rebuild_gradient, run_platt, run_second_order, start_from, stats
 from worker.solvers.smo_team import TEAM_MIN_ROW, RowTeam, inactive_gradient
 
 SLICE_SECONDS = 0.1
@@ -287,6 +287,38 @@ def _check_args(
     return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), max_iter
 
 
+def _check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
+    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and on the
+    plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it)."""
+    start = np.asarray(alpha0, dtype=np.float64)
+    if start.shape != y.shape:
+        raise SolverInputError(f"alpha0 must have one value per row, shape {y.shape}, got {start.shape}")
+    if not np.all(np.isfinite(start)):
+        raise SolverInputError("alpha0 contains NaN or infinite values")
+    box = np.where(y > 0, C * w_pos, C * w_neg)
+    slack = 1e-9 * box
+    if np.any(start < -slack) or np.any(start > box + slack):
+        raise SolverInputError("alpha0 must lie in [0, C * class_weight] for every row")
+    scale = max(float(np.abs(start).sum()), 1.0)
+    if abs(float(y @ start)) > 1e-9 * scale:
+        raise SolverInputError(
+            f"alpha0 must satisfy sum_i y_i alpha0_i = 0 (the dual's equality constraint), got {float(y @ start):.3g}"
+        )
+    return start
+
+
+def _check_given(name: str, value, alpha0, y) -> np.ndarray | None:
+    """A given G or G_bar of ``alpha0``, as float64, checked (one finite value per row)."""
+    if value is None:
+        return None
+    if alpha0 is None:
+        raise SolverInputError(f"{name} belongs to alpha0: give alpha0 with it")
+    value = np.asarray(value, dtype=np.float64)
+    if value.shape != y.shape or not np.all(np.isfinite(value)):
+        raise SolverInputError(f"{name} must have one finite value per row, shape {y.shape}")
+    return value
+
+
 class _Run:
     """One solve's arrays and clocks, and the Python side of its loop: slices of numba work between control
     checks, trace points, gradient rebuilds."""
@@ -306,6 +338,9 @@ class _Run:
         threads: int,
         seed: int,
         control: SolverControl,
+        alpha0: np.ndarray | None = None,
+        gradient0: np.ndarray | None = None,
+        gradient_bar0: np.ndarray | None = None,
     ):
         self.control = control
         self.started = time.perf_counter()
@@ -344,11 +379,16 @@ class _Run:
         istate[IS_TEAM_MIN_ROW] = TEAM_MIN_ROW
         istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
         self.fstate = np.zeros(FS_SIZE)
+        if alpha0 is not None:
+            given = [g if g is not None else np.empty(0) for g in (gradient0, gradient_bar0)]
+            self.fstate[FS_F] = start_from(alpha0, *given, self.X, self.kp, self.V, istate, n)
         self.swap_p = np.empty(n, dtype=np.int64)
         self.swap_q = np.empty(n, dtype=np.int64)
         self.rng = rng_state(int(seed))
-        # long kernel rows are split over threads that spin between rows (started last: nothing above can fail)
-        self.team = RowTeam(self.X, self.kp, threads - 1) if threads > 1 else None
+        # long kernel rows are split over threads that spin between rows (started last: nothing above can fail);
+        # no row of a problem under TEAM_MIN_ROW is split, and idle partners would still take a core from the
+        # other processes of a search (digits' one-vs-one pairs: 240 rows, a search ran slower on 2 processes)
+        self.team = RowTeam(self.X, self.kp, threads - 1) if threads > 1 and n >= TEAM_MIN_ROW else None
 
     def close(self) -> None:
         """Stop the row team's threads (the solve is over, however it ended)."""
@@ -524,8 +564,13 @@ def solve_smo(
     seed=0,
     n_threads=None,
     control=None,
+    alpha0=None,
+    gradient0=None,
+    gradient_bar0=None,
 ) -> SolverResult:
-    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs)."""
+    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs); ``alpha0``,
+    ``gradient0`` and ``gradient_bar0``: the dual variables to start from and, optionally, their G and G_bar
+    (see "Warm start")."""
     y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
         indptr,
         indices,
@@ -545,6 +590,12 @@ def solve_smo(
     )
     if tol_rel is not None:
         tol_rel = check_positive("tol_rel", tol_rel)
+    if alpha0 is not None:
+        alpha0 = _check_start(alpha0, y, C, w_neg, w_pos)
+    gradient0, gradient_bar0 = (
+        _check_given(name, value, alpha0, y)
+        for name, value in (("gradient0", gradient0), ("gradient_bar0", gradient_bar0))
+    )
     threads = solver_threads(n_threads)
     # one compiled specialization of every kernel: float64 values, int32 indices (the service may store
     # float32 values; the rows are copied in position order anyway)
@@ -566,6 +617,9 @@ def solve_smo(
         threads,
         int(seed),
         control if control is not None else SolverControl(),
+        alpha0,
+        gradient0,
+        gradient_bar0,
     )
     istate, n = run.istate, run.n
 
@@ -632,6 +686,12 @@ def solve_smo(
 
     alpha_rows = np.empty(n)
     alpha_rows[run.orig.perm] = run.V.alpha
+    gradient_rows = None
+    if complete:  # G is Q alpha - 1 over every position: a warm start can take it (scaled or as it is)
+        gradient_rows = np.empty(n)
+        gradient_rows[run.orig.perm] = run.V.G
+    gradient_bar_rows = np.empty(n)  # G_bar is kept over every position, shrunk or not
+    gradient_bar_rows[run.orig.perm] = run.V.G_bar
     support = np.flatnonzero(alpha_rows > 0).astype(np.int64)
     dual_coef = y[support] * alpha_rows[support]
     w = None
@@ -662,6 +722,8 @@ def solve_smo(
         "full_row_updates": int(istate[IS_FULL_ROWS]),
         "kernel": dict(kernel),
         "alpha": alpha_rows,
+        "gradient": gradient_rows,
+        "gradient_bar": gradient_bar_rows,
         "active_size": active,
         "min_active_size": int(istate[IS_MIN_ACTIVE]),
         "working_set": working_set,
@@ -690,7 +752,7 @@ def warm_up() -> None:
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
     for working_set in WORKING_SETS:
-        solve_smo(
+        first = solve_smo(
             indptr,
             indices,
             matrix.data,
@@ -701,6 +763,19 @@ def warm_up() -> None:
             working_set=working_set,
             cache_mb=0.0,
             trace_every=5,
+        )
+    # the warm starts (a search's path along C): from alpha alone, and with G and G_bar
+    for given in ({}, {"gradient0": first.extra["gradient"], "gradient_bar0": first.extra["gradient_bar"]}):
+        solve_smo(
+            indptr,
+            indices,
+            matrix.data,
+            y,
+            n_features=3,
+            C=2.0,
+            kernel={"type": "rbf", "gamma": 0.5},
+            alpha0=first.extra["alpha"],
+            **given,
         )
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))

@@ -399,6 +399,44 @@ def run_platt(n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol
 
 
 @njit(cache=True)
+def start_from(alpha, gradient, gradient_bar, X, kp, V, istate, n):
+    """Set the variables to ``alpha`` (feasible; position order = row order at the start) and compute what the
+    steps keep: status, G = Q alpha - 1 and G_bar, each taken as given when it has n values (that very
+    alpha's, as a previous fit returns them) and else computed from a kernel row per non-zero alpha_j (per
+    variable at its upper bound for G_bar). Returns the dual value f = 0.5 alpha' (G - 1)."""
+    row = np.empty(n)
+    given = gradient.size == n
+    given_bar = gradient_bar.size == n
+    for t in range(n):
+        V.G[t] = gradient[t] if given else -1.0
+        V.G_bar[t] = gradient_bar[t] if given_bar else 0.0
+    for j in range(n):
+        c = V.Cp[j]
+        a = min(max(alpha[j], 0.0), c)
+        if a >= c * (1.0 - 1e-12):  # a bound scaled by C_new / C_old, off by a rounding
+            a = c
+        elif a <= 1e-12 * c:
+            a = 0.0
+        V.alpha[j] = a
+        V.status[j] = _status_of(a, c)
+        need_g = not given and a != 0.0
+        need_bar = not given_bar and V.status[j] == UPPER
+        if not (need_g or need_bar):
+            continue
+        kernel_row(j, 0, n, X, kp, row, 0, 1.0, False, istate)
+        if need_g:
+            for t in range(n):
+                V.G[t] += a * row[t]
+        if need_bar:
+            for t in range(n):
+                V.G_bar[t] += c * row[t]
+    f = 0.0
+    for t in range(n):
+        f += V.alpha[t] * (V.G[t] - 1.0)
+    return 0.5 * f
+
+
+@njit(cache=True)
 def rebuild_gradient(X, kp, ca, istate, alpha, G, free_pos, start, stop, active, n):
     """G[t] += sum over free_pos[start:stop] of alpha_j Q_tj, for the inactive t in [active, n).
 
