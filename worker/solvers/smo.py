@@ -380,8 +380,10 @@ class _Run:
         istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
         self.fstate = np.zeros(FS_SIZE)
         if alpha0 is not None:
-            given = [g if g is not None else np.empty(0) for g in (gradient0, gradient_bar0)]
-            self.fstate[FS_F] = start_from(alpha0, *given, self.X, self.kp, self.V, istate, n)
+            none = np.empty(0)  # computed from the kernel rows
+            g = gradient0 if gradient0 is not None else none
+            g_bar = gradient_bar0 if gradient_bar0 is not None else none
+            self.fstate[FS_F] = start_from(alpha0, g, g_bar, self.X, self.kp, self.V, istate, n)
         self.swap_p = np.empty(n, dtype=np.int64)
         self.swap_q = np.empty(n, dtype=np.int64)
         self.rng = rng_state(int(seed))
