@@ -219,11 +219,12 @@ class FoldCache:
         self.held_kernels: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
     def held_kernel(self, fold: int, kernel: dict) -> np.ndarray | None:
-        """K(held-out row, training row) of the fold, dense (n_held, n_train), built on first use and kept while
+        """K(training row, held-out row) of the fold, dense (n_train, n_held), built on first use and kept while
         the matrices take at most ``HELD_KERNEL_BYTES``; None when this one alone would take more.
 
         The fits of a fold and gamma (the C grid; one-vs-rest classes or one-vs-one pairs: 45 on digits) then
-        score the held-out rows from columns of one matrix instead of each recomputing its kernel rows."""
+        score the held-out rows from rows of one matrix instead of each recomputing its kernel rows: a fit's
+        support vectors pick contiguous rows (digits: 0.03 ms a fit, 0.3 ms from the columns of the transpose)."""
         entry = self.get(fold)
         n_train = entry["train"]["indptr"].size - 1
         n_held = entry["held"]["indptr"].size - 1
@@ -240,7 +241,8 @@ class FoldCache:
             train["indptr"], train["indices"], train["data"], np.zeros(n_train), 0.0, kernel, n_features=self.n_features
         )
         held = entry["held_matrix"]
-        self.held_kernels[key] = expansion.kernel_values(held.indptr, held.indices, held.data)
+        values = expansion.kernel_values(held.indptr, held.indices, held.data)  # (n_held, n_train)
+        self.held_kernels[key] = np.ascontiguousarray(values.T)
         return self.held_kernels[key]
 
     def get(self, fold: int) -> dict:
@@ -486,7 +488,7 @@ class Search:
                     support = np.asarray(result.extra["support_indices"], dtype=np.int64)
                     if "members" in fold_data:  # the pair's rows, numbered among the fold's training rows
                         support = fold_data["members"][path.problem][support]
-                    decisions = values[:, support] @ np.asarray(result.extra["dual_coef"]) + result.bias
+                    decisions = np.asarray(result.extra["dual_coef"]) @ values[support] + result.bias
                 else:
                     decisions = held_out_decisions(
                         result, fit_rows, fold_data["held_matrix"], kernel_dict, self.n_features

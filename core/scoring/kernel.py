@@ -12,9 +12,10 @@ vectors: each K(s_k, x) is computed once for all models). For the linear kernel 
 ``w`` (SMO paper, Section 2.3) can be given instead of rows and coefficients.
 
 Query rows are processed in batches so that at most ``max_block`` kernel values are held at once.
-The inner products <s_k, x> come from a sparse-times-dense product against a dense transposed copy of
-the stored rows when that copy is small (n_features * m <= ``dense_limit`` entries), else from a
-sparse-times-sparse product; squared norms are computed once per model.
+The inner products <s_k, x> come from a product against a dense transposed copy of the stored rows when that
+copy is small (n_features * m <= ``dense_limit`` entries): dense times dense when the query rows are well
+filled, else sparse times dense; otherwise from a sparse-times-sparse product; squared norms are computed once
+per model.
 
 This module must stay free of numba (and of everything in ``worker``): the test suite checks it
 (tests/test_kernels.py). The API scores kernel models with it; the workers use it for training accuracy.
@@ -26,6 +27,9 @@ import numpy as np
 import scipy.sparse as sp
 
 _TYPES = ("linear", "poly", "rbf", "sigmoid")
+_DENSE_QUERY_FILL = 0.25
+"""Query rows this full (stored entries over rows x features) are made dense for the product with the dense
+transposed stored rows (a BLAS product), when that copy exists."""
 
 
 class KernelExpansion:
@@ -116,7 +120,9 @@ class KernelExpansion:
 
     def _kernel(self, block: sp.csr_matrix) -> np.ndarray:
         """K(x, s_k) for the rows x of block, dense (len(block), m)."""
-        if self.sv_dense_t is not None:
+        if self.sv_dense_t is not None and block.nnz >= _DENSE_QUERY_FILL * block.shape[0] * self.n_features:
+            dots = block.toarray() @ self.sv_dense_t  # well-filled rows (digits: 3.4x faster than sparse x dense)
+        elif self.sv_dense_t is not None:
             dots = np.asarray(block @ self.sv_dense_t)
         else:
             assert self.sv is not None, "kernel scoring without a folded w has stored rows"
