@@ -513,7 +513,8 @@ class Search:
                     result.extra.get("gap_rel"),
                 )
             )
-            state = (C, _warm_state(result, self.warm_rows, row)) if path.warm else None
+            # the next fit's start (none after the path's last C: it would be pickled back for nothing)
+            state = (C, _warm_state(result, self.warm_rows, row)) if path.warm and i + 1 < len(path.Cs) else None
             if result.stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
                 break  # the path's next fits would stop at once
         return records, state

@@ -131,7 +131,10 @@ class KernelExpansion:
             return dots
         if self.kind == "rbf":
             q_sq = np.asarray(block.multiply(block).sum(axis=1)).reshape(-1, 1)
-            dist = q_sq + self.sv_sq.reshape(1, -1) - 2.0 * dots
+            dist = dots  # |x|^2 + |s|^2 - 2 <x, s>, in place (no temporary of the block's size)
+            dist *= -2.0
+            dist += q_sq
+            dist += self.sv_sq.reshape(1, -1)
             np.maximum(dist, 0.0, out=dist)
             dist *= -self.gamma
             return np.exp(dist, out=dist)
