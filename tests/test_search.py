@@ -556,3 +556,50 @@ def test_the_largest_c_is_ruled_out_only_when_the_scores_clearly_fall():
     assert not largest_c_ruled_out(_rows({0.1: [0.9, 0.9, 0.9]}), 3), "one setting: nothing to compare"
     nan = {0.1: [0.90, 0.91, 0.92], 1.0: [0.85, float("nan"), 0.86]}
     assert not largest_c_ruled_out(_rows(nan), 3)
+
+
+@pytest.mark.parametrize("multiclass", ["ovo", "ovr"])
+def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
+    """smo's paths warm-start each C from the previous one (the table is the same on one and two processes, every
+    fit but a path's first warm); the refit is one fit at the best C, the model a plain training there gives."""
+    from worker.training import train_model
+
+    arrays, n_features = multiclass_arrays()
+    params = dict(
+        kernel={"type": "rbf", "gamma": 0.05},
+        C=1.0,
+        multiclass=multiclass,
+        n_processes=2,
+        search={"C": [0.1, 1.0, 10.0], "cv_folds": 3, "seed": 2},
+    )
+    outcomes = [
+        run_search(
+            "smo",
+            solver_params("smo", dict(params, n_processes=processes)),
+            arrays,
+            n_features,
+            deadline=None,
+            cancel_requested=lambda: False,
+            sink=NullSink(),
+            publish=lambda table, subtasks: None,
+        )
+        for processes in (1, 2)
+    ]
+    one, two = (outcome.meta["search_results"] for outcome in outcomes)
+    assert strip_timing(one) == strip_timing(two)
+    assert [row["warm_started_fits"] for row in one["settings"]] == [0, 3, 3]  # a fold's cell at C > 0.1
+    best = one["best"]
+    assert outcomes[0].meta["refit_path"]["C"] == [best["C"]]
+    plain = train_model(
+        "smo",
+        solver_params("smo", dict(params, C=best["C"], search=None, n_processes=1)),
+        arrays,
+        n_features,
+        deadline=None,
+        cancel_requested=lambda: False,
+        sink=NullSink(),
+    )
+    for outcome in outcomes:
+        assert outcome.meta["n_support_per_problem"] == plain.meta["n_support_per_problem"]
+        assert outcome.meta["objectives"] == pytest.approx(plain.meta["objectives"], rel=1e-9)
+        np.testing.assert_allclose(outcome.arrays["coef"], plain.arrays["coef"], rtol=1e-9, atol=1e-12)

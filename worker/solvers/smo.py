@@ -103,6 +103,17 @@ two index lists of every pair. Both give each dot product summed in the order of
 Linear kernel (Section 2.3): the result also carries the folded weight vector w = sum_i y_i alpha_i x_i
 (prediction then costs one sparse dot product); the kernel rows themselves are the same dot products.
 
+Warm start
+----------
+``alpha0`` (one value per row, in the box [0, C_i] and on the plane sum_i y_i alpha_i = 0, else refused)
+starts the steps from those dual variables instead of zero; ``gradient0`` and ``gradient_bar0`` are its G and
+G_bar when the caller has them (a previous fit returns both in ``extra``: "gradient", when G was complete at
+its end, and "gradient_bar"), else they are computed from a kernel row per non-zero alpha_i (per variable
+at its bound for G_bar). Scaling alpha by s scales G + 1 and G_bar by s, so a search's path along C starts
+each fit from the previous one at no kernel cost (``worker.registry.warm_start_arguments`` chooses the
+start: the previous alpha as it is toward a larger C unless most support vectors were at their bound,
+scaled otherwise).
+
 Stopping rule in the user's terms: training stops when the largest KKT violation m - M over ALL
 examples is below ``tol`` (LIBSVM's -e, default 1e-3) and the duality gap of the returned model is at
 most ``tol_rel`` of its objective (default 0.01; (P - D) / P with D the dual value of the returned alpha,
@@ -123,7 +134,8 @@ most 2e7 kernel values, i.e. well under a second; otherwise ``objective`` is NaN
 ascending), "dual_coef" (y_i alpha_i there), "n_sv", "n_bounded_sv" (alpha_i = C_i), "dual_objective"
 (the dual value D = sum alpha - 0.5 alpha' Q alpha, which LIBSVM prints negated as "obj"),
 "primal_complete" (whether ``objective`` is the primal over all rows), "max_violation", "cache_hit_rate", "kernel", "alpha" (all n dual variables, row
-order), "active_size", "min_active_size", "working_set", "safety_steps" (platt's safety-net steps),
+order), "gradient" and "gradient_bar" (G and G_bar, row order; "gradient" None when G was not complete at
+the end), "active_size", "min_active_size", "working_set", "safety_steps" (platt's safety-net steps),
 and counters "kernel_values_computed" (all kernel values evaluated), "kernel_values_full_rows" (of
 them, computed beyond the slot length for G_bar), "kernel_values_reconstruct" (during gradient
 rebuilds), "full_row_updates".
