@@ -2,7 +2,7 @@
 
 GridSearchCV over a ``HingeClassifier`` makes a round trip per fit (upload, job, wait, predict, delete):
 25 of them for 5 values of C x 5 folds. ``HingeSearchCV`` uploads once and sends one job whose
-``params.search`` the service runs in parallel processes, with warm starts along C for dcd and ocas, then
+``params.search`` the service runs in parallel processes, with warm starts along C for dcd, ocas and smo, then
 refits the best setting on all the data; ``best_estimator_`` is a ``HingeClassifier`` on that model.
 
 What it takes: a ``HingeClassifier``; a grid over ``C`` and, for the kernel solvers with a kernel other than

@@ -46,9 +46,9 @@ class SearchParams(StrictModel):
     warm_start: StrictBool = Field(
         default=True,
         description=(
-            "dcd and ocas: each fold walks the C grid upward, every fit starting from the previous one's solution "
-            "(the table reports warm-started fits, iterations and stop reasons per setting); the refit walks the "
-            "path up to the best C."
+            "dcd, ocas and smo: each fold walks the C grid upward, every fit starting from the previous one's "
+            "solution (the table reports warm-started fits, iterations and stop reasons per setting); dcd's and "
+            "ocas's refit walks the path up to the best C, smo's fits the best C alone."
         ),
     )
     measure_cold: StrictBool = Field(
