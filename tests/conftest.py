@@ -269,3 +269,31 @@ def objects(request, tmp_path):
         return LocalDirectoryStore(tmp_path / "objects")
     server = request.getfixturevalue("s3_server")
     return server.store(prefix=f"t-{os.urandom(6).hex()}")
+
+
+# -- kinds of tests: unit, service, browser, docker ----------------------------------------------------------
+
+TEST_KINDS = ("unit", "solver", "service", "browser", "docker")
+"""What a test needs (the markers of pyproject.toml): ``unit`` nothing but this process, quickly; ``solver`` trains
+solvers against oracles and each other (seconds a test); ``service`` a Redis, an S3 server, processes of the
+service or other programs; ``browser`` headless Chromium against a service; ``docker`` a Docker engine. A module
+says its kind with ``pytestmark``; a test without one is ``browser`` or ``service`` by its fixtures, else
+``unit``. ``./dev test -m unit`` runs the quick ones while editing (under a minute); the full suite is what
+``.ci/run`` runs."""
+
+SERVICE_FIXTURES = frozenset({"redis_server", "service", "http", "strict_api", "s3_server", "objects"})
+"""Fixtures that start (or need) a server: a test using one is a ``service`` test."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its kind: its module's or its own marker if it has one, else from its fixtures."""
+    for item in items:
+        if any(item.get_closest_marker(kind) for kind in TEST_KINDS):
+            continue
+        fixtures = set(item.fixturenames)
+        if "browser" in fixtures:
+            item.add_marker(pytest.mark.browser)
+        elif fixtures & SERVICE_FIXTURES:
+            item.add_marker(pytest.mark.service)
+        else:
+            item.add_marker(pytest.mark.unit)

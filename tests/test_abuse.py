@@ -21,6 +21,8 @@ import redis
 from tests.cluster import Cluster
 from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_for, wait_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 SETTINGS = {"HINGE_BODY_TIMEOUT_S": "1", "HINGE_BODY_MIN_RATE": "200", "HINGE_WORKER_CACHE_BYTES": str(50 * 2**20)}
 

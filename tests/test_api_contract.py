@@ -24,6 +24,8 @@ import pytest
 
 from tests.helpers import npm_install, sparse_problem, to_svmlight, upload, wait_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(__file__).resolve().parent / ".cache"
 EXAMPLES = 12

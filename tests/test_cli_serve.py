@@ -18,6 +18,8 @@ from tests.cluster import alive, descendants
 from tests.conftest import ROOT
 from tests.helpers import sparse_problem, stop_serve, to_svmlight, upload, wait_for, wait_http, wait_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 
 def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None) -> subprocess.Popen:
     env = dict(os.environ)

@@ -14,6 +14,8 @@ from core.storage import keys
 from worker import core_budget, subtasks
 from worker.core_budget import CoreLease
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 BUDGET_DATABASE = 13
 """The test Redis's database these tests empty (the shared service uses 0; other tests' services 1-12)."""
 

@@ -20,6 +20,8 @@ from worker.solvers.cpa import solve_cpa, warm_up
 from worker.solvers.dcd import solve_dcd
 from worker.solvers.reduced_qp import ReducedProblem
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 _primal = naive.hinge_primal
 _reference = naive.linear_svc_optimum

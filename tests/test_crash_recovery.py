@@ -21,6 +21,8 @@ import pytest
 from tests.cluster import Cluster, alive, descendants
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 LATENCY_FILE = Path(__file__).resolve().parent / "benchmarks" / "results" / "crash_latency.json"
 latencies: dict[str, float] = {}

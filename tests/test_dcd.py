@@ -25,6 +25,8 @@ from tests.helpers import kernels_compiled_after_warm_up, liblinear_train, libli
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.dcd import primal_objective, solve_dcd
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 
 pytest.importorskip("liblinear.liblinearutil")

@@ -16,6 +16,8 @@ import scipy.sparse as sp
 from tests import naive
 from worker.solvers import cpa, dcd, ocas
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _compiled():

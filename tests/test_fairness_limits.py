@@ -16,6 +16,8 @@ import pytest
 from tests.cluster import Cluster
 from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 KEYS = {"key-alice": "alice", "key-bob": "bob", "key-carol": "carol"}
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 

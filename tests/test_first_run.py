@@ -12,12 +12,15 @@ import threading
 import time
 
 import httpx
+import pytest
 import redis
 
 from core.schemas.base import ReadinessDetails
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import assert_error, stop_serve, wait_for, wait_http
+
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
 LOG_SNIPPET = (
     "import logging; from core.config import get_settings; from core.logs import configure_logging; "

@@ -11,6 +11,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "service", "worker")
 WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")

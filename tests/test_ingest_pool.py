@@ -16,6 +16,8 @@ import pytest
 
 from service.ingest.pool import IngestPool
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 
 @pytest.mark.parametrize("ran_a_task", [False, True])
 def test_close_releases_every_semaphore_the_pool_made(monkeypatch, ran_a_task):

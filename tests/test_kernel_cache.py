@@ -12,8 +12,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from core.kernel_cache import fingerprints_of
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
 SOLVERS = ROOT / "worker" / "solvers"
 

@@ -180,6 +180,7 @@ def test_kernel_expansion_empty_model_predicts_bias():
     np.testing.assert_array_equal(got, np.full(5, -1.5))
 
 
+@pytest.mark.service  # a Python of its own, started to import the modules
 def test_scoring_and_the_api_import_no_numba():
     """Prediction runs in the API process, which must never load numba (nor anything from worker/)."""
     code = (

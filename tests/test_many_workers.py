@@ -7,6 +7,8 @@ import pytest
 from tests.cluster import Cluster
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_for
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 
 @pytest.fixture(scope="module")
 def three_workers(tmp_path_factory):

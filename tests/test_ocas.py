@@ -18,6 +18,8 @@ from worker.solvers.cpa import solve_cpa
 from worker.solvers.dcd import solve_dcd
 from worker.solvers.ocas import solve_ocas, warm_up
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 _primal = naive.hinge_primal
 _reference = naive.linear_svc_optimum

@@ -20,6 +20,8 @@ from service.embedded_redis import free_port
 from tests.helpers import wait_job
 from tests.serve_harness import ServeRun
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 OLD = Path(__file__).resolve().parent / "data" / "hinge-data-cfa9d22"
 
 

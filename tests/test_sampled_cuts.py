@@ -17,6 +17,8 @@ from worker.solvers.sampled_cuts import solve_sampled_cuts
 from worker.solvers.sampled_cuts_master import ACTIVE_SET_OK, master_active_set, master_refactor
 from worker.solvers.smo import solve_smo
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 
 

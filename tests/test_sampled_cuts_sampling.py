@@ -11,6 +11,8 @@ from worker.solvers.sampled_cuts import default_pool_size, solve_sampled_cuts
 from worker.solvers.sampled_cuts_sampling import calibrate, calibrated_cut, pooled_cut, systematic_rows
 from worker.solvers.smo import solve_smo
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 
 

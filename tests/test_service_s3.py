@@ -15,6 +15,8 @@ from tests.cluster import Cluster
 from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_for, wait_job
 from tests.s3_server import SeaweedS3
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 REDIS_MAXMEMORY = 16 * 2**20
 
 

@@ -19,6 +19,8 @@ from service.embedded_redis import free_port
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_for, wait_job
 from tests.serve_harness import ServeRun, aof_check, stored_job
 
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 SLOW = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000, "shrinking": False}
 
 

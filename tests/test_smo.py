@@ -22,6 +22,8 @@ from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.kernels import kernel_block
 from worker.solvers.smo import solve_smo
 
+pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
+
 _csr = naive.csr_parts
 
 

@@ -4,9 +4,13 @@ clients is tests/benchmarks/bench_soak.py (figures in tests/README.md)."""
 
 from __future__ import annotations
 
+import pytest
+
 from service.embedded_redis import free_port
 from tests.serve_harness import ServeRun
 from tests.soak import soak
+
+pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
 
 def test_short_soak_under_chaos_loses_nothing(tmp_path):
