@@ -633,7 +633,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", parents=[common], help="Submit a training job (prints its id).")
     train.add_argument("dataset")
-    train.add_argument("--solver", required=True, choices=get_args(Solver))
+    train.add_argument(
+        "--solver",
+        required=True,
+        metavar="SOLVER",
+        help=f"{', '.join(get_args(Solver))}, or any other solver the service registers (it names them if not).",
+    )
     train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")

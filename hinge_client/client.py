@@ -372,6 +372,10 @@ class Client:
         """Readiness: {status, redis, workers, detail}."""
         return self.send(ops.ready())
 
+    def openapi(self) -> dict:
+        """The service's OpenAPI document (``hinge_client.solvers.solvers_in`` reads its solvers from it)."""
+        return self.send(ops.openapi_document())
+
 
 class AsyncClient:
     """Asynchronous client: the methods of ``Client``, as coroutines."""
@@ -570,3 +574,7 @@ class AsyncClient:
     async def ready(self) -> dict:
         """Readiness: {status, redis, workers, detail}."""
         return await self.send(ops.ready())
+
+    async def openapi(self) -> dict:
+        """The service's OpenAPI document (``hinge_client.solvers.solvers_in`` reads its solvers from it)."""
+        return await self.send(ops.openapi_document())

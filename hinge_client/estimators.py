@@ -58,6 +58,7 @@ from hinge_client.cleanup import Leftovers, janitor, wait_for_cleanup
 from hinge_client.client import Client
 from hinge_client.data import predict_rows
 from hinge_client.errors import HingeError, JobFailed
+from hinge_client.solvers import SolverInfo, solvers_in
 from hinge_client.types import Model
 
 __all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
@@ -144,21 +145,50 @@ DEFAULTS = {
 """Defaults of the parameters that only some solvers take: any other value for another solver is an error."""
 
 
-def solver_for(solver: str, kernel: str | None) -> str:
+def solver_for(solver: str, kernel: str | None, known: dict[str, SolverInfo] | None = None) -> str:
     """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked, else dcd.
 
-    A linear solver named together with a kernel other than linear is an error naming the kernel solvers.
+    ``known``: the service's solvers (``service_solvers``), for a solver other than the built-in ones; without it
+    such a name is taken as it is (the fit asks the service). A linear solver named together with a kernel other
+    than linear is an error naming the kernel solvers.
     """
     if solver == "auto":
         return "dcd" if kernel in LINEAR_KERNELS else "smo"
-    if solver not in SOLVER_PARAMS:
-        raise ValueError(f"solver must be 'auto' or one of {', '.join(SOLVER_PARAMS)}, got {solver!r}")
-    if solver in LINEAR_SOLVERS and kernel not in LINEAR_KERNELS:
+    if not isinstance(solver, str) or not solver:
+        raise ValueError(f"solver must be 'auto' or a solver's name ({', '.join(SOLVER_PARAMS)}, ...), got {solver!r}")
+    if solver not in SOLVER_PARAMS and known is not None and solver not in known:
+        raise ValueError(f"solver must be 'auto' or one of the service's: {', '.join(known)}; got {solver!r}")
+    linear = solver in LINEAR_SOLVERS or (known is not None and solver in known and not known[solver].kernel)
+    if linear and kernel not in LINEAR_KERNELS:
         raise ValueError(
             f"kernel={kernel!r} needs a kernel solver: solver='smo' (or 'sampled_cuts', or 'auto', which picks smo); "
             f"solver={solver!r} trains linear models only (kernel=None or 'linear')"
         )
     return solver
+
+
+def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
+    """The estimator's parameters a solver takes, from its parameter schema's fields (``tol_rel`` takes ``tol``,
+    ``kernel`` takes gamma, degree and coef0 too)."""
+    taken: list[str] = [name for name in ("C", "loss") if name in info.fields]
+    if info.kernel:
+        taken += ["kernel", "gamma", "degree", "coef0"]
+    taken += [name for name in ("bias",) if name in info.fields]
+    if "tol" in info.fields or "tol_rel" in info.fields:
+        taken.append("tol")
+    taken += [name for name in ("max_iter", "class_weight") if name in info.fields]
+    return tuple(taken)
+
+
+_service_solvers: dict[tuple, dict[str, SolverInfo]] = {}
+
+
+def service_solvers(url: str | None, api_key: str | None, timeout: float) -> dict[str, SolverInfo]:
+    """The solvers of the service at ``url`` and what each takes (its OpenAPI document, read once per process)."""
+    key = (url, api_key, timeout)
+    if key not in _service_solvers:
+        _service_solvers[key] = solvers_in(client_for(url, api_key, timeout).openapi())
+    return _service_solvers[key]
 
 
 def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -277,7 +307,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     Parameters
     ----------
     solver : "auto" (default: smo when kernel is "rbf", "poly" or "sigmoid", else dcd), "dcd", "cpa", "ocas"
-        (linear: kernel must be None or "linear"), "smo" or "sampled_cuts" (kernel). ``solver_`` is the one used.
+        (linear: kernel must be None or "linear"), "smo" or "sampled_cuts" (kernel), or any other solver the service
+        registers (what it takes is read from the service's OpenAPI document). ``solver_`` is the one used.
     C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i.
     kernel, gamma, degree, coef0 : the kernel ("linear", "rbf", "poly", "sigmoid"; None: linear for the linear
         solvers, rbf for smo and sampled_cuts; gamma a number or "scale").
@@ -369,15 +400,27 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         tags.non_deterministic = False
         return tags
 
+    def solver_info(self) -> tuple[str, tuple[str, ...], bool]:
+        """The solver a fit trains, the estimator's parameters it takes and whether it trains one-vs-one: from the
+        built-in table for the five built-in solvers (no request), else from the service's OpenAPI document (a
+        solver registered there, ``HINGE_SOLVER_PLUGINS``, needs no client change)."""
+        solver = solver_for(self.solver, self.kernel)
+        if solver in SOLVER_PARAMS:
+            return solver, SOLVER_PARAMS[solver], solver in ONE_VS_ONE_SOLVERS
+        known = service_solvers(self.url, self.api_key, self.timeout)
+        solver = solver_for(self.solver, self.kernel, known)
+        info = known[solver]
+        return solver, estimator_params_of(info), "ovo" in info.multiclass
+
     def multiclass_scheme(self) -> str:
         """The scheme a fit trains for more than two classes: ``multiclass``, or "ovo" for smo and "ovr" for the
         other solvers (scikit-learn's SVC and LinearSVC)."""
-        solver = solver_for(self.solver, self.kernel)
+        solver, _taken, one_vs_one = self.solver_info()
         if self.multiclass is None:
-            return "ovo" if solver in ONE_VS_ONE_SOLVERS else "ovr"
+            return "ovo" if one_vs_one else "ovr"
         if self.multiclass not in ("ovr", "ovo"):
             raise ValueError(f"multiclass must be None, 'ovr' or 'ovo', got {self.multiclass!r}")
-        if self.multiclass == "ovo" and solver not in ONE_VS_ONE_SOLVERS:
+        if self.multiclass == "ovo" and not one_vs_one:
             raise ValueError(
                 f"multiclass='ovo' needs solver 'smo' (or 'auto' with a kernel such as 'rbf'); solver {solver!r} "
                 "trains one-vs-rest only (multiclass='ovr' or None)"
@@ -386,8 +429,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
 
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:
         """The job's ``params`` for the solver ``fit`` trains (``solver_for``; what ``fit`` sends)."""
-        solver = solver_for(self.solver, self.kernel)
-        taken = SOLVER_PARAMS[solver]
+        solver, taken, one_vs_one = self.solver_info()
         for name, default in DEFAULTS.items():
             value = getattr(self, name)
             if name not in taken and value != default:
@@ -399,7 +441,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                     f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
         params: dict = {"C": float(self.C), "seed": seed_of(self.random_state), "probability": bool(self.probability)}
-        if solver in ONE_VS_ONE_SOLVERS:
+        if one_vs_one:
             params["multiclass"] = self.multiclass_scheme()
         else:
             self.multiclass_scheme()  # refuses "ovo"
@@ -414,7 +456,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             params["loss"] = self.loss
         if "bias" in taken:
             params["bias"] = None if self.bias is None else float(self.bias)
-        if self.tol is not None:
+        if self.tol is not None and "tol" in taken:
             params["tol_rel" if solver == "ocas" else "tol"] = float(self.tol)
         if self.max_iter is not None:
             params["max_iter"] = int(self.max_iter)

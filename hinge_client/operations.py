@@ -277,6 +277,11 @@ def health() -> Call:
     return Call("GET", "/healthz")
 
 
+def openapi_document() -> Call:
+    """GET /openapi.json: the service's OpenAPI document (its solvers and what each takes)."""
+    return Call("GET", "/openapi.json")
+
+
 def ready() -> Call:
     """GET /readyz (answered, not raised, when not ready)."""
     return Call("GET", "/readyz")

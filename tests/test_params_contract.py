@@ -207,3 +207,21 @@ def test_a_solve_functions_defaults_are_its_schemas(solver):
         value = getattr(defaults, name)
         value = value.model_dump() if isinstance(value, BaseModel) else value
         assert parameter.default == value, f"{solver}.{name}: solve default {parameter.default!r}, schema {value!r}"
+
+
+def test_the_estimators_table_of_built_in_solvers_is_what_the_openapi_document_says():
+    """HingeClassifier knows the five built-in solvers without a request and reads any other from the service's
+    OpenAPI document (``hinge_client.solvers``, issue 35, item 6): on the built-in ones both readings agree."""
+    import json
+    from pathlib import Path
+
+    from hinge_client import estimators
+    from hinge_client.solvers import solvers_in
+
+    document = json.loads((Path(__file__).resolve().parents[1] / "openapi" / "openapi.json").read_text())
+    solvers = solvers_in(document)
+    assert list(solvers) == list(estimators.SOLVER_PARAMS)
+    for name, info in solvers.items():
+        assert estimators.estimator_params_of(info) == estimators.SOLVER_PARAMS[name], name
+        assert ("ovo" in info.multiclass) == (name in estimators.ONE_VS_ONE_SOLVERS), name
+        assert (not info.kernel) == (name in estimators.LINEAR_SOLVERS), name

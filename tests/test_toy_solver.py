@@ -5,14 +5,30 @@ stopping rule, a cross-validated search, predict and export (issue 21, item 2)."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import httpx
+import pytest
 import redis
+import scipy.sparse as sp
 
+from hinge_client import HingeClassifier
 from service.embedded_redis import free_port
 from tests.conftest import _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import sparse_problem, to_svmlight, wait_for
+
+
+def hingectl(url: str, *args: str) -> tuple[int, str, str]:
+    """Run hingectl against ``url``: (exit code, stdout, stderr)."""
+    env = dict(os.environ, HINGE_URL=url)
+    env.pop("HINGE_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hinge_client.cli", *args], capture_output=True, text=True, env=env, timeout=180
+    )
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_server, tmp_path):
@@ -101,6 +117,23 @@ def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_s
             assert (
                 refused.status_code == 409 and "export to json, liblinear, onnx" in refused.json()["error"]["message"]
             )
+
+        # the clients follow the server: hingectl and HingeClassifier train the toy with no client change
+        code, out, err = hingectl(base, "train", dataset, "--solver", "toy", "-p", "tol=0.05", "--watch")
+        assert code == 0, err
+        model_id = out.strip().splitlines()[-1]
+        assert httpx.get(f"{base}/v1/models/{model_id}").json()["solver"] == "toy"
+        code, out, err = hingectl(base, "train", dataset, "--solver", "toyy")
+        assert code != 0 and "did you mean 'toy'?" in err, err
+        indptr, indices, data, y = sparse_problem(600, 20, 6, seed=4)
+        X = sp.csr_matrix((data, indices, indptr), shape=(600, 20))
+        estimator = HingeClassifier(solver="toy", tol=0.05, max_iter=3000, url=base).fit(X, y)
+        assert estimator.solver_ == "toy" and estimator.score(X, y) > 0.8
+        assert estimator.service_params()["tol"] == 0.05 and "kernel" not in estimator.service_params()
+        with pytest.raises(ValueError, match="does not apply to solver 'toy'"):
+            HingeClassifier(solver="toy", loss="squared_hinge", url=base).fit(X, y)
+        with pytest.raises(ValueError, match="one of the service's: dcd, cpa, ocas, smo, sampled_cuts, toy"):
+            HingeClassifier(solver="toyy", url=base).fit(X, y)
     finally:
         _terminate(worker)
         _terminate(api)

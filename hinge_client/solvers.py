@@ -1,0 +1,58 @@
+"""The solvers a service trains and the parameters each takes, read from its OpenAPI document.
+
+The client follows the server: a solver registered on the service (``HINGE_SOLVER_PLUGINS``) is trained from
+``hingectl`` and ``HingeClassifier`` with no client change. Each solver is one ``<Name>JobRequest`` schema of the
+document, whose ``solver`` is a constant and whose ``params`` point to the solver's parameter schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SolverInfo", "solvers_in"]
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    """What one solver of the service takes."""
+
+    name: str
+    """The solver's name, as ``POST /v1/jobs`` takes it."""
+    fields: frozenset[str]
+    """The fields of its parameter schema (``C``, ``tol``, ``kernel``, ...)."""
+    multiclass: tuple[str, ...]
+    """The schemes its ``multiclass`` field takes (``ovr``, ``ovo``); empty when it has none (one-vs-rest)."""
+
+    @property
+    def kernel(self) -> bool:
+        """Whether it trains kernel models (its parameters have a ``kernel``)."""
+        return "kernel" in self.fields
+
+
+def _resolve(document: dict, schema: dict) -> dict:
+    """A schema with its ``$ref`` (or the one ``$ref`` of an ``allOf``/``anyOf``) followed."""
+    for key in ("allOf", "anyOf"):
+        refs = [part for part in schema.get(key, ()) if "$ref" in part]
+        if len(refs) == 1:
+            schema = refs[0]
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    return document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+
+
+def solvers_in(document: dict) -> dict[str, SolverInfo]:
+    """Every solver of an OpenAPI document of the service, by name, in the service's order (its ``SolverName``)."""
+    solvers = {}
+    for schema in document.get("components", {}).get("schemas", {}).values():
+        properties = schema.get("properties", {})
+        name = properties.get("solver", {}).get("const")
+        if name is None or "params" not in properties or "dataset_id" not in properties:
+            continue
+        params = _resolve(document, properties["params"])
+        fields = params.get("properties", {})
+        multiclass = _resolve(document, fields["multiclass"]).get("enum", ()) if "multiclass" in fields else ()
+        solvers[name] = SolverInfo(name, frozenset(fields), tuple(multiclass))
+    order = document["components"]["schemas"].get("SolverName", {}).get("enum", [])
+    rank = {name: k for k, name in enumerate(order)}
+    return dict(sorted(solvers.items(), key=lambda item: rank.get(item[0], len(rank))))
