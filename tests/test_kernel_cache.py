@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
-SOLVERS = ROOT / "worker" / "solvers"
+SOLVERS_DIR = ROOT / "worker" / "solvers"
 
 # A package of three kernel modules: `caller` calls `callee`'s kernel, `alone` imports nothing of it.
 PACKAGE = {
@@ -88,9 +88,9 @@ ENSURE_ALL = "from kpkg.units import KERNELS; KERNELS.ensure(['caller', 'alone']
 def test_fingerprints_follow_imports_and_only_them(tmp_path):
     """Changing smo_team.py changes the fingerprint of every solver module that imports it, directly or
     not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid)."""
-    before = fingerprints_of(SOLVERS, "worker.solvers")
+    before = fingerprints_of(SOLVERS_DIR, "worker.solvers")
     copy = tmp_path / "solvers"
-    shutil.copytree(SOLVERS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SOLVERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "smo_team.py").write_text((copy / "smo_team.py").read_text() + "\n# a change\n")
     after = fingerprints_of(copy, "worker.solvers")
     changed = {name for name in before if before[name] != after[name]}

@@ -163,13 +163,13 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
     """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
     have computed from the held-out decision values, and no decision values travel back."""
     from worker.folds import held_out_decisions
-    from worker.search import FoldCache, Path, Search
+    from worker.search import FitPath, FoldCache, Search
 
     arrays, n_features = cancer_arrays()
     params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
     search = Search("dcd", params, arrays, n_features)
     cache = FoldCache(arrays, n_features, search.folds, search.task)
-    path = Path(1, 0, None, 0, search.Cs, True)
+    path = FitPath(1, 0, None, 0, search.Cs, True)
     records, state = search.fit_segment(path, 0, 1, None, cache, deadline=None, cancel_requested=lambda: False)
     (record,) = records
     assert record.decisions is None and record.score is not None

@@ -99,7 +99,7 @@ def make_worker_class(base: type) -> Any:
         def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
             poll = get_settings().dequeue_poll_s
             while True:
-                if len(warmup.loaded_solvers()) < len(warmup.SOLVERS):
+                if len(warmup.loaded_solvers()) < len(warmup.WARM_UP_ORDER):
                     warmup.load_built()  # idle: load what the builders finished, so no job waits for it
                 self.refresh_queues()
                 if timeout is None:  # burst: one non-blocking look

@@ -171,8 +171,8 @@ def score_decisions(
 
 
 @dataclass(frozen=True)
-class Path:
-    """One binary problem of one fold (and gamma) along the C grid (see the module docstring)."""
+class FitPath:
+    """The fits of one binary problem of one fold (and gamma) along the C grid, in order (see the module docstring)."""
 
     fold: int
     gamma_index: int
@@ -359,7 +359,7 @@ class Search:
             return 1
         return int(labels.size * (labels.size - 1) // 2) if self.one_vs_one else int(labels.size)
 
-    def paths(self, folds: list[int] | None = None, gamma_indices: list[int] | None = None) -> list[Path]:
+    def paths(self, folds: list[int] | None = None, gamma_indices: list[int] | None = None) -> list[FitPath]:
         """Every path of the search (or of the given folds and gammas), fold-major."""
         out = []
         for fold in range(self.cv_folds) if folds is None else folds:
@@ -367,9 +367,9 @@ class Search:
                 if gamma_indices is not None and g not in gamma_indices:
                     continue
                 for k in range(self.n_problems(fold)):
-                    out.append(Path(fold, g, gamma, k, self.Cs, self.warm))
+                    out.append(FitPath(fold, g, gamma, k, self.Cs, self.warm))
                     if self.measure_cold and fold == 0:
-                        out.append(Path(fold, g, gamma, k, self.Cs, False, cold_reference=True))
+                        out.append(FitPath(fold, g, gamma, k, self.Cs, False, cold_reference=True))
         return out
 
     def setting(self, C: float, gamma) -> SolverParams:
@@ -401,7 +401,7 @@ class Search:
 
     def fit_segment(
         self,
-        path: Path,
+        path: FitPath,
         start: int,
         stop: int,
         state,
@@ -558,7 +558,7 @@ class Search:
         with_refit = split and folds is None and self.refit_walks and not self.one_vs_one and len(self.gammas) == 1
         if with_refit:
             n_full = n_binary_problems(np.asarray(self.arrays["y"]))
-            paths = paths + [Path(ALL_ROWS, 0, self.gammas[0], k, self.Cs, True) for k in range(n_full)]
+            paths = paths + [FitPath(ALL_ROWS, 0, self.gammas[0], k, self.Cs, True) for k in range(n_full)]
         # processes: the refit's path goes first at each C (the longest chain); one process: after the search,
         # as far as the best C only
         refit_offset = 0 if n_processes > 1 else len(self.Cs)

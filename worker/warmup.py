@@ -58,7 +58,7 @@ dcd first (most jobs use it), then smo, the longest by far (40% of the whole com
 one builder while the others take the rest, every solver is ready sooner. reference_s: cold compile
 seconds measured on a quiet 2-core machine (the estimate before any is measured)."""
 
-SOLVERS = tuple(SOLVER_SPECS)
+WARM_UP_ORDER = tuple(SOLVER_SPECS)
 """Solver names (``core.solvers``), in the order a worker makes them warm."""
 FIRST = "dcd"
 """The solver a worker makes warm before it takes any job."""
@@ -85,19 +85,19 @@ def ensure_solver(
 
 def loaded_solvers() -> list[str]:
     """Solvers whose kernels are warm in this process."""
-    return [solver for solver in SOLVERS if all(unit.name in KERNELS.loaded for unit in solver_units(solver))]
+    return [solver for solver in WARM_UP_ORDER if all(unit.name in KERNELS.loaded for unit in solver_units(solver))]
 
 
 def built_solvers() -> list[str]:
     """Solvers whose kernels this machine's cache holds."""
-    return [solver for solver in SOLVERS if all(KERNELS.built(unit) for unit in solver_units(solver))]
+    return [solver for solver in WARM_UP_ORDER if all(KERNELS.built(unit) for unit in solver_units(solver))]
 
 
 def load_built() -> list[str]:
     """Load every solver the cache holds and this process has not loaded (an idle worker's chore);
     returns the solvers loaded."""
     loaded = []
-    for solver in SOLVERS:
+    for solver in WARM_UP_ORDER:
         units = solver_units(solver)
         if all(unit.name in KERNELS.loaded for unit in units) or not all(KERNELS.built(unit) for unit in units):
             continue
@@ -112,7 +112,7 @@ def load_built() -> list[str]:
 def warm_up_all() -> dict[str, float]:
     """Make every solver warm in this process (compiling what the cache lacks); returns seconds per solver."""
     seconds = {}
-    for solver in SOLVERS:
+    for solver in WARM_UP_ORDER:
         start = time.perf_counter()
         ensure_solver(solver)
         seconds[solver] = time.perf_counter() - start
@@ -137,7 +137,7 @@ def kernel_plan() -> dict:
             }
             for unit in UNITS
         },
-        "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in SOLVERS},
+        "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in WARM_UP_ORDER},
         "past_slowdown": sum(s for s, _ in past) / sum(r for _, r in past) if past else None,
     }
 
