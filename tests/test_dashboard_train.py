@@ -298,7 +298,7 @@ def test_solvers_whose_kernels_still_compile(service, browser, datasets):  # noq
         "workers": 2,
         "solvers_ready": ["cpa", "dcd", "ocas"],
         "solvers_compiling": ["sampled_cuts", "smo"],
-        "kernels_eta_s": 42.0,
+        "compile_eta_s": 42.0,
     }
     page.route("**/readyz", lambda route: route.fulfill(status=200, json=warming))
     page.wait_for_function("document.getElementById('health').textContent.includes('compiling')", timeout=10_000)
@@ -306,16 +306,16 @@ def test_solvers_whose_kernels_still_compile(service, browser, datasets):  # noq
     open_train_form(page, datasets["two-class"]["id"])
     assert page.is_hidden("#train-compiling")  # dcd is ready
     page.select_option("#train-solver", "smo")
-    assert page.text_content("#train-solver option[value=smo]") == "smo (kernels compiling)"
+    assert page.text_content("#train-solver option[value=smo]") == "smo (compiling)"
     assert page.text_content("#train-solver option[value=dcd]") == "dcd"
-    assert page.text_content("#train-compiling").startswith("smo's kernels are still compiling on this machine")
-    # a job that waits for them (its phase and the kernel unit from its progress)
+    assert page.text_content("#train-compiling").startswith("smo's code is still compiling on this machine")
+    # a job that waits for it (its phase and the unit being compiled, from its progress)
     waiting = page.evaluate(
         """async () => (await import('/static/dashboard/status.js')).describeJob(
-             {status: 'running', solver: 'smo', params: {}, progress: {phase: 'waiting for kernels', kernels: 'smo', fraction: 0}},
-             {kernelsEta: 42})"""
+             {status: 'running', solver: 'smo', params: {}, progress: {phase: 'waiting for compilation', compiling: 'smo', fraction: 0}},
+             {compileEta: 42})"""
     )
-    assert waiting == {"fraction": None, "text": "waiting for kernels: compiling smo (about 42 s left)"}
+    assert waiting == {"fraction": None, "text": "waiting for compilation: compiling smo (about 42 s left)"}
     page.unroute("**/readyz")
     page.wait_for_function("!document.getElementById('health').textContent.includes('compiling')", timeout=10_000)
     assert page.is_hidden("#train-compiling")

@@ -54,7 +54,7 @@ def test_logs_are_text_on_a_terminal_and_json_otherwise():
     assert not log_line({"HINGE_LOG_FORMAT": "text"}, terminal=False).startswith("{")
 
 
-def test_readyz_says_warming_with_the_kernels_left(redis_server):
+def test_readyz_says_warming_with_the_solvers_left(redis_server):
     """A worker whose heartbeat says it is compiling: /readyz answers 503 `warming` and names what is left."""
     url = redis_server.url.rsplit("/", 1)[0] + "/3"  # a database of its own: no real worker there
     client = redis.Redis.from_url(url)
@@ -80,8 +80,17 @@ def test_readyz_says_warming_with_the_kernels_left(redis_server):
         error = assert_error(answer, 503, "not_ready")  # the one error shape; what readiness found is in its details
         details = error["details"]
         assert set(details) == set(ReadinessDetails.model_fields)  # every documented field, null when not known
-        assert details["status"] == "warming" and details["kernels_left"] == ["cpa", "smo"] and details["warming"] == 1
-        assert "compiling solver kernels" in error["message"] and "cpa, smo left" in error["message"]
+        assert (
+            details["status"] == "warming"
+            and details["solvers_compiling"] == ["cpa", "smo"]
+            and details["warming"] == 1
+        )
+        # the earlier names, kept for one more version
+        assert (
+            details["kernels_left"] == details["solvers_compiling"]
+            and details["kernels_eta_s"] == details["compile_eta_s"]
+        )
+        assert "compiling solver code" in error["message"] and "cpa, smo left" in error["message"]
         client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=None)), px=60_000)
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ok"
     finally:
@@ -233,7 +242,7 @@ def test_the_printed_estimate_never_moves_by_more_than_2x_between_lines(tmp_path
 
 def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path):
     """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
-    with `progress.phase` `waiting for kernels`, then trains. A cancel while it waits ends it at once.
+    with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
     (The test holds the smo unit's lock, as a builder compiling smo would.)"""
     from core.kernel_cache import file_lock
     from worker.warmup import KERNELS
@@ -256,10 +265,11 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
 
                 def waiting(job_id):
                     job = http.get(f"/v1/jobs/{job_id}").json()
-                    return job if job["progress"]["phase"] == "waiting for kernels" else None
+                    return job if job["progress"]["phase"] == "waiting for compilation" else None
 
-                job = wait_for(lambda: waiting(first), timeout=60, message="the smo job waiting for kernels")
-                assert job["status"] == "running" and job["progress"]["kernels"] == "smo"
+                job = wait_for(lambda: waiting(first), timeout=60, message="the smo job waiting for compilation")
+                assert job["status"] == "running" and job["progress"]["compiling"] == "smo"
+                assert job["progress"]["kernels"] == "smo"  # the earlier name, kept for one more version
                 assert http.post(f"/v1/jobs/{first}/cancel").status_code in (200, 202)
                 canceled = wait_for(
                     lambda: (j := http.get(f"/v1/jobs/{first}").json())["status"] == "canceled" and j,
@@ -267,7 +277,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
                     message="the waiting job canceled",
                 )
                 assert canceled["model_id"] is None and canceled["error"]["code"] == "canceled"
-                assert "waiting for the solver's kernels" in canceled["error"]["message"]
+                assert "waiting for the solver's code to compile" in canceled["error"]["message"]
                 dcd = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()["id"]
                 second = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()[
                     "id"

@@ -34,7 +34,7 @@ from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
-from core.schemas.jobs import JobStatus
+from core.schemas.jobs import WAITING_FOR_COMPILATION, JobStatus
 from core.schemas.solver_params import SolverParams
 from core.scoring.quality import c_out_of_range
 from core.storage import cache
@@ -142,11 +142,13 @@ def _train(job_id: str) -> dict:
         stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
     except Exception as exc:  # a unit that does not compile: the job fails with why, the worker goes on
         log.exception("job %s: the kernels of %s could not be made ready", job_id, job.solver)
-        return fail(jobs, job_id, mine, "solver_error", f"the kernels of {job.solver}: {type(exc).__name__}: {exc}")
+        return fail(
+            jobs, job_id, mine, "solver_error", f"compiling the code of {job.solver}: {type(exc).__name__}: {exc}"
+        )
     if stopped == "interrupted":
         return hand_back(jobs, client, job, run, "the worker was stopping while the job waited for its kernels")
     if stopped == "canceled":
-        return cancel(jobs, job_id, mine, "canceled while waiting for the solver's kernels: no model")
+        return cancel(jobs, job_id, mine, "canceled while waiting for the solver's code to compile: no model")
     staging = ModelStaging(model_store(client, settings), job.tenant)
     try:
         return _train_and_record(jobs, client, job, params, run, mine, deadline, staging)
@@ -230,13 +232,14 @@ def _c_out_of_range(job: JobRecord, dataset, arrays: dict) -> str | None:
 
 def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:
     """Make the job's solver warm in this worker (``worker.warmup``); while another process compiles its
-    kernels the job's progress says ``waiting for kernels``. Returns None, or why the wait was given up:
+    code the job's progress says ``waiting for compilation``. Returns None, or why the wait was given up:
     ``canceled`` (a cancel request) or ``interrupted`` (the worker is stopping)."""
     poller = CancelPoller(jobs, job.id, cancel_poll_s)
 
     def waiting(unit) -> None:
         log.info("waiting for the kernels of %s (another process compiles them)", unit.name)
-        jobs.update(job.id, progress={"phase": "waiting for kernels", "fraction": 0.0, "kernels": unit.name})
+        waiting = {"phase": WAITING_FOR_COMPILATION, "fraction": 0.0, "compiling": unit.name, "kernels": unit.name}
+        jobs.update(job.id, progress=waiting)
 
     try:
         warmup.ensure_solver(job.solver, should_stop=poller, on_wait=waiting)

@@ -16,6 +16,7 @@ import time
 
 import redis
 
+from core.schemas.jobs import WAITING_FOR_COMPILATION
 from core.schemas.solver_params import SolverParams
 from core.solvers import spec_of
 from core.storage.capacity import is_out_of_memory
@@ -30,7 +31,7 @@ MAX_PENDING = 100_000
 
 
 PHASES = (
-    "waiting for kernels",
+    WAITING_FOR_COMPILATION,
     "loading data",
     "waiting for a core",
     "training",

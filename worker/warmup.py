@@ -11,7 +11,7 @@ them from the cache takes under a second. So a worker does not wait for all of t
 3. A job whose solver is not warm in the worker yet makes it warm before training
    (``ensure_solver``): loaded from the cache if it was built, compiled there if nobody has started it
    (the job's solver goes first: the order follows what the queue holds), or waited for while another
-   process compiles it; the job says ``waiting for kernels`` in ``progress.phase`` meanwhile.
+   process compiles it; the job says ``waiting for compilation`` in ``progress.phase`` meanwhile.
 4. An idle worker loads every solver the cache holds (``load_built``), so a job rarely waits at all.
 
 The heartbeat (``worker.heartbeat``) reads the units' markers through ``kernel_plan`` to tell

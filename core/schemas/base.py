@@ -77,12 +77,24 @@ class SpoolDetails(ResponseModel):
 class ReadinessDetails(ResponseModel):
     """What readiness found (503 `not_ready` from `/readyz`)."""
 
-    status: str = Field(description="`warming` while the workers compile their first kernels, else `unavailable`.")
+    status: str = Field(
+        description="`warming` while the workers compile their first solver's code, else `unavailable`."
+    )
     redis: bool = Field(description="Whether Redis answered.")
     workers: int | None = Field(description="Workers that take jobs (0), null when Redis did not answer.")
-    warming: int | None = Field(description="Workers compiling their first kernels, when `status` is `warming`.")
-    kernels_left: list[str] | None = Field(description="Solvers whose kernels are still compiling, when warming.")
-    kernels_eta_s: float | None = Field(description="Estimated seconds until they are compiled, when warming.")
+    warming: int | None = Field(description="Workers compiling their first solver's code, when `status` is `warming`.")
+    solvers_compiling: list[str] | None = Field(
+        default=None, description="Solvers whose code is still being compiled, when warming."
+    )
+    compile_eta_s: float | None = Field(
+        default=None, description="Estimated seconds until it is compiled, when warming."
+    )
+    kernels_left: list[str] | None = Field(
+        description="Deprecated: the same as `solvers_compiling`, its earlier name, kept for one more version."
+    )
+    kernels_eta_s: float | None = Field(
+        description="Deprecated: the same as `compile_eta_s`, its earlier name, kept for one more version."
+    )
     object_store: str | None = Field(
         default=None,
         description="`ok`, or why the object store (data sets, large models) does not serve: `unavailable: ...` or "
@@ -121,7 +133,7 @@ class ErrorBody(ResponseModel):
             "{needed_bytes, available_bytes, maxmemory}; a full API disk (507 `disk_full`) {written_bytes}; "
             "the object store (503 `store_unavailable`, `store_misconfigured`) {store}; "
             "a job not finished (409) {status}; readiness (503 `not_ready`) {status, redis, workers, warming, "
-            "kernels_left, kernels_eta_s, object_store}; null otherwise."
+            "solvers_compiling, compile_eta_s, object_store; the deprecated kernels_left, kernels_eta_s}; null otherwise."
         ),
     )
 

@@ -57,6 +57,10 @@ class JobStatus(str, Enum):
     canceled = "canceled"
 
 
+WAITING_FOR_COMPILATION = "waiting for compilation"
+"""The phase of a job whose solver's code is being compiled (the first run on a machine)."""
+
+
 class JobProgress(ResponseModel):
     """How far a job has come: its phase, the fraction done with an estimate of the time left, and its
     latest convergence point.
@@ -72,15 +76,18 @@ class JobProgress(ResponseModel):
 
     phase: str | None = Field(
         default=None,
-        description="What the job is doing: `waiting for kernels` (its solver's kernels are being compiled: the "
-        "first run on a machine), `loading data`, `waiting for a core` (every core of its machine is in use by other "
+        description="What the job is doing: `waiting for compilation` (its solver's code is being compiled: the "
+        "first run on a machine; it read `waiting for kernels` before), `loading data`, `waiting for a core` (every core of its machine is in use by other "
         "jobs: it starts on the first one freed), `training`, `cross-validating`, "
         "`refitting the best setting`, `scoring training data`, `calibrating probabilities`, `storing model`, or `done` once the job succeeded.",
     )
-    kernels: str | None = Field(
+    compiling: str | None = Field(
         default=None,
-        description="While `phase` is `waiting for kernels`: the kernel unit being compiled (a solver's name, or a "
-        "part that several solvers share, such as `data_passes`); null otherwise.",
+        description="While `phase` is `waiting for compilation`: the unit of compiled code being built (a solver's "
+        "name, or a part that several solvers share, such as `data_passes`); null otherwise.",
+    )
+    kernels: str | None = Field(
+        default=None, description="Deprecated: the same as `compiling`, its earlier name, kept for one more version."
     )
     fraction: float | None = Field(
         default=None,

@@ -28,18 +28,22 @@ class Health(BaseModel):
     workers: int | None = Field(default=None, description="Number of workers with a current heartbeat that take jobs.")
     solvers_ready: list[str] | None = Field(
         default=None,
-        description="Readiness: solvers whose kernels the workers' machines have compiled (a job of theirs starts "
+        description="Readiness: solvers whose code the workers' machines have compiled (a job of theirs starts "
         "at once); null on /healthz.",
     )
     solvers_compiling: list[str] | None = Field(
         default=None,
-        description="Readiness: solvers whose kernels are still being compiled (the first run on a machine; their "
-        "jobs wait in the queue, `progress.phase` `waiting for kernels`); null on /healthz.",
+        description="Readiness: solvers whose code is still being compiled (the first run on a machine; their "
+        "jobs wait in the queue, `progress.phase` `waiting for compilation`); null on /healthz.",
+    )
+    compile_eta_s: float | None = Field(
+        default=None,
+        description="Readiness: estimated seconds until every solver's code is compiled (0 when it is); null on "
+        "/healthz.",
     )
     kernels_eta_s: float | None = Field(
         default=None,
-        description="Readiness: estimated seconds until every solver's kernels are compiled (0 when they are); "
-        "null on /healthz.",
+        description="Deprecated: the same as `compile_eta_s`, its earlier name, kept for one more version.",
     )
     object_store: str | None = Field(
         default=None,
@@ -68,7 +72,7 @@ def _not_ready(message: str, **found) -> JSONResponse:
         503: {
             "model": ErrorResponse,
             "description": "Not ready: `details.status` is `warming` "
-            "(kernels compiling, `details.kernels_left`) or `unavailable`.",
+            "(solvers' code compiling, `details.solvers_compiling`) or `unavailable`.",
         }
     },
 )
@@ -78,7 +82,7 @@ def readyz(request: Request) -> Health | JSONResponse:
     which still compile, and whether the object store answers (`degraded` when it does not: predictions go on).
 
     Otherwise 503 `not_ready` in the error shape, with the readiness in `details`: `status` is `warming`
-    while the workers compile their first kernels (the first run), with the solvers left; else `unavailable`
+    while the workers compile their first solver's code (the first run), with the solvers left; else `unavailable`
     (Redis does not answer, the object store refuses our requests: a setting to fix, or no worker)."""
     try:
         request.app.state.redis.ping()
@@ -95,12 +99,11 @@ def readyz(request: Request) -> Health | JSONResponse:
     eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
     if workers < 1 and warming:
         detail = (
-            f"{len(warming)} worker(s) compiling solver kernels (first run only; cached afterwards): "
+            f"{len(warming)} worker(s) compiling solver code (first run only; cached afterwards): "
             f"{', '.join(left) or 'finishing'} left, about {eta:.0f} s"
         )
-        return _not_ready(
-            detail, status="warming", redis=True, workers=0, warming=len(warming), kernels_left=left, kernels_eta_s=eta
-        )
+        compiling = {"solvers_compiling": left, "compile_eta_s": eta, "kernels_left": left, "kernels_eta_s": eta}
+        return _not_ready(detail, status="warming", redis=True, workers=0, warming=len(warming), **compiling)
     if workers < 1:
         starting = sum(1 for beat in beats.values() if not beat.get("ready", True))
         detail = f"{starting} worker(s) starting" if starting else "no worker is running (start one: hinge worker)"
@@ -111,6 +114,7 @@ def readyz(request: Request) -> Health | JSONResponse:
         workers=workers,
         solvers_ready=ready,
         solvers_compiling=left,
+        compile_eta_s=eta,
         kernels_eta_s=eta,
         object_store=store,
     )

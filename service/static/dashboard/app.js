@@ -31,7 +31,7 @@ function datasetName(id) {
 
 function jobContext(job) {
   const health = state.health || {};
-  return { dataset: state.datasets.get(job.dataset_id), compiling: health.solvers_compiling, kernelsEta: health.kernels_eta_s };
+  return { dataset: state.datasets.get(job.dataset_id), compiling: health.solvers_compiling, compileEta: health.compile_eta_s };
 }
 
 // -- lists -------------------------------------------------------------------------------------------
@@ -110,15 +110,15 @@ async function readiness() {
   try {
     const response = await fetch("/readyz");
     const health = await response.json();
-    // ready: {status: "ok", workers, solvers_ready, solvers_compiling, kernels_eta_s}; not ready: 503 in the
-    // error shape, the readiness in error.details (warming: kernels_left, kernels_eta_s)
+    // ready: {status: "ok", workers, solvers_ready, solvers_compiling, compile_eta_s}; not ready: 503 in the
+    // error shape, the readiness in error.details (warming: solvers_compiling, compile_eta_s)
     const details = health.error ? health.error.details || {} : health;
     const status = health.error ? details.status || "unavailable" : health.status;
-    state.health = { status, workers: details.workers, solvers_compiling: details.solvers_compiling || details.kernels_left || [],
-                     kernels_eta_s: details.kernels_eta_s };
+    state.health = { status, workers: details.workers, solvers_compiling: details.solvers_compiling || [],
+                     compile_eta_s: details.compile_eta_s };
     const compiling = state.health.solvers_compiling;
-    const kernels = compiling.length ? ` · compiling ${compiling.join(", ")} (about ${eta(state.health.kernels_eta_s)})` : "";
-    $("health").textContent = status === "ok" ? `ready · ${health.workers} worker(s)${kernels}` : `${status}: ${health.error ? health.error.message : ""}`;
+    const building = compiling.length ? ` · compiling ${compiling.join(", ")} (about ${eta(state.health.compile_eta_s)})` : "";
+    $("health").textContent = status === "ok" ? `ready · ${health.workers} worker(s)${building}` : `${status}: ${health.error ? health.error.message : ""}`;
     $("health").className = `pill ${status}`;
   } catch (error) {
     state.health = null;

@@ -25,18 +25,18 @@ function searchFits(params) {
   return (search.cv_folds || 0) * (search.C || [params.C]).length * (search.gamma || [null]).length;
 }
 
-/** How the job is doing: {fraction (null: no bar), text}. ``context``: {dataset, compiling, kernelsEta}. */
+/** How the job is doing: {fraction (null: no bar), text}. ``context``: {dataset, compiling, compileEta}. */
 export function describeJob(job, context = {}) {
   const progress = job.progress || {};
   const params = job.params || {};
   const problems = problemsOf(job, context.dataset);
   if (job.status === "queued") {
     const compiling = (context.compiling || []).includes(job.solver);
-    return { fraction: null, text: compiling ? `queued · ${job.solver}'s kernels are still compiling` : "queued" };
+    return { fraction: null, text: compiling ? `queued · ${job.solver}'s code is still compiling` : "queued" };
   }
-  if (job.status === "running" && progress.phase === "waiting for kernels") {
-    const left = context.kernelsEta ? ` (about ${eta(context.kernelsEta)} left)` : "";
-    return { fraction: null, text: `waiting for kernels: compiling ${progress.kernels || job.solver}${left}` };
+  if (job.status === "running" && progress.phase === "waiting for compilation") {
+    const left = context.compileEta ? ` (about ${eta(context.compileEta)} left)` : "";
+    return { fraction: null, text: `waiting for compilation: compiling ${progress.compiling || job.solver}${left}` };
   }
   if (job.status === "running") {
     const fraction = progress.fraction ?? 0;

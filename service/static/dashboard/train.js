@@ -34,23 +34,23 @@ export async function openTrainForm(dataset, onSubmitted) {
   }
 }
 
-/** What /readyz says about the solvers' kernels: the form names the solvers still compiling. */
+/** What /readyz says about the solvers' compiled code: the form names the solvers still compiling. */
 export function setReadiness(health) {
   form.compiling = (health && health.solvers_compiling) || [];
-  form.compilingEta = health ? health.kernels_eta_s : null;
+  form.compilingEta = health ? health.compile_eta_s : null;
   if (form.schema) markCompiling();
 }
 
 function markCompiling() {
   for (const option of $("train-solver").options) {
-    option.textContent = form.compiling.includes(option.value) ? `${option.value} (kernels compiling)` : option.value;
+    option.textContent = form.compiling.includes(option.value) ? `${option.value} (compiling)` : option.value;
   }
   const solver = form.schema.solvers[$("train-solver").value];
   const compiling = form.compiling.includes(solver.name);
   const left = form.compilingEta ? ` (about ${Math.max(1, Math.round(form.compilingEta))} s left for all solvers)` : "";
   $("train-note").innerHTML = `${esc(solver.description)}` + (compiling
-    ? `<br><span id="train-compiling" class="warn">${esc(solver.name)}'s kernels are still compiling on this machine${esc(left)}: ` +
-      "a job waits in the queue (waiting for kernels) and starts when they are ready.</span>"
+    ? `<br><span id="train-compiling" class="warn">${esc(solver.name)}'s code is still compiling on this machine${esc(left)}: ` +
+      "a job waits in the queue (waiting for compilation) and starts when it is ready.</span>"
     : "");
 }
 
