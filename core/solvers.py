@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
+from core.schemas.enums import ModelKind
 from core.schemas.solver_params import (
     CommonParams,
     CpaParams,
@@ -278,7 +279,7 @@ SOLVERS: dict[str, SolverSpec] = {spec.name: spec for spec in (*BUILT_IN, *_plug
 SolverName = Enum("SolverName", [(name, name) for name in SOLVERS], type=str, module=__name__)  # type: ignore[misc]
 SolverName.__doc__ = "A training algorithm."
 
-KERNEL_SOLVERS = tuple(name for name, spec in SOLVERS.items() if spec.model_kind == "kernel")
+KERNEL_SOLVERS = tuple(name for name, spec in SOLVERS.items() if spec.model_kind == ModelKind.kernel)
 """Solvers that take a `kernel` (their models are expansions over training rows)."""
 
 

@@ -34,6 +34,7 @@ from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
+from core.schemas.enums import Multiclass
 from core.schemas.jobs import WAITING_FOR_COMPILATION, JobStatus
 from core.schemas.solver_params import SolverParams
 from core.scoring.quality import c_out_of_range
@@ -177,7 +178,9 @@ def _train_and_record(
         if out_of_range is not None:
             return fail(jobs, job_id, mine, "parameter_out_of_range", out_of_range)
         n_labels = len(dataset.labels)
-        one_vs_one = getattr(params, "multiclass", "ovr") == "ovo" and n_labels > 2  # as problems.uses_one_vs_one
+        one_vs_one = (
+            getattr(params, "multiclass", Multiclass.ovr) == Multiclass.ovo and n_labels > 2
+        )  # as problems.uses_one_vs_one
         n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.labels import label_key
+from core.schemas.enums import Multiclass
 
 
 def binary_problems(y: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -38,7 +39,7 @@ def one_vs_one_problems(y: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], li
 
 def uses_one_vs_one(params, y: np.ndarray) -> bool:
     """Whether the job trains one problem per pair of labels (``multiclass: ovo`` and more than two labels)."""
-    return getattr(params, "multiclass", "ovr") == "ovo" and np.unique(y).size > 2
+    return getattr(params, "multiclass", Multiclass.ovr) == Multiclass.ovo and np.unique(y).size > 2
 
 
 def n_binary_problems(y: np.ndarray, one_vs_one: bool = False) -> int:

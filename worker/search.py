@@ -74,7 +74,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.enums import WarningCode
+from core.schemas.enums import Task, WarningCode
 from core.schemas.solver_params import SearchParams, SolverParams
 from core.scoring import metrics
 from core.scoring.kernel import KernelExpansion
@@ -120,7 +120,7 @@ STOP_SEVERITY = (
 
 def default_metric(task: str) -> str:
     """accuracy for classification, pairwise_accuracy otherwise."""
-    return "accuracy" if task == "classification" else "pairwise_accuracy"
+    return "accuracy" if task == Task.classification else "pairwise_accuracy"
 
 
 def score_decisions(
@@ -141,7 +141,7 @@ def score_decisions(
     nan when the metric is undefined on these rows (e.g. one class only).
     """
     value = None
-    if task == "classification":
+    if task == Task.classification:
         assert labels is not None, "classification scores need the labels"
         if one_vs_one and decisions.shape[1] > 1:
             votes, scores = one_vs_one_votes(decisions, labels.size)
@@ -161,7 +161,7 @@ def score_decisions(
     else:
         scores = decisions[:, 0]
         if metric == "pairwise_accuracy":
-            value = metrics.pairwise_accuracy(scores, y, qid if task == "ranking" else None)
+            value = metrics.pairwise_accuracy(scores, y, qid if task == Task.ranking else None)
         elif metric == "roc_auc":
             value = metrics.roc_auc(scores, y == y.max())
         elif metric == "accuracy" and ranking is not None and ranking.get("thresholds") is not None:
@@ -266,10 +266,10 @@ class FoldCache:
                 (held["data"], held["indices"], held["indptr"]), shape=(held["indptr"].size - 1, self.n_features)
             ),
         }
-        if self.task == "classification" and self.one_vs_one:
+        if self.task == Task.classification and self.one_vs_one:
             entry["labels"], entry["members"], entry["problems"] = one_vs_one_problems(np.asarray(train["y"]))
             entry["pair_train"] = {}
-        elif self.task == "classification":
+        elif self.task == Task.classification:
             entry["labels"], entry["problems"] = binary_problems(np.asarray(train["y"]))
         size = sum(a.nbytes for part in (train, held) for a in part.values())
         while self.entries and sum(s for _, s in self.entries.values()) + size > self.budget:
@@ -333,15 +333,17 @@ class Search:
         self.warm = bool(search.warm_start) and spec_of(solver).warm_start is not None
         self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])
-        qid = np.asarray(arrays["qid"]) if self.task == "ranking" and "qid" in arrays else None
+        qid = np.asarray(arrays["qid"]) if self.task == Task.ranking and "qid" in arrays else None
         self.folds = make_folds(y, qid, self.cv_folds, search.seed)
-        self.one_vs_one = self.task == "classification" and uses_one_vs_one(base_params, y)
+        self.one_vs_one = self.task == Task.classification and uses_one_vs_one(base_params, y)
         self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
         self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
         self.fold_labels: list[np.ndarray | None] = [None] * self.cv_folds
-        if self.task == "classification":
+        if self.task == Task.classification:
             self.fold_labels = [np.unique(y[self.folds != f]) for f in range(self.cv_folds)]
-        self.refit_walks = self.warm and self.task == "classification" and spec_of(solver).warm_start != "dual_gradient"
+        self.refit_walks = (
+            self.warm and self.task == Task.classification and spec_of(solver).warm_start != "dual_gradient"
+        )
         """Whether the refit walks the C path up to the best C (dcd, ocas) rather than fitting the best C alone
         (smo: see the module docstring)."""
         self.settings: dict[tuple, SolverParams] = {}
@@ -434,7 +436,7 @@ class Search:
             began = time.perf_counter()
             score = None
             fit_rows = train  # the rows of the fit (one-vs-one: the pair's)
-            if self.task == "classification":
+            if self.task == Task.classification:
                 labels = fold_data["labels"]
                 class_weight = getattr(setting, "class_weight", None)
                 if "members" in fold_data:  # one-vs-one: the pair's rows only
@@ -472,7 +474,7 @@ class Search:
                     class_weight=(1.0, 1.0),
                     control=control,
                     parallel=self.parallel_within_fit(),
-                    qid=train.get("qid") if self.task == "ranking" else None,
+                    qid=train.get("qid") if self.task == Task.ranking else None,
                 )
                 result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
@@ -492,7 +494,7 @@ class Search:
                 kernel = getattr(setting, "kernel", None)
                 kernel_dict = None if kernel is None else kernel.model_dump()
                 values = None
-                if result.w is None and kernel_dict is not None and self.task == "classification":
+                if result.w is None and kernel_dict is not None and self.task == Task.classification:
                     values = cache.held_kernel(path.fold, kernel_dict)
                 if values is not None:
                     support = np.asarray(result.extra["support_indices"], dtype=np.int64)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from core.schemas.enums import ModelKind, Task
 from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
@@ -122,7 +123,7 @@ def fit_problems(
         parallel = n_processes
 
     parallel_problems = n_processes > 1 and len(problems) > 1
-    linear = spec_of(solver).model_kind == "linear"
+    linear = spec_of(solver).model_kind == ModelKind.linear
     shared = (
         SharedRows(len(problems), n_features)
         if parallel_problems and SharedRows.fits(len(problems), n_features)
@@ -169,7 +170,7 @@ def fit_problems(
             train_correct is not None
             and shared is not None
             and members is None
-            and spec_of(solver).model_kind == "linear"
+            and spec_of(solver).model_kind == ModelKind.linear
         )
 
         def run(payload, context: SubtaskContext):
@@ -261,7 +262,7 @@ def train_model(
     ``params``: the solver's schema (the job's are read by ``worker.runs.job_params``).
     """
     n_processes = n_processes or params.n_processes or available_cores()
-    if params.task != "classification":
+    if params.task != Task.classification:
         return _train_pairwise(
             solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
         )
@@ -289,7 +290,7 @@ def train_model(
     staged: dict = {}  # the linear model's arrays, as given to stage_model
 
     def fitted(results: list[SolverResult]) -> None:
-        if stage_model is not None and spec_of(solver).model_kind == "linear":
+        if stage_model is not None and spec_of(solver).model_kind == ModelKind.linear:
             staged.update(_linear_arrays(results))
             stage_model(staged)
 
@@ -487,9 +488,9 @@ def _kernel_model(
 def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
     matrix = csr(arrays, n_features)
     rows = np.arange(y.size)
-    limit = TRAIN_SCORE_ROWS if meta["kind"] == "kernel" else y.size
+    limit = TRAIN_SCORE_ROWS if meta["kind"] == ModelKind.kernel else y.size
     if meta["stop_reason"] in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
-        per_row = int(meta.get("n_support") or 1) if meta["kind"] == "kernel" else matrix.nnz // max(1, y.size)
+        per_row = int(meta.get("n_support") or 1) if meta["kind"] == ModelKind.kernel else matrix.nnz // max(1, y.size)
         limit = max(200, min(limit, STOPPED_SCORE_VALUES // max(1, per_row)))
     if y.size > limit:
         rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
@@ -522,7 +523,7 @@ def _train_pairwise(
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"], dtype=np.float64)
-    qid = np.asarray(arrays["qid"]) if objective == "ranking" else None
+    qid = np.asarray(arrays["qid"]) if objective == Task.ranking else None
     estimator = ProblemsEstimator(solver, params, 1)
     sink.estimator = estimator
     sink.set_phase("training")
@@ -553,11 +554,11 @@ def _train_pairwise(
     )
     scores = np.asarray(csr(arrays, n_features) @ model_arrays["weights"][0])
     meta["train_pairwise_accuracy"] = pairwise_accuracy(scores, y, qid)
-    if objective == "roc_area":
+    if objective == Task.roc_area:
         meta["train_roc_auc"] = roc_auc(scores, y == y.max())
     meta["labels"] = None
     meta["train_accuracy"] = None
-    if objective == "ordinal":
+    if objective == Task.ordinal:
         meta["ranks"] = [float(v) for v in result.extra["ranks"]]
         meta["thresholds"] = [float(v) for v in result.extra["thresholds"]]
         meta["labels"] = meta["ranks"]

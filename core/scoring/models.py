@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.labels import label_value
+from core.schemas.enums import ModelKind, Multiclass
 from core.scoring.kernel import KernelExpansion
 from core.scoring.metrics import predicted_ranks
 from core.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
@@ -42,7 +43,7 @@ class Scorer:
         self.n_features = int(meta["n_features"])
         self.labels = np.asarray(meta["labels"], dtype=np.float64) if meta.get("labels") is not None else None
         self.offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-        self.one_vs_one = meta.get("multiclass") == "ovo"
+        self.one_vs_one = meta.get("multiclass") == Multiclass.ovo
         if self.one_vs_one:
             self.vote_labels = np.asarray(meta["ovo_labels"], dtype=np.float64)
             n_classes = self.vote_labels.size
@@ -50,7 +51,7 @@ class Scorer:
             self.to_ascending = np.argsort(
                 self.vote_labels, kind="stable"
             )  # column r of the answer: class to_ascending[r]
-        if self.kind == "kernel":
+        if self.kind == ModelKind.kernel:
             self.expansion = KernelExpansion(
                 arrays["sv_indptr"],
                 arrays["sv_indices"],
@@ -68,7 +69,7 @@ class Scorer:
 
     def decision_values(self, matrix) -> np.ndarray:
         """Scores of the rows (a CSR matrix, or a dense array of rows), shape (n, k)."""
-        if self.kind == "kernel":
+        if self.kind == ModelKind.kernel:
             if not sp.issparse(matrix):
                 matrix = sp.csr_matrix(matrix)
             values = self.expansion.decision_function(matrix.indptr, matrix.indices, matrix.data)
@@ -91,7 +92,7 @@ class Scorer:
         """Predicted label values (None for models that only score) and scores ((n,) or (n, k)); ``pairwise``: a
         one-vs-one model's scores are its ``pairwise_values``."""
         scores = self.decision_values(matrix)
-        if self.kind == "ranking":
+        if self.kind == ModelKind.ranking:
             flat = scores[:, 0]
             if self.meta.get("thresholds") is None:
                 return None, flat

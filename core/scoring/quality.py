@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.enums import WarningCode
+from core.schemas.enums import Task, WarningCode
 
 SETTLED_GAP_REL = 0.01
 """A fit stopped before its own rule is still trusted when its certified relative gap is at most this (1%)."""
@@ -71,7 +71,7 @@ def model_warnings(meta: Mapping[str, Any], label_counts: Mapping[str, int] | No
         )
     accuracy = meta.get("train_accuracy")
     task = meta.get("task") or "classification"
-    if task == "classification" and isinstance(accuracy, (int, float)) and label_counts:
+    if task == Task.classification and isinstance(accuracy, (int, float)) and label_counts:
         total = sum(label_counts.values())
         majority_label, majority_rows = max(label_counts.items(), key=lambda item: item[1])
         majority = majority_rows / total if total else 0.0
@@ -122,7 +122,7 @@ def c_out_of_range(
     """Where a C of a classification request (its ``C``, or a value of its ``search.C`` grid, times its largest
     class weight) is beyond ``c_limit`` of the data, and the message that explains the range; None when every
     C is within it. ``params``: the solver parameters as JSON (defaults filled in)."""
-    if (params.get("objective") or "classification") != "classification":
+    if (params.get("objective") or Task.classification) != Task.classification:
         return None  # pairwise objectives sum their loss over pairs, not rows: not judged here
     diagonal = kernel_diagonal_max(params.get("kernel"), max_row_norm_sq)
     if diagonal is None or diagonal <= 0:

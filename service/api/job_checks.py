@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.config import Settings
+from core.schemas.enums import Task
 from core.scoring.quality import c_out_of_range
 from core.solvers import KERNEL_SOLVERS, spec_of
 from core.storage.documents import DatasetRecord
@@ -33,17 +34,17 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
                 ["body", "params", "class_weight", label],
             )
     objective = body.params.task
-    if objective == "ranking" and not dataset.has_qid:
+    if objective == Task.ranking and not dataset.has_qid:
         raise unprocessable(
             f"params.objective: `ranking` compares rows within a query, but data set {dataset.id} has no qid",
             ["body", "params", "objective"],
         )
-    if objective != "classification" and body.params.probability:
+    if objective != Task.classification and body.params.probability:
         raise unprocessable(
             f"params.probability: class probabilities apply to classification; objective `{objective}` only scores or ranks",
             ["body", "params", "probability"],
         )
-    if objective == "roc_area" and len(labels) != 2:
+    if objective == Task.roc_area and len(labels) != 2:
         raise unprocessable(
             f"params.objective: `roc_area` needs exactly two labels; data set {dataset.id} has {len(labels)}",
             ["body", "params", "objective"],
@@ -100,7 +101,7 @@ def check_search(body, dataset: DatasetRecord) -> None:
             f"params.search.cv_folds: {search.cv_folds} folds for {dataset.n_samples} rows",
             ["body", "params", "search", "cv_folds"],
         )
-    if task != "ranking":
+    if task != Task.ranking:
         label, count = min(dataset.labels.items(), key=lambda item: item[1])
         if count < search.cv_folds:
             remedy = f"use cv_folds <= {count}" if count >= 2 else "a search needs at least 2 rows of every label"

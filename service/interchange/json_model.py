@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from pydantic import ValidationError
 
+from core.schemas.enums import ModelKind, Multiclass, Task
 from core.schemas.model_files import ModelDocument
 from service.interchange.common import ExportRefused, ModelFileError
 
@@ -66,10 +67,10 @@ def _rows(matrix) -> Iterator[str]:
 
 def multiclass_of(meta: dict) -> str | None:
     """`ovo`, `ovr` or None (two labels, or a model that only scores)."""
-    if meta.get("multiclass") == "ovo":
+    if meta.get("multiclass") == Multiclass.ovo:
         return "ovo"
     labels = meta.get("labels")
-    if meta.get("task", "classification") == "classification" and labels is not None and len(labels) > 2:
+    if meta.get("task", Task.classification) == Task.classification and labels is not None and len(labels) > 2:
         return "ovr"
     return None
 
@@ -77,7 +78,7 @@ def multiclass_of(meta: dict) -> str | None:
 def write_json(meta: dict, arrays: dict) -> Iterator[str]:
     """The model as a JSON document, in pieces."""
     kind = meta.get("kind", "linear")
-    if kind not in ("linear", "kernel", "ranking"):
+    if kind not in (ModelKind.linear, ModelKind.kernel, ModelKind.ranking):
         raise ExportRefused(f"unknown model kind {kind!r}")
     head = {
         "format": "hinge-model",
@@ -87,16 +88,16 @@ def write_json(meta: dict, arrays: dict) -> Iterator[str]:
         "multiclass": multiclass_of(meta),
         "labels": meta.get("labels"),
     }
-    if head["multiclass"] == "ovo":
+    if head["multiclass"] == Multiclass.ovo:
         head.update(ovo_labels=meta["ovo_labels"], nr_sv=meta["nr_sv"])
     head.update(n_features=int(meta["n_features"]), zero_based=bool(meta.get("zero_based", False)))
     yield json.dumps(head)[:-1]
-    if kind in ("linear", "ranking"):
+    if kind in (ModelKind.linear, ModelKind.ranking):
         yield ', "weights": '
         yield from _rows(arrays["weights"])
     yield ', "offsets": '
     yield from _numbers(np.asarray(arrays["offsets"], dtype=np.float64))
-    if kind == "kernel":
+    if kind == ModelKind.kernel:
         yield ', "kernel": ' + json.dumps(meta["kernel"])
         yield ', "support_vectors": {"indptr": '
         yield from _numbers(np.asarray(arrays["sv_indptr"], dtype=np.int64))
@@ -129,10 +130,10 @@ def read_json(raw: bytes) -> tuple[dict, dict]:
         "n_features": document.n_features,
         "zero_based": document.zero_based,
     }
-    if document.multiclass is not None and document.multiclass.value == "ovo":
+    if document.multiclass is not None and document.multiclass == Multiclass.ovo:
         meta.update(multiclass="ovo", ovo_labels=document.ovo_labels, nr_sv=document.nr_sv)
     arrays: dict = {"offsets": _finite(document.offsets, "offsets")}
-    if document.kind.value in ("linear", "ranking"):
+    if document.kind in (ModelKind.linear, ModelKind.ranking):
         arrays["weights"] = _finite(document.weights, "weights").reshape(len(document.offsets), document.n_features)
     else:
         sv = document.support_vectors

@@ -30,6 +30,7 @@ from typing import IO
 
 import numpy as np
 
+from core.schemas.enums import ModelKind
 from service.interchange.common import (
     ROWS_PER_PIECE,
     ExportRefused,
@@ -70,12 +71,12 @@ def solver_type_of(meta: dict) -> str:
 
 def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
     """The model as a LIBLINEAR model file, in pieces (ExportRefused when it is not a linear classifier)."""
-    if meta.get("kind") != "linear":
+    if meta.get("kind") != ModelKind.linear:
         raise ExportRefused(
             f"LIBLINEAR files hold linear classifiers; this is a {meta.get('kind')} model"
             + (
                 " (its pairwise scoring function exports as json or onnx)"
-                if meta.get("kind") == "ranking"
+                if meta.get("kind") == ModelKind.ranking
                 else " (export it as libsvm, json or onnx)"
             )
         )

@@ -42,6 +42,7 @@ from typing import IO
 import numpy as np
 import scipy.sparse as sp
 
+from core.schemas.enums import ModelKind, Multiclass
 from service.interchange.common import (
     ROWS_PER_PIECE,
     ExportRefused,
@@ -85,12 +86,12 @@ def pairs_of(n_classes: int) -> list[tuple[int, int]]:
 def write_libsvm(meta: dict, arrays: dict) -> Iterator[str]:
     """The model as a LIBSVM model file, in pieces (ExportRefused for models LIBSVM cannot hold)."""
     kind = meta.get("kind")
-    if kind not in ("linear", "kernel"):
+    if kind not in (ModelKind.linear, ModelKind.kernel):
         raise ExportRefused(
             f"LIBSVM files hold classifiers; this is a {kind} model (its pairwise scoring function exports as json or onnx)"
         )
     labels = integral_labels(meta["labels"], "LIBSVM")
-    if kind == "linear":
+    if kind == ModelKind.linear:
         kernel = {"type": "linear"}
         support = sp.csr_matrix(np.asarray(arrays["weights"], dtype=np.float64))
         coef = np.eye(support.shape[0])
@@ -106,7 +107,7 @@ def write_libsvm(meta: dict, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if meta.get("multiclass") == "ovo":
+    if meta.get("multiclass") == Multiclass.ovo:
         yield from _write_one_vs_one(meta, kernel, support, coef, offsets)
     elif coef.shape[0] == 1:
         yield from _write_binary(meta, labels, kernel, support, coef[0], offsets[0])

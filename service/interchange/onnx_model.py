@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from core.schemas.enums import ModelKind, Multiclass
 from service.interchange.common import ExportRefused
 
 OPSET = 17
@@ -54,7 +55,7 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
 
     x = node("Cast", ["X"], to=TensorProto.DOUBLE)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if kind in ("linear", "ranking"):
+    if kind in (ModelKind.linear, ModelKind.ranking):
         weights = np.asarray(arrays["weights"], dtype=np.float64)
         _check_size(weights.size, "weights")
         raw = node("MatMul", [x, const("weights_t", np.ascontiguousarray(weights.T))])
@@ -85,9 +86,9 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         return const(name, np.asarray(values, dtype=np.int64 if integral else np.float64))
 
     one_score = scores
-    if kind == "ranking" or (meta.get("multiclass") != "ovo" and offsets.size == 1):
+    if kind == ModelKind.ranking or (meta.get("multiclass") != Multiclass.ovo and offsets.size == 1):
         one_score = node("Reshape", [scores, const("flat_shape", np.array([-1], dtype=np.int64))])
-    if kind == "ranking":
+    if kind == ModelKind.ranking:
         score_out = one_score
         if meta.get("thresholds") is not None:
             thresholds = np.asarray(meta["thresholds"], dtype=np.float64).reshape(1, -1)
@@ -96,7 +97,7 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
             index = node("ReduceSum", [above, const("sum_axis", np.array([1], dtype=np.int64))], keepdims=0)
             _output(nodes, node("Gather", [label_table("ranks", meta["ranks"]), index], axis=0), "label")
             outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
-    elif meta.get("multiclass") == "ovo":
+    elif meta.get("multiclass") == Multiclass.ovo:
         score_out = _one_vs_one_nodes(meta, scores, const, node, label_table, nodes)
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     elif offsets.size == 1:
@@ -111,12 +112,14 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     _output(nodes, node("Cast", [score_out], to=TensorProto.FLOAT), "scores")
     score_shape: list[str | int | None] = (
-        ["N"] if (kind == "ranking" or (offsets.size == 1 and meta.get("multiclass") != "ovo")) else ["N", len(labels)]
+        ["N"]
+        if (kind == ModelKind.ranking or (offsets.size == 1 and meta.get("multiclass") != Multiclass.ovo))
+        else ["N", len(labels)]
     )
     outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, score_shape))
 
     calibration = meta.get("probability")
-    if calibration and calibration.get("method", "platt_ovr") == "platt_ovr" and kind != "ranking":
+    if calibration and calibration.get("method", "platt_ovr") == "platt_ovr" and kind != ModelKind.ranking:
         A = np.asarray(calibration["A"], dtype=np.float64)
         B = np.asarray(calibration["B"], dtype=np.float64)
         # 1 / (1 + exp(A f + B)) = sigmoid(-(A f + B))
@@ -189,7 +192,7 @@ def _kernel_nodes(kernel: dict, x: str, support: sp.csr_matrix, const, node) -> 
     dense = support.toarray()
     dots = node("MatMul", [x, const("support_t", np.ascontiguousarray(dense.T))])
     kind = kernel["type"]
-    if kind == "linear":
+    if kind == ModelKind.linear:
         return dots
     gamma = float(kernel["gamma"])
     if kind == "rbf":

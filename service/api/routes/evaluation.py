@@ -38,17 +38,17 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
     predicted, scores = model.predict_values(matrix)
     task = loaded.record.task or Task.classification.value
     result: dict = {"n_samples": int(y.size), "task": task}
-    if task == "classification":
+    if task == Task.classification:
         assert predicted is not None and model.labels is not None, "a classification model predicts labels"
         result.update(metrics.classification_report(y, predicted, scores, model.labels))
         return result
-    qid = np.asarray(arrays["qid"]) if task == "ranking" and "qid" in arrays else None
+    qid = np.asarray(arrays["qid"]) if task == Task.ranking and "qid" in arrays else None
     result["pairwise_accuracy"] = metrics.pairwise_accuracy(scores, y, qid)
     result["kendall_tau"] = metrics.kendall_tau(scores, y, qid)
     if predicted is not None:
         result["accuracy"] = float(np.mean(predicted == y))
         result["error_rate"] = 1.0 - result["accuracy"]
-    if task == "roc_area":
+    if task == Task.roc_area:
         positive = y == y.max()
         result["roc_auc"] = metrics.roc_auc(scores, positive)
         result["roc_curve"] = metrics.roc_curve(scores, positive)
