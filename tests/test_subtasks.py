@@ -334,3 +334,34 @@ def test_tasks_write_their_vectors_into_rows_the_parent_reads(monkeypatch):
     fresh = subtasks.SharedRows(2, 5)
     assert fresh.take(1) is None, "a row nobody wrote"
     assert subtasks.SharedRows.fits(105, 55197) and not subtasks.SharedRows.fits(105, 10**6)
+
+
+def test_a_process_killed_holding_numbas_launch_lock_hangs_no_later_process():
+    """numba's lock around its thread pool's start is shared with forked processes: a subtask process killed while
+    holding it (stopped during its start) had left it held, and every later subtask process hung on it (seen once
+    in the full suite, after the test above that stops a process before its initializer ran)."""
+    import signal
+
+    from numba.np.ufunc import parallel
+
+    parallel._launch_threads()  # this process's lock exists
+    lock = parallel._backend_init_process_lock
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        lock.acquire()
+        os._exit(0)  # dies holding it
+    os.waitpid(pid, 0)
+
+    def too_long(signum, frame):
+        raise TimeoutError("the subtask processes hung on numba's launch lock")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)
+    try:
+        results = []
+        _on_two_processes(square, [1, 2, 3], lambda i, p: None, lambda i, r: results.append(r))
+        assert sorted(result[0] for result in results) == [1, 4, 9]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        parallel._backend_init_process_lock = None  # this process's own lock is held for good: a fresh one

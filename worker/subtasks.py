@@ -32,7 +32,9 @@ import functools
 import heapq
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,6 +87,20 @@ def _concurrency(n_processes: int) -> Callable[[int], int]:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)
+
+
+def _own_numba_launch_lock() -> None:
+    """In a forked process: forget numba's lock around its thread pool's start, so that a fresh one is made here.
+
+    That lock is a multiprocessing lock, shared with the parent through the fork: a process killed while holding
+    it (a subtask process or an RQ work horse stopped during its start) left it held for good, and every later
+    fork of the worker (and the worker itself, at its next parallel region) hung on it (tests/test_subtasks.py)."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is not None:
+        parallel._backend_init_process_lock = None  # type: ignore[attr-defined]
+
+
+os.register_at_fork(after_in_child=_own_numba_launch_lock)
 
 
 def _child_init(threads: int) -> None:
