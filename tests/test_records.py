@@ -314,6 +314,8 @@ def test_the_worker_reads_stored_parameters_in_one_place():
 
 ADDED_JOB_FIELDS = ',"cores":null,"data_load":null,"warnings":[]}'
 """What a job's answer gained since cfa9d22, at its end."""
+ADDED_PROGRESS_FIELDS = ('"compiling":null,',)
+"""What a job's progress gained since, once each (issue 35: `compiling`, the new name of `kernels`)."""
 ADDED_FIELDS = {
     "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null'),
     "models": (',"zero_based_guessed":null', ',"warnings":[]'),
@@ -335,6 +337,9 @@ def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):
             # for a record that never had a core lease)
             text = answer.content.decode()
             assert text.endswith(ADDED_JOB_FIELDS), name
+            for added in ADDED_PROGRESS_FIELDS:
+                assert text.count(added) == 1, (name, added, text)
+                text = text.replace(added, "")
             then = text[: -len(ADDED_JOB_FIELDS)] + "}"
             assert answer.status_code == 200 and then == STORED["answers"][f"job:{name}"], name
         for kind, key_of in (("datasets", keys.dataset), ("models", keys.model)):
