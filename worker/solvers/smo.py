@@ -765,32 +765,19 @@ def warm_up() -> None:
     matrix = sp.csr_matrix(dense)
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
+    rbf = {"type": "rbf", "gamma": 0.5}
     for working_set in WORKING_SETS:
         first = solve_smo(
-            indptr,
-            indices,
-            matrix.data,
-            y,
-            n_features=3,
-            C=1.0,
-            kernel={"type": "rbf", "gamma": 0.5},
-            working_set=working_set,
-            cache_mb=0.0,
+            indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel=rbf, working_set=working_set, cache_mb=0.0,
             trace_every=5,
-        )
+        )  # fmt: skip
     # the warm starts (a search's path along C): from alpha alone, and with G and G_bar
-    for given in ({}, {"gradient0": first.extra["gradient"], "gradient_bar0": first.extra["gradient_bar"]}):
-        solve_smo(
-            indptr,
-            indices,
-            matrix.data,
-            y,
-            n_features=3,
-            C=2.0,
-            kernel={"type": "rbf", "gamma": 0.5},
-            alpha0=first.extra["alpha"],
-            **given,
-        )
+    alpha, gradient, gradient_bar = (first.extra[key] for key in ("alpha", "gradient", "gradient_bar"))
+    solve_smo(indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha)
+    solve_smo(
+        indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha, gradient0=gradient,
+        gradient_bar0=gradient_bar,
+    )  # fmt: skip
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
     istate = np.zeros(IS_SIZE, dtype=np.int64)
