@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     core_budget: bool = Field(
         default=True,
         description=(
-            "Jobs lease their cores from a budget of the machine's cores kept in Redis (`worker.core_budget`): a lone "
+            "Jobs lease their cores from a budget of the machine's cores kept in Redis (`worker.runtime.core_budget`): a lone "
             "job uses every core it can, jobs side by side share them, and processes x threads never exceed the "
             "cores. Off: each job uses `worker_cores` (or every core) whatever else runs."
         ),
@@ -209,7 +209,7 @@ class Settings(BaseSettings):
     cancel_poll_s: float = Field(
         default=0.1, gt=0, description="How often a running solver looks for a cancel request in Redis."
     )
-    # -- line limit, per-tenant fairness, crash recovery (worker/heartbeat.py, core/lifecycle.py), Redis restarts
+    # -- line limit, per-tenant fairness, crash recovery (worker/runtime/heartbeat.py, core/lifecycle.py), Redis restarts
     max_line_bytes: int = Field(
         default=256 * MiB,
         ge=1024,

@@ -1,6 +1,6 @@
 """Crash recovery: worker heartbeats, the reaper, and what happens to a job whose worker is gone.
 
-Design. Every worker process has a small heartbeat process (``worker/heartbeat.py``) that is not
+Design. Every worker process has a small heartbeat process (``worker/runtime/heartbeat.py``) that is not
 slowed by the worker's Python (numba kernels hold the GIL for a whole pass over the data, so a
 thread in the worker could stay silent for minutes). Every ``heartbeat_s`` it writes the worker's
 liveness key ``hinge:worker:<id>`` = ``{pid, host, job, ts}`` with a time-to-live of

@@ -2,7 +2,7 @@
 the job id (workers) attached (``HINGE_LOG_FORMAT=json|text`` forces either).
 
 The ids travel in context variables: the API's request-id middleware sets ``request_id`` for the
-duration of a request, ``worker.jobs.train`` sets ``job_id`` while a job runs. A filter copies them
+duration of a request, ``worker.runtime.jobs.train`` sets ``job_id`` while a job runs. A filter copies them
 onto every record, so any logger (ours, uvicorn's, RQ's) gets them without passing them around.
 ``extra={"job_id": ...}`` on a call wins over the context.
 """

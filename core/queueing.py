@@ -7,7 +7,7 @@ least recently served first (a sorted set ``tenant -> when a worker last took on
 shared by all workers), so a tenant with one job waits for at most one job slot to free up,
 whatever the others have queued. RQ still does all the queue bookkeeping (job hashes, registries,
 BLPOP across the queues); only the order of the queues a worker listens on is ours (see
-``worker.main.HingeWorker``). Tenants at their running-jobs cap are left out of that list.
+``worker.runtime.main.HingeWorker``). Tenants at their running-jobs cap are left out of that list.
 
 RQ job ids. RQ carries only our job id (JSON serializer). Each time a job is put into a queue it
 gets a fresh RQ job id ``<job id>_r<n>`` recorded in the job as ``rq_job_id``: a worker runs an RQ
@@ -34,7 +34,7 @@ from core.storage import keys
 from core.storage.connection import text
 from core.storage.jobs import JobStore
 
-TRAIN_FUNCTION = "worker.jobs.train"
+TRAIN_FUNCTION = "worker.runtime.jobs.train"
 
 
 class JobQueue:

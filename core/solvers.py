@@ -8,7 +8,7 @@ code derives from ``SOLVERS``:
 
 * the API: ``SolverName``, the request union of POST /v1/jobs (one schema per solver, discriminated by
   `solver`), the kernel solvers named in hints;
-* the workers: the call of the solve function (``worker/registry.py``: every schema field that is not the
+* the workers: the call of the solve function (``worker/training/registry.py``: every schema field that is not the
   service's reaches the solve function under its name, or the name ``arguments`` maps it to), the value
   types handed over, warm starts, threads, the progress fraction (``progress``), the model's
   ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units;
@@ -68,13 +68,13 @@ class SolverSpec:
     model_kind: str = "linear"
     """`linear` (a weight vector per problem) or `kernel` (an expansion over training rows)."""
     kernel_units: tuple[str, ...] = ()
-    """The numba warm-up units (worker/warmup.py) its kernels are compiled in."""
+    """The numba warm-up units (worker/runtime/warmup.py) its kernels are compiled in."""
     float32_input: bool = False
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
     """How a search starts a fit from the previous C: `dual` (dual variables scaled by C'/C, keyword
     alpha0), `dual_gradient` (dual variables and their gradient, keywords alpha0 and gradient0; see
-    ``worker.registry.warm_start_arguments``), `weights` (keyword w0), or None."""
+    ``worker.training.registry.warm_start_arguments``), `weights` (keyword w0), or None."""
     threads: str | None = None
     """What `n_processes` means inside one binary problem, and the keyword that gets it: `n_processes`
     (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or

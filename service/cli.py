@@ -243,7 +243,7 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
 
 def cmd_kernels(rest: list[str]) -> int:
     """`hinge kernels [--build] [--json]`: the upload parser's kernels (here) and the solvers' (`python -m
-    worker.warmup`, run as a child: the service never imports the worker)."""
+    worker.runtime.warmup`, run as a child: the service never imports the worker)."""
     import subprocess
 
     from core.kernel_cache import run_command, show
@@ -258,12 +258,12 @@ def cmd_kernels(rest: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
     args = parser.parse_args(rest)
     solvers = subprocess.run(
-        [sys.executable, "-m", "worker.warmup", "--json", *(["--build"] if args.build else [])],
+        [sys.executable, "-m", "worker.runtime.warmup", "--json", *(["--build"] if args.build else [])],
         stdout=subprocess.PIPE,
         text=True,
     )
     if not solvers.stdout.strip():
-        print("hinge kernels: the solvers' part failed (python -m worker.warmup)", file=sys.stderr)
+        print("hinge kernels: the solvers' part failed (python -m worker.runtime.warmup)", file=sys.stderr)
         return 1
     solver_state = json.loads(solvers.stdout)
     state = run_command({"service.ingest": PARSER_KERNELS}, args.build)

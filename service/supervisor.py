@@ -13,7 +13,7 @@ supervisor leaves no process behind.
 A process manager may also signal every process of the service at once (systemd's default
 ``KillMode=control-group``). Two rules keep that an orderly stop too: Redis runs with SIGTERM
 blocked (see ``service.embedded_redis``) and is stopped by the supervisor with Redis's SHUTDOWN
-command; a worker takes a repeated SIGTERM as the same request (``worker.main``).
+command; a worker takes a repeated SIGTERM as the same request (``worker.runtime.main``).
 
 Orderly stop, on the first SIGINT, SIGTERM or SIGHUP, one log line per step saying what it waits for:
 
@@ -126,7 +126,7 @@ class Supervisor:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.env["HINGE_DATA_DIR"] = str(self.data_dir)
         self.env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-        # workers x threads <= cores: the workers' jobs lease the machine's cores (worker.core_budget)
+        # workers x threads <= cores: the workers' jobs lease the machine's cores (worker.runtime.core_budget)
         self.env["HINGE_LOCAL_WORKERS"] = str(self.args.workers)  # kernel compiles that run at once (estimates)
         self.env[SUPERVISED_ENV] = "1"  # the API leaves out uvicorn's banner: the "ready" line says it
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # no spinning BLAS pools
@@ -348,7 +348,7 @@ class Readiness:
     """Tells the person at the terminal what `hinge serve` is doing until every solver can train.
 
     Reads the workers' heartbeats in Redis (``solvers`` ready and ``warming``: the solvers left and an
-    estimate, from the machine's kernel cache; see worker/heartbeat.py) and asks the API's /healthz.
+    estimate, from the machine's kernel cache; see worker/runtime/heartbeat.py) and asks the API's /healthz.
     Lines: "compiling solver kernels ..." once, when the cache lacks some (the first run, or changed
     solver code), with the estimate; one line per solver as its kernels are ready; a line at least every
     PROGRESS_EVERY_S while they compile, with what is left and the estimate; "ready: API on ..." once the

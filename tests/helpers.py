@@ -218,7 +218,7 @@ class NullJobs:
 
 def NullSink(subproblems: int = 1):
     """A real trace sink for running the dispatcher in-process: points and progress stay in ``sink.jobs``."""
-    from worker.progress import TraceSink
+    from worker.runtime.progress import TraceSink
 
     return TraceSink(NullJobs(), "job_test", 0.05, subproblems)
 

@@ -1,4 +1,4 @@
-"""Calibration maps fitted by the workers (``worker.calibration``) and applied by the API
+"""Calibration maps fitted by the workers (``worker.training.calibration``) and applied by the API
 (``core.scoring.probability``): Platt's sigmoid for two labels, one softmax over the one-vs-rest
 scores for more, and the JSON model document's checks of a calibration's shape."""
 
@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from core.schemas.model_files import ModelDocument
 from core.scoring.probability import fit_sigmoid, ovr_probabilities, sigmoid, softmax_probabilities
-from worker.calibration import fit_softmax
+from worker.training.calibration import fit_softmax
 
 
 def log_loss(probabilities: np.ndarray, classes: np.ndarray) -> float:

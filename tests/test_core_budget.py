@@ -1,4 +1,4 @@
-"""The machine's cores leased by jobs through Redis (worker.core_budget): a lone job gets every core it can use,
+"""The machine's cores leased by jobs through Redis (worker.runtime.core_budget): a lone job gets every core it can use,
 jobs side by side share them, nobody holds more than the cores, the dead are forgotten, and the subtask
 runner starts tasks only within its share."""
 
@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from core.storage import keys
-from worker import core_budget, subtasks
-from worker.core_budget import CoreLease
+from worker.runtime import core_budget, subtasks
+from worker.runtime.core_budget import CoreLease
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 

@@ -49,7 +49,7 @@ def job_fit(solver, X, y, **params):
     """Train as a job does: the params validated by the solver's schema (its defaults: the ones a job gets)
     and handed to the solver by the registry, as the worker does."""
     from core.solvers import solver_params
-    from worker import registry
+    from worker.training import registry
 
     args = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y)
     job_params = solver_params(solver, params)

@@ -101,7 +101,7 @@ def test_running_jobs_cap_refuses_a_second_running_job(cluster):
     from core.schemas.jobs import JobStatus
     from core.storage.job_record import JobRecord
     from core.storage.jobs import JobStore, Transition
-    from worker.main import make_worker_class
+    from worker.runtime.main import make_worker_class
 
     queued, running, succeeded = JobStatus.queued, JobStatus.running, JobStatus.succeeded
     with cluster.client() as client:

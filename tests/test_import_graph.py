@@ -113,8 +113,8 @@ def _reachable(graph: dict[str, set[str]], starts: set[str]) -> set[str]:
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "worker.jobs" in graph and "service.api.app" in graph
-    assert "core.config" in graph["worker.jobs"]
+    assert "worker.runtime.jobs" in graph and "service.api.app" in graph
+    assert "core.config" in graph["worker.runtime.jobs"]
     assert "fastapi" in graph["service.api.app"]
 
 

@@ -194,7 +194,7 @@ def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
         """
         import json, sys
         from numba.core.registry import CPUDispatcher
-        from worker import warmup
+        from worker.runtime import warmup
         warmup.warm_up_all()
         misses = {}
         for name, module in list(sys.modules.items()):
@@ -220,7 +220,7 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     slowdown measured on the units built since the start, those being compiled counted from when they began."""
     import time
 
-    from worker.warmup import kernel_state
+    from worker.runtime.warmup import kernel_state
 
     def path(kind, name):
         return str(tmp_path / kind / f"{name}.json")

@@ -1,4 +1,4 @@
-"""A model's arrays written ahead of its record (worker.model_staging): claimed and committed when the outcome's
+"""A model's arrays written ahead of its record (worker.runtime.model_staging): claimed and committed when the outcome's
 arrays are the ones staged, removed otherwise; a write that does not fit is raised when claimed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import redis
 from core.storage.capacity import StorageFull
 from core.storage.documents import ModelRecord
 from core.storage.records import models_in
-from worker.model_staging import ModelStaging
+from worker.runtime.model_staging import ModelStaging
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ from sklearn.datasets import load_digits, load_iris, load_wine
 from core.scoring.models import Scorer
 from core.solvers import solver_params
 from tests.helpers import NullSink, liblinear_train, liblinear_w_full
-from worker.training import train_model
+from worker.training.fit import train_model
 
 
 def arrays_of(X, y):
@@ -86,7 +86,7 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
 def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
     """Linear one-vs-rest on 2 processes: the subtask processes score the training rows after the fits (not the
     job's process, after them); the accuracy is the one the job's process computes, to the bit."""
-    from worker import training
+    from worker.training import fit as training
 
     X, y = load_digits(return_X_y=True)
     arrays = arrays_of(X / 16.0, y)
@@ -105,9 +105,9 @@ def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
 
 
 def test_stacked_weights_are_the_shared_rows_only_when_they_are_consecutive_full_rows():
+    from worker.runtime.subtasks import SharedRows
     from worker.solvers.common import SolverResult, StopReason
-    from worker.subtasks import SharedRows
-    from worker.training import _stacked_weights
+    from worker.training.fit import _stacked_weights
 
     def results(vectors):
         return [SolverResult(v, 0.0, 1, True, StopReason.CONVERGED, 0.0, 0.0) for v in vectors]

@@ -86,7 +86,7 @@ def test_every_field_reaches_the_solve_function_under_its_meaning(solver, monkey
     and the stored JSON, and the call the worker makes is captured."""
     import inspect
 
-    from worker import registry
+    from worker.training import registry
 
     spec = SOLVERS[solver]
     signature = inspect.signature(registry.solve_function(solver))
@@ -126,7 +126,7 @@ def test_every_field_reaches_the_solve_function_under_its_meaning(solver, monkey
 def test_the_dispatchers_own_fields_are_a_fixed_few():
     """The fields that do not go to the solve function (the dispatcher uses them), so that a solver field
     cannot be hidden there: every other field is checked above."""
-    from worker import registry
+    from worker.training import registry
 
     assert registry.SERVICE_FIELDS == {"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"}
 
@@ -193,7 +193,7 @@ def test_a_solve_functions_defaults_are_its_schemas(solver):
 
     from pydantic import BaseModel
 
-    from worker import registry
+    from worker.training import registry
 
     spec = SOLVERS[solver]
     signature = inspect.signature(registry.solve_function(solver))

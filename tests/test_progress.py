@@ -10,8 +10,8 @@ import pytest
 from core.solvers import solver_params
 from tests import naive
 from tests.helpers import NullSink, a9a_stand_in, sparse_problem
-from worker.progress import ProblemsEstimator, convergence_fraction
-from worker.training import train_model
+from worker.runtime.progress import ProblemsEstimator, convergence_fraction
+from worker.training.fit import train_model
 
 _csr = naive.csr_parts
 
@@ -98,7 +98,7 @@ def test_one_vs_rest_progress_counts_classes(monkeypatch):
 
 
 def test_a_search_publishes_every_folds_points_and_its_phases():
-    from worker.search import run_search
+    from worker.training.search import run_search
 
     indptr, indices, data, y = sparse_problem(600, 20, 6, seed=5, noise=0.3)
     params = dict(
@@ -174,7 +174,7 @@ def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
 def test_eta_is_published_only_once_it_is_stable(monkeypatch):
     """An ETA from the first second of a run can be off by a factor of 100 (issue 20: "20:37" for a 9 s job):
     none until the predicted end holds still, then the right one; the relative gap comes with every progress."""
-    from worker import progress as progress_module
+    from worker.runtime import progress as progress_module
 
     clock = {"now": 1000.0}
     monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock["now"])

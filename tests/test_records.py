@@ -20,7 +20,7 @@ from core.storage import keys
 from core.storage.documents import DatasetRecord, ModelRecord
 from core.storage.job_record import IncompleteJobHash, JobRecord
 from core.storage.jobs import Deletion, JobStore, Transition
-from worker.runs import job_params
+from worker.runtime.runs import job_params
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = json.loads((ROOT / "tests" / "data" / "stored_cfa9d22.json").read_text())
@@ -306,7 +306,7 @@ def test_the_worker_reads_stored_parameters_in_one_place():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "solver_params":
                 calls.append(str(path.relative_to(ROOT)))
-    assert calls == ["worker/runs.py"]
+    assert calls == ["worker/runtime/runs.py"]
 
 
 # -- over HTTP: the API answers for stored records as it did then --------------------------------------

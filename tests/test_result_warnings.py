@@ -14,8 +14,8 @@ from core.solvers import solver_params
 from core.storage.shards import max_row_norm_sq
 from tests.helpers import NullSink, assert_error, to_svmlight, upload, wait_job
 from tests.test_search import cancer_arrays
-from worker.search import SearchIncomplete, incomplete_message, run_search, search_warnings, table
-from worker.subtasks import run_task_graph
+from worker.runtime.subtasks import run_task_graph
+from worker.training.search import SearchIncomplete, incomplete_message, run_search, search_warnings, table
 
 # -- the warnings of one model ------------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from sklearn.datasets import load_breast_cancer
 
 from core.solvers import solver_params
 from tests.helpers import NullSink, to_svmlight, upload, wait_job
-from worker.folds import make_folds
-from worker.search import run_search
+from worker.training.folds import make_folds
+from worker.training.search import run_search
 
 
 def test_folds_are_stratified_and_keep_queries_whole():
@@ -96,8 +96,8 @@ def test_same_table_with_one_and_two_processes():
     "solver,params", [("dcd", {"tol": 0.1, "trace_every": 1000}), ("ocas", {"tol_rel": 1e-3, "n_processes": 1})]
 )
 def test_warm_start_saves_iterations_along_c(solver, params):
-    from worker import registry
     from worker.solvers.common import SolverControl
+    from worker.training import registry
 
     arrays, n_features = cancer_arrays()
     fit = registry.adapter(solver)
@@ -141,7 +141,7 @@ def test_search_reports_warm_started_fits():
 
 def test_paths_split_into_fits_give_the_same_table(monkeypatch):
     """Few paths for the processes: every fit becomes a task and the warm start travels with it."""
-    import worker.search as search_module
+    import worker.training.search as search_module
 
     whole = search_table(2)["search_results"]
     made = []
@@ -162,8 +162,8 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
 def test_a_two_label_fit_brings_its_score_not_its_decisions():
     """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
     have computed from the held-out decision values, and no decision values travel back."""
-    from worker.folds import held_out_decisions
-    from worker.search import FitPath, FoldCache, Search
+    from worker.training.folds import held_out_decisions
+    from worker.training.search import FitPath, FoldCache, Search
 
     arrays, n_features = cancer_arrays()
     params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
@@ -180,9 +180,9 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
 
 
 def test_a_warm_state_in_shared_rows_comes_back_as_it_was():
-    from worker.search import WARM_ROW, _restored, _warm_state
+    from worker.runtime.subtasks import SharedRows
     from worker.solvers.common import SolverResult, StopReason
-    from worker.subtasks import SharedRows
+    from worker.training.search import WARM_ROW, _restored, _warm_state
 
     alpha = np.linspace(0.0, 1.0, 7)
     result = SolverResult(
@@ -315,9 +315,9 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
     """Per-class (one-vs-rest) or per-pair (one-vs-one) fits give, per fold, the score a model assembled from
     the same fits would get (one-vs-one: the vote)."""
     from core.scoring.models import Scorer
-    from worker.folds import subset
-    from worker.search import Search
-    from worker.training import assemble_model, fit_problems
+    from worker.training.fit import assemble_model, fit_problems
+    from worker.training.folds import subset
+    from worker.training.search import Search
 
     arrays, n_features = multiclass_arrays()
     params = dict(
@@ -480,7 +480,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
     walking it after the search (the same warm chain), with 1 or 2 processes. Its fit at the largest C
     runs with the others unless the scores so far rule that C out; ruled out, it waits until that C is
     known to win (second grid: it wins; first: it does not, and never runs)."""
-    import worker.search as search_module
+    import worker.training.search as search_module
 
     arrays, n_features = cancer_arrays()
     params = {
@@ -543,7 +543,7 @@ def _rows(scores_by_C: dict) -> list[dict]:
 def test_the_largest_c_is_ruled_out_only_when_the_scores_clearly_fall():
     """The refit's fit at the grid's largest C runs early unless the scored settings rule that C out: its
     predecessor trailing the best by more than two standard errors of the paired fold differences."""
-    from worker.search import largest_c_ruled_out
+    from worker.training.search import largest_c_ruled_out
 
     rising = {0.1: [0.80, 0.82, 0.81], 1.0: [0.84, 0.85, 0.83]}
     assert not largest_c_ruled_out(_rows(rising), 3), "the largest scored C is the best: still rising"
@@ -562,7 +562,7 @@ def test_the_largest_c_is_ruled_out_only_when_the_scores_clearly_fall():
 def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
     """smo's paths warm-start each C from the previous one (the table is the same on one and two processes, every
     fit but a path's first warm); the refit is one fit at the best C, the model a plain training there gives."""
-    from worker.training import train_model
+    from worker.training.fit import train_model
 
     arrays, n_features = multiclass_arrays()
     params = dict(

@@ -573,7 +573,7 @@ def _digits_pair():
 @pytest.mark.parametrize("C_from,C_to", [(0.1, 1.0), (1.0, 10.0), (10.0, 1.0)])
 def test_warm_start_reaches_the_cold_optimum(breast_cancer, case, C_from, C_to):
     from core.solvers import solver_params
-    from worker.registry import warm_start_arguments
+    from worker.training.registry import warm_start_arguments
 
     problem, kwargs = _warm_case(breast_cancer) if case == "breast_cancer" else _digits_pair()
     first = solve_smo(*problem, C=C_from, **kwargs)
@@ -596,7 +596,7 @@ def test_warm_start_reaches_the_cold_optimum(breast_cancer, case, C_from, C_to):
 def test_warm_start_saves_steps_on_a_separable_pair():
     """digits' pairs: at C = 1 few support vectors are at their bound, so the start is alpha as it is."""
     from core.solvers import solver_params
-    from worker.registry import warm_start_arguments
+    from worker.training.registry import warm_start_arguments
 
     problem, kwargs = _digits_pair()
     first = solve_smo(*problem, C=1.0, **kwargs)

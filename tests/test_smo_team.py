@@ -194,7 +194,7 @@ def test_a_solve_leaves_no_partner_thread_behind_however_it_ends(monkeypatch):
 
 
 def test_a_solve_follows_its_share_of_the_cores_and_still_gives_the_one_thread_model(monkeypatch):
-    """The job's share of the cores (worker.core_budget) drops to 1 and comes back between slices: the team
+    """The job's share of the cores (worker.runtime.core_budget) drops to 1 and comes back between slices: the team
     stops and resumes splitting rows, numba's threads follow, and the model is the one thread's, bit for bit."""
     import numba
 

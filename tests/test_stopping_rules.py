@@ -8,7 +8,7 @@ import pytest
 
 from core.solvers import solver_params
 from tests.helpers import NullSink, sparse_problem
-from worker.training import train_model
+from worker.training.fit import train_model
 
 
 def arrays(n=400, d=30, seed=3, classes=2):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.cluster import alive, descendants
-from worker import subtasks
-from worker.subtasks import SubtaskError, run_subtasks, run_task_graph
+from worker.runtime import subtasks
+from worker.runtime.subtasks import SubtaskError, run_subtasks, run_task_graph
 
 
 def square(task, context):

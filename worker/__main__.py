@@ -4,7 +4,7 @@ import logging
 import os
 import sys
 
-from worker.main import main
+from worker.runtime.main import main
 
 code = main()
 # Leave without the interpreter's finalization: with numba's kernels loaded it takes about two

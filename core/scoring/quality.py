@@ -9,7 +9,7 @@ Hinge says so in the job and the model, as ``warnings``: ``[{"code", "message"}]
   ``SETTLED_GAP_REL`` (its objective may be that much above the optimum), or with no certificate at all;
 - ``no_better_than_majority``: its training accuracy is no better than always answering the most frequent
   label of the training data (a classification model that learned nothing usable);
-- ``search_incomplete`` and ``parameter_out_of_range`` come from the search (``worker.search``) and from the
+- ``search_incomplete`` and ``parameter_out_of_range`` come from the search (``worker.training.search``) and from the
   numerical range of C (``c_limit``).
 """
 

@@ -6,7 +6,7 @@ As RQ's ``Job`` (``to_dict`` / ``restore``): every other line reads ``job.status
 Why a dataclass and not a pydantic model: the record is the service's own state, not input to
 check. Parameters were validated when the job was accepted (the request's schema, in the API) and
 are kept in that validated JSON form; the worker reads them with its solver's schema in one place
-(``worker.runs.job_params``). A pydantic model would validate every hash again on every read (the
+(``worker.runtime.runs.job_params``). A pydantic model would validate every hash again on every read (the
 event stream reads a job five times a second) and coerce what it reads, where a record written by an
 older version must come back exactly as it was stored. A dataclass holds what the hash holds, and the
 encoding stays in two explicit methods.

@@ -109,12 +109,12 @@ def worker_alive(worker_id: str) -> str:
 
 
 def core_leases(machine: str) -> str:
-    """Hash worker id -> cores its running job holds on one machine (``worker.core_budget``)."""
+    """Hash worker id -> cores its running job holds on one machine (``worker.runtime.core_budget``)."""
     return f"{PREFIX}:cores:{machine}"
 
 
 def core_waiters(machine: str) -> str:
-    """Hash worker id -> cores wanted, for the jobs on one machine waiting for a free core (``worker.core_budget``)."""
+    """Hash worker id -> cores wanted, for the jobs on one machine waiting for a free core (``worker.runtime.core_budget``)."""
     return f"{PREFIX}:cores:{machine}:waiting"
 
 

@@ -76,7 +76,7 @@ METRICS_BY_TASK = {
 def check_search(body, dataset: DatasetRecord) -> None:
     """A search's grid and metric must fit the solver and the task, and its folds the data set.
 
-    Folds are stratified by label (``worker.folds``), so every held-out fold holds a row of each label
+    Folds are stratified by label (``worker.training.folds``), so every held-out fold holds a row of each label
     only when each label has at least ``cv_folds`` rows: that is checked. Ranking folds are whole
     queries, and the data set's record does not count its queries: there only ``cv_folds <= n_samples``
     is checked here.

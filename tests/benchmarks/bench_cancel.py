@@ -1,6 +1,6 @@
 """Cancel latency of every solver: how long after a cancel request a job's outcome is ready.
 
-In process, through the worker's own dispatcher (``worker.jobs.train_job``: the solver, then the
+In process, through the worker's own dispatcher (``worker.runtime.jobs.train_job``: the solver, then the
 model assembled as a job stores it). The cancel flag turns true at a chosen instant (a clock test,
 not a thread: a numba kernel holds the GIL, so a thread could not even set a flag while it runs),
 ``--after`` seconds into training; the latency is from that instant until the solver returned
@@ -115,7 +115,7 @@ class Sink:
 
 def measure(solver: str, params: dict, arrays: dict, n_features: int, after: float) -> dict:
     from core.solvers import solver_params
-    from worker.jobs import train_job
+    from worker.runtime.jobs import train_job
 
     state = {"at": None, "solver_done": None}
     begin = time.monotonic()
@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--solvers", default=",".join(JOBS))
     args = parser.parse_args()
 
-    from worker.registry import warm_up_all
+    from worker.training.registry import warm_up_all
 
     warm_up_all()
     sets = {"a9a": a9a()}

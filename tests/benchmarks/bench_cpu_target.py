@@ -35,7 +35,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 from sklearn.datasets import load_svmlight_file
-from worker import warmup
+from worker.runtime import warmup
 solver, path, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
 X, y = load_svmlight_file(path)
 X = X[:rows] if rows else X
@@ -82,7 +82,7 @@ def main() -> int:
         for target in TARGETS:
             begin = time.perf_counter()
             subprocess.run(
-                [sys.executable, "-m", "worker.warmup", "--build"],
+                [sys.executable, "-m", "worker.runtime.warmup", "--build"],
                 env=child_env(target, cache),
                 check=True,
                 capture_output=True,

@@ -7,7 +7,7 @@ letter-linear,letter-kernel,letter-kernel-ovo] [--processes 2]``. Writes tests/b
 
 Each section trains on the training file and measures on the test file:
 
-* ours: the dispatcher the workers run (``worker.training.train_model``, the code a job runs) with
+* ours: the dispatcher the workers run (``worker.training.fit.train_model``, the code a job runs) with
   ``probability: true``, fitted on 5-fold cross-validated decision values: Platt's sigmoid for two
   labels; for more, one softmax over the one-vs-rest scores, or with smo's ``multiclass: ovo``
   (section ``letter-kernel-ovo``, LIBSVM's own scheme) one sigmoid per pair, pairwise coupled;
@@ -79,7 +79,7 @@ def quality(probabilities: np.ndarray, classes: np.ndarray, y: np.ndarray, label
 
 
 def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
-    from worker.training import train_model
+    from worker.training.fit import train_model
 
     params = {
         "seed": 0,

@@ -4,7 +4,7 @@
         [--speedup-data a9a,sector]
 
 - speedup: wall time of an 8-setting C search (5 folds, dcd with the schema's defaults) through
-  ``worker.search.run_search`` with 1 and with 2 processes, on a9a (two labels: 5 paths, so every fit
+  ``worker.training.search.run_search`` with 1 and with 2 processes, on a9a (two labels: 5 paths, so every fit
   is a task) and on sector.scale (105 classes: 525 (fold, class) paths, one task each); runs
   interleaved (search 1, search 2, calibration 1, calibration 2, ...), paired ratios and medians, the
   load average before and after every run; the tables of both process counts must be identical. The
@@ -40,9 +40,9 @@ from core.solvers import solver_params  # noqa: E402
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
 from tests.benchmarks.environment import machine
 from tests.helpers import NullSink  # noqa: E402
-from worker import registry  # noqa: E402
-from worker.search import run_search  # noqa: E402
 from worker.solvers.common import SolverControl  # noqa: E402
+from worker.training import registry  # noqa: E402
+from worker.training.search import run_search  # noqa: E402
 
 DATA = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -218,7 +218,7 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
 
 def calibration_run(arrays: dict, n_features: int, processes: int, fits: int = 16) -> float:
     """Seconds for ``fits`` identical, independent dcd fits on a9a through the subtask runner."""
-    from worker.subtasks import run_subtasks
+    from worker.runtime.subtasks import run_subtasks
 
     y = np.where(arrays["y"] > 0, 1.0, -1.0)
     fit = registry.adapter("dcd")

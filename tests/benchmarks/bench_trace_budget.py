@@ -3,7 +3,7 @@
     python -m tests.benchmarks.bench_trace_budget [--repeats 3]
 
 A dcd trace point computes the primal objective, a pass over every row. For a9a (C = 1 and 10, one binary
-problem) and sector.scale (its 105 classes one-vs-rest, C = 1, one process), ``worker.training.fit_problems``
+problem) and sector.scale (its 105 classes one-vs-rest, C = 1, one process), ``worker.training.fit.fit_problems``
 runs with ``trace_budget`` null (a point at every pass, as before the budget existed), 0.1 (the default)
 and a last point only; wall seconds (best of the repeats, interleaved), solver and trace seconds as the
 results report them, and the points recorded. Writes results/bench_trace_budget.json.
@@ -23,7 +23,7 @@ from core.schemas.solver_params import DcdParams  # noqa: E402
 from core.solvers import solver_params  # noqa: E402
 from tests.benchmarks.bench_search import SPEEDUP_DATA, load  # noqa: E402
 from tests.benchmarks.environment import machine  # noqa: E402
-from worker.training import fit_problems  # noqa: E402
+from worker.training.fit import fit_problems  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_trace_budget.json"
 CASES = (("a9a", 1.0), ("a9a", 10.0), ("sector", 1.0))

@@ -3,7 +3,7 @@
 Run on purpose: ``python -m tests.benchmarks.check_model_export [--sections liblinear,libsvm,onnx]``.
 Writes tests/benchmarks/results/check_model_export.json.
 
-Models are trained by the dispatcher the workers run (``worker.training.train_model``) on the training
+Models are trained by the dispatcher the workers run (``worker.training.fit.train_model``) on the training
 files of ../shared/data and written by the service's exporters (``service.interchange``, the code behind
 ``GET /v1/models/{id}/export``); predictions are compared on the standard test files, which no test uses:
 
@@ -53,7 +53,7 @@ def load(name: str):
 
 def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
     from core.solvers import spec_of
-    from worker.training import train_model
+    from worker.training.fit import train_model
 
     base = {
         "seed": 0,

@@ -1,6 +1,6 @@
 """What every solver shares: its result, its stop reasons, the control it polls, input checks.
 
-A solver reports; one dispatcher (worker.training) decides what to do with the report. Solvers
+A solver reports; one dispatcher (worker.training.fit) decides what to do with the report. Solvers
 import only numpy, scipy and numba (and ``core.stop_reason``, the one enum they share with the API's
 schemas, standard library only): no Redis, no HTTP, no pydantic. The service's C convention holds
 for all of them: minimize 0.5*|w|^2 + C * sum_i loss_i (each solver converts internally when its
@@ -87,7 +87,7 @@ class SolverControl:
     def check(self) -> StopReason | None:
         """Return CANCELED or DEADLINE when the solver must stop now, else None.
 
-        With ``cores`` (the job's share of the machine's cores, ``worker.core_budget``: called with the
+        With ``cores`` (the job's share of the machine's cores, ``worker.runtime.core_budget``: called with the
         threads in use, it answers how many the job may use now), numba's threads for the next passes
         are set to that share, never above what the solve started with; ``thread_limit`` says it for
         solvers with threads of their own (smo's row team). It is called first with None (the job's

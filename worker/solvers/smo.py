@@ -110,7 +110,7 @@ starts the steps from those dual variables instead of zero; ``gradient0`` and ``
 G_bar when the caller has them (a previous fit returns both in ``extra``: "gradient", when G was complete at
 its end, and "gradient_bar"), else they are computed from a kernel row per non-zero alpha_i (per variable
 at its bound for G_bar). Scaling alpha by s scales G + 1 and G_bar by s, so a search's path along C starts
-each fit from the previous one at no kernel cost (``worker.registry.warm_start_arguments`` chooses the
+each fit from the previous one at no kernel cost (``worker.training.registry.warm_start_arguments`` chooses the
 start: the previous alpha as it is toward a larger C unless most support vectors were at their bound,
 scaled otherwise).
 
@@ -679,7 +679,7 @@ def solve_smo(
                 stop_reason = reason
                 break
             if run.team is not None and run.control.thread_limit is not None:
-                run.team.limit(run.control.thread_limit)  # the job's share of the cores (worker.core_budget)
+                run.team.limit(run.control.thread_limit)  # the job's share of the cores (worker.runtime.core_budget)
 
         active = int(istate[IS_ACTIVE])
         if active < n:

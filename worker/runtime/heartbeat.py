@@ -3,13 +3,13 @@
 Why a process and not a thread: solver kernels are numba functions that hold the GIL for a whole
 pass over the data, so a thread in the worker could not beat while a pass runs. This process is
 spawned by the worker before it takes jobs and shares two small pieces of memory with it: the id of
-the job running now (written by ``worker.jobs.train``, also from a forked work horse, without
+the job running now (written by ``worker.runtime.jobs.train``, also from a forked work horse, without
 touching Redis) and a stop flag.
 
 Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready, solvers}`` with a TTL
 of ``worker_lease_s``: ``ready`` once the worker takes jobs, ``solvers`` the solvers whose kernels the
 machine's cache holds, and while some are still compiling ``warming`` = ``{done: {unit: seconds}, left:
-[solvers], eta_s}`` (read from the cache's markers, ``worker.warmup.kernel_state``; written at once on every
+[solvers], eta_s}`` (read from the cache's markers, ``worker.runtime.warmup.kernel_state``; written at once on every
 change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``core.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
@@ -106,9 +106,9 @@ class KernelWatch:
         self.since = time.time()
 
     def look(self, now: float) -> dict:
-        """The state as of the last look (``worker.warmup.kernel_state``); looks again when it is time."""
+        """The state as of the last look (``worker.runtime.warmup.kernel_state``); looks again when it is time."""
         if self.plan is not None and now >= self.next_look:
-            from worker.warmup import kernel_state
+            from worker.runtime.warmup import kernel_state
 
             self.state = kernel_state(self.plan, self.cores, self.builders, self.since)
             self.next_look = now + KERNELS_LOOK_S

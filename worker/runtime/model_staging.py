@@ -5,7 +5,7 @@ is 19.7 MB (46 MB of weights, ``core.storage.arrays``' non-zero encoding), which
 append-only file and syncs before it answers: 60-80 ms a job, in which the job's cores waited. Once every
 binary problem is fitted the weights are final, while the job still scores its training rows (in the subtask
 processes, or in the job's process). ``ModelStaging.start`` writes them then, in a thread of the job's
-process (the staged chunks have the staging time-to-live, see ``core.storage.records``); ``worker.runs.
+process (the staged chunks have the staging time-to-live, see ``core.storage.records``); ``worker.runtime.runs.
 record_outcome`` claims them and commits the model's metadata with them, as ``RecordStore.create`` would.
 
 Arrays are claimed only when the outcome's model arrays are the very ones staged (the same array objects):

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from core.schemas.solver_params import SolverParams
 from core.solvers import SolverSpec, spec_of
-from worker.subtasks import available_cores
+from worker.runtime.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
@@ -138,7 +138,7 @@ def data_for(solver: str, data: np.ndarray) -> np.ndarray:
 
 def warm_up_all() -> dict[str, float]:
     """Make every solver's kernels warm in this process, compiling what the machine's cache lacks
-    (``worker.warmup``); returns seconds per solver."""
-    from worker.warmup import warm_up_all as warm_all
+    (``worker.runtime.warmup``); returns seconds per solver."""
+    from worker.runtime.warmup import warm_up_all as warm_all
 
     return warm_all()

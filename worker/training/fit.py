@@ -2,20 +2,20 @@
 
 Classification (every solver): two labels make one binary problem, more labels one problem per
 class (one-vs-rest), scored by argmax, or for smo with ``multiclass: ovo`` one problem per pair of
-classes on their rows, scored by vote; ``worker.problems`` makes them and their class-weight
+classes on their rows, scored by vote; ``worker.training.problems`` makes them and their class-weight
 factors. Linear solvers give a weight vector per problem; kernel solvers give an expansion
 over training rows, and the model stores the union of those rows once with a coefficient per
 problem and row. Pairwise objectives of ``cpa`` (ordinal, roc_area, ranking) are one problem over
 the label values as ranks (and the qids for ranking); the model scores rows, and ordinal models also
 predict a rank through thresholds between adjacent ranks.
 
-Problems run as parallel subtasks (``worker.subtasks``) when the job has several and
+Problems run as parallel subtasks (``worker.runtime.subtasks``) when the job has several and
 ``n_processes`` > 1. Deadline: it is the job's. A problem that hits it returns its best model so
 far; a problem that starts after it stops after its first iteration, so a one-vs-rest model is
 always complete. Cancel: running problems stop; the model is kept when every problem has a result
 (always for a single problem), otherwise the job ends without a model.
 
-``params.probability``: once the model is assembled, ``worker.calibration`` fits the calibration on
+``params.probability``: once the model is assembled, ``worker.training.calibration`` fits the calibration on
 cross-validated decision values and stores it on the model (``meta["probability"]``).
 """
 
@@ -33,13 +33,14 @@ from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, Sol
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
 from core.solvers import spec_of
-from worker import core_budget, registry
-from worker.folds import subset
-from worker.problems import job_problems, n_binary_problems, uses_one_vs_one
-from worker.progress import ProblemsEstimator
+from worker.runtime import core_budget
+from worker.runtime.progress import ProblemsEstimator
+from worker.runtime.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.stopping import stopping_rule
-from worker.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
+from worker.training import registry
+from worker.training.folds import subset
+from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
+from worker.training.stopping import stopping_rule
 
 TRAIN_SCORE_ROWS = 20_000
 """Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
@@ -105,7 +106,7 @@ def fit_problems(
     (sector: 51 KB a class).
 
     ``on_fitted(results)`` is called once every problem has its result (weight vectors included), before the
-    training rows are scored: what the model will be is known then (``worker.model_staging``).
+    training rows are scored: what the model will be is known then (``worker.runtime.model_staging``).
     """
     fit = registry.adapter(solver)
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
@@ -256,10 +257,10 @@ def train_model(
     """Train every problem of the job with the solver and assemble the model (``phase``: as progress shows it).
 
     ``stage_model(arrays)``: called with a linear model's arrays as soon as every problem is fitted, before the
-    training rows are scored (``worker.model_staging`` writes them to Redis meanwhile); the outcome's arrays
+    training rows are scored (``worker.runtime.model_staging`` writes them to Redis meanwhile); the outcome's arrays
     are then those same arrays.
 
-    ``params``: the solver's schema (the job's are read by ``worker.runs.job_params``).
+    ``params``: the solver's schema (the job's are read by ``worker.runtime.runs.job_params``).
     """
     n_processes = n_processes or params.n_processes or available_cores()
     if params.task != Task.classification:
@@ -325,7 +326,7 @@ def train_model(
     if train_correct:
         meta["train_accuracy"] = sum(train_correct) / y.size
     if params.probability and not cancel_requested():
-        from worker.calibration import calibrate
+        from worker.training.calibration import calibrate
 
         sink.set_phase("calibrating probabilities")
         meta["probability"] = calibrate(

@@ -1,5 +1,5 @@
-"""How a run of a job begins and ends, shared by the job function (``worker.jobs``) and a distributed search's
-RQ jobs (``worker.search_dist``): the worker's Redis client and id, loading the data set through the machine's
+"""How a run of a job begins and ends, shared by the job function (``worker.runtime.jobs``) and a distributed search's
+RQ jobs (``worker.runtime.search_dist``): the worker's Redis client and id, loading the data set through the machine's
 cache (waiting for the object store), storing the outcome, failing or canceling the run, handing the job back
 to its queue.
 
@@ -33,11 +33,11 @@ from core.storage.jobs import JobStore, utc_now
 from core.storage.keys import new_id
 from core.storage.objects import StoreError, StoreUnavailable
 from core.storage.records import dataset_store, model_store
-from worker.model_staging import ModelStaging
-from worker.progress import INTERRUPT, CancelPoller
+from worker.runtime.model_staging import ModelStaging
+from worker.runtime.progress import INTERRUPT, CancelPoller
 from worker.solvers.common import StopReason
-from worker.stopping import INTERRUPTED
-from worker.training import TrainingOutcome
+from worker.training.fit import TrainingOutcome
+from worker.training.stopping import INTERRUPTED
 
 log = logging.getLogger("hinge.worker")
 
@@ -84,7 +84,7 @@ def record_outcome(
 ) -> dict:
     """Store the model (if any) and end the job (fenced on this run); a SIGTERM-interrupted job keeps its best model or goes back.
 
-    ``staging``: the model's arrays when they were written ahead (``worker.model_staging``): committed with its
+    ``staging``: the model's arrays when they were written ahead (``worker.runtime.model_staging``): committed with its
     record instead of written now. ``arrays``: the training data, to judge the job's rbf gammas on (its model's
     warnings, ``core.scoring.quality``)."""
     settings = get_settings()
@@ -175,7 +175,7 @@ def end(jobs: JobStore, job_id: str, mine: tuple[str, str], status: JobStatus, *
 
 
 def no_core(jobs: JobStore, client: redis.Redis, job: JobRecord, run: int, mine: tuple[str, str], what: str) -> dict:
-    """A run that gave up waiting for a core (``worker.core_budget.leased``): handed back when the worker is
+    """A run that gave up waiting for a core (``worker.runtime.core_budget.leased``): handed back when the worker is
     stopping, else canceled (a cancel request is the other reason to give up). ``what``: what waited."""
     if INTERRUPT.is_set():
         return hand_back(jobs, client, job, run, f"the worker was stopping while {what} waited for a core")

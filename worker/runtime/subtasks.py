@@ -12,7 +12,7 @@ connect). Each process has a pipe of its own to the parent: a task goes down it,
 come back up it in batches (one message per task and tenth of a second), the last ones with its result; the points reach
 the job's trace tagged with the subtask. The parent's one thread sleeps until a result or a batch arrives
 (no handler threads, no shared queues), so a job's coordinating process costs next to nothing while its
-subtasks run. Tasks start within the job's share of the machine's cores (``worker.core_budget``), asked
+subtasks run. Tasks start within the job's share of the machine's cores (``worker.runtime.core_budget``), asked
 again between tasks. A subtask that raises, or whose process dies, fails the job: the parent stops the
 others and re-raises. The processes are stopped in ``finally``: idle ones are parked and told to exit at the
 job's end (``reap_retired``) or when the job's next graph starts, still-busy ones get SIGTERM. They die with
@@ -59,11 +59,11 @@ class SubtaskContext:
 
 
 def available_cores() -> int:
-    """Cores one job of this worker may use at most: what its core lease wanted (``worker.core_budget``), else
+    """Cores one job of this worker may use at most: what its core lease wanted (``worker.runtime.core_budget``), else
     ``HINGE_WORKER_CORES`` when set, else the cores this process may run on."""
     from core.config import get_settings
     from core.processes import usable_cores
-    from worker import core_budget
+    from worker.runtime import core_budget
 
     lease = core_budget.current()
     if lease is not None:
@@ -75,8 +75,8 @@ def available_cores() -> int:
 
 def _concurrency(n_processes: int) -> Callable[[int], int]:
     """How many tasks may run now, given how many run (``in_use``): the job's share of the cores when it
-    holds a lease (``worker.core_budget``), else every process."""
-    from worker import core_budget
+    holds a lease (``worker.runtime.core_budget``), else every process."""
+    from worker.runtime import core_budget
 
     lease = core_budget.current()
 
@@ -112,7 +112,7 @@ def _child_init(threads: int) -> None:
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     from core.processes import die_with_parent
-    from worker import core_budget
+    from worker.runtime import core_budget
 
     core_budget.forget()  # the job's process follows the lease and starts this one's tasks
 
@@ -217,7 +217,7 @@ def _release_parked() -> None:
 
 def reaping(job_function: Callable) -> Callable:
     """An RQ job function that tells the subtask processes it parked to exit, and waits for them, when it ends
-    (``worker.jobs.train``, and a distributed search's settings and finish)."""
+    (``worker.runtime.jobs.train``, and a distributed search's settings and finish)."""
 
     @functools.wraps(job_function)
     def run(*args, **kwargs):
@@ -365,7 +365,7 @@ def run_task_graph(
 
     The parent sleeps until a result or a batch of trace points arrives (or ``POLL_S`` passes, to look
     for a cancel): it does not poll. It starts tasks within the job's share of the cores
-    (``worker.core_budget``), which it asks again between tasks.
+    (``worker.runtime.core_budget``), which it asks again between tasks.
     """
     on_point = on_point or (lambda index, point: None)
     ready: list = []

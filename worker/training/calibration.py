@@ -38,11 +38,11 @@ from core.schemas.solver_params import SolverParams
 from core.scoring.models import csr
 from core.scoring.probability import fit_sigmoid
 from core.solvers import spec_of
-from worker import registry
-from worker.folds import held_out_decisions, make_folds, subset
-from worker.problems import job_problems
+from worker.runtime.subtasks import SubtaskContext, run_subtasks
 from worker.solvers.common import SolverControl
-from worker.subtasks import SubtaskContext, run_subtasks
+from worker.training import registry
+from worker.training.folds import held_out_decisions, make_folds, subset
+from worker.training.problems import job_problems
 
 log = logging.getLogger("hinge.worker")
 

@@ -1,8 +1,8 @@
 """Distributed model selection (``params.search.distribute``): every setting of the grid is its own RQ job.
 
-The job's own RQ job (``worker.jobs.train``) only plans: it enqueues one RQ job per (fold, gamma)
+The job's own RQ job (``worker.runtime.jobs.train``) only plans: it enqueues one RQ job per (fold, gamma)
 (``run_setting``: the paths of that fold along the C grid, warm-started as in an in-process search,
-see ``worker.search``) into the tenant's queue, then a final RQ job
+see ``worker.training.search``) into the tenant's queue, then a final RQ job
 (``finish``) that depends on all of them through RQ's dependencies (``allow_failure``, so it also
 runs when a setting failed). Any worker of the deployment takes settings, so a compose deployment
 with N workers spreads the search over all N. Each setting appends its fold results to a Redis list
@@ -37,12 +37,12 @@ from core.storage import cache, keys
 from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
-from worker import core_budget, heartbeat, warmup
-from worker import search as search_module
-from worker.problems import n_binary_problems, uses_one_vs_one
-from worker.progress import CancelPoller, TraceSink
-from worker.runs import cancel, fail, job_params, load_dataset, no_core, record_outcome, redis_client, worker_id
-from worker.subtasks import available_cores, reaping
+from worker.runtime import core_budget, heartbeat, warmup
+from worker.runtime.progress import CancelPoller, TraceSink
+from worker.runtime.runs import cancel, fail, job_params, load_dataset, no_core, record_outcome, redis_client, worker_id
+from worker.runtime.subtasks import available_cores, reaping
+from worker.training import search as search_module
+from worker.training.problems import n_binary_problems, uses_one_vs_one
 
 log = logging.getLogger("hinge.worker")
 
@@ -84,7 +84,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     for index, (fold, g) in enumerate(units):
         children.append(
             queue.enqueue(
-                "worker.search_dist.run_setting",
+                "worker.runtime.search_dist.run_setting",
                 job_id,
                 run,
                 index,
@@ -96,7 +96,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
             )
         )
     queue.enqueue(
-        "worker.search_dist.finish",
+        "worker.runtime.search_dist.finish",
         job_id,
         run,
         job_id=f"{job_id}_r{run}_finish",

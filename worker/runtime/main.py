@@ -1,6 +1,6 @@
 """`hinge worker`: warm dcd's kernels, then take jobs from the tenants' RQ queues, fairly.
 
-The other solvers' kernels are compiled in the background, once per machine (``worker.warmup``); a job
+The other solvers' kernels are compiled in the background, once per machine (``worker.runtime.warmup``); a job
 whose solver is not warm yet waits for it (``progress.phase`` says so). By default a job runs inside the
 worker process (RQ's SimpleWorker): the kernels stay loaded and a job starts in about 10 ms. ``--execution fork`` uses RQ's forking
 Worker instead (a fresh work horse per job: more isolation, about 50 ms more per job). numba's
@@ -12,10 +12,10 @@ What the worker adds to RQ's loop (``HingeWorker``):
 * Fair dequeue: before each dequeue it lists the tenants' queues least recently served first,
   leaving out tenants at ``max_running_jobs_per_tenant`` (see ``core/queueing.py``), and
   re-reads that list at least every ``dequeue_poll_s`` while idle.
-* A heartbeat process (``worker/heartbeat.py``) that proves the worker alive and reaps the jobs
+* A heartbeat process (``worker/runtime/heartbeat.py``) that proves the worker alive and reaps the jobs
   of dead workers (``core/lifecycle.py``).
 * SIGTERM reaches the solver: RQ's warm shutdown would wait for the job to end; here it also sets
-  ``worker.progress.INTERRUPT`` (inline) or forwards SIGTERM to the work horse (fork), so the
+  ``worker.runtime.progress.INTERRUPT`` (inline) or forwards SIGTERM to the work horse (fork), so the
   solver stops at its next iteration check and the job checkpoints its model or is requeued.
   A repeated SIGTERM is the same request (RQ would make it a cold stop that drops the job).
 * A work horse that dies (fork mode) releases its job at once (retry or ``worker_lost``).
@@ -58,8 +58,8 @@ def make_worker_class(base: type) -> Any:
     from core.schemas.jobs import JobStatus
     from core.storage import keys
     from core.storage.jobs import JobStore
-    from worker import warmup
-    from worker.progress import INTERRUPT
+    from worker.runtime import warmup
+    from worker.runtime.progress import INTERRUPT
 
     class HingeWorker(base):
         hinge_queue: JobQueue
@@ -141,7 +141,7 @@ def make_worker_class(base: type) -> Any:
 
         def handle_work_horse_killed(self, job, retpid, ret_val, rusage) -> None:
             super().handle_work_horse_killed(job, retpid, ret_val, rusage)
-            from worker import core_budget
+            from worker.runtime import core_budget
 
             core_budget.release_worker(self.connection, os.environ.get("HINGE_WORKER_ID", ""))  # the horse's cores
             job_id = (job.args or [None])[0]
@@ -216,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from core.queueing import JobQueue
     from core.storage.connection import resilient_client
-    from worker import warmup
-    from worker.heartbeat import Heartbeat
+    from worker.runtime import warmup
+    from worker.runtime.heartbeat import Heartbeat
 
     os.environ["HINGE_WORKER_PID"] = str(os.getpid())
     if not settings.redis_url:
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if builder is not None:
         log.info("compiling the solver kernels this machine lacks in the background: %s first", warmup.FIRST)
     warmup.ensure_solver(warmup.FIRST)
-    import worker.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
+    import worker.runtime.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
 
     log.info("kernels of %s ready in %.2f s; taking jobs", warmup.FIRST, time.perf_counter() - begin)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
     import redis
 
-    from worker.progress import INTERRUPT
+    from worker.runtime.progress import INTERRUPT
 
     loops = 0
     try:

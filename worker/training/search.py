@@ -16,7 +16,7 @@ the direction that warm-starts well: on a9a (dcd, tol 0.1, C from 0.01 to 30) a 
 passes upward, 2,594 downward (the cold fit at the largest C dominates) and 3,427 cold; on digits'
 one-vs-one pairs (smo, rbf, C 1 -> 10) the fit at C = 10 took 30-75% fewer steps than a cold one.
 
-The paths run as tasks of ``worker.subtasks.run_task_graph`` over the processes. A path is one task
+The paths run as tasks of ``worker.runtime.subtasks.run_task_graph`` over the processes. A path is one task
 when there are enough paths to keep the processes busy (one-vs-rest: folds x classes, 525 on
 sector's 105 classes); otherwise (a two-label problem has only ``cv_folds`` paths, and 5 paths on 2
 processes cannot do better than 5/3) every fit is its own task and the warm start travels with the
@@ -82,9 +82,13 @@ from core.scoring.metrics import predicted_ranks
 from core.scoring.models import one_vs_one_votes
 from core.scoring.quality import settled, warning
 from core.solvers import spec_of
-from worker import registry
-from worker.folds import held_out_decisions, make_folds, subset
-from worker.problems import (
+from worker.runtime.progress import ProblemsEstimator
+from worker.runtime.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
+from worker.solvers.common import SolverControl, SolverResult, StopReason
+from worker.training import registry
+from worker.training.fit import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
+from worker.training.folds import held_out_decisions, make_folds, subset
+from worker.training.problems import (
     binary_problems,
     class_weight_pairs,
     n_binary_problems,
@@ -92,10 +96,6 @@ from worker.problems import (
     one_vs_one_weight_pairs,
     uses_one_vs_one,
 )
-from worker.progress import ProblemsEstimator
-from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
-from worker.training import TrainingOutcome, assemble_model, fit_problems, resolve_kernel, train_model
 
 PATHS_PER_PROCESS = 4
 """A path is one task when there are at least this many paths per process; else each fit is a task."""
@@ -283,7 +283,7 @@ WARM_ROW = "warm_row"
 
 
 WARM_KEYS = ("alpha", "gradient", "gradient_bar", "n_sv", "n_bounded_sv")
-"""What of a result's ``extra`` a warm start takes (``worker.registry.warm_start_arguments``)."""
+"""What of a result's ``extra`` a warm start takes (``worker.training.registry.warm_start_arguments``)."""
 
 
 def _warm_state(result: SolverResult, rows: SharedRows | None = None, row: int = 0) -> SolverResult:

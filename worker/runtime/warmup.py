@@ -14,7 +14,7 @@ them from the cache takes under a second. So a worker does not wait for all of t
    process compiles it; the job says ``waiting for compilation`` in ``progress.phase`` meanwhile.
 4. An idle worker loads every solver the cache holds (``load_built``), so a job rarely waits at all.
 
-The heartbeat (``worker.heartbeat``) reads the units' markers through ``kernel_plan`` to tell
+The heartbeat (``worker.runtime.heartbeat``) reads the units' markers through ``kernel_plan`` to tell
 ``/readyz`` and ``hinge serve`` which solvers are ready and how long the rest should take.
 """
 
@@ -239,14 +239,14 @@ def run_builder(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m worker.warmup [--build] [--json]`: the solvers' kernels in this machine's cache; --build
+    """`python -m worker.runtime.warmup [--build] [--json]`: the solvers' kernels in this machine's cache; --build
     compiles the missing ones (`hinge kernels` runs this for the solvers and adds the upload parser)."""
     import argparse
     import json
 
     from core.kernel_cache import run_command, show
 
-    parser = argparse.ArgumentParser(prog="python -m worker.warmup", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m worker.runtime.warmup", description=main.__doc__)
     parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")
     parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
     args = parser.parse_args(argv)

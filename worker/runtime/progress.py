@@ -1,7 +1,7 @@
 """How a running job talks to Redis: buffered trace points and throttled cancel look-ups.
 
 It also carries the worker's shutdown request to the solver: ``INTERRUPT`` is set by the worker's
-SIGTERM handling (``worker.main``; in a forked work horse by its own SIGTERM handler) and the
+SIGTERM handling (``worker.runtime.main``; in a forked work horse by its own SIGTERM handler) and the
 cancel poller answers True as soon as it is set, so the solver stops at its next iteration check
 exactly as for a cancel, and the job function stores the model with stop_reason ``interrupted``
 (or puts the job back in the queue), well within a container's stop grace period.
