@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits, load_iris, load_wine
 from core.scoring.models import Scorer
 from core.solvers import solver_params
 from tests.helpers import NullSink, liblinear_train, liblinear_w_full
+from worker.training.context import FitContext
 from worker.training.fit import train_model
 
 
@@ -25,16 +26,7 @@ def arrays_of(X, y):
 
 def train_quietly(solver: str, params, arrays: dict, n_features: int, processes: int):
     """``train_model`` without deadline, cancel or trace."""
-    return train_model(
-        solver,
-        params,
-        arrays,
-        n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
-        n_processes=processes,
-    )
+    return train_model(solver, params, arrays, n_features, context=FitContext(NullSink(), n_processes=processes))
 
 
 def primal(X, y_signs, w, b, C):
@@ -152,9 +144,7 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
             "n_processes": 2,
         },
     )
-    outcome = train_model(
-        "smo", params, arrays_of(X, y), X.shape[1], deadline=None, cancel_requested=lambda: False, sink=NullSink()
-    )
+    outcome = train_model("smo", params, arrays_of(X, y), X.shape[1], context=FitContext(NullSink()))
     predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
     model = svmutil.svm_train(y.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")

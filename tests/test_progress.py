@@ -11,6 +11,7 @@ from core.solvers import solver_params
 from tests import naive
 from tests.helpers import NullSink, a9a_stand_in, sparse_problem
 from worker.runtime.progress import ProblemsEstimator, convergence_fraction
+from worker.training.context import FitContext
 from worker.training.fit import train_model
 
 _csr = naive.csr_parts
@@ -69,9 +70,7 @@ def test_one_vs_rest_fraction_is_the_mean_over_classes():
 def test_training_publishes_phases_and_a_fraction_that_never_goes_back():
     indptr, indices, data, y = sparse_problem(3000, 40, 10, seed=3, noise=0.5)
     sink = NullSink()
-    train_model(
-        "dcd", DCD, arrays_of(indptr, indices, data, y), 40, deadline=None, cancel_requested=lambda: False, sink=sink
-    )
+    train_model("dcd", DCD, arrays_of(indptr, indices, data, y), 40, context=FitContext(sink))
     progress = sink.jobs.progress
     phases = [p["phase"] for p in progress]
     assert phases[0] == "training" and phases[-1] == "scoring training data"
@@ -83,16 +82,7 @@ def test_training_publishes_phases_and_a_fraction_that_never_goes_back():
 def test_one_vs_rest_progress_counts_classes(monkeypatch):
     indptr, indices, data, y = sparse_problem(1500, 30, 8, seed=4, n_classes=3)
     sink = NullSink(subproblems=3)
-    train_model(
-        "dcd",
-        DCD,
-        arrays_of(indptr, indices, data, y),
-        30,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=sink,
-        n_processes=1,
-    )
+    train_model("dcd", DCD, arrays_of(indptr, indices, data, y), 30, context=FitContext(sink, n_processes=1))
     assert {p["subproblem"] for p in sink.jobs.points} == {0, 1, 2}
     assert sink.jobs.progress[-1]["fraction"] == 1.0
 
@@ -119,9 +109,7 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
         solver_params("dcd", params),
         arrays_of(indptr, indices, data, y),
         20,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=sink,
+        context=FitContext(sink),
         publish=lambda table, subtasks: None,
     )
     search_points = [p for p in sink.jobs.points if p.get("stage") == "search"]

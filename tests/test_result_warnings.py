@@ -15,6 +15,7 @@ from core.storage.shards import max_row_norm_sq
 from tests.helpers import NullSink, assert_error, to_svmlight, upload, wait_job
 from tests.test_search import cancer_arrays
 from worker.runtime.subtasks import run_task_graph
+from worker.training.context import FitContext
 from worker.training.search import SearchIncomplete, incomplete_message, run_search, search_warnings, table
 
 # -- the warnings of one model ------------------------------------------------------------------------------------
@@ -149,9 +150,7 @@ def search(params: dict, deadline=None):
         solver_params("dcd", params),
         arrays,
         n_features,
-        deadline=deadline,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink(), deadline=deadline),
         publish=lambda table, subtasks: None,
     )
 

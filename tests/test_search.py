@@ -9,6 +9,7 @@ from sklearn.datasets import load_breast_cancer
 
 from core.solvers import solver_params
 from tests.helpers import NullSink, to_svmlight, upload, wait_job
+from worker.training.context import FitContext
 from worker.training.folds import make_folds
 from worker.training.search import run_search
 
@@ -67,9 +68,7 @@ def search_table(processes: int, warm: bool = True) -> dict:
         solver_params("dcd", params),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: tables.append((table, subtasks)),
     )
     assert tables[-1][1]["done"] == tables[-1][1]["total"]
@@ -141,7 +140,7 @@ def test_search_reports_warm_started_fits():
 
 def test_paths_split_into_fits_give_the_same_table(monkeypatch):
     """Few paths for the processes: every fit becomes a task and the warm start travels with it."""
-    import worker.training.search as search_module
+    import worker.training.search.cross_validation as search_module
 
     whole = search_table(2)["search_results"]
     made = []
@@ -163,7 +162,8 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
     """A cell of one binary problem is scored where its fit ran: the record holds the score the parent would
     have computed from the held-out decision values, and no decision values travel back."""
     from worker.training.folds import held_out_decisions
-    from worker.training.search import FitPath, FoldCache, Search
+    from worker.training.search import Search
+    from worker.training.search.fits import FitPath, FoldCache
 
     arrays, n_features = cancer_arrays()
     params = solver_params("dcd", {"C": 1.0, "search": {"C": [0.1, 1.0], "cv_folds": 3, "seed": 7}})
@@ -182,7 +182,7 @@ def test_a_two_label_fit_brings_its_score_not_its_decisions():
 def test_a_warm_state_in_shared_rows_comes_back_as_it_was():
     from worker.runtime.subtasks import SharedRows
     from worker.solvers.common import SolverResult, StopReason
-    from worker.training.search import WARM_ROW, _restored, _warm_state
+    from worker.training.search.fits import WARM_ROW, restored, warm_state
 
     alpha = np.linspace(0.0, 1.0, 7)
     result = SolverResult(
@@ -196,10 +196,10 @@ def test_a_warm_state_in_shared_rows_comes_back_as_it_was():
         extra={"alpha": alpha},
     )
     rows = SharedRows(2, 10)
-    state = _warm_state(result, rows, 1)
+    state = warm_state(result, rows, 1)
     assert state.extra == {WARM_ROW: 1}, "only the row's number travels"
-    np.testing.assert_array_equal(_restored(state, rows).extra["alpha"], alpha)
-    assert _warm_state(result).extra["alpha"] is alpha, "without rows the state carries its variables"
+    np.testing.assert_array_equal(restored(state, rows).extra["alpha"], alpha)
+    assert warm_state(result).extra["alpha"] is alpha, "without rows the state carries its variables"
 
 
 def test_measured_cold_fits_show_the_iterations_saved():
@@ -229,9 +229,7 @@ def test_measured_cold_fits_show_the_iterations_saved():
         solver_params("dcd", params),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
     settings = outcome.meta["search_results"]["settings"]
@@ -263,9 +261,7 @@ def test_max_iter_shows_in_the_table():
         solver_params("dcd", params),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
     big = outcome.meta["search_results"]["settings"][1]
@@ -334,9 +330,7 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
         solver_params(solver, dict(params, n_processes=1)),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
     two = run_search(
@@ -344,9 +338,7 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
         solver_params(solver, params),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
     assert strip_timing(one.meta["search_results"]) == strip_timing(two.meta["search_results"])
@@ -356,15 +348,7 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
             train = subset(arrays, np.flatnonzero(search.folds != fold), n_features)
             held = subset(arrays, np.flatnonzero(search.folds == fold), n_features)
             setting = search.setting(row["C"], None)
-            labels, results = fit_problems(
-                solver,
-                setting,
-                train,
-                n_features,
-                deadline=None,
-                cancel_requested=lambda: False,
-                on_point=lambda k, p: None,
-            )
+            labels, results = fit_problems(solver, setting, train, n_features, FitContext(), on_point=lambda k, p: None)
             model_arrays, meta = assemble_model(
                 solver, setting, results, labels, train, n_features, with_accuracy=False
             )
@@ -480,7 +464,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
     walking it after the search (the same warm chain), with 1 or 2 processes. Its fit at the largest C
     runs with the others unless the scores so far rule that C out; ruled out, it waits until that C is
     known to win (second grid: it wins; first: it does not, and never runs)."""
-    import worker.training.search as search_module
+    import worker.training.search.cross_validation as search_module
 
     arrays, n_features = cancer_arrays()
     params = {
@@ -504,9 +488,7 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
             solver_params("dcd", dict(params, n_processes=processes)),
             arrays,
             n_features,
-            deadline=None,
-            cancel_requested=lambda: False,
-            sink=sink,
+            context=FitContext(sink),
             publish=lambda table, subtasks: None,
         )
         return outcome, sink
@@ -578,9 +560,7 @@ def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
             solver_params("smo", dict(params, n_processes=processes)),
             arrays,
             n_features,
-            deadline=None,
-            cancel_requested=lambda: False,
-            sink=NullSink(),
+            context=FitContext(NullSink()),
             publish=lambda table, subtasks: None,
         )
         for processes in (1, 2)
@@ -595,9 +575,7 @@ def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
         solver_params("smo", dict(params, C=best["C"], search=None, n_processes=1)),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
     )
     for outcome in outcomes:
         assert outcome.meta["n_support_per_problem"] == plain.meta["n_support_per_problem"]

@@ -8,6 +8,7 @@ import pytest
 
 from core.solvers import solver_params
 from tests.helpers import NullSink, sparse_problem
+from worker.training.context import FitContext
 from worker.training.fit import train_model
 
 
@@ -18,9 +19,7 @@ def arrays(n=400, d=30, seed=3, classes=2):
 
 def train(solver, params, problem):
     data, d = problem
-    return train_model(
-        solver, solver_params(solver, params), data, d, deadline=None, cancel_requested=lambda: False, sink=NullSink()
-    )
+    return train_model(solver, solver_params(solver, params), data, d, context=FitContext(NullSink()))
 
 
 @pytest.mark.parametrize(
@@ -88,10 +87,7 @@ def test_a_canceled_multiclass_job_says_why_it_has_no_model():
         solver_params("dcd", {"C": 1.0, "tol": 1e-6, "trace_every": 1}),
         data,
         d,
-        deadline=None,
-        cancel_requested=cancel_after_the_first_class,
-        sink=NullSink(),
-        n_processes=1,
+        context=FitContext(NullSink(), cancel_requested=cancel_after_the_first_class, n_processes=1),
     )
     assert outcome.arrays is None and outcome.stop_reason.value == "canceled"
     assert "of 4 binary problems (one-vs-rest classes)" in outcome.meta["no_model"]

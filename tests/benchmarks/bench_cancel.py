@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.benchmarks.environment import DATA_DIR, machine
+from worker.training.context import FitContext
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -131,7 +132,7 @@ def measure(solver: str, params: dict, arrays: dict, n_features: int, after: flo
 
     sink = Sink()
     typed = solver_params(solver, params)
-    outcome = train_job(solver, typed, arrays, n_features, deadline=None, cancel_requested=cancel_requested, sink=sink)
+    outcome = train_job(solver, typed, arrays, n_features, context=FitContext(sink, cancel_requested=cancel_requested))
     done = time.monotonic()
     last_elapsed = (sink.last or {}).get("elapsed_s")
     return {

@@ -40,6 +40,7 @@ from core.scoring.models import Scorer
 from core.solvers import solver_params
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
+from worker.training.context import FitContext
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_probability.json"
 
@@ -122,10 +123,7 @@ def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
         solver_params(section["solver"], params),
         arrays,
         X.shape[1],
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
-        n_processes=processes,
+        context=FitContext(NullSink(), n_processes=processes),
     )
     seconds = time.perf_counter() - started
     scorer = Scorer(outcome.meta, outcome.arrays)

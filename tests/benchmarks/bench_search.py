@@ -42,6 +42,7 @@ from tests.benchmarks.environment import machine
 from tests.helpers import NullSink  # noqa: E402
 from worker.solvers.common import SolverControl  # noqa: E402
 from worker.training import registry  # noqa: E402
+from worker.training.context import FitContext
 from worker.training.search import run_search  # noqa: E402
 
 DATA = SHARED_DATA
@@ -158,9 +159,7 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
                     _search_params(processes),
                     arrays,
                     n_features,
-                    deadline=None,
-                    cancel_requested=lambda: False,
-                    sink=NullSink(),
+                    context=FitContext(NullSink()),
                     publish=lambda table, subtasks: None,
                 )
                 run[f"search_{processes}_s"] = time.perf_counter() - start
@@ -255,9 +254,7 @@ def measured_savings() -> dict:
         _search_params(2, measure_cold=True),
         arrays,
         n_features,
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
+        context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
     keys = (

@@ -39,6 +39,7 @@ from service.interchange.libsvm import write_libsvm
 from service.interchange.onnx_model import write_onnx
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import NullSink
+from worker.training.context import FitContext
 
 RESULTS = Path(__file__).resolve().parent / "results" / "check_model_export.json"
 DATA = {"a9a": 123, "letter.scale": 16, "sector.scale": 55197}
@@ -72,10 +73,7 @@ def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
         spec_of(solver).params.model_validate(given),
         arrays,
         X.shape[1],
-        deadline=None,
-        cancel_requested=lambda: False,
-        sink=NullSink(),
-        n_processes=2,
+        context=FitContext(NullSink(), n_processes=2),
     )
     meta = dict(outcome.meta, solver=solver, params=dict(base, **params), id=f"check-{solver}")
     return meta, outcome.arrays, time.perf_counter() - started

@@ -60,6 +60,7 @@ from worker.runtime.runs import (
     worker_id,
 )
 from worker.solvers.common import SolverInputError
+from worker.training.context import FitContext
 from worker.training.fit import TrainingOutcome, train_model
 from worker.training.search import SearchIncomplete, run_search
 
@@ -189,16 +190,8 @@ def _train_and_record(
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the job")
-            outcome = train_job(
-                job.solver,
-                params,
-                arrays,
-                dataset.n_features,
-                deadline=deadline,
-                cancel_requested=poller,
-                sink=sink,
-                stage_model=staging.start,
-            )
+            context = FitContext(sink, deadline, poller)
+            outcome = train_job(job.solver, params, arrays, dataset.n_features, context, stage_model=staging.start)
     except cache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
@@ -252,40 +245,15 @@ def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | 
 
 
 def train_job(
-    solver: str,
-    params: SolverParams,
-    arrays: dict,
-    n_features: int,
-    *,
-    deadline,
-    cancel_requested,
-    sink: TraceSink,
-    stage_model=None,
+    solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext, *, stage_model=None
 ) -> TrainingOutcome:
     """A job's training in this process: a model selection when ``params.search`` is set, else one model
     (``stage_model``: see ``worker.training.fit.train_model``; a search does not stage)."""
     if params.search is not None:
+        sink = context.progress_sink()
 
         def publish(results_table: dict, subtasks: dict) -> None:
             sink.jobs.update(sink.job_id, search_results=results_table, subtasks=subtasks)
 
-        return run_search(
-            solver,
-            params,
-            arrays,
-            n_features,
-            deadline=deadline,
-            cancel_requested=cancel_requested,
-            sink=sink,
-            publish=publish,
-        )
-    return train_model(
-        solver,
-        params,
-        arrays,
-        n_features,
-        deadline=deadline,
-        cancel_requested=cancel_requested,
-        sink=sink,
-        stage_model=stage_model,
-    )
+        return run_search(solver, params, arrays, n_features, context, publish=publish)
+    return train_model(solver, params, arrays, n_features, context, stage_model=stage_model)

@@ -13,6 +13,7 @@ import logging
 import math
 import threading
 import time
+from typing import Any
 
 import redis
 
@@ -128,7 +129,7 @@ class TraceSink:
         self.subproblem = 0
         self.run = 1  # run number of the job: points of a retried job carry `attempt` (from 2 on)
         self.phase = "training"
-        self.estimator = None  # ProblemsEstimator or anything with fraction()
+        self.estimator: Any = None  # ProblemsEstimator or anything with fraction()
         self.base = 0.0
         self.span = 1.0
         self.tags: dict = {}  # added to every point (a search's fold, C, gamma)

@@ -42,6 +42,7 @@ from worker.runtime.progress import CancelPoller, TraceSink
 from worker.runtime.runs import cancel, fail, job_params, load_dataset, no_core, record_outcome, redis_client, worker_id
 from worker.runtime.subtasks import available_cores, reaping
 from worker.training import search as search_module
+from worker.training.context import FitContext
 from worker.training.problems import n_binary_problems, uses_one_vs_one
 
 log = logging.getLogger("hinge.worker")
@@ -152,9 +153,7 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         if not granted:
             return {"unit": index, "rows": 0, "stopped": "canceled or stopping while waiting for a core"}
         rows = search.run(
-            n_processes=processes,
-            deadline=_deadline(job),
-            cancel_requested=poller,
+            FitContext(None, _deadline(job), poller, processes),
             publish=lambda table, subtasks: None,
             folds=[fold],
             gamma_indices=[gamma_index],
@@ -227,13 +226,8 @@ def finish(job_id: str, run: int) -> dict:
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the refit")
-            outcome = search.refit(
-                results_table,
-                deadline=_deadline(job),
-                cancel_requested=poller,
-                sink=sink,
-                n_processes=params.n_processes or available_cores(),
-            )
+            context = FitContext(sink, _deadline(job), poller, params.n_processes or available_cores())
+            outcome = search_module.refit(search, results_table, context)
         return record_outcome(jobs, client, job, dataset, outcome, mine, run, arrays=arrays)
     except cache.DatasetMissing:
         return fail(

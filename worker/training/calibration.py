@@ -41,6 +41,7 @@ from core.solvers import spec_of
 from worker.runtime.subtasks import SubtaskContext, run_subtasks
 from worker.solvers.common import SolverControl
 from worker.training import registry
+from worker.training.context import FitContext
 from worker.training.folds import held_out_decisions, make_folds, subset
 from worker.training.problems import job_problems
 
@@ -60,10 +61,8 @@ def held_out_decision_values(
     problems: list[np.ndarray],
     class_weights: list[tuple[float, float]],
     folds: np.ndarray,
+    context: FitContext,
     *,
-    deadline,
-    cancel_requested,
-    n_processes: int,
     members: list[np.ndarray] | None = None,
 ) -> list[np.ndarray] | None:
     """Per problem, the decision value of each of its rows from a fit that did not see the row's fold; None
@@ -80,7 +79,7 @@ def held_out_decision_values(
     def rows_of(k: int) -> np.ndarray:
         return every_row if members is None else members[k]
 
-    def fit_one(item: tuple[int, int], context: SubtaskContext) -> np.ndarray:
+    def fit_one(item: tuple[int, int], subtask: SubtaskContext) -> np.ndarray:
         fold, k = item
         rows = rows_of(k)
         held = folds[rows] == fold
@@ -90,7 +89,7 @@ def held_out_decision_values(
         if np.all(y_train > 0) or np.all(y_train < 0):
             return np.full(test_rows.size, 1.0 if y_train[0] > 0 else -1.0)
         train = subset(arrays, train_rows, n_features)
-        control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested)
+        control = SolverControl(deadline=subtask.deadline, cancel_requested=subtask.cancel_requested)
         result = fit(
             train["indptr"],
             train["indices"],
@@ -109,12 +108,12 @@ def held_out_decision_values(
     results = run_subtasks(
         fit_one,
         plan,
-        n_processes=n_processes,
-        deadline=deadline,
-        cancel_requested=cancel_requested,
+        n_processes=context.processes(params),
+        deadline=context.deadline,
+        cancel_requested=context.cancel_requested,
         on_point=lambda index, point: None,
     )
-    if any(r is None for r in results) or cancel_requested():
+    if any(r is None for r in results) or context.cancel_requested():
         return None
     values = [np.empty(rows_of(k).size) for k in range(len(problems))]
     for (fold, k), decision in zip(plan, results):
@@ -122,9 +121,7 @@ def held_out_decision_values(
     return values
 
 
-def calibrate(
-    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, n_processes: int
-) -> dict | None:
+def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext) -> dict | None:
     """The model's calibration ({method, A, B, cv_folds, seed}), or None when canceled or impossible."""
     y = np.asarray(arrays["y"])
     labels, members, problems, weight_pairs = job_problems(params, y)
@@ -132,17 +129,7 @@ def calibrate(
     folds = make_folds(y, None, min(CV_FOLDS, y.size), seed)
     started = time.perf_counter()
     values = held_out_decision_values(
-        solver,
-        params,
-        arrays,
-        n_features,
-        problems,
-        weight_pairs,
-        folds,
-        deadline=deadline,
-        cancel_requested=cancel_requested,
-        n_processes=n_processes,
-        members=members,
+        solver, params, arrays, n_features, problems, weight_pairs, folds, context, members=members
     )
     if values is None:
         return None

@@ -35,9 +35,10 @@ from core.scoring.models import Scorer, csr
 from core.solvers import spec_of
 from worker.runtime import core_budget
 from worker.runtime.progress import ProblemsEstimator
-from worker.runtime.subtasks import SharedRows, SubtaskContext, available_cores, run_task_graph
+from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
+from worker.training.context import FitContext
 from worker.training.folds import subset
 from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.training.stopping import stopping_rule
@@ -76,11 +77,9 @@ def fit_problems(
     params: SolverParams,
     arrays: dict,
     n_features: int,
+    context: FitContext,
     *,
-    deadline: float | None,
-    cancel_requested,
     on_point,
-    n_processes: int = 1,
     warm: list | None = None,
     warm_C: float | None = None,
     on_subtask_done=None,
@@ -92,7 +91,8 @@ def fit_problems(
     """Fit every binary problem of the labels (in parallel subtasks when n_processes > 1).
 
     Returns the sorted labels and one result per problem; a problem never started because of a
-    cancel is None. ``warm`` gives a previous result per problem, fitted at C = ``warm_C``, to start
+    cancel is None. ``context``: its deadline, cancel poll and processes (1 when not set; its sink is not
+    used). ``warm`` gives a previous result per problem, fitted at C = ``warm_C``, to start
     from (dcd: its dual variables; ocas: its weights), for paths along increasing C. ``on_point(k, point)`` receives
     the trace points of problem k.
 
@@ -109,6 +109,7 @@ def fit_problems(
     training rows are scored: what the model will be is known then (``worker.runtime.model_staging``).
     """
     fit = registry.adapter(solver)
+    n_processes = context.n_processes or 1
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
     data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"])
@@ -131,11 +132,11 @@ def fit_problems(
         else None
     )
 
-    def fit_one(k: int, context: SubtaskContext) -> SolverResult:
+    def fit_one(k: int, subtask: SubtaskContext) -> SolverResult:
         control = SolverControl(
-            deadline=context.deadline,
-            cancel_requested=context.cancel_requested,
-            on_point=context.record_point,
+            deadline=subtask.deadline,
+            cancel_requested=subtask.cancel_requested,
+            on_point=subtask.record_point,
             cores=core_budget.follow(),  # in the job's own process: its share of the cores; None in a subtask process
         )
         start = registry.warm_start_arguments(solver, warm[k] if warm else None, params, warm_C)
@@ -174,9 +175,9 @@ def fit_problems(
             and spec_of(solver).model_kind == ModelKind.linear
         )
 
-        def run(payload, context: SubtaskContext):
+        def run(payload, subtask: SubtaskContext):
             if payload[0] == "fit":
-                return fit_one(payload[1], context)
+                return fit_one(payload[1], subtask)
             _, start, stop, offsets = payload
             assert shared is not None, "scored only when every vector is in the shared rows"
             return _correct_rows(shared.values[: len(problems)], offsets, labels, arrays, n_features, start, stop)
@@ -208,8 +209,8 @@ def fit_problems(
             run,
             [((0, k), ("fit", k)) for k in range(len(problems))],
             n_processes=n_processes,
-            deadline=deadline,
-            cancel_requested=cancel_requested,
+            deadline=context.deadline,
+            cancel_requested=context.cancel_requested,
             on_done=finished,
             on_point=on_point,
         )
@@ -218,8 +219,9 @@ def fit_problems(
         return labels, _with_vectors(results_in, shared)
     results: list[SolverResult | None] = [None] * len(problems)
     for k in range(len(problems)):
-        context = SubtaskContext(k, deadline, cancel_requested, functools.partial(on_point, k))
-        result = results[k] = fit_one(k, context)
+        result = results[k] = fit_one(
+            k, SubtaskContext(k, context.deadline, context.cancel_requested, functools.partial(on_point, k))
+        )
         if on_problem_done is not None:
             on_problem_done(k)
         if on_subtask_done is not None and len(problems) > 1:
@@ -246,11 +248,8 @@ def train_model(
     params: SolverParams,
     arrays: dict,
     n_features: int,
+    context: FitContext,
     *,
-    deadline: float | None,
-    cancel_requested,
-    sink,
-    n_processes: int | None = None,
     phase: str = "training",
     stage_model=None,
 ) -> TrainingOutcome:
@@ -262,11 +261,10 @@ def train_model(
 
     ``params``: the solver's schema (the job's are read by ``worker.runtime.runs.job_params``).
     """
-    n_processes = n_processes or params.n_processes or available_cores()
+    context = replace(context, n_processes=context.processes(params))
+    sink = context.progress_sink()
     if params.task != Task.classification:
-        return _train_pairwise(
-            solver, params, arrays, n_features, deadline=deadline, cancel_requested=cancel_requested, sink=sink
-        )
+        return _train_pairwise(solver, params, arrays, n_features, context)
     params = resolve_kernel(params, arrays, n_features)
 
     y = np.asarray(arrays["y"])
@@ -300,10 +298,8 @@ def train_model(
         params,
         arrays,
         n_features,
-        deadline=deadline,
-        cancel_requested=cancel_requested,
+        context,
         on_point=on_point,
-        n_processes=n_processes,
         on_subtask_done=on_subtask_done,
         on_problem_done=estimator.problem_done,
         train_correct=train_correct,
@@ -325,19 +321,11 @@ def train_model(
     )
     if train_correct:
         meta["train_accuracy"] = sum(train_correct) / y.size
-    if params.probability and not cancel_requested():
+    if params.probability and not context.cancel_requested():
         from worker.training.calibration import calibrate
 
         sink.set_phase("calibrating probabilities")
-        meta["probability"] = calibrate(
-            solver,
-            params,
-            arrays,
-            n_features,
-            deadline=deadline,
-            cancel_requested=cancel_requested,
-            n_processes=n_processes,
-        )
+        meta["probability"] = calibrate(solver, params, arrays, n_features, context)
     return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
 
 
@@ -517,7 +505,7 @@ def _correct_rows(
 
 
 def _train_pairwise(
-    solver: str, params: SolverParams, arrays: dict, n_features: int, *, deadline, cancel_requested, sink
+    solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext
 ) -> TrainingOutcome:
     """A pairwise objective (cpa's ordinal, ROC-area or ranking): one problem over the labels as ranks."""
     objective = params.task  # the pairwise objective (cpa: `objective`)
@@ -526,10 +514,14 @@ def _train_pairwise(
     y = np.asarray(arrays["y"], dtype=np.float64)
     qid = np.asarray(arrays["qid"]) if objective == Task.ranking else None
     estimator = ProblemsEstimator(solver, params, 1)
+    sink = context.progress_sink()
     sink.estimator = estimator
     sink.set_phase("training")
     control = SolverControl(
-        deadline=deadline, cancel_requested=cancel_requested, on_point=sink.add, cores=core_budget.follow()
+        deadline=context.deadline,
+        cancel_requested=context.cancel_requested,
+        on_point=sink.add,
+        cores=core_budget.follow(),
     )
     result = registry.adapter(solver)(
         indptr,
