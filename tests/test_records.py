@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from core.schemas.jobs import JobStatus
+from core.schemas.jobs import JobError, JobProgress, JobStatus
 from core.schemas.solver_params import SearchParams
 from core.storage import keys
 from core.storage.documents import DatasetRecord, ModelRecord
@@ -43,7 +43,8 @@ def test_a_stored_job_hash_reads_as_a_typed_record_and_writes_back_unchanged(nam
     assert job.status is JobStatus(stored["status"])
     assert job.attempts == int(stored["attempts"]) and job.enqueues == int(stored["enqueues"])
     assert job.params == json.loads(stored["params"])
-    assert job.progress == (json.loads(stored["progress"]) if "progress" in stored else None)
+    progress = job.progress.model_dump(exclude_unset=True) if job.progress is not None else None
+    assert progress == (json.loads(stored["progress"]) if "progress" in stored else None)
     assert job.started_ts == (float(stored["started_ts"]) if "started_ts" in stored else None)
     assert job.created_at == stored["created_at"] and job.started_at == stored.get("started_at")
 
@@ -61,7 +62,7 @@ def test_stored_jobs_read_with_their_life_cycle_fields_typed():
     assert requeued.last_loss is not None and requeued.last_loss["reason"] == "capture: pretend lost"
     failed = jobs["failed_lost"]
     assert failed.status is JobStatus.failed and failed.lost == 2 and failed.attempts == 2
-    assert failed.error is not None and failed.error["code"] == "worker_lost"
+    assert failed.error is not None and failed.error.code == "worker_lost"
     assert failed.retries == 1
     search = jobs["search"]
     assert search.search_results is not None and search.search_results["cv_folds"] == 2
@@ -85,13 +86,13 @@ def test_a_job_record_round_trips_exactly_with_every_field_set():
         worker="host.12.ab",
         started_at="2026-01-02T03:04:06.000000Z",
         started_ts=1767323046.123456,
-        progress={"phase": "training", "fraction": 0.25, "eta_s": None},
+        progress=JobProgress(phase="training", fraction=0.25, eta_s=None),
         subtasks={"done": 1, "total": 3},
         search_results={"settings": [{"C": 0.1, "mean": 0.9}], "best": None},
         finished_at="2026-01-02T03:05:00.000000Z",
         model_id="mdl_x",
         stop_reason="deadline",
-        error={"code": "solver_error", "message": "ünïcode"},
+        error=JobError(code="solver_error", message="ünïcode"),
         lost=2,
         last_loss={"reason": "worker heartbeat stopped", "at": "2026-01-02T03:04:59.000000Z"},
         extra={"a_field_of_a_later_version": "kept as it is"},
@@ -122,10 +123,15 @@ def test_absent_fields_and_counters_at_zero_are_not_written():
 
 
 def test_writes_name_fields_of_the_record_with_values_of_their_type():
-    assert JobRecord.encode({"lost": 2, "error": {"code": "c"}, "model_id": None}) == {
+    assert JobRecord.encode({"lost": 2, "error": {"code": "c", "message": "m"}, "model_id": None}) == {
         "lost": "2",
-        "error": '{"code": "c"}',
+        "error": '{"code": "c", "message": "m"}',
     }
+    assert JobRecord.encode({"error": JobError(code="c", message="m")}) == {"error": '{"code": "c", "message": "m"}'}
+    with pytest.raises(TypeError, match="not fields of JobProgress: fracton"):
+        JobRecord.encode({"progress": {"phase": "training", "fracton": 0.5}})
+    with pytest.raises(ValueError, match="message"):
+        JobRecord.encode({"error": {"code": "c"}})
     assert JobRecord.encode({"status": JobStatus.failed}) == {"status": "failed"}
     with pytest.raises(TypeError, match="not fields of a job record: colour"):
         JobRecord.encode({"colour": "blue"})

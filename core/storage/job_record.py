@@ -14,7 +14,10 @@ encoding stays in two explicit methods.
 The hash: one field per attribute, absent when the attribute is None (or, for the counters ``lost``
 and ``enqueues``, 0); text as it is (times are the ISO 8601 strings the service wrote, kept as text
 so that answers show them unchanged), integers and ``started_ts`` as their decimal text, the
-structured fields as JSON, the status as its name. Fields this version does not know are kept as
+structured fields as JSON, the status as its name. The parts the API describes with a schema of their own
+(``progress``, ``cores``, ``data_load``, ``error``) are those typed classes (``core.schemas.jobs``): a
+write may give the class or its dict (checked against the class: a misspelt key is an error at the
+write), a read gives the class. Fields this version does not know are kept as
 they are (``extra``), so that reading a hash and writing it back loses nothing.
 """
 
@@ -25,15 +28,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from core.schemas.jobs import JobStatus
+from pydantic import BaseModel
+
+from core.schemas.jobs import JobCores, JobDataLoad, JobError, JobProgress, JobStatus
 from core.schemas.solver_params import CommonParams
 
 _TEXT, _INT, _FLOAT, _JSON, _STATUS = "text", "int", "float", "json", "status"
 
 
-def _stored(codec: str, default: Any = MISSING, *, unwritten: Any = None) -> Any:
-    """A field of the hash, encoded as ``codec`` says (without a default: every job has it); not written
-    when its value is None or ``unwritten`` (a counter that has not counted yet is absent, as before)."""
+def _stored(codec: str | type[BaseModel], default: Any = MISSING, *, unwritten: Any = None) -> Any:
+    """A field of the hash, encoded as ``codec`` says (a schema class: its JSON; without a default: every job has
+    it); not written when its value is None or ``unwritten`` (a counter that has not counted yet is absent)."""
     return field(default=default, metadata={"codec": codec, "unwritten": unwritten})
 
 
@@ -58,15 +63,15 @@ class JobRecord:
     worker: str | None = _stored(_TEXT, None)  # the worker running it (none while a distributed search's settings run)
     started_at: str | None = _stored(_TEXT, None)
     started_ts: float | None = _stored(_FLOAT, None)  # started_at in Unix seconds (the reaper and deadlines)
-    progress: dict | None = _stored(_JSON, None)
+    progress: JobProgress | None = _stored(JobProgress, None)
     subtasks: dict | None = _stored(_JSON, None)  # {"done", "total"}
     search_results: dict | None = _stored(_JSON, None)
-    cores: dict | None = _stored(_JSON, None)  # {"cores", "wanted", "machine_cores", "reason"}: its core lease
-    data_load: dict | None = _stored(_JSON, None)  # {"seconds", "fetched_bytes", "cached"}: its data set's loading
+    cores: JobCores | None = _stored(JobCores, None)  # its core lease
+    data_load: JobDataLoad | None = _stored(JobDataLoad, None)  # how its data set was loaded
     finished_at: str | None = _stored(_TEXT, None)
     model_id: str | None = _stored(_TEXT, None)
     stop_reason: str | None = _stored(_TEXT, None)
-    error: dict | None = _stored(_JSON, None)  # {"code", "message"}
+    error: JobError | None = _stored(JobError, None)
     warnings: list | None = _stored(
         _JSON, None
     )  # [{"code", "message"}]: doubts about its result (core.scoring.quality)
@@ -113,7 +118,7 @@ def check_names(names: Iterable[str]) -> None:
         raise TypeError(f"not fields of a job record: {', '.join(unknown)}")
 
 
-_CODECS: dict[str, str] = {spec.name: spec.metadata["codec"] for spec in fields(JobRecord) if spec.metadata}
+_CODECS: dict[str, str | type[BaseModel]] = {spec.name: spec.metadata["codec"] for spec in fields(JobRecord) if spec.metadata}
 _UNWRITTEN: dict[str, Any] = {spec.name: spec.metadata["unwritten"] for spec in fields(JobRecord) if spec.metadata}
 _REQUIRED = [spec.name for spec in fields(JobRecord) if spec.default is MISSING and spec.default_factory is MISSING]
 _DEFAULT_RETRIES = CommonParams.model_fields["retries"].default
@@ -123,7 +128,14 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _encode(codec: str, value: Any) -> str:
+def _encode(codec: str | type[BaseModel], value: Any) -> str:
+    if isinstance(codec, type):
+        if not isinstance(value, codec):
+            unknown = set(value) - set(codec.model_fields) if isinstance(value, Mapping) else ()
+            if unknown:
+                raise TypeError(f"not fields of {codec.__name__}: {', '.join(sorted(unknown))}")
+            value = codec.model_validate(value)
+        return json.dumps(value.model_dump(mode="json", exclude_unset=True))
     if codec == _JSON:
         return json.dumps(value)
     if codec == _STATUS:
@@ -141,7 +153,9 @@ def _encode(codec: str, value: Any) -> str:
     return value
 
 
-def _decode(codec: str, text: str) -> Any:
+def _decode(codec: str | type[BaseModel], text: str) -> Any:
+    if isinstance(codec, type):
+        return codec.model_validate_json(text)
     if codec == _JSON:
         return json.loads(text)
     if codec == _STATUS:

@@ -57,7 +57,7 @@ def job_view(job: JobRecord) -> dict:
         "solver": job.solver,
         "params": job.params,
         "created_at": job.created_at,
-        "progress": job.progress or {},
+        "progress": job.progress.model_dump(exclude_unset=True) if job.progress is not None else {},
         "warnings": job.warnings or [],
     }
     shown_when_set = {

@@ -61,8 +61,9 @@ processes: 1.63x -> 1.75x over one). Its fit at the best C is the model, the sam
 search gives.
 """
 
-from worker.training.search.cross_validation import Search, run_search
+from worker.training.search.cross_validation import Search
 from worker.training.search.refit import refit
+from worker.training.search.run import run_search
 from worker.training.search.table import (
     SearchIncomplete,
     incomplete_message,

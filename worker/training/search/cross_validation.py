@@ -1,5 +1,5 @@
 """The grid's cross-validation: ``Search`` runs the paths of fits over the processes and scores the (fold,
-setting) cells; ``run_search`` is a search job from the grid to the refit (see the package docstring)."""
+setting) cells; ``worker.training.search.run`` is a search job from the grid to the refit (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -18,19 +18,11 @@ from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
 from worker.training.context import FitContext
-from worker.training.fit import TrainingOutcome, resolve_kernel
+from worker.training.fit import resolve_kernel
 from worker.training.folds import held_out_decisions, make_folds, subset
 from worker.training.problems import class_weight_pairs, n_binary_problems, one_vs_one_weight_pairs, uses_one_vs_one
 from worker.training.search.fits import ALL_ROWS, FitPath, FitRecord, FoldCache, restored, warm_state
-from worker.training.search.refit import refit
-from worker.training.search.table import (
-    FitCount,
-    default_metric,
-    largest_c_ruled_out,
-    score_decisions,
-    table,
-    worst_stop_reason,
-)
+from worker.training.search.table import default_metric, largest_c_ruled_out, score_decisions, table, worst_stop_reason
 
 PATHS_PER_PROCESS = 4
 """A path is one task when there are at least this many paths per process; else each fit is a task."""
@@ -473,40 +465,3 @@ class Search:
             "stop_reasons": dict(reasons),
             "unsettled": sum(not settled(f.stop_reason, f.gap_rel) for f in ordered),
         }
-
-
-def run_search(
-    solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext, *, publish
-) -> TrainingOutcome:
-    """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
-    search = Search(solver, params, arrays, n_features)
-    context = dataclasses.replace(context, n_processes=context.processes(search.params))
-    sink = context.progress_sink()
-    search_work = FitCount(len(search.Cs) * len(search.gammas) * search.cv_folds)
-    sink.estimator, sink.base, sink.span = search_work, 0.0, search_work.total / (search_work.total + 1.0)
-    sink.set_phase("cross-validating")  # the refit weighs one fit
-
-    def on_rows(new_rows: list[dict]) -> None:
-        search_work.done += len(new_rows)
-
-    cross_validation = context
-    if context.deadline is not None:
-        # the refit gets a share of what is left, as one more fold would (it is one fit on all the rows): cut at
-        # the job's deadline, it would return a model of its first iterations
-        now = time.monotonic()
-        share = max(0.0, context.deadline - now) * search.cv_folds / (search.cv_folds + 1.0)
-        cross_validation = dataclasses.replace(context, deadline=now + share)
-    rows = search.run(
-        cross_validation,
-        publish=publish,
-        on_rows=on_rows,
-        on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
-        flush=sink.flush,
-    )
-    sink.flush()
-    results_table = table(rows, search.metric, search.search, search.warm)
-    if context.cancel_requested():
-        return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
-    sink.base, sink.span = sink.span, 1.0 - sink.span
-    sink.tags = {"stage": "refit"}
-    return refit(search, results_table, context)
