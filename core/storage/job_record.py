@@ -118,7 +118,9 @@ def check_names(names: Iterable[str]) -> None:
         raise TypeError(f"not fields of a job record: {', '.join(unknown)}")
 
 
-_CODECS: dict[str, str | type[BaseModel]] = {spec.name: spec.metadata["codec"] for spec in fields(JobRecord) if spec.metadata}
+_CODECS: dict[str, str | type[BaseModel]] = {
+    spec.name: spec.metadata["codec"] for spec in fields(JobRecord) if spec.metadata
+}
 _UNWRITTEN: dict[str, Any] = {spec.name: spec.metadata["unwritten"] for spec in fields(JobRecord) if spec.metadata}
 _REQUIRED = [spec.name for spec in fields(JobRecord) if spec.default is MISSING and spec.default_factory is MISSING]
 _DEFAULT_RETRIES = CommonParams.model_fields["retries"].default
