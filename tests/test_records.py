@@ -18,7 +18,7 @@ from core.schemas.jobs import JobError, JobProgress, JobStatus
 from core.schemas.solver_params import SearchParams
 from core.storage import keys
 from core.storage.documents import DatasetRecord, ModelRecord
-from core.storage.job_record import IncompleteJobHash, JobRecord
+from core.storage.job_record import IncompleteJobHash, JobLoss, JobRecord, JobSubtasks
 from core.storage.jobs import Deletion, JobStore, Transition
 from worker.runtime.runs import job_params
 
@@ -59,14 +59,14 @@ def test_stored_jobs_read_with_their_life_cycle_fields_typed():
     assert isinstance(running.started_ts, float) and running.progress is not None
     requeued = jobs["requeued"]  # lost once: back in the queue, its run's fields gone
     assert requeued.status is JobStatus.queued and requeued.lost == 1 and requeued.worker is None
-    assert requeued.last_loss is not None and requeued.last_loss["reason"] == "capture: pretend lost"
+    assert requeued.last_loss is not None and requeued.last_loss.reason == "capture: pretend lost"
     failed = jobs["failed_lost"]
     assert failed.status is JobStatus.failed and failed.lost == 2 and failed.attempts == 2
     assert failed.error is not None and failed.error.code == "worker_lost"
     assert failed.retries == 1
     search = jobs["search"]
     assert search.search_results is not None and search.search_results["cv_folds"] == 2
-    assert search.subtasks == {"done": 4, "total": 4}
+    assert search.subtasks is not None and (search.subtasks.done, search.subtasks.total) == (4, 4)
     assert jobs["dcd"].model_id is not None and jobs["dcd"].stop_reason == "converged"
     assert jobs["canceled_queued"].stop_reason == "canceled" and jobs["canceled_queued"].started_at is None
 
@@ -87,14 +87,14 @@ def test_a_job_record_round_trips_exactly_with_every_field_set():
         started_at="2026-01-02T03:04:06.000000Z",
         started_ts=1767323046.123456,
         progress=JobProgress(phase="training", fraction=0.25, eta_s=None),
-        subtasks={"done": 1, "total": 3},
+        subtasks=JobSubtasks(done=1, total=3),
         search_results={"settings": [{"C": 0.1, "mean": 0.9}], "best": None},
         finished_at="2026-01-02T03:05:00.000000Z",
         model_id="mdl_x",
         stop_reason="deadline",
         error=JobError(code="solver_error", message="ünïcode"),
         lost=2,
-        last_loss={"reason": "worker heartbeat stopped", "at": "2026-01-02T03:04:59.000000Z"},
+        last_loss=JobLoss(reason="worker heartbeat stopped", at="2026-01-02T03:04:59.000000Z"),
         extra={"a_field_of_a_later_version": "kept as it is"},
     )
     stored = job.to_hash()

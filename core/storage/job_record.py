@@ -15,7 +15,8 @@ The hash: one field per attribute, absent when the attribute is None (or, for th
 and ``enqueues``, 0); text as it is (times are the ISO 8601 strings the service wrote, kept as text
 so that answers show them unchanged), integers and ``started_ts`` as their decimal text, the
 structured fields as JSON, the status as its name. The parts the API describes with a schema of their own
-(``progress``, ``cores``, ``data_load``, ``error``) are those typed classes (``core.schemas.jobs``): a
+(``progress``, ``cores``, ``data_load``, ``error``) are those typed classes (``core.schemas.jobs``), and
+``subtasks`` and ``last_loss`` small classes of their own here: a
 write may give the class or its dict (checked against the class: a misspelt key is an error at the
 write), a read gives the class. Fields this version does not know are kept as
 they are (``extra``), so that reading a hash and writing it back loses nothing.
@@ -42,6 +43,20 @@ def _stored(codec: str | type[BaseModel], default: Any = MISSING, *, unwritten: 
     return field(default=default, metadata={"codec": codec, "unwritten": unwritten})
 
 
+class JobSubtasks(BaseModel):
+    """A job's subtasks: one-vs-rest classes, or a search's (fold, setting) cells; shown in its progress."""
+
+    done: int
+    total: int
+
+
+class JobLoss(BaseModel):
+    """The latest loss of a job's run with its worker (``core.lifecycle``)."""
+
+    reason: str
+    at: str  # ISO 8601, as the service writes times
+
+
 class IncompleteJobHash(KeyError):
     """A job hash without the fields every job has (what a write racing a delete leaves behind)."""
 
@@ -64,7 +79,7 @@ class JobRecord:
     started_at: str | None = _stored(_TEXT, None)
     started_ts: float | None = _stored(_FLOAT, None)  # started_at in Unix seconds (the reaper and deadlines)
     progress: JobProgress | None = _stored(JobProgress, None)
-    subtasks: dict | None = _stored(_JSON, None)  # {"done", "total"}
+    subtasks: JobSubtasks | None = _stored(JobSubtasks, None)
     search_results: dict | None = _stored(_JSON, None)
     cores: JobCores | None = _stored(JobCores, None)  # its core lease
     data_load: JobDataLoad | None = _stored(JobDataLoad, None)  # how its data set was loaded
@@ -76,7 +91,7 @@ class JobRecord:
         _JSON, None
     )  # [{"code", "message"}]: doubts about its result (core.scoring.quality)
     lost: int = _stored(_INT, 0, unwritten=0)  # runs lost with their worker so far
-    last_loss: dict | None = _stored(_JSON, None)  # {"reason", "at"} of the latest loss
+    last_loss: JobLoss | None = _stored(JobLoss, None)
     extra: dict[str, str] = field(default_factory=dict)  # fields this version does not know, as stored
 
     @property

@@ -17,6 +17,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from core.schemas.base import ErrorResponse
@@ -48,6 +49,11 @@ def _current(jobs: JobStore, job_id: str) -> JobRecord:
     return job
 
 
+def _as_stored(part: BaseModel | None) -> dict | None:
+    """A typed part of the record as the JSON it was stored as (its fields that were set), for the view's dict."""
+    return None if part is None else part.model_dump(mode="json", exclude_unset=True)
+
+
 def job_view(job: JobRecord) -> dict:
     """The fields of a job record that the API shows."""
     view: dict[str, Any] = {
@@ -57,7 +63,7 @@ def job_view(job: JobRecord) -> dict:
         "solver": job.solver,
         "params": job.params,
         "created_at": job.created_at,
-        "progress": job.progress.model_dump(exclude_unset=True) if job.progress is not None else {},
+        "progress": _as_stored(job.progress) or {},
         "warnings": job.warnings or [],
     }
     shown_when_set = {
@@ -65,20 +71,18 @@ def job_view(job: JobRecord) -> dict:
         "finished_at": job.finished_at,
         "model_id": job.model_id,
         "stop_reason": job.stop_reason,
-        "error": job.error,
+        "error": _as_stored(job.error),
         "search_results": job.search_results,
-        "cores": job.cores,
-        "data_load": job.data_load,
+        "cores": _as_stored(job.cores),
+        "data_load": _as_stored(job.data_load),
     }
     view.update((name, value) for name, value in shown_when_set.items() if value not in (None, ""))
     subtasks = job.subtasks
-    if subtasks:
-        view["progress"] = dict(view["progress"], subtasks_done=subtasks["done"], subtasks_total=subtasks["total"])
-        if view["progress"].get("fraction") is None and subtasks["total"]:
+    if subtasks is not None:
+        view["progress"] = dict(view["progress"], subtasks_done=subtasks.done, subtasks_total=subtasks.total)
+        if view["progress"].get("fraction") is None and subtasks.total:
             # a distributed search: its settings run as RQ jobs of their own until the refit starts
-            view["progress"].update(
-                phase="cross-validating", fraction=round(subtasks["done"] / (subtasks["total"] + 1), 4)
-            )
+            view["progress"].update(phase="cross-validating", fraction=round(subtasks.done / (subtasks.total + 1), 4))
     if job.status is JobStatus.succeeded and view["progress"].get("fraction") is not None:
         view["progress"] = dict(view["progress"], fraction=1.0, eta_s=0.0, phase="done")
     return view
