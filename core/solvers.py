@@ -38,6 +38,7 @@ from core.schemas.solver_params import (
     SmoParams,
     SolverParams,
 )
+from core.schemas.stopping_rule import StoppingRule
 
 FLOOR = 1e-300
 PLUGINS_ENV = "HINGE_SOLVER_PLUGINS"
@@ -45,8 +46,8 @@ PLUGINS_ENV = "HINGE_SOLVER_PLUGINS"
 
 Measure = Callable[[Any, dict], "tuple[float | None, float | None]"]
 """(params, trace point) -> (measure, target) of the stopping rule at that point (None: the point lacks it)."""
-Stopping = Callable[[Any, dict], dict]
-"""(params, the converged result's ``extra``) -> {"rule", "values", "text"}: which rule stopped it, in words."""
+Stopping = Callable[[Any, dict], StoppingRule]
+"""(params, the converged result's ``extra``) -> the StoppingRule that stopped it, in words."""
 
 
 @dataclass(frozen=True)
@@ -144,65 +145,63 @@ def _gap_text(extra: dict) -> str:
 def _tol_then_gap(measure: str) -> Stopping:
     """dcd and smo: the violation below tol, and the certified gap below tol_rel when it is set."""
 
-    def stopping(params, extra: dict) -> dict:
+    def stopping(params, extra: dict) -> StoppingRule:
         tol, tol_rel = params.tol, getattr(params, "tol_rel", None)
         used = extra.get("tol_used", tol)
         tightened = f" (tightened to {fmt_value(used)})" if used is not None and tol and used < tol else ""
         if tol_rel:
-            return {
-                "rule": "tol_rel",
-                "values": {"tol": tol, "tol_rel": tol_rel},
-                "text": f"{measure} below tol {fmt_value(tol)}{tightened} and {_gap_text(extra)} <= tol_rel {fmt_value(tol_rel)}",
-            }
-        return {
-            "rule": "tol",
-            "values": {"tol": tol},
-            "text": f"{measure} below tol {fmt_value(tol)} ({_gap_text(extra)})",
-        }
+            return StoppingRule(
+                rule="tol_rel",
+                values={"tol": tol, "tol_rel": tol_rel},
+                text=f"{measure} below tol {fmt_value(tol)}{tightened} and {_gap_text(extra)} <= tol_rel {fmt_value(tol_rel)}",
+            )
+        return StoppingRule(
+            rule="tol", values={"tol": tol}, text=f"{measure} below tol {fmt_value(tol)} ({_gap_text(extra)})"
+        )
 
     return stopping
 
 
-def cpa_stopping(params, extra: dict) -> dict:
+def cpa_stopping(params, extra: dict) -> StoppingRule:
     """cpa: whichever of its two rules held first."""
     gap = extra.get("gap_rel")
     if params.tol_rel and gap is not None and gap <= params.tol_rel:
-        return {
-            "rule": "tol_rel",
-            "values": {"tol_rel": params.tol_rel, "tol": params.tol},
-            "text": f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
-        }
-    return {
-        "rule": "tol",
-        "values": {"tol": params.tol, "tol_rel": params.tol_rel},
-        "text": f"most violated constraint within tol {fmt_value(params.tol)} per example of the working set's slack "
+        return StoppingRule(
+            rule="tol_rel",
+            values={"tol_rel": params.tol_rel, "tol": params.tol},
+            text=f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
+        )
+    return StoppingRule(
+        rule="tol",
+        values={"tol": params.tol, "tol_rel": params.tol_rel},
+        text=f"most violated constraint within tol {fmt_value(params.tol)} per example of the working set's slack "
         f"({_gap_text(extra)})",
-    }
+    )
 
 
-def ocas_stopping(params, extra: dict) -> dict:
+def ocas_stopping(params, extra: dict) -> StoppingRule:
     """ocas: the absolute or the relative part of rule (9)."""
     absolute = extra.get("gap")
     if params.tol_abs and absolute is not None and absolute <= params.tol_abs:
-        return {
-            "rule": "tol_abs",
-            "values": {"tol_abs": params.tol_abs, "tol_rel": params.tol_rel},
-            "text": f"gap {fmt_value(absolute)} <= tol_abs {fmt_value(params.tol_abs)}",
-        }
-    return {
-        "rule": "tol_rel",
-        "values": {"tol_rel": params.tol_rel, "tol_abs": params.tol_abs},
-        "text": f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
-    }
+        return StoppingRule(
+            rule="tol_abs",
+            values={"tol_abs": params.tol_abs, "tol_rel": params.tol_rel},
+            text=f"gap {fmt_value(absolute)} <= tol_abs {fmt_value(params.tol_abs)}",
+        )
+    return StoppingRule(
+        rule="tol_rel",
+        values={"tol_rel": params.tol_rel, "tol_abs": params.tol_abs},
+        text=f"{_gap_text(extra)} <= tol_rel {fmt_value(params.tol_rel)}",
+    )
 
 
-def cut_stopping(params, extra: dict) -> dict:
+def cut_stopping(params, extra: dict) -> StoppingRule:
     """sampled_cuts: no sampled cut violated by more than tol."""
-    return {
-        "rule": "tol",
-        "values": {"tol": params.tol},
-        "text": f"no cut violated by more than tol {fmt_value(params.tol)} ({_gap_text(extra)})",
-    }
+    return StoppingRule(
+        rule="tol",
+        values={"tol": params.tol},
+        text=f"no cut violated by more than tol {fmt_value(params.tol)} ({_gap_text(extra)})",
+    )
 
 
 # -- the registry ---------------------------------------------------------------------------------------

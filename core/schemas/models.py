@@ -10,20 +10,8 @@ from core.schemas.base import Page, ResponseModel, StrictModel
 from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, StopReason, Task
 from core.schemas.model_files import Calibration
 from core.schemas.result_warnings import ResultWarning
+from core.schemas.stopping_rule import StoppingRule
 from core.solvers import SolverName
-
-
-class StoppingRule(ResponseModel):
-    """Which rule ended training, with its values."""
-
-    rule: str = Field(
-        description="`tol`, `tol_rel`, `tol_abs` (converged by that tolerance), `max_iter`, `max_seconds`, `cancel` "
-        "or `shutdown` (a worker stopped with the checkpoint policy)."
-    )
-    values: dict[str, float | int | None] = Field(
-        description='The stopping parameters as used, e.g. {"tol": 0.1, "tol_rel": 0.01}.'
-    )
-    text: str = Field(description="The rule in words, with the values reached (e.g. the certified gap).")
 
 
 class ModelOut(ResponseModel):

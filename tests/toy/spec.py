@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from core.schemas.solver_params import CommonParams
-from core.solvers import SolverSpec, fmt_value, violation_measure
+from core.solvers import SolverSpec, StoppingRule, fmt_value, violation_measure
 
 
 class ToyParams(CommonParams):
@@ -19,9 +19,11 @@ class ToyParams(CommonParams):
     bias: float | None = Field(default=1.0, description="Value of the constant feature; null: none.")
 
 
-def toy_stopping(params, extra: dict) -> dict:
+def toy_stopping(params, extra: dict) -> StoppingRule:
     """The subgradient below tol."""
-    return {"rule": "tol", "values": {"tol": params.tol}, "text": f"subgradient norm below tol {fmt_value(params.tol)}"}
+    return StoppingRule(
+        rule="tol", values={"tol": params.tol}, text=f"subgradient norm below tol {fmt_value(params.tol)}"
+    )
 
 
 SPEC = SolverSpec(

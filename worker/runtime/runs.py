@@ -128,7 +128,7 @@ def record_outcome(
         )
         if interrupted:
             document["stop_reason"] = "interrupted"
-            document["stopping_rule"] = INTERRUPTED
+            document["stopping_rule"] = INTERRUPTED.model_dump()
         try:
             record = ModelRecord.from_document(document)
             if claimed is not None:

@@ -352,7 +352,7 @@ def assemble_model(
         extra_meta = {"kind": "linear"}
     deadline_hit = any(r.stop_reason is StopReason.DEADLINE for r in results)
     meta = dict(_summary(results, deadline_hit), **extra_meta)
-    meta["stopping_rule"] = stopping_rule(solver, params, results, meta["stop_reason"])
+    meta["stopping_rule"] = stopping_rule(solver, params, results, meta["stop_reason"]).model_dump()
     meta.update(labels=[float(v) for v in labels], n_features=int(n_features), task="classification")
     if with_accuracy:
         meta["train_accuracy"] = _train_accuracy(meta, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
@@ -540,7 +540,7 @@ def _train_pairwise(
     meta = dict(
         _summary([result], result.stop_reason is StopReason.DEADLINE),
         kind="ranking",
-        stopping_rule=stopping_rule(solver, params, [result], result.stop_reason.value),
+        stopping_rule=stopping_rule(solver, params, [result], result.stop_reason.value).model_dump(),
         task=objective,
         n_features=int(n_features),
         n_pairs=int(result.extra.get("n_pairs", 0)),

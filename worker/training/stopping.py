@@ -12,41 +12,40 @@ iterations.
 from __future__ import annotations
 
 from core.schemas.solver_params import SolverParams
+from core.schemas.stopping_rule import StoppingRule
 from core.solvers import fmt_value, spec_of
 from worker.solvers.common import SolverResult, StopReason
 
 
-def stopping_rule(solver: str, params: SolverParams, results: list[SolverResult], stop_reason: str) -> dict:
-    """``{"rule", "values", "text"}`` for a model whose problems gave ``results`` and whose overall reason is
+def stopping_rule(solver: str, params: SolverParams, results: list[SolverResult], stop_reason: str) -> StoppingRule:
+    """The rule for a model whose problems gave ``results`` and whose overall reason is
     ``stop_reason`` (see the module docstring)."""
     if stop_reason == StopReason.MAX_ITER.value:
         limit = getattr(params, "max_iter", None)
-        return {
-            "rule": "max_iter",
-            "values": {"max_iter": limit},
-            "text": f"iteration limit max_iter {fmt_value(limit)} reached",
-        }
+        return StoppingRule(
+            rule="max_iter", values={"max_iter": limit}, text=f"iteration limit max_iter {fmt_value(limit)} reached"
+        )
     if stop_reason == StopReason.DEADLINE.value:
         seconds = params.max_seconds
-        return {
-            "rule": "max_seconds",
-            "values": {"max_seconds": seconds},
-            "text": f"deadline max_seconds {fmt_value(seconds)} reached",
-        }
+        return StoppingRule(
+            rule="max_seconds",
+            values={"max_seconds": seconds},
+            text=f"deadline max_seconds {fmt_value(seconds)} reached",
+        )
     if stop_reason == StopReason.CANCELED.value:
-        return {"rule": "cancel", "values": {}, "text": "canceled by a request"}
+        return StoppingRule(rule="cancel", values={}, text="canceled by a request")
     if stop_reason == StopReason.INTERRUPTED.value:
-        return {
-            "rule": "shutdown",
-            "values": {},
-            "text": "the worker was stopped (SIGTERM) and kept the best model so far",
-        }
+        return StoppingRule(
+            rule="shutdown", values={}, text="the worker was stopped (SIGTERM) and kept the best model so far"
+        )
     last = max(results, key=lambda r: r.n_iter) if results else None
     if last is None:
-        return {"rule": "tol", "values": {}, "text": "converged"}
+        return StoppingRule(rule="tol", values={}, text="converged")
     rule = spec_of(solver).stopping(params, last.extra)
     if len(results) > 1:
-        rule["text"] += f" (the problem that took the most iterations, of {len(results)})"
+        rule = rule.model_copy(
+            update={"text": f"{rule.text} (the problem that took the most iterations, of {len(results)})"}
+        )
     return rule
 
 
