@@ -32,75 +32,27 @@ Exit codes, for scripts:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import re
 import sys
-import time
-from typing import cast, get_args
+from typing import cast
 
 import httpx
 
-from hinge_client._cli_errors import (
-    EXIT_JOB_FAILED,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    EXIT_WARNINGS,
-    CliError,
-    api_error,
-    cli_error,
-)
+from hinge_client._cli_errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, api_error, cli_error
 from hinge_client._cli_files import read_rows
-from hinge_client.client import DEFAULT_URL, Client
+from hinge_client._cli_hints import flag_hints
+from hinge_client._cli_jobs import cmd_cancel, cmd_train, cmd_watch, print_warnings
+from hinge_client._cli_output import _cell, _console, _err, _out, _table
+from hinge_client._cli_parser import KINDS, build_parser
+from hinge_client.client import Client
 from hinge_client.errors import HingeError
-from hinge_client.types import Dataset, ImportFormat, Solver
+from hinge_client.types import Dataset, ImportFormat
 
 PREDICT_BATCH = 1000
 LARGE_UPLOAD = 1 << 20  # bytes; larger uploads get a progress bar on a terminal
-
-
-def _err(message: str) -> None:
-    print(f"hingectl: {message}", file=sys.stderr, flush=True)
-
-
-def _out(text: str) -> None:
-    print(text, flush=True)
-
-
-def _console(force: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=True, force_terminal=True if force else None)
-
-
-def parse_value(text: str):
-    """A -p value: JSON when it parses, else the text itself."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def parse_params(pairs: list[str]) -> dict:
-    """``["C=1", "kernel.gamma=0.5"]`` -> ``{"C": 1, "kernel": {"gamma": 0.5}}``."""
-    params: dict = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"-p {pair!r}: expected KEY=VALUE (e.g. -p C=1 or -p kernel.gamma=0.5)", EXIT_USAGE)
-        target = params
-        parts = key.split(".")
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise CliError(f"-p {pair!r}: {part} was given a value and cannot hold fields too", EXIT_USAGE)
-        target[parts[-1]] = parse_value(value)
-    return params
 
 
 # -- upload -----------------------------------------------------------------------------------------
@@ -179,148 +131,6 @@ def upload_params(args) -> dict:
     """The upload's query parameters from the command's flags (those it has and were given)."""
     names = ("format", "label_column", "zero_based", "value_dtype")
     return {name: getattr(args, name) for name in names if getattr(args, name, None)}
-
-
-# -- train and watch ---------------------------------------------------------------------------------
-
-
-def cmd_train(client: Client, args) -> int:
-    params = parse_params(args.param or [])
-    if args.params_json:
-        params = {**json.loads(args.params_json), **params}
-    if isinstance(params.get("kernel"), dict):
-        params["kernel"].setdefault("type", "rbf")  # the service's default kernel, so -p kernel.gamma=0.5 suffices
-    job = client.submit_job(args.dataset, args.solver, params)
-    if not args.watch:
-        _out(json.dumps(job) if args.json else job["id"])
-        return EXIT_OK
-    _err(f"job {job['id']} queued")
-    return watch(client, job["id"], args)
-
-
-def print_warnings(model_id: str, warnings: list) -> None:
-    """The model's warnings (``warnings`` of the job and the model), one line each on stderr."""
-    for item in warnings:
-        _err(f"warning: model {model_id}: {item.get('code')}: {item.get('message')}")
-
-
-def cmd_watch(client: Client, args) -> int:
-    return watch(client, args.job, args)
-
-
-def _fmt_eta(seconds) -> str:
-    if seconds is None:
-        return "ETA ?"
-    seconds = int(round(seconds))
-    return f"ETA {seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"ETA {seconds}s"
-
-
-def _fmt_gap(progress: dict) -> str:
-    """The relative gap (what tol_rel is compared with), else the absolute one, else '-' (no bound yet)."""
-    relative, gap = progress.get("gap_rel"), progress.get("gap")
-    if isinstance(relative, (int, float)):
-        return f"gap {relative:.2%}" if relative >= 1e-4 else f"gap {relative:.1e}"
-    return f"gap {gap:.3g}" if isinstance(gap, (int, float)) else "gap -"
-
-
-def job_events(client: Client, job_id: str):
-    """The job's events (``Client.events``); a stream that keeps breaking is a CliError."""
-    try:
-        yield from client.events(job_id)
-    except httpx.TransportError as exc:
-        raise CliError(f"lost the event stream of {job_id} ({exc}) five times in a row", EXIT_UNREACHABLE) from None
-
-
-def _seconds_between(start: str | None, end: str | None) -> float | None:
-    """Seconds from one of the service's ISO 8601 UTC times to another (None if either is missing or unreadable)."""
-    from datetime import datetime
-
-    try:
-        return (datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))).total_seconds()
-    except ValueError:
-        return None
-
-
-def job_duration(job: dict, watched_s: float) -> str:
-    """How long an ended job ran, from its own times (a job watched after it ended ran for longer than the watch):
-    "after 2.1 s" from its start to its end, "before it started, after 3.0 s in the queue", else the watch's time."""
-    ran = _seconds_between(job.get("started_at"), job.get("finished_at"))
-    if ran is not None:
-        return f"after {ran:.1f} s"
-    waited = _seconds_between(job.get("created_at"), job.get("finished_at"))
-    if job.get("started_at") is None and waited is not None:
-        return f"before it started, after {waited:.1f} s in the queue"
-    return f"after {watched_s:.1f} s"
-
-
-def watch(client: Client, job_id: str, args) -> int:
-    """Follow a job's event stream with a progress bar (a terminal) or a line per phase and 10% (else)."""
-    live = args.progress or sys.stderr.isatty()
-    points = 0
-    last: dict = {}
-    final = None
-    started = time.monotonic()
-    if live:
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("[bold]{task.description:<28}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[gap]}"),
-            TextColumn("{task.fields[eta]}"),
-            TimeElapsedColumn(),
-            console=_console(force=args.progress),
-        )
-        task = bar.add_task(job_id, total=1.0, gap="gap -", eta="ETA ?")
-        bar.start()
-    printed_step, printed_phase = -1, None
-    try:
-        for kind, data in job_events(client, job_id):
-            if kind == "trace":
-                points += 1
-                continue
-            if kind == "end":
-                final = data
-                break
-            job_progress = data.get("progress", {}) if kind == "status" else data
-            last = job_progress or last
-            fraction = float(last.get("fraction") or 0.0)
-            phase = last.get("phase") or (data.get("status") if kind == "status" else None) or "queued"
-            if live:
-                bar.update(
-                    task, completed=fraction, description=phase, gap=_fmt_gap(last), eta=_fmt_eta(last.get("eta_s"))
-                )
-            else:
-                step = int(fraction * 10)
-                if phase != printed_phase or step > printed_step:
-                    _err(f"{job_id}: {phase} {fraction:5.1%}  {_fmt_gap(last)}  {_fmt_eta(last.get('eta_s'))}")
-                    printed_step, printed_phase = step, phase
-    finally:
-        if live:
-            if final is not None and final.get("status") == "succeeded":
-                bar.update(task, completed=1.0, description="done", eta="")
-            bar.stop()
-    if final is None:
-        raise CliError(f"the event stream of {job_id} ended without the job's final state", EXIT_JOB_FAILED)
-    status = final["status"]
-    summary = f"job {job_id} {status}"
-    if final.get("stop_reason"):
-        summary += f" ({final['stop_reason']})"
-    summary += f" {job_duration(final, time.monotonic() - started)}, {points} trace point(s) seen"
-    if status == "succeeded":
-        summary += f"; model {final['model_id']}"
-        _err(summary)
-        warnings = final.get("warnings") or []
-        print_warnings(final["model_id"], warnings)
-        _out(json.dumps(final) if args.json else final["model_id"])
-        return EXIT_WARNINGS if warnings and getattr(args, "strict", False) else EXIT_OK
-    if final.get("error"):
-        summary += f": {final['error'].get('message')}"
-    _err(summary)
-    if args.json:
-        _out(json.dumps(final))
-    return EXIT_JOB_FAILED
 
 
 # -- predict, evaluate, export ---------------------------------------------------------------------------
@@ -469,9 +279,8 @@ def cmd_export(client: Client, args) -> int:
     return EXIT_OK
 
 
-# -- ls, rm, cancel ------------------------------------------------------------------------------------------
+# -- ls, rm --------------------------------------------------------------------------------------------------
 
-KINDS = ("datasets", "jobs", "models")
 COLUMNS = {
     "datasets": ("id", "name", "n_samples", "n_features", "created_at"),
     "jobs": ("id", "status", "solver", "dataset_id", "model_id", "created_at"),
@@ -493,22 +302,6 @@ def cmd_ls(client: Client, args) -> int:
     return EXIT_OK
 
 
-def _table(columns: list[str], rows: list[list[str]]) -> None:
-    """Columns padded to their widest cell, on stdout."""
-    widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
-    _out("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in rows:
-        _out("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 RM_KINDS = {"ds_": "dataset", "job_": "job", "mdl_": "model"}
 
 
@@ -527,181 +320,6 @@ def cmd_rm(client: Client, args) -> int:
             raise
         _err(f"removed {ident}" + (" (its model stays)" if prefix == "job_" else ""))
     return EXIT_OK
-
-
-def cmd_cancel(client: Client, args) -> int:
-    job = client.cancel_job(args.job)
-    _err(f"cancel requested: job {args.job} is {job['status']}")
-    return EXIT_OK
-
-
-# -- hints in the command line's terms --------------------------------------------------------------------------
-
-API_FLAGS = {
-    "format": "--format",
-    "zero_based": "--zero-based",
-    "label_column": "--label-column",
-    "value_dtype": "--value-dtype",
-    "n_features": "--n-features",
-    "probabilities": "--probabilities",
-    "ignore_unknown_features": "--ignore-unknown-features",
-}
-"""API parameters that a command's flag sets (the flag's dest is the parameter's name)."""
-SWITCHES = ("probabilities", "ignore_unknown_features")
-
-_ROUTE_ALONE = re.compile(r"\s*\((?:GET|POST|PUT|DELETE) /v1/[^\s,)]*\)")
-_ROUTE_FIRST = re.compile(r"\((?:GET|POST|PUT|DELETE) /v1/[^\s,)]*, ")
-_KERNEL_EXAMPLE = re.compile(r'"(\w+)": \{"type": "(\w+)", "(\w+)": \.\.\.\}')
-_PARAM_VALUE = re.compile(r"\bparams\.([\w.]+)(?::\s*|=)(true|false|null|-?\d[\w.+-]*)")
-_PARAM = re.compile(r"\bparams\.([\w.]+)")
-
-
-def flag_hints(message: str, args) -> str:
-    """The service's message with its hints in this command's terms.
-
-    A parameter of the request that the command sets with a flag is named by the flag ("send format=csv"
-    reads "use --format csv", "send \"ignore_unknown_features\": true" reads "use --ignore-unknown-features"),
-    a training parameter by -p ("params.C" reads "-p C"), and the routes the command called are left out.
-    """
-    message = _ROUTE_FIRST.sub("(", _ROUTE_ALONE.sub("", message))
-    message = _KERNEL_EXAMPLE.sub(r"-p \1.type=\2 -p \1.\3=...", message)
-    message = _PARAM.sub(r"-p \1", _PARAM_VALUE.sub(r"-p \1=\2", message))
-    for name, flag in API_FLAGS.items():
-        if not hasattr(args, name):  # this command has no such flag
-            continue
-
-        def as_flag(match: re.Match, flag: str = flag, switch: bool = name in SWITCHES) -> str:
-            value = match.group(2).strip('"')
-            return ("use " if match.group(1) else "") + (flag if switch else f"{flag} {value.lower()}")
-
-        message = re.sub(rf'(\bsend\s+)?"{name}":\s*("[^"]*"|[\w.+-]+)', as_flag, message)
-        message = re.sub(rf"(\bsend\s+)?\b{name}=([\w.+-]+)", as_flag, message)
-        if "_" in name:
-            message = re.sub(rf"\b{name}\b", flag, message)
-    if not hasattr(args, "zero_based"):  # how to upload a data set again, told to another command (predict)
-        message = re.sub(r"\bzero_based=(true|false|auto)\b", r"`hingectl upload --zero-based \1`", message)
-    return message
-
-
-# -- the parser ------------------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `hingectl`."""
-
-    def options(suppress: bool) -> argparse.ArgumentParser:
-        # the same options before or after the command; after it they only override (argparse would
-        # otherwise reset a value given before the command to the subcommand's default)
-        def default(value):
-            return argparse.SUPPRESS if suppress else value
-
-        group = argparse.ArgumentParser(add_help=False)
-        group.add_argument(
-            "--url",
-            default=default(os.environ.get("HINGE_URL", DEFAULT_URL)),
-            help="The service (default: HINGE_URL, else http://127.0.0.1:8000).",
-        )
-        group.add_argument(
-            "--api-key", default=default(os.environ.get("HINGE_API_KEY")), help="API key (default: HINGE_API_KEY)."
-        )
-        group.add_argument("--json", action="store_true", default=default(False), help="Print JSON answers on stdout.")
-        group.add_argument(
-            "--progress",
-            action="store_true",
-            default=default(False),
-            help="Draw progress bars even when stderr is not a terminal.",
-        )
-        return group
-
-    common = options(suppress=True)
-    parser = argparse.ArgumentParser(
-        prog="hingectl",
-        description="Hinge from the shell: train SVMs over HTTP.",
-        epilog="Exit codes: 0 ok, 1 job failed or canceled, 2 usage, 3 unreachable, "
-        "4 not found, 5 auth, 6 refused, 7 server error.",
-        parents=[options(False)],
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    upload = sub.add_parser("upload", parents=[common], help="Upload a data set (svmlight or CSV, gzip or plain).")
-    upload.add_argument("file")
-    upload.add_argument("--name", help="Name to list it by (default: the file name).")
-    upload.add_argument("--format", choices=("svmlight", "csv"), help="Default: svmlight.")
-    upload.add_argument("--label-column", help="CSV: the label column's header (default label).")
-    upload.add_argument("--zero-based", choices=("auto", "true", "false"), help="svmlight: feature numbering.")
-    upload.add_argument("--value-dtype", choices=("auto", "float32", "float64"), help="How values are stored.")
-
-    train = sub.add_parser("train", parents=[common], help="Submit a training job (prints its id).")
-    train.add_argument("dataset")
-    train.add_argument(
-        "--solver",
-        required=True,
-        metavar="SOLVER",
-        help=f"{', '.join(get_args(Solver))}, or any other solver the service registers (it names them if not).",
-    )
-    train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
-    train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
-    train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")
-    train.add_argument(
-        "--strict", action="store_true", help="With --watch: exit 8 when the model carries warnings (see exit codes)."
-    )
-
-    watch_parser = sub.add_parser("watch", parents=[common], help="Follow a job live; prints the model id.")
-    watch_parser.add_argument("job")
-    watch_parser.add_argument("--strict", action="store_true", help="Exit 8 when the model carries warnings.")
-
-    predict = sub.add_parser("predict", parents=[common], help="Predict the rows of a local file.")
-    predict.add_argument("model")
-    predict.add_argument("file")
-    predict.add_argument("--format", choices=("svmlight", "csv"), default="svmlight")
-    predict.add_argument("--label-column", default="label", help="CSV: a column to leave out (default label).")
-    predict.add_argument("--scores", action="store_true", help="Print the scores after each label.")
-    predict.add_argument(
-        "--probabilities",
-        action="store_true",
-        help="Print class probabilities after each label, under a first line `labels L1 L2 ...` (calibrated models).",
-    )
-    predict.add_argument(
-        "--ignore-unknown-features",
-        action="store_true",
-        help="Drop features beyond the model's (else such a row is refused).",
-    )
-
-    evaluate = sub.add_parser(
-        "evaluate", parents=[common], help="Evaluate a model on a data set id or a local file (uploaded, then deleted)."
-    )
-    evaluate.add_argument("model")
-    evaluate.add_argument("data", metavar="DATASET|FILE")
-    evaluate.add_argument("--format", choices=("svmlight", "csv"), help="A local file's format (default: svmlight).")
-    evaluate.add_argument("--label-column", help="CSV: the label column's header (default label).")
-    evaluate.add_argument("--zero-based", choices=("auto", "true", "false"), help="svmlight: feature numbering.")
-
-    export = sub.add_parser("export", parents=[common], help="Download a model (GET /v1/models/{id}/export).")
-    export.add_argument("model")
-    export.add_argument("--format", default="json", choices=("json", "liblinear", "libsvm", "onnx"))
-    export.add_argument("-o", "--output", help="File to write (default: stdout).")
-
-    import_parser = sub.add_parser("import", parents=[common], help="Import a model file; prints the model id.")
-    import_parser.add_argument("file")
-    import_parser.add_argument(
-        "--format", choices=("json", "liblinear", "libsvm"), help="Default: told from the file's first line."
-    )
-    import_parser.add_argument(
-        "--n-features", type=int, help="libsvm: the model's feature count (default: its largest index)."
-    )
-
-    ls = sub.add_parser("ls", parents=[common], help="List data sets, jobs and models.")
-    ls.add_argument("kind", nargs="?", choices=tuple(KINDS))
-    ls.add_argument("--limit", type=int, default=20)
-
-    rm = sub.add_parser(
-        "rm", parents=[common], help="Delete data sets (ds_...), finished jobs (job_...) and models (mdl_...)."
-    )
-    rm.add_argument("ids", nargs="+")
-
-    cancel = sub.add_parser("cancel", parents=[common], help="Cancel a queued or running job.")
-    cancel.add_argument("job")
-    return parser
 
 
 COMMANDS = {

@@ -31,7 +31,8 @@ copy uses the model). Deletions run in a background thread; ``wait_for_cleanup()
 
 Connection: ``url`` (else ``HINGE_URL``, else http://127.0.0.1:8000) and ``api_key`` (else
 ``HINGE_API_KEY``). Clients are shared per connection, outside the estimator, so that predicting
-changes nothing in the estimator (scikit-learn checks that) and the estimator pickles.
+changes nothing in the estimator (scikit-learn checks that) and the estimator pickles. What the two estimators
+share (connection, upload, training, batched predict, warnings) is ``hinge_client.remote_estimator``.
 
     from hinge_client import HingeClassifier
     clf = HingeClassifier(kernel="rbf", C=10, gamma=0.5, probability=True).fit(X_train, y_train)  # smo
@@ -43,82 +44,18 @@ changes nothing in the estimator (scikit-learn checks that) and the estimator pi
 from __future__ import annotations
 
 import json
-import numbers
-import threading
-import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from hinge_client.cleanup import Leftovers, janitor, wait_for_cleanup
-from hinge_client.client import Client
-from hinge_client.data import predict_rows
-from hinge_client.errors import HingeError, JobFailed
-from hinge_client.solvers import SolverInfo, solvers_in
-from hinge_client.types import Model
+from hinge_client.cleanup import wait_for_cleanup
+from hinge_client.remote_estimator import _RemoteModel, n_processes_of, seed_of, service_solvers, warn_service_warnings
+from hinge_client.solvers import SolverInfo, estimator_params_of
 
 __all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
-
-MAX_ROWS_PER_REQUEST = 10_000
-MAX_VALUES_PER_REQUEST = 500_000
-"""Rows go to predict in batches of at most this many rows and this many values (under the body limit)."""
-
-_clients: dict = {}
-_clients_lock = threading.Lock()
-
-
-def client_for(url: str | None, api_key: str | None, timeout: float) -> Client:
-    """The shared client of a connection (made on first use)."""
-    key = (url, api_key, timeout)
-    with _clients_lock:
-        if key not in _clients:
-            _clients[key] = Client(url, api_key, timeout=timeout)
-        return _clients[key]
-
-
-def seed_of(random_state) -> int:
-    """The job's seed: an int as is, None as 0, a numpy RandomState as its next draw."""
-    if random_state is None:
-        return 0
-    if isinstance(random_state, numbers.Integral):
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    raise ValueError(f"random_state must be an int, None or a numpy RandomState, got {random_state!r}")
-
-
-def warn_service_warnings(*records: dict) -> list[dict]:
-    """Issue every entry of the records' ``warnings`` lists (a job's, a model's: ``{"code", "message"}``; an
-    absent list is none) as scikit-learn's ``ConvergenceWarning``, once per distinct entry, the message followed
-    by its code; the warning also carries ``code``. Returns the entries issued."""
-    issued: list[dict] = []
-    for record in records:
-        for entry in (record or {}).get("warnings") or []:
-            if entry in issued:
-                continue
-            issued.append(entry)
-            code = entry.get("code", "warning")
-            warning = ConvergenceWarning(f"{entry.get('message', '')} [Hinge: {code}]")
-            warning.code = code
-            warnings.warn(warning, stacklevel=3)
-    return issued
-
-
-def n_processes_of(n_jobs) -> int | None:
-    """The job's ``n_processes`` for scikit-learn's ``n_jobs``: None and -1 (every core) leave it to the worker
-    (its cores), a positive int is that many processes."""
-    if n_jobs is None or n_jobs == -1:
-        return None
-    if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and int(n_jobs) >= 1:
-        return int(n_jobs)
-    raise ValueError(
-        f"n_jobs must be None, -1 (the worker's cores) or a positive int (processes of the job), got {n_jobs!r}"
-    )
-
 
 SOLVER_PARAMS = {
     "dcd": ("C", "loss", "bias", "tol", "max_iter", "class_weight"),
@@ -167,30 +104,6 @@ def solver_for(solver: str, kernel: str | None, known: dict[str, SolverInfo] | N
     return solver
 
 
-def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
-    """The estimator's parameters a solver takes, from its parameter schema's fields (``tol_rel`` takes ``tol``,
-    ``kernel`` takes gamma, degree and coef0 too)."""
-    taken: list[str] = [name for name in ("C", "loss") if name in info.fields]
-    if info.kernel:
-        taken += ["kernel", "gamma", "degree", "coef0"]
-    taken += [name for name in ("bias",) if name in info.fields]
-    if "tol" in info.fields or "tol_rel" in info.fields:
-        taken.append("tol")
-    taken += [name for name in ("max_iter", "class_weight") if name in info.fields]
-    return tuple(taken)
-
-
-_service_solvers: dict[tuple, dict[str, SolverInfo]] = {}
-
-
-def service_solvers(url: str | None, api_key: str | None, timeout: float) -> dict[str, SolverInfo]:
-    """The solvers of the service at ``url`` and what each takes (its OpenAPI document, read once per process)."""
-    key = (url, api_key, timeout)
-    if key not in _service_solvers:
-        _service_solvers[key] = solvers_in(client_for(url, api_key, timeout).openapi())
-    return _service_solvers[key]
-
-
 def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(coef, intercept) of an exported model whose scores are linear, X @ coef.T + intercept; else None.
 
@@ -217,88 +130,6 @@ def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndar
     padded = np.zeros((coef.shape[0], n_features))
     padded[:, :width] = coef[:, :width]
     return padded, intercept
-
-
-class _RemoteModel(BaseEstimator):
-    """What both estimators share: connection, upload and job, batched predict calls."""
-
-    def _client(self) -> Client:
-        return client_for(self.url, self.api_key, self.timeout)
-
-    def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
-        """Upload, train, and own what the fit left (deleted with this estimator unless keep_model); the job's
-        and the model's warnings are issued as ConvergenceWarning."""
-        client = self._client()
-        dataset_id = client.upload_arrays(X, y, qid=qid)["id"]
-        try:
-            job = client.wait_job(client.submit_job(dataset_id, solver, params)["id"], timeout=self.timeout)
-            model_id = job.get("model_id")
-            if job["status"] != "succeeded" or not model_id:
-                raise JobFailed(job)
-            model = client.get_model(model_id)
-        except JobFailed as exc:
-            if not self.keep_model:  # the failed job (and a canceled job's model) would only pile up
-                Leftovers(client, exc.job.get("model_id"), exc.job.get("id")).delete()
-            raise
-        except HingeError as exc:
-            if exc.status == 422:
-                raise ValueError(
-                    f"{type(self).__name__}: the service refused the training request: {exc.message}"
-                ) from None
-            raise
-        finally:
-            if not self.keep_data:
-                try:
-                    client.delete_dataset(dataset_id)
-                except HingeError:
-                    pass
-        self._own(Leftovers(client, model["id"], model.get("job_id"), dataset_id if self.keep_data else None))
-        warn_service_warnings(dict(job), dict(model))
-        return model
-
-    def _own(self, leftovers: Leftovers) -> None:
-        """This fit's model replaces the last one's (deleted now); it goes with the estimator unless keep_model."""
-        previous = self.__dict__.get("_cleanup")
-        if previous is not None:
-            previous()
-        self._cleanup = None if self.keep_model else janitor.own(self, leftovers)
-
-    def __getstate__(self):
-        # a pickled or copied estimator uses the model: it is never deleted on this one's behalf
-        state = dict(super().__getstate__())
-        cleanup = state.pop("_cleanup", None)
-        if cleanup is not None:
-            janitor.keep(cleanup)
-        return state
-
-    def _predict_remote(self, X, probabilities: bool = False, decision_function_shape: str = "ovr") -> dict:
-        """Labels, scores (and probabilities) of the rows, in batches."""
-        width = max(1, X.shape[1])
-        batch = max(1, min(MAX_ROWS_PER_REQUEST, MAX_VALUES_PER_REQUEST // width))
-        labels: list = []
-        scores: list[float | list[float]] = []
-        probs: list[list[float]] = []
-        client = self._client()
-        for start in range(0, X.shape[0], batch):
-            answer = client.predict(
-                self.model_id_,
-                predict_rows(X[start : start + batch]),
-                probabilities=probabilities,
-                decision_function_shape=decision_function_shape,
-            )
-            labels.extend(answer["labels"] or [])
-            scores.extend(answer["scores"])
-            if probabilities:
-                probs.extend(answer["probabilities"] or [])
-        return {
-            "labels": labels,
-            "scores": np.asarray(scores, dtype=np.float64),
-            "probabilities": np.asarray(probs, dtype=np.float64) if probabilities else None,
-        }
-
-    def _check_rows(self, X):
-        check_is_fitted(self, "model_id_")
-        return validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
 
 
 class HingeClassifier(ClassifierMixin, _RemoteModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SolverInfo", "solvers_in"]
+__all__ = ["SolverInfo", "estimator_params_of", "solvers_in"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,16 @@ def solvers_in(document: dict) -> dict[str, SolverInfo]:
     order = document["components"]["schemas"].get("SolverName", {}).get("enum", [])
     rank = {name: k for k, name in enumerate(order)}
     return dict(sorted(solvers.items(), key=lambda item: rank.get(item[0], len(rank))))
+
+
+def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
+    """The estimator's parameters a solver takes, from its parameter schema's fields (``tol_rel`` takes ``tol``,
+    ``kernel`` takes gamma, degree and coef0 too)."""
+    taken: list[str] = [name for name in ("C", "loss") if name in info.fields]
+    if info.kernel:
+        taken += ["kernel", "gamma", "degree", "coef0"]
+    taken += [name for name in ("bias",) if name in info.fields]
+    if "tol" in info.fields or "tol_rel" in info.fields:
+        taken.append("tol")
+    taken += [name for name in ("max_iter", "class_weight") if name in info.fields]
+    return tuple(taken)

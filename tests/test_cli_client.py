@@ -13,7 +13,7 @@ from datetime import datetime
 
 import pytest
 
-from hinge_client.cli import flag_hints
+from hinge_client._cli_hints import flag_hints
 from tests.conftest import KEYS
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 
@@ -316,7 +316,7 @@ def test_flag_hints_map_parameters_to_the_commands_flags():
 
 def test_watch_shows_the_relative_gap_when_the_service_sends_it():
     """The bar's gap is the relative gap (what tol_rel is compared with), for ocas too; the absolute one without it."""
-    from hinge_client.cli import _fmt_gap
+    from hinge_client._cli_jobs import _fmt_gap
 
     assert _fmt_gap({"gap": 12.5, "gap_rel": 0.0123}) == "gap 1.23%"
     assert _fmt_gap({"gap": 0.001, "gap_rel": 2e-6}) == "gap 2.0e-06"
@@ -350,7 +350,7 @@ def test_a_canceled_job_is_said_to_have_run_as_long_as_it_ran(service, files):
 
 
 def test_job_duration_reads_the_jobs_own_times():
-    from hinge_client.cli import job_duration
+    from hinge_client._cli_jobs import job_duration
 
     ran = {"created_at": "2026-01-01T00:00:00.000000Z", "started_at": "2026-01-01T00:00:01.000000Z"}
     assert job_duration(dict(ran, finished_at="2026-01-01T00:00:03.300000Z"), 0.0) == "after 2.3 s"

@@ -22,7 +22,7 @@ from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.multiclass import _ovr_decision_function
 
 from hinge_client import Client, HingeClassifier, HingeError, HingeSearchCV, wait_for_cleanup
-from hinge_client.estimators import warn_service_warnings
+from hinge_client.remote_estimator import warn_service_warnings
 from worker.training.folds import make_folds
 
 BREAST_CANCER_GRID = {"C": [0.001, 0.01, 0.1, 1.0, 10.0]}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import redis
 
-from core.storage import cache, keys, shards
+from core.storage import cache, keys, shard_format, shards
 from core.storage.documents import DatasetRecord
 from core.storage.garbage import collect_garbage
 from core.storage.objects import LocalDirectoryStore, ObjectMissing, ObjectStore, StoreRefused, StoreUnavailable
@@ -138,15 +138,15 @@ def test_a_shard_round_trips_every_encoding_bit_for_bit():
         "y": np.array([1.0, -0.0, 2.5]),  # labels: few distinct values (but fewer rows than twice them: raw)
         "qid": np.array([5, 5, 1 << 40], dtype=np.int64),  # too wide to narrow
     }
-    encoded = shards.encode_shard(arrays, rows=3, nnz=70_000)
-    decoded = shards.decode_shard(encoded.data, hashlib.sha256(encoded.data).hexdigest())
+    encoded = shard_format.encode_shard(arrays, rows=3, nnz=70_000)
+    decoded = shard_format.decode_shard(encoded.data, hashlib.sha256(encoded.data).hexdigest())
     encodings = {name: entry["encoding"] for name, entry in decoded.entries.items()}
     assert encodings == {"indptr": "narrow", "indices": "narrow", "data": "fill", "y": "raw", "qid": "raw"}
     for name, values in arrays.items():
         got = decoded.array(name)
         assert got.dtype == values.dtype and got.tobytes() == values.tobytes(), name
     labels = np.where(rng.random(1000) < 0.5, -1.0, 1.0)
-    table = shards.decode_shard(shards.encode_shard({"y": labels}, rows=1000, nnz=0).data)
+    table = shard_format.decode_shard(shard_format.encode_shard({"y": labels}, rows=1000, nnz=0).data)
     assert table.entries["y"]["encoding"] == "table" and table.array("y").tobytes() == labels.tobytes()
 
 
@@ -158,8 +158,8 @@ def test_column_indices_are_stored_as_their_gaps_within_rows():
     rows[5] = np.array([], dtype=np.int64)
     indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
     indices = np.concatenate(rows).astype(np.int32)
-    encoded = shards.encode_shard({"indptr": indptr, "indices": indices}, rows=300, nnz=indices.size)
-    decoded = shards.decode_shard(encoded.data)
+    encoded = shard_format.encode_shard({"indptr": indptr, "indices": indices}, rows=300, nnz=indices.size)
+    decoded = shard_format.decode_shard(encoded.data)
     entry = decoded.entries["indices"]
     assert entry["encoding"] == "gaps" and entry["width"] == 2 and entry["step_dtype"] == "<i4"
     assert entry["bytes"] < 0.55 * indices.nbytes
@@ -169,22 +169,26 @@ def test_column_indices_are_stored_as_their_gaps_within_rows():
     assert np.array_equal(into, indices)
     wide = indices.copy()
     wide[indptr[7] + 1 : indptr[8]] += 300_000  # one gap of more than 65,535 in row 7: escaped
-    again = shards.decode_shard(shards.encode_shard({"indptr": indptr, "indices": wide}, 300, wide.size).data)
+    again = shard_format.decode_shard(
+        shard_format.encode_shard({"indptr": indptr, "indices": wide}, 300, wide.size).data
+    )
     assert again.entries["indices"]["escapes"] >= 1 and np.array_equal(again.array("indices"), wide)
     binary = np.tile(np.arange(0, 120, 3, dtype=np.int32), 100)  # gaps of 3 under 123 features: 1 byte each
     ptr = np.arange(0, binary.size + 1, 40, dtype=np.int64)
-    small = shards.decode_shard(shards.encode_shard({"indptr": ptr, "indices": binary}, 100, binary.size).data)
+    small = shard_format.decode_shard(
+        shard_format.encode_shard({"indptr": ptr, "indices": binary}, 100, binary.size).data
+    )
     assert small.entries["indices"]["encoding"] == "narrow" and np.array_equal(small.array("indices"), binary)
 
 
 def test_a_damaged_shard_is_refused():
-    encoded = shards.encode_shard({"y": np.arange(10.0)}, rows=10, nnz=0)
+    encoded = shard_format.encode_shard({"y": np.arange(10.0)}, rows=10, nnz=0)
     digest = hashlib.sha256(encoded.data).hexdigest()
     encoded[-1] ^= 1
-    with pytest.raises(shards.ShardCorrupt, match="SHA-256"):
-        shards.decode_shard(encoded.data, digest)
-    with pytest.raises(shards.ShardCorrupt, match="magic"):
-        shards.decode_shard(b"not a shard at all")
+    with pytest.raises(shard_format.ShardCorrupt, match="SHA-256"):
+        shard_format.decode_shard(encoded.data, digest)
+    with pytest.raises(shard_format.ShardCorrupt, match="magic"):
+        shard_format.decode_shard(b"not a shard at all")
 
 
 @pytest.mark.parametrize("qid", [False, True])

@@ -216,12 +216,12 @@ def test_the_estimators_table_of_built_in_solvers_is_what_the_openapi_document_s
     from pathlib import Path
 
     from hinge_client import estimators
-    from hinge_client.solvers import solvers_in
+    from hinge_client.solvers import estimator_params_of, solvers_in
 
     document = json.loads((Path(__file__).resolve().parents[1] / "openapi" / "openapi.json").read_text())
     solvers = solvers_in(document)
     assert list(solvers) == list(estimators.SOLVER_PARAMS)
     for name, info in solvers.items():
-        assert estimators.estimator_params_of(info) == estimators.SOLVER_PARAMS[name], name
+        assert estimator_params_of(info) == estimators.SOLVER_PARAMS[name], name
         assert ("ovo" in info.multiclass) == (name in estimators.ONE_VS_ONE_SOLVERS), name
         assert (not info.kernel) == (name in estimators.LINEAR_SOLVERS), name

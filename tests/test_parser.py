@@ -13,7 +13,7 @@ import pytest
 from sklearn.datasets import load_svmlight_file
 
 from service.ingest import builder, parser, sources
-from service.ingest import parse_kernels as K
+from service.ingest.number_kernels import N_BAD, N_NONFINITE, N_OK, parse_numbers
 from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
 from tests.helpers import kernels_compiled_after_warm_up
 from tests.naive import csv_dense
@@ -50,7 +50,7 @@ def _kernel_numbers(tokens):
     starts = (ends - np.array([len(r) for r in raw], dtype=np.int64)).astype(np.int64)
     out = np.empty(len(raw))
     status = np.empty(len(raw), dtype=np.int64)
-    K.parse_numbers(np.frombuffer(buf, dtype=np.uint8), starts, ends, out, status)
+    parse_numbers(np.frombuffer(buf, dtype=np.uint8), starts, ends, out, status)
     return out, status
 
 
@@ -83,8 +83,8 @@ def _number_tokens(seed, n):
 def test_kernel_numbers_equal_python_float_bit_for_bit():
     tokens = _number_tokens(0, 4000)
     out, status = _kernel_numbers(tokens)
-    assert not np.any(status == K.N_BAD)
-    fast = status == K.N_OK
+    assert not np.any(status == N_BAD)
+    fast = status == N_OK
     assert fast.sum() > len(tokens) // 3  # the fast path is actually taken
     expected = np.array([float(t) for t in tokens])
     assert np.array_equal(_bits(out[fast]), _bits(expected[fast]))
@@ -116,9 +116,9 @@ def test_kernel_number_syntax():
     ]
     nonfinite = ["nan", "NaN", "-nan", "inf", "-Inf", "+INF", "infinity", "-Infinity"]
     _, status = _kernel_numbers(good + bad + nonfinite)
-    assert list(status[: len(good)]) == [K.N_OK] * len(good)
-    assert list(status[len(good) : len(good) + len(bad)]) == [K.N_BAD] * len(bad)
-    assert list(status[len(good) + len(bad) :]) == [K.N_NONFINITE] * len(nonfinite)
+    assert list(status[: len(good)]) == [N_OK] * len(good)
+    assert list(status[len(good) : len(good) + len(bad)]) == [N_BAD] * len(bad)
+    assert list(status[len(good) + len(bad) :]) == [N_NONFINITE] * len(nonfinite)
 
 
 def test_values_through_the_file_equal_python_float(tmp_path):
@@ -578,7 +578,7 @@ for text, fmt, zero_based in texts:
                        value_dtype=value_dtype, limits=limits)
 """
     missed = kernels_compiled_after_warm_up(
-        ["service.ingest.parse_kernels", "service.ingest.parser"],
+        ["service.ingest.number_kernels", "service.ingest.parse_kernels", "service.ingest.parser"],
         "from service.ingest import parser; parser.warm_up()",
         use,
     )

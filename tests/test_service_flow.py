@@ -221,7 +221,7 @@ def test_model_deleted(http, small_dataset):
 
 
 def test_binary_values_are_stored_once_and_train_as_written(service, http):
-    """A data set whose values are all 1 keeps one value per shard (see core.storage.shards), its column indices
+    """A data set whose values are all 1 keeps one value per shard (see core.storage.shard_format), its column indices
     as gaps in the bytes they need; the worker's copy, the API's evaluation and the model are those of the values
     written out."""
     import json as jsonlib
@@ -230,7 +230,7 @@ def test_binary_values_are_stored_once_and_train_as_written(service, http):
 
     from core.storage import keys
     from core.storage.objects import LocalDirectoryStore
-    from core.storage.shards import decode_shard
+    from core.storage.shard_format import decode_shard
     from worker.solvers.dcd import solve_dcd
 
     rng = np.random.default_rng(11)

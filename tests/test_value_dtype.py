@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from service.ingest import parse_kernels as K
+from service.ingest.number_kernels import V_OK, V_SLOW, V_WIDEN, VAL_AUTO, VAL_F32, f32_values
 from service.ingest.parser import ParseLimits, UploadParseError, nearest_float32, parse_upload, recoverable_float32
 from tests.helpers import upload, wait_job
 
@@ -29,7 +29,7 @@ def _kernel_f32(tokens, vmode):
     starts = ends - np.array([len(r) for r in raw], dtype=np.int64)
     out = np.empty(len(raw), dtype=np.float32)
     check = np.empty(len(raw), dtype=np.int64)
-    K.f32_values(np.frombuffer(buf, dtype=np.uint8), starts, ends, vmode, out, check)
+    f32_values(np.frombuffer(buf, dtype=np.uint8), starts, ends, vmode, out, check)
     return out, check
 
 
@@ -55,10 +55,10 @@ def _short_tokens(seed: int, n: int) -> list[str]:
 
 def test_auto_stores_float32_only_when_the_text_is_recoverable():
     tokens = _short_tokens(0, 3000)
-    out, check = _kernel_f32(tokens, K.VAL_AUTO)
-    assert set(check.tolist()) <= {K.V_OK, K.V_WIDEN, K.V_SLOW}
-    kept = [i for i, c in enumerate(check) if c == K.V_OK]
-    widened = [i for i, c in enumerate(check) if c == K.V_WIDEN]
+    out, check = _kernel_f32(tokens, VAL_AUTO)
+    assert set(check.tolist()) <= {V_OK, V_WIDEN, V_SLOW}
+    kept = [i for i, c in enumerate(check) if c == V_OK]
+    widened = [i for i, c in enumerate(check) if c == V_WIDEN]
     assert len(kept) > len(tokens) // 3 and len(widened) > 100  # both outcomes are exercised
     for i in kept:
         # exact: the stored float32 is the one nearest to the decimal, and gives the decimal back
@@ -108,13 +108,13 @@ def test_float32_rounds_the_decimal_once():
     token = "1.0000000596046448"
     assert float(token) == 1 + 2**-24
     assert nearest_float32(token) == 1 + 2**-23
-    _, check = _kernel_f32([token], K.VAL_F32)
-    assert check[0] == K.V_SLOW  # the kernel leaves it to Python
+    _, check = _kernel_f32([token], VAL_F32)
+    assert check[0] == V_SLOW  # the kernel leaves it to Python
     tokens = _short_tokens(1, 2000) + [repr(float(x)) for x in np.random.default_rng(2).normal(size=500)]
     tokens = [t for t in tokens if abs(float(t)) < 3e38]
-    out, check = _kernel_f32(tokens, K.VAL_F32)
+    out, check = _kernel_f32(tokens, VAL_F32)
     for i, c in enumerate(check):
-        if c == K.V_OK:
+        if c == V_OK:
             assert float(out[i]) == nearest_float32(tokens[i]), tokens[i]
 
 

@@ -21,6 +21,7 @@ from service.ingest.limits import (
     quote,
     short_name,
 )
+from service.ingest.number_kernels import VAL_AUTO, VAL_F64
 from service.ingest.values import nearest_float32, recoverable_float32
 
 _SLOW_CAP = 4096  # initial capacity of the slow-token buffer (tests shrink it)
@@ -70,7 +71,7 @@ class Builder:
         st[K.S_MAX_IDX] = -1
         st[K.S_MIN_IDX] = _INT64_LIMIT
         self.st = st
-        self.value_dtype = np.float64 if vmode == K.VAL_F64 else np.float32
+        self.value_dtype = np.float64 if vmode == VAL_F64 else np.float32
         self.row_cap = 0
         self.nnz_cap = 0
         self.indptr = np.zeros(1, dtype=np.int64)
@@ -221,10 +222,10 @@ class Builder:
             if slot < 0:
                 y[-slot - 1] = value
                 continue
-            if self.vmode != K.VAL_F64:
+            if self.vmode != VAL_F64:
                 text = bytes(buf[start:stop])
                 single = nearest_float32(text)
-                if self.vmode == K.VAL_AUTO and not recoverable_float32(text, single):
+                if self.vmode == VAL_AUTO and not recoverable_float32(text, single):
                     raise Restart("widen")
                 if math.isinf(single):
                     column = start - self._line_start(buf, start) + 1

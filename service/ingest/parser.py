@@ -15,7 +15,7 @@ How a file is read:
    rows to growing CSR arrays; the unfinished last line is carried into the next round. A line
    longer than a chunk just makes the carry grow, up to ``max_line_bytes`` (then the upload is
    refused, so a 2 GB line is never held in memory).
-3. Numbers the kernel cannot compute exactly (see ``parse_kernels``) are recorded by byte span and
+3. Numbers the kernel cannot compute exactly (see ``number_kernels``) are recorded by byte span and
    replaced here with Python's ``float`` before the chunk is dropped, so every value is exactly
    ``float(token)``.
 4. After the last chunk: the zero-based question is settled (``"auto"``: zero-based iff some
@@ -47,6 +47,7 @@ import numpy as np
 from service.ingest import parse_kernels as K
 from service.ingest.builder import Builder, ParseSummary, Restart
 from service.ingest.limits import ParseLimits, UploadAborted, UploadLimitError, UploadParseError
+from service.ingest.number_kernels import VAL_AUTO, VAL_F32, VAL_F64, parse_numbers
 from service.ingest.sources import (
     DEFAULT_INFLATER,
     GZIP_MAGIC,
@@ -130,7 +131,7 @@ def _mode(zero_based) -> int:
     raise ValueError(f"zero_based must be 'auto', True or False, got {zero_based!r}")
 
 
-_VALUE_MODES = {"float64": K.VAL_F64, "float32": K.VAL_F32, "auto": K.VAL_AUTO}
+_VALUE_MODES = {"float64": VAL_F64, "float32": VAL_F32, "auto": VAL_AUTO}
 
 
 def _vmode(value_dtype: str) -> int:
@@ -210,7 +211,7 @@ def parse_into(
 
     ``sink``: see ``ArrayCollector``. ``value_dtype``: "float64" (values as Python's float),
     "float32" (the float32 nearest to each decimal) or "auto" (float32 when every value is
-    recoverable from it, else float64; see ``parse_kernels``). A parse that learns late that it
+    recoverable from it, else float64; see ``number_kernels``). A parse that learns late that it
     needs float64 values, or (``zero_based="auto"``) that the file is zero-based, starts over:
     ``sink.reset()`` and ``open_text()`` again. ``inflater``: what inflates gzip text (see
     ``sources.INFLATERS``). Raises UploadParseError, UploadLimitError or (followed uploads) UploadAborted.
@@ -241,7 +242,7 @@ def parse_into(
             except Restart as restart:
                 sink.reset()
                 if restart.reason == "widen":
-                    vmode = K.VAL_F64
+                    vmode = VAL_F64
                 else:
                     mode = K.MODE_ZERO_BASED
 
@@ -310,4 +311,4 @@ def warm_up() -> None:
             )
     starts = np.zeros(1, dtype=np.int64)
     ends = np.ones(1, dtype=np.int64)
-    K.parse_numbers(np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64))
+    parse_numbers(np.frombuffer(bytearray(b"1"), dtype=np.uint8), starts, ends, np.empty(1), np.empty(1, np.int64))

@@ -1,4 +1,4 @@
-"""float32 values decided in Python: the parser kernel's slow path (``service.ingest.parse_kernels``) for the
+"""float32 values decided in Python: the parser kernel's slow path (``service.ingest.number_kernels``) for the
 decimals it cannot round exactly itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from service.ingest import parse_kernels as K
+from service.ingest.number_kernels import AUTO_MAX_DIGITS
 
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -47,6 +47,6 @@ def recoverable_float32(text: bytes | str, single: float) -> bool:
     if not math.isfinite(single):
         return False
     mantissa = raw.lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0").rstrip("0")
-    if len(mantissa) > K.AUTO_MAX_DIGITS:
+    if len(mantissa) > AUTO_MAX_DIGITS:
         return False
-    return Fraction(format(single, f".{K.AUTO_MAX_DIGITS}g")) == exact
+    return Fraction(format(single, f".{AUTO_MAX_DIGITS}g")) == exact
