@@ -241,18 +241,19 @@ def cmd_worker(args: argparse.Namespace, rest: list[str]) -> int:
     return 0  # pragma: no cover
 
 
-def cmd_kernels(rest: list[str]) -> int:
-    """`hinge kernels [--build] [--json]`: the upload parser's kernels (here) and the solvers' (`python -m
-    worker.runtime.warmup`, run as a child: the service never imports the worker)."""
+def cmd_compile(rest: list[str], prog: str = "hinge compile") -> int:
+    """`hinge compile [--build] [--json]`: the upload parser's compiled code (here) and the solvers' (`python -m
+    worker.runtime.warmup`, run as a child: the service never imports the worker). `hinge kernels` is its
+    earlier name, still accepted."""
     import subprocess
 
     from core.kernel_cache import run_command, show
     from service.ingest.entry import PARSER_KERNELS
 
     parser = argparse.ArgumentParser(
-        prog="hinge kernels",
-        description="Show which numba kernels this machine's cache holds (solvers and the upload parser); "
-        "--build compiles the missing ones (what a Docker build runs, and what workers do in the background).",
+        prog=prog,
+        description="Show which compiled code (numba) this machine's cache holds, for the solvers and the upload "
+        "parser; --build compiles what is missing (what a Docker build runs, and what workers do in the background).",
     )
     parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")
     parser.add_argument("--json", action="store_true", help="Print the state as JSON.")
@@ -263,7 +264,7 @@ def cmd_kernels(rest: list[str]) -> int:
         text=True,
     )
     if not solvers.stdout.strip():
-        print("hinge kernels: the solvers' part failed (python -m worker.runtime.warmup)", file=sys.stderr)
+        print(f"{prog}: the solvers' part failed (python -m worker.runtime.warmup)", file=sys.stderr)
         return 1
     solver_state = json.loads(solvers.stdout)
     state = run_command({"service.ingest": PARSER_KERNELS}, args.build)
@@ -321,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser(
-        "kernels",
-        help="Show which numba kernels this machine has compiled; --build compiles the rest (see `hinge kernels --help`).",
+        "compile",
+        help="Show which solver and parser code this machine has compiled; --build compiles the rest (see `hinge "
+        "compile --help`; `hinge kernels`, its earlier name, still works).",
         add_help=False,
     )
 
@@ -384,8 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["worker"]:
         return cmd_worker(argparse.Namespace(), argv[1:])
-    if argv[:1] == ["kernels"]:
-        return cmd_kernels(argv[1:])
+    if argv[:1] == ["compile"]:
+        return cmd_compile(argv[1:])
+    if argv[:1] == ["kernels"]:  # the earlier name, kept for scripts and images that use it
+        return cmd_compile(argv[1:], prog="hinge kernels")
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)

@@ -349,10 +349,10 @@ class Readiness:
 
     Reads the workers' heartbeats in Redis (``solvers`` ready and ``warming``: the solvers left and an
     estimate, from the machine's kernel cache; see worker/runtime/heartbeat.py) and asks the API's /healthz.
-    Lines: "compiling solver kernels ..." once, when the cache lacks some (the first run, or changed
-    solver code), with the estimate; one line per solver as its kernels are ready; a line at least every
+    Lines: "compiling the solvers' code ..." once, when the cache lacks some (the first run, or changed
+    solver code), with the estimate; one line per solver as its code is compiled; a line at least every
     PROGRESS_EVERY_S while they compile, with what is left and the estimate; "ready: API on ..." once the
-    workers take jobs (dcd's kernels are compiled first); "every solver ready" at the end.
+    workers take jobs (dcd's code is compiled first); "every solver ready" at the end.
     """
 
     PROGRESS_EVERY_S = 14.0  # looked at every 0.5 s: a line at least every 15 s
@@ -418,14 +418,14 @@ class Readiness:
             self.announced = True
             eta = self.steady_eta(eta)
             self._say(
-                f"compiling solver kernels (first run on this machine, cached afterwards; about {eta:.0f} s for all "
+                f"compiling the solvers' code (first run on this machine, cached afterwards; about {eta:.0f} s for all "
                 f"on {usable_cores()} core(s) at this load; dcd first, the others in the background)"
             )
         if self.announced:
             for name in dict.fromkeys(ready_solvers):
                 if name not in self.reported:
                     self.reported.add(name)
-                    self._say(f"  kernels of {name} ready ({elapsed:.0f} s)")
+                    self._say(f"  {name} compiled ({elapsed:.0f} s)")
             if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
                 eta = self.steady_eta(eta)
                 self._say(f"  still compiling {', '.join(left)} ({elapsed:.0f} s so far, about {eta:.0f} s left)")

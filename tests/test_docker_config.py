@@ -179,7 +179,7 @@ def test_kernel_cache_volume_shared_by_api_and_workers():
         assert f"kernels:{KERNEL_CACHE}" in services[name]["volumes"], name
     text = DOCKERFILE.read_text()
     assert f"HINGE_KERNEL_CACHE_DIR={KERNEL_CACHE}" in text and f"HINGE_KERNEL_SEED_DIR={KERNEL_SEED}" in text
-    assert re.search(rf"HINGE_KERNEL_CACHE_DIR={KERNEL_SEED} hinge kernels --build", text), "kernels built in"
+    assert re.search(rf"HINGE_KERNEL_CACHE_DIR={KERNEL_SEED} hinge compile --build", text), "compiled code built in"
 
 
 def test_dockerfile_installs_the_project():

@@ -179,7 +179,7 @@ def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
     """Every solver's kernels, as a worker warms them: once built, a new process only loads them."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_THREADING_LAYER="workqueue")
     built = subprocess.run(
-        [sys.executable, "-m", "service.cli", "kernels", "--build", "--json"],
+        [sys.executable, "-m", "service.cli", "compile", "--build", "--json"],
         env=env,
         cwd=ROOT,
         capture_output=True,

@@ -60,11 +60,11 @@ class IngestPool:
         done, _ = await asyncio.wait(waiting, timeout=notice_after_s, return_when=asyncio.FIRST_COMPLETED)
         if not done:
             log.info(
-                "compiling the upload parser's kernels (the first run on this machine; cached afterwards): the API "
+                "compiling the upload parser's code (the first run on this machine; cached afterwards): the API "
                 "listens once they are ready"
             )
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            log.info("the upload parser's kernels are ready (%.0f s)", time.monotonic() - began)
+            log.info("the upload parser's code is compiled (%.0f s)", time.monotonic() - began)
         for future in done:
             if future.exception() is not None:  # uploads will say so; predictions need no parser
                 log.error("an ingest process could not start: %s", future.exception())
