@@ -11,6 +11,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from core.schemas.base import StrictModel
+from core.schemas.enums import Task
 
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
@@ -100,9 +101,9 @@ class CommonParams(StrictModel):
         return None if value == 0 else value
 
     @property
-    def task(self) -> str:
+    def task(self) -> Task:
         """What the model is trained for: `classification`, or cpa's pairwise objective."""
-        return "classification"
+        return Task.classification
 
     search: SearchParams | None = Field(
         default=None,
@@ -301,9 +302,10 @@ class CpaParams(CommonParams):
     )
 
     @property
-    def task(self) -> str:
-        """`classification`, or the pairwise objective (`ordinal`, `roc_area`, `ranking`)."""
-        return self.objective
+    def task(self) -> Task:
+        """`classification`, or the pairwise objective (`ordinal`, `roc_area`, `ranking`): the request's
+        `objective`, named as every model's task."""
+        return Task(self.objective)
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):

@@ -33,7 +33,7 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
                 f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
                 ["body", "params", "class_weight", label],
             )
-    objective = body.params.task
+    objective = body.params.task  # the request's `objective` (cpa), which the code calls a model's task
     if objective == Task.ranking and not dataset.has_qid:
         raise unprocessable(
             f"params.objective: `ranking` compares rows within a query, but data set {dataset.id} has no qid",
