@@ -15,29 +15,7 @@ from sklearn.datasets import load_svmlight_file
 from service.ingest import builder, parser, sources
 from service.ingest.number_kernels import N_BAD, N_NONFINITE, N_OK, parse_numbers
 from service.ingest.parser import ParseLimits, UploadLimitError, UploadParseError, parse_upload
-from tests.helpers import kernels_compiled_after_warm_up
-from tests.naive import csv_dense
-
-BIG = ParseLimits(max_decompressed_bytes=1 << 30, max_rows=1 << 30, max_features=1 << 30, max_nnz=1 << 30)
-
-
-def _write(tmp_path, content: bytes | str, *, gz: bool = False, name: str = "upload"):
-    if isinstance(content, str):
-        content = content.encode()
-    if gz:
-        content = gzip.compress(content)
-    path = tmp_path / name
-    path.write_bytes(content)
-    return path
-
-
-def _parse(tmp_path, content, *, gz=False, limits=BIG, chunk=None, **kw):
-    return parse_upload(_write(tmp_path, content, gz=gz), limits=limits, _chunk_bytes=chunk, **kw)
-
-
-def _bits(a):
-    return np.ascontiguousarray(a, dtype=np.float64).view(np.int64)
-
+from tests.parser_files import BIG, float_bits, parse_file, small_limits, write_upload
 
 # ---------------------------------------------------------------------------------------------
 # numbers
@@ -87,7 +65,7 @@ def test_kernel_numbers_equal_python_float_bit_for_bit():
     fast = status == N_OK
     assert fast.sum() > len(tokens) // 3  # the fast path is actually taken
     expected = np.array([float(t) for t in tokens])
-    assert np.array_equal(_bits(out[fast]), _bits(expected[fast]))
+    assert np.array_equal(float_bits(out[fast]), float_bits(expected[fast]))
     # what the fast path declines, it declines for a reason: digits or range
     for t in np.array(tokens)[~fast][:200]:
         assert len(t.replace("-", "").replace(".", "")) > 16 or "e" in t.lower() or float(t) == 0.0
@@ -125,11 +103,11 @@ def test_values_through_the_file_equal_python_float(tmp_path):
     tokens = _number_tokens(1, 300)
     rows = [f"{tokens[i]} 1:{tokens[i + 1]} 2:{tokens[i + 2]}" for i in range(0, len(tokens) - 3, 3)]
     rows = [r for r in rows if all(math.isfinite(float(x.split(":")[-1])) for x in r.split())]
-    result = _parse(tmp_path, "\n".join(rows) + "\n", chunk=256)
+    result = parse_file(tmp_path, "\n".join(rows) + "\n", chunk=256)
     labels = np.array([float(r.split()[0]) for r in rows])
     values = np.array([float(x.split(":")[1]) for r in rows for x in r.split()[1:]])
-    assert np.array_equal(_bits(result.y), _bits(labels))
-    assert np.array_equal(_bits(result.data), _bits(values))
+    assert np.array_equal(float_bits(result.y), float_bits(labels))
+    assert np.array_equal(float_bits(result.data), float_bits(values))
 
 
 @pytest.mark.parametrize("value_dtype", ["auto", "float32", "float64"])
@@ -142,10 +120,10 @@ def test_one_digit_values_take_the_short_way_to_the_same_bits(tmp_path, value_dt
         for end in (" ", "\t", "#c", "\r", ""):
             rows.append(f"{i % 3} 1:{token}{end} 4:{token}{end}".rstrip() if end == "" else f"{i % 3} 1:{token}{end}")
     text = "\n".join(rows) + "\n3 2:7"  # the last value ends the text
-    result = _parse(tmp_path, text, chunk=64, value_dtype=value_dtype)
+    result = parse_file(tmp_path, text, chunk=64, value_dtype=value_dtype)
     expected = [float(token.split(":")[1].split("#")[0]) for row in rows for token in row.split()[1:]] + [7.0]
-    assert np.array_equal(_bits(result.data), _bits(np.asarray(expected, dtype=result.data.dtype)))
-    loaded, _ = load_svmlight_file(str(_write(tmp_path, text, name="same.svm")))
+    assert np.array_equal(float_bits(result.data), float_bits(np.asarray(expected, dtype=result.data.dtype)))
+    loaded, _ = load_svmlight_file(str(write_upload(tmp_path, text, name="same.svm")))
     np.testing.assert_array_equal(loaded.data, result.data.astype(np.float64))
 
 
@@ -154,9 +132,9 @@ def test_slow_buffer_overflow_restarts_cleanly(tmp_path, monkeypatch):
     tokens = ["1.00000000000000000000001", "2e-310", "3.141592653589793238462643", "1e300", "5e-320"]
     line = "0.1234567890123456789012 " + " ".join(f"{j + 1}:{tokens[j % 5]}" for j in range(23)) + "\n"
     text = line * 7
-    result = _parse(tmp_path, text, chunk=100)
+    result = parse_file(tmp_path, text, chunk=100)
     assert result.y.tolist() == [float("0.1234567890123456789012")] * 7
-    assert np.array_equal(_bits(result.data), _bits([float(tokens[j % 5]) for j in range(23)] * 7))
+    assert np.array_equal(float_bits(result.data), float_bits([float(tokens[j % 5]) for j in range(23)] * 7))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +181,7 @@ def _random_svmlight(seed, *, n_rows, n_features, zero_based, qid, messy):
 def test_equal_to_scikit_learn(tmp_path, qid, zero_based, gz, chunk):
     seed = 17 * qid + 5 * zero_based + 3 * gz + (chunk or 0)
     text = _random_svmlight(seed, n_rows=150, n_features=40, zero_based=zero_based, qid=qid, messy=True)
-    path = _write(tmp_path, text, gz=gz, name="f.svm.gz" if gz else "f.svm")
+    path = write_upload(tmp_path, text, gz=gz, name="f.svm.gz" if gz else "f.svm")
     for mode in ("auto", zero_based):
         got = parse_upload(path, zero_based=mode, limits=BIG, _chunk_bytes=chunk)
         loaded = load_svmlight_file(str(path), zero_based=mode, query_id=True)
@@ -211,8 +189,8 @@ def test_equal_to_scikit_learn(tmp_path, qid, zero_based, gz, chunk):
         assert got.indptr.dtype == np.int64 and got.indices.dtype == np.int32 and got.data.dtype == np.float64
         assert np.array_equal(got.indptr, X.indptr)
         assert np.array_equal(got.indices, X.indices)
-        assert np.array_equal(_bits(got.data), _bits(X.data))
-        assert np.array_equal(_bits(got.y), _bits(y))
+        assert np.array_equal(float_bits(got.data), float_bits(X.data))
+        assert np.array_equal(float_bits(got.y), float_bits(y))
         assert got.n_features == X.shape[1]
         assert got.zero_based is zero_based
         assert got.compressed is gz
@@ -231,28 +209,28 @@ def test_long_lines_cross_many_chunks(tmp_path):
         cols = np.sort(rng.choice(5000, size=int(rng.integers(0, 400)), replace=False)) + 1
         rows.append(f"{i % 3} " + " ".join(f"{c}:{rng.normal():.17g}" for c in cols) + "\n")
     text = "".join(rows)
-    X, y = load_svmlight_file(str(_write(tmp_path, text, name="x.svm")))
+    X, y = load_svmlight_file(str(write_upload(tmp_path, text, name="x.svm")))
     for chunk in (64, 1000, 7):
-        got = _parse(tmp_path, text, chunk=chunk)
+        got = parse_file(tmp_path, text, chunk=chunk)
         assert np.array_equal(got.indptr, X.indptr) and np.array_equal(got.indices, X.indices)
         assert np.array_equal(got.data, X.data) and np.array_equal(got.y, y) and got.n_features == X.shape[1]
 
 
 def test_small_svmlight_details(tmp_path):
-    got = _parse(tmp_path, "\ufeff+1 1:2.5  3:0\n\n-1\t# only a label\n2 2:1 # c\r\n3 3:-0")
+    got = parse_file(tmp_path, "\ufeff+1 1:2.5  3:0\n\n-1\t# only a label\n2 2:1 # c\r\n3 3:-0")
     assert got.indptr.tolist() == [0, 2, 2, 3, 4]
     assert got.indices.tolist() == [0, 2, 1, 2]  # one-based, shifted
-    assert _bits(got.data).tolist() == _bits([2.5, 0.0, 1.0, -0.0]).tolist()
+    assert float_bits(got.data).tolist() == float_bits([2.5, 0.0, 1.0, -0.0]).tolist()
     assert got.y.tolist() == [1.0, -1.0, 2.0, 3.0]
     assert got.n_features == 3 and got.zero_based is False and got.qid is None
     # zero index anywhere makes "auto" zero-based; no index at all gives n_features 1 as scikit-learn
-    got = _parse(tmp_path, "1 5:1\n0 0:1\n")
+    got = parse_file(tmp_path, "1 5:1\n0 0:1\n")
     assert got.zero_based is True and got.indices.tolist() == [5, 0] and got.n_features == 6
-    got = _parse(tmp_path, "1\n-1 # nothing\n")
+    got = parse_file(tmp_path, "1\n-1 # nothing\n")
     assert got.n_features == 1 and got.indices.size == 0 and got.zero_based is True
-    got = _parse(tmp_path, "1 5:1\n", zero_based=True)
+    got = parse_file(tmp_path, "1 5:1\n", zero_based=True)
     assert got.indices.tolist() == [5] and got.n_features == 6 and got.zero_based is True
-    got = _parse(tmp_path, "1 qid:-3 2:1\n2 qid:+7 1:1\n")
+    got = parse_file(tmp_path, "1 qid:-3 2:1\n2 qid:+7 1:1\n")
     assert got.qid.tolist() == [-3, 7]
 
 
@@ -303,7 +281,7 @@ SVM_ERRORS = [
 @pytest.mark.parametrize("gz", [False, True])
 def test_svmlight_errors(tmp_path, text, kwargs, line, column, words, gz):
     with pytest.raises(UploadParseError) as info:
-        _parse(tmp_path, text, gz=gz, chunk=8, **kwargs)
+        parse_file(tmp_path, text, gz=gz, chunk=8, **kwargs)
     err = info.value
     assert (err.line, err.column) == (line, column), str(err)
     assert str(err) == f"line {line}, column {column}: {err.reason}"
@@ -315,14 +293,14 @@ def test_error_line_numbers_are_absolute_across_chunks(tmp_path):
     good = "".join(f"{i % 2} 1:{i} 7:0.25 # row {i}\n" for i in range(2000))
     for chunk in (64, 4096, None):
         with pytest.raises(UploadParseError) as info:
-            _parse(tmp_path, good + "\n1 1:2 5:x\n", chunk=chunk)
+            parse_file(tmp_path, good + "\n1 1:2 5:x\n", chunk=chunk)
         assert (info.value.line, info.value.column) == (2002, 9)
 
 
 def test_empty_and_comment_only_files(tmp_path):
     for text in ("", "\n\n", "# only\n# comments\n"):
         with pytest.raises(UploadParseError) as info:
-            _parse(tmp_path, text)
+            parse_file(tmp_path, text)
         assert (info.value.line, info.value.column) == (0, 0)
         assert ("the uploaded file is empty" if text == "" else "no data rows") in info.value.reason
         assert "line 0" not in str(info.value)  # no position for a file without rows
@@ -351,25 +329,27 @@ def test_gzip_truncated_corrupt_trailing_and_multimember(tmp_path, inflater):
     text = "".join(f"{i % 2} 1:{i} 2:0.5\n" for i in range(3000)).encode()
     packed = gzip.compress(text)
     with pytest.raises(UploadParseError) as info:
-        parse_upload(_write(tmp_path, packed[: len(packed) // 2]), limits=BIG, inflater=inflater, _chunk_bytes=1000)
+        parse_upload(
+            write_upload(tmp_path, packed[: len(packed) // 2]), limits=BIG, inflater=inflater, _chunk_bytes=1000
+        )
     assert "truncated" in info.value.reason and info.value.line > 1
     with pytest.raises(UploadParseError) as info:
-        parse_upload(_write(tmp_path, packed[:15]), limits=BIG, inflater=inflater)
+        parse_upload(write_upload(tmp_path, packed[:15]), limits=BIG, inflater=inflater)
     assert (info.value.line, info.value.column) == (0, 0) and "truncated" in info.value.reason
     broken = bytearray(packed)
     broken[40:60] = b"\xff" * 20
     with pytest.raises(UploadParseError, match="corrupt gzip|truncated"):
-        parse_upload(_write(tmp_path, bytes(broken)), limits=BIG, inflater=inflater)
+        parse_upload(write_upload(tmp_path, bytes(broken)), limits=BIG, inflater=inflater)
     with pytest.raises(UploadParseError, match="after the end of the gzip data"):
-        parse_upload(_write(tmp_path, packed + b"garbage"), limits=BIG, inflater=inflater)
-    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater)
+        parse_upload(write_upload(tmp_path, packed + b"garbage"), limits=BIG, inflater=inflater)
+    got = parse_upload(write_upload(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater)
     assert got.y.size == 3000
-    got = parse_upload(_write(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater, _chunk_bytes=16)
+    got = parse_upload(write_upload(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater, _chunk_bytes=16)
     assert got.y.size == 3000
     with pytest.raises(UploadParseError, match="after the end of the gzip data"):
-        parse_upload(_write(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, inflater=inflater, _chunk_bytes=16)
+        parse_upload(write_upload(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, inflater=inflater, _chunk_bytes=16)
     got = parse_upload(
-        _write(tmp_path, gzip.compress(text[:1000]) + gzip.compress(text[1000:])),
+        write_upload(tmp_path, gzip.compress(text[:1000]) + gzip.compress(text[1000:])),
         limits=BIG,
         inflater=inflater,
         _chunk_bytes=64,
@@ -411,7 +391,7 @@ def test_gzip_bomb_stops_at_the_limit(tmp_path, monkeypatch, inflater):
     limit = 1 << 20
     limits = ParseLimits(max_decompressed_bytes=limit, max_rows=10, max_features=10, max_nnz=10)
     with pytest.raises(UploadLimitError) as info:
-        parse_upload(_write(tmp_path, packed), limits=limits)
+        parse_upload(write_upload(tmp_path, packed), limits=limits)
     assert info.value.limit == "max_decompressed_bytes" and info.value.value == limit
     assert "max_decompressed_bytes" in str(info.value) and "line 1" in str(info.value)
     assert limit < counting.inflated <= limit + 1
@@ -421,168 +401,47 @@ def test_plain_text_limit(tmp_path):
     text = "1 1:1\n" * 100
     limits = ParseLimits(max_decompressed_bytes=599, max_rows=1000, max_features=10, max_nnz=1000)
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, limits=limits)
+        parse_file(tmp_path, text, limits=limits)
     assert info.value.limit == "max_decompressed_bytes"
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, gz=True, limits=limits, chunk=64)
+        parse_file(tmp_path, text, gz=True, limits=limits, chunk=64)
     assert info.value.limit == "max_decompressed_bytes" and info.value.line == 100
     limits = ParseLimits(max_decompressed_bytes=600, max_rows=1000, max_features=10, max_nnz=1000)
-    assert _parse(tmp_path, text, gz=True, limits=limits).text_bytes == 600
+    assert parse_file(tmp_path, text, gz=True, limits=limits).text_bytes == 600
 
 
 # ---------------------------------------------------------------------------------------------
 # limits
 
 
-def _limits(**kw):
-    base = dict(max_decompressed_bytes=1 << 20, max_rows=1000, max_features=1000, max_nnz=1000)
-    base.update(kw)
-    return ParseLimits(**base)
-
-
 def test_row_and_nnz_limits(tmp_path):
     text = "# c\n" + "".join("1 1:1 2:1\n" for _ in range(10))
-    assert _parse(tmp_path, text, limits=_limits(max_rows=10, max_nnz=20)).y.size == 10
+    assert parse_file(tmp_path, text, limits=small_limits(max_rows=10, max_nnz=20)).y.size == 10
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, limits=_limits(max_rows=9), chunk=16)
+        parse_file(tmp_path, text, limits=small_limits(max_rows=9), chunk=16)
     assert (info.value.limit, info.value.value, info.value.line) == ("max_rows", 9, 11)
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, limits=_limits(max_nnz=19), chunk=16)
+        parse_file(tmp_path, text, limits=small_limits(max_nnz=19), chunk=16)
     assert (info.value.limit, info.value.value, info.value.line) == ("max_nnz", 19, 11)
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, limits=_limits(max_rows=0))
+        parse_file(tmp_path, text, limits=small_limits(max_rows=0))
     assert info.value.line == 2
 
 
 def test_feature_limit(tmp_path):
     text = "1 1:1 5:1\n1 2:1\n1 9:1\n1 3:1\n"
-    assert _parse(tmp_path, text, limits=_limits(max_features=9)).n_features == 9
+    assert parse_file(tmp_path, text, limits=small_limits(max_features=9)).n_features == 9
     for mode in ("auto", False):
         with pytest.raises(UploadLimitError) as info:
-            _parse(tmp_path, text, zero_based=mode, limits=_limits(max_features=8))
+            parse_file(tmp_path, text, zero_based=mode, limits=small_limits(max_features=8))
         assert (info.value.limit, info.value.value, info.value.line) == ("max_features", 8, 3)
     with pytest.raises(UploadLimitError) as info:  # zero-based: index 8 means 9 features
-        _parse(tmp_path, "1 1:1\n1 8:1\n", zero_based=True, limits=_limits(max_features=8))
+        parse_file(tmp_path, "1 1:1\n1 8:1\n", zero_based=True, limits=small_limits(max_features=8))
     assert info.value.line == 2
     # auto resolves to zero-based only at the end: the limit is checked then, at the line of the max index
     with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, "1 1:1\n1 8:1\n1 0:1\n", limits=_limits(max_features=8))
+        parse_file(tmp_path, "1 1:1\n1 8:1\n1 0:1\n", limits=small_limits(max_features=8))
     assert info.value.line == 2
-
-
-# ---------------------------------------------------------------------------------------------
-# CSV
-
-
-def test_csv_matches_naive_reader(tmp_path):
-    rng = np.random.default_rng(5)
-    dense = rng.normal(size=(60, 6)) * (rng.uniform(size=(60, 6)) < 0.4)
-    labels = rng.choice([-1.0, 1.0, 2.5], size=60)
-    header = 'f0,"x, y",label,f3 ,  f4,f5,f6\r\n'
-    lines = []
-    for i in range(60):
-        cells = [repr(float(v)) if v != 0 else rng.choice(["0", "0.0", "-0"]) for v in dense[i]]
-        cells.insert(2, repr(float(labels[i])))
-        cells[0] = f'"{cells[0]}"'
-        lines.append(" , ".join(cells) if i % 7 == 0 else ",".join(cells))
-    text = header + "\r\n".join(lines) + "\r\n\r\n\n"
-    X, y, names = csv_dense(text, "label")
-    for chunk in (64, None):
-        for gz in (False, True):
-            got = _parse(tmp_path, text, format="csv", chunk=chunk, gz=gz)
-            assert got.feature_names == ["f0", "x, y", "f3", "f4", "f5", "f6"] == names
-            assert got.n_features == 6 and got.zero_based is False and got.qid is None
-            dense_got = np.zeros((got.y.size, got.n_features))
-            for r in range(got.y.size):
-                sl = slice(got.indptr[r], got.indptr[r + 1])
-                assert np.all(np.diff(got.indices[sl]) > 0)
-                dense_got[r, got.indices[sl]] = got.data[sl]
-            assert np.array_equal(dense_got, X) and np.array_equal(got.y, y)
-            assert np.all(got.data != 0)
-            assert got.indices.size == np.count_nonzero(X)
-
-
-def test_csv_slow_zero_is_dropped(tmp_path):
-    got = _parse(tmp_path, "a,b,label\n1e-400,2,1\n3,0.0000000000000000000000000000000001,0\n", format="csv")
-    assert got.indptr.tolist() == [0, 1, 3] and got.indices.tolist() == [1, 0, 1]
-    assert got.data.tolist() == [2.0, 3.0, 1e-34]
-
-
-CSV_ERRORS = [
-    ("a,b\n1,2\n", 1, 1, ["label column 'label'", "'a', 'b'"]),
-    ("a,label,label\n1,2,3\n", 1, 1, ["appears 2 times"]),
-    ("a,label\n1,2\n1,2,3\n", 3, 5, ["expected 2", "got 3"]),
-    ("a,b,label\n1,2,3\n1,2\n", 3, 4, ["expected 3", "got 2"]),
-    ("a,label\n,1\n", 2, 1, ["empty cell", "column 1 ('a')"]),
-    ("a,label\n1,\n", 2, 3, ["empty cell", "column 2 ('label')"]),
-    ("a,label\n1,  \n", 2, 3, ["empty cell"]),
-    ('a,label\n"",1\n', 2, 1, ["empty cell"]),
-    ("a,label\n1x,1\n", 2, 1, ["bad number", "'1x'", "column 1 ('a')"]),
-    ("a,label\n1,2 3\n", 2, 3, ["bad number", "'2 3'"]),
-    ('a,label\n"1,1\n', 2, 1, ["bad number"]),
-    ("a,label\nnan,1\n", 2, 1, ["'nan'", "not a finite"]),
-    ("a,label\n1,-inf\n", 2, 3, ["'-inf'", "not a finite"]),
-    ("a,label\n1,1e999\n", 2, 3, ["label", "'1e999'", "not a finite"]),
-    ("a,label\n1,1\n1e999,1\n", 3, 1, ["column 1 ('a')", "'1e999'", "not a finite"]),
-    ('a,b,label\n1,2,1\n1, "1e999" ,1\n', 3, 5, ["column 2 ('b')", "'1e999'", "not a finite"]),
-    ("a,label\n1,2\n\x00,1\n", 3, 1, ["bad number", "binary"]),
-    ("", 0, 0, ["empty"]),
-    ("a,label\n\n", 0, 0, ["no data rows"]),
-    ("\n1,2\n", 1, 1, ["empty CSV header"]),
-    (b"a\xff,label\n1,2\n", 1, 2, ["not UTF-8"]),
-]
-
-
-@pytest.mark.parametrize("text,line,column,words", CSV_ERRORS)
-def test_csv_errors(tmp_path, text, line, column, words):
-    with pytest.raises(UploadParseError) as info:
-        _parse(tmp_path, text, format="csv", chunk=8)
-    err = info.value
-    assert (err.line, err.column) == (line, column), str(err)
-    for word in words:
-        assert word in err.reason, (word, err.reason)
-
-
-def test_csv_limits_and_label_column(tmp_path):
-    text = "label,a,b,c\n1,0,0,1\n2,1,1,1\n"
-    got = _parse(tmp_path, text, format="csv")
-    assert got.y.tolist() == [1, 2] and got.indices.tolist() == [2, 0, 1, 2] and got.feature_names == ["a", "b", "c"]
-    got = _parse(tmp_path, text, format="csv", label_column="b")
-    assert got.y.tolist() == [0, 1] and got.feature_names == ["label", "a", "c"]
-    with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, format="csv", limits=_limits(max_features=2))
-    assert (info.value.limit, info.value.line) == ("max_features", 1)
-    with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, format="csv", limits=_limits(max_rows=1))
-    assert (info.value.limit, info.value.line) == ("max_rows", 3)
-    with pytest.raises(UploadLimitError) as info:
-        _parse(tmp_path, text, format="csv", limits=_limits(max_nnz=3))
-    assert (info.value.limit, info.value.line) == ("max_nnz", 3)
-
-
-def test_warm_up_leaves_nothing_for_an_upload_to_compile():
-    """After warm_up, parsing svmlight (with qid, zero- or one-based) and CSV, plain or gzip, into every value
-    dtype an upload may ask for compiles no further kernel in the parser process."""
-    use = """
-import gzip, io
-from service.ingest.parser import ArrayCollector, ParseLimits, parse_into
-limits = ParseLimits(1 << 20, 1000, 1000, 1000)
-texts = ((b"1 qid:1 1:0.5 3:2.25\\n-1 qid:2 2:1e-3\\n", "svmlight", "auto"),
-         (b"+1 0:1 2:0.1\\n-1 1:3.5\\n", "svmlight", True),
-         (b"1 1:0.1 4:7\\n-1 2:1\\n", "svmlight", False),
-         (b"x,label,z\\n0.5,1,0\\n2,-1,1e-7\\n", "csv", "auto"))
-for text, fmt, zero_based in texts:
-    for raw in (text, gzip.compress(text)):
-        for value_dtype in ("float64", "float32", "auto"):
-            parse_into(ArrayCollector(), lambda raw=raw: io.BytesIO(raw), format=fmt, zero_based=zero_based,
-                       value_dtype=value_dtype, limits=limits)
-"""
-    missed = kernels_compiled_after_warm_up(
-        ["service.ingest.number_kernels", "service.ingest.parse_kernels", "service.ingest.parser"],
-        "from service.ingest import parser; parser.warm_up()",
-        use,
-    )
-    assert missed == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,11 +490,11 @@ def test_followed_upload_parses_as_the_whole_file(tmp_path, gz):
 
     summary = parser.parse_into(sink, open_text, limits=BIG, _chunk_bytes=257)
     writer.join()
-    whole = _parse(tmp_path, content, chunk=257)
+    whole = parse_file(tmp_path, content, chunk=257)
     got = sink.arrays()
     assert summary.compressed is gz and summary.n_rows == whole.y.size
     assert np.array_equal(got["indptr"], whole.indptr) and np.array_equal(got["indices"], whole.indices)
-    assert np.array_equal(_bits(got["data"]), _bits(whole.data)) and np.array_equal(got["y"], whole.y)
+    assert np.array_equal(float_bits(got["data"]), float_bits(whole.data)) and np.array_equal(got["y"], whole.y)
     assert followed[-1].outcome == {"status": "complete", "meta": {"bytes": 1}}
 
 
