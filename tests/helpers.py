@@ -305,3 +305,18 @@ def stop_serve(proc: subprocess.Popen, sig=signal.SIGINT) -> set[int]:
     proc.send_signal(sig)
     assert proc.wait(60) == 0
     return family
+
+
+def cancer_arrays():
+    """breast_cancer standardized, as CSR arrays with labels in {-1, +1}, and its number of features."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    matrix = sp.csr_matrix(X)
+    return {
+        "indptr": matrix.indptr.astype(np.int64),
+        "indices": matrix.indices.astype(np.int32),
+        "data": matrix.data,
+        "y": np.where(y == 1, 1.0, -1.0),
+    }, X.shape[1]

@@ -12,8 +12,7 @@ import pytest
 from core.scoring.quality import SETTLED_GAP_REL, c_limit, c_out_of_range, model_warnings, settled
 from core.solvers import solver_params
 from core.storage.shards import max_row_norm_sq
-from tests.helpers import NullSink, assert_error, to_svmlight, upload, wait_job
-from tests.test_search import cancer_arrays
+from tests.helpers import NullSink, assert_error, cancer_arrays, to_svmlight, upload, wait_job
 from worker.runtime.subtasks import run_task_graph
 from worker.training.context import FitContext
 from worker.training.search import SearchIncomplete, incomplete_message, run_search, search_warnings, table
