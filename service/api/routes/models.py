@@ -103,7 +103,7 @@ def load_model(request: Request, store: RecordStore[ModelRecord], model_id: str,
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
-    model = LoadedModel(record, Scorer(record.to_document(), store.load_arrays(record)), time.monotonic())
+    model = LoadedModel(record, Scorer(record, store.load_arrays(record)), time.monotonic())
     cache.put(model_id, model)
     return model
 
