@@ -20,10 +20,11 @@ A model is declared once, by ``ModelDescription`` (what scores rows, and how it 
 training report) and ``ModelRecord`` (the description with where it came from and where it is
 stored). The training code and the model file readers build a ``ModelDescription``; the worker and the
 import route store it as a ``ModelRecord``; ``core.scoring``, the model file writers and the warnings
-read their attributes. What derives from the declaration: the API's ``ModelOut`` shows every field
-but ``NOT_SHOWN`` (``tests/test_model_fields.py`` checks that the two declare the same fields), the
-JSON export's ``training`` part is what ``TrainingInfo`` names of it, read back on import
-(``service.interchange.json_model``).
+read their attributes. What derives from the declaration: the API's ``ModelOut`` (which holds the
+fields' descriptions) shows every field but ``NOT_SHOWN`` and requires those every stored model has
+(``tests/test_model_fields.py`` checks both); the JSON document's top-level fields are those of
+``ModelDocument`` the record has, its ``training`` part the rest, of which an import keeps what
+``TrainingInfo`` names (``service.interchange.json_model``).
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class Document:
     def field_names(cls) -> tuple[str, ...]:
         """The names of the document's typed fields, in the order they are declared."""
         return tuple(spec.name for spec in _stored_fields(cls))
+
+    @classmethod
+    def required_field_names(cls) -> tuple[str, ...]:
+        """The names of the fields every stored document of this type has (null or not)."""
+        return tuple(spec.name for spec in _stored_fields(cls) if _is_required(spec))
 
     def put(self, name: str, value: Any) -> None:
         """Set a field by its name, or a key this type does not name (kept in ``extra``), in the document's order."""
@@ -210,22 +216,23 @@ class ModelDescription(Document):
     liblinear_solver_type: str | None = _reported()  # LIBLINEAR imports: the file's solver_type (written back)
     libsvm_svm_type: str | None = _reported()  # LIBSVM imports: the file's svm_type
 
-    # -- how it was trained (the training report; ``TrainingInfo`` is the part a JSON export carries) --
+    # -- how it was trained (the training report; ``TrainingInfo`` is the part a JSON export carries). The
+    # required ones are null for an imported model (the import writes them so), unless its file states them. --
     solver: str | None = _required()  # None: imported from LIBLINEAR or LIBSVM
     params: dict = _required(factory=dict)  # the job's (as stored with it), or what an imported file states
-    n_iter: int | None = _reported()  # outer iterations, summed over the binary problems
+    n_iter: int | None = _required()  # outer iterations, summed over the binary problems
     n_iter_per_problem: list[int] | None = _reported()
-    converged: bool | None = _reported()
-    stop_reason: str | None = _reported()  # ``StopReason``'s value
-    training_seconds: float | None = _reported()  # solver seconds
+    converged: bool | None = _required()
+    stop_reason: str | None = _required()  # ``StopReason``'s value
+    training_seconds: float | None = _required()  # solver seconds
     trace_seconds: float | None = _reported()
-    objective: float | None = _reported()
+    objective: float | None = _required()
     objectives: list[float | None] | None = _reported()  # per binary problem
     gap_rel: float | None = _reported()  # certified relative gap, the largest over the problems
     gap_rel_per_problem: list[float | None] | None = _reported()
     gap_rel_note: str | None = _reported()
     stopping_rule: dict | None = _reported()  # ``StoppingRule``: {rule, values, text}
-    train_accuracy: float | None = _reported()
+    train_accuracy: float | None = _required()  # None: a model that only scores, or imported
     train_accuracy_rows: int | None = _reported()  # when measured on a sample
     n_support_per_problem: list[int] | None = _reported()  # kernel models
     n_bounded_support_per_problem: list[int | None] | None = _reported()  # kernel models (smo)
