@@ -9,7 +9,8 @@ are the service's own writing, read back exactly as stored. Keys this version do
 as they are (``extra``), and so is the order of the keys read (``key_order``): the JSON export of a
 model lists its training figures in the stored order. Which fields a document holds:
 
-- a field without a default (or marked required) is always written, null included;
+- in a stored record, a field without a default (or marked required) is always written, null included
+  (``from_document`` refuses a document that lacks one);
 - an optional field (``_optional``), which older or other records lack, only when it is not None;
 - any other field once it is set: read from a document that has it (null included), given to the
   constructor (other than its default), or assigned later. A record keeps the order of its fields as a
@@ -140,7 +141,7 @@ class Document:
         return cls(**known, extra=extra, key_order=tuple(document))
 
     def to_document(self) -> dict[str, Any]:
-        """The document as stored (see the module docstring for which fields), its keys in the order they were read."""
+        """The document as stored (see the module docstring for which fields), its keys as read, then as set."""
         values = {}
         for spec in _stored_fields(type(self)):
             value = getattr(self, spec.name)
