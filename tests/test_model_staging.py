@@ -41,6 +41,13 @@ def _record(model_id: str) -> ModelRecord:
             "labels": [0.0, 1.0, 2.0, 3.0],
             "n_features": 5_000,
             "zero_based": False,
+            # the training report's figures every stored model has
+            "n_iter": 1,
+            "converged": True,
+            "stop_reason": "converged",
+            "training_seconds": 0.1,
+            "objective": 1.0,
+            "train_accuracy": 1.0,
         }
     )
 

@@ -66,9 +66,9 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
         signs = np.where(y == label, 1.0, -1.0)
         theirs = primal(X, signs, w, b, C)
         ours = primal(X, signs, ours_weights[k], ours_offsets[k], C)
-        assert ours == pytest.approx(outcome.meta["objectives"][k], rel=1e-9)
+        assert ours == pytest.approx(outcome.model.objectives[k], rel=1e-9)
         assert abs(ours - theirs) <= 1e-4 * theirs, (label, ours, theirs)
-    predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
+    predicted, _ = Scorer(outcome.model, outcome.arrays).predict_values(sp.csr_matrix(X))
     theirs_labels, _, _ = liblinearutil.predict(y, sp.csr_matrix(X), model, "-q")
     assert np.mean(predicted == np.array(theirs_labels)) >= 0.995
     # on 2 processes the weight vectors came back in shared rows, and the model's matrix is those rows
@@ -91,8 +91,8 @@ def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
         outcomes[processes] = train_quietly("dcd", params, arrays, X.shape[1], processes)
         assert calls == ([] if processes == 2 else [1])
     two = outcomes[2]
-    assert two.meta["train_accuracy"] == serial(two.meta, two.arrays, arrays, X.shape[1], arrays["y"])
-    assert two.meta["train_accuracy"] == outcomes[1].meta["train_accuracy"] > 0.9
+    assert two.model.train_accuracy == serial(two.model, two.arrays, arrays, X.shape[1], arrays["y"])
+    assert two.model.train_accuracy == outcomes[1].model.train_accuracy > 0.9
     assert np.array_equal(two.arrays["weights"], outcomes[1].arrays["weights"])
 
 
@@ -145,7 +145,7 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
         },
     )
     outcome = train_model("smo", params, arrays_of(X, y), X.shape[1], context=FitContext(NullSink()))
-    predicted, _ = Scorer(outcome.meta, outcome.arrays).predict_values(sp.csr_matrix(X))
+    predicted, _ = Scorer(outcome.model, outcome.arrays).predict_values(sp.csr_matrix(X))
     model = svmutil.svm_train(y.tolist(), X.tolist(), f"-s 0 -t 2 -c {C} -g {gamma} -e 1e-3 -q")
     theirs, _, _ = svmutil.svm_predict(y.tolist(), X.tolist(), model, "-q")
     agreement = np.mean(predicted == np.array(theirs))
@@ -161,8 +161,8 @@ def test_smo_multiclass_agrees_with_libsvm(loader):
         coef = np.zeros(y.size)
         coef[np.array(binary.get_sv_indices()) - 1] = flip * np.array(binary.get_sv_coef()).ravel()
         theirs_objective = 0.5 * coef @ K @ coef + C * np.maximum(0.0, 1.0 - signs * flip * np.ravel(values)).sum()
-        assert abs(outcome.meta["objectives"][k] - theirs_objective) <= 1e-3 * theirs_objective, (
+        assert abs(outcome.model.objectives[k] - theirs_objective) <= 1e-3 * theirs_objective, (
             label,
-            outcome.meta["objectives"][k],
+            outcome.model.objectives[k],
             theirs_objective,
         )

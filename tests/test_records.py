@@ -206,7 +206,9 @@ def test_stored_models_read_with_their_fields_typed():
     trained = models["dcd"]
     assert trained.source is None and trained.job_id and trained.solver == "dcd" and trained.kind == "linear"
     assert trained.task == "classification" and trained.labels == [-1.0, 1.0] and trained.zero_based is False
-    assert trained.extra["stop_reason"] == "converged" and "n_iter" in trained.extra
+    assert trained.stop_reason == "converged" and trained.n_iter == 70 and trained.gap_rel is not None
+    assert trained.stopping is not None and trained.stopping.rule == "tol"
+    assert {name: model.extra for name, model in models.items() if model.extra} == {}, "every field is typed"
     imported = models["imported_libsvm_ovo"]
     assert (imported.source, imported.import_format, imported.job_id, imported.solver) == (
         "imported",
@@ -214,10 +216,13 @@ def test_stored_models_read_with_their_fields_typed():
         None,
         None,
     )
-    assert imported.extra["multiclass"] == "ovo" and imported.kind == "kernel"
-    assert (
-        models["cpa_ordinal"].task == "ordinal" and models["cpa_ordinal"].labels == models["cpa_ordinal"].extra["ranks"]
-    )
+    assert imported.one_vs_one and imported.kind == "kernel" and imported.nr_sv == [21, 45, 38]
+    assert imported.n_iter is None and imported.gap_rel is None and imported.libsvm_svm_type == "c_svc"
+    assert models["cpa_ordinal"].task == "ordinal" and models["cpa_ordinal"].labels == models["cpa_ordinal"].ranks
+    calibration = models["smo_prob"].calibration
+    assert calibration is not None and calibration.method == "platt_ovr" and calibration.cv_folds == 5
+    kernel = models["smo_prob"].kernel_spec
+    assert kernel is not None and (kernel.type, kernel.gamma) == ("rbf", 0.5)
     assert models["search"].search_results is not None and models["dcd"].search_results is None
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from core.scoring.quality import SETTLED_GAP_REL, c_limit, c_out_of_range, model_warnings, settled
 from core.solvers import solver_params
+from core.storage.documents import ModelDescription
 from core.storage.shards import max_row_norm_sq
 from tests.helpers import NullSink, assert_error, cancer_arrays, to_svmlight, upload, wait_job
 from worker.runtime.subtasks import run_task_graph
@@ -25,32 +27,34 @@ def codes(warnings: list[dict]) -> list[str]:
 
 
 def test_a_converged_model_that_learned_something_has_no_warning():
-    meta = {"stop_reason": "converged", "gap_rel": 1e-4, "train_accuracy": 0.9, "task": "classification"}
-    assert model_warnings(meta, {"-1": 76, "1": 24}) == []
+    model = ModelDescription(stop_reason="converged", gap_rel=1e-4, train_accuracy=0.9, task="classification")
+    assert model_warnings(model, {"-1": 76, "1": 24}) == []
 
 
 def test_max_iter_is_a_warning_that_names_the_limit():
-    meta = {"stop_reason": "max_iter", "gap_rel": 0.4, "stopping_rule": {"values": {"max_iter": 7}}}
-    (found,) = model_warnings(meta, None)
+    model = ModelDescription(
+        stop_reason="max_iter", gap_rel=0.4, stopping_rule={"rule": "max_iter", "values": {"max_iter": 7}, "text": ""}
+    )
+    (found,) = model_warnings(model, None)
     assert found["code"] == "max_iter" and "max_iter 7" in found["message"] and "0.4" in found["message"]
 
 
 @pytest.mark.parametrize("stop_reason", ["deadline", "canceled", "interrupted"])
 def test_a_model_cut_short_warns_only_when_its_gap_is_large(stop_reason):
-    close = {"stop_reason": stop_reason, "gap_rel": SETTLED_GAP_REL / 2}
+    close = ModelDescription(stop_reason=stop_reason, gap_rel=SETTLED_GAP_REL / 2)
     assert model_warnings(close, None) == []
-    far = {"stop_reason": stop_reason, "gap_rel": 0.5}
+    far = ModelDescription(stop_reason=stop_reason, gap_rel=0.5)
     assert codes(model_warnings(far, None)) == ["not_converged"]
-    unknown = {"stop_reason": stop_reason, "gap_rel": None}
+    unknown = ModelDescription(stop_reason=stop_reason, gap_rel=None)
     assert codes(model_warnings(unknown, None)) == ["not_converged"]
 
 
 def test_no_better_than_the_majority_label():
-    meta = {"stop_reason": "converged", "train_accuracy": 0.62, "task": "classification"}
-    (found,) = model_warnings(meta, {"-1": 76, "1": 24})
+    model = ModelDescription(stop_reason="converged", train_accuracy=0.62, task="classification")
+    (found,) = model_warnings(model, {"-1": 76, "1": 24})
     assert found["code"] == "no_better_than_majority" and "0.76" in found["message"]
-    assert model_warnings(dict(meta, train_accuracy=0.77), {"-1": 76, "1": 24}) == []
-    assert model_warnings(dict(meta, task="ranking"), {"-1": 76, "1": 24}) == []  # scores, not labels
+    assert model_warnings(replace(model, train_accuracy=0.77), {"-1": 76, "1": 24}) == []
+    assert model_warnings(replace(model, task="ranking"), {"-1": 76, "1": 24}) == []  # scores, not labels
 
 
 def test_settled_means_its_rule_held_or_a_small_certified_gap():
@@ -157,12 +161,13 @@ def search(params: dict, deadline=None):
 def test_a_setting_whose_fits_did_not_settle_is_not_ranked():
     # tol 1e-9 and 30 passes: the small C values converge, C = 1000 stops at max_iter on some fold
     outcome = search(dcd_params(tol=1e-6, max_iter=30, search={"C": [0.01, 0.1, 1000.0], "cv_folds": 3, "seed": 1}))
-    settings = {row["C"]: row for row in outcome.meta["search_results"]["settings"]}
+    results = outcome.model.search_results or {}
+    settings = {row["C"]: row for row in results["settings"]}
     assert settings[1000.0]["unsettled_fits"] >= 1 and not settings[1000.0]["evaluated"]
     assert settings[0.01]["evaluated"] and settings[0.1]["evaluated"]
-    best = outcome.meta["search_results"]["best"]
+    best = results["best"]
     assert best["C"] in (0.01, 0.1)
-    (found,) = outcome.meta["warnings"]
+    (found,) = outcome.model.warnings or []
     assert found["code"] == "search_incomplete" and "C 1000" in found["message"] and "max_iter" in found["message"]
 
 

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from core.solvers import solver_params
+from core.storage.documents import ModelDescription
 from tests.helpers import NullSink, cancer_arrays
 from worker.training.context import FitContext
 from worker.training.folds import make_folds
@@ -25,7 +26,7 @@ def test_folds_are_stratified_and_keep_queries_whole():
     assert np.array_equal(make_folds(y, None, 5, seed=3), folds)
 
 
-def search_table(processes: int, warm: bool = True) -> dict:
+def search_table(processes: int, warm: bool = True) -> ModelDescription:
     arrays, n_features = cancer_arrays()
     params = {
         "C": 1.0,
@@ -59,7 +60,7 @@ def search_table(processes: int, warm: bool = True) -> dict:
         publish=lambda table, subtasks: tables.append((table, subtasks)),
     )
     assert tables[-1][1]["done"] == tables[-1][1]["total"]
-    return outcome.meta
+    return outcome.model
 
 
 def strip_timing(table: dict) -> list:
@@ -69,13 +70,13 @@ def strip_timing(table: dict) -> list:
 def test_same_table_with_one_and_two_processes():
     one = search_table(1)
     two = search_table(2)
-    assert strip_timing(one["search_results"]) == strip_timing(two["search_results"])
-    assert one["search_results"]["best"] == two["search_results"]["best"]
-    assert len(one["search_results"]["settings"]) == 6
-    assert all(row["folds_done"] == 5 and len(row["fold_scores"]) == 5 for row in one["search_results"]["settings"])
-    best = one["search_results"]["best"]
-    assert best["mean"] == max(row["mean"] for row in one["search_results"]["settings"])
-    assert one["refit_params"]["C"] == best["C"] and one["objectives"]
+    assert strip_timing(one.search_results) == strip_timing(two.search_results)
+    assert one.search_results["best"] == two.search_results["best"]
+    assert len(one.search_results["settings"]) == 6
+    assert all(row["folds_done"] == 5 and len(row["fold_scores"]) == 5 for row in one.search_results["settings"])
+    best = one.search_results["best"]
+    assert best["mean"] == max(row["mean"] for row in one.search_results["settings"])
+    assert one.refit_params["C"] == best["C"] and one.objectives
 
 
 @pytest.mark.parametrize(
@@ -111,8 +112,8 @@ def test_warm_start_saves_iterations_along_c(solver, params):
 
 
 def test_search_reports_warm_started_fits():
-    warm = search_table(1, warm=True)["search_results"]
-    cold = search_table(1, warm=False)["search_results"]
+    warm = search_table(1, warm=True).search_results
+    cold = search_table(1, warm=False).search_results
     assert warm["warm_start"] is True and cold["warm_start"] is False
     # every fold walks the whole C path: all fits but the smallest C's start warm
     assert [row["warm_started_fits"] for row in warm["settings"]] == [0] + [5] * 5
@@ -129,7 +130,7 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
     """Few paths for the processes: every fit becomes a task and the warm start travels with it."""
     import worker.training.search.cross_validation as search_module
 
-    whole = search_table(2)["search_results"]
+    whole = search_table(2).search_results
     made = []
 
     class Rows(search_module.SharedRows):
@@ -139,7 +140,7 @@ def test_paths_split_into_fits_give_the_same_table(monkeypatch):
 
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
     monkeypatch.setattr(search_module, "SharedRows", Rows)
-    split = search_table(2)["search_results"]
+    split = search_table(2).search_results
     assert strip_timing(whole) == strip_timing(split)
     assert [row["warm_started_fits"] for row in split["settings"]] == [0] + [5] * 5
     assert len(made) == 1 and (made[0].lengths > 0).all(), "every path's warm start went through the shared rows"
@@ -219,7 +220,7 @@ def test_measured_cold_fits_show_the_iterations_saved():
         context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
-    settings = outcome.meta["search_results"]["settings"]
+    settings = outcome.model.search_results["settings"]
     assert settings[0]["iterations_saved"] == 0, "the first C of a path is a cold fit"
     assert all(
         row["cold_n_iter"] is not None and row["iterations_saved_basis"].startswith("measured") for row in settings
@@ -251,7 +252,7 @@ def test_max_iter_shows_in_the_table():
         context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
-    big = outcome.meta["search_results"]["settings"][1]
+    big = outcome.model.search_results["settings"][1]
     assert big["stop_reason"] == "max_iter" and big["stop_reasons"].get("max_iter", 0) >= 1
 
 
@@ -328,9 +329,9 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
         context=FitContext(NullSink()),
         publish=lambda table, subtasks: None,
     )
-    assert strip_timing(one.meta["search_results"]) == strip_timing(two.meta["search_results"])
+    assert strip_timing(one.model.search_results) == strip_timing(two.model.search_results)
     search = Search(solver, solver_params(solver, params), arrays, n_features)
-    for row in one.meta["search_results"]["settings"]:
+    for row in one.model.search_results["settings"]:
         for fold in range(3):
             train = subset(arrays, np.flatnonzero(search.folds != fold), n_features)
             held = subset(arrays, np.flatnonzero(search.folds == fold), n_features)
@@ -381,26 +382,26 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
 
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 1)
     after, _ = run(1)  # a path is a task: the refit walks its path after the search
-    assert "ran_with_search" not in after.meta["refit_path"]
+    assert "ran_with_search" not in after.model.refit_path
     monkeypatch.setattr(search_module, "PATHS_PER_PROCESS", 100)
     monkeypatch.setattr(search_module, "largest_c_ruled_out", lambda rows, cv_folds: True)
     for processes in (1, 2):
         outcome, sink = run(processes)
-        assert outcome.meta["refit_path"]["ran_with_search"] is True
-        assert outcome.meta["refit_path"]["C"] == after.meta["refit_path"]["C"]
-        assert outcome.meta["refit_path"]["n_iter"] == after.meta["refit_path"]["n_iter"]
+        assert outcome.model.refit_path["ran_with_search"] is True
+        assert outcome.model.refit_path["C"] == after.model.refit_path["C"]
+        assert outcome.model.refit_path["n_iter"] == after.model.refit_path["n_iter"]
         np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
-        assert strip_timing(outcome.meta["search_results"]) == strip_timing(after.meta["search_results"])
+        assert strip_timing(outcome.model.search_results) == strip_timing(after.model.search_results)
         assert any(p.get("stage") == "refit" for p in sink.jobs.points)
         # the best C is 0.1 (first grid) and 1e-4, the largest (second): the refit's fit at the largest C
         # ran only in the second, once the search had scored it
-        assert outcome.meta["refit_path"]["C"] == ([0.001, 0.01, 0.1] if len(grid) == 4 else grid)
-        assert outcome.meta["refit_path"]["fits_beyond_best"] == 0, "walked only up to the best C"
+        assert outcome.model.refit_path["C"] == ([0.001, 0.01, 0.1] if len(grid) == 4 else grid)
+        assert outcome.model.refit_path["fits_beyond_best"] == 0, "walked only up to the best C"
     # not ruled out: with 2 processes the fit at the largest C runs with the search (speculatively in the first
     # grid, where it loses), the model stays the same
     monkeypatch.setattr(search_module, "largest_c_ruled_out", lambda rows, cv_folds: False)
     outcome, _ = run(2)
-    assert outcome.meta["refit_path"]["fits_beyond_best"] == (1 if len(grid) == 4 else 0)
+    assert outcome.model.refit_path["fits_beyond_best"] == (1 if len(grid) == 4 else 0)
     np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
 
 
@@ -451,11 +452,11 @@ def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
         )
         for processes in (1, 2)
     ]
-    one, two = (outcome.meta["search_results"] for outcome in outcomes)
+    one, two = (outcome.model.search_results for outcome in outcomes)
     assert strip_timing(one) == strip_timing(two)
     assert [row["warm_started_fits"] for row in one["settings"]] == [0, 3, 3]  # a fold's cell at C > 0.1
     best = one["best"]
-    assert outcomes[0].meta["refit_path"]["C"] == [best["C"]]
+    assert outcomes[0].model.refit_path["C"] == [best["C"]]
     plain = train_model(
         "smo",
         solver_params("smo", dict(params, C=best["C"], search=None, n_processes=1)),
@@ -464,6 +465,6 @@ def test_smo_paths_warm_start_along_c_and_refit_at_the_best_c_alone(multiclass):
         context=FitContext(NullSink()),
     )
     for outcome in outcomes:
-        assert outcome.meta["n_support_per_problem"] == plain.meta["n_support_per_problem"]
-        assert outcome.meta["objectives"] == pytest.approx(plain.meta["objectives"], rel=1e-9)
+        assert outcome.model.n_support_per_problem == plain.model.n_support_per_problem
+        assert outcome.model.objectives == pytest.approx(plain.model.objectives, rel=1e-9)
         np.testing.assert_allclose(outcome.arrays["coef"], plain.arrays["coef"], rtol=1e-9, atol=1e-12)

@@ -43,35 +43,35 @@ def test_cpa_with_a_named_tol_is_not_cut_short_by_the_default_tol_rel():
     problem = arrays()
     default = train("cpa", {"C": 10.0}, problem)
     named = train("cpa", {"C": 10.0, "tol": 1e-6}, problem)
-    assert default.meta["stopping_rule"]["rule"] == "tol_rel"
-    assert default.meta["gap_rel"] <= 0.01
-    assert named.meta["stopping_rule"]["rule"] == "tol" and named.meta["stopping_rule"]["values"]["tol"] == 1e-6
-    assert named.meta["gap_rel"] < default.meta["gap_rel"] / 10, (named.meta["gap_rel"], default.meta["gap_rel"])
-    assert named.meta["objective"] <= default.meta["objective"]
+    assert default.model.stopping_rule["rule"] == "tol_rel"
+    assert default.model.gap_rel <= 0.01
+    assert named.model.stopping_rule["rule"] == "tol" and named.model.stopping_rule["values"]["tol"] == 1e-6
+    assert named.model.gap_rel < default.model.gap_rel / 10, (named.model.gap_rel, default.model.gap_rel)
+    assert named.model.objective <= default.model.objective
 
 
 def test_every_model_says_which_rule_stopped_it():
     problem = arrays()
     loose = train("dcd", {"C": 1.0, "tol": 0.5}, problem)
-    rule = loose.meta["stopping_rule"]
+    rule = loose.model.stopping_rule
     assert rule["rule"] == "tol" and rule["values"] == {"tol": 0.5} and "certified gap" in rule["text"]
-    assert loose.meta["gap_rel"] is not None, "the certified gap is still reported"
+    assert loose.model.gap_rel is not None, "the certified gap is still reported"
     default = train("dcd", {"C": 1.0}, problem)
-    assert default.meta["stopping_rule"]["rule"] == "tol_rel"
-    assert default.meta["stopping_rule"]["values"] == {"tol": 0.1, "tol_rel": 0.01}
+    assert default.model.stopping_rule["rule"] == "tol_rel"
+    assert default.model.stopping_rule["values"] == {"tol": 0.1, "tol_rel": 0.01}
     capped = train("dcd", {"C": 1.0, "tol": 1e-9, "max_iter": 1}, problem)
-    assert capped.meta["stop_reason"] == "max_iter"
-    assert capped.meta["stopping_rule"] == {
+    assert capped.model.stop_reason == "max_iter"
+    assert capped.model.stopping_rule == {
         "rule": "max_iter",
         "values": {"max_iter": 1},
         "text": "iteration limit max_iter 1 reached",
     }
     ocas = train("ocas", {"C": 1.0, "tol_abs": 1e9}, problem)
-    assert ocas.meta["stopping_rule"]["rule"] == "tol_abs"
+    assert ocas.model.stopping_rule["rule"] == "tol_abs"
     smo = train("smo", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}, problem)
-    assert smo.meta["stopping_rule"]["rule"] == "tol_rel" and "KKT" in smo.meta["stopping_rule"]["text"]
+    assert smo.model.stopping_rule["rule"] == "tol_rel" and "KKT" in smo.model.stopping_rule["text"]
     cuts = train("sampled_cuts", {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}, problem)
-    assert cuts.meta["stopping_rule"]["rule"] in ("tol", "max_iter")
+    assert cuts.model.stopping_rule["rule"] in ("tol", "max_iter")
 
 
 def test_a_canceled_multiclass_job_says_why_it_has_no_model():
@@ -90,4 +90,4 @@ def test_a_canceled_multiclass_job_says_why_it_has_no_model():
         context=FitContext(NullSink(), cancel_requested=cancel_after_the_first_class, n_processes=1),
     )
     assert outcome.arrays is None and outcome.stop_reason.value == "canceled"
-    assert "of 4 binary problems (one-vs-rest classes)" in outcome.meta["no_model"]
+    assert "of 4 binary problems (one-vs-rest classes)" in outcome.no_model

@@ -294,11 +294,12 @@ def test_linear_scores_by_row_blocks_equal_the_whole_product(monkeypatch):
     import scipy.sparse as sp
 
     from core.scoring import models
+    from core.storage.documents import ModelDescription
 
     rng = np.random.default_rng(5)
     matrix = sp.random(3000, 200, density=0.05, format="csr", random_state=6, dtype=np.float32)
     scorer = models.Scorer(
-        {"kind": "linear", "n_features": 200, "labels": [-1.0, 1.0, 2.0]},
+        ModelDescription(kind="linear", n_features=200, labels=[-1.0, 1.0, 2.0]),
         {"weights": rng.normal(size=(3, 200)), "offsets": rng.normal(size=3)},
     )
     whole = scorer.decision_values(matrix)
@@ -315,11 +316,12 @@ def test_a_linear_scorer_keeps_its_weights_in_the_layout_the_product_reads():
     import scipy.sparse as sp
 
     from core.scoring import models
+    from core.storage.documents import ModelDescription
 
     rng = np.random.default_rng(8)
     weights = rng.normal(size=(4, 300))
     scorer = models.Scorer(
-        {"kind": "linear", "n_features": 300, "labels": [0.0, 1.0, 2.0, 3.0]},
+        ModelDescription(kind="linear", n_features=300, labels=[0.0, 1.0, 2.0, 3.0]),
         {"weights": weights, "offsets": rng.normal(size=4)},
     )
     assert scorer.weights_t.flags.c_contiguous and scorer.weights_t.shape == (300, 4)

@@ -1,22 +1,23 @@
 """Decision values and predictions of a stored model, whatever its kind (numpy and scipy only).
 
-Kinds (``meta["kind"]``) and their arrays:
+The model is a ``core.storage.documents.ModelDescription`` (a stored ``ModelRecord``, or a model the
+worker has just assembled). Kinds (``kind``) and their arrays:
 - ``linear``: ``weights`` (k, n_features), ``offsets`` (k,). Two labels: k = 1 and a positive score means
   the larger label. More: one-vs-rest, k = number of labels, argmax.
 - ``kernel``: the expansion rows ``sv_indptr``/``sv_indices``/``sv_data`` (the union of the binary problems'
-  support vectors or basis rows), ``coef`` (k, m) and ``offsets`` (k,); ``meta["kernel"]`` has gamma resolved.
+  support vectors or basis rows), ``coef`` (k, m) and ``offsets`` (k,); ``kernel`` has gamma resolved.
 - ``ranking``: ``weights`` (1, n_features): scores only; ordinal models also map scores to ranks with
-  ``meta["thresholds"]`` between adjacent ``meta["ranks"]``.
+  ``thresholds`` between adjacent ``ranks``.
 
-Kernel models imported from LIBSVM with more than two classes are one-vs-one (``meta["multiclass"] =
+Kernel models imported from LIBSVM with more than two classes are one-vs-one (``multiclass =
 "ovo"``): ``coef`` (n_pairs, m) and ``offsets`` (n_pairs,) give one decision value per pair of classes
-(0,1), (0,2), ..., (1,2), ... of ``meta["ovo_labels"]`` (the labels in the LIBSVM file's order),
+(0,1), (0,2), ..., (1,2), ... of ``ovo_labels`` (the labels in the LIBSVM file's order),
 positive for the first class of the pair; the label is LIBSVM's vote (ties go to the class listed
 first in the file), and the per-class scores (columns in the order of ``labels``, ascending) are the
 votes plus the summed pairwise confidences squashed into (-1/3, 1/3) (scikit-learn's one-vs-rest
 shape of a one-vs-one model), so that their argmax is the voted label whenever the vote is not tied.
 
-Calibrated models (``meta["probability"]``) also give class probabilities; see ``core.scoring.probability``.
+Calibrated models (``probability``) also give class probabilities; see ``core.scoring.probability``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.labels import label_value
-from core.schemas.enums import ModelKind, Multiclass
+from core.schemas.enums import ModelKind
 from core.scoring.kernel import KernelExpansion
 from core.scoring.metrics import predicted_ranks
 from core.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
+from core.storage.documents import ModelDescription
 
 SCORE_BLOCK_NNZ = 1 << 22
 """Linear models score a sparse matrix by blocks of rows holding about this many stored values."""
@@ -37,15 +39,16 @@ SCORE_BLOCK_NNZ = 1 << 22
 class Scorer:
     """A stored model, ready to score rows many times (the API keeps these in its cache)."""
 
-    def __init__(self, meta: dict, arrays: dict):
-        self.meta = meta
-        self.kind = meta.get("kind", "linear")
-        self.n_features = int(meta["n_features"])
-        self.labels = np.asarray(meta["labels"], dtype=np.float64) if meta.get("labels") is not None else None
+    def __init__(self, model: ModelDescription, arrays: dict):
+        self.model = model
+        self.kind = model.kind
+        self.n_features = int(model.n_features)
+        self.labels = np.asarray(model.labels, dtype=np.float64) if model.labels is not None else None
         self.offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-        self.one_vs_one = meta.get("multiclass") == Multiclass.ovo
+        self.one_vs_one = model.one_vs_one
+        self.calibration = model.calibration  # typed once: predict requests with probabilities read it each time
         if self.one_vs_one:
-            self.vote_labels = np.asarray(meta["ovo_labels"], dtype=np.float64)
+            self.vote_labels = np.asarray(model.ovo_labels, dtype=np.float64)
             n_classes = self.vote_labels.size
             self.pairs = [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
             self.to_ascending = np.argsort(
@@ -58,7 +61,7 @@ class Scorer:
                 arrays["sv_data"],
                 arrays["coef"],
                 self.offsets,
-                meta["kernel"],
+                model.kernel or {},
                 n_features=self.n_features,
             )
         else:
@@ -94,9 +97,9 @@ class Scorer:
         scores = self.decision_values(matrix)
         if self.kind == ModelKind.ranking:
             flat = scores[:, 0]
-            if self.meta.get("thresholds") is None:
+            if self.model.thresholds is None:
                 return None, flat
-            return predicted_ranks(flat, np.asarray(self.meta["ranks"]), np.asarray(self.meta["thresholds"])), flat
+            return predicted_ranks(flat, np.asarray(self.model.ranks), np.asarray(self.model.thresholds)), flat
         if self.one_vs_one:
             voted_labels, voted = self._vote(scores)
             return voted_labels, self.pairwise_values(scores) if pairwise else voted
@@ -133,18 +136,19 @@ class Scorer:
     @property
     def has_probabilities(self) -> bool:
         """Whether the model was calibrated (trained with ``probability: true``, or imported with a calibration)."""
-        return bool(self.meta.get("probability"))
+        return self.calibration is not None
 
     def probabilities(self, matrix) -> np.ndarray:
         """Class probabilities (n, n_classes), columns in the order of ``labels``; the model must be calibrated."""
-        calibration = self.meta["probability"]
+        calibration = self.calibration
+        assert calibration is not None, "a calibrated model (has_probabilities)"
         scores = self.decision_values(matrix)
-        if calibration.get("method") == "pairwise_coupling":
-            coupled = pairwise_coupling(scores, calibration["A"], calibration["B"], self.vote_labels.size)
+        if calibration.method == "pairwise_coupling":
+            coupled = pairwise_coupling(scores, calibration.A, calibration.B, self.vote_labels.size)
             return coupled[:, self.to_ascending]
-        if calibration.get("method") == "multinomial":
-            return softmax_probabilities(scores, calibration["weights"], calibration["intercepts"])
-        return ovr_probabilities(scores, calibration["A"], calibration["B"])
+        if calibration.method == "multinomial":
+            return softmax_probabilities(scores, calibration.weights, calibration.intercepts)
+        return ovr_probabilities(scores, calibration.A, calibration.B)
 
     def predict(self, matrix: sp.csr_matrix, pairwise: bool = False) -> tuple[list | None, list]:
         """JSON-ready labels (None for score-only models) and scores (``pairwise``: see ``predict_values``)."""

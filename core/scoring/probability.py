@@ -1,6 +1,6 @@
 """Class probabilities from decision values: Platt's sigmoid, and the ways several sigmoids combine.
 
-A calibrated model stores its calibration in ``meta["probability"]``; two-label models and the
+A calibrated model stores its calibration as its ``probability`` (``Calibration``); two-label models and the
 ``platt_ovr``/``pairwise_coupling`` methods hold one sigmoid per decision value:
 
     P(positive | f) = 1 / (1 + exp(A * f + B))

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.schemas.enums import Task, WarningCode
+from core.storage.documents import ModelDescription
 
 SETTLED_GAP_REL = 0.01
 """A fit stopped before its own rule is still trusted when its certified relative gap is at most this (1%)."""
@@ -43,15 +44,16 @@ def settled(stop_reason: str, gap_rel: float | None) -> bool:
     return gap_rel is not None and math.isfinite(gap_rel) and gap_rel <= SETTLED_GAP_REL
 
 
-def model_warnings(meta: Mapping[str, Any], label_counts: Mapping[str, int] | None) -> list[dict[str, str]]:
-    """The warnings a trained model deserves, from its training report (``meta``: stop_reason, gap_rel,
-    stopping_rule, train_accuracy, task) and the training data's rows per label."""
+def model_warnings(model: ModelDescription, label_counts: Mapping[str, int] | None) -> list[dict[str, str]]:
+    """The warnings a trained model deserves, from its training report (stop_reason, gap_rel, stopping_rule,
+    train_accuracy, task) and the training data's rows per label."""
     found: list[dict[str, str]] = []
-    stop_reason = meta.get("stop_reason")
-    gap_rel = meta.get("gap_rel")
+    stop_reason = model.stop_reason
+    gap_rel = model.gap_rel
     gap_text = f"certified relative gap {gap_rel:.3g}" if isinstance(gap_rel, (int, float)) else "no certified gap"
     if stop_reason == "max_iter":
-        limit = ((meta.get("stopping_rule") or {}).get("values") or {}).get("max_iter")
+        rule = model.stopping
+        limit = rule.values.get("max_iter") if rule is not None and rule.values else None
         found.append(
             warning(
                 WarningCode.max_iter,
@@ -69,8 +71,8 @@ def model_warnings(meta: Mapping[str, Any], label_counts: Mapping[str, int] | No
                 f"(trusted up to {SETTLED_GAP_REL:g}): the model may be far from the optimum; give it more time",
             )
         )
-    accuracy = meta.get("train_accuracy")
-    task = meta.get("task") or "classification"
+    accuracy = model.train_accuracy
+    task = model.task or Task.classification
     if task == Task.classification and isinstance(accuracy, (int, float)) and label_counts:
         total = sum(label_counts.values())
         majority_label, majority_rows = max(label_counts.items(), key=lambda item: item[1])

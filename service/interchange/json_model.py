@@ -13,36 +13,16 @@ import numpy as np
 from pydantic import ValidationError
 
 from core.schemas.enums import ModelKind, Multiclass, Task
-from core.schemas.model_files import ModelDocument
+from core.schemas.model_files import ModelDocument, TrainingInfo
+from core.storage.documents import ModelDescription, ModelRecord
 from service.interchange.common import ExportRefused, ModelFileError
 
 NUMBERS_PER_PIECE = 8192
-STRUCTURAL = (
-    "kind",
-    "task",
-    "multiclass",
-    "labels",
-    "ovo_labels",
-    "nr_sv",
-    "n_features",
-    "zero_based",
-    "kernel",
-    "ranks",
-    "thresholds",
-    "probability",
-)
+STRUCTURAL = tuple(name for name in ModelDocument.model_fields if name in ModelRecord.field_names())
+"""Fields of a stored model that the document has at its top level (the others go to its ``training`` part)."""
 HIDDEN = ("tenant", "arrays")
-TRAINING_FIELDS = (
-    "solver",
-    "params",
-    "n_iter",
-    "converged",
-    "stop_reason",
-    "training_seconds",
-    "objective",
-    "train_accuracy",
-    "created_at",
-)
+TRAINING_FIELDS = tuple(TrainingInfo.model_fields)
+"""What an import keeps of the document's ``training`` part."""
 
 
 def _numbers(values) -> Iterator[str]:
@@ -65,32 +45,33 @@ def _rows(matrix) -> Iterator[str]:
     yield "]"
 
 
-def multiclass_of(meta: dict) -> str | None:
+def multiclass_of(model: ModelDescription) -> str | None:
     """`ovo`, `ovr` or None (two labels, or a model that only scores)."""
-    if meta.get("multiclass") == Multiclass.ovo:
-        return "ovo"
-    labels = meta.get("labels")
-    if meta.get("task", Task.classification) == Task.classification and labels is not None and len(labels) > 2:
-        return "ovr"
+    if model.one_vs_one:
+        return Multiclass.ovo.value
+    labels = model.labels
+    if (model.task or Task.classification) == Task.classification and labels is not None and len(labels) > 2:
+        return Multiclass.ovr.value
     return None
 
 
-def write_json(meta: dict, arrays: dict) -> Iterator[str]:
+def write_json(model: ModelRecord, arrays: dict) -> Iterator[str]:
     """The model as a JSON document, in pieces."""
-    kind = meta.get("kind", "linear")
+    kind = model.kind
     if kind not in (ModelKind.linear, ModelKind.kernel, ModelKind.ranking):
         raise ExportRefused(f"unknown model kind {kind!r}")
-    head = {
-        "format": "hinge-model",
-        "format_version": 1,
-        "kind": kind,
-        "task": meta.get("task", "classification"),
-        "multiclass": multiclass_of(meta),
-        "labels": meta.get("labels"),
-    }
-    if head["multiclass"] == Multiclass.ovo:
-        head.update(ovo_labels=meta["ovo_labels"], nr_sv=meta["nr_sv"])
-    head.update(n_features=int(meta["n_features"]), zero_based=bool(meta.get("zero_based", False)))
+    multiclass = multiclass_of(model)
+    head = dict(
+        format="hinge-model",
+        format_version=1,
+        kind=kind,
+        task=model.task or Task.classification.value,
+        multiclass=multiclass,
+        labels=model.labels,
+    )
+    if multiclass == Multiclass.ovo:
+        head.update(ovo_labels=model.ovo_labels, nr_sv=model.nr_sv)
+    head.update(n_features=int(model.n_features), zero_based=bool(model.zero_based))
     yield json.dumps(head)[:-1]
     if kind in (ModelKind.linear, ModelKind.ranking):
         yield ', "weights": '
@@ -98,7 +79,7 @@ def write_json(meta: dict, arrays: dict) -> Iterator[str]:
     yield ', "offsets": '
     yield from _numbers(np.asarray(arrays["offsets"], dtype=np.float64))
     if kind == ModelKind.kernel:
-        yield ', "kernel": ' + json.dumps(meta["kernel"])
+        yield ', "kernel": ' + json.dumps(model.kernel)
         yield ', "support_vectors": {"indptr": '
         yield from _numbers(np.asarray(arrays["sv_indptr"], dtype=np.int64))
         yield ', "indices": '
@@ -107,14 +88,14 @@ def write_json(meta: dict, arrays: dict) -> Iterator[str]:
         yield from _numbers(np.asarray(arrays["sv_data"], dtype=np.float64))
         yield '}, "coef": '
         yield from _rows(arrays["coef"])
-    tail = {name: meta.get(name) for name in ("ranks", "thresholds", "probability")}
-    training = {key: value for key, value in meta.items() if key not in STRUCTURAL and key not in HIDDEN}
-    tail["training"] = training
+    stored = model.to_document()  # the training part: the rest, in the stored order
+    training = {key: value for key, value in stored.items() if key not in STRUCTURAL and key not in HIDDEN}
+    tail = dict(ranks=model.ranks, thresholds=model.thresholds, probability=model.probability, training=training)
     yield ", " + json.dumps(tail)[1:]
 
 
-def read_json(raw: bytes) -> tuple[dict, dict]:
-    """(metadata, arrays) of a JSON model document; ModelFileError names the line (syntax) or the field (schema)."""
+def read_json(raw: bytes) -> tuple[ModelDescription, dict]:
+    """(description, arrays) of a JSON model document; ModelFileError names the line (syntax) or the field (schema)."""
     try:
         document = ModelDocument.model_validate_json(raw)
     except ValidationError as exc:
@@ -123,15 +104,16 @@ def read_json(raw: bytes) -> tuple[dict, dict]:
         if first.get("type") == "json_invalid":
             raise ModelFileError(_line_of(raw, first), f"not valid JSON: {first.get('msg', '')}") from None
         raise ModelFileError(None, f"{where}: {first.get('msg', '')}") from None
-    meta: dict = {
-        "kind": document.kind.value,
-        "task": document.task.value,
-        "labels": document.labels,
-        "n_features": document.n_features,
-        "zero_based": document.zero_based,
-    }
+    model = ModelDescription()  # its fields set in the order the stored document lists them
+    model.kind = document.kind.value
+    model.task = document.task.value
+    model.labels = document.labels
+    model.n_features = document.n_features
+    model.zero_based = document.zero_based
     if document.multiclass is not None and document.multiclass == Multiclass.ovo:
-        meta.update(multiclass="ovo", ovo_labels=document.ovo_labels, nr_sv=document.nr_sv)
+        model.multiclass = Multiclass.ovo.value
+        model.ovo_labels = document.ovo_labels
+        model.nr_sv = document.nr_sv
     arrays: dict = {"offsets": _finite(document.offsets, "offsets")}
     if document.kind in (ModelKind.linear, ModelKind.ranking):
         arrays["weights"] = _finite(document.weights, "weights").reshape(len(document.offsets), document.n_features)
@@ -145,21 +127,22 @@ def read_json(raw: bytes) -> tuple[dict, dict]:
             sv_data=_finite(sv.data, "support_vectors.data"),
             coef=_finite(document.coef, "coef").reshape(len(document.offsets), len(sv.indptr) - 1),
         )
-        meta["kernel"] = document.kernel.model_dump(exclude_none=True)
-        meta["n_support"] = len(sv.indptr) - 1
+        model.kernel = document.kernel.model_dump(exclude_none=True)
+        model.n_support = len(sv.indptr) - 1
     if document.ranks is not None:
-        meta["ranks"] = document.ranks
-        meta["thresholds"] = document.thresholds
+        model.ranks = document.ranks
+        model.thresholds = document.thresholds
     if document.probability is not None:
-        meta["probability"] = document.probability.model_dump(exclude_none=True)
+        model.probability = document.probability.model_dump(exclude_none=True)
     if document.training is not None:
         training = document.training
-        for name in TRAINING_FIELDS:
+        for name in TRAINING_FIELDS:  # by name: the fields TrainingInfo and the stored model share
             value = getattr(training, name)
             if value is not None:
-                meta[name] = value.value if hasattr(value, "value") else value
-    meta.setdefault("params", {})
-    return meta, arrays
+                model.put(name, value.value if hasattr(value, "value") else value)
+    else:
+        model.params = {}
+    return model, arrays
 
 
 def _finite(values, where: str) -> np.ndarray:

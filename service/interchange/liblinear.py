@@ -30,7 +30,8 @@ from typing import IO
 
 import numpy as np
 
-from core.schemas.enums import ModelKind
+from core.schemas.enums import ModelKind, Task
+from core.storage.documents import ModelDescription
 from service.interchange.common import (
     ROWS_PER_PIECE,
     ExportRefused,
@@ -59,33 +60,33 @@ OTHER_TYPES = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "
 HEADER_FIELDS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 
 
-def solver_type_of(meta: dict) -> str:
+def solver_type_of(model: ModelDescription) -> str:
     """LIBLINEAR's name of the problem the model solved."""
-    if meta.get("liblinear_solver_type") in CLASSIFIER_TYPES:
-        return meta["liblinear_solver_type"]
-    params = meta.get("params") or {}
+    if model.liblinear_solver_type in CLASSIFIER_TYPES:
+        return model.liblinear_solver_type
+    params = model.params or {}  # the job's parameters (imports: what the file stated)
     if params.get("loss") == "squared_hinge":  # a solver with LIBLINEAR's -s 1 loss (dcd's squared_hinge)
         return "L2R_L2LOSS_SVC_DUAL"
     return "L2R_L1LOSS_SVC_DUAL"
 
 
-def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
+def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
     """The model as a LIBLINEAR model file, in pieces (ExportRefused when it is not a linear classifier)."""
-    if meta.get("kind") != ModelKind.linear:
+    if model.kind != ModelKind.linear:
         raise ExportRefused(
-            f"LIBLINEAR files hold linear classifiers; this is a {meta.get('kind')} model"
+            f"LIBLINEAR files hold linear classifiers; this is a {model.kind} model"
             + (
                 " (its pairwise scoring function exports as json or onnx)"
-                if meta.get("kind") == ModelKind.ranking
+                if model.kind == ModelKind.ranking
                 else " (export it as libsvm, json or onnx)"
             )
         )
-    labels = integral_labels(meta["labels"], "LIBLINEAR")
+    labels = integral_labels(model.labels, "LIBLINEAR")
     weights = np.asarray(arrays["weights"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
     n_models, n_features = weights.shape
     file_labels = [labels[1], labels[0]] if n_models == 1 else labels
-    bias_value = (meta.get("params") or {}).get("bias")
+    bias_value = (model.params or {}).get("bias")  # the bias feature's value, as the job or the file gave it
     if isinstance(bias_value, (int, float)) and not isinstance(bias_value, bool) and bias_value > 0:
         bias_weights = offsets / float(bias_value)
     elif np.all(offsets == 0.0):
@@ -93,7 +94,7 @@ def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
     else:
         bias_value, bias_weights = 1.0, offsets  # an offset without a recorded bias feature: B = 1, w_B = b
     yield (
-        f"solver_type {solver_type_of(meta)}\n"
+        f"solver_type {solver_type_of(model)}\n"
         f"nr_class {len(labels)}\n"
         f"label {' '.join(str(v) for v in file_labels)}\n"
         f"nr_feature {n_features}\n"
@@ -106,8 +107,8 @@ def write_liblinear(meta: dict, arrays: dict) -> Iterator[str]:
         yield format_matrix(bias_weights.reshape(1, -1))
 
 
-def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
-    """(metadata, arrays) of a LIBLINEAR model file; ModelFileError names the line of anything wrong."""
+def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
+    """(description, arrays) of a LIBLINEAR model file; ModelFileError names the line of anything wrong."""
     lines = numbered_lines(text)
 
     def refuse(key: str, values: list[str]) -> str | None:
@@ -156,23 +157,22 @@ def read_liblinear(text: IO[str]) -> tuple[dict, dict]:
         weights, offsets = (w[high] - w[low]).reshape(1, -1), np.array([b[high] - b[low]])
     else:
         weights, offsets = w[order], b[order]
-    meta = {
-        "kind": "linear",
-        "task": "classification",
-        "labels": labels,
-        "n_features": int(n_features),
-        "zero_based": False,
-        "params": {"bias": float(bias) if bias >= 0 else None},
-        "liblinear_solver_type": solver_type,
-    }
+    model = ModelDescription()  # its fields set in the order the stored document lists them
+    model.kind = ModelKind.linear.value
+    model.task = Task.classification.value
+    model.labels = labels
+    model.n_features = int(n_features)
+    model.zero_based = False
+    model.params = {"bias": float(bias) if bias >= 0 else None}
+    model.liblinear_solver_type = solver_type
     if solver_type in LOGISTIC_TYPES:
-        meta["probability"] = {
-            "method": "platt_ovr",
-            "A": [-1.0] * weights.shape[0],
-            "B": [0.0] * weights.shape[0],
-            "source": "LIBLINEAR logistic regression: P = 1 / (1 + exp(-decision value))",
-        }
-    return meta, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
+        model.probability = dict(
+            method="platt_ovr",
+            A=[-1.0] * weights.shape[0],
+            B=[0.0] * weights.shape[0],
+            source="LIBLINEAR logistic regression: P = 1 / (1 + exp(-decision value))",
+        )
+    return model, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
 
 
 def _read_weight_rows(lines: Iterator[tuple[int, str]], n_rows: int, nr_w: int, header_end: int) -> np.ndarray:

@@ -42,7 +42,9 @@ from typing import IO
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.enums import ModelKind, Multiclass
+from core.schemas.enums import ModelKind, Multiclass, Task
+from core.schemas.model_files import ModelKernel
+from core.storage.documents import ModelDescription
 from service.interchange.common import (
     ROWS_PER_PIECE,
     ExportRefused,
@@ -83,47 +85,51 @@ def pairs_of(n_classes: int) -> list[tuple[int, int]]:
 # -- writing ---------------------------------------------------------------------------------------
 
 
-def write_libsvm(meta: dict, arrays: dict) -> Iterator[str]:
+def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
     """The model as a LIBSVM model file, in pieces (ExportRefused for models LIBSVM cannot hold)."""
-    kind = meta.get("kind")
+    kind = model.kind
     if kind not in (ModelKind.linear, ModelKind.kernel):
         raise ExportRefused(
             f"LIBSVM files hold classifiers; this is a {kind} model (its pairwise scoring function exports as json or onnx)"
         )
-    labels = integral_labels(meta["labels"], "LIBSVM")
+    labels = integral_labels(model.labels, "LIBSVM")
     if kind == ModelKind.linear:
-        kernel = {"type": "linear"}
+        kernel = ModelKernel(type="linear")
         support = sp.csr_matrix(np.asarray(arrays["weights"], dtype=np.float64))
         coef = np.eye(support.shape[0])
     else:
-        kernel = meta["kernel"]
+        stored_kernel = model.kernel_spec
+        if stored_kernel is None:
+            raise ExportRefused("this kernel model has no kernel stored")
+        kernel = stored_kernel
         support = sp.csr_matrix(
             (
                 np.asarray(arrays["sv_data"], dtype=np.float64),
                 np.asarray(arrays["sv_indices"]),
                 np.asarray(arrays["sv_indptr"]),
             ),
-            shape=(len(arrays["sv_indptr"]) - 1, int(meta["n_features"])),
+            shape=(len(arrays["sv_indptr"]) - 1, int(model.n_features)),
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if meta.get("multiclass") == Multiclass.ovo:
-        yield from _write_one_vs_one(meta, kernel, support, coef, offsets)
+    if model.one_vs_one:
+        yield from _write_one_vs_one(model, kernel, support, coef, offsets)
     elif coef.shape[0] == 1:
-        yield from _write_binary(meta, labels, kernel, support, coef[0], offsets[0])
+        yield from _write_binary(model, labels, kernel, support, coef[0], offsets[0])
     else:
         yield from _write_one_vs_rest(labels, kernel, support, coef, offsets)
 
 
-def _header(kernel: dict, labels: list, n_sv: list[int], rho, prob: tuple | None = None) -> str:
-    kind = kernel["type"]
+def _header(kernel: ModelKernel, labels: list, n_sv: list[int], rho, prob: tuple | None = None) -> str:
+    kind = kernel.type
     lines = ["svm_type c_svc", f"kernel_type {KERNEL_TYPES[kind]}"]
     if kind == "poly":
-        lines.append(f"degree {int(kernel.get('degree', 3))}")
+        lines.append(f"degree {int(kernel.degree if kernel.degree is not None else 3)}")
     if kind in ("poly", "rbf", "sigmoid"):
-        lines.append(f"gamma {number(kernel['gamma'])}")
+        assert kernel.gamma is not None, "a stored kernel has gamma resolved"
+        lines.append(f"gamma {number(kernel.gamma)}")
     if kind in ("poly", "sigmoid"):
-        lines.append(f"coef0 {number(kernel.get('coef0', 0.0))}")
+        lines.append(f"coef0 {number(kernel.coef0 if kernel.coef0 is not None else 0.0)}")
     lines += [
         f"nr_class {len(labels)}",
         f"total_sv {sum(n_sv)}",
@@ -149,20 +155,24 @@ def _sv_lines(support: sp.csr_matrix, rows: np.ndarray, coefficients: np.ndarray
         yield "".join(out)
 
 
-def _write_binary(meta: dict, labels: list, kernel: dict, support, coef: np.ndarray, offset: float) -> Iterator[str]:
+def _write_binary(
+    model: ModelDescription, labels: list, kernel: ModelKernel, support, coef: np.ndarray, offset: float
+) -> Iterator[str]:
     rows = np.flatnonzero(coef != 0.0)
     first = rows[coef[rows] > 0]
     second = rows[coef[rows] < 0]
-    calibration = meta.get("probability")
+    calibration = model.calibration
     prob = None
-    if calibration and calibration.get("method", "platt_ovr") == "platt_ovr":
-        prob = ([calibration["A"][0]], [calibration["B"][0]])
+    if calibration is not None and calibration.method == "platt_ovr" and calibration.A and calibration.B:
+        prob = ([calibration.A[0]], [calibration.B[0]])
     yield _header(kernel, [labels[1], labels[0]], [first.size, second.size], [-offset], prob)
     ordered = np.concatenate([first, second])
     yield from _sv_lines(support, ordered, coef[ordered].reshape(-1, 1))
 
 
-def _write_one_vs_rest(labels: list, kernel: dict, support, coef: np.ndarray, offsets: np.ndarray) -> Iterator[str]:
+def _write_one_vs_rest(
+    labels: list, kernel: ModelKernel, support, coef: np.ndarray, offsets: np.ndarray
+) -> Iterator[str]:
     k = coef.shape[0]
     groups = [np.flatnonzero(coef[c] != 0.0) for c in range(k)]
     rho = [offsets[j] - offsets[i] for i, j in pairs_of(k)]
@@ -173,16 +183,18 @@ def _write_one_vs_rest(labels: list, kernel: dict, support, coef: np.ndarray, of
         yield from _sv_lines(support, rows, coef[c, rows].reshape(-1, 1) * signs.reshape(1, -1))
 
 
-def _write_one_vs_one(meta: dict, kernel: dict, support, coef: np.ndarray, offsets: np.ndarray) -> Iterator[str]:
-    """A one-vs-one model imported from LIBSVM, written back in its own class order."""
-    file_labels = [int(v) for v in meta["ovo_labels"]]
-    n_sv = [int(n) for n in meta["nr_sv"]]
+def _write_one_vs_one(
+    model: ModelDescription, kernel: ModelKernel, support, coef: np.ndarray, offsets: np.ndarray
+) -> Iterator[str]:
+    """A one-vs-one model imported from LIBSVM (or trained with smo's ovo), written back in its own class order."""
+    file_labels = [int(v) for v in model.ovo_labels or []]
+    n_sv = [int(n) for n in model.nr_sv or []]
     k = len(file_labels)
     pair_index = {pair: p for p, pair in enumerate(pairs_of(k))}
-    calibration = meta.get("probability")
+    calibration = model.calibration
     prob = (
-        (calibration["A"], calibration["B"])
-        if calibration and calibration.get("method") == "pairwise_coupling"
+        (calibration.A, calibration.B)
+        if calibration is not None and calibration.method == "pairwise_coupling"
         else None
     )
     yield _header(kernel, file_labels, n_sv, [-v for v in offsets], prob)
@@ -197,8 +209,8 @@ def _write_one_vs_one(meta: dict, kernel: dict, support, coef: np.ndarray, offse
 # -- reading ---------------------------------------------------------------------------------------
 
 
-def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dict]:
-    """(metadata, arrays) of a LIBSVM model file; ModelFileError names the line of anything wrong.
+def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDescription, dict]:
+    """(description, arrays) of a LIBSVM model file; ModelFileError names the line of anything wrong.
 
     ``n_features``: the model's feature count (default: the largest index of a support vector). For
     the rbf kernel it matters: features past it are dropped from query rows before scoring, where
@@ -263,37 +275,30 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
         pair_coef[p, starts[i] : starts[i + 1]] = coefficients[starts[i] : starts[i + 1], j - 1]
         pair_coef[p, starts[j] : starts[j + 1]] = coefficients[starts[j] : starts[j + 1], i]
     offsets = -rho
-    meta = {
-        "kind": "kernel",
-        "task": "classification",
-        "labels": sorted(float(v) for v in file_labels),
-        "n_features": int(n_features),
-        "zero_based": zero_based,
-        "kernel": kernel,
-        "params": {"kernel": kernel},
-        "libsvm_svm_type": svm_type,
-        "n_support": int(total_sv),
-    }
+    model = ModelDescription()  # its fields set in the order the stored document lists them
+    model.kind = ModelKind.kernel.value
+    model.task = Task.classification.value
+    model.labels = sorted(float(v) for v in file_labels)
+    model.n_features = int(n_features)
+    model.zero_based = zero_based
+    model.kernel = kernel
+    model.params = {"kernel": kernel}
+    model.libsvm_svm_type = svm_type
+    model.n_support = int(total_sv)
     if k == 2:
         sign = 1.0 if file_labels[0] > file_labels[1] else -1.0  # Hinge: positive scores mean the larger label
         pair_coef, offsets = sign * pair_coef, sign * offsets
         if prob is not None:
             # LIBSVM: P(first label) = 1 / (1 + exp(A d + B)); for d' = sign d and the larger label: A, sign * B
-            meta["probability"] = {
-                "method": "platt_ovr",
-                "A": [prob[0][0]],
-                "B": [sign * prob[1][0]],
-                "source": "LIBSVM probA/probB",
-            }
+            model.probability = dict(
+                method="platt_ovr", A=[prob[0][0]], B=[sign * prob[1][0]], source="LIBSVM probA/probB"
+            )
     else:
-        meta.update(multiclass="ovo", ovo_labels=[float(v) for v in file_labels], nr_sv=nr_sv)
+        model.multiclass = Multiclass.ovo.value
+        model.ovo_labels = [float(v) for v in file_labels]
+        model.nr_sv = nr_sv
         if prob is not None:
-            meta["probability"] = {
-                "method": "pairwise_coupling",
-                "A": prob[0],
-                "B": prob[1],
-                "source": "LIBSVM probA/probB",
-            }
+            model.probability = dict(method="pairwise_coupling", A=prob[0], B=prob[1], source="LIBSVM probA/probB")
     arrays = {
         "sv_indptr": support.indptr.astype(np.int64),
         "sv_indices": support.indices.astype(np.int32),
@@ -301,7 +306,7 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[dict, dic
         "coef": pair_coef,
         "offsets": offsets.astype(np.float64),
     }
-    return meta, arrays
+    return model, arrays
 
 
 def _read_kernel(header: Header, field) -> dict:

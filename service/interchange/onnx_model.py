@@ -23,7 +23,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from core.schemas.enums import ModelKind, Multiclass
+from core.schemas.enums import ModelKind, Task
+from core.schemas.model_files import ModelKernel
+from core.storage.documents import ModelRecord
 from service.interchange.common import ExportRefused
 
 OPSET = 17
@@ -31,13 +33,13 @@ MAX_DENSE_VALUES = 1 << 26
 """Most dense double values (support vectors times features, or weights) an ONNX export holds: 512 MiB."""
 
 
-def write_onnx(meta: dict, arrays: dict) -> bytes:
+def write_onnx(model: ModelRecord, arrays: dict) -> bytes:
     """The serialized ONNX model (ExportRefused when it would be too large)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    kind = meta.get("kind", "linear")
-    n_features = int(meta["n_features"])
+    kind = model.kind
+    n_features = int(model.n_features)
     nodes: list = []
     initializers: list = []
     counter = [0]
@@ -69,7 +71,10 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
             shape=(len(arrays["sv_indptr"]) - 1, n_features),
         )
         _check_size(support.shape[0] * n_features, "support vectors")
-        kernel_values = _kernel_nodes(meta["kernel"], x, support, const, node)
+        kernel = model.kernel_spec
+        if kernel is None:
+            raise ExportRefused("this kernel model has no kernel stored")
+        kernel_values = _kernel_nodes(kernel, x, support, const, node)
         raw = node(
             "MatMul",
             [kernel_values, const("coef_t", np.ascontiguousarray(np.asarray(arrays["coef"], dtype=np.float64).T))],
@@ -77,7 +82,7 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
     scores = node("Add", [raw, const("offsets", offsets)])  # [N, k]
 
     outputs = []
-    raw_labels = meta.get("labels")
+    raw_labels = model.labels
     labels: list = list(raw_labels or [])
     integral = raw_labels is not None and all(float(v).is_integer() and abs(v) < 2**62 for v in labels)
     label_type = TensorProto.INT64 if integral else TensorProto.DOUBLE
@@ -86,19 +91,19 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         return const(name, np.asarray(values, dtype=np.int64 if integral else np.float64))
 
     one_score = scores
-    if kind == ModelKind.ranking or (meta.get("multiclass") != Multiclass.ovo and offsets.size == 1):
+    if kind == ModelKind.ranking or (not model.one_vs_one and offsets.size == 1):
         one_score = node("Reshape", [scores, const("flat_shape", np.array([-1], dtype=np.int64))])
     if kind == ModelKind.ranking:
         score_out = one_score
-        if meta.get("thresholds") is not None:
-            thresholds = np.asarray(meta["thresholds"], dtype=np.float64).reshape(1, -1)
+        if model.thresholds is not None:
+            thresholds = np.asarray(model.thresholds, dtype=np.float64).reshape(1, -1)
             column = node("Unsqueeze", [one_score, const("axis_1", np.array([1], dtype=np.int64))])
             above = node("Cast", [node("Greater", [column, const("thresholds", thresholds)])], to=TensorProto.INT64)
             index = node("ReduceSum", [above, const("sum_axis", np.array([1], dtype=np.int64))], keepdims=0)
-            _output(nodes, node("Gather", [label_table("ranks", meta["ranks"]), index], axis=0), "label")
+            _output(nodes, node("Gather", [label_table("ranks", model.ranks), index], axis=0), "label")
             outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
-    elif meta.get("multiclass") == Multiclass.ovo:
-        score_out = _one_vs_one_nodes(meta, scores, const, node, label_table, nodes)
+    elif model.one_vs_one:
+        score_out = _one_vs_one_nodes(model.ovo_labels or [], scores, const, node, label_table, nodes)
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     elif offsets.size == 1:
         score_out = one_score
@@ -112,16 +117,14 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
     _output(nodes, node("Cast", [score_out], to=TensorProto.FLOAT), "scores")
     score_shape: list[str | int | None] = (
-        ["N"]
-        if (kind == ModelKind.ranking or (offsets.size == 1 and meta.get("multiclass") != Multiclass.ovo))
-        else ["N", len(labels)]
+        ["N"] if (kind == ModelKind.ranking or (offsets.size == 1 and not model.one_vs_one)) else ["N", len(labels)]
     )
     outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, score_shape))
 
-    calibration = meta.get("probability")
-    if calibration and calibration.get("method", "platt_ovr") == "platt_ovr" and kind != ModelKind.ranking:
-        A = np.asarray(calibration["A"], dtype=np.float64)
-        B = np.asarray(calibration["B"], dtype=np.float64)
+    calibration = model.calibration
+    if calibration is not None and calibration.method == "platt_ovr" and kind != ModelKind.ranking:
+        A = np.asarray(calibration.A, dtype=np.float64)
+        B = np.asarray(calibration.B, dtype=np.float64)
         # 1 / (1 + exp(A f + B)) = sigmoid(-(A f + B))
         p = node(
             "Sigmoid", [node("Neg", [node("Add", [node("Mul", [scores, const("platt_a", A)]), const("platt_b", B)])])]
@@ -133,13 +136,13 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
             probabilities = node("Div", [p, total])
         _output(nodes, node("Cast", [probabilities], to=TensorProto.FLOAT), "probabilities")
         outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", len(labels)]))
-    elif calibration and calibration.get("method") == "multinomial":
-        weights = np.asarray(calibration["weights"], dtype=np.float64)
+    elif calibration is not None and calibration.method == "multinomial":
+        weights = np.asarray(calibration.weights, dtype=np.float64)
         logits = node(
             "Add",
             [
                 node("MatMul", [scores, const("softmax_weights", np.ascontiguousarray(weights.T))]),
-                const("softmax_intercepts", np.asarray(calibration["intercepts"], dtype=np.float64)),
+                const("softmax_intercepts", np.asarray(calibration.intercepts, dtype=np.float64)),
             ],
         )
         _output(nodes, node("Cast", [node("Softmax", [logits], axis=1)], to=TensorProto.FLOAT), "probabilities")
@@ -152,23 +155,23 @@ def write_onnx(meta: dict, arrays: dict) -> bytes:
         outputs,
         initializer=initializers,
     )
-    model = helper.make_model(
+    proto = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="hinge",
-        doc_string=f"Hinge {kind} model {meta.get('id', '')}: input X float32 [N, {n_features}]",
+        doc_string=f"Hinge {kind} model {model.id}: input X float32 [N, {n_features}]",
     )
-    model.ir_version = 8
+    proto.ir_version = 8
     helper.set_model_props(
-        model,
+        proto,
         {
-            "hinge_model_id": str(meta.get("id", "")),
+            "hinge_model_id": str(model.id),
             "hinge_kind": kind,
-            "hinge_task": str(meta.get("task", "classification")),
+            "hinge_task": str(model.task or Task.classification.value),
         },
     )
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
+    onnx.checker.check_model(proto)
+    return proto.SerializeToString()
 
 
 def _check_size(values: int, what: str) -> None:
@@ -187,14 +190,15 @@ def _output(nodes: list, produced: str, name: str) -> None:
             return
 
 
-def _kernel_nodes(kernel: dict, x: str, support: sp.csr_matrix, const, node) -> str:
+def _kernel_nodes(kernel: ModelKernel, x: str, support: sp.csr_matrix, const, node) -> str:
     """K(x, s) for every input row and support vector: [N, m] in double."""
     dense = support.toarray()
     dots = node("MatMul", [x, const("support_t", np.ascontiguousarray(dense.T))])
-    kind = kernel["type"]
+    kind = kernel.type
     if kind == ModelKind.linear:
         return dots
-    gamma = float(kernel["gamma"])
+    assert kernel.gamma is not None, "a stored kernel has gamma resolved"
+    gamma = float(kernel.gamma)
     if kind == "rbf":
         x_sq = node(
             "ReduceSum", [node("Mul", [x, x]), const("feature_axis", np.array([1], dtype=np.int64))], keepdims=1
@@ -207,19 +211,20 @@ def _kernel_nodes(kernel: dict, x: str, support: sp.csr_matrix, const, node) -> 
         "Add",
         [
             node("Mul", [dots, const("gamma", np.array(gamma))]),
-            const("coef0", np.array(float(kernel.get("coef0", 0.0)))),
+            const("coef0", np.array(float(kernel.coef0 if kernel.coef0 is not None else 0.0))),
         ],
     )
     if kind == "poly":
-        return node("Pow", [inner, const("degree", np.array(float(kernel.get("degree", 3))))])
+        return node("Pow", [inner, const("degree", np.array(float(kernel.degree if kernel.degree is not None else 3)))])
     return node("Tanh", [inner])
 
 
-def _one_vs_one_nodes(meta: dict, pairwise: str, const, node, label_table, nodes: list) -> str:
-    """LIBSVM's vote over the pairs (ties to the class listed first) and the per-class scores, ascending labels."""
+def _one_vs_one_nodes(ovo_labels: list[float], pairwise: str, const, node, label_table, nodes: list) -> str:
+    """LIBSVM's vote over the pairs of ``ovo_labels`` (ties to the class listed first) and the per-class scores,
+    ascending labels."""
     from onnx import TensorProto
 
-    vote_labels = [float(v) for v in meta["ovo_labels"]]
+    vote_labels = [float(v) for v in ovo_labels]
     k = len(vote_labels)
     pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
     first = np.zeros((len(pairs), k))

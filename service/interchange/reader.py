@@ -13,13 +13,14 @@ FORMATS = ("json", "liblinear", "libsvm")
 
 
 def read_model_file(path: str, format: str, n_features: int | None = None) -> dict:
-    """{"meta", "arrays"} of the model in the file, or {"error": {"line", "reason"}} naming what is wrong."""
+    """{"model", "arrays"} of the model in the file (its ``ModelDescription`` and arrays), or {"error": {"line",
+    "reason"}} naming what is wrong."""
     try:
         with open(path, "rb") as raw:
             if format == "json":
                 from service.interchange.json_model import read_json
 
-                meta, arrays = read_json(read_all(raw))
+                model, arrays = read_json(read_all(raw))
                 if n_features is not None:
                     raise ModelFileError(
                         None, "n_features applies to libsvm files only (a JSON document states its own)"
@@ -27,7 +28,7 @@ def read_model_file(path: str, format: str, n_features: int | None = None) -> di
             elif format == "liblinear":
                 from service.interchange.liblinear import read_liblinear
 
-                meta, arrays = read_liblinear(open_text(raw))
+                model, arrays = read_liblinear(open_text(raw))
                 if n_features is not None:
                     raise ModelFileError(
                         None, "n_features applies to libsvm files only (LIBLINEAR files state nr_feature)"
@@ -35,7 +36,7 @@ def read_model_file(path: str, format: str, n_features: int | None = None) -> di
             elif format == "libsvm":
                 from service.interchange.libsvm import read_libsvm
 
-                meta, arrays = read_libsvm(open_text(raw), n_features)
+                model, arrays = read_libsvm(open_text(raw), n_features)
             else:
                 raise ModelFileError(None, f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     except ModelFileError as exc:
@@ -47,4 +48,4 @@ def read_model_file(path: str, format: str, n_features: int | None = None) -> di
         return {
             "error": {"line": None, "reason": f"the file could not be read as a {format} model ({type(exc).__name__})"}
         }
-    return {"meta": meta, "arrays": arrays}
+    return {"model": model, "arrays": arrays}

@@ -140,9 +140,9 @@ def measure(solver: str, params: dict, arrays: dict, n_features: int, after: flo
         "model": outcome.arrays is not None,
         "outcome_s": done - cancel_at if done >= cancel_at else None,
         "ran_s": done - begin,
-        "solver_seconds": outcome.meta.get("training_seconds"),
+        "solver_seconds": outcome.model.training_seconds,
         "last_point_elapsed_s": last_elapsed,
-        "n_iter": outcome.meta.get("n_iter"),
+        "n_iter": outcome.model.n_iter,
     }
 
 

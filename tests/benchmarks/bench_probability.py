@@ -126,14 +126,14 @@ def ours(section: dict, X, y, X_test, y_test, processes: int) -> dict:
         context=FitContext(NullSink(), n_processes=processes),
     )
     seconds = time.perf_counter() - started
-    scorer = Scorer(outcome.meta, outcome.arrays)
+    scorer = Scorer(outcome.model, outcome.arrays)
     labels, _ = scorer.predict_values(X_test)
     probabilities = scorer.probabilities(X_test)
     result = quality(probabilities, scorer.labels, y_test, labels)
     result.update(
         seconds_training_and_calibration=seconds,
-        seconds_calibration=outcome.meta["probability"]["seconds"],
-        training_seconds=outcome.meta["training_seconds"],
+        seconds_calibration=(outcome.model.calibration.seconds if outcome.model.calibration else None),
+        training_seconds=outcome.model.training_seconds,
     )
     return result
 

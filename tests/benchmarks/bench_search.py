@@ -165,12 +165,11 @@ def speedup(repeats: int, datasets: list[str]) -> dict:
                 run[f"search_{processes}_s"] = time.perf_counter() - start
                 run[f"search_{processes}_load"] = [load_before, _load_average()]
                 tables[processes] = [
-                    {k: v for k, v in row.items() if k != "seconds"}
-                    for row in outcome.meta["search_results"]["settings"]
+                    {k: v for k, v in row.items() if k != "seconds"} for row in outcome.model.search_results["settings"]
                 ]
                 if processes == 1:
-                    run["refit_path"] = outcome.meta["refit_path"]
-                    run["best"] = outcome.meta["search_results"]["best"]
+                    run["refit_path"] = outcome.model.refit_path
+                    run["best"] = outcome.model.search_results["best"]
             for processes in (1, 2):
                 run[f"calibration_{processes}_s"] = calibration_run(calibration_arrays, calibration_features, processes)
             run["search_ratio"] = run["search_1_s"] / run["search_2_s"]
@@ -266,7 +265,7 @@ def measured_savings() -> dict:
         "iterations_saved",
         "iterations_saved_basis",
     )
-    return {"settings": [{k: row[k] for k in keys} for row in outcome.meta["search_results"]["settings"]]}
+    return {"settings": [{k: row[k] for k in keys} for row in outcome.model.search_results["settings"]]}
 
 
 def warm(repeats: int) -> dict:

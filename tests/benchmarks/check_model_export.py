@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from core.scoring.models import Scorer
+from core.storage.documents import ModelRecord
 from service.interchange.liblinear import write_liblinear
 from service.interchange.libsvm import write_libsvm
 from service.interchange.onnx_model import write_onnx
@@ -75,8 +76,20 @@ def train(solver: str, params: dict, X, y) -> tuple[dict, dict, float]:
         X.shape[1],
         context=FitContext(NullSink(), n_processes=2),
     )
-    meta = dict(outcome.meta, solver=solver, params=dict(base, **params), id=f"check-{solver}")
-    return meta, outcome.arrays, time.perf_counter() - started
+    model = ModelRecord.from_document(
+        dict(
+            outcome.model.to_document(),
+            solver=solver,
+            params=dict(base, **params),
+            id=f"check-{solver}",
+            tenant="check",
+            created_at="",
+            job_id=None,
+            dataset_id=None,
+            zero_based=False,
+        )
+    )
+    return model, outcome.arrays, time.perf_counter() - started
 
 
 DCD = {"C": 1.0, "loss": "hinge", "bias": 1.0, "tol": 0.1, "max_iter": 1000, "shrinking": True, "tol_rel": 0.0}
@@ -95,12 +108,12 @@ CUTS = {
 }
 
 
-def compare(meta, arrays, X_test, theirs_labels, theirs_values, pairwise=False) -> dict:
-    scorer = Scorer(meta, arrays)
+def compare(model, arrays, X_test, theirs_labels, theirs_values, pairwise=False) -> dict:
+    scorer = Scorer(model, arrays)
     labels, scores = scorer.predict_values(X_test)
     scores = np.asarray(scores).reshape(X_test.shape[0], -1)
     theirs_values = np.asarray(theirs_values, dtype=np.float64).reshape(X_test.shape[0], -1)
-    if meta.get("multiclass") == "ovo":  # trained one-vs-one: the pairs' own decision values
+    if model.one_vs_one:  # trained one-vs-one: the pairs' own decision values
         scores = scorer.decision_values(X_test)
         pairwise = False
     if pairwise:
@@ -130,13 +143,13 @@ def section_liblinear() -> dict:
     ]:
         X, y = load(name)
         X_test, y_test = load(name + ".t")
-        meta, arrays, seconds = train(solver, params, X, y)
+        model, arrays, seconds = train(solver, params, X, y)
         with tempfile.NamedTemporaryFile("w", suffix=".liblinear", delete=False) as handle:
-            for piece in write_liblinear(meta, arrays):
+            for piece in write_liblinear(model, arrays):
                 handle.write(piece)
         model = liblinearutil.load_model(handle.name)
         labels, _, values = liblinearutil.predict([], X_test, model, "-q")
-        result = compare(meta, arrays, X_test, labels, values)
+        result = compare(model, arrays, X_test, labels, values)
         result.update(
             train_seconds=seconds,
             file_bytes=os.path.getsize(handle.name),
@@ -189,24 +202,24 @@ def section_libsvm() -> dict:
         ),
     ]:
         X_test, y_test = load(test)
-        meta, arrays, seconds = train(solver, params, X, y)
+        model, arrays, seconds = train(solver, params, X, y)
         with tempfile.NamedTemporaryFile("w", suffix=".libsvm", delete=False) as handle:
-            for piece in write_libsvm(meta, arrays):
+            for piece in write_libsvm(model, arrays):
                 handle.write(piece)
         model = svmutil.svm_load_model(handle.name)
         labels, _, values = svmutil.svm_predict([], X_test, model, "-q")
-        result = compare(meta, arrays, X_test, labels, values, pairwise=multi)
+        result = compare(model, arrays, X_test, labels, values, pairwise=multi)
         result.update(
             train_seconds=seconds,
             file_bytes=os.path.getsize(handle.name),
-            n_support=meta["n_support"],
+            n_support=model.n_support,
             test_accuracy=float(np.mean(np.asarray(labels) == y_test)),
         )
         result["bar_met"] = result["labels_different"] == 0 and result["max_abs_decision_difference"] <= 1e-6
         if params.get("probability"):
             _, _, coupled = svmutil.svm_predict([], X_test, model, "-q -b 1")
             order = np.argsort(model.get_labels())
-            difference = np.abs(np.asarray(coupled)[:, order] - Scorer(meta, arrays).probabilities(X_test))
+            difference = np.abs(np.asarray(coupled)[:, order] - Scorer(model, arrays).probabilities(X_test))
             result["max_abs_probability_difference"] = float(np.max(difference))
             result["bar_met"] = result["bar_met"] and result["max_abs_probability_difference"] <= 1e-6
         out[label] = result
@@ -226,8 +239,8 @@ def section_onnx() -> dict:
     ]:
         X, y = load(name)
         X_test, y_test = load(name + ".t")
-        meta, arrays, seconds = train(solver, params, X, y)
-        session = ort.InferenceSession(write_onnx(meta, arrays), providers=["CPUExecutionProvider"])
+        model, arrays, seconds = train(solver, params, X, y)
+        session = ort.InferenceSession(write_onnx(model, arrays), providers=["CPUExecutionProvider"])
         labels, scores = [], []
         for start in range(0, X_test.shape[0], 256):
             block = X_test[start : start + 256].toarray().astype(np.float32)
@@ -235,7 +248,7 @@ def section_onnx() -> dict:
             labels.append(label)
             scores.append(score.reshape(block.shape[0], -1))
         labels = np.concatenate(labels)
-        result = compare(meta, arrays, X_test, labels, np.concatenate(scores))
+        result = compare(model, arrays, X_test, labels, np.concatenate(scores))
         result.update(train_seconds=seconds, test_accuracy=float(np.mean(labels == y_test)))
         result["bar_met"] = result["labels_different"] == 0 and result["max_abs_decision_difference"] <= 1e-5
         out[f"{name} {solver}"] = result

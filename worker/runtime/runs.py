@@ -89,7 +89,7 @@ def record_outcome(
     warnings, ``core.scoring.quality``)."""
     settings = get_settings()
     job_id = job.id
-    seconds = float(outcome.meta.get("training_seconds", 0.0) or 0.0)
+    seconds = float(outcome.model.training_seconds or 0.0)
     if seconds:
         client.hincrbyfloat(keys.solver_stats(), job.solver, seconds)
     interrupted = (
@@ -101,7 +101,7 @@ def record_outcome(
     model_id = None
     warnings: list[dict] = []
     if outcome.arrays is not None:
-        warnings = [*outcome.meta.get("warnings", []), *model_warnings(outcome.meta, dataset.labels)]
+        warnings = [*(outcome.model.warnings or []), *model_warnings(outcome.model, dataset.labels)]
         gammas = rbf_gammas(job.params)
         if gammas and arrays is not None:
             warnings += gamma_warnings(gammas, sampled_squared_distances(arrays, dataset.n_features))
@@ -112,9 +112,9 @@ def record_outcome(
             log.warning("job %s: the model does not fit in Redis (%s)", job_id, exc)
             return fail(jobs, job_id, mine, "storage_full", str(exc))
         model_id = claimed[0] if claimed is not None else new_id("mdl")
-        # the model as training described it (``outcome.meta``), then where it came from
+        # the model as training described it (``outcome.model``), then where it came from
         document = dict(
-            outcome.meta,
+            outcome.model.to_document(),
             id=model_id,
             tenant=job.tenant,
             job_id=job_id,
@@ -126,11 +126,11 @@ def record_outcome(
             created_at=utc_now(),
             warnings=warnings,
         )
-        if interrupted:
-            document["stop_reason"] = "interrupted"
-            document["stopping_rule"] = INTERRUPTED.model_dump()
         try:
             record = ModelRecord.from_document(document)
+            if interrupted:
+                record.stop_reason = StopReason.INTERRUPTED.value
+                record.stopping_rule = INTERRUPTED.model_dump()
             if claimed is not None:
                 store.commit(record, claimed[1])
             else:
@@ -146,7 +146,7 @@ def record_outcome(
         stop_reason = outcome.stop_reason.value
     why_none: dict[str, Any] = {}
     if model_id is None and final is JobStatus.canceled:  # say why there is no model (the error shape, code `canceled`)
-        message = outcome.meta.get("no_model") or "canceled before a model was complete: none was stored"
+        message = outcome.no_model or "canceled before a model was complete: none was stored"
         why_none = {"error": {"code": "canceled", "message": message}}
     if warnings:
         why_none["warnings"] = warnings

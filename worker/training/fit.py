@@ -16,7 +16,10 @@ always complete. Cancel: running problems stop; the model is kept when every pro
 (always for a single problem), otherwise the job ends without a model.
 
 ``params.probability``: once the model is assembled, ``worker.training.calibration`` fits the calibration on
-cross-validated decision values and stores it on the model (``meta["probability"]``).
+cross-validated decision values and stores it on the model (its ``probability``).
+
+The model is described as it is stored: a ``core.storage.documents.ModelDescription``, its fields set in the
+order the stored document lists them (its training report first, then what scores rows).
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.schemas.enums import ModelKind, Task
+from core.schemas.enums import ModelKind, Multiclass, Task
 from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
 from core.solvers import spec_of
+from core.storage.documents import ModelDescription
 from worker.runtime import core_budget
 from worker.runtime.progress import ProblemsEstimator
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
@@ -52,13 +56,24 @@ one: a fraction of a second), so the job ends within about a second of the stop 
 20,000 rows against every support row, or every row of a large data set."""
 
 
-@dataclass
+@dataclass(init=False)
 class TrainingOutcome:
-    """What the job function stores: the model's arrays and metadata, or no model (canceled early)."""
+    """What the job function stores: the model's arrays and description, or no model (canceled early)."""
 
     stop_reason: StopReason
     arrays: dict | None
-    meta: dict = field(default_factory=dict)
+    model: ModelDescription  # no model: what training reported (n_iter)
+    no_model: str | None  # no model: why, in words (the job's error message)
+
+    def __init__(
+        self,
+        stop_reason: StopReason,
+        arrays: dict | None,
+        model: ModelDescription | None = None,
+        no_model: str | None = None,
+    ) -> None:
+        self.stop_reason, self.arrays, self.no_model = stop_reason, arrays, no_model
+        self.model = model if model is not None else ModelDescription()
 
 
 def resolve_kernel(params: SolverParams, arrays: dict, n_features: int) -> SolverParams:
@@ -314,19 +329,21 @@ def train_model(
             f"canceled after {len(done)} of {len(results)} binary problems ({kind}): a model needs every one of "
             "them, so none was stored"
         )
-        return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done), "no_model": why})
+        return TrainingOutcome(
+            StopReason.CANCELED, None, ModelDescription(n_iter=sum(r.n_iter for r in done)), no_model=why
+        )
     sink.set_phase("scoring training data")
-    model_arrays, meta = assemble_model(
+    model_arrays, model = assemble_model(
         solver, params, done, labels, arrays, n_features, with_accuracy=not train_correct, linear_arrays=staged or None
     )
     if train_correct:
-        meta["train_accuracy"] = sum(train_correct) / y.size
+        model.train_accuracy = sum(train_correct) / y.size
     if params.probability and not context.cancel_requested():
         from worker.training.calibration import calibrate
 
         sink.set_phase("calibrating probabilities")
-        meta["probability"] = calibrate(solver, params, arrays, n_features, context)
-    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
+        model.probability = calibrate(solver, params, arrays, n_features, context)
+    return TrainingOutcome(StopReason(model.stop_reason), model_arrays, model)
 
 
 def assemble_model(
@@ -339,24 +356,26 @@ def assemble_model(
     *,
     with_accuracy: bool = True,
     linear_arrays: dict | None = None,
-) -> tuple[dict, dict]:
-    """The stored arrays and metadata of a classification model from its problems' results (``linear_arrays``:
+) -> tuple[dict, ModelDescription]:
+    """The stored arrays and description of a classification model from its problems' results (``linear_arrays``:
     a linear model's arrays as ``_linear_arrays`` made them from these results already)."""
+    model = ModelDescription()
+    overall = _summarize(model, results, any(r.stop_reason is StopReason.DEADLINE for r in results))
     kernel = getattr(params, "kernel", None)
     if kernel is not None:
         one_vs_one = uses_one_vs_one(params, np.asarray(arrays["y"]))
-        model_arrays, extra_meta = _kernel_model(results, arrays, n_features, labels if one_vs_one else None)
-        extra_meta["kernel"] = kernel.model_dump()
+        model_arrays = _kernel_model(model, results, arrays, n_features, labels if one_vs_one else None)
+        model.kernel = kernel.model_dump()
     else:
         model_arrays = linear_arrays if linear_arrays is not None else _linear_arrays(results)
-        extra_meta = {"kind": "linear"}
-    deadline_hit = any(r.stop_reason is StopReason.DEADLINE for r in results)
-    meta = dict(_summary(results, deadline_hit), **extra_meta)
-    meta["stopping_rule"] = stopping_rule(solver, params, results, meta["stop_reason"]).model_dump()
-    meta.update(labels=[float(v) for v in labels], n_features=int(n_features), task="classification")
+        model.kind = ModelKind.linear.value
+    model.stopping_rule = stopping_rule(solver, params, results, overall.value).model_dump()
+    model.labels = [float(v) for v in labels]
+    model.n_features = int(n_features)
+    model.task = Task.classification.value
     if with_accuracy:
-        meta["train_accuracy"] = _train_accuracy(meta, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
-    return model_arrays, meta
+        model.train_accuracy = _train_accuracy(model, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
+    return model_arrays, model
 
 
 def _linear_arrays(results: list[SolverResult]) -> dict:
@@ -364,7 +383,10 @@ def _linear_arrays(results: list[SolverResult]) -> dict:
     return {"weights": _stacked_weights(results), "offsets": np.array([r.bias for r in results], dtype=np.float64)}
 
 
-def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
+def _summarize(model: ModelDescription, results: list[SolverResult], deadline_hit: bool) -> StopReason:
+    """Set the training report's figures over the problems (iterations, time, objectives, certified gap) on the
+    model, and return its stop reason: the first of canceled, deadline, max_iter that a problem met, else
+    converged."""
     reasons = [r.stop_reason for r in results]
     if StopReason.CANCELED in reasons:
         overall = StopReason.CANCELED
@@ -374,31 +396,32 @@ def _summary(results: list[SolverResult], deadline_hit: bool) -> dict:
         overall = StopReason.MAX_ITER
     else:
         overall = StopReason.CONVERGED
-    return {
-        "n_iter": int(sum(r.n_iter for r in results)),
-        "n_iter_per_problem": [int(r.n_iter) for r in results],
-        "converged": all(r.converged for r in results),
-        "stop_reason": overall.value,
-        "training_seconds": float(sum(r.solver_seconds for r in results)),
-        "trace_seconds": float(sum(r.trace_seconds for r in results)),
-        "objective": _finite_or_none(sum(r.objective for r in results)),
-        "objectives": [_finite_or_none(r.objective) for r in results],
-        **_certified_gap(results),
-    }
+    model.n_iter = int(sum(r.n_iter for r in results))
+    model.n_iter_per_problem = [int(r.n_iter) for r in results]
+    model.converged = all(r.converged for r in results)
+    model.stop_reason = overall.value
+    model.training_seconds = float(sum(r.solver_seconds for r in results))
+    model.trace_seconds = float(sum(r.trace_seconds for r in results))
+    model.objective = _finite_or_none(sum(r.objective for r in results))
+    model.objectives = [_finite_or_none(r.objective) for r in results]
+    _certify_gap(model, results)
+    return overall
 
 
-def _certified_gap(results: list[SolverResult]) -> dict:
-    """gap_rel (the largest over the problems), per problem, and how it was certified."""
+def _certify_gap(model: ModelDescription, results: list[SolverResult]) -> None:
+    """Set gap_rel (the largest over the problems), per problem, and how it was certified."""
     gaps = [r.extra.get("gap_rel") for r in results]
     gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
     note = results[0].extra.get("gap_note") if results else None
-    if any(g is None for g in gaps) or not gaps:
-        return {
-            "gap_rel": None,
-            "gap_rel_per_problem": gaps,
-            "gap_rel_note": note or "this solver has no lower bound on the optimum to certify a gap with",
-        }
-    return {"gap_rel": max(g for g in gaps if g is not None), "gap_rel_per_problem": gaps, "gap_rel_note": note}
+    known = [g for g in gaps if g is not None]
+    if len(known) < len(gaps) or not gaps:
+        model.gap_rel = None
+        model.gap_rel_per_problem = gaps
+        model.gap_rel_note = note or "this solver has no lower bound on the optimum to certify a gap with"
+        return
+    model.gap_rel = max(known)
+    model.gap_rel_per_problem = gaps
+    model.gap_rel_note = note
 
 
 def _stacked_weights(results: list[SolverResult]) -> np.ndarray:
@@ -432,9 +455,14 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def _kernel_model(
-    results: list[SolverResult], arrays: dict, n_features: int, one_vs_one_labels: np.ndarray | None = None
-) -> tuple[dict, dict]:
-    """The union of the problems' expansion rows, with one coefficient row per problem.
+    model: ModelDescription,
+    results: list[SolverResult],
+    arrays: dict,
+    n_features: int,
+    one_vs_one_labels: np.ndarray | None = None,
+) -> dict:
+    """The arrays of a kernel model: the union of the problems' expansion rows, with one coefficient row per
+    problem (its kind and support counts set on ``model``).
 
     One-vs-one models (``one_vs_one_labels``: the sorted labels) keep their rows grouped by label, in
     the order of the labels, with the count per label (``nr_sv``), as a LIBSVM model file lists them.
@@ -444,16 +472,11 @@ def _kernel_model(
     coef = np.zeros((len(results), rows.size), dtype=np.float64)
     for k, (result, support) in enumerate(zip(results, supports)):
         coef[k, np.searchsorted(rows, support)] = np.asarray(result.extra["dual_coef"], dtype=np.float64)
-    grouping: dict = {}
+    label_of_row = None
     if one_vs_one_labels is not None:
         label_of_row = np.searchsorted(one_vs_one_labels, np.asarray(arrays["y"])[rows])
         order = np.argsort(label_of_row, kind="stable")
         rows, coef = rows[order], coef[:, order]
-        grouping = {
-            "multiclass": "ovo",
-            "ovo_labels": [float(v) for v in one_vs_one_labels],
-            "nr_sv": np.bincount(label_of_row, minlength=one_vs_one_labels.size).tolist(),
-        }
     matrix = csr(arrays, n_features)[rows]
     model_arrays = {
         "sv_indptr": matrix.indptr.astype(np.int64),
@@ -462,35 +485,38 @@ def _kernel_model(
         "coef": coef,
         "offsets": np.array([r.bias for r in results], dtype=np.float64),
     }
-    meta = {
-        "kind": "kernel",
-        "n_support": int(rows.size),
-        "n_support_per_problem": [int(s.size) for s in supports],
-        "n_bounded_support_per_problem": [
-            None if r.extra.get("n_bounded_sv") is None else int(r.extra["n_bounded_sv"]) for r in results
-        ],
-        **grouping,
-    }
-    return model_arrays, meta
+    model.kind = ModelKind.kernel.value
+    model.n_support = int(rows.size)
+    model.n_support_per_problem = [int(s.size) for s in supports]
+    model.n_bounded_support_per_problem = [
+        None if r.extra.get("n_bounded_sv") is None else int(r.extra["n_bounded_sv"]) for r in results
+    ]
+    if one_vs_one_labels is not None and label_of_row is not None:
+        model.multiclass = Multiclass.ovo.value
+        model.ovo_labels = [float(v) for v in one_vs_one_labels]
+        model.nr_sv = np.bincount(label_of_row, minlength=one_vs_one_labels.size).tolist()
+    return model_arrays
 
 
-def _train_accuracy(meta: dict, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
+def _train_accuracy(model: ModelDescription, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
+    """The model's accuracy on the training rows (on a seeded sample when there are many: its size set on
+    ``model`` as train_accuracy_rows)."""
     matrix = csr(arrays, n_features)
     rows = np.arange(y.size)
-    limit = TRAIN_SCORE_ROWS if meta["kind"] == ModelKind.kernel else y.size
-    if meta["stop_reason"] in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
-        per_row = int(meta.get("n_support") or 1) if meta["kind"] == ModelKind.kernel else matrix.nnz // max(1, y.size)
+    limit = TRAIN_SCORE_ROWS if model.kind == ModelKind.kernel else y.size
+    if model.stop_reason in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
+        per_row = int(model.n_support or 1) if model.kind == ModelKind.kernel else matrix.nnz // max(1, y.size)
         limit = max(200, min(limit, STOPPED_SCORE_VALUES // max(1, per_row)))
     if y.size > limit:
         rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
-        meta["train_accuracy_rows"] = limit
+        model.train_accuracy_rows = limit
         matrix = matrix[rows]
-    return _n_correct(meta, model_arrays, matrix, y[rows]) / rows.size
+    return _n_correct(model, model_arrays, matrix, y[rows]) / rows.size
 
 
-def _n_correct(meta: dict, model_arrays: dict, matrix, y: np.ndarray) -> int:
+def _n_correct(model: ModelDescription, model_arrays: dict, matrix, y: np.ndarray) -> int:
     """How many of the rows of ``matrix`` the model predicts as ``y``."""
-    predicted, _ = Scorer(meta, model_arrays).predict_values(matrix)
+    predicted, _ = Scorer(model, model_arrays).predict_values(matrix)
     return int(np.count_nonzero(predicted == y))
 
 
@@ -499,9 +525,9 @@ def _correct_rows(
 ) -> int:
     """How many of the rows start..stop a linear model predicts right (the subtask processes' part of
     ``_train_accuracy``)."""
-    meta = {"kind": "linear", "n_features": n_features, "labels": [float(v) for v in labels]}
+    model = ModelDescription(kind=ModelKind.linear.value, n_features=n_features, labels=[float(v) for v in labels])
     model_arrays = {"weights": weights, "offsets": np.asarray(offsets, dtype=np.float64)}
-    return _n_correct(meta, model_arrays, csr(arrays, n_features)[start:stop], np.asarray(arrays["y"])[start:stop])
+    return _n_correct(model, model_arrays, csr(arrays, n_features)[start:stop], np.asarray(arrays["y"])[start:stop])
 
 
 def _train_pairwise(
@@ -537,24 +563,23 @@ def _train_pairwise(
     estimator.problem_done(0)
     sink.set_phase("scoring training data")
     model_arrays = {"weights": np.asarray(result.w, dtype=np.float64).reshape(1, -1), "offsets": np.zeros(1)}
-    meta = dict(
-        _summary([result], result.stop_reason is StopReason.DEADLINE),
-        kind="ranking",
-        stopping_rule=stopping_rule(solver, params, [result], result.stop_reason.value).model_dump(),
-        task=objective,
-        n_features=int(n_features),
-        n_pairs=int(result.extra.get("n_pairs", 0)),
-    )
+    model = ModelDescription()
+    overall = _summarize(model, [result], result.stop_reason is StopReason.DEADLINE)
+    model.kind = ModelKind.ranking.value
+    model.stopping_rule = stopping_rule(solver, params, [result], result.stop_reason.value).model_dump()
+    model.task = Task(objective).value
+    model.n_features = int(n_features)
+    model.n_pairs = int(result.extra.get("n_pairs", 0))
     scores = np.asarray(csr(arrays, n_features) @ model_arrays["weights"][0])
-    meta["train_pairwise_accuracy"] = pairwise_accuracy(scores, y, qid)
+    model.train_pairwise_accuracy = pairwise_accuracy(scores, y, qid)
     if objective == Task.roc_area:
-        meta["train_roc_auc"] = roc_auc(scores, y == y.max())
-    meta["labels"] = None
-    meta["train_accuracy"] = None
+        model.train_roc_auc = roc_auc(scores, y == y.max())
+    model.labels = None  # a model that only scores (ordinal: its ranks, below)
+    model.train_accuracy = None
     if objective == Task.ordinal:
-        meta["ranks"] = [float(v) for v in result.extra["ranks"]]
-        meta["thresholds"] = [float(v) for v in result.extra["thresholds"]]
-        meta["labels"] = meta["ranks"]
-        predicted, _ = Scorer(meta, model_arrays).predict_values(csr(arrays, n_features))
-        meta["train_accuracy"] = float(np.mean(predicted == y))
-    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta)
+        model.ranks = [float(v) for v in result.extra["ranks"]]
+        model.thresholds = [float(v) for v in result.extra["thresholds"]]
+        model.labels = model.ranks
+        predicted, _ = Scorer(model, model_arrays).predict_values(csr(arrays, n_features))
+        model.train_accuracy = float(np.mean(predicted == y))
+    return TrainingOutcome(overall, model_arrays, model)

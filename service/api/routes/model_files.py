@@ -163,15 +163,14 @@ async def export_file(record: ModelRecord, store: RecordStore[ModelRecord], form
             f"{', '.join(spec.exports)}",
         )
     arrays = await run_in_threadpool(store.load_arrays, record)
-    document = record.to_document()  # what the writers read: the model's whole description
     headers = {"Content-Disposition": f'attachment; filename="{model_id}.{EXTENSIONS[format]}"'}
     try:
         if format is ExportFormat.onnx:
             from service.interchange.onnx_model import write_onnx
 
-            body = await run_in_threadpool(write_onnx, document, arrays)
+            body = await run_in_threadpool(write_onnx, record, arrays)
             return Response(body, media_type=MEDIA_TYPES[format], headers=headers)
-        pieces = _writer(format)(document, arrays)
+        pieces = _writer(format)(record, arrays)
         first = await run_in_threadpool(next, pieces)  # refusals happen before the first piece
     except ExportRefused as exc:
         raise ApiError(
@@ -313,7 +312,7 @@ async def import_model(
             "objectives": [],
             "train_accuracy": None,
             "solver": None,
-            **outcome["meta"],
+            **outcome["model"].to_document(),
             "id": model_id,
             "tenant": tenant,
             "source": ModelSource.imported.value,

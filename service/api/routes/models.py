@@ -14,7 +14,7 @@ from core.schemas.base import ErrorResponse
 from core.schemas.jobs import JobStatus, TraceOut
 from core.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
 from core.scoring.models import Scorer
-from core.storage.documents import ModelRecord
+from core.storage.documents import NOT_SHOWN, ModelRecord
 from core.storage.records import RecordStore
 from service.api.deps import JobStoreDep, ModelDep, ModelIdPath, ModelStoreDep, SettingsDep, TenantDep
 from service.api.errors import ApiError, not_found, parse_body, read_body_limited
@@ -29,8 +29,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def model_view(record: ModelRecord) -> dict:
-    """The fields of a stored model that the API shows."""
-    return {key: value for key, value in record.to_document().items() if key not in ("tenant", "arrays")}
+    """The fields of a stored model that the API shows (``ModelOut``: all but ``NOT_SHOWN``)."""
+    return {key: value for key, value in record.to_document().items() if key not in NOT_SHOWN}
 
 
 @router.get("", response_model=ModelList, summary="List models", responses=ERRORS)
@@ -103,7 +103,7 @@ def load_model(request: Request, store: RecordStore[ModelRecord], model_id: str,
     record = store.get(model_id, tenant)
     if record is None:
         raise not_found("model", model_id)
-    model = LoadedModel(record, Scorer(record.to_document(), store.load_arrays(record)), time.monotonic())
+    model = LoadedModel(record, Scorer(record, store.load_arrays(record)), time.monotonic())
     cache.put(model_id, model)
     return model
 

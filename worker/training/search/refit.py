@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.schemas.solver_params import SolverParams
+from core.storage.documents import ModelDescription
 from worker.runtime.progress import ProblemsEstimator
 from worker.solvers.common import StopReason
 from worker.training.context import FitContext
@@ -42,13 +43,13 @@ def refit(search: Search, results_table: dict, context: FitContext) -> TrainingO
         outcome = train_model(
             search.solver, refit_params, search.arrays, search.n_features, context, phase="refitting the best setting"
         )
-        walked = {"C": path, "n_iter": [outcome.meta.get("n_iter")]}
+        walked = {"C": path, "n_iter": [outcome.model.n_iter]}
     else:
         outcome, walked = _refit_path(search, refit_params, path, context)
-    outcome.meta["search_results"] = results_table
-    outcome.meta["refit_params"] = {"C": best["C"], "gamma": best.get("gamma")}
-    outcome.meta["warnings"] = search_warnings(results_table)
-    outcome.meta["refit_path"] = walked
+    outcome.model.search_results = results_table
+    outcome.model.refit_params = {"C": best["C"], "gamma": best.get("gamma")}
+    outcome.model.warnings = search_warnings(results_table)
+    outcome.model.refit_path = walked
     return outcome
 
 
@@ -65,7 +66,7 @@ def _refit_from_search(search: Search, refit_params: SolverParams, best_C: float
         estimator.problem_done(k)
     sink.flush()
     sink.set_phase("scoring training data")
-    model_arrays, meta = assemble_model(search.solver, refit_params, results, labels, search.arrays, search.n_features)
+    model_arrays, model = assemble_model(search.solver, refit_params, results, labels, search.arrays, search.n_features)
     walked_Cs = sorted({C for (_k, C) in search.full_results if C <= best_C})
     walked = {
         "C": walked_Cs,
@@ -73,7 +74,7 @@ def _refit_from_search(search: Search, refit_params: SolverParams, best_C: float
         "ran_with_search": True,
         "fits_beyond_best": len({C for (_k, C) in search.full_results if C > best_C}),
     }
-    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
+    return TrainingOutcome(StopReason(model.stop_reason), model_arrays, model), walked
 
 
 def _refit_path(search: Search, refit_params: SolverParams, path: list, context: FitContext):
@@ -105,7 +106,9 @@ def _refit_path(search: Search, refit_params: SolverParams, path: list, context:
         done = [r for r in results if r is not None]
         if len(done) < len(results):
             sink.flush()
-            return TrainingOutcome(StopReason.CANCELED, None, {"n_iter": sum(r.n_iter for r in done)}), walked
+            return TrainingOutcome(
+                StopReason.CANCELED, None, ModelDescription(n_iter=sum(r.n_iter for r in done))
+            ), walked
         walked["C"].append(C)
         walked["n_iter"].append(int(sum(r.n_iter for r in done)))
         stopped = any(r.stop_reason is StopReason.CANCELED for r in done)
@@ -114,7 +117,7 @@ def _refit_path(search: Search, refit_params: SolverParams, path: list, context:
         previous, previous_C = done, C
     sink.flush()
     sink.set_phase("scoring training data")
-    model_arrays, meta = assemble_model(
+    model_arrays, model = assemble_model(
         search.solver, refit_params.model_copy(update={"C": C}), done, labels, search.arrays, search.n_features
     )
-    return TrainingOutcome(StopReason(meta["stop_reason"]), model_arrays, meta), walked
+    return TrainingOutcome(StopReason(model.stop_reason), model_arrays, model), walked

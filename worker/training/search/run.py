@@ -7,6 +7,7 @@ import dataclasses
 import time
 
 from core.schemas.solver_params import SolverParams
+from core.storage.documents import ModelDescription
 from worker.solvers.common import StopReason
 from worker.training.context import FitContext
 from worker.training.fit import TrainingOutcome
@@ -46,7 +47,7 @@ def run_search(
     sink.flush()
     results_table = table(rows, search.metric, search.search, search.warm)
     if context.cancel_requested():
-        return TrainingOutcome(StopReason.CANCELED, None, {"search_results": results_table})
+        return TrainingOutcome(StopReason.CANCELED, None, ModelDescription(search_results=results_table))
     sink.base, sink.span = sink.span, 1.0 - sink.span
     sink.tags = {"stage": "refit"}
     return refit(search, results_table, context)
