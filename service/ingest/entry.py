@@ -47,6 +47,7 @@ def ping() -> bool:
 def ingest(
     path: str,
     *,
+    dataset_id: str,
     redis_url: str,
     store_config: dict,
     shard_bytes: int,
@@ -60,7 +61,8 @@ def ingest(
     inflater: str = "isal",
     reserve_fraction: float = 0.0,
 ) -> dict:
-    """Parse the spooled upload at ``path`` and store it; returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
+    """Parse the spooled upload at ``path`` and store it as data set ``dataset_id`` (``meta``: the record's fields
+    known before parsing); returns {"record": meta}, {"error": {...}} or {"aborted": reason}.
 
     The rows go to the object store as shards while the text is parsed (``core.storage.shards``); the
     record, with its shard list, is committed to Redis once every shard is stored, and nothing is left
@@ -92,7 +94,7 @@ def ingest(
     if client is None:
         client = _clients[redis_url] = redis.Redis.from_url(redis_url)
     store = datasets_in(client, open_store(store_config), reserve_fraction=reserve_fraction)
-    writer = store.shard_writer(meta["id"], shard_bytes)
+    writer = store.shard_writer(dataset_id, shard_bytes)
     followed: list[FollowedFile] = []
 
     def open_text():
@@ -107,7 +109,7 @@ def ingest(
 
     try:
         try:
-            store.ensure_room(meta["id"], 4096)  # the record, once the shards are stored: refused now, not then
+            store.ensure_room(dataset_id, 4096)  # the record, once the shards are stored: refused now, not then
             summary = parse_into(
                 writer,
                 open_text,

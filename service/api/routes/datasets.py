@@ -145,6 +145,7 @@ async def upload_dataset(
     length = declared_length(request)
     follow = length is not None and length >= settings.follow_upload_bytes
     options = dict(
+        dataset_id=dataset_id,
         redis_url=settings.redis_url,
         store_config=store_config(settings),
         shard_bytes=settings.shard_bytes,
