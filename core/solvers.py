@@ -11,7 +11,7 @@ code derives from ``SOLVERS``:
 * the workers: the call of the solve function (``worker/registry.py``: every schema field that is not the
   service's reaches the solve function under its name, or the name ``arguments`` maps it to), the value
   types handed over, warm starts, threads, the progress fraction (``progress``), the model's
-  ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units;
+  ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units (``worker.warmup``);
 * the exporters: which formats a solver's models go to.
 
 Adding a solver is its module (worker/solvers), its params schema and one ``SolverSpec``. A deployment
@@ -68,7 +68,11 @@ class SolverSpec:
     model_kind: str = "linear"
     """`linear` (a weight vector per problem) or `kernel` (an expansion over training rows)."""
     kernel_units: tuple[str, ...] = ()
-    """The numba warm-up units (worker/warmup.py) its kernels are compiled in."""
+    """The shared numba warm-up units (``worker.warmup.SHARED_UNITS``) its kernels call, compiled before its own."""
+    compile_s: float | None = None
+    """None: no numba kernels. Else its kernels are a warm-up unit of its own (worker/warmup.py), named after it:
+    the ``warm_up`` of its solve function's module, under ``worker.solvers``; the number is that unit's cold
+    compile seconds on a quiet 2-core machine (the estimate before this machine has measured one)."""
     float32_input: bool = False
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
@@ -215,7 +219,8 @@ BUILT_IN = (
         solve="worker.solvers.dcd:solve_dcd",
         progress=violation_measure,
         stopping=_tol_then_gap("projected-gradient spread"),
-        kernel_units=("dcd",),
+        kernel_units=("common",),
+        compile_s=4.4,
         float32_input=True,
         warm_start="dual",
     ),
@@ -226,7 +231,8 @@ BUILT_IN = (
         solve="worker.solvers.cpa:solve_cpa",
         progress=cpa_measure,
         stopping=cpa_stopping,
-        kernel_units=("cpa",),
+        kernel_units=("reduced_qp", "data_passes", "cut_store", "ranking"),
+        compile_s=7.3,
         float32_input=True,
         threads="n_processes",
     ),
@@ -237,7 +243,8 @@ BUILT_IN = (
         solve="worker.solvers.ocas:solve_ocas",
         progress=gap_measure,
         stopping=ocas_stopping,
-        kernel_units=("ocas",),
+        kernel_units=("reduced_qp", "data_passes", "line_search", "cut_store"),
+        compile_s=1.6,
         float32_input=True,
         warm_start="weights",
         threads="n_processes",
@@ -246,23 +253,25 @@ BUILT_IN = (
         name="smo",
         summary="Train a kernel SVM with sequential minimal optimization (`smo`).",
         params=SmoParams,
-        solve="worker.solvers.smo:solve_smo",
+        solve="worker.solvers.smo.solve:solve_smo",
         progress=violation_measure,
         stopping=_tol_then_gap("largest KKT violation"),
         model_kind="kernel",
         warm_start="dual_gradient",
-        kernel_units=("smo",),
+        kernel_units=("common", "kernels"),
+        compile_s=38.6,
         threads="n_threads",
     ),
     SolverSpec(
         name="sampled_cuts",
         summary="Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`).",
         params=SampledCutsParams,
-        solve="worker.solvers.sampled_cuts:solve_sampled_cuts",
+        solve="worker.solvers.sampled_cuts.solve:solve_sampled_cuts",
         progress=cut_measure,
         stopping=cut_stopping,
         model_kind="kernel",
-        kernel_units=("sampled_cuts",),
+        kernel_units=("common", "kernels"),
+        compile_s=14.4,
         threads="n_threads",
     ),
 )

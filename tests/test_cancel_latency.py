@@ -97,8 +97,8 @@ def test_cpa_looks_before_the_cut_pass(problem):
 
 @pytest.mark.parametrize("solver", ["smo", "sampled_cuts"])
 def test_kernel_solvers_stop_at_their_first_look(problem, solver):
-    from worker.solvers.sampled_cuts import solve_sampled_cuts
-    from worker.solvers.smo import solve_smo
+    from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+    from worker.solvers.smo.solve import solve_smo
 
     flag = CancelOnCall(1)
     kernel = {"type": "rbf", "gamma": 0.1}

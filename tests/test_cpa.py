@@ -177,7 +177,7 @@ def test_cpa_listed_passes_keep_the_certificate(tall_problem, threads, monkeypat
     res = one
     if threads == 2:
         monkeypatch.setattr("worker.solvers.data_passes.CHUNK_NNZ", 300)
-        monkeypatch.setattr("worker.solvers.cut_store.PARALLEL_NNZ", 1000)
+        monkeypatch.setattr("worker.solvers.cut_data.PARALLEL_NNZ", 1000)
         res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5, n_processes=2)
         assert res.objective == pytest.approx(one.objective, rel=2e-5)
     listed = [p for p in res.trace if p["primal"] is None]

@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
-from worker.solvers import cut_store, line_search
+from worker.solvers import cut_data, cut_store, line_search
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.dcd import solve_dcd
@@ -221,7 +221,7 @@ def test_ocas_needs_fewer_iterations_than_cpa(problems, name, eps_rel):
 
 @pytest.mark.parametrize("name", ["sparse", "cancer"])  # cuts as outputs (n <= d), dense cuts (n > d)
 def test_one_and_two_threads_give_the_same_model(problems, name, monkeypatch):
-    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)  # small problems get one thread otherwise
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1)  # small problems get one thread otherwise
     X, y = problems[name]
     args = _csr(X)
     one = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=1)
@@ -264,7 +264,7 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
 
 def test_unsorted_rows_with_duplicates_and_two_threads(monkeypatch):
     """Rows not sorted by feature, repeated features in a row: the scatter adds them all, in order."""
-    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1)
     rng = np.random.default_rng(3)
     n, d = 700, 900  # more features than rows: cuts kept as outputs
     counts = rng.integers(3, 12, size=n)
@@ -390,8 +390,8 @@ def test_ocas_refuses_bad_parameters(kwargs, match):
 def test_a_small_cut_budget_still_converges(problems, monkeypatch, name):
     """With room for only 4 stored cuts (memory budget), cuts with alpha = 0 are dropped before each new
     one: the lower bound stays monotone and the certified optimum is reached."""
-    monkeypatch.setattr(cut_store, "MIN_CUTS", 4)
-    monkeypatch.setattr(cut_store, "MEMORY_SHARE", 0.0)
+    monkeypatch.setattr(cut_data, "MIN_CUTS", 4)
+    monkeypatch.setattr(cut_data, "MEMORY_SHARE", 0.0)
     X, y = problems[name]
     res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-3)
     lower = [p["lower_bound"] for p in res.trace]
@@ -458,7 +458,7 @@ def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
     X, y = problems["sparse"]
     args = _csr(X)
     fit = solve_ocas if solver == "ocas" else solve_cpa
-    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 0)
+    monkeypatch.setattr(cut_data, "COLUMNS_MAX_NNZ", 0)
     rows = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     used = []
 
@@ -466,11 +466,11 @@ def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
         used.append(1)
         return dp.gather_columns(*a)
 
-    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 10**9)
-    monkeypatch.setattr(cut_store, "COLUMNS_WAIT", 1)
-    monkeypatch.setattr(cut_store, "COLUMNS_BUILD", 0.0)
-    monkeypatch.setattr(cut_store, "COLUMNS_ENTRY", 0.0)  # always the columns once built
-    monkeypatch.setattr(cut_store, "gather_columns", counting)
+    monkeypatch.setattr(cut_data, "COLUMNS_MAX_NNZ", 10**9)
+    monkeypatch.setattr(cut_data, "COLUMNS_WAIT", 1)
+    monkeypatch.setattr(cut_data, "COLUMNS_BUILD", 0.0)
+    monkeypatch.setattr(cut_data, "COLUMNS_ENTRY", 0.0)  # always the columns once built
+    monkeypatch.setattr(cut_data, "gather_columns", counting)
     cols = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     assert rows.extra["cut_form"] == cols.extra["cut_form"] == "outputs"
     assert len(used) >= cols.n_iter - 3
@@ -487,10 +487,10 @@ def test_16_bit_indices_change_no_iterate(problems, monkeypatch, solver, name):
     X, y = problems[name]
     args = _csr(X)
     fit = solve_ocas if solver == "ocas" else solve_cpa
-    narrow = cut_store.prepare_data(*args, X.shape[1], 1.0, 1)
+    narrow = cut_data.prepare_data(*args, X.shape[1], 1.0, 1)
     assert narrow.indices.dtype == np.uint16 and narrow.index_bytes == args[1].itemsize
-    monkeypatch.setattr(cut_store, "NARROW_MAX_D", 0)
-    assert cut_store.prepare_data(*args, X.shape[1], 1.0, 1).indices.dtype == args[1].dtype
+    monkeypatch.setattr(cut_data, "NARROW_MAX_D", 0)
+    assert cut_data.prepare_data(*args, X.shape[1], 1.0, 1).indices.dtype == args[1].dtype
     wide = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     monkeypatch.undo()
     short = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)

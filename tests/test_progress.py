@@ -138,10 +138,11 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
 
 def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
     """A point taken while shrunk has the primal that a full gradient rebuild gives at the same iterate."""
-    from worker.solvers import smo
     from worker.solvers.common import SolverControl, StopReason
+    from worker.solvers.smo import run as smo_run
+    from worker.solvers.smo import solve as smo
 
-    monkeypatch.setattr(smo, "PRIMAL_EVERY_S", 0.0)
+    monkeypatch.setattr(smo_run, "PRIMAL_EVERY_S", 0.0)
     matrix, y = a9a_stand_in(3000, 0)
     indptr, indices, data = _csr(matrix)
     seen: dict = {}

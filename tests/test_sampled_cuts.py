@@ -13,9 +13,9 @@ from core.scoring.kernel import KernelExpansion
 from tests import naive
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts import solve_sampled_cuts
-from worker.solvers.sampled_cuts_master import ACTIVE_SET_OK, master_active_set, master_refactor
-from worker.solvers.smo import solve_smo
+from worker.solvers.sampled_cuts.master import ACTIVE_SET_OK, master_active_set, master_refactor
+from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+from worker.solvers.smo.solve import solve_smo
 
 pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
@@ -274,7 +274,7 @@ def test_two_threads_give_the_very_same_model(small, monkeypatch, variant):
     """Kernel blocks split over 2 threads by target rows: every sum runs in the same order, same model."""
     import numba
 
-    import worker.solvers.sampled_cuts as module
+    import worker.solvers.sampled_cuts.solve as module
 
     if numba.get_num_threads() < 2:
         pytest.skip("numba allows one thread here")
@@ -300,7 +300,7 @@ def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_featu
     """_sampled_cuts_f_at: sum_u coef_u (K(x_u, x_t) + shift) at the targets, float32 only for rbf with a dense
     copy (within 1e-6 of the sum of |terms|), float64 otherwise (1e-12)."""
     from worker.solvers.kernels import kernel_params, row_sq_norms
-    from worker.solvers.sampled_cuts_kernels import Expansion, Kernel, Rows, Split, _sampled_cuts_f_at
+    from worker.solvers.sampled_cuts.kernels import Expansion, Kernel, Rows, Split, _sampled_cuts_f_at
 
     rng = np.random.default_rng(n_features)
     X = sp.random(300, n_features, density=min(1.0, 4.0 / n_features) if n_features > 5 else 1.0, random_state=1)

@@ -7,9 +7,15 @@ import pytest
 
 from tests import naive
 from worker.solvers.common import rng_state
-from worker.solvers.sampled_cuts import default_pool_size, solve_sampled_cuts
-from worker.solvers.sampled_cuts_sampling import calibrate, calibrated_cut, pooled_cut, systematic_rows
-from worker.solvers.smo import solve_smo
+from worker.solvers.sampled_cuts.sampling import (
+    calibrate,
+    calibrated_cut,
+    default_pool_size,
+    pooled_cut,
+    systematic_rows,
+)
+from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+from worker.solvers.smo.solve import solve_smo
 
 pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
 

@@ -20,7 +20,7 @@ from tests import naive
 from tests.helpers import a9a_stand_in
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.kernels import kernel_block
-from worker.solvers.smo import solve_smo
+from worker.solvers.smo.solve import solve_smo
 
 pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
@@ -295,7 +295,7 @@ def test_same_seed_same_result_and_sparse_equals_dense_input(breast_cancer):
 
 def test_dense_and_sparse_row_paths_agree(breast_cancer, monkeypatch):
     # breast_cancer is dense: kernel rows use the transposed dense copy; forbidding it forces the columns (CSC)
-    import worker.solvers.smo as smo_module
+    import worker.solvers.smo.run as smo_module
 
     matrix, y = breast_cancer
     indptr, indices, data = _csr(matrix)
@@ -325,7 +325,7 @@ def test_two_threads_give_the_very_same_run(monkeypatch, dense_fill):
     """Kernel rows, gradient updates and both selections split over 2 threads: same steps, same alpha."""
     import numba
 
-    import worker.solvers.smo as smo_module
+    import worker.solvers.smo.run as smo_module
 
     if numba.get_num_threads() < 2:
         pytest.skip("numba allows one thread here")
@@ -526,7 +526,7 @@ def test_same_steps_as_the_saved_run(monkeypatch, case, working_set, dense_fill)
     number of steps and the same alpha. tests/data/smo_reference.npz was written by the code before the
     module was split (issue 13, at bb55140), and the split code gave it bit for bit; the tolerance only
     leaves room for another CPU's rounding, not for a different step."""
-    import worker.solvers.smo as smo_module
+    import worker.solvers.smo.run as smo_module
 
     reference = np.load(os.path.join(os.path.dirname(__file__), "data", "smo_reference.npz"))
     monkeypatch.setattr(smo_module, "_DENSE_T_MIN_FILL", dense_fill)

@@ -9,15 +9,15 @@ import pytest
 import scipy.sparse as sp
 from numba import njit
 
-from worker.solvers import smo as smo_module
 from worker.solvers.atomics import array_at, compare_and_swap, fetch_add, load_acquire, nap_ns, store_release, yield_cpu
 from worker.solvers.common import SolverControl, StopReason
 from worker.solvers.kernels import KERNEL_RBF, row_sq_norms
-from worker.solvers.smo import solve_smo
-from worker.solvers.smo_rows import KernelParams, _row_chunk, position_copies
-from worker.solvers.smo_scans import axpy_chunk, update_g_chunk
-from worker.solvers.smo_state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
-from worker.solvers.smo_team import RowTeam, axpy, kernel_row, update_gradient
+from worker.solvers.smo import run as smo_module
+from worker.solvers.smo.rows import KernelParams, _row_chunk, position_copies
+from worker.solvers.smo.scans import axpy_chunk, update_g_chunk
+from worker.solvers.smo.solve import solve_smo
+from worker.solvers.smo.state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
+from worker.solvers.smo.team import RowTeam, axpy, kernel_row, update_gradient
 
 
 @njit(nogil=True)
@@ -99,7 +99,7 @@ def _position_rows(n=3000, dense=True, seed=0):
     indptr, indices, data = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     X = position_copies(indptr, indices, data, row_sq_norms(indptr, data), y, 6, 1, dense)
-    from worker.solvers.smo_rows import OriginalRows, reorder
+    from worker.solvers.smo.rows import OriginalRows, reorder
 
     reorder(OriginalRows(indptr, indices, data, row_sq_norms(indptr, data), np.arange(n, dtype=np.int64)), X)
     kp = KernelParams(np.int64(KERNEL_RBF), np.float64(0.7), np.float64(0.0), np.int64(3))

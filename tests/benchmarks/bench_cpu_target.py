@@ -45,7 +45,7 @@ warmup.ensure_solver(solver)
 from worker.solvers.dcd import solve_dcd
 from worker.solvers.ocas import solve_ocas
 from worker.solvers.cpa import solve_cpa
-from worker.solvers.smo import solve_smo
+from worker.solvers.smo.solve import solve_smo
 calls = {
     "dcd": lambda: solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=1.0),
     "ocas": lambda: solve_ocas(indptr, indices, data, y, n_features=X.shape[1], C=1.0, n_processes=1),

@@ -49,7 +49,8 @@ from tests import naive
 from tests.benchmarks.bench_sampled_cuts_accuracy import error_percent
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
 from tests.benchmarks.environment import machine
-from worker.solvers import sampled_cuts, smo
+from worker.solvers.sampled_cuts import solve as sampled_cuts
+from worker.solvers.smo import solve as smo
 
 DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_svm.json"

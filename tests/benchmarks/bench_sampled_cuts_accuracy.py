@@ -46,14 +46,14 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-import worker.solvers.sampled_cuts as sampled_cuts_module
+import worker.solvers.sampled_cuts.solve as sampled_cuts_module
 from core.scoring.kernel import KernelExpansion
 from tests import naive
 from tests.benchmarks.environment import DATA_DIR, machine
 from worker.solvers.common import SolverControl
 from worker.solvers.kernels import kernel_block
-from worker.solvers.sampled_cuts import solve_sampled_cuts
-from worker.solvers.smo import solve_smo
+from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+from worker.solvers.smo.solve import solve_smo
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_sampled_cuts_accuracy.json"
 TEST_ROWS = 100_000

@@ -41,7 +41,7 @@ coefficients and its outputs X z_k, so that the Gram row of a new cut, the outpu
 best-so-far point cost O(n t) per iteration and nothing grows with features x cuts: one scatter
 (the new cut, over the rows whose coefficient changed) and one gather (its outputs) are the only
 passes over the data; on long runs the gather reads only the columns of the cut's features, from a
-column copy of the data (``cut_store.Data.cut_outputs``: the same sums bit for bit).
+column copy of the data (``cut_data.Data.cut_outputs``: the same sums bit for bit).
 
 What runs in parallel (paper 000, Section 3.1, Table 4). ``n_processes`` numba threads (at most the
 cores of this process; None: all of them) share every pass: the output computation and the gathers
@@ -79,8 +79,10 @@ from worker.solvers.common import (
     check_int,
     check_positive,
 )
-from worker.solvers.cpa import QP_REL, check_common, hinge_parts
-from worker.solvers.cut_store import choose, prepare_data
+from worker.solvers.cpa import QP_REL, check_common
+from worker.solvers.cpa_kernels import hinge_parts
+from worker.solvers.cut_data import prepare_data
+from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, threads
 
 
