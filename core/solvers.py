@@ -8,8 +8,8 @@ code derives from ``SOLVERS``:
 
 * the API: ``SolverName``, the request union of POST /v1/jobs (one schema per solver, discriminated by
   `solver`), the kernel solvers named in hints;
-* the workers: the call of the solve function (``worker/registry.py``: every schema field that is not the
-  service's reaches the solve function under its name, or the name ``arguments`` maps it to), the value
+* the workers: the call of the solve function (``worker/registry.py``: the job's params go to it as the
+  schema's model, ``params=``, and the solver reads every field that is not the service's there), the value
   types handed over, warm starts, threads, the progress fraction (``progress``), the model's
   ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units (``worker.warmup``);
 * the exporters: which formats a solver's models go to.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
 
@@ -60,7 +60,9 @@ class SolverSpec:
     params: type[CommonParams]
     """The schema of its parameters: validation, defaults and documentation in one place."""
     solve: str
-    """``module:function`` the workers call: solve(indptr, indices, data, y, *, n_features, control, ...)."""
+    """``module:function`` the workers call: solve(indptr, indices, data, y, *, n_features, params, control, ...),
+    ``params`` the model of ``params`` (the fields' values and defaults live there only); the keywords besides
+    are what the schema does not hold (``worker.registry.solve_arguments``)."""
     progress: Measure
     """The measure of its stopping rule at a trace point and its target (the progress fraction's basis)."""
     stopping: Stopping
@@ -84,8 +86,6 @@ class SolverSpec:
     (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or
     `n_threads` (the kernel row team: all when one problem, else what its process may use; smo,
     sampled_cuts). None: one thread; `n_processes` only runs subtasks in processes (dcd)."""
-    arguments: Mapping[str, str] = field(default_factory=dict)
-    """Schema field -> the solve function's keyword, where the names differ."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from core.schemas.solver_params import SmoParams
 from core.solvers import solver_params
 from tests import naive
 from tests.helpers import NullSink, a9a_stand_in, sparse_problem
@@ -158,9 +159,7 @@ def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
         data,
         y,
         n_features=123,
-        C=1.0,
-        kernel={"type": "rbf", "gamma": 0.0081},
-        trace_every=50,
+        params=SmoParams(C=1.0, kernel={"type": "rbf", "gamma": 0.0081}, trace_every=50),
         control=control,
     )
     assert result.stop_reason is StopReason.CANCELED

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.schemas.solver_params import SmoParams
 from tests.benchmarks.bench_kernel_svm import _load
 from tests.benchmarks.environment import machine
 
@@ -42,14 +43,18 @@ def main() -> None:
         X, y = _load(name, n_features)
         csr = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64), y)
         kernel = {"type": "rbf", "gamma": gamma}
-        smo.solve_smo(*csr, n_features=n_features, C=1.0, kernel=kernel, n_threads=2, max_iter=10)  # warm
+        smo.solve_smo(
+            *csr, n_features=n_features, params=SmoParams(C=1.0, kernel=kernel, max_iter=10), n_threads=2
+        )  # warm
         seconds: dict[str, list[float]] = {label: [] for label in runs}
         speedups: dict[str, list[float]] = {label: [] for label in runs if label != "1 thread"}
         try:
             for _ in range(args.rounds):
                 for label, (threads, min_row) in runs.items():
                     smo_run.TEAM_MIN_ROW = min_row
-                    result = smo.solve_smo(*csr, n_features=n_features, C=1.0, kernel=kernel, n_threads=threads)
+                    result = smo.solve_smo(
+                        *csr, n_features=n_features, params=SmoParams(C=1.0, kernel=kernel), n_threads=threads
+                    )
                     seconds[label].append(result.solver_seconds)
                     if threads > 1:
                         speedups[label].append(seconds["1 thread"][-1] / result.solver_seconds)

@@ -87,6 +87,8 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
 
@@ -98,15 +100,12 @@ from worker.solvers.common import (
     binary_signs,
     check_csr,
     check_int,
-    check_positive,
 )
 from worker.solvers.cpa_kernels import _class_cut, _copy_rows, _listed_cut, _listed_cut_chunk, _row_norms
 from worker.solvers.cut_data import prepare_data
 from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, row_chunks, threads
-from worker.solvers.ranking import PAIRWISE_OBJECTIVES, fit_thresholds, pairwise_cut, pairwise_setup
-
-OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
+from worker.solvers.ranking import fit_thresholds, pairwise_cut, pairwise_setup
 
 # The reduced problem is solved to a duality gap of QP_REL times the current outer gap
 # (F(w) - lower bound of the previous iteration; 0.1 costs no more outer iterations than 1e-3 in
@@ -126,8 +125,8 @@ LISTED_KEEP = 0.25
 LISTED_RUN = 50
 
 
-def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
-    """Shared input checks of the cutting-plane solvers; returns (n, C, B, max_iter, max_inactive)."""
+def check_arrays(indptr, indices, data, y, n_features) -> int:
+    """The cutting-plane solvers' checks of what their schemas cannot know (the arrays); returns n."""
     check_csr(indptr, indices, data, check_int("n_features", n_features, 0))
     n = indptr.shape[0] - 1
     if n < 1:
@@ -135,58 +134,38 @@ def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_in
     y = np.asarray(y)
     if y.shape != (n,):
         raise SolverInputError(f"y must have one entry per row ({n}), got shape {y.shape}")
-    C = check_positive("C", C)
-    if bias is None:
-        B = 0.0
-    else:
-        B = float(bias)
-        if not (math.isfinite(B) and B > 0):
-            raise SolverInputError(f"bias must be None or a finite number > 0, got {bias!r}")
-    max_iter = check_int("max_iter", max_iter, 1)
-    max_inactive = check_int("max_inactive", max_inactive, 1)
-    check_int("seed", seed, 0)
-    return n, C, B, max_iter, max_inactive
+    return n
+
+
+class CpaSettings(Protocol):
+    """What cpa reads of a job's params: the fields of its schema (``core.schemas.solver_params.CpaParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field). ``seed`` is not read: cpa draws nothing."""
+
+    C: float
+    objective: str
+    bias: float | None
+    tol_rel: float | None
+    tol: float | None
+    max_iter: int
+    max_inactive: int
 
 
 def solve_cpa(
-    indptr,
-    indices,
-    data,
-    y,
-    *,
-    n_features,
-    C,
-    bias=1.0,
-    tol_rel=0.01,
-    tol=None,
-    max_iter=10000,
-    max_inactive=50,
-    objective="classification",
-    qid=None,
-    n_processes=1,
-    seed=0,
-    control=None,
+    indptr, indices, data, y, *, n_features, params: CpaSettings, qid=None, n_processes=1, control=None
 ) -> SolverResult:
     """Train by Algorithm 1 (classification) or Algorithm 2 (pairwise objectives) of paper 001.
 
     See the module docstring for the problem, the stopping rules (``tol_rel``: certified relative gap;
-    ``tol``: the paper's epsilon per example or per pair, off by default) and the trace.
+    ``tol``: the paper's epsilon per example or per pair, off by default) and the trace. ``params``: the
+    job's parameters (``CpaSettings``); ``qid``: the query of each row (objective `ranking`);
     ``n_processes``: numba threads for the passes (None: every core of this process).
     """
-    n, C, B, max_iter, max_inactive = check_common(
-        indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
-    )
-    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
-    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
-        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
-    if tol is not None:
-        tol = check_positive("tol", tol)
-    if tol_rel == 0.0 and tol is None:
-        raise SolverInputError(
-            "tol_rel is off (None) and tol is None: give tol_rel (a relative gap) or the paper's tol"
-        )
-    if objective not in OBJECTIVES:
-        raise SolverInputError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+    check_arrays(indptr, indices, data, y, n_features)
+    C, objective, max_iter, max_inactive = float(params.C), params.objective, params.max_iter, params.max_inactive
+    B = 0.0 if params.bias is None else float(params.bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)  # None: off (0 inside)
+    tol = None if params.tol is None else float(params.tol)
     if n_processes is None:
         n_processes = available_cores()
     check_int("n_processes", n_processes, 1, or_none=True)
@@ -494,14 +473,8 @@ def warm_up() -> None:
         if indices.dtype == np.uint16:  # only the solvers' own copy is narrow: the kernels above, no solve
             continue
         for n_features in (2, 7):  # dense cuts, cuts as outputs
-            solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
-            solve_cpa(
-                indptr,
-                indices,
-                data,
-                np.array([1.0, 2.0, 3.0, 1.0]),
-                n_features=n_features,
-                C=1.0,
-                max_iter=5,
-                objective="ordinal",
-            )
+            for objective, y in (("classification", [1.0, -1.0, 1.0, -1.0]), ("ordinal", [1.0, 2.0, 3.0, 1.0])):
+                settings = SimpleNamespace(
+                    C=1.0, objective=objective, bias=1.0, tol_rel=0.01, tol=None, max_iter=5, max_inactive=50
+                )
+                solve_cpa(indptr, indices, data, np.array(y), n_features=n_features, params=settings)

@@ -107,6 +107,8 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
 
@@ -177,10 +179,26 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
     return float(_dcd_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos), squared))
 
 
-def _check_args(
-    indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
-):
-    """solve_dcd's input checks, once, up front; returns the arrays (contiguous) and the parameters as used."""
+class DcdSettings(Protocol):
+    """What dcd reads of a job's params: the fields of its schema (``core.schemas.solver_params.DcdParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field)."""
+
+    C: float
+    loss: str
+    bias: float | None
+    tol: float
+    tol_rel: float | None
+    max_iter: int
+    shrinking: bool
+    seed: int
+    trace_every: int
+    trace_budget: float | None
+
+
+def _check_args(indptr, indices, data, y, n_features, class_weight):
+    """solve_dcd's checks of what its schema cannot know, once, up front: the arrays and the problem's
+    class_weight factors; returns the arrays (contiguous) and the factors."""
     n_features = check_int("n_features", n_features, 0)
     check_csr(indptr, indices, data, n_features)
     # contiguous arrays keep the kernels on one compiled specialization (no copy when already so)
@@ -191,9 +209,6 @@ def _check_args(
         raise SolverInputError(f"y must have one label per row ({n_rows}), got shape {y.shape}")
     if n_rows == 0:
         raise SolverInputError("the problem has no rows; at least one is required")
-    C = check_positive("C", C)
-    squared = _check_loss(loss)
-    B = _check_bias(bias)
     try:
         weight_neg, weight_pos = class_weight
     except (TypeError, ValueError):
@@ -202,14 +217,7 @@ def _check_args(
         ) from None
     weight_neg = check_positive("class_weight[0] (y=-1)", weight_neg)
     weight_pos = check_positive("class_weight[1] (y=+1)", weight_pos)
-    tol = check_positive("tol", tol)
-    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
-    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
-        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
-    check_int("max_iter", max_iter, 1)
-    check_int("trace_every", trace_every, 1)
-    check_int("seed", seed, 0)
-    return indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel
+    return indptr, indices, data, y, n_features, (weight_neg, weight_pos)
 
 
 def solve_dcd(
@@ -219,35 +227,35 @@ def solve_dcd(
     y,
     *,
     n_features: int,
-    C: float,
-    loss: str = "hinge",
-    bias: float | None = 1.0,
+    params: DcdSettings,
     class_weight: tuple[float, float] = (1.0, 1.0),
-    tol: float = 0.1,
-    tol_rel: float | None = 0.01,
-    max_iter: int = 100000,
-    shrinking: bool = True,
-    seed: int = 0,
-    trace_every: int = 1,
-    trace_budget: float | None = 0.1,
     control: SolverControl | None = None,
     alpha0: np.ndarray | None = None,
 ) -> SolverResult:
     """Train a binary linear SVM by dual coordinate descent (Hsieh et al. 2008, Algorithm 1, 3.1, 3.2).
 
-    See the module docstring for the problem, the stopping rule and the trace. ``y`` must be in {-1, +1}.
-    Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables (for warm starts).
+    See the module docstring for the problem, the stopping rule and the trace. ``params``: the job's
+    parameters (``DcdSettings``); ``class_weight``: this problem's factors on C for y = -1 and y = +1.
+    ``y`` must be in {-1, +1}. Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables
+    (for warm starts).
     """
-    indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel = _check_args(
-        indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
+    indptr, indices, data, y, n_features, (weight_neg, weight_pos) = _check_args(
+        indptr, indices, data, y, n_features, class_weight
     )
+    C, bias, tol, max_iter, shrinking = (
+        float(params.C),
+        params.bias,
+        float(params.tol),
+        params.max_iter,
+        params.shrinking,
+    )
+    seed, trace_every, trace_budget = params.seed, params.trace_every, params.trace_budget
+    squared = params.loss == "squared_hinge"
+    B = 0.0 if bias is None else float(bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)  # None: off (0 inside)
     n_rows = indptr.shape[0] - 1
     if control is None:
         control = SolverControl()
-    if trace_budget is not None and not (math.isfinite(trace_budget) and trace_budget > 0.0):
-        raise SolverInputError(
-            f"trace_budget must be a positive share of the solver's time or None, got {trace_budget!r}"
-        )
 
     C_neg = C * weight_neg
     C_pos = C * weight_pos
@@ -424,9 +432,19 @@ def warm_up() -> None:
         arrays = (indptr, indices, data, y)
         for loss in LOSSES:
             for bias in (1.0, None):
-                result = solve_dcd(
-                    *arrays, n_features=2, C=1.0, loss=loss, bias=bias, max_iter=3, alpha0=np.full(3, 0.1)
+                settings = SimpleNamespace(
+                    C=1.0,
+                    loss=loss,
+                    bias=bias,
+                    tol=0.1,
+                    tol_rel=0.01,
+                    max_iter=3,
+                    shrinking=True,
+                    seed=0,
+                    trace_every=1,
+                    trace_budget=0.1,
                 )
+                result = solve_dcd(*arrays, n_features=2, params=settings, alpha0=np.full(3, 0.1))
                 assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)

@@ -109,8 +109,9 @@ about 1e-8 relative in the objective rather than exactly (measured: 3610.70358 b
 
 from __future__ import annotations
 
-import math
 import time
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -122,7 +123,6 @@ from worker.solvers.common import (
     binary_signs,
     check_csr,
     check_int,
-    check_positive,
     rng_state,
     solver_threads,
 )
@@ -144,7 +144,6 @@ from worker.solvers.sampled_cuts.master import ACTIVE_SET_FAILED, ACTIVE_SET_OK,
 from worker.solvers.sampled_cuts.sampling import calibrated_cut, default_pool_size, pooled_cut, uniform_cut
 
 VARIANTS = ("linear", "constant")
-SAMPLINGS = ("calibrated", "uniform")
 DEFAULT_SAMPLE_SIZE = {"linear": 1000, "constant": 400}
 """r when ``sample_size`` is None: paper 003's Table 1 rows (linear r = 1000: within 0.1 point of smo's test
 error on ijcnn1, where r = 400 was 0.2 above; constant r = 400, its Checkers row)."""
@@ -158,107 +157,54 @@ SLICE_VALUES = 4_000_000  # kernel values per chunk of the linear variant's A ro
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_args(
-    indptr,
-    indices,
-    data,
-    y,
-    n_features,
-    C,
-    kernel,
-    variant,
-    sampling,
-    sample_size,
-    pool_size,
-    p,
-    tol,
-    max_inactive,
-    max_iter,
-    bias,
-    trace_every,
-    seed,
-):
-    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
-        raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
-    check_csr(indptr, indices, data, int(n_features))
+class SampledCutsSettings(Protocol):
+    """What sampled_cuts reads of a job's params: the fields of its schema
+    (``core.schemas.solver_params.SampledCutsParams``), which validates them and holds their defaults (this
+    package imports no pydantic; tests and the warm-up build the schema's model or give every field).
+    ``kernel``: the schema's kernel model (or a dict of its fields), with a number for gamma."""
+
+    C: float
+    kernel: Any
+    variant: str
+    sampling: str
+    sample_size: int | None
+    pool_size: int | None
+    p: int
+    tol: float
+    max_inactive: int
+    max_iter: int
+    bias: float | None
+    seed: int
+
+
+def _check_args(indptr, indices, data, y, n_features):
+    """solve_sampled_cuts's checks of what its schema cannot know: the arrays and both labels present;
+    returns y as signs."""
+    check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
     if y.shape != (n,):
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
     if n < 2 or np.all(y == y[0]):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
-    C = check_positive("C", C)
-    kp = kernel_params(kernel)
-    if variant not in VARIANTS:
-        raise SolverInputError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-    if sampling not in SAMPLINGS:
-        raise SolverInputError(f"sampling must be one of {list(SAMPLINGS)}, got {sampling!r}")
-    for name, value, low in (
-        ("p", p, 1),
-        ("max_inactive", max_inactive, 1),
-        ("max_iter", max_iter, 1),
-        ("trace_every", trace_every, 1),
-        ("seed", seed, 0),
-    ):
-        check_int(name, value, low)
-    if sample_size is None:
-        sample_size = DEFAULT_SAMPLE_SIZE[variant]
-    check_int("sample_size", sample_size, 1)
-    if pool_size is None:
-        pool_size = default_pool_size(indptr.size - 1, int(sample_size))
-    check_int("pool_size", pool_size, 1)
-    tol = check_positive("tol", tol)
-    if bias is not None:
-        bias = float(bias)
-        if not (math.isfinite(bias) and bias > 0):
-            raise SolverInputError(f"bias must be a finite number > 0 or None, got {bias!r}")
-    return y, C, kp, tol, bias, int(sample_size), int(pool_size)
+    return y
 
 
 def solve_sampled_cuts(
-    indptr,
-    indices,
-    data,
-    y,
-    *,
-    n_features,
-    C,
-    kernel: dict,
-    variant="linear",
-    sampling="calibrated",
-    sample_size=None,
-    pool_size=None,
-    p=4,
-    tol=0.001,
-    max_inactive=20,
-    max_iter=10_000,
-    bias=1.0,
-    trace_every=1,
-    seed=0,
-    n_threads=None,
-    control=None,
+    indptr, indices, data, y, *, n_features, params: SampledCutsSettings, trace_every=1, n_threads=None, control=None
 ) -> SolverResult:
-    """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
-    y, C, kp, tol, bias, sample_size, pool_size = _check_args(
-        indptr,
-        indices,
-        data,
-        y,
-        n_features,
-        C,
-        kernel,
-        variant,
-        sampling,
-        sample_size,
-        pool_size,
-        p,
-        tol,
-        max_inactive,
-        max_iter,
-        bias,
-        trace_every,
-        seed,
-    )
+    """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring). ``params``:
+    the job's parameters (``SampledCutsSettings``); ``trace_every``: record a trace point every this many
+    iterations (not a job parameter)."""
+    y = _check_args(indptr, indices, data, y, n_features)
+    check_int("trace_every", trace_every, 1)
+    C, tol, variant, sampling, p = float(params.C), float(params.tol), params.variant, params.sampling, params.p
+    max_inactive, max_iter, seed = params.max_inactive, params.max_iter, params.seed
+    bias = None if params.bias is None else float(params.bias)
+    kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
+    kp = kernel_params(kernel)
+    sample_size = DEFAULT_SAMPLE_SIZE[variant] if params.sample_size is None else params.sample_size
+    pool_size = default_pool_size(indptr.size - 1, sample_size) if params.pool_size is None else params.pool_size
     threads = solver_threads(n_threads)
     # one compiled specialization of every kernel: float64 values, int32 indices (float32 values are accepted)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
@@ -503,12 +449,20 @@ def warm_up() -> None:
                 matrix.data,
                 y,
                 n_features=n_features,
-                C=1.0,
-                kernel={"type": "rbf", "gamma": 0.5},
-                variant=variant,
-                sample_size=20,
-                max_iter=5,
-                max_inactive=1,
+                params=SimpleNamespace(
+                    C=1.0,
+                    kernel={"type": "rbf", "gamma": 0.5},
+                    variant=variant,
+                    sampling="calibrated",
+                    sample_size=20,
+                    pool_size=None,
+                    p=4,
+                    tol=0.001,
+                    max_inactive=1,
+                    max_iter=5,
+                    bias=1.0,
+                    seed=0,
+                ),
             )
     H = np.eye(2)
     master_refactor(H, np.ones(2), 2, np.zeros((2, 2)), np.zeros(2, dtype=np.int64))

@@ -173,8 +173,9 @@ description of the whole algorithm, which is why it is long.
 
 from __future__ import annotations
 
-import math
 import time
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import numba
 import numpy as np
@@ -225,23 +226,27 @@ def default_max_iter(n: int) -> int:
     return max(10_000_000, 100 * n)
 
 
-def _check_args(
-    indptr,
-    indices,
-    data,
-    y,
-    n_features,
-    C,
-    kernel,
-    working_set,
-    tol,
-    cache_mb,
-    shrinking,
-    class_weight,
-    max_iter,
-    trace_every,
-    seed,
-):
+class SmoSettings(Protocol):
+    """What smo reads of a job's params: the fields of its schema (``core.schemas.solver_params.SmoParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field). ``kernel``: the schema's kernel model (or a dict of its
+    fields), with a number for gamma (the worker resolves `scale`)."""
+
+    C: float
+    kernel: Any
+    working_set: str
+    tol: float
+    tol_rel: float | None
+    cache_mb: float
+    shrinking: bool
+    max_iter: int | None
+    trace_every: int
+    seed: int
+
+
+def _check_args(indptr, indices, data, y, n_features, class_weight):
+    """solve_smo's checks of what its schema cannot know: the arrays, both labels present, the problem's
+    class_weight factors; returns y as signs and the factors."""
     check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
@@ -249,16 +254,6 @@ def _check_args(
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
     if n < 2 or np.all(y == y[0]):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
-    C = check_positive("C", C)
-    kp = kernel_params(kernel)
-    if working_set not in WORKING_SETS:
-        raise SolverInputError(f"working_set must be one of {list(WORKING_SETS)}, got {working_set!r}")
-    tol = check_positive("tol", tol)
-    cache_mb = float(cache_mb)
-    if not (math.isfinite(cache_mb) and cache_mb >= 0):
-        raise SolverInputError(f"cache_mb must be a finite number >= 0, got {cache_mb!r}")
-    if not isinstance(shrinking, (bool, np.bool_)):
-        raise SolverInputError(f"shrinking must be true or false, got {shrinking!r}")
     try:
         w_neg, w_pos = (float(v) for v in class_weight)
     except (TypeError, ValueError):
@@ -267,10 +262,7 @@ def _check_args(
         ) from None
     for name, value in (("class_weight[0]", w_neg), ("class_weight[1]", w_pos)):
         check_positive(name, value)
-    max_iter = default_max_iter(n) if max_iter is None else check_int("max_iter", max_iter, 1, or_none=True)
-    check_int("trace_every", trace_every, 1)
-    check_int("seed", seed, 0)
-    return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), max_iter
+    return y, (w_neg, w_pos)
 
 
 def _check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
@@ -325,45 +317,25 @@ def solve_smo(
     y,
     *,
     n_features,
-    C,
-    kernel: dict,
-    working_set="second_order",
-    tol=1e-3,
-    tol_rel=0.01,
-    cache_mb=200,
-    shrinking=True,
+    params: SmoSettings,
     class_weight=(1.0, 1.0),
-    max_iter=None,
-    trace_every=1000,
-    seed=0,
     n_threads=None,
     control=None,
     alpha0=None,
     gradient0=None,
     gradient_bar0=None,
 ) -> SolverResult:
-    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs); ``alpha0``,
-    ``gradient0`` and ``gradient_bar0``: the dual variables to start from and, optionally, their G and G_bar
-    (see "Warm start")."""
-    y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
-        indptr,
-        indices,
-        data,
-        y,
-        n_features,
-        C,
-        kernel,
-        working_set,
-        tol,
-        cache_mb,
-        shrinking,
-        class_weight,
-        max_iter,
-        trace_every,
-        seed,
-    )
-    if tol_rel is not None:
-        tol_rel = check_positive("tol_rel", tol_rel)
+    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs). ``params``:
+    the job's parameters (``SmoSettings``); ``class_weight``: this problem's factors on C for y = -1 and
+    y = +1; ``alpha0``, ``gradient0`` and ``gradient_bar0``: the dual variables to start from and,
+    optionally, their G and G_bar (see "Warm start")."""
+    y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight)
+    C, tol, tol_rel = float(params.C), float(params.tol), params.tol_rel
+    working_set, cache_mb, shrinking, seed = params.working_set, float(params.cache_mb), params.shrinking, params.seed
+    kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
+    kp = kernel_params(kernel)
+    max_iter = default_max_iter(indptr.size - 1) if params.max_iter is None else params.max_iter
+    trace_every = params.trace_every
     if alpha0 is not None:
         alpha0 = _check_start(alpha0, y, C, w_neg, w_pos)
     gradient0, gradient_bar0 = (
@@ -376,7 +348,6 @@ def solve_smo(
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     data = np.ascontiguousarray(data, dtype=np.float64)
     n_features = int(n_features)
-    trace_every = int(trace_every)
     run = Run(
         indptr,
         indices,
@@ -412,7 +383,7 @@ def solve_smo(
                 work_budget = next_budget(work_budget, took)
             if run_code == RUN_CONVERGED:
                 gap_rel = _gap_rel(run) if tol_rel is not None else None
-                if gap_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
+                if gap_rel is not None and tol_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
                     tol = max(tol / 10.0, TOL_FLOOR)  # the gap is not certified yet: tighten and go on
                     run.restart_full_check()
                     continue
@@ -525,19 +496,28 @@ def warm_up() -> None:
     matrix = sp.csr_matrix(dense)
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
-    rbf = {"type": "rbf", "gamma": 0.5}
-    for working_set in WORKING_SETS:
-        first = solve_smo(
-            indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel=rbf, working_set=working_set, cache_mb=0.0,
+    csr = (indptr, indices, matrix.data, y)
+
+    def settings(C: float, working_set: str = "second_order", cache_mb: float = 200.0) -> SimpleNamespace:
+        return SimpleNamespace(
+            C=C,
+            kernel={"type": "rbf", "gamma": 0.5},
+            working_set=working_set,
+            tol=1e-3,
+            tol_rel=0.01,
+            cache_mb=cache_mb,
+            shrinking=True,
+            max_iter=None,
             trace_every=5,
-        )  # fmt: skip
+            seed=0,
+        )
+
+    for working_set in WORKING_SETS:
+        first = solve_smo(*csr, n_features=3, params=settings(1.0, working_set, cache_mb=0.0))
     # the warm starts (a search's path along C): from alpha alone, and with G and G_bar
     alpha, gradient, gradient_bar = (first.extra[key] for key in ("alpha", "gradient", "gradient_bar"))
-    solve_smo(indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha)
-    solve_smo(
-        indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha, gradient0=gradient,
-        gradient_bar0=gradient_bar,
-    )  # fmt: skip
+    solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha)
+    solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha, gradient0=gradient, gradient_bar0=gradient_bar)
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
     istate = np.zeros(IS_SIZE, dtype=np.int64)
