@@ -1,6 +1,6 @@
-"""One run of smo (``solve.solve_smo``): its arrays and clocks, and the Python side of its loop (slices of
-numba work between control checks, trace points, gradient rebuilds). The math and the names are in
-``worker.solvers.smo.solve``'s docstring.
+"""One run of smo (``solve.solve_smo``): the checks of a warm start, the run's arrays and clocks, and the
+Python side of its loop (slices of numba work between control checks, trace points, gradient rebuilds). The
+math and the names are in ``worker.solvers.smo.solve``'s docstring.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from worker.solvers.common import SolverControl, StopReason, rng_state
+from worker.solvers.common import SolverControl, SolverInputError, StopReason, rng_state
 from worker.solvers.kernels import kernel_diagonal, row_sq_norms
 from worker.solvers.smo.cache import new_row_cache, reslot
 from worker.solvers.smo.rows import KernelParams, OriginalRows, position_copies, reorder
@@ -53,6 +53,38 @@ _DENSE_T_MIN_FILL = 0.05
 # can lower them.
 PAR_MIN_SCAN = 262144
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see _Run.record)
+
+
+def check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
+    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and on the
+    plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it)."""
+    start = np.asarray(alpha0, dtype=np.float64)
+    if start.shape != y.shape:
+        raise SolverInputError(f"alpha0 must have one value per row, shape {y.shape}, got {start.shape}")
+    if not np.all(np.isfinite(start)):
+        raise SolverInputError("alpha0 contains NaN or infinite values")
+    box = np.where(y > 0, C * w_pos, C * w_neg)
+    slack = 1e-9 * box
+    if np.any(start < -slack) or np.any(start > box + slack):
+        raise SolverInputError("alpha0 must lie in [0, C * class_weight] for every row")
+    scale = max(float(np.abs(start).sum()), 1.0)
+    if abs(float(y @ start)) > 1e-9 * scale:
+        raise SolverInputError(
+            f"alpha0 must satisfy sum_i y_i alpha0_i = 0 (the dual's equality constraint), got {float(y @ start):.3g}"
+        )
+    return start
+
+
+def check_given(name: str, value, alpha0, y) -> np.ndarray | None:
+    """A given G or G_bar of ``alpha0``, as float64, checked (one finite value per row)."""
+    if value is None:
+        return None
+    if alpha0 is None:
+        raise SolverInputError(f"{name} belongs to alpha0: give alpha0 with it")
+    value = np.asarray(value, dtype=np.float64)
+    if value.shape != y.shape or not np.all(np.isfinite(value)):
+        raise SolverInputError(f"{name} must have one finite value per row, shape {y.shape}")
+    return value
 
 
 def next_budget(budget: int, took: float) -> int:

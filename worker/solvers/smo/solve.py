@@ -162,13 +162,14 @@ numbers).
 
 Where the code is
 -----------------
-This module: the argument checks, the Python loop (slices of numba work between control checks, trace
-points, gradient rebuilds: ``run.Run``) and the result. The numba side, as LIBSVM cuts its Solver, Cache
-and Kernel apart: ``smo.steps`` (the two-variable step, shrinking, both run loops, the gradient rebuild),
+This module: the checks of the arrays and keywords (the parameters are the schema's), the Python loop
+(slices of numba work between control checks, trace points, gradient rebuilds, on a ``run.Run``, which
+also checks a warm start) and the result. The numba side, as LIBSVM cuts its Solver, Cache and Kernel
+apart: ``smo.steps`` (the two-variable step, shrinking, both run loops, the gradient rebuild),
 ``smo.scans`` (working-set scans and gradient updates over the active positions), ``smo.cache`` (the
-LRU cache of rows), ``smo.rows`` (kernel rows from the position-ordered copies of the data) and
-``smo.state`` (the named slots of the scalar state the kernels share). This docstring is the one
-description of the whole algorithm, which is why it is long.
+LRU cache of rows), ``smo.rows`` (kernel rows from the position-ordered copies of the data), ``smo.team``
+(the row team of threads) and ``smo.state`` (the named slots of the scalar state the kernels share). This
+docstring is the one description of the whole algorithm, which is why it is long.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import KERNEL_LINEAR, kernel_params, row_sq_norms
 from worker.solvers.smo.rows import KernelParams, position_copies
-from worker.solvers.smo.run import FINAL_REBUILD_VALUES, Run, next_budget
+from worker.solvers.smo.run import FINAL_REBUILD_VALUES, Run, check_given, check_start, next_budget
 from worker.solvers.smo.state import (
     FREE,
     FS_F,
@@ -265,38 +266,6 @@ def _check_args(indptr, indices, data, y, n_features, class_weight):
     return y, (w_neg, w_pos)
 
 
-def _check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
-    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and on the
-    plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it)."""
-    start = np.asarray(alpha0, dtype=np.float64)
-    if start.shape != y.shape:
-        raise SolverInputError(f"alpha0 must have one value per row, shape {y.shape}, got {start.shape}")
-    if not np.all(np.isfinite(start)):
-        raise SolverInputError("alpha0 contains NaN or infinite values")
-    box = np.where(y > 0, C * w_pos, C * w_neg)
-    slack = 1e-9 * box
-    if np.any(start < -slack) or np.any(start > box + slack):
-        raise SolverInputError("alpha0 must lie in [0, C * class_weight] for every row")
-    scale = max(float(np.abs(start).sum()), 1.0)
-    if abs(float(y @ start)) > 1e-9 * scale:
-        raise SolverInputError(
-            f"alpha0 must satisfy sum_i y_i alpha0_i = 0 (the dual's equality constraint), got {float(y @ start):.3g}"
-        )
-    return start
-
-
-def _check_given(name: str, value, alpha0, y) -> np.ndarray | None:
-    """A given G or G_bar of ``alpha0``, as float64, checked (one finite value per row)."""
-    if value is None:
-        return None
-    if alpha0 is None:
-        raise SolverInputError(f"{name} belongs to alpha0: give alpha0 with it")
-    value = np.asarray(value, dtype=np.float64)
-    if value.shape != y.shape or not np.all(np.isfinite(value)):
-        raise SolverInputError(f"{name} must have one finite value per row, shape {y.shape}")
-    return value
-
-
 TOL_FLOOR = 1e-9  # tol_rel tightens tol down to this
 
 
@@ -337,9 +306,9 @@ def solve_smo(
     max_iter = default_max_iter(indptr.size - 1) if params.max_iter is None else params.max_iter
     trace_every = params.trace_every
     if alpha0 is not None:
-        alpha0 = _check_start(alpha0, y, C, w_neg, w_pos)
+        alpha0 = check_start(alpha0, y, C, w_neg, w_pos)
     gradient0, gradient_bar0 = (
-        _check_given(name, value, alpha0, y)
+        check_given(name, value, alpha0, y)
         for name, value in (("gradient0", gradient0), ("gradient_bar0", gradient_bar0))
     )
     threads = solver_threads(n_threads)
