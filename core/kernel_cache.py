@@ -11,8 +11,8 @@ functions. numba's own cache misses three things a service needs, so this module
 * **Valid exactly as long as the code is.** numba keys a cached kernel on its own file's contents. A
   kernel that calls a kernel of another module carries that callee's machine code, so a change to the
   callee alone would leave the caller running the old callee. Here each module's cache is stamped with a
-  fingerprint of its source *and of every sibling module it imports, transitively*: changing
-  ``smo_team.py`` recompiles the smo modules that import it, and nothing else. Nothing is ever deleted: a
+  fingerprint of its source *and of every module of the package it imports, transitively*: changing
+  ``smo/team.py`` recompiles the smo modules that import it, and nothing else. Nothing is ever deleted: a
   stale entry is simply not used (numba overwrites it when it compiles again).
 * **Compiled once per machine.** Kernels are compiled in *units* (a module's ``warm_up``, the same every
   time), each under an exclusive file lock (``flock``) in the cache folder, so processes of one machine,
@@ -116,24 +116,37 @@ def seed_dir(package: str) -> Path | None:
 # -- when a kernel is valid ------------------------------------------------------------------------
 
 
-def _sibling_imports(package: str, tree: ast.AST, siblings: set[str]) -> set[str]:
-    """The modules of ``package`` that a module's syntax tree imports, anywhere in the file."""
+def _sibling_imports(package: str, module: str, tree: ast.AST, siblings: set[str]) -> set[str]:
+    """The modules of ``package`` that a module's syntax tree imports, anywhere in the file, by their names
+    relative to the package (``dcd``, ``smo.cache``; a subpackage's ``__init__`` is its own name, ``smo``)."""
     found: set[str] = set()
     prefix = package + "."
+
+    def add(dotted: str) -> None:  # the longest known module a dotted name (relative to the package) is in
+        parts = dotted.split(".")
+        while parts and ".".join(parts) not in siblings:
+            parts.pop()
+        if parts:
+            found.add(".".join(parts))
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(prefix):
-                    found.add(alias.name[len(prefix) :].split(".")[0])
+                    add(alias.name[len(prefix) :])
         elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # relative: from . import x, from .x import y
-                parts = module.split(".") if module else []
-                found.update([parts[0]] if parts else [alias.name for alias in node.names])
-            elif module == package:
-                found.update(alias.name for alias in node.names)
-            elif module.startswith(prefix):
-                found.add(module[len(prefix) :].split(".")[0])
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from .x import y (``module`` is a module, not a package)
+                anchor = module.split(".")[: -node.level] if node.level <= module.count(".") + 1 else []
+                base = ".".join([*anchor, *([base] if base else [])])
+            elif base == package:
+                base = ""
+            elif base.startswith(prefix):
+                base = base[len(prefix) :]
+            else:
+                continue
+            for alias in node.names:
+                add(f"{base}.{alias.name}" if base else alias.name)
     return found & siblings
 
 
@@ -143,11 +156,25 @@ def module_fingerprints(package: str) -> dict[str, str]:
     return fingerprints_of(registered(package), package)
 
 
+def _module_names(folder: Path) -> dict[str, Path]:
+    """Module name relative to the package -> source file, for every module under ``folder``, subpackages
+    included (``dcd``, ``smo.cache``; a subpackage's ``__init__`` under the subpackage's name, the package's
+    own ``__init__`` left out: it has no kernels)."""
+    names = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = list(path.relative_to(folder).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts and "__pycache__" not in parts:
+            names[".".join(parts)] = path
+    return names
+
+
 def fingerprints_of(folder: Path, package: str) -> dict[str, str]:
-    """Module name -> SHA-256 over its source and the sources of every sibling it imports, transitively, for
-    the modules in ``folder`` (the package ``package``; ``__init__`` has no kernels and is left out)."""
-    sources = {path.stem: path.read_bytes() for path in sorted(folder.glob("*.py")) if path.stem != "__init__"}
-    imports = {name: _sibling_imports(package, ast.parse(text), set(sources)) for name, text in sources.items()}
+    """Module name -> SHA-256 over its source and the sources of every module of the package it imports,
+    transitively, for the modules in ``folder`` (the package ``package``; see ``_module_names``)."""
+    sources = {name: path.read_bytes() for name, path in _module_names(folder).items()}
+    imports = {name: _sibling_imports(package, name, ast.parse(text), set(sources)) for name, text in sources.items()}
     fingerprints = {}
     for name in sources:
         closure, todo = {name}, [name]
@@ -163,11 +190,14 @@ def fingerprints_of(folder: Path, package: str) -> dict[str, str]:
 
 
 def _package_of(py_file: str) -> tuple[str, str] | None:
-    """(package, module) of a source file of a registered package, else None."""
+    """(package, module relative to it) of a source file of a registered package, else None."""
     path = Path(os.path.realpath(py_file))
     for package, folder in _packages.items():
-        if path.parent == folder:
-            return package, path.stem
+        if path.is_relative_to(folder):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            return package, ".".join(parts)
     return None
 
 
@@ -181,7 +211,9 @@ def _locator_class():
         def __init__(self, py_func, py_file: str, package: str, module: str):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = str(package_cache_dir(package))
+            # a subpackage's kernels in a folder of their own: numba names cache files after the source
+            # file's stem, which modules of two subpackages may share (kernels.py, smo/kernels.py)
+            self._cache_path = str(package_cache_dir(package).joinpath(*module.split(".")[:-1]))
             self._stamp = ("hinge-fingerprint", module_fingerprints(package)[module])
 
         def get_cache_path(self) -> str:
@@ -485,8 +517,8 @@ class KernelSet:
             with file_lock(target / "locks" / "seed.lock"):
                 if all(self.built(unit) for unit in wanted):
                     continue
-                files = (
-                    sorted(source.glob("*.nbc")) + sorted(source.glob("*.nbi")) + sorted(source.glob("built/*.json"))
+                files = (  # subpackages' kernels are in subfolders (see the locator)
+                    sorted(source.rglob("*.nbc")) + sorted(source.rglob("*.nbi")) + sorted(source.glob("built/*.json"))
                 )
                 for path in files:
                     destination = target / path.relative_to(source)

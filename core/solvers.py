@@ -8,10 +8,10 @@ code derives from ``SOLVERS``:
 
 * the API: ``SolverName``, the request union of POST /v1/jobs (one schema per solver, discriminated by
   `solver`), the kernel solvers named in hints;
-* the workers: the call of the solve function (``worker/training/registry.py``: every schema field that is not the
-  service's reaches the solve function under its name, or the name ``arguments`` maps it to), the value
+* the workers: the call of the solve function (``worker/training/registry.py``: the job's params go to it as the
+  schema's model, ``params=``, and the solver reads every field that is not the service's there), the value
   types handed over, warm starts, threads, the progress fraction (``progress``), the model's
-  ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units;
+  ``stopping_rule`` (``stopping``), calibration and search support, the kernel warm-up units (``worker.runtime.warmup``);
 * the exporters: which formats a solver's models go to.
 
 Adding a solver is its module (worker/solvers), its params schema and one ``SolverSpec``. A deployment
@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
 
@@ -61,7 +61,9 @@ class SolverSpec:
     params: type[CommonParams]
     """The schema of its parameters: validation, defaults and documentation in one place."""
     solve: str
-    """``module:function`` the workers call: solve(indptr, indices, data, y, *, n_features, control, ...)."""
+    """``module:function`` the workers call: solve(indptr, indices, data, y, *, n_features, params, control, ...),
+    ``params`` the model of ``params`` (the fields' values and defaults live there only); the keywords besides
+    are what the schema does not hold (``worker.training.registry.solve_arguments``)."""
     progress: Measure
     """The measure of its stopping rule at a trace point and its target (the progress fraction's basis)."""
     stopping: Stopping
@@ -69,7 +71,11 @@ class SolverSpec:
     model_kind: str = "linear"
     """`linear` (a weight vector per problem) or `kernel` (an expansion over training rows)."""
     kernel_units: tuple[str, ...] = ()
-    """The numba warm-up units (worker/runtime/warmup.py) its kernels are compiled in."""
+    """The shared numba warm-up units (``worker.runtime.warmup.SHARED_UNITS``) its kernels call, compiled before its own."""
+    compile_s: float | None = None
+    """None: no numba kernels. Else its kernels are a warm-up unit of its own (worker/runtime/warmup.py), named after it:
+    the ``warm_up`` of its solve function's module, under ``worker.solvers``; the number is that unit's cold
+    compile seconds on a quiet 2-core machine (the estimate before this machine has measured one)."""
     float32_input: bool = False
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
@@ -81,8 +87,6 @@ class SolverSpec:
     (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or
     `n_threads` (the kernel row team: all when one problem, else what its process may use; smo,
     sampled_cuts). None: one thread; `n_processes` only runs subtasks in processes (dcd)."""
-    arguments: Mapping[str, str] = field(default_factory=dict)
-    """Schema field -> the solve function's keyword, where the names differ."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True
@@ -214,7 +218,8 @@ BUILT_IN = (
         solve="worker.solvers.dcd:solve_dcd",
         progress=violation_measure,
         stopping=_tol_then_gap("projected-gradient spread"),
-        kernel_units=("dcd",),
+        kernel_units=("common",),
+        compile_s=4.4,
         float32_input=True,
         warm_start="dual",
     ),
@@ -225,7 +230,8 @@ BUILT_IN = (
         solve="worker.solvers.cpa:solve_cpa",
         progress=cpa_measure,
         stopping=cpa_stopping,
-        kernel_units=("cpa",),
+        kernel_units=("reduced_qp", "data_passes", "cut_store", "ranking"),
+        compile_s=7.3,
         float32_input=True,
         threads="n_processes",
     ),
@@ -236,7 +242,8 @@ BUILT_IN = (
         solve="worker.solvers.ocas:solve_ocas",
         progress=gap_measure,
         stopping=ocas_stopping,
-        kernel_units=("ocas",),
+        kernel_units=("reduced_qp", "data_passes", "line_search", "cut_store"),
+        compile_s=1.6,
         float32_input=True,
         warm_start="weights",
         threads="n_processes",
@@ -245,23 +252,25 @@ BUILT_IN = (
         name="smo",
         summary="Train a kernel SVM with sequential minimal optimization (`smo`).",
         params=SmoParams,
-        solve="worker.solvers.smo:solve_smo",
+        solve="worker.solvers.smo.solve:solve_smo",
         progress=violation_measure,
         stopping=_tol_then_gap("largest KKT violation"),
         model_kind="kernel",
         warm_start="dual_gradient",
-        kernel_units=("smo",),
+        kernel_units=("common", "kernels"),
+        compile_s=38.6,
         threads="n_threads",
     ),
     SolverSpec(
         name="sampled_cuts",
         summary="Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`).",
         params=SampledCutsParams,
-        solve="worker.solvers.sampled_cuts:solve_sampled_cuts",
+        solve="worker.solvers.sampled_cuts.solve:solve_sampled_cuts",
         progress=cut_measure,
         stopping=cut_stopping,
         model_kind="kernel",
-        kernel_units=("sampled_cuts",),
+        kernel_units=("common", "kernels"),
+        compile_s=14.4,
         threads="n_threads",
     ),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams, SampledCutsParams, SmoParams
 from tests.helpers import sparse_problem
 from worker.solvers import dcd as dcd_module
 from worker.solvers.common import SolverControl, StopReason, monotonic_s
@@ -45,9 +46,9 @@ def test_the_kernel_clock_is_time_monotonic():
 
 
 def test_dcd_slices_of_an_epoch_change_nothing(problem, monkeypatch):
-    whole = dcd_module.solve_dcd(*problem, n_features=50, C=10.0, tol=1e-6, max_iter=30, seed=4)
+    whole = dcd_module.solve_dcd(*problem, n_features=50, params=DcdParams(C=10.0, tol=1e-6, max_iter=30, seed=4))
     monkeypatch.setattr(dcd_module, "SLICE_SECONDS", 0.0)  # every 1024 rows: a slice
-    sliced = dcd_module.solve_dcd(*problem, n_features=50, C=10.0, tol=1e-6, max_iter=30, seed=4)
+    sliced = dcd_module.solve_dcd(*problem, n_features=50, params=DcdParams(C=10.0, tol=1e-6, max_iter=30, seed=4))
     assert sliced.n_iter == whole.n_iter
     np.testing.assert_array_equal(sliced.w, whole.w)
     assert sliced.bias == whole.bias
@@ -57,9 +58,14 @@ def test_dcd_stops_inside_an_epoch(problem, monkeypatch):
     monkeypatch.setattr(dcd_module, "SLICE_SECONDS", 0.0)
     flag = CancelOnCall(1)
     stopped = dcd_module.solve_dcd(
-        *problem, n_features=50, C=10.0, seed=4, shrinking=False, control=SolverControl(cancel_requested=flag)
+        *problem,
+        n_features=50,
+        params=DcdParams(C=10.0, seed=4, shrinking=False),
+        control=SolverControl(cancel_requested=flag),
     )
-    one_epoch = dcd_module.solve_dcd(*problem, n_features=50, C=10.0, seed=4, shrinking=False, max_iter=1)
+    one_epoch = dcd_module.solve_dcd(
+        *problem, n_features=50, params=DcdParams(C=10.0, seed=4, shrinking=False, max_iter=1)
+    )
     assert stopped.stop_reason is StopReason.CANCELED and stopped.n_iter == 1
     assert flag.looks == 1
     assert not np.array_equal(stopped.w, one_epoch.w), "the cancel was seen before the epoch ended"
@@ -73,9 +79,7 @@ def test_ocas_looks_between_the_passes_of_an_iteration(problem):
     result = solve_ocas(
         *problem,
         n_features=50,
-        C=10.0,
-        tol_rel=1e-12,
-        max_iter=100,
+        params=OcasParams(C=10.0, tol_rel=1e-12, max_iter=100),
         n_processes=1,
         control=SolverControl(cancel_requested=flag),
     )
@@ -89,7 +93,10 @@ def test_cpa_looks_before_the_cut_pass(problem):
 
     flag = CancelOnCall(1)
     result = solve_cpa(
-        *problem, n_features=50, C=10.0, tol=1e-9, max_iter=100, control=SolverControl(cancel_requested=flag)
+        *problem,
+        n_features=50,
+        params=CpaParams(C=10.0, tol=1e-9, max_iter=100),
+        control=SolverControl(cancel_requested=flag),
     )
     assert result.stop_reason is StopReason.CANCELED
     assert result.n_iter == 1 and result.extra["n_cuts"] == 0, "stopped before the cut of the first iteration"
@@ -97,15 +104,17 @@ def test_cpa_looks_before_the_cut_pass(problem):
 
 @pytest.mark.parametrize("solver", ["smo", "sampled_cuts"])
 def test_kernel_solvers_stop_at_their_first_look(problem, solver):
-    from worker.solvers.sampled_cuts import solve_sampled_cuts
-    from worker.solvers.smo import solve_smo
+    from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+    from worker.solvers.smo.solve import solve_smo
 
     flag = CancelOnCall(1)
     kernel = {"type": "rbf", "gamma": 0.1}
     control = SolverControl(cancel_requested=flag)
     if solver == "smo":
-        result = solve_smo(*problem, n_features=50, C=10.0, kernel=kernel, tol=1e-9, control=control)
+        result = solve_smo(*problem, n_features=50, params=SmoParams(C=10.0, kernel=kernel, tol=1e-9), control=control)
     else:
-        result = solve_sampled_cuts(*problem, n_features=50, C=10.0, kernel=kernel, tol=1e-9, control=control)
+        result = solve_sampled_cuts(
+            *problem, n_features=50, params=SampledCutsParams(C=10.0, kernel=kernel, tol=1e-9), control=control
+        )
     assert result.stop_reason is StopReason.CANCELED and flag.looks == 1
     assert result.extra["support_indices"] is not None

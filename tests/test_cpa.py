@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.preprocessing import StandardScaler
 
+from core.schemas.solver_params import CpaParams, DcdParams
 from tests import naive
 from tests.helpers import liblinear_train, liblinear_w_full
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
@@ -121,7 +122,7 @@ def test_cpa_reaches_optimum_within_its_tolerance_on_breast_cancer(cancer, C, B)
     X, y = cancer
     best = _reference(X, y, C, B)
     tol = 1e-3
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol_rel=0.0, tol=tol)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=C, bias=B, tol_rel=0.0, tol=tol))
     assert res.converged and res.stop_reason is StopReason.CONVERGED
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, B), rel=1e-10)
     # guarantee of Algorithm 1 in service units: F(w) - F* <= C * n * tol
@@ -142,9 +143,7 @@ def test_cpa_reaches_optimum_on_generated_sparse_problem(sparse_problem):
         X.data,
         y,
         n_features=X.shape[1],
-        C=C,
-        tol_rel=0.0,
-        tol=tol,
+        params=CpaParams(C=C, tol_rel=0.0, tol=tol),
     )
     assert res.converged
     assert best * (1 - 1e-6) <= res.objective <= best + 1.001 * C * len(y) * tol
@@ -173,12 +172,12 @@ def test_cpa_listed_passes_keep_the_certificate(tall_problem, threads, monkeypat
     X, y = tall_problem
     C = 1.0
     best = _reference(X, y, C, 1.0)
-    one = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5)
+    one = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=1e-5))
     res = one
     if threads == 2:
         monkeypatch.setattr("worker.solvers.data_passes.CHUNK_NNZ", 300)
-        monkeypatch.setattr("worker.solvers.cut_store.PARALLEL_NNZ", 1000)
-        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=1e-5, n_processes=2)
+        monkeypatch.setattr("worker.solvers.cut_data.PARALLEL_NNZ", 1000)
+        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=1e-5), n_processes=2)
         assert res.objective == pytest.approx(one.objective, rel=2e-5)
     listed = [p for p in res.trace if p["primal"] is None]
     assert listed and all(p["rows_computed"] < len(y) for p in listed)  # the mechanism ran
@@ -200,10 +199,10 @@ def test_cpa_listed_rows_within_the_radius_give_the_exact_cut(tall_problem, monk
     # decided by a rounding difference, sends the two runs on different paths
     monkeypatch.setattr(cpa, "QP_REL", 1e-9)
     monkeypatch.setattr(cpa, "LISTED_RUN", 0)  # full passes only: the paper's Algorithm 1
-    full = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-6)
+    full = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=1e-6))
     monkeypatch.setattr(cpa, "LISTED_RUN", 50)
     monkeypatch.setattr(cpa, "LISTED_SHARE", 1.0)
-    listed = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-6)
+    listed = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=1e-6))
     assert full.extra["full_passes"] == full.n_iter
     assert listed.extra["full_passes"] == 1
     assert all(p["primal"] is not None for p in listed.trace)
@@ -217,8 +216,10 @@ def test_cpa_listed_rows_within_the_radius_give_the_exact_cut(tall_problem, monk
 
 def test_cpa_agrees_with_dcd(cancer):
     X, y = cancer
-    ref = solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=0.0, tol=1e-3)
+    ref = solve_dcd(
+        *_csr(X), y, n_features=X.shape[1], params=DcdParams(C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
+    )
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, bias=1.0, tol_rel=0.0, tol=1e-3))
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective + 1.0 * len(y) * 1e-3
 
 
@@ -242,10 +243,7 @@ def test_cpa_agrees_with_liblinear_official_at_tight_tolerance(problem, request)
         Xs.data,
         y,
         n_features=X.shape[1],
-        C=C,
-        bias=1.0,
-        tol_rel=0.0,
-        tol=1e-6,
+        params=CpaParams(C=C, bias=1.0, tol_rel=0.0, tol=1e-6),
     )
     assert abs(res.objective - ref) <= 1e-3 * ref
 
@@ -254,7 +252,7 @@ def test_cpa_tolerance_is_the_papers_training_loss_precision(cancer):
     """At the stop, the most violated constraint exceeds the working set's slack by <= tol per example."""
     X, y = cancer
     for tol in (1e-2, 1e-3):
-        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=tol)
+        res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=tol))
         last = res.trace[-1]
         assert last["violation"] <= tol
         # iterations that computed the outputs of the listed rows only know no most violated constraint
@@ -266,7 +264,7 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
     X, y = cancer
     X = X.copy()
     X[np.abs(X) < 0.5] = 0.0
-    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4)
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-4))
     full = sp.csr_matrix(np.ones_like(X))  # every entry stored, row-major
     full.data[:] = X.ravel()  # ... including the zeros
     b = solve_cpa(
@@ -275,9 +273,7 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
         full.data,
         y,
         n_features=X.shape[1],
-        C=1.0,
-        tol_rel=0.0,
-        tol=1e-4,
+        params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-4),
     )
     assert a.n_iter == b.n_iter
     assert b.objective == pytest.approx(a.objective, rel=1e-12)
@@ -290,7 +286,7 @@ def test_cpa_explicit_zeros_change_nothing(cancer):
 
 def test_cpa_max_iter_is_a_result(cancer):
     X, y = cancer
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, max_iter=3)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-6, max_iter=3))
     assert not res.converged and res.stop_reason is StopReason.MAX_ITER
     assert res.n_iter == 3 and len(res.trace) == 3
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
@@ -300,7 +296,11 @@ def test_cpa_max_iter_is_a_result(cancer):
 def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
     X, y = cancer
     res = solve_cpa(
-        *_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=SolverControl(deadline=0.0)
+        *_csr(X),
+        y,
+        n_features=X.shape[1],
+        params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-6),
+        control=SolverControl(deadline=0.0),
     )
     assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1 and not res.converged
     calls = []
@@ -310,7 +310,7 @@ def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
         return len(calls) >= 7
 
     control = SolverControl(cancel_requested=cancel)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-6, control=control)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-6), control=control)
     # two looks an iteration (before its cut pass, at its end): the 7th is iteration 4's first, before
     # that iteration records its point
     assert res.stop_reason is StopReason.CANCELED and res.n_iter == 4
@@ -320,8 +320,8 @@ def test_cpa_deadline_and_cancel_return_best_so_far(cancer):
 
 def test_cpa_deterministic_and_trace(cancer):
     X, y = cancer
-    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4, seed=1)
-    b = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=0.0, tol=1e-4, seed=2)
+    a = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-4, seed=1))
+    b = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=1.0, tol_rel=0.0, tol=1e-4, seed=2))
     np.testing.assert_array_equal(a.w, b.w)
     assert a.bias == b.bias and a.n_iter == b.n_iter
     keys = {"iteration", "elapsed_s", "primal", "lower_bound", "gap", "n_cuts", "qp_s", "outputs_s", "cut_s"}
@@ -339,38 +339,23 @@ def test_cpa_on_digits_is_within_tolerance():
     y = np.where(labels >= 5, 1.0, -1.0)
     C = 0.1
     best = _reference(X, y, C, 1.0)
-    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
+    res = solve_cpa(*_csr(X), y, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=0.0, tol=1e-3))
     assert best * (1 - 1e-6) <= res.objective <= best + C * len(y) * 1e-3
 
 
-@pytest.mark.parametrize(
-    "kwargs,match",
-    [
-        ({"C": 0.0}, "C must be"),
-        ({"C": float("nan")}, "C must be"),
-        ({"tol": -1.0}, "tol must be"),
-        ({"bias": 0.0}, "bias must be"),
-        ({"max_iter": 0}, "max_iter must be"),
-        ({"max_inactive": 0}, "max_inactive must be"),
-        ({"objective": "regression"}, "objective must be one of"),
-        ({"qid": np.zeros(4)}, "qid is only used"),
-        ({"seed": -1}, "seed must be"),
-    ],
-)
-def test_cpa_refuses_bad_parameters(kwargs, match):
+def test_cpa_refuses_a_qid_for_classification():
+    """qid is not a schema field: the solver checks it (the schema's fields are refused there:
+    tests/test_params_contract.py)."""
     ip, ix, dt = _csr(np.eye(4))
-    args = {"n_features": 4, "C": 1.0} | kwargs
-    with pytest.raises(SolverInputError, match=match):
-        solve_cpa(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), **args)
+    with pytest.raises(SolverInputError, match="qid is only used"):
+        solve_cpa(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, params=CpaParams(), qid=np.zeros(4))
 
 
 def test_cpa_refuses_bad_labels_and_shapes():
     ip, ix, dt = _csr(np.eye(4))
     with pytest.raises(SolverInputError, match="-1, \\+1"):
-        solve_cpa(ip, ix, dt, np.array([0.0, 1.0, 1.0, 0.0]), n_features=4, C=1.0)
+        solve_cpa(ip, ix, dt, np.array([0.0, 1.0, 1.0, 0.0]), n_features=4, params=CpaParams(C=1.0))
     with pytest.raises(SolverInputError, match="one entry per row"):
-        solve_cpa(ip, ix, dt, np.array([1.0, -1.0]), n_features=4, C=1.0)
+        solve_cpa(ip, ix, dt, np.array([1.0, -1.0]), n_features=4, params=CpaParams(C=1.0))
     with pytest.raises(SolverInputError, match="CSR arrays"):
-        solve_cpa(ip.astype(np.int32), ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, C=1.0)
-    with pytest.raises(SolverInputError, match="tol_rel is off"):
-        solve_cpa(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, C=1.0, tol_rel=0.0)
+        solve_cpa(ip.astype(np.int32), ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, params=CpaParams(C=1.0))

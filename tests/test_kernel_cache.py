@@ -86,15 +86,16 @@ ENSURE_ALL = "from kpkg.units import KERNELS; KERNELS.ensure(['caller', 'alone']
 
 
 def test_fingerprints_follow_imports_and_only_them(tmp_path):
-    """Changing smo_team.py changes the fingerprint of every solver module that imports it, directly or
-    not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid)."""
+    """Changing smo/team.py changes the fingerprint of every solver module that imports it, directly or
+    not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid). Modules of
+    subpackages are named relative to the package (``smo.team``)."""
     before = fingerprints_of(SOLVERS_DIR, "worker.solvers")
     copy = tmp_path / "solvers"
     shutil.copytree(SOLVERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "smo_team.py").write_text((copy / "smo_team.py").read_text() + "\n# a change\n")
+    (copy / "smo" / "team.py").write_text((copy / "smo" / "team.py").read_text() + "\n# a change\n")
     after = fingerprints_of(copy, "worker.solvers")
     changed = {name for name in before if before[name] != after[name]}
-    assert changed == {"smo_team", "smo_cache", "smo_steps", "smo"}
+    assert changed == {"smo.team", "smo.cache", "smo.steps", "smo.run", "smo.solve"}
     assert "dcd" in before and "kernel_cache" not in before, "every solver module and nothing else is fingerprinted"
 
 

@@ -10,9 +10,10 @@ import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.preprocessing import StandardScaler
 
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams
 from tests import naive
-from tests.helpers import liblinear_train, liblinear_w_full
-from worker.solvers import cut_store, line_search
+from tests.helpers import liblinear_train, liblinear_w_full, with_params
+from worker.solvers import cut_data, cut_store, line_search
 from worker.solvers.common import SolverControl, SolverInputError, StopReason
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.dcd import solve_dcd
@@ -142,7 +143,7 @@ def test_line_search_selection_agrees_with_the_sorted_sweep():
 def test_ocas_reaches_optimum_within_tolerance_on_breast_cancer(problems, C, B):
     X, y = problems["cancer"]
     best = _reference(X, y, C, B)
-    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=C, bias=B, tol_rel=1e-3)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=C, bias=B, tol_rel=1e-3))
     assert res.converged and res.stop_reason is StopReason.CONVERGED
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, C, B), rel=1e-10)
     # stopping rule (9): certified within tol_rel of the optimum
@@ -156,7 +157,12 @@ def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
     C = 0.5
     best = _reference(X, y, C, 1.0)
     res = solve_ocas(
-        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, n_features=X.shape[1], C=C, tol_rel=1e-3
+        X.indptr.astype(np.int64),
+        X.indices.astype(np.int32),
+        X.data,
+        y,
+        n_features=X.shape[1],
+        params=OcasParams(C=C, tol_rel=1e-3),
     )
     assert res.converged
     assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-3)
@@ -164,8 +170,10 @@ def test_ocas_reaches_optimum_on_generated_sparse_problem(problems):
 
 def test_ocas_agrees_with_dcd(problems):
     X, y = problems["cancer"]
-    ref = solve_dcd(*_csr(X), y, n_features=X.shape[1], C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
-    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, bias=1.0, tol_rel=1e-3)
+    ref = solve_dcd(
+        *_csr(X), y, n_features=X.shape[1], params=DcdParams(C=1.0, loss="hinge", bias=1.0, tol=1e-6, max_iter=100000)
+    )
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, bias=1.0, tol_rel=1e-3))
     assert ref.objective * (1 - 1e-4) <= res.objective <= ref.objective * (1 + 1e-3)
 
 
@@ -189,9 +197,7 @@ def test_ocas_agrees_with_liblinear_official_at_tight_tolerance(problems, name):
         Xs.data,
         y,
         n_features=X.shape[1],
-        C=C,
-        bias=1.0,
-        tol_rel=1e-6,
+        params=OcasParams(C=C, bias=1.0, tol_rel=1e-6),
     )
     assert abs(res.objective - ref) <= 1e-3 * ref
 
@@ -208,8 +214,8 @@ def test_ocas_needs_fewer_iterations_than_cpa(problems, name, eps_rel):
     C = 1.0
     eps = eps_rel * _reference(X, y, C, 1.0)
     args = _csr(X)
-    cpa = solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=eps / (C * len(y)))
-    ocas = solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol_abs=eps)
+    cpa = solve_cpa(*args, y, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=0.0, tol=eps / (C * len(y))))
+    ocas = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=C, tol_rel=0.0, tol_abs=eps))
     assert cpa.converged and ocas.converged
     assert ocas.n_iter < cpa.n_iter
 
@@ -221,11 +227,11 @@ def test_ocas_needs_fewer_iterations_than_cpa(problems, name, eps_rel):
 
 @pytest.mark.parametrize("name", ["sparse", "cancer"])  # cuts as outputs (n <= d), dense cuts (n > d)
 def test_one_and_two_threads_give_the_same_model(problems, name, monkeypatch):
-    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)  # small problems get one thread otherwise
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1)  # small problems get one thread otherwise
     X, y = problems[name]
     args = _csr(X)
-    one = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=1)
-    two = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4, n_processes=2)
+    one = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4), n_processes=1)
+    two = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4), n_processes=2)
     assert one.extra["threads"] == 1 and two.extra["threads"] == min(2, cut_store_cores())
     assert one.extra["cut_form"] == ("outputs" if name == "sparse" else "dense")
     assert two.n_iter == one.n_iter
@@ -251,7 +257,7 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
     for form in (cut_store.DenseCuts, cut_store.OutputCuts):
         monkeypatch.setattr(cut_store, "choose", lambda data, C, coef_dtype=np.int8, form=form: form(data, C))
         monkeypatch.setattr("worker.solvers.ocas.choose", cut_store.choose)
-        runs[form.kind] = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+        runs[form.kind] = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4))
     dense, outputs = runs["dense"], runs["outputs"]
     assert dense.extra["cut_form"] == "dense" and outputs.extra["cut_form"] == "outputs"
     for p, q in zip(dense.trace[:60], outputs.trace[:60]):
@@ -264,7 +270,7 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
 
 def test_unsorted_rows_with_duplicates_and_two_threads(monkeypatch):
     """Rows not sorted by feature, repeated features in a row: the scatter adds them all, in order."""
-    monkeypatch.setattr(cut_store, "PARALLEL_NNZ", 1)
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1)
     rng = np.random.default_rng(3)
     n, d = 700, 900  # more features than rows: cuts kept as outputs
     counts = rng.integers(3, 12, size=n)
@@ -273,8 +279,8 @@ def test_unsorted_rows_with_duplicates_and_two_threads(monkeypatch):
     data = rng.normal(size=indptr[-1])
     X = sp.csr_matrix((data, indices, indptr), shape=(n, d))  # scipy sums the repeats when multiplying
     y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
-    one = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=1)
-    two = solve_ocas(indptr, indices, data, y, n_features=d, C=0.5, tol_rel=1e-5, n_processes=2)
+    one = solve_ocas(indptr, indices, data, y, n_features=d, params=OcasParams(C=0.5, tol_rel=1e-5), n_processes=1)
+    two = solve_ocas(indptr, indices, data, y, n_features=d, params=OcasParams(C=0.5, tol_rel=1e-5), n_processes=2)
     assert two.extra["threads"] == min(2, cut_store_cores())
     np.testing.assert_array_equal(two.w, one.w)
     assert two.objective == one.objective and two.n_iter == one.n_iter
@@ -288,7 +294,7 @@ def test_float32_values_and_int64_indices(problems):
     X, y = problems["sparse"]
     X32 = X.astype(np.float32)
     indptr, indices, data = X32.indptr.astype(np.int64), X32.indices.astype(np.int64), X32.data
-    res = solve_ocas(indptr, indices, data, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    res = solve_ocas(indptr, indices, data, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4))
     X64 = X32.astype(np.float64)  # the problem the float32 values define
     best = _reference(X64, y, 1.0, 1.0)
     assert best * (1 - 1e-6) <= res.objective <= best * (1 + 1e-4)
@@ -303,19 +309,20 @@ def test_float32_values_and_int64_indices(problems):
 def test_ocas_max_iter_deadline_cancel(problems):
     X, y = problems["cancer"]
     args = _csr(X)
-    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9, max_iter=4)
+    res = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-9, max_iter=4))
     assert res.stop_reason is StopReason.MAX_ITER and not res.converged and res.n_iter == 4
     assert res.objective == pytest.approx(_primal(X, y, res.w, res.bias, 1.0, 1.0), rel=1e-10)
     assert res.objective == pytest.approx(res.trace[-1]["primal"], rel=1e-10)  # best so far = w_b
-    res = solve_ocas(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-9, control=SolverControl(deadline=0.0))
+    res = solve_ocas(
+        *args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-9), control=SolverControl(deadline=0.0)
+    )
     assert res.stop_reason is StopReason.DEADLINE and res.n_iter == 1
     calls = []
     res = solve_ocas(
         *args,
         y,
         n_features=X.shape[1],
-        C=1.0,
-        tol_rel=1e-9,
+        params=OcasParams(C=1.0, tol_rel=1e-9),
         control=SolverControl(cancel_requested=lambda: calls.append(1) or len(calls) >= 7),
     )
     # three looks an iteration (after the outputs pass, after the update pass, at its end): the 7th is
@@ -325,7 +332,7 @@ def test_ocas_max_iter_deadline_cancel(problems):
 
 def test_ocas_trace_is_monotone_and_complete(problems):
     X, y = problems["digits"]
-    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4))
     primal = [p["primal"] for p in res.trace]
     lower = [p["lower_bound"] for p in res.trace]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(primal, primal[1:]))  # F(w_b) never increases
@@ -350,50 +357,40 @@ def test_ocas_trace_is_monotone_and_complete(problems):
 
 def test_ocas_warm_start_from_the_optimum(problems):
     X, y = problems["cancer"]
-    cold = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-6)
-    warm = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-3, w0=np.append(cold.w, cold.bias))
+    cold = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-6))
+    warm = solve_ocas(
+        *_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-3), w0=np.append(cold.w, cold.bias)
+    )
     assert warm.objective <= cold.objective * (1 + 1e-12)
     assert warm.n_iter < cold.n_iter
     with pytest.raises(SolverInputError, match="w0 must be"):
-        solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, w0=np.zeros(3))
+        solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0), w0=np.zeros(3))
 
 
 def test_ocas_deterministic(problems):
     X, y = problems["wine"]
-    a = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, seed=0)
-    b = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, seed=9)
+    a = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, seed=0))
+    b = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, seed=9))
     np.testing.assert_array_equal(a.w, b.w)
     assert a.n_iter == b.n_iter and a.bias == b.bias
 
 
-@pytest.mark.parametrize(
-    "kwargs,match",
-    [
-        ({"lam": 0.0}, "lam must be"),
-        ({"lam": 1.5}, "lam must lie"),
-        ({"tol_rel": 0.0, "tol_abs": 0.0}, "tol_rel is off"),
-        ({"tol_rel": None, "tol_abs": 0.0}, "tol_rel is off"),
-        ({"tol_rel": 1.0}, "tol_rel must be a relative gap"),
-        ({"tol_rel": -1.0}, "tol_rel must be"),
-        ({"n_processes": 0}, "n_processes must be"),
-        ({"C": -1.0}, "C must be"),
-        ({"bias": -1.0}, "bias must be"),
-    ],
-)
-def test_ocas_refuses_bad_parameters(kwargs, match):
+def test_ocas_refuses_a_bad_thread_count():
+    """n_processes is the solver's keyword, not the schema's field (the schema's fields are refused there:
+    tests/test_params_contract.py)."""
     ip, ix, dt = _csr(np.eye(4))
-    with pytest.raises(SolverInputError, match=match):
-        solve_ocas(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), **({"n_features": 4, "C": 1.0} | kwargs))
+    with pytest.raises(SolverInputError, match="n_processes must be"):
+        solve_ocas(ip, ix, dt, np.array([1.0, -1.0, 1.0, -1.0]), n_features=4, params=OcasParams(), n_processes=0)
 
 
 @pytest.mark.parametrize("name", ["sparse", "cancer"])
 def test_a_small_cut_budget_still_converges(problems, monkeypatch, name):
     """With room for only 4 stored cuts (memory budget), cuts with alpha = 0 are dropped before each new
     one: the lower bound stays monotone and the certified optimum is reached."""
-    monkeypatch.setattr(cut_store, "MIN_CUTS", 4)
-    monkeypatch.setattr(cut_store, "MEMORY_SHARE", 0.0)
+    monkeypatch.setattr(cut_data, "MIN_CUTS", 4)
+    monkeypatch.setattr(cut_data, "MEMORY_SHARE", 0.0)
     X, y = problems[name]
-    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, tol_rel=1e-3)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-3))
     lower = [p["lower_bound"] for p in res.trace]
     assert all(b >= a for a, b in zip(lower, lower[1:]))
     assert res.converged
@@ -406,7 +403,7 @@ def test_a_small_cut_budget_still_converges(problems, monkeypatch, name):
 def test_small_problems_run_on_one_thread(problems):
     """Below PARALLEL_NNZ non-zeros per thread the parallel regions cost more than they save."""
     X, y = problems["sparse"]
-    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], C=1.0, n_processes=2)
+    res = solve_ocas(*_csr(X), y, n_features=X.shape[1], params=OcasParams(C=1.0), n_processes=2)
     assert res.extra["threads"] == 1
 
 
@@ -457,8 +454,12 @@ def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
 
     X, y = problems["sparse"]
     args = _csr(X)
-    fit = solve_ocas if solver == "ocas" else solve_cpa
-    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 0)
+    solve, schema = (solve_ocas, OcasParams) if solver == "ocas" else (solve_cpa, CpaParams)
+
+    def fit(*args, **keywords):
+        return solve(*args, **with_params(schema, keywords))
+
+    monkeypatch.setattr(cut_data, "COLUMNS_MAX_NNZ", 0)
     rows = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     used = []
 
@@ -466,11 +467,11 @@ def test_the_column_copy_changes_no_iterate(problems, monkeypatch, solver):
         used.append(1)
         return dp.gather_columns(*a)
 
-    monkeypatch.setattr(cut_store, "COLUMNS_MAX_NNZ", 10**9)
-    monkeypatch.setattr(cut_store, "COLUMNS_WAIT", 1)
-    monkeypatch.setattr(cut_store, "COLUMNS_BUILD", 0.0)
-    monkeypatch.setattr(cut_store, "COLUMNS_ENTRY", 0.0)  # always the columns once built
-    monkeypatch.setattr(cut_store, "gather_columns", counting)
+    monkeypatch.setattr(cut_data, "COLUMNS_MAX_NNZ", 10**9)
+    monkeypatch.setattr(cut_data, "COLUMNS_WAIT", 1)
+    monkeypatch.setattr(cut_data, "COLUMNS_BUILD", 0.0)
+    monkeypatch.setattr(cut_data, "COLUMNS_ENTRY", 0.0)  # always the columns once built
+    monkeypatch.setattr(cut_data, "gather_columns", counting)
     cols = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     assert rows.extra["cut_form"] == cols.extra["cut_form"] == "outputs"
     assert len(used) >= cols.n_iter - 3
@@ -486,11 +487,15 @@ def test_16_bit_indices_change_no_iterate(problems, monkeypatch, solver, name):
     and the cut budget still counts the caller's arrays."""
     X, y = problems[name]
     args = _csr(X)
-    fit = solve_ocas if solver == "ocas" else solve_cpa
-    narrow = cut_store.prepare_data(*args, X.shape[1], 1.0, 1)
+    solve, schema = (solve_ocas, OcasParams) if solver == "ocas" else (solve_cpa, CpaParams)
+
+    def fit(*args, **keywords):
+        return solve(*args, **with_params(schema, keywords))
+
+    narrow = cut_data.prepare_data(*args, X.shape[1], 1.0, 1)
     assert narrow.indices.dtype == np.uint16 and narrow.index_bytes == args[1].itemsize
-    monkeypatch.setattr(cut_store, "NARROW_MAX_D", 0)
-    assert cut_store.prepare_data(*args, X.shape[1], 1.0, 1).indices.dtype == args[1].dtype
+    monkeypatch.setattr(cut_data, "NARROW_MAX_D", 0)
+    assert cut_data.prepare_data(*args, X.shape[1], 1.0, 1).indices.dtype == args[1].dtype
     wide = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)
     monkeypatch.undo()
     short = fit(*args, y, n_features=X.shape[1], C=1.0, tol_rel=1e-4)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from core.schemas.solver_params import SmoParams
 from core.solvers import solver_params
 from tests import naive
 from tests.helpers import NullSink, a9a_stand_in, sparse_problem
@@ -126,10 +127,11 @@ def test_a_search_publishes_every_folds_points_and_its_phases():
 
 def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
     """A point taken while shrunk has the primal that a full gradient rebuild gives at the same iterate."""
-    from worker.solvers import smo
     from worker.solvers.common import SolverControl, StopReason
+    from worker.solvers.smo import run as smo_run
+    from worker.solvers.smo import solve as smo
 
-    monkeypatch.setattr(smo, "PRIMAL_EVERY_S", 0.0)
+    monkeypatch.setattr(smo_run, "PRIMAL_EVERY_S", 0.0)
     matrix, y = a9a_stand_in(3000, 0)
     indptr, indices, data = _csr(matrix)
     seen: dict = {}
@@ -145,9 +147,7 @@ def test_smo_reports_the_exact_primal_while_shrunk(monkeypatch):
         data,
         y,
         n_features=123,
-        C=1.0,
-        kernel={"type": "rbf", "gamma": 0.0081},
-        trace_every=50,
+        params=SmoParams(C=1.0, kernel={"type": "rbf", "gamma": 0.0081}, trace_every=50),
         control=control,
     )
     assert result.stop_reason is StopReason.CANCELED

@@ -12,6 +12,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 from sklearn.svm import LinearSVC
 
+from core.schemas.solver_params import CpaParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
@@ -112,7 +113,11 @@ def test_pairwise_objectives_reach_brute_force_optimum(objective, n_ranks, n_gro
     best, m = _brute_force_optimum(X, y, qid, C)
     tol = 1e-5
     res = solve_cpa(
-        *_csr(X), y, n_features=X.shape[1], C=C, bias=1.0, tol_rel=0.0, tol=tol, objective=objective, qid=qid
+        *_csr(X),
+        y,
+        n_features=X.shape[1],
+        params=CpaParams(C=C, bias=1.0, tol_rel=0.0, tol=tol, objective=objective),
+        qid=qid,
     )
     assert res.converged
     assert res.bias == 0.0
@@ -134,13 +139,13 @@ def test_roc_area_agrees_with_liblinear_official():
     model, _converged = liblinear_train(D, signs, f"-s 3 -c {C} -e 1e-6 -B -1 -q")
     w_ref = liblinear_w_full(model, bias=None)
     ref = naive.pairwise_primal(X, y, w_ref, C)
-    res = solve_cpa(*_csr(X), y, n_features=5, C=C, tol_rel=0.0, tol=1e-6, objective="roc_area")
+    res = solve_cpa(*_csr(X), y, n_features=5, params=CpaParams(C=C, tol_rel=0.0, tol=1e-6, objective="roc_area"))
     assert abs(res.objective - ref) <= 1e-3 * ref
 
 
 def test_ordinal_thresholds_and_ranks_in_result():
     X, y, _ = _ranked_problem(200, 6, 4, seed=3)
-    res = solve_cpa(*_csr(X), y, n_features=6, C=0.1, tol_rel=0.0, tol=1e-4, objective="ordinal")
+    res = solve_cpa(*_csr(X), y, n_features=6, params=CpaParams(C=0.1, tol_rel=0.0, tol=1e-4, objective="ordinal"))
     ranks = np.array(res.extra["ranks"])
     thresholds = np.array(res.extra["thresholds"])
     np.testing.assert_array_equal(ranks, np.unique(y))

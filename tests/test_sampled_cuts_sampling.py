@@ -5,11 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.schemas.solver_params import SampledCutsParams, SmoParams
 from tests import naive
 from worker.solvers.common import rng_state
-from worker.solvers.sampled_cuts import default_pool_size, solve_sampled_cuts
-from worker.solvers.sampled_cuts_sampling import calibrate, calibrated_cut, pooled_cut, systematic_rows
-from worker.solvers.smo import solve_smo
+from worker.solvers.sampled_cuts.sampling import (
+    calibrate,
+    calibrated_cut,
+    default_pool_size,
+    pooled_cut,
+    systematic_rows,
+)
+from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+from worker.solvers.smo.solve import solve_smo
 
 pytestmark = pytest.mark.solver  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
@@ -80,7 +87,7 @@ def test_a_pooled_cut_has_the_pools_mean_hinge_and_r_of_its_losing_rows():
 @pytest.fixture(scope="module")
 def board():
     X, y = checkerboard(6000, 0)
-    smo = solve_smo(*_csr(X), y, n_features=2, C=1.0, kernel={"type": "rbf", "gamma": 10.0})
+    smo = solve_smo(*_csr(X), y, n_features=2, params=SmoParams(C=1.0, kernel={"type": "rbf", "gamma": 10.0}))
     assert smo.converged
     return X, y, smo.objective
 
@@ -92,7 +99,10 @@ def test_calibrated_cuts_reach_the_exact_objective_where_uniform_ones_stop_short
     found = {}
     for sampling in ("uniform", "calibrated"):
         result = solve_sampled_cuts(
-            *_csr(X), y, n_features=2, C=1.0, kernel={"type": "rbf", "gamma": 10.0}, sampling=sampling, bias=None
+            *_csr(X),
+            y,
+            n_features=2,
+            params=SampledCutsParams(C=1.0, kernel={"type": "rbf", "gamma": 10.0}, sampling=sampling, bias=None),
         )
         assert result.converged and not result.extra["objective_is_estimate"]
         found[sampling] = (result.objective - best) / best
@@ -107,7 +117,11 @@ def test_the_default_pool_is_the_papers_on_small_sets_and_4000_rows_at_a_million
     assert default_pool_size(10_000_000, 400) == 4000
     X, y = checkerboard(3000, 1)
     kernel = {"type": "rbf", "gamma": 10.0}
-    default = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=kernel, variant="constant")
-    paper = solve_sampled_cuts(*_csr(X), y, n_features=2, C=1.0, kernel=kernel, variant="constant", pool_size=400)
+    default = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, params=SampledCutsParams(C=1.0, kernel=kernel, variant="constant")
+    )
+    paper = solve_sampled_cuts(
+        *_csr(X), y, n_features=2, params=SampledCutsParams(C=1.0, kernel=kernel, variant="constant", pool_size=400)
+    )
     assert default.extra["pool_size"] == paper.extra["pool_size"] == default.extra["sample_size"] == 400
     assert default.objective == paper.objective and default.n_iter == paper.n_iter

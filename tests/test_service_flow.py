@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core.schemas.solver_params import DcdParams
 from tests.helpers import gzipped, sparse_problem, to_svmlight, upload, wait_for, wait_job
 
 
@@ -262,11 +263,7 @@ def test_binary_values_are_stored_once_and_train_as_written(service, http):
     done = wait_job(http, job["id"])
     assert done["status"] == "succeeded", done
     model = http.get(f"/v1/models/{done['model_id']}").json()
-    direct = solve_dcd(
-        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float32), y, n_features=n_features,
-        C=1.0, tol=1e-3,
-        tol_rel=None,
-    )  # fmt: skip
+    direct = solve_dcd(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float32), y, n_features=n_features, params=DcdParams(C=1.0, tol=1e-3, tol_rel=None))  # fmt: skip
     assert model["objective"] == pytest.approx(direct.objective, rel=1e-9)
     report = http.post(f"/v1/models/{done['model_id']}/evaluate", json={"dataset_id": dataset["id"]}).json()
     assert report["accuracy"] == pytest.approx(model["train_accuracy"]) and report["accuracy"] > 0.8

@@ -9,15 +9,17 @@ import pytest
 import scipy.sparse as sp
 from numba import njit
 
-from worker.solvers import smo as smo_module
+from core.schemas.solver_params import SmoParams
+from tests.helpers import with_params
 from worker.solvers.atomics import array_at, compare_and_swap, fetch_add, load_acquire, nap_ns, store_release, yield_cpu
 from worker.solvers.common import SolverControl, StopReason
 from worker.solvers.kernels import KERNEL_RBF, row_sq_norms
-from worker.solvers.smo import solve_smo
-from worker.solvers.smo_rows import KernelParams, _row_chunk, position_copies
-from worker.solvers.smo_scans import axpy_chunk, update_g_chunk
-from worker.solvers.smo_state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
-from worker.solvers.smo_team import RowTeam, axpy, kernel_row, update_gradient
+from worker.solvers.smo import run as smo_module
+from worker.solvers.smo.rows import KernelParams, _row_chunk, position_copies
+from worker.solvers.smo.scans import axpy_chunk, update_g_chunk
+from worker.solvers.smo.solve import solve_smo
+from worker.solvers.smo.state import IS_SIZE, IS_TEAM_MIN_ROW, T_PARTNERS, T_QUIT
+from worker.solvers.smo.team import RowTeam, axpy, kernel_row, update_gradient
 
 
 @njit(nogil=True)
@@ -99,7 +101,7 @@ def _position_rows(n=3000, dense=True, seed=0):
     indptr, indices, data = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     X = position_copies(indptr, indices, data, row_sq_norms(indptr, data), y, 6, 1, dense)
-    from worker.solvers.smo_rows import OriginalRows, reorder
+    from worker.solvers.smo.rows import OriginalRows, reorder
 
     reorder(OriginalRows(indptr, indices, data, row_sq_norms(indptr, data), np.arange(n, dtype=np.int64)), X)
     kp = KernelParams(np.int64(KERNEL_RBF), np.float64(0.7), np.float64(0.0), np.int64(3))
@@ -179,17 +181,21 @@ def test_a_solve_leaves_no_partner_thread_behind_however_it_ends(monkeypatch):
         pytest.skip("numba allows one thread here")
     monkeypatch.setattr(smo_module, "TEAM_MIN_ROW", 64)
     args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "n_threads": 2}
-    done = solve_smo(*_ring(), **args)
+    done = solve_smo(*_ring(), **with_params(SmoParams, args))
     assert done.converged and _partner_threads() == []
 
-    cancelled = solve_smo(*_ring(), **args, control=SolverControl(cancel_requested=lambda: True))
+    cancelled = solve_smo(
+        *_ring(), control=SolverControl(cancel_requested=lambda: True), **with_params(SmoParams, args)
+    )
     assert cancelled.stop_reason == StopReason.CANCELED and _partner_threads() == []
 
     def explode(point):
         raise RuntimeError("trace sink failed")
 
     with pytest.raises(RuntimeError, match="trace sink failed"):
-        solve_smo(*_ring(), **args, trace_every=5, control=SolverControl(on_point=explode))
+        solve_smo(
+            *_ring(), control=SolverControl(on_point=explode), **with_params(SmoParams, {**args, "trace_every": 5})
+        )
     assert _partner_threads() == []
 
 
@@ -203,7 +209,7 @@ def test_a_solve_follows_its_share_of_the_cores_and_still_gives_the_one_thread_m
     monkeypatch.setattr(smo_module, "TEAM_MIN_ROW", 64)
     monkeypatch.setattr(smo_module, "SLICE_SECONDS", 1e-4)  # many slices, so the share changes often
     args = {"n_features": 3, "C": 10.0, "kernel": {"type": "rbf", "gamma": 2.0}, "seed": 3}
-    alone = solve_smo(*_ring(), **args, n_threads=1)
+    alone = solve_smo(*_ring(), n_threads=1, **with_params(SmoParams, args))
     asked: list = []
     limits: list[int] = []
 
@@ -221,7 +227,7 @@ def test_a_solve_follows_its_share_of_the_cores_and_still_gives_the_one_thread_m
 
     monkeypatch.setattr(RowTeam, "limit", limit)
     before = numba.get_num_threads()
-    followed = solve_smo(*_ring(), **args, n_threads=2, control=control)
+    followed = solve_smo(*_ring(), n_threads=2, control=control, **with_params(SmoParams, args))
     assert len(asked) >= 6, "the solve asked for its share between slices"
     assert asked[0] is None and set(asked[1:]) <= {1, 2}, "then it said what it used"
     assert {1, 2} <= set(limits), "the team shrank and grew again"

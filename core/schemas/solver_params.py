@@ -174,6 +174,7 @@ class DcdParams(CommonParams):
     )
     bias: float | None = Field(
         default=1.0,
+        ge=0,
         allow_inf_nan=False,
         description=(
             "Value B of a constant feature appended to every row, so the model learns an offset b = B*w_B "
@@ -190,6 +191,7 @@ class DcdParams(CommonParams):
     tol: float = Field(
         default=0.1,
         gt=0,
+        allow_inf_nan=False,
         description="Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); LIBLINEAR's -e).",
     )
     tol_rel: float | None = Field(
@@ -224,6 +226,7 @@ class DcdParams(CommonParams):
     trace_budget: float | None = Field(
         default=0.1,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "The largest share of the training time that trace points may take: a point `trace_every` makes due is skipped "
             "while the points so far took more than this share of the solver's time (the first point, the last and "
@@ -270,6 +273,7 @@ class CpaParams(CommonParams):
     )
     bias: float | None = Field(
         default=1.0,
+        gt=0,
         allow_inf_nan=False,
         description="Value B of the constant feature (classification only; it cancels in pairwise differences and is ignored there). Null: no offset.",
     )
@@ -287,6 +291,7 @@ class CpaParams(CommonParams):
     tol: float | None = Field(
         default=None,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "The paper's epsilon, off when null: also stop when the most violated constraint exceeds the working "
             "set's slack by at most tol per example (per pair for pairwise objectives), i.e. the objective is within "
@@ -334,6 +339,7 @@ class OcasParams(CommonParams):
     )
     bias: float | None = Field(
         default=1.0,
+        gt=0,
         allow_inf_nan=False,
         description="Value B of the constant feature appended to every row (regularized). Null: no offset.",
     )
@@ -345,7 +351,10 @@ class OcasParams(CommonParams):
         f"Null: tol_abs alone. {RELATIVE_GAP}",
     )
     tol_abs: float = Field(
-        default=0.0, ge=0, description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part)."
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Stop when primal - lower bound <= tol_abs (rule (9), absolute part).",
     )
     lam: float = Field(
         default=0.1,
@@ -433,7 +442,10 @@ class SmoParams(CommonParams):
         description="`second_order`: maximal violating pair with second-order gain (as LIBSVM). `platt`: the paper's heuristics of Section 2.2.",
     )
     tol: float = Field(
-        default=1e-3, gt=0, description="Stop when the maximal KKT violation is below tol (LIBSVM's -e)."
+        default=1e-3,
+        gt=0,
+        allow_inf_nan=False,
+        description="Stop when the maximal KKT violation is below tol (LIBSVM's -e).",
     )
     tol_rel: float | None = Field(
         default=0.01,
@@ -517,7 +529,10 @@ class SampledCutsParams(CommonParams):
         description="`constant` variant: stop after this many consecutive non-violated sampled cuts.",
     )
     tol: float = Field(
-        default=0.001, gt=0, description="The paper's epsilon: precision of the training loss per example."
+        default=0.001,
+        gt=0,
+        allow_inf_nan=False,
+        description="The paper's epsilon: precision of the training loss per example.",
     )
     max_inactive: int = Field(
         default=20, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped."
@@ -525,6 +540,7 @@ class SampledCutsParams(CommonParams):
     max_iter: int = Field(default=10000, ge=1, le=10**7, description="Most cutting-plane iterations.")
     bias: float | None = Field(
         default=1.0,
+        gt=0,
         allow_inf_nan=False,
         description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.",
     )

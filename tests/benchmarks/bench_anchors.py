@@ -48,8 +48,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams
 from tests.benchmarks import anchors, synthetic
 from tests.benchmarks.environment import DATA_DIR, machine
+from tests.helpers import with_params
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_anchors.json"
 WORK = Path(os.environ.get("HINGE_BENCH_DIR", Path(tempfile.gettempdir()) / "hinge-bench"))
@@ -132,10 +134,28 @@ def _ours(solver: str, arrays, n_features: int, C: float, threads: int, **params
 
     indptr, indices, data, y = arrays
     if solver == "ocas":
-        return solve_ocas(indptr, indices, data, y, n_features=n_features, C=C, bias=1.0, n_processes=threads, **params)
+        return solve_ocas(
+            indptr,
+            indices,
+            data,
+            y,
+            n_features=n_features,
+            n_processes=threads,
+            **with_params(OcasParams, {"C": C, "bias": 1.0, **params}),
+        )
     if solver == "cpa":
-        return solve_cpa(indptr, indices, data, y, n_features=n_features, C=C, bias=1.0, n_processes=threads, **params)
-    return solve_dcd(indptr, indices, data, y, n_features=n_features, C=C, bias=1.0, **params)
+        return solve_cpa(
+            indptr,
+            indices,
+            data,
+            y,
+            n_features=n_features,
+            n_processes=threads,
+            **with_params(CpaParams, {"C": C, "bias": 1.0, **params}),
+        )
+    return solve_dcd(
+        indptr, indices, data, y, n_features=n_features, **with_params(DcdParams, {"C": C, "bias": 1.0, **params})
+    )
 
 
 PAIRS = {
@@ -343,7 +363,9 @@ def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
             if rep == 0:
                 for theirs in ("svmocas", "svm_perf", "liblinear"):
                     objective[theirs] += anchor_objective[theirs]
-                optimum += solve_ocas(*args, n_features=n_features, C=C, tol_rel=1e-6, n_processes=2).objective
+                optimum += solve_ocas(
+                    *args, n_features=n_features, params=OcasParams(C=C, tol_rel=1e-6), n_processes=2
+                ).objective
         for key, value in sums.items():
             seconds[key].append(value)
         for key, value in reach.items():

@@ -42,16 +42,17 @@ X = X[:rows] if rows else X
 y = np.where(y[: X.shape[0]] > 0, 1.0, -1.0)
 indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64)
 warmup.ensure_solver(solver)
+from core.schemas.solver_params import CpaParams, DcdParams, OcasParams, SmoParams
 from worker.solvers.dcd import solve_dcd
 from worker.solvers.ocas import solve_ocas
 from worker.solvers.cpa import solve_cpa
-from worker.solvers.smo import solve_smo
+from worker.solvers.smo.solve import solve_smo
 calls = {
-    "dcd": lambda: solve_dcd(indptr, indices, data, y, n_features=X.shape[1], C=1.0),
-    "ocas": lambda: solve_ocas(indptr, indices, data, y, n_features=X.shape[1], C=1.0, n_processes=1),
-    "cpa": lambda: solve_cpa(indptr, indices, data, y, n_features=X.shape[1], C=1.0, n_processes=1),
-    "smo": lambda: solve_smo(indptr, indices, data, y, n_features=X.shape[1], C=1.0,
-                             kernel={"type": "rbf", "gamma": 0.0081}, n_threads=1),
+    "dcd": lambda: solve_dcd(indptr, indices, data, y, n_features=X.shape[1], params=DcdParams(C=1.0)),
+    "ocas": lambda: solve_ocas(indptr, indices, data, y, n_features=X.shape[1], params=OcasParams(C=1.0), n_processes=1),
+    "cpa": lambda: solve_cpa(indptr, indices, data, y, n_features=X.shape[1], params=CpaParams(C=1.0), n_processes=1),
+    "smo": lambda: solve_smo(indptr, indices, data, y, n_features=X.shape[1],
+                             params=SmoParams(C=1.0, kernel={"type": "rbf", "gamma": 0.0081}), n_threads=1),
 }
 start = time.perf_counter()
 result = calls[solver]()

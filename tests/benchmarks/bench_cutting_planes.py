@@ -47,6 +47,7 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 from sklearn.svm import LinearSVC
 
+from core.schemas.solver_params import CpaParams, OcasParams
 from core.scoring.metrics import pairwise_accuracy
 from core.scoring.metrics import predicted_ranks as predict_ranks
 from tests import naive
@@ -174,9 +175,11 @@ def bench_classification(repeats):
             runs = []
             for _ in range(repeats):
                 if solver == "cpa":
-                    r = solve_cpa(*args, y, n_features=d, C=C, bias=None, tol_rel=0.0, tol=eps / (C * n))
+                    r = solve_cpa(
+                        *args, y, n_features=d, params=CpaParams(C=C, bias=None, tol_rel=0.0, tol=eps / (C * n))
+                    )
                 else:
-                    r = solve_ocas(*args, y, n_features=d, C=C, bias=None, tol_rel=0.0, tol_abs=eps)
+                    r = solve_ocas(*args, y, n_features=d, params=OcasParams(C=C, bias=None, tol_rel=0.0, tol_abs=eps))
                 runs.append(r)
             r = runs[0]
             key = "best_primal" if solver == "cpa" else "primal"
@@ -217,7 +220,9 @@ def bench_threads(repeats, max_rows):
         runs_by_p = {1: [], 2: []}
         for _ in range(repeats):
             for p in (1, 2):
-                runs_by_p[p].append(solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=1e-3, n_processes=p))
+                runs_by_p[p].append(
+                    solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=C, tol_rel=1e-3), n_processes=p)
+                )
         for p, runs in runs_by_p.items():
             r = runs[0]
             results[p] = {
@@ -251,7 +256,9 @@ def bench_ordinal(repeats):
         Xs, ys = X[:rows], y[:rows]
         args = _csr(Xs)
         runs = [
-            solve_cpa(*args, ys, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3, objective="ordinal")
+            solve_cpa(
+                *args, ys, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=0.0, tol=1e-3, objective="ordinal")
+            )
             for _ in range(repeats)
         ]
         r = runs[0]
@@ -304,7 +311,13 @@ def bench_ranking(repeats):
     out = {"n": X.shape[0], "queries": int(np.unique(qid).size), "C_per_pair": C, "anchor_optimum": RANK_ANCHOR}
     for tol in (1e-3, 1e-4):
         runs = [
-            solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=tol, objective="ranking", qid=qid)
+            solve_cpa(
+                *args,
+                y,
+                n_features=X.shape[1],
+                params=CpaParams(C=C, tol_rel=0.0, tol=tol, objective="ranking"),
+                qid=qid,
+            )
             for _ in range(repeats)
         ]
         r = runs[0]
@@ -364,9 +377,11 @@ def bench_scaling(repeats, max_rows):
         y = y_all[:n]
         args = _csr(X)
         C = 1e4 / n
-        ocas_runs = [solve_ocas(*args, y, n_features=X.shape[1], C=C, tol_rel=1e-3) for _ in range(repeats)]
+        ocas_runs = [
+            solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=C, tol_rel=1e-3)) for _ in range(repeats)
+        ]
         cpa_runs = [
-            solve_cpa(*args, y, n_features=X.shape[1], C=C, tol_rel=0.0, tol=1e-3)
+            solve_cpa(*args, y, n_features=X.shape[1], params=CpaParams(C=C, tol_rel=0.0, tol=1e-3))
             for _ in range(max(1, repeats if n <= 300_000 else 1))
         ]
         for name, runs in (("ocas", ocas_runs), ("cpa", cpa_runs)):

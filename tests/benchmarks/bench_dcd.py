@@ -45,8 +45,10 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
+from core.schemas.solver_params import DcdParams
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA  # noqa: E402
 from tests.benchmarks.environment import cpu_model
+from tests.helpers import with_params
 from worker.solvers.common import SolverControl
 from worker.solvers.dcd import primal_objective, solve_dcd, warm_up
 
@@ -126,7 +128,14 @@ def _sklearn_reference(problem, loss, bias):
 
 def _ours(problem, loss, bias, **kwargs):
     indptr, indices, data, y, n_features, _ = problem
-    return solve_dcd(indptr, indices, data, y, n_features=n_features, C=C, loss=loss, bias=bias, **kwargs)
+    return solve_dcd(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=n_features,
+        **with_params(DcdParams, {"C": C, "loss": loss, "bias": bias, **kwargs}),
+    )
 
 
 def _liblinear_train(prob, options):

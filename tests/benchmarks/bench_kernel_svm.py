@@ -45,11 +45,13 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.datasets import load_svmlight_file
 
+from core.schemas.solver_params import SampledCutsParams, SmoParams
 from tests import naive
 from tests.benchmarks.bench_sampled_cuts_accuracy import error_percent
 from tests.benchmarks.environment import DATA_DIR as SHARED_DATA
 from tests.benchmarks.environment import machine
-from worker.solvers import sampled_cuts, smo
+from worker.solvers.sampled_cuts import solve as sampled_cuts
+from worker.solvers.smo import solve as smo
 
 DATA_DIR = SHARED_DATA
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_kernel_svm.json"
@@ -234,9 +236,7 @@ def section_threads(names: list[str], repeats: int) -> dict:
                     data,
                     y,
                     n_features=spec["n_features"],
-                    C=1.0,
-                    kernel=kernel,
-                    cache_mb=200,
+                    params=SmoParams(C=1.0, kernel=kernel, cache_mb=200),
                     n_threads=threads,
                 )
                 entry[f"smo_{threads}"] = {
@@ -333,17 +333,26 @@ def section_trend(sizes: list[int], repeats_at: dict[int, int], linear_max: int)
         }
         solvers = {
             "sampled_cuts_constant_1": lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=1
+                *csr,
+                n_features=22,
+                params=SampledCutsParams(C=1.0, kernel=kernel, variant="constant", sample_size=400),
+                n_threads=1,
             ),
-            "smo_1": lambda: smo.solve_smo(*csr, n_features=22, C=1.0, kernel=kernel, n_threads=1),
+            "smo_1": lambda: smo.solve_smo(*csr, n_features=22, params=SmoParams(C=1.0, kernel=kernel), n_threads=1),
             "sampled_cuts_constant_2": lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="constant", sample_size=400, n_threads=2
+                *csr,
+                n_features=22,
+                params=SampledCutsParams(C=1.0, kernel=kernel, variant="constant", sample_size=400),
+                n_threads=2,
             ),
-            "smo_2": lambda: smo.solve_smo(*csr, n_features=22, C=1.0, kernel=kernel, n_threads=2),
+            "smo_2": lambda: smo.solve_smo(*csr, n_features=22, params=SmoParams(C=1.0, kernel=kernel), n_threads=2),
         }
         if size <= linear_max:
             solvers["sampled_cuts_linear_2"] = lambda: sampled_cuts.solve_sampled_cuts(
-                *csr, n_features=22, C=1.0, kernel=kernel, variant="linear", sample_size=400, n_threads=2
+                *csr,
+                n_features=22,
+                params=SampledCutsParams(C=1.0, kernel=kernel, variant="linear", sample_size=400),
+                n_threads=2,
             )
         for repeat in range(repeats_at.get(size, 1)):
             run = {}
@@ -411,7 +420,12 @@ def section_cache(repeats: int) -> dict:
     for _ in range(repeats):
         for shrinking, cache_mb in settings:
             result = smo.solve_smo(
-                indptr, indices, data, y, n_features=123, C=1.0, kernel=kernel, shrinking=shrinking, cache_mb=cache_mb
+                indptr,
+                indices,
+                data,
+                y,
+                n_features=123,
+                params=SmoParams(C=1.0, kernel=kernel, shrinking=shrinking, cache_mb=cache_mb),
             )
             runs[f"smo shrinking={shrinking} cache_mb={cache_mb:g}"].append(
                 {

@@ -46,14 +46,16 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-import worker.solvers.sampled_cuts as sampled_cuts_module
+import worker.solvers.sampled_cuts.solve as sampled_cuts_module
+from core.schemas.solver_params import SampledCutsParams, SmoParams
 from core.scoring.kernel import KernelExpansion
 from tests import naive
 from tests.benchmarks.environment import DATA_DIR, machine
+from tests.helpers import with_params
 from worker.solvers.common import SolverControl
 from worker.solvers.kernels import kernel_block
-from worker.solvers.sampled_cuts import solve_sampled_cuts
-from worker.solvers.smo import solve_smo
+from worker.solvers.sampled_cuts.solve import solve_sampled_cuts
+from worker.solvers.smo.solve import solve_smo
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_sampled_cuts_accuracy.json"
 TEST_ROWS = 100_000
@@ -206,7 +208,12 @@ def million(rows: int, smo_budget_s: float) -> dict:
     X, Xt = sp.csr_matrix(X_all), sp.csr_matrix(X_test)
     out: dict = {"rows": rows, "test_rows": TEST_ROWS, "kernel": kernel, "C": C, "smo_budget_s": smo_budget_s}
     for label in ("constant_pool", "constant_paper"):
-        result = solve_sampled_cuts(*_csr(X), y_all, n_features=2, C=C, kernel=kernel, **SOLVERS[label][1])
+        result = solve_sampled_cuts(
+            *_csr(X),
+            y_all,
+            n_features=2,
+            **with_params(SampledCutsParams, {"C": C, "kernel": kernel, **SOLVERS[label][1]}),
+        )
         out[label] = {
             "test_error": error_percent(result, X, Xt, y_test, kernel),
             "solver_seconds": result.solver_seconds,
@@ -225,8 +232,7 @@ def million(rows: int, smo_budget_s: float) -> dict:
             *_csr(part),
             y_all[:size],
             n_features=2,
-            C=C,
-            kernel=kernel,
+            params=SmoParams(C=C, kernel=kernel),
             control=SolverControl(deadline=time.monotonic() + left),
         )
         spent += time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""smo on 1 thread and on 2 threads (the row team, ``worker.solvers.smo_team``) at several shortest split
+"""smo on 1 thread and on 2 threads (the row team, ``worker.solvers.smo.team``) at several shortest split
 rows: what the team gains on a9a and ijcnn1, and where ``TEAM_MIN_ROW`` sits.
 
     python -m tests.benchmarks.bench_smo_team [--rounds 3] [--min-rows 2048,8192,32768]
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.schemas.solver_params import SmoParams
 from tests.benchmarks.bench_kernel_svm import _load
 from tests.benchmarks.environment import machine
 
@@ -26,13 +27,14 @@ RESULTS = Path(__file__).resolve().parent / "results" / "bench_smo_team.json"
 
 def main() -> None:
     """Run the rounds and write the JSON."""
-    from worker.solvers import smo
+    from worker.solvers.smo import run as smo_run
+    from worker.solvers.smo import solve as smo
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-rows", default="2048,8192,32768")
     args = parser.parse_args()
-    default = smo.TEAM_MIN_ROW
+    default = smo_run.TEAM_MIN_ROW
     runs = {"1 thread": (1, default)} | {
         f"2 threads, rows split from {m}": (2, m) for m in (int(v) for v in args.min_rows.split(","))
     }
@@ -41,19 +43,23 @@ def main() -> None:
         X, y = _load(name, n_features)
         csr = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64), y)
         kernel = {"type": "rbf", "gamma": gamma}
-        smo.solve_smo(*csr, n_features=n_features, C=1.0, kernel=kernel, n_threads=2, max_iter=10)  # warm
+        smo.solve_smo(
+            *csr, n_features=n_features, params=SmoParams(C=1.0, kernel=kernel, max_iter=10), n_threads=2
+        )  # warm
         seconds: dict[str, list[float]] = {label: [] for label in runs}
         speedups: dict[str, list[float]] = {label: [] for label in runs if label != "1 thread"}
         try:
             for _ in range(args.rounds):
                 for label, (threads, min_row) in runs.items():
-                    smo.TEAM_MIN_ROW = min_row
-                    result = smo.solve_smo(*csr, n_features=n_features, C=1.0, kernel=kernel, n_threads=threads)
+                    smo_run.TEAM_MIN_ROW = min_row
+                    result = smo.solve_smo(
+                        *csr, n_features=n_features, params=SmoParams(C=1.0, kernel=kernel), n_threads=threads
+                    )
                     seconds[label].append(result.solver_seconds)
                     if threads > 1:
                         speedups[label].append(seconds["1 thread"][-1] / result.solver_seconds)
         finally:
-            smo.TEAM_MIN_ROW = default
+            smo_run.TEAM_MIN_ROW = default
         report["data"][name] = {
             "seconds": seconds,
             "median_seconds": {k: statistics.median(v) for k, v in seconds.items()},

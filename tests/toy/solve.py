@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from worker.solvers.common import SolverResult, StopReason
 
+if TYPE_CHECKING:
+    from tests.toy.spec import ToyParams
 
-def solve_toy(indptr, indices, data, y, *, n_features, C, tol, max_iter, bias, seed, control=None):
-    """Train; every 10 steps a trace point with the subgradient's norm as ``max_violation``."""
+
+def solve_toy(indptr, indices, data, y, *, n_features, params: ToyParams, control=None):
+    """Train; every 10 steps a trace point with the subgradient's norm as ``max_violation``. ``params``: the job's
+    parameters, the schema's model (the convention of every solver: its fields and defaults live there only)."""
+    C, tol, max_iter, bias = params.C, params.tol, params.max_iter, params.bias  # seed: nothing is drawn
     start = time.perf_counter()
     X = sp.csr_matrix((np.asarray(data, dtype=np.float64), indices, indptr), shape=(len(indptr) - 1, n_features))
     if bias is not None:

@@ -39,37 +39,58 @@ def _unit(name: str, requires: tuple[str, ...], reference_s: float) -> KernelUni
     return KernelUnit(name, PACKAGE, name, f"{PACKAGE}.{name}:warm_up", requires, reference_s)
 
 
-UNITS = (
+SHARED_UNITS = (
     _unit("common", (), 0.5),
-    _unit("dcd", ("common",), 4.4),
     _unit("kernels", (), 2.1),
-    _unit("smo", ("common", "kernels"), 38.6),
     _unit("reduced_qp", (), 0.7),
     _unit("data_passes", (), 9.9),
     _unit("cut_store", (), 6.0),
     _unit("ranking", (), 1.8),
     _unit("line_search", ("data_passes",), 1.4),
-    _unit("cpa", ("reduced_qp", "data_passes", "cut_store", "ranking"), 7.3),
-    _unit("ocas", ("reduced_qp", "data_passes", "line_search", "cut_store"), 1.6),
-    _unit("sampled_cuts", ("common", "kernels"), 14.4),
 )
-"""Every unit, in build order; ``requires`` names the units whose kernels a unit's warm-up also compiles.
-dcd first (most jobs use it), then smo, the longest by far (40% of the whole compile): started early on
-one builder while the others take the rest, every solver is ready sooner. reference_s: cold compile
-seconds measured on a quiet 2-core machine (the estimate before any is measured)."""
+"""The units of modules several solvers call; ``requires`` names the units whose kernels a unit's warm-up also
+compiles. reference_s: cold compile seconds measured on a quiet 2-core machine (the estimate before any is
+measured)."""
 
 WARM_UP_ORDER = tuple(SOLVER_SPECS)
 """Solver names (``core.solvers``), in the order a worker makes them warm."""
 FIRST = "dcd"
 """The solver a worker makes warm before it takes any job."""
 
+
+def _solver_unit(spec) -> KernelUnit:
+    """A solver's own unit (its spec's ``compile_s`` and ``kernel_units``): its solve module's ``warm_up``."""
+    module = spec.solve.split(":")[0]
+    return KernelUnit(
+        spec.name, PACKAGE, module.removeprefix(PACKAGE + "."), f"{module}:warm_up", spec.kernel_units, spec.compile_s
+    )
+
+
+def _build_order() -> tuple[KernelUnit, ...]:
+    """Every unit, in build order: dcd first (most jobs use it), then the solvers by their compile seconds,
+    longest first, each after the units it requires. smo, the longest by far (40% of the whole compile),
+    started early on one builder while the others take the rest: every solver is ready sooner."""
+    solvers = [SOLVER_SPECS[name] for name in WARM_UP_ORDER if SOLVER_SPECS[name].compile_s is not None]
+    solvers.sort(key=lambda spec: (spec.name != FIRST, -(spec.compile_s or 0.0)))
+    every = KernelSet((*SHARED_UNITS, *(_solver_unit(spec) for spec in solvers)))
+    return tuple(every.closure([spec.name for spec in solvers] + [unit.name for unit in SHARED_UNITS]))
+
+
+UNITS = _build_order()
+"""Every unit, in build order (``_build_order``)."""
+
 KERNELS = KernelSet(UNITS)
 """This process's view of the units (what it has loaded)."""
 
 
+def _own(solver: str) -> list[str]:
+    """The solver's own unit, as a list: none for a solver without numba kernels."""
+    return [solver] if SOLVER_SPECS[solver].compile_s is not None else []
+
+
 def solver_units(solver: str) -> list[KernelUnit]:
-    """The units a solver needs (its spec's ``kernel_units``), requirements first."""
-    return KERNELS.closure(list(SOLVER_SPECS[solver].kernel_units))
+    """The units a solver needs (its own and its spec's ``kernel_units``), requirements first."""
+    return KERNELS.closure(_own(solver))
 
 
 def ensure_solver(
@@ -77,7 +98,7 @@ def ensure_solver(
 ) -> dict[str, float]:
     """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
     compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
-    compiled = KERNELS.ensure(list(SOLVER_SPECS[solver].kernel_units), should_stop=should_stop, on_wait=on_wait)
+    compiled = KERNELS.ensure(_own(solver), should_stop=should_stop, on_wait=on_wait)
     for name, seconds in compiled.items():
         log.info("compiled the kernels of %s in %.1f s", name, seconds)
     return compiled

@@ -1,5 +1,5 @@
 """Atomic operations on int64 array slots, a polite yield and a nap, and an array view at an address: what threads
-that share memory inside numba kernels need to hand work to each other (``worker.solvers.smo_team``).
+that share memory inside numba kernels need to hand work to each other (``worker.solvers.smo.team``).
 
 numba has no atomics of its own. These intrinsics emit LLVM's: an acquire load, a release store, a
 compare-and-swap and a fetch-and-add, all sequentially consistent where two orders are named. They are

@@ -87,9 +87,10 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
-from numba import njit, prange
 
 from worker.solvers.common import (
     SolverControl,
@@ -99,13 +100,12 @@ from worker.solvers.common import (
     binary_signs,
     check_csr,
     check_int,
-    check_positive,
 )
-from worker.solvers.cut_store import choose, prepare_data
+from worker.solvers.cpa_kernels import _class_cut, _copy_rows, _listed_cut, _listed_cut_chunk, _row_norms
+from worker.solvers.cut_data import prepare_data
+from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, row_chunks, threads
-from worker.solvers.ranking import PAIRWISE_OBJECTIVES, fit_thresholds, pairwise_cut, pairwise_setup
-
-OBJECTIVES = ("classification",) + PAIRWISE_OBJECTIVES
+from worker.solvers.ranking import fit_thresholds, pairwise_cut, pairwise_setup
 
 # The reduced problem is solved to a duality gap of QP_REL times the current outer gap
 # (F(w) - lower bound of the previous iteration; 0.1 costs no more outer iterations than 1e-3 in
@@ -125,128 +125,8 @@ LISTED_KEEP = 0.25
 LISTED_RUN = 50
 
 
-@njit(cache=True)
-def _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts):
-    base = chunks[c]
-    cnt = 0
-    risk = 0.0
-    gs = 0.0
-    for i in range(chunks[c], chunks[c + 1]):
-        margin = 1.0 - y[i] * o[i]
-        if margin > 0.0:
-            gamma[i] = y[i]
-            rows[base + cnt] = i
-            cnt += 1
-            risk += margin
-            gs += y[i]
-        else:
-            gamma[i] = 0.0
-    count_parts[c] = cnt
-    risk_parts[c] = risk
-    gsum_parts[c] = gs
-
-
-@njit(cache=True, parallel=True)
-def _class_cut(y, o, chunks, gamma, rows, count_parts, risk_parts, gsum_parts, serial):
-    """Most violated constraint of OP2 at outputs o: c_i = [y_i o_i < 1], gamma_i = y_i c_i.
-
-    Per chunk: the number of c_i = 1 (and those rows at rows[chunks[c]:]), the risk
-    sum_i max(0, 1 - y_i o_i) and sum_i gamma_i.
-    """
-    if serial:
-        for c in range(chunks.shape[0] - 1):
-            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
-    else:
-        for c in prange(chunks.shape[0] - 1):
-            _class_cut_chunk(y, o, c, chunks, gamma, rows, count_parts, risk_parts, gsum_parts)
-
-
-@njit(cache=True)
-def _hinge_chunk(y, o, i0, i1):
-    h = 0.0
-    for i in range(i0, i1):
-        margin = 1.0 - y[i] * o[i]
-        if margin > 0.0:
-            h += margin
-    return h
-
-
-@njit(cache=True, parallel=True)
-def hinge_parts(y, o, chunks, parts, serial):
-    """parts[c] = sum over chunk c of max(0, 1 - y_i o_i)."""
-    if serial:
-        for c in range(chunks.shape[0] - 1):
-            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
-    else:
-        for c in prange(chunks.shape[0] - 1):
-            parts[c] = _hinge_chunk(y, o, chunks[c], chunks[c + 1])
-
-
-@njit(cache=True)
-def _row_norms(indptr, data, B, nu):
-    """nu[i] = |x_i| with the bias feature B counted."""
-    for i in range(indptr.shape[0] - 1):
-        acc = B * B
-        for k in range(indptr[i], indptr[i + 1]):
-            acc += float(data[k]) * float(data[k])
-        nu[i] = math.sqrt(acc)
-
-
-@njit(cache=True)
-def _copy_rows(indptr, indices, data, listed, m, sub_indptr, sub_indices, sub_data):
-    """The rows listed[:m] as a CSR matrix of their own (sub_indptr[q] .. sub_indptr[q + 1]: row listed[q]),
-    so that the listed iterations read contiguous memory; returns its number of non-zeros."""
-    pos = 0
-    sub_indptr[0] = 0
-    for q in range(m):
-        i = listed[q]
-        for k in range(indptr[i], indptr[i + 1]):
-            sub_indices[pos] = indices[k]
-            sub_data[pos] = data[k]
-            pos += 1
-        sub_indptr[q + 1] = pos
-    return pos
-
-
-@njit(cache=True)
-def _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts):
-    n_changed = 0
-    d_count = 0
-    d_sum = 0.0
-    base = lchunks[c]
-    for q in range(lchunks[c], lchunks[c + 1]):
-        i = listed[q]
-        acc = 0.0
-        for k in range(sub_indptr[q], sub_indptr[q + 1]):
-            acc += sub_data[k] * w[sub_indices[k]]
-        o[i] = acc + w_bias
-        g = y[i] if 1.0 - y[i] * o[i] > 0.0 else 0.0
-        if g != gamma[i]:
-            d_count += (1 if g != 0.0 else 0) - (1 if gamma[i] != 0.0 else 0)
-            d_sum += g - gamma[i]
-            gamma[i] = g
-            changed[base + n_changed] = i
-            n_changed += 1
-    parts[0, c] = n_changed
-    parts[1, c] = d_count
-    parts[2, c] = d_sum
-
-
-@njit(cache=True, parallel=True)
-def _listed_cut(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, o, gamma, changed, parts):
-    """For the listed rows only (their copy ``sub_*``, in chunks ``lchunks`` of the list):
-    o_i = <x_i, w> + w_bias and gamma_i = y_i [y_i o_i < 1].
-
-    Per chunk c: the rows whose gamma_i changed at changed[lchunks[c]:] (``compact_chunks`` gathers
-    them), their number in parts[0, c], the change of the number of rows in the cut in parts[1, c] and
-    of sum_i gamma_i in parts[2, c]. (With one thread the caller runs ``_listed_cut_chunk`` on one
-    chunk itself: no parallel region to start.)"""
-    for c in prange(lchunks.shape[0] - 1):
-        _listed_cut_chunk(sub_indptr, sub_indices, sub_data, w, w_bias, y, listed, lchunks, c, o, gamma, changed, parts)
-
-
-def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed):
-    """Shared input checks of the cutting-plane solvers; returns (n, C, B, max_iter, max_inactive)."""
+def check_arrays(indptr, indices, data, y, n_features) -> int:
+    """The cutting-plane solvers' checks of what their schemas cannot know (the arrays); returns n."""
     check_csr(indptr, indices, data, check_int("n_features", n_features, 0))
     n = indptr.shape[0] - 1
     if n < 1:
@@ -254,58 +134,38 @@ def check_common(indptr, indices, data, y, n_features, C, bias, max_iter, max_in
     y = np.asarray(y)
     if y.shape != (n,):
         raise SolverInputError(f"y must have one entry per row ({n}), got shape {y.shape}")
-    C = check_positive("C", C)
-    if bias is None:
-        B = 0.0
-    else:
-        B = float(bias)
-        if not (math.isfinite(B) and B > 0):
-            raise SolverInputError(f"bias must be None or a finite number > 0, got {bias!r}")
-    max_iter = check_int("max_iter", max_iter, 1)
-    max_inactive = check_int("max_inactive", max_inactive, 1)
-    check_int("seed", seed, 0)
-    return n, C, B, max_iter, max_inactive
+    return n
+
+
+class CpaSettings(Protocol):
+    """What cpa reads of a job's params: the fields of its schema (``core.schemas.solver_params.CpaParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field). ``seed`` is not read: cpa draws nothing."""
+
+    C: float
+    objective: str
+    bias: float | None
+    tol_rel: float | None
+    tol: float | None
+    max_iter: int
+    max_inactive: int
 
 
 def solve_cpa(
-    indptr,
-    indices,
-    data,
-    y,
-    *,
-    n_features,
-    C,
-    bias=1.0,
-    tol_rel=0.01,
-    tol=None,
-    max_iter=10000,
-    max_inactive=50,
-    objective="classification",
-    qid=None,
-    n_processes=1,
-    seed=0,
-    control=None,
+    indptr, indices, data, y, *, n_features, params: CpaSettings, qid=None, n_processes=1, control=None
 ) -> SolverResult:
     """Train by Algorithm 1 (classification) or Algorithm 2 (pairwise objectives) of paper 001.
 
     See the module docstring for the problem, the stopping rules (``tol_rel``: certified relative gap;
-    ``tol``: the paper's epsilon per example or per pair, off by default) and the trace.
+    ``tol``: the paper's epsilon per example or per pair, off by default) and the trace. ``params``: the
+    job's parameters (``CpaSettings``); ``qid``: the query of each row (objective `ranking`);
     ``n_processes``: numba threads for the passes (None: every core of this process).
     """
-    n, C, B, max_iter, max_inactive = check_common(
-        indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
-    )
-    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
-    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
-        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
-    if tol is not None:
-        tol = check_positive("tol", tol)
-    if tol_rel == 0.0 and tol is None:
-        raise SolverInputError(
-            "tol_rel is off (None) and tol is None: give tol_rel (a relative gap) or the paper's tol"
-        )
-    if objective not in OBJECTIVES:
-        raise SolverInputError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+    check_arrays(indptr, indices, data, y, n_features)
+    C, objective, max_iter, max_inactive = float(params.C), params.objective, params.max_iter, params.max_inactive
+    B = 0.0 if params.bias is None else float(params.bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)  # None: off (0 inside)
+    tol = None if params.tol is None else float(params.tol)
     if n_processes is None:
         n_processes = available_cores()
     check_int("n_processes", n_processes, 1, or_none=True)
@@ -613,14 +473,8 @@ def warm_up() -> None:
         if indices.dtype == np.uint16:  # only the solvers' own copy is narrow: the kernels above, no solve
             continue
         for n_features in (2, 7):  # dense cuts, cuts as outputs
-            solve_cpa(indptr, indices, data, np.array([1.0, -1.0, 1.0, -1.0]), n_features=n_features, C=1.0, max_iter=5)
-            solve_cpa(
-                indptr,
-                indices,
-                data,
-                np.array([1.0, 2.0, 3.0, 1.0]),
-                n_features=n_features,
-                C=1.0,
-                max_iter=5,
-                objective="ordinal",
-            )
+            for objective, y in (("classification", [1.0, -1.0, 1.0, -1.0]), ("ordinal", [1.0, 2.0, 3.0, 1.0])):
+                settings = SimpleNamespace(
+                    C=1.0, objective=objective, bias=1.0, tol_rel=0.01, tol=None, max_iter=5, max_inactive=50
+                )
+                solve_cpa(indptr, indices, data, np.array(y), n_features=n_features, params=settings)

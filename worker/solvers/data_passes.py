@@ -17,7 +17,7 @@ number of threads, and every sum over rows is taken per chunk and the chunk sums
 order by the caller. Hence one thread and any number of threads give bit-identical iterates.
 
 The CSR triple is ``(indptr, indices, data)``: indptr int64, indices int32 or int64 (or the 16-bit
-copy ``cut_store.prepare_data`` makes for data with few features), data float64 or float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
+copy ``cut_data.prepare_data`` makes for data with few features), data float64 or float32 (numba compiles one version per dtype; sums are accumulated in float64). Kernels take
 arrays and scalars only, allocate nothing in their loops, and are ``@njit(cache=True)``; the parallel
 ones use ``prange`` over chunks (numba's threading layer must be fork-safe in a
 worker: 'workqueue', set by the worker before numba is imported). The caller picks the number of
@@ -237,7 +237,7 @@ def csr_variants(indptr, indices, data):
 
 def solver_csr_variants(indptr, indices, data):
     """``csr_variants`` and the same with the 16-bit indices the cutting-plane solvers read narrow data
-    through (``cut_store.prepare_data``), for the warm-ups of their kernels."""
+    through (``cut_data.prepare_data``), for the warm-ups of their kernels."""
     variants = csr_variants(indptr, indices, data)
     for indptr_v, indices_v, data_v in list(variants[:4]):  # int32 indices x the four value arrays
         variants.append((indptr_v, indices_v.astype(np.uint16), data_v))
@@ -259,7 +259,7 @@ def warm_up() -> None:
         column_counts(indices, 2, counts)
         column_cost(counts, z, 2)
         colptr = np.zeros(3, dtype=np.int64)
-        for rows_dtype in (np.uint16, np.int32):  # the row numbers ``cut_store.Data`` gives its copy
+        for rows_dtype in (np.uint16, np.int32):  # the row numbers ``cut_data.Data`` gives its copy
             col_rows = np.zeros(4, dtype=rows_dtype)
             col_data = np.zeros(4, dtype=data.dtype)
             column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)

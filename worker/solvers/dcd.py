@@ -107,12 +107,10 @@ from __future__ import annotations
 
 import math
 import time
-from typing import NamedTuple
+from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
-from llvmlite import ir  # numba's own code generator (a numba dependency), for the prefetch intrinsic
-from numba import njit, types
-from numba.extending import intrinsic
 
 from worker.solvers.common import (
     SLICE_SECONDS,
@@ -124,259 +122,19 @@ from worker.solvers.common import (
     check_csr,
     check_int,
     check_positive,
-    monotonic_s,
     rng_state,
-    shuffle_prefix,
+)
+from worker.solvers.dcd_kernels import (
+    DualState,
+    Problem,
+    _dcd_build_w,
+    _dcd_diagonal,
+    _dcd_dual,
+    _dcd_epoch,
+    _dcd_primal,
 )
 
 LOSSES = ("hinge", "squared_hinge")
-_PREFETCH_AHEAD = 4  # the epoch prefetches the row it will visit this many steps later
-_CACHE_LINE = 64  # bytes
-
-
-class Problem(NamedTuple):
-    """What the epochs read and never change: the rows, their labels, Qbar_ii, and by label (y = -1, +1) the
-    upper bounds U_i and diagonal terms D_ii (hinge: U = C_i, D = 0; squared hinge: U = inf, D = 1 / (2 C_i))."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    y: np.ndarray
-    QD: np.ndarray  # Qbar_ii = x_i'x_i + B^2 + D_ii
-    B: float  # the virtual bias feature's value (0.0 without a bias)
-    U_neg: float
-    U_pos: float
-    D_neg: float
-    D_pos: float
-
-
-class DualState(NamedTuple):
-    """What the epochs update in place: alpha, w (its last slot w_B), the visiting order (the active rows
-    first), the seeded generator's state and where a sliced epoch goes on (``resume``, see ``_dcd_epoch``)."""
-
-    alpha: np.ndarray
-    w: np.ndarray
-    order: np.ndarray  # LIBLINEAR's index: row ids, the active ones first
-    rng: np.ndarray
-    resume: np.ndarray
-
-
-# ---------------------------------------------------------------------------------------------
-# Kernels
-# ---------------------------------------------------------------------------------------------
-
-
-@intrinsic
-def _prefetch(typingctx, array, position):
-    """Hint the CPU to load array[position] into cache (LLVM's llvm.prefetch: read, high locality).
-
-    The random permutation of Section 3.1 visits rows in random order, so each row of the CSR arrays
-    is a cache miss; the epoch asks for the row it will visit a few steps later while it works on the
-    current one. A prefetch never faults and does not change any result, only the memory timing.
-    """
-    if not isinstance(array, types.Array) or not isinstance(position, types.Integer):
-        return None
-    signature = types.void(array, position)
-
-    def codegen(context, builder, sig, args):
-        view = context.make_array(sig.args[0])(context, builder, args[0])
-        address = builder.bitcast(builder.gep(view.data, [args[1]]), ir.IntType(8).as_pointer())
-        int32 = ir.IntType(32)
-        function = builder.module.declare_intrinsic(
-            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [address.type, int32, int32, int32])
-        )
-        # rw = 0 (read), locality = 3 (keep in all cache levels), cache type = 1 (data)
-        builder.call(function, [address, ir.Constant(int32, 0), ir.Constant(int32, 3), ir.Constant(int32, 1)])
-        return context.get_dummy_value()
-
-    return signature, codegen
-
-
-@njit(cache=True)
-def _prefetch_span(array, start, end):
-    """Prefetch array[start:end]: one hint per cache line, and the last element (whose line the stride
-    can miss when start is not at a line's beginning)."""
-    if end > start:
-        for p in range(start, end, max(1, _CACHE_LINE // array.itemsize)):
-            _prefetch(array, p)
-        _prefetch(array, end - 1)
-
-
-@njit(cache=True)
-def _dcd_diagonal(indptr, indices, data, y, B, D_neg, D_pos, QD):
-    """QD[i] = Qbar_ii = x_i'x_i + B^2 + D_ii (the bias feature is virtual)."""
-    n_rows = indptr.shape[0] - 1
-    for i in range(n_rows):
-        s = B * B
-        for p in range(indptr[i], indptr[i + 1]):
-            v = np.float64(data[p])  # float32 data: square in float64, as every other product here
-            s += v * v
-        QD[i] = s + (D_pos if y[i] > 0 else D_neg)
-    return QD
-
-
-@njit(cache=True)
-def _dcd_build_w(indptr, indices, data, y, alpha, B, w):
-    """w = sum_i y_i alpha_i [x_i; B] (eq. (11)); the last slot of w is w_B."""
-    n_rows = indptr.shape[0] - 1
-    nf = w.shape[0] - 1
-    w[:] = 0.0
-    for i in range(n_rows):
-        a = alpha[i] * y[i]
-        if a != 0.0:
-            for p in range(indptr[i], indptr[i + 1]):
-                w[indices[p]] += a * data[p]
-            w[nf] += a * B
-    return w
-
-
-@njit(cache=True)
-def _dcd_epoch(problem, dual_state, active_size, PGmax_old, PGmin_old, stop_at):
-    """One outer iteration of Algorithm 1 over index[:active_size], shuffled first (Section 3.1).
-
-    Shrinks by rule (16) against PGmax_old / PGmin_old (pass +inf / -inf for no shrinking).
-    Returns (new active_size, M, m, done) with M = max(0, max PG) and m = min(0, min PG) over the epoch.
-    A long epoch comes back in slices: once the clock passes ``stop_at`` (a time.monotonic() instant,
-    looked at every 1024 rows) it returns done = False with its place in ``resume`` = [s, M, m], and
-    the next call with that ``resume`` goes on exactly there (``resume[0]`` < 0: a new epoch), so the
-    slices change nothing in the result.
-    """
-    indptr, indices, data, y, QD, B, U_neg, U_pos, D_neg, D_pos = problem
-    alpha, w, index, state, resume = dual_state
-    if resume[0] < 0.0:
-        shuffle_prefix(index, active_size, state)
-        s = 0
-        PGmax_new = 0.0  # M and m include 0: see the module docstring on rule (17)
-        PGmin_new = 0.0
-    else:
-        s = int(resume[0])
-        PGmax_new = resume[1]
-        PGmin_new = resume[2]
-    first = s
-    nf = w.shape[0] - 1
-    while s < active_size:
-        if (s & 1023) == 0 and s - first >= 1024 and monotonic_s() >= stop_at:
-            resume[0] = s
-            resume[1] = PGmax_new
-            resume[2] = PGmin_new
-            return active_size, PGmax_new, PGmin_new, False
-        ahead = s + _PREFETCH_AHEAD
-        if ahead < active_size:
-            j = index[ahead]
-            q = indptr[j]
-            q_end = indptr[j + 1]
-            _prefetch(data, q)
-            _prefetch(indices, q)
-            if q + 8 < q_end:
-                _prefetch(data, q + 8)
-                if q + 16 < q_end:  # a long row: all of it (see "Speed" in the module docstring)
-                    _prefetch_span(data, q + 16, q_end)
-                    _prefetch_span(indices, q + 16, q_end)
-            _prefetch(alpha, j)
-            _prefetch(QD, j)
-            _prefetch(y, j)
-            if ahead + _PREFETCH_AHEAD < active_size:
-                _prefetch(indptr, index[ahead + _PREFETCH_AHEAD])
-        i = index[s]
-        yi = y[i]
-        if yi > 0.0:
-            U = U_pos
-            Dii = D_pos
-        else:
-            U = U_neg
-            Dii = D_neg
-        start = indptr[i]
-        end = indptr[i + 1]
-        wx = w[nf] * B
-        for p in range(start, end):
-            wx += w[indices[p]] * data[p]
-        alpha_i = alpha[i]
-        G = yi * wx - 1.0 + Dii * alpha_i
-
-        PG = 0.0
-        if alpha_i == 0.0:
-            if G > PGmax_old:
-                active_size -= 1
-                index[s] = index[active_size]
-                index[active_size] = i
-                continue
-            if G < 0.0:
-                PG = G
-        elif alpha_i == U:
-            if G < PGmin_old:
-                active_size -= 1
-                index[s] = index[active_size]
-                index[active_size] = i
-                continue
-            if G > 0.0:
-                PG = G
-        else:
-            PG = G
-
-        if PG > PGmax_new:
-            PGmax_new = PG
-        if PG < PGmin_new:
-            PGmin_new = PG
-
-        if abs(PG) > 1.0e-12:
-            QDi = QD[i]
-            if QDi > 0.0:
-                a_new = alpha_i - G / QDi
-                if a_new < 0.0:
-                    a_new = 0.0
-                elif a_new > U:
-                    a_new = U
-            elif G < 0.0:  # x_i = 0, hinge: 1/Qbar_ii = inf
-                a_new = U
-            else:
-                a_new = 0.0
-            d = (a_new - alpha_i) * yi
-            alpha[i] = a_new
-            if d != 0.0:
-                for p in range(start, end):
-                    w[indices[p]] += d * data[p]
-                w[nf] += d * B
-        s += 1
-
-    resume[0] = -1.0
-    return active_size, PGmax_new, PGmin_new, True
-
-
-@njit(cache=True)
-def _dcd_primal(indptr, indices, data, y, w, B, C_neg, C_pos, squared):
-    """P(w) = 0.5 |w|^2 + sum_i C_i loss_i, with w's last slot the bias weight w_B (feature value B)."""
-    n_rows = indptr.shape[0] - 1
-    nf = w.shape[0] - 1
-    reg = 0.0
-    for j in range(w.shape[0]):
-        reg += w[j] * w[j]
-    loss = 0.0
-    for i in range(n_rows):
-        wx = w[nf] * B
-        for p in range(indptr[i], indptr[i + 1]):
-            wx += w[indices[p]] * data[p]
-        xi = 1.0 - y[i] * wx
-        if xi > 0.0:
-            if squared:
-                xi = xi * xi
-            loss += (C_pos if y[i] > 0 else C_neg) * xi
-    return 0.5 * reg + loss
-
-
-@njit(cache=True)
-def _dcd_dual(alpha, y, w, D_neg, D_pos):
-    """Dual value -f(alpha) = e'alpha - 0.5 |w|^2 - 0.5 sum_i D_ii alpha_i^2 (w = sum y_i alpha_i x_i)."""
-    reg = 0.0
-    for j in range(w.shape[0]):
-        reg += w[j] * w[j]
-    lin = 0.0
-    quad = 0.0
-    for i in range(alpha.shape[0]):
-        a = alpha[i]
-        lin += a
-        quad += (D_pos if y[i] > 0 else D_neg) * a * a
-    return lin - 0.5 * reg - 0.5 * quad
-
 
 # ---------------------------------------------------------------------------------------------
 # Public functions
@@ -421,10 +179,26 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
     return float(_dcd_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos), squared))
 
 
-def _check_args(
-    indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
-):
-    """solve_dcd's input checks, once, up front; returns the arrays (contiguous) and the parameters as used."""
+class DcdSettings(Protocol):
+    """What dcd reads of a job's params: the fields of its schema (``core.schemas.solver_params.DcdParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field)."""
+
+    C: float
+    loss: str
+    bias: float | None
+    tol: float
+    tol_rel: float | None
+    max_iter: int
+    shrinking: bool
+    seed: int
+    trace_every: int
+    trace_budget: float | None
+
+
+def _check_args(indptr, indices, data, y, n_features, class_weight):
+    """solve_dcd's checks of what its schema cannot know, once, up front: the arrays and the problem's
+    class_weight factors; returns the arrays (contiguous) and the factors."""
     n_features = check_int("n_features", n_features, 0)
     check_csr(indptr, indices, data, n_features)
     # contiguous arrays keep the kernels on one compiled specialization (no copy when already so)
@@ -435,9 +209,6 @@ def _check_args(
         raise SolverInputError(f"y must have one label per row ({n_rows}), got shape {y.shape}")
     if n_rows == 0:
         raise SolverInputError("the problem has no rows; at least one is required")
-    C = check_positive("C", C)
-    squared = _check_loss(loss)
-    B = _check_bias(bias)
     try:
         weight_neg, weight_pos = class_weight
     except (TypeError, ValueError):
@@ -446,14 +217,7 @@ def _check_args(
         ) from None
     weight_neg = check_positive("class_weight[0] (y=-1)", weight_neg)
     weight_pos = check_positive("class_weight[1] (y=+1)", weight_pos)
-    tol = check_positive("tol", tol)
-    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
-    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
-        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
-    check_int("max_iter", max_iter, 1)
-    check_int("trace_every", trace_every, 1)
-    check_int("seed", seed, 0)
-    return indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel
+    return indptr, indices, data, y, n_features, (weight_neg, weight_pos)
 
 
 def solve_dcd(
@@ -463,35 +227,35 @@ def solve_dcd(
     y,
     *,
     n_features: int,
-    C: float,
-    loss: str = "hinge",
-    bias: float | None = 1.0,
+    params: DcdSettings,
     class_weight: tuple[float, float] = (1.0, 1.0),
-    tol: float = 0.1,
-    tol_rel: float | None = 0.01,
-    max_iter: int = 100000,
-    shrinking: bool = True,
-    seed: int = 0,
-    trace_every: int = 1,
-    trace_budget: float | None = 0.1,
     control: SolverControl | None = None,
     alpha0: np.ndarray | None = None,
 ) -> SolverResult:
     """Train a binary linear SVM by dual coordinate descent (Hsieh et al. 2008, Algorithm 1, 3.1, 3.2).
 
-    See the module docstring for the problem, the stopping rule and the trace. ``y`` must be in {-1, +1}.
-    Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables (for warm starts).
+    See the module docstring for the problem, the stopping rule and the trace. ``params``: the job's
+    parameters (``DcdSettings``); ``class_weight``: this problem's factors on C for y = -1 and y = +1.
+    ``y`` must be in {-1, +1}. Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables
+    (for warm starts).
     """
-    indptr, indices, data, y, n_features, C, squared, B, (weight_neg, weight_pos), tol, tol_rel = _check_args(
-        indptr, indices, data, y, n_features, C, loss, bias, class_weight, tol, tol_rel, max_iter, trace_every, seed
+    indptr, indices, data, y, n_features, (weight_neg, weight_pos) = _check_args(
+        indptr, indices, data, y, n_features, class_weight
     )
+    C, bias, tol, max_iter, shrinking = (
+        float(params.C),
+        params.bias,
+        float(params.tol),
+        params.max_iter,
+        params.shrinking,
+    )
+    seed, trace_every, trace_budget = params.seed, params.trace_every, params.trace_budget
+    squared = params.loss == "squared_hinge"
+    B = 0.0 if bias is None else float(bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)  # None: off (0 inside)
     n_rows = indptr.shape[0] - 1
     if control is None:
         control = SolverControl()
-    if trace_budget is not None and not (math.isfinite(trace_budget) and trace_budget > 0.0):
-        raise SolverInputError(
-            f"trace_budget must be a positive share of the solver's time or None, got {trace_budget!r}"
-        )
 
     C_neg = C * weight_neg
     C_pos = C * weight_pos
@@ -668,9 +432,19 @@ def warm_up() -> None:
         arrays = (indptr, indices, data, y)
         for loss in LOSSES:
             for bias in (1.0, None):
-                result = solve_dcd(
-                    *arrays, n_features=2, C=1.0, loss=loss, bias=bias, max_iter=3, alpha0=np.full(3, 0.1)
+                settings = SimpleNamespace(
+                    C=1.0,
+                    loss=loss,
+                    bias=bias,
+                    tol=0.1,
+                    tol_rel=0.01,
+                    max_iter=3,
+                    shrinking=True,
+                    seed=0,
+                    trace_every=1,
+                    trace_budget=0.1,
                 )
+                result = solve_dcd(*arrays, n_features=2, params=settings, alpha0=np.full(3, 0.1))
                 assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)

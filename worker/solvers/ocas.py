@@ -41,7 +41,7 @@ coefficients and its outputs X z_k, so that the Gram row of a new cut, the outpu
 best-so-far point cost O(n t) per iteration and nothing grows with features x cuts: one scatter
 (the new cut, over the rows whose coefficient changed) and one gather (its outputs) are the only
 passes over the data; on long runs the gather reads only the columns of the cut's features, from a
-column copy of the data (``cut_store.Data.cut_outputs``: the same sums bit for bit).
+column copy of the data (``cut_data.Data.cut_outputs``: the same sums bit for bit).
 
 What runs in parallel (paper 000, Section 3.1, Table 4). ``n_processes`` numba threads (at most the
 cores of this process; None: all of them) share every pass: the output computation and the gathers
@@ -65,22 +65,18 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
+from typing import Protocol
 
 import numpy as np
 from numba import njit, prange
 
 from worker.solvers import line_search
-from worker.solvers.common import (
-    SolverControl,
-    SolverInputError,
-    SolverResult,
-    StopReason,
-    binary_signs,
-    check_int,
-    check_positive,
-)
-from worker.solvers.cpa import QP_REL, check_common, hinge_parts
-from worker.solvers.cut_store import choose, prepare_data
+from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason, binary_signs, check_int
+from worker.solvers.cpa import QP_REL, check_arrays
+from worker.solvers.cpa_kernels import hinge_parts
+from worker.solvers.cut_data import prepare_data
+from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, threads
 
 
@@ -126,44 +122,34 @@ def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_pa
             _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
 
 
+class OcasSettings(Protocol):
+    """What ocas reads of a job's params: the fields of its schema (``core.schemas.solver_params.OcasParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field). ``seed`` is not read: ocas draws nothing."""
+
+    C: float
+    bias: float | None
+    tol_rel: float | None
+    tol_abs: float
+    lam: float
+    max_iter: int
+    max_inactive: int
+
+
 def solve_ocas(
-    indptr,
-    indices,
-    data,
-    y,
-    *,
-    n_features,
-    C,
-    bias=1.0,
-    tol_rel=0.01,
-    tol_abs=0.0,
-    lam=0.1,
-    max_iter=100000,
-    max_inactive=50,
-    n_processes=1,
-    seed=0,
-    control=None,
-    w0=None,
+    indptr, indices, data, y, *, n_features, params: OcasSettings, n_processes=1, control=None, w0=None
 ) -> SolverResult:
     """Train a linear hinge-loss SVM by OCAS (paper 000, Algorithm 1); see the module docstring.
 
-    ``n_processes``: numba threads for the passes (None: every core of this process).
+    ``params``: the job's parameters (``OcasSettings``); ``n_processes``: numba threads for the passes
+    (None: every core of this process); ``w0``: the weights to start from (warm start).
     """
-    n, C, B, max_iter, max_inactive = check_common(
-        indptr, indices, data, y, n_features, C, bias, max_iter, max_inactive, seed
-    )
+    check_arrays(indptr, indices, data, y, n_features)
     y = binary_signs(y).copy()  # writable: one compiled version of the kernels
-    tol_rel = 0.0 if tol_rel is None else float(tol_rel)  # None: off (0 inside)
-    if not (math.isfinite(tol_rel) and 0.0 <= tol_rel < 1.0):
-        raise SolverInputError(f"tol_rel must be a relative gap in (0, 1) or None (off), got {tol_rel!r}")
-    tol_abs = float(tol_abs)
-    if not (math.isfinite(tol_abs) and tol_abs >= 0):
-        raise SolverInputError(f"tol_abs must be a finite number >= 0, got {tol_abs!r}")
-    if tol_rel == 0.0 and tol_abs == 0.0:
-        raise SolverInputError("tol_rel is off (None) and tol_abs is 0: give tol_rel, or tol_abs > 0")
-    lam = check_positive("lam", lam)
-    if lam > 1.0:
-        raise SolverInputError(f"lam must lie in (0, 1], got {lam!r}")
+    C, lam, max_iter, max_inactive = float(params.C), float(params.lam), params.max_iter, params.max_inactive
+    B = 0.0 if params.bias is None else float(params.bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)  # None: off (0 inside)
+    tol_abs = float(params.tol_abs)
     if n_processes is None:
         n_processes = available_cores()
     check_int("n_processes", n_processes, 1, or_none=True)
@@ -348,5 +334,6 @@ def warm_up() -> None:
         [0, 2, 3, 5, 6], [0, 1, 1, 0, 1, 0], [1.0, -1.0, 2.0, 0.5, 1.0, -1.5]
     ):
         for n_features in (2, 7):  # dense cuts, cuts as outputs
-            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5)
-            solve_ocas(indptr, indices, data, y, n_features=n_features, C=1.0, max_iter=5, w0=np.full(n_features, 0.1))
+            settings = SimpleNamespace(C=1.0, bias=1.0, tol_rel=0.01, tol_abs=0.0, lam=0.1, max_iter=5, max_inactive=50)
+            solve_ocas(indptr, indices, data, y, n_features=n_features, params=settings)
+            solve_ocas(indptr, indices, data, y, n_features=n_features, params=settings, w0=np.full(n_features, 0.1))

@@ -1,14 +1,14 @@
-"""How a worker calls a solver: its spec (``core.solvers``) names the function, and the job's params map
-onto it by name.
+"""How a worker calls a solver: its spec (``core.solvers``) names the function, and the job's params go to
+it as the schema's model.
 
 ``fit(solver, indptr, indices, data, y, *, n_features, params, class_weight, control, parallel, ...)``
-calls the spec's solve function with the binary problem (CSR arrays, labels in {-1, +1}) and every field
-of the solver's params schema under its own name (or the name the spec's ``arguments`` gives it), except
-the fields the dispatcher itself uses (``SERVICE_FIELDS``): a kernel goes as its dict, ``class_weight`` as
-the (negative, positive) factors of the problem, and the spec's ``threads`` keyword gets the threads one
-problem may use. So a parameter cannot be dropped on the way: a schema field the solve function does not
-take is an error at the call, and tests/test_params_contract.py checks every solver's fields against its
-signature. Solver modules are imported lazily, so importing the registry is cheap.
+calls the spec's solve function with the binary problem (CSR arrays, labels in {-1, +1}) and the job's
+params as validated by the solver's schema (``params=``): the solver reads its fields there, so their
+defaults and checks are the schema's alone. What is not a field of the schema, or is one the dispatcher
+turns into something else, goes as a keyword: ``class_weight`` as the (negative, positive) factors of the
+problem, and the spec's ``threads`` keyword gets the threads one problem may use. The fields the
+dispatcher itself uses (``SERVICE_FIELDS``) are not the solver's to read; tests/test_params_contract.py
+checks that every other field is. Solver modules are imported lazily, so importing the registry is cheap.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import logging
 from collections.abc import Callable
 
 import numpy as np
-from pydantic import BaseModel
 
 from core.schemas.solver_params import SolverParams
 from core.solvers import SolverSpec, spec_of
@@ -28,8 +27,8 @@ from worker.runtime.subtasks import available_cores
 log = logging.getLogger("hinge.worker")
 
 SERVICE_FIELDS = frozenset({"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"})
-"""Schema fields the dispatcher uses itself (subtasks, deadline, calibration, retries, one-vs-one) rather
-than hand to the solve function; every other field reaches it."""
+"""Schema fields the dispatcher uses itself (subtasks, deadline, calibration, retries, one-vs-one): the solve
+functions do not read them; every other field is theirs."""
 
 
 @functools.cache
@@ -40,17 +39,9 @@ def solve_function(solver: str) -> Callable:
 
 
 def solve_arguments(spec: SolverSpec, params: SolverParams, *, class_weight, parallel: int | None) -> dict:
-    """The keyword arguments the solve function gets from the job's params (see the module docstring)."""
-    fields = type(params).model_fields
-    arguments = {}
-    for name in fields:
-        if name in SERVICE_FIELDS:
-            continue
-        value = getattr(params, name)
-        if isinstance(value, BaseModel):
-            value = value.model_dump()
-        arguments[spec.arguments.get(name, name)] = value
-    if "class_weight" in fields:
+    """The keyword arguments the solve function gets besides the data (see the module docstring)."""
+    arguments: dict = {"params": params}
+    if "class_weight" in type(params).model_fields:
         arguments["class_weight"] = class_weight
     if spec.threads == "n_processes":
         arguments["n_processes"] = parallel or params.n_processes or available_cores()

@@ -1,10 +1,10 @@
 """SMO's iterations in numba: the two-variable step, shrinking, the two run loops and the gradient rebuild.
 
-The math, the rules and the names are in ``worker.solvers.smo``'s docstring (Platt 1998, Section 2.1-2.2;
+The math, the rules and the names are in ``worker.solvers.smo.solve``'s docstring (Platt 1998, Section 2.1-2.2;
 the second-order working set of Fan, Chen & Lin 2005). The variables are kept permuted so that the
 active ones come first; ``Variables`` holds the per-variable arrays in that position order. The run
 loops return after about ``max_work`` units of work (so that the Python loop can look at the deadline
-and the cancel flag) or at ``stop_iter`` steps, with a ``smo_state.RUN_*`` code.
+and the cancel flag) or at ``stop_iter`` steps, with a ``smo.state.RUN_*`` code.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 from numba import njit
 
 from worker.solvers.common import rng_below
-from worker.solvers.smo_cache import get_row, permute_cached, reslot
-from worker.solvers.smo_rows import reorder
-from worker.solvers.smo_scans import TAU, extremes, extremes_threads, in_up, select_j_threads
-from worker.solvers.smo_state import (
+from worker.solvers.smo.cache import get_row, permute_cached, reslot
+from worker.solvers.smo.rows import reorder
+from worker.solvers.smo.scans import TAU, extremes, extremes_threads, in_up, select_j_threads
+from worker.solvers.smo.state import (
     FREE,
     FS_B,
     FS_F,
@@ -43,7 +43,7 @@ from worker.solvers.smo_state import (
     RUN_RECONSTRUCT,
     UPPER,
 )
-from worker.solvers.smo_team import axpy, kernel_row, update_gradient
+from worker.solvers.smo.team import axpy, kernel_row, update_gradient
 
 
 class Variables(NamedTuple):

@@ -148,7 +148,7 @@ counted as trace time).
 What runs in parallel (``n_threads``, default: the threads numba allows this process): kernel rows and
 the gradient updates (G after a step, G_bar when a variable reaches or leaves its upper bound) of at least
 ``TEAM_MIN_ROW`` positions (8,192) are cut into 4 chunks per thread and computed by the solver's thread
-and ``n_threads - 1`` partner threads that spin between passes (``smo_team``: an OpenMP-like team of
+and ``n_threads - 1`` partner threads that spin between passes (``smo.team``: an OpenMP-like team of
 plain threads, handing a pass over in well under a microsecond; numba's ``prange`` regions cost about as
 much as a row, so two threads had run no faster than one). The two working-set scans take each thread's
 first maximum and keep the first of those (so the choice is the one a single scan makes), through
@@ -162,19 +162,21 @@ numbers).
 
 Where the code is
 -----------------
-This module: the argument checks, the Python loop (slices of numba work between control checks, trace
-points, gradient rebuilds: ``_Run``) and the result. The numba side, as LIBSVM cuts its Solver, Cache
-and Kernel apart: ``smo_steps`` (the two-variable step, shrinking, both run loops, the gradient rebuild),
-``smo_scans`` (working-set scans and gradient updates over the active positions), ``smo_cache`` (the
-LRU cache of rows), ``smo_rows`` (kernel rows from the position-ordered copies of the data) and
-``smo_state`` (the named slots of the scalar state the kernels share). This docstring is the one
-description of the whole algorithm, which is why it is long.
+This module: the checks of the arrays and keywords (the parameters are the schema's), the Python loop
+(slices of numba work between control checks, trace points, gradient rebuilds, on a ``run.Run``, which
+also checks a warm start) and the result. The numba side, as LIBSVM cuts its Solver, Cache and Kernel
+apart: ``smo.steps`` (the two-variable step, shrinking, both run loops, the gradient rebuild),
+``smo.scans`` (working-set scans and gradient updates over the active positions), ``smo.cache`` (the
+LRU cache of rows), ``smo.rows`` (kernel rows from the position-ordered copies of the data), ``smo.team``
+(the row team of threads) and ``smo.state`` (the named slots of the scalar state the kernels share). This
+docstring is the one description of the whole algorithm, which is why it is long.
 """
 
 from __future__ import annotations
 
-import math
 import time
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import numba
 import numpy as np
@@ -189,36 +191,24 @@ from worker.solvers.common import (
     check_csr,
     check_int,
     check_positive,
-    rng_state,
     solver_threads,
 )
-from worker.solvers.kernels import KERNEL_LINEAR, kernel_diagonal, kernel_params, row_sq_norms
-from worker.solvers.smo_cache import new_row_cache, reslot
-from worker.solvers.smo_rows import KernelParams, OriginalRows, position_copies, reorder
-from worker.solvers.smo_state import (
+from worker.solvers.kernels import KERNEL_LINEAR, kernel_params, row_sq_norms
+from worker.solvers.smo.rows import KernelParams, position_copies
+from worker.solvers.smo.run import FINAL_REBUILD_VALUES, Run, check_given, check_start, next_budget
+from worker.solvers.smo.state import (
     FREE,
     FS_F,
-    FS_SIZE,
     IS_ACTIVE,
     IS_COMPUTED,
-    IS_EXAMINE_ALL,
-    IS_FREE_TOP,
     IS_FULL_ROWS,
     IS_HITS,
     IS_ITER,
-    IS_LRU_HEAD,
-    IS_LRU_TAIL,
     IS_MIN_ACTIVE,
     IS_MISSES,
-    IS_N_SLOTS,
-    IS_NUM_CHANGED,
-    IS_PAR_MIN_SCAN,
-    IS_PASS_POS,
     IS_RECONSTRUCTED,
     IS_SAFETY_STEPS,
-    IS_SHRINK_COUNTER,
     IS_SIZE,
-    IS_SLOT_LEN,
     IS_TEAM_MIN_ROW,
     IS_THREADS,
     IS_UNCACHED,
@@ -226,21 +216,7 @@ from worker.solvers.smo_state import (
     RUN_CONVERGED,
     RUN_RECONSTRUCT,
 )
-from worker.solvers.smo_steps import Variables, rebuild_gradient, run_platt, run_second_order, start_from, stats
-from worker.solvers.smo_team import TEAM_MIN_ROW, RowTeam, inactive_gradient
-
-SLICE_SECONDS = 0.1
-FINAL_REBUILD_VALUES = 20_000_000  # kernel values a stop may still spend to report the primal
-# a transposed dense copy of the rows serves the dot products when it takes at most this many bytes
-# and at least this fraction of its entries are stored (else the columns, CSC, do)
-_DENSE_T_MAX_BYTES = 256 << 20
-_DENSE_T_MIN_FILL = 0.05
-# below this length a scan runs on one thread: a parallel region of numba's workqueue
-# layer costs tens of microseconds on an idle machine and milliseconds on a busy one, so only passes of
-# about 1 ms and more are split. Read at each solve (istate), as smo_team's TEAM_MIN_ROW, so that tests
-# can lower them.
-PAR_MIN_SCAN = 262144
-PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see _Run.record)
+from worker.solvers.smo.team import RowTeam, inactive_gradient
 
 WORKING_SETS = ("second_order", "platt")
 
@@ -251,23 +227,27 @@ def default_max_iter(n: int) -> int:
     return max(10_000_000, 100 * n)
 
 
-def _check_args(
-    indptr,
-    indices,
-    data,
-    y,
-    n_features,
-    C,
-    kernel,
-    working_set,
-    tol,
-    cache_mb,
-    shrinking,
-    class_weight,
-    max_iter,
-    trace_every,
-    seed,
-):
+class SmoSettings(Protocol):
+    """What smo reads of a job's params: the fields of its schema (``core.schemas.solver_params.SmoParams``),
+    which validates them and holds their defaults (this package imports no pydantic; tests and the warm-up
+    build the schema's model or give every field). ``kernel``: the schema's kernel model (or a dict of its
+    fields), with a number for gamma (the worker resolves `scale`)."""
+
+    C: float
+    kernel: Any
+    working_set: str
+    tol: float
+    tol_rel: float | None
+    cache_mb: float
+    shrinking: bool
+    max_iter: int | None
+    trace_every: int
+    seed: int
+
+
+def _check_args(indptr, indices, data, y, n_features, class_weight):
+    """solve_smo's checks of what its schema cannot know: the arrays, both labels present, the problem's
+    class_weight factors; returns y as signs and the factors."""
     check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
@@ -275,16 +255,6 @@ def _check_args(
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
     if n < 2 or np.all(y == y[0]):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
-    C = check_positive("C", C)
-    kp = kernel_params(kernel)
-    if working_set not in WORKING_SETS:
-        raise SolverInputError(f"working_set must be one of {list(WORKING_SETS)}, got {working_set!r}")
-    tol = check_positive("tol", tol)
-    cache_mb = float(cache_mb)
-    if not (math.isfinite(cache_mb) and cache_mb >= 0):
-        raise SolverInputError(f"cache_mb must be a finite number >= 0, got {cache_mb!r}")
-    if not isinstance(shrinking, (bool, np.bool_)):
-        raise SolverInputError(f"shrinking must be true or false, got {shrinking!r}")
     try:
         w_neg, w_pos = (float(v) for v in class_weight)
     except (TypeError, ValueError):
@@ -293,262 +263,13 @@ def _check_args(
         ) from None
     for name, value in (("class_weight[0]", w_neg), ("class_weight[1]", w_pos)):
         check_positive(name, value)
-    max_iter = default_max_iter(n) if max_iter is None else check_int("max_iter", max_iter, 1, or_none=True)
-    check_int("trace_every", trace_every, 1)
-    check_int("seed", seed, 0)
-    return y, C, kp, tol, cache_mb, bool(shrinking), (w_neg, w_pos), max_iter
-
-
-def _check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
-    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and on the
-    plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it)."""
-    start = np.asarray(alpha0, dtype=np.float64)
-    if start.shape != y.shape:
-        raise SolverInputError(f"alpha0 must have one value per row, shape {y.shape}, got {start.shape}")
-    if not np.all(np.isfinite(start)):
-        raise SolverInputError("alpha0 contains NaN or infinite values")
-    box = np.where(y > 0, C * w_pos, C * w_neg)
-    slack = 1e-9 * box
-    if np.any(start < -slack) or np.any(start > box + slack):
-        raise SolverInputError("alpha0 must lie in [0, C * class_weight] for every row")
-    scale = max(float(np.abs(start).sum()), 1.0)
-    if abs(float(y @ start)) > 1e-9 * scale:
-        raise SolverInputError(
-            f"alpha0 must satisfy sum_i y_i alpha0_i = 0 (the dual's equality constraint), got {float(y @ start):.3g}"
-        )
-    return start
-
-
-def _check_given(name: str, value, alpha0, y) -> np.ndarray | None:
-    """A given G or G_bar of ``alpha0``, as float64, checked (one finite value per row)."""
-    if value is None:
-        return None
-    if alpha0 is None:
-        raise SolverInputError(f"{name} belongs to alpha0: give alpha0 with it")
-    value = np.asarray(value, dtype=np.float64)
-    if value.shape != y.shape or not np.all(np.isfinite(value)):
-        raise SolverInputError(f"{name} must have one finite value per row, shape {y.shape}")
-    return value
-
-
-class _Run:
-    """One solve's arrays and clocks, and the Python side of its loop: slices of numba work between control
-    checks, trace points, gradient rebuilds."""
-
-    def __init__(
-        self,
-        indptr,
-        indices,
-        data,
-        y,
-        n_features: int,
-        C: float,
-        w_neg: float,
-        w_pos: float,
-        kp,
-        cache_mb: float,
-        threads: int,
-        seed: int,
-        control: SolverControl,
-        alpha0: np.ndarray | None = None,
-        gradient0: np.ndarray | None = None,
-        gradient_bar0: np.ndarray | None = None,
-    ):
-        self.control = control
-        self.started = time.perf_counter()
-        self.trace_seconds = 0.0
-        self.primal_next = 0.0  # when a trace point may next carry the primal while shrunk
-        n = self.n = y.size
-        code, gamma, coef0, degree = kp
-        self.kp = KernelParams(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
-        sq = row_sq_norms(indptr, data)
-        self.yp = y.copy()  # labels in position order (the solver swaps positions when it shrinks)
-        self.V = Variables(
-            np.zeros(n),
-            -np.ones(n),
-            np.zeros(n),
-            np.where(self.yp > 0, C * w_pos, C * w_neg),
-            kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree),
-            np.zeros(n, dtype=np.int8),
-        )
-        dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
-        self.X = position_copies(indptr, indices, data, sq, self.yp, n_features, threads, dense)
-        self.orig = OriginalRows(indptr, indices, data, sq, np.arange(n, dtype=np.int64))
-        reorder(self.orig, self.X)
-        self.budget = int(cache_mb * (1 << 20) / 4)
-        self.ca, n_slots = new_row_cache(n, self.budget)
-        istate = self.istate = np.zeros(IS_SIZE, dtype=np.int64)
-        istate[IS_ACTIVE] = n
-        istate[IS_MIN_ACTIVE] = n
-        istate[IS_SLOT_LEN] = n
-        istate[IS_N_SLOTS] = n_slots
-        istate[IS_LRU_HEAD] = -1
-        istate[IS_LRU_TAIL] = -1
-        istate[IS_FREE_TOP] = n_slots
-        istate[IS_SHRINK_COUNTER] = min(n, 1000)
-        istate[IS_EXAMINE_ALL] = 1
-        istate[IS_THREADS] = threads
-        istate[IS_TEAM_MIN_ROW] = TEAM_MIN_ROW
-        istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
-        self.fstate = np.zeros(FS_SIZE)
-        if alpha0 is not None:
-            none = np.empty(0)  # computed from the kernel rows
-            g = gradient0 if gradient0 is not None else none
-            g_bar = gradient_bar0 if gradient_bar0 is not None else none
-            self.fstate[FS_F] = start_from(alpha0, g, g_bar, self.X, self.kp, self.V, istate, n)
-        self.swap_p = np.empty(n, dtype=np.int64)
-        self.swap_q = np.empty(n, dtype=np.int64)
-        self.rng = rng_state(int(seed))
-        # long kernel rows are split over threads that spin between rows (started last: nothing above can fail);
-        # no row of a problem under TEAM_MIN_ROW is split, and idle partners would still take a core from the
-        # other processes of a search (digits' one-vs-one pairs: 240 rows, a search ran slower on 2 processes)
-        self.team = RowTeam(self.X, self.kp, threads - 1) if threads > 1 and n >= TEAM_MIN_ROW else None
-
-    def close(self) -> None:
-        """Stop the row team's threads (the solve is over, however it ended)."""
-        if self.team is not None:
-            self.team.stop()
-
-    def run_slice(self, platt: bool, tol: float, shrinking: bool, max_work: int, stop_iter: int) -> int:
-        """About max_work units of numba work (or up to stop_iter steps); returns a RUN_* code."""
-        args = (
-            self.n,
-            self.budget,
-            self.X,
-            self.orig,
-            self.kp,
-            self.ca,
-            self.V,
-            self.istate,
-            self.fstate,
-            self.swap_p,
-            self.swap_q,
-            tol,
-            shrinking,
-            max_work,
-            stop_iter,
-        )
-        return run_platt(*args, self.rng) if platt else run_second_order(*args)
-
-    def stats(self):
-        """(m, M, b, n_sv, n_bounded, quad, hinge) over the active positions (see smo_steps.stats)."""
-        V = self.V
-        return stats(self.yp, V.alpha, V.G, V.Cp, V.status, int(self.istate[IS_ACTIVE]), self.n)
-
-    def record(self, final: bool = False) -> None:
-        """Hand one trace point to the control (its time counts as trace time, not solver time)."""
-        t0 = time.perf_counter()
-        istate, n = self.istate, self.n
-        active = int(istate[IS_ACTIVE])
-        m, M, b, n_sv, n_bounded, quad, hinge = self.stats()
-        lookups = istate[IS_HITS] + istate[IS_MISSES]
-        point = {
-            "iteration": int(istate[IS_ITER]),
-            "elapsed_s": t0 - self.started - self.trace_seconds,
-            "dual": -self.fstate[FS_F],
-            "max_violation": m - M,
-            "n_sv": int(n_sv),
-            "n_bounded_sv": int(n_bounded),
-            "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
-            "active_size": active,
-        }
-        if active < n:
-            quad, hinge = (None, None) if final else self.shrunk_primal_parts(active, b, quad, hinge)
-        if quad is not None:
-            primal = 0.5 * quad + hinge
-            point["primal"] = primal
-            point["gap"] = primal + self.fstate[FS_F]
-        if final:
-            point["final"] = True
-        self.control.record(point)
-        self.trace_seconds += time.perf_counter() - t0
-
-    def shrunk_primal_parts(self, active: int, b: float, quad: float, hinge: float):
-        """The primal's |w|^2 and loss sums over ALL rows while shrunk, or (None, None) when not due.
-
-        It needs the shrunk variables' gradients: G_bar - 1 plus the free variables' kernel rows over
-        the shrunk positions, computed outside the cache. Due every PRIMAL_EVERY_S seconds, and no
-        sooner than 4 times its own last cost after the previous one, so it takes at most about a
-        fifth of the run (its time counts as trace time, not solver time); a stop request abandons it.
-        """
-        now = time.perf_counter()
-        if now < self.primal_next:
-            return None, None
-        n, V = self.n, self.V
-        free_pos = np.flatnonzero(V.status[:active] == FREE).astype(np.int64)
-        rest = np.zeros(n - active)
-        chunk = max(1, int(2_000_000 // max(1, n - active)))
-        for start in range(0, free_pos.size, chunk):
-            inactive_gradient(
-                self.X,
-                self.kp,
-                V.alpha,
-                free_pos,
-                start,
-                min(free_pos.size, start + chunk),
-                active,
-                n,
-                self.istate,
-                rest,
-            )
-            if self.control.check() is not None:
-                return None, None
-        G_rest = V.G_bar[active:] - 1.0 + rest
-        quad += float(V.alpha[active:] @ (G_rest + 1.0))
-        hinge += float(V.Cp[active:] @ np.maximum(0.0, -G_rest - self.yp[active:] * b))
-        cost = time.perf_counter() - now
-        self.primal_next = time.perf_counter() + max(PRIMAL_EVERY_S, 4.0 * cost)
-        return quad, hinge
-
-    def reconstruct(self, check: bool = True) -> StopReason | None:
-        """Rebuild G for the inactive variables in chunks, then make every variable active."""
-        istate, n, V = self.istate, self.n, self.V
-        active = int(istate[IS_ACTIVE])
-        if istate[IS_SLOT_LEN] < n:
-            reslot(n, int(min(n, max(2, self.budget // n))), self.ca, istate)
-        if active < n:
-            computed0 = int(istate[IS_COMPUTED])
-            V.G[active:] = V.G_bar[active:] - 1.0
-            free_pos = np.flatnonzero(V.status[:active] == FREE).astype(np.int64)
-            chunk = max(1, int(2_000_000 // n))  # a row fetched here costs up to n kernel values
-            last_check = time.perf_counter()
-            for start in range(0, free_pos.size, chunk):
-                rebuild_gradient(
-                    self.X,
-                    self.kp,
-                    self.ca,
-                    istate,
-                    V.alpha,
-                    V.G,
-                    free_pos,
-                    start,
-                    min(free_pos.size, start + chunk),
-                    active,
-                    n,
-                )
-                if check and time.perf_counter() - last_check > SLICE_SECONDS:
-                    last_check = time.perf_counter()
-                    reason = self.control.check()
-                    if reason is not None:
-                        istate[IS_RECONSTRUCTED] += int(istate[IS_COMPUTED]) - computed0
-                        return reason
-            istate[IS_RECONSTRUCTED] += int(istate[IS_COMPUTED]) - computed0
-            istate[IS_ACTIVE] = n
-        return None
-
-    def restart_full_check(self) -> None:
-        """After a rebuild: test the whole problem before shrinking again (shrinking first could loop forever)."""
-        istate = self.istate
-        istate[IS_SHRINK_COUNTER] = 2
-        istate[IS_EXAMINE_ALL] = 1
-        istate[IS_PASS_POS] = 0
-        istate[IS_NUM_CHANGED] = 0
+    return y, (w_neg, w_pos)
 
 
 TOL_FLOOR = 1e-9  # tol_rel tightens tol down to this
 
 
-def _gap_rel(run: _Run) -> float | None:
+def _gap_rel(run: Run) -> float | None:
     """(P - D) / P of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
@@ -565,49 +286,29 @@ def solve_smo(
     y,
     *,
     n_features,
-    C,
-    kernel: dict,
-    working_set="second_order",
-    tol=1e-3,
-    tol_rel=0.01,
-    cache_mb=200,
-    shrinking=True,
+    params: SmoSettings,
     class_weight=(1.0, 1.0),
-    max_iter=None,
-    trace_every=1000,
-    seed=0,
     n_threads=None,
     control=None,
     alpha0=None,
     gradient0=None,
     gradient_bar0=None,
 ) -> SolverResult:
-    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs); ``alpha0``,
-    ``gradient0`` and ``gradient_bar0``: the dual variables to start from and, optionally, their G and G_bar
-    (see "Warm start")."""
-    y, C, kp, tol, cache_mb, shrinking, (w_neg, w_pos), max_iter = _check_args(
-        indptr,
-        indices,
-        data,
-        y,
-        n_features,
-        C,
-        kernel,
-        working_set,
-        tol,
-        cache_mb,
-        shrinking,
-        class_weight,
-        max_iter,
-        trace_every,
-        seed,
-    )
-    if tol_rel is not None:
-        tol_rel = check_positive("tol_rel", tol_rel)
+    """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs). ``params``:
+    the job's parameters (``SmoSettings``); ``class_weight``: this problem's factors on C for y = -1 and
+    y = +1; ``alpha0``, ``gradient0`` and ``gradient_bar0``: the dual variables to start from and,
+    optionally, their G and G_bar (see "Warm start")."""
+    y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight)
+    C, tol, tol_rel = float(params.C), float(params.tol), params.tol_rel
+    working_set, cache_mb, shrinking, seed = params.working_set, float(params.cache_mb), params.shrinking, params.seed
+    kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
+    kp = kernel_params(kernel)
+    max_iter = default_max_iter(indptr.size - 1) if params.max_iter is None else params.max_iter
+    trace_every = params.trace_every
     if alpha0 is not None:
-        alpha0 = _check_start(alpha0, y, C, w_neg, w_pos)
+        alpha0 = check_start(alpha0, y, C, w_neg, w_pos)
     gradient0, gradient_bar0 = (
-        _check_given(name, value, alpha0, y)
+        check_given(name, value, alpha0, y)
         for name, value in (("gradient0", gradient0), ("gradient_bar0", gradient_bar0))
     )
     threads = solver_threads(n_threads)
@@ -616,8 +317,7 @@ def solve_smo(
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     data = np.ascontiguousarray(data, dtype=np.float64)
     n_features = int(n_features)
-    trace_every = int(trace_every)
-    run = _Run(
+    run = Run(
         indptr,
         indices,
         data,
@@ -649,10 +349,10 @@ def solve_smo(
             run_code = run.run_slice(working_set == "platt", tol, shrinking, work_budget, min(next_trace, max_iter))
             took = time.perf_counter() - t0
             if run_code == RUN_BUDGET and took > 0:
-                work_budget = int(min(max(work_budget * min(4.0, SLICE_SECONDS / max(took, 1e-4)), 10_000), 5e9))
+                work_budget = next_budget(work_budget, took)
             if run_code == RUN_CONVERGED:
                 gap_rel = _gap_rel(run) if tol_rel is not None else None
-                if gap_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
+                if gap_rel is not None and tol_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
                     tol = max(tol / 10.0, TOL_FLOOR)  # the gap is not certified yet: tighten and go on
                     run.restart_full_check()
                     continue
@@ -765,19 +465,28 @@ def warm_up() -> None:
     matrix = sp.csr_matrix(dense)
     indptr = matrix.indptr.astype(np.int64)
     indices = matrix.indices.astype(np.int32)
-    rbf = {"type": "rbf", "gamma": 0.5}
-    for working_set in WORKING_SETS:
-        first = solve_smo(
-            indptr, indices, matrix.data, y, n_features=3, C=1.0, kernel=rbf, working_set=working_set, cache_mb=0.0,
+    csr = (indptr, indices, matrix.data, y)
+
+    def settings(C: float, working_set: str = "second_order", cache_mb: float = 200.0) -> SimpleNamespace:
+        return SimpleNamespace(
+            C=C,
+            kernel={"type": "rbf", "gamma": 0.5},
+            working_set=working_set,
+            tol=1e-3,
+            tol_rel=0.01,
+            cache_mb=cache_mb,
+            shrinking=True,
+            max_iter=None,
             trace_every=5,
-        )  # fmt: skip
+            seed=0,
+        )
+
+    for working_set in WORKING_SETS:
+        first = solve_smo(*csr, n_features=3, params=settings(1.0, working_set, cache_mb=0.0))
     # the warm starts (a search's path along C): from alpha alone, and with G and G_bar
     alpha, gradient, gradient_bar = (first.extra[key] for key in ("alpha", "gradient", "gradient_bar"))
-    solve_smo(indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha)
-    solve_smo(
-        indptr, indices, matrix.data, y, n_features=3, C=2.0, kernel=rbf, alpha0=alpha, gradient0=gradient,
-        gradient_bar0=gradient_bar,
-    )  # fmt: skip
+    solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha)
+    solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha, gradient0=gradient, gradient_bar0=gradient_bar)
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
     istate = np.zeros(IS_SIZE, dtype=np.int64)

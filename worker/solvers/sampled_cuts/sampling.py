@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from worker.solvers.common import rng_next
+from worker.solvers.sampled_cuts.kernels import _sampled_cuts_draw
 
 _RIDGE = 1e-10
 """Ridge on the calibration system, relative to its trace."""
@@ -116,3 +117,29 @@ def pooled_cut(
         picked = pool[losing]
         rows, coef = combine_rows(picked, y[picked] / pool.size)
     return value, rows, coef, int(losing.size)
+
+
+POOL_MAX = 4000
+POOL_FRACTION_INVERSE = 250
+_MAX_REDRAWS = 50
+
+
+def default_pool_size(n_rows: int, sample_size: int) -> int:
+    """The constant variant's pool when ``pool_size`` is None: N / 250 rows, at least r, at most 4,000.
+
+    Small sets keep the paper's Algorithm 2 (pool = r: at 49,990 ijcnn1 rows it is 3x faster than smo
+    and as accurate); large ones get the pool that brought 10^6 Checkers rows from 0.74 to 0.30 points
+    above the best exact model (f at 4,000 rows per iteration instead of 400)."""
+    return int(min(POOL_MAX, max(sample_size, n_rows // POOL_FRACTION_INVERSE)))
+
+
+def uniform_cut(rng, violators, margins, y, frac, r, threshold, draw):
+    """Algorithm 3, lines 17-20 as written: r rows drawn uniformly from I, weights |I| / (N r), drawn again
+    until the cut's value exceeds ``threshold`` (xi + tol); after _MAX_REDRAWS draws the cut made of the
+    single most violating row, violated whenever the exact cut is (the proof of Corollary 2)."""
+    for _attempt in range(_MAX_REDRAWS):
+        _sampled_cuts_draw(rng, violators, violators.size, r, draw)
+        if frac * float(np.mean(1.0 - margins[draw])) > threshold:
+            return combine_rows(draw, y[draw] * (frac / r))
+    worst = violators[np.argmin(margins[violators])]
+    return np.array([worst], dtype=np.int64), np.array([frac * y[worst]])

@@ -1,6 +1,6 @@
 """Rows of SMO's matrix Q[p, t] = y_p y_t K(x_p, x_t), many positions t at once (LIBSVM's Kernel/SVC_Q part).
 
-The variables are kept permuted so that the active ones come first (see ``worker.solvers.smo``); a row
+The variables are kept permuted so that the active ones come first (see ``worker.solvers.smo.solve``); a row
 is asked for over positions [lo, hi). The dot products <x_p, x_t> come from copies of the rows kept in
 position order (``PositionRows``, rewritten by ``reorder`` after each shrinking pass): when the
 transposed dense copy (n_features x n) is small and well filled (a9a, ijcnn1), row p's entries times
@@ -10,7 +10,7 @@ sharing a feature with x_p are touched and a row of the active problem stops at 
 two algorithms, not one loop written twice: each is the faster one on its kind of data (see
 ``smo._DENSE_T_MIN_FILL``). Both give each dot product summed in the order of row p's entries, so the
 values are the same either way (tested). The rbf kernel then takes ``kernels.fast_exp`` (within one ulp
-of exp, vectorizes). ``smo_team`` splits a long row over a team of threads (``kernel_row``).
+of exp, vectorizes). ``smo.team`` splits a long row over a team of threads (``kernel_row``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from worker.solvers.kernels import KERNEL_RBF, fast_exp, kernel_from_dot
-from worker.solvers.smo_state import T_SIZE
+from worker.solvers.smo.state import T_SIZE
 
 _ROW_BLOCK = 1024  # kernel rows are computed this many positions at a time
 
@@ -61,7 +61,7 @@ class PositionRows(NamedTuple):
     part_f: np.ndarray  # per-thread results of the split scans
     part_g: np.ndarray
     part_i: np.ndarray
-    team: np.ndarray  # the row team's shared slots (``smo_team.T_*``)
+    team: np.ndarray  # the row team's shared slots (``smo.team.T_*``)
     team_coef: np.ndarray  # the team's current order's coefficients (two)
 
 

@@ -4,7 +4,7 @@ A pool of float32 values (LIBSVM's Qfloat) cut into equal slots of ``IS_SLOT_LEN
 first ``slot_fill[s]`` positions of the row of variable ``slot_owner[s]`` (``slot_of`` is the inverse,
 -1 when a row is not cached). Slots sit on a doubly linked list in recency order (``lru_prev``,
 ``lru_next``, head and tail in istate) or on the free stack. ``get_row`` makes a row valid up to a
-length, computing only the missing part (``smo_rows.kernel_row``). ``reslot`` re-cuts the pool into
+length, computing only the missing part (``smo.rows.kernel_row``). ``reslot`` re-cuts the pool into
 shorter, more numerous slots when the active set has shrunk (rows keep their prefix), or back into full
 rows (keeping the most recently used ones). ``permute_cached`` follows the solver's swaps of positions
 when it shrinks. At least two rows are always kept, whatever the budget.
@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from worker.solvers.smo_state import (
+from worker.solvers.smo.state import (
     IS_COMPUTED,
     IS_FREE_TOP,
     IS_HITS,
@@ -27,7 +27,7 @@ from worker.solvers.smo_state import (
     IS_N_SLOTS,
     IS_SLOT_LEN,
 )
-from worker.solvers.smo_team import kernel_row
+from worker.solvers.smo.team import kernel_row
 
 
 class RowCache(NamedTuple):

@@ -2,7 +2,7 @@
 
 ``extremes``: m = max_{I_up} F and M = min_{I_low} F (F_t = -y_t G_t) and the first position of m;
 ``select_j``: the second-order choice of j given i (Fan, Chen & Lin 2005); ``update_g_chunk`` and
-``axpy_chunk``: G += two rows (a step) or one row (G_bar), over a range (``smo_team`` splits them over its
+``axpy_chunk``: G += two rows (a step) or one row (G_bar), over a range (``smo.team`` splits them over its
 threads). Each scan takes block maxima, then looks for the first maximum in its block; split over the
 threads (``IS_PAR_MIN_SCAN`` positions and more, numba's prange), each thread's first maximum is kept and
 the first of those wins, so the choice is the one a single scan makes and 1 and 2 threads take the very
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from worker.solvers.smo_state import IS_PAR_MIN_SCAN, IS_THREADS, LOWER, UPPER
+from worker.solvers.smo.state import IS_PAR_MIN_SCAN, IS_THREADS, LOWER, UPPER
 
 TAU = 1e-12  # eta's floor when eta <= 0 (LIBSVM's TAU)
 _SCAN_BLOCK = 256  # the working-set scans take block maxima, then look for the first maximum in its block
@@ -185,7 +185,7 @@ def select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
 
 @njit(cache=True)
 def axpy_chunk(v, a, cache, base, lo, hi):
-    """v[t] += a * cache[base + t] for t in [lo, hi) (G_bar's updates; ``smo_team.axpy`` splits it)."""
+    """v[t] += a * cache[base + t] for t in [lo, hi) (G_bar's updates; ``smo.team.axpy`` splits it)."""
     vv = v[lo:hi]
     cc = cache[base + lo : base + hi]
     for t in range(hi - lo):
@@ -194,7 +194,7 @@ def axpy_chunk(v, a, cache, base, lo, hi):
 
 @njit(cache=True)
 def update_g_chunk(G, cache, base_i, base_j, di, dj, lo, hi):
-    """G[t] += Q[i, t] di + Q[j, t] dj for t in [lo, hi), from two cached rows (``smo_team.update_gradient``
+    """G[t] += Q[i, t] di + Q[j, t] dj for t in [lo, hi), from two cached rows (``smo.team.update_gradient``
     splits it)."""
     g = G[lo:hi]
     qi = cache[base_i + lo : base_i + hi]

@@ -21,7 +21,7 @@ per thread. The owner writes the order (its kind ``TEAM_*``, range, the arrays' 
 item sizes, coefficients), resets the done count, then publishes ``T_ORDER = seq << SEQ_SHIFT`` with a
 release store (seq counts orders). Every thread, the owner included, claims the next chunk by
 compare-and-swap on ``T_ORDER`` (only while its seq is still the one it read the order for), computes it
-with the one-thread code (``smo_rows._row_chunk``, ``smo_scans.update_g_chunk``, ``smo_scans.axpy_chunk``)
+with the one-thread code (``smo.rows._row_chunk``, ``smo.scans.update_g_chunk``, ``smo.scans.axpy_chunk``)
 and adds one to ``T_DONE``; the owner returns when ``T_DONE`` reaches the number of chunks. A partner that reads an order late, after every chunk is taken or the owner has moved on,
 fails its compare-and-swap and takes nothing, so it never computes with a torn order, and a partner the
 system has descheduled does not hold a row up: the owner takes the chunks left.
@@ -49,9 +49,9 @@ from numba import njit
 
 from worker.solvers.atomics import array_at, compare_and_swap, fetch_add, load_acquire, nap_ns, store_release, yield_cpu
 from worker.solvers.common import monotonic_s
-from worker.solvers.smo_rows import _row_chunk
-from worker.solvers.smo_scans import axpy_chunk, update_g_chunk
-from worker.solvers.smo_state import (
+from worker.solvers.smo.rows import _row_chunk
+from worker.solvers.smo.scans import axpy_chunk, update_g_chunk
+from worker.solvers.smo.state import (
     IS_TEAM_MIN_ROW,
     T_ACCUMULATE,
     T_BASE,
@@ -73,9 +73,9 @@ from worker.solvers.smo_state import (
     T_SRC_LENGTH,
 )
 
-TEAM_ROW = 0  # order kinds: a kernel row (smo_rows._row_chunk)
-TEAM_AXPY = 1  # v += a * one cached row (smo_scans.axpy_chunk: G_bar's updates)
-TEAM_UPDATE_G = 2  # G += di * Q_i + dj * Q_j from two cached rows (smo_scans.update_g_chunk)
+TEAM_ROW = 0  # order kinds: a kernel row (smo.rows._row_chunk)
+TEAM_AXPY = 1  # v += a * one cached row (smo.scans.axpy_chunk: G_bar's updates)
+TEAM_UPDATE_G = 2  # G += di * Q_i + dj * Q_j from two cached rows (smo.scans.update_g_chunk)
 
 SEQ_SHIFT = 24  # chunk numbers fit below this bit
 CHUNKS_PER_THREAD = 4  # chunks of a split row per thread, first come first served
@@ -160,7 +160,7 @@ def _wait_done(team, n_chunks):
 
 @njit(cache=True)
 def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
-    """Row p over [lo, hi) into out (as ``smo_rows._row_chunk``), computed by the owner and the partners."""
+    """Row p over [lo, hi) into out (as ``smo.rows._row_chunk``), computed by the owner and the partners."""
     team = X.team
     team[T_P] = p
     X.team_coef[0] = coef
@@ -189,7 +189,7 @@ def _team_takes(X, length, istate):
 
 @njit(cache=True)
 def kernel_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
-    """Row p of Q over positions [lo, hi) into out (see ``smo_rows._row_chunk``), split over the team when long."""
+    """Row p of Q over positions [lo, hi) into out (see ``smo.rows._row_chunk``), split over the team when long."""
     if _team_takes(X, hi - lo, istate):
         team_row(p, lo, hi, X, kp, out, base, coef, accumulate)
     else:
@@ -198,7 +198,7 @@ def kernel_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
 
 @njit(cache=True)
 def axpy(v, a, cache, base, lo, hi, X, istate):
-    """v[t] += a * cache[base + t] for t in [lo, hi) (``smo_scans.axpy_chunk``), split over the team when long."""
+    """v[t] += a * cache[base + t] for t in [lo, hi) (``smo.scans.axpy_chunk``), split over the team when long."""
     if _team_takes(X, hi - lo, istate) and cache.itemsize == 4 and v.itemsize == 8:
         _team_update(TEAM_AXPY, v, a, 0.0, cache, base, base, lo, hi, X)
     else:
@@ -207,7 +207,7 @@ def axpy(v, a, cache, base, lo, hi, X, istate):
 
 @njit(cache=True)
 def update_gradient(G, cache, base_i, base_j, di, dj, active, X, istate):
-    """G[t] += Q[i, t] di + Q[j, t] dj for the active t (``smo_scans.update_g_chunk``), split over the team
+    """G[t] += Q[i, t] di + Q[j, t] dj for the active t (``smo.scans.update_g_chunk``), split over the team
     when long."""
     if _team_takes(X, active, istate) and cache.itemsize == 4 and G.itemsize == 8:
         _team_update(TEAM_UPDATE_G, G, di, dj, cache, base_i, base_j, 0, active, X)

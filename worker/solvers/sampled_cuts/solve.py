@@ -30,7 +30,7 @@ Master problem (OP2): with cuts (c_k, g_k), k = 1..t, H_kl = <g_k, g_l> and h_k 
 
 and w = -sum_k alpha_k g_k. Every cut here is a kernel expansion g_k = -sum_u beta_ku phi'(x_u) over a
 few rows, so w = sum_u gamma_u phi'(x_u) with gamma = sum_k alpha_k beta_k. OP2 is solved by a
-primal active-set method (``sampled_cuts_master``: the equality-constrained problem on the cuts with
+primal active-set method (``sampled_cuts.master``: the equality-constrained problem on the cuts with
 alpha > 0 solved exactly through a Cholesky factor of their Gram block, kept and updated across
 iterations), warm-started from the previous alpha; a numerically singular face hands over to sequential
 minimal optimization on the simplex (``reduced_qp.reduced_dual_smo``, cpa's and ocas's solver) from the
@@ -60,7 +60,7 @@ Algorithms
   ``tol`` (c + <w, g> <= xi + tol); a violated one is added and resets the count.
   **The pool** (``pool_size`` m > r; by default N / 250 rows, at least r, at most 4,000): f is computed at m uniformly drawn rows instead of r;
   the cut's offset c and its value are the pool's (fraction with a loss, mean hinge), and its r basis rows
-  are taken among the pool's losing rows at equal steps of margin (``sampled_cuts_sampling.pooled_cut``),
+  are taken among the pool's losing rows at equal steps of margin (``sampled_cuts.sampling.pooled_cut``),
   weighted (|losing| / m) / r. This is Algorithm 2 with a larger sample for the estimates and the same
   basis size: the cuts' error, which the cutting-plane model's maximum turns into an overstated loss near
   the optimum, falls as 1 / sqrt(m) instead of 1 / sqrt(r), for m * |U_live| kernel values per iteration
@@ -71,7 +71,7 @@ Algorithms
   I = {i : y_i f(x_i) < 1} and the cut is c = |I| / N, beta = |I| / (N r) sum_j y_{S_j} e_{S_j} (line 19);
   drawing repeats until this cut is violated (line 20; after 50 draws the cut made of the single most
   violating row, which is violated whenever the exact cut is, as in the proof of Corollary 2). That is
-  ``sampling="uniform"``. The default ``sampling="calibrated"`` (``sampled_cuts_sampling``) takes the r
+  ``sampling="uniform"``. The default ``sampling="calibrated"`` (``sampled_cuts.sampling``) takes the r
   rows at equal steps of margin and calibrates their weights so that the cut's inner products with every
   cut of the working set equal the exact cut's (from the cached A, no kernel values): the cut is then
   exact at the current w and violated whenever the exact cut is, so it is never drawn again.
@@ -109,8 +109,9 @@ about 1e-8 relative in the objective rather than exactly (measured: 3610.70358 b
 
 from __future__ import annotations
 
-import math
 import time
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -122,169 +123,33 @@ from worker.solvers.common import (
     binary_signs,
     check_csr,
     check_int,
-    check_positive,
     rng_state,
     solver_threads,
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts_kernels import (
+from worker.solvers.sampled_cuts.cuts import Cuts
+from worker.solvers.sampled_cuts.kernels import (
     Expansion,
     Kernel,
     Rows,
     Split,
     _entries_column,
-    _entries_group,
-    _entries_keep,
-    _entries_merge,
     _sampled_cut,
     _sampled_cuts_draw,
     _sampled_cuts_expansion,
     _sampled_cuts_f_at,
 )
-from worker.solvers.sampled_cuts_master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
-from worker.solvers.sampled_cuts_sampling import calibrated_cut, combine_rows, pooled_cut
+from worker.solvers.sampled_cuts.master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
+from worker.solvers.sampled_cuts.sampling import calibrated_cut, default_pool_size, pooled_cut, uniform_cut
 
 VARIANTS = ("linear", "constant")
-SAMPLINGS = ("calibrated", "uniform")
 DEFAULT_SAMPLE_SIZE = {"linear": 1000, "constant": 400}
-POOL_MAX = 4000
-POOL_FRACTION_INVERSE = 250
 """r when ``sample_size`` is None: paper 003's Table 1 rows (linear r = 1000: within 0.1 point of smo's test
 error on ijcnn1, where r = 400 was 0.2 above; constant r = 400, its Checkers row)."""
 PAR_MIN_VALUES = 100_000
 """Kernel values below which a block is computed on one thread (read at each call, so tests can lower it)."""
-_MAX_REDRAWS = 50
 SLICE_VALUES = 4_000_000  # kernel values per chunk of the linear variant's A row
-
-
-# ---------------------------------------------------------------------------------------------
-# the working set of cuts
-# ---------------------------------------------------------------------------------------------
-
-
-class _Cuts:
-    """Cuts as kernel expansions: rows, coefficients (beta), offset c, Gram matrix H, alpha, A rows."""
-
-    def __init__(self, n_rows: int, keep_a: bool) -> None:
-        self.rows: list[np.ndarray] = []
-        # every cut's basis entries (row, cut index, beta), sorted by row and then cut
-        self.e_rows = np.zeros(0, dtype=np.int64)
-        self.e_cut = np.zeros(0, dtype=np.int64)
-        self.e_coef = np.zeros(0)
-        self.coef: list[np.ndarray] = []
-        self.c: list[float] = []
-        self.inactive = np.zeros(16, dtype=np.int64)  # consecutive solves with alpha_k = 0, per cut
-        self.H = np.zeros((16, 16))
-        self.alpha = np.zeros(16)
-        self.grad = np.zeros(16)
-        self.keep_a = keep_a
-        self.A = np.zeros((16 if keep_a else 0, n_rows if keep_a else 0))
-        # the master's free set (cuts with alpha > 0, in factor order) and the Cholesky factor of H over it;
-        # n_free = -1: to be refactored from alpha before the next solve
-        self.L = np.zeros((16, 16))
-        self.free = np.zeros(16, dtype=np.int64)
-        self.n_free = 0
-
-    @property
-    def t(self) -> int:
-        return len(self.c)
-
-    def _grow(self) -> None:
-        t = self.t
-        if t < self.H.shape[0]:
-            return
-        size = 2 * self.H.shape[0]
-        H = np.zeros((size, size))
-        H[:t, :t] = self.H[:t, :t]
-        self.H = H
-        L = np.zeros((size, size))
-        L[:t, :t] = self.L[:t, :t]
-        self.L = L
-        free = np.zeros(size, dtype=np.int64)
-        free[:t] = self.free[:t]
-        self.free = free
-        inactive = np.zeros(size, dtype=np.int64)
-        inactive[:t] = self.inactive[:t]
-        self.inactive = inactive
-        for name in ("alpha", "grad"):
-            old = getattr(self, name)
-            new = np.zeros(size)
-            new[:t] = old[:t]
-            setattr(self, name, new)
-        if self.keep_a:
-            A = np.zeros((size, self.A.shape[1]))
-            A[:t] = self.A[:t]
-            self.A = A
-
-    def add(
-        self,
-        rows: np.ndarray,
-        coef: np.ndarray,
-        c: float,
-        column: np.ndarray,
-        self_dot: float,
-        a_row: np.ndarray | None,
-    ) -> None:
-        self._grow()
-        t = self.t
-        self.H[t, :t] = column
-        self.H[:t, t] = column
-        self.H[t, t] = self_dot
-        self.alpha[t] = 0.0
-        if self.keep_a:
-            self.A[t] = a_row
-        self.e_rows, self.e_cut, self.e_coef = _entries_merge(self.e_rows, self.e_cut, self.e_coef, rows, t, coef)
-        self.rows.append(rows)
-        self.coef.append(coef)
-        self.c.append(float(c))
-        self.inactive[t] = 0
-
-    def drop_inactive(self, max_inactive: int) -> None:
-        t = self.t
-        inactive = self.inactive[:t]
-        inactive[:] = np.where(self.alpha[:t] > 0.0, 0, inactive + 1)
-        if int(inactive.max(initial=0)) < max_inactive:
-            return
-        idx = np.flatnonzero(inactive < max_inactive)
-        keep = idx.tolist()
-        m = idx.size
-        self.H[:m, :m] = self.H[np.ix_(idx, idx)]
-        self.alpha[:m] = self.alpha[idx]
-        self.alpha[m:] = 0.0
-        new_index = np.full(t, -1, dtype=np.int64)
-        new_index[idx] = np.arange(m)
-        if self.n_free > 0:  # the free cuts have alpha > 0, so they are all kept: renumber them
-            self.free[: self.n_free] = new_index[self.free[: self.n_free]]
-        if self.keep_a:
-            self.A[:m] = self.A[idx]
-        self.e_rows, self.e_cut, self.e_coef = _entries_keep(self.e_rows, self.e_cut, self.e_coef, new_index)
-        self.rows = [self.rows[k] for k in keep]
-        self.coef = [self.coef[k] for k in keep]
-        self.c = [self.c[k] for k in keep]
-        self.inactive[:m] = self.inactive[idx]
-
-    def grouped_basis(self):
-        """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and
-        gamma_u = sum_k alpha_k beta_ku per unique row."""
-        urows, uptr, gamma = _entries_group(self.e_rows, self.e_cut, self.e_coef, self.alpha)
-        return urows, uptr, self.e_cut, self.e_coef, gamma
-
-    @property
-    def basis_size(self) -> int:
-        """Basis entries over all cuts (a row counts once per cut that holds it)."""
-        return int(self.e_rows.size)
-
-    def expansion(self) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, gamma) with gamma = sum_k alpha_k beta_k, rows ascending, zeros dropped."""
-        if self.t == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        rows = np.concatenate(self.rows)
-        coef = np.concatenate([self.alpha[k] * self.coef[k] for k in range(self.t)])
-        urows, inverse = np.unique(rows, return_inverse=True)
-        gamma = np.bincount(inverse, weights=coef, minlength=urows.size)
-        keep = gamma != 0.0
-        return urows[keep].astype(np.int64), gamma[keep]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,128 +157,54 @@ class _Cuts:
 # ---------------------------------------------------------------------------------------------
 
 
-def default_pool_size(n_rows: int, sample_size: int) -> int:
-    """The constant variant's pool when ``pool_size`` is None: N / 250 rows, at least r, at most 4,000.
+class SampledCutsSettings(Protocol):
+    """What sampled_cuts reads of a job's params: the fields of its schema
+    (``core.schemas.solver_params.SampledCutsParams``), which validates them and holds their defaults (this
+    package imports no pydantic; tests and the warm-up build the schema's model or give every field).
+    ``kernel``: the schema's kernel model (or a dict of its fields), with a number for gamma."""
 
-    Small sets keep the paper's Algorithm 2 (pool = r: at 49,990 ijcnn1 rows it is 3x faster than smo
-    and as accurate); large ones get the pool that brought 10^6 Checkers rows from 0.74 to 0.30 points
-    above the best exact model (f at 4,000 rows per iteration instead of 400)."""
-    return int(min(POOL_MAX, max(sample_size, n_rows // POOL_FRACTION_INVERSE)))
+    C: float
+    kernel: Any
+    variant: str
+    sampling: str
+    sample_size: int | None
+    pool_size: int | None
+    p: int
+    tol: float
+    max_inactive: int
+    max_iter: int
+    bias: float | None
+    seed: int
 
 
-def _uniform_cut(rng, violators, margins, y, frac, r, threshold, draw):
-    """Algorithm 3, lines 17-20 as written: r rows drawn uniformly from I, weights |I| / (N r), drawn again
-    until the cut's value exceeds ``threshold`` (xi + tol); after _MAX_REDRAWS draws the cut made of the
-    single most violating row, violated whenever the exact cut is (the proof of Corollary 2)."""
-    for _attempt in range(_MAX_REDRAWS):
-        _sampled_cuts_draw(rng, violators, violators.size, r, draw)
-        if frac * float(np.mean(1.0 - margins[draw])) > threshold:
-            return combine_rows(draw, y[draw] * (frac / r))
-    worst = violators[np.argmin(margins[violators])]
-    return np.array([worst], dtype=np.int64), np.array([frac * y[worst]])
-
-
-def _check_args(
-    indptr,
-    indices,
-    data,
-    y,
-    n_features,
-    C,
-    kernel,
-    variant,
-    sampling,
-    sample_size,
-    pool_size,
-    p,
-    tol,
-    max_inactive,
-    max_iter,
-    bias,
-    trace_every,
-    seed,
-):
-    if not isinstance(n_features, (int, np.integer)) or n_features < 1:
-        raise SolverInputError(f"n_features must be an integer >= 1, got {n_features!r}")
-    check_csr(indptr, indices, data, int(n_features))
+def _check_args(indptr, indices, data, y, n_features):
+    """solve_sampled_cuts's checks of what its schema cannot know: the arrays and both labels present;
+    returns y as signs."""
+    check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
     if y.shape != (n,):
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
     if n < 2 or np.all(y == y[0]):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
-    C = check_positive("C", C)
-    kp = kernel_params(kernel)
-    if variant not in VARIANTS:
-        raise SolverInputError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-    if sampling not in SAMPLINGS:
-        raise SolverInputError(f"sampling must be one of {list(SAMPLINGS)}, got {sampling!r}")
-    for name, value, low in (
-        ("p", p, 1),
-        ("max_inactive", max_inactive, 1),
-        ("max_iter", max_iter, 1),
-        ("trace_every", trace_every, 1),
-        ("seed", seed, 0),
-    ):
-        check_int(name, value, low)
-    if sample_size is None:
-        sample_size = DEFAULT_SAMPLE_SIZE[variant]
-    check_int("sample_size", sample_size, 1)
-    if pool_size is None:
-        pool_size = default_pool_size(indptr.size - 1, int(sample_size))
-    check_int("pool_size", pool_size, 1)
-    tol = check_positive("tol", tol)
-    if bias is not None:
-        bias = float(bias)
-        if not (math.isfinite(bias) and bias > 0):
-            raise SolverInputError(f"bias must be a finite number > 0 or None, got {bias!r}")
-    return y, C, kp, tol, bias, int(sample_size), int(pool_size)
+    return y
 
 
 def solve_sampled_cuts(
-    indptr,
-    indices,
-    data,
-    y,
-    *,
-    n_features,
-    C,
-    kernel: dict,
-    variant="linear",
-    sampling="calibrated",
-    sample_size=None,
-    pool_size=None,
-    p=4,
-    tol=0.001,
-    max_inactive=20,
-    max_iter=10_000,
-    bias=1.0,
-    trace_every=1,
-    seed=0,
-    n_threads=None,
-    control=None,
+    indptr, indices, data, y, *, n_features, params: SampledCutsSettings, trace_every=1, n_threads=None, control=None
 ) -> SolverResult:
-    """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring)."""
-    y, C, kp, tol, bias, sample_size, pool_size = _check_args(
-        indptr,
-        indices,
-        data,
-        y,
-        n_features,
-        C,
-        kernel,
-        variant,
-        sampling,
-        sample_size,
-        pool_size,
-        p,
-        tol,
-        max_inactive,
-        max_iter,
-        bias,
-        trace_every,
-        seed,
-    )
+    """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring). ``params``:
+    the job's parameters (``SampledCutsSettings``); ``trace_every``: record a trace point every this many
+    iterations (not a job parameter)."""
+    y = _check_args(indptr, indices, data, y, n_features)
+    check_int("trace_every", trace_every, 1)
+    C, tol, variant, sampling, p = float(params.C), float(params.tol), params.variant, params.sampling, params.p
+    max_inactive, max_iter, seed = params.max_inactive, params.max_iter, params.seed
+    bias = None if params.bias is None else float(params.bias)
+    kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
+    kp = kernel_params(kernel)
+    sample_size = DEFAULT_SAMPLE_SIZE[variant] if params.sample_size is None else params.sample_size
+    pool_size = default_pool_size(indptr.size - 1, sample_size) if params.pool_size is None else params.pool_size
     threads = solver_threads(n_threads)
     # one compiled specialization of every kernel: float64 values, int32 indices (float32 values are accepted)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
@@ -436,7 +227,7 @@ def solve_sampled_cuts(
     data32 = np.zeros(0, dtype=np.float32) if linear else data.astype(np.float32)
     sq32 = np.zeros(0, dtype=np.float32) if linear else sq.astype(np.float32)
     X = Rows(indptr, indices, data, sq, data32, sq32, n_features)
-    cuts = _Cuts(n, keep_a=linear)
+    cuts = Cuts(n, keep_a=linear)
     all_rows = np.arange(n, dtype=np.int64)
     pool = r if linear else max(r, int(pool_size))  # rows whose f the constant variant evaluates
     draw = np.empty(pool, dtype=np.int64)
@@ -513,7 +304,7 @@ def solve_sampled_cuts(
             if sampling == "calibrated":  # the cut agrees with the exact one on the working set's span
                 rows, coef = calibrated_cut(rng, violators, margins, y, cuts.A[:t], n, r)
             else:
-                rows, coef = _uniform_cut(rng, violators, margins, y, frac, r, xi + tol, draw)
+                rows, coef = uniform_cut(rng, violators, margins, y, frac, r, xi + tol, draw)
             c_new = frac
             # A_t over all rows, in chunks between control checks
             a_row = np.empty(n)
@@ -658,12 +449,20 @@ def warm_up() -> None:
                 matrix.data,
                 y,
                 n_features=n_features,
-                C=1.0,
-                kernel={"type": "rbf", "gamma": 0.5},
-                variant=variant,
-                sample_size=20,
-                max_iter=5,
-                max_inactive=1,
+                params=SimpleNamespace(
+                    C=1.0,
+                    kernel={"type": "rbf", "gamma": 0.5},
+                    variant=variant,
+                    sampling="calibrated",
+                    sample_size=20,
+                    pool_size=None,
+                    p=4,
+                    tol=0.001,
+                    max_inactive=1,
+                    max_iter=5,
+                    bias=1.0,
+                    seed=0,
+                ),
             )
     H = np.eye(2)
     master_refactor(H, np.ones(2), 2, np.zeros((2, 2)), np.zeros(2, dtype=np.int64))

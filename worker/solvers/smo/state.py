@@ -1,9 +1,9 @@
 """SMO's scalar state, kept in two small arrays that the numba kernels update in place.
 
-``X.team`` (int64) holds what the row team's threads share (``worker.solvers.smo_team``).
+``X.team`` (int64) holds what the row team's threads share (``worker.solvers.smo.team``).
 ``istate`` (int64) holds the step counter, the active-set size, the cache's bookkeeping and the counters
 that end up in the result; ``fstate`` (float64) the dual value, Platt's threshold and the last violation.
-Named slots instead of positional guesses; ``worker.solvers.smo`` documents what they mean to the solver.
+Named slots instead of positional guesses; ``worker.solvers.smo.solve`` documents what they mean to the solver.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ IS_UNCACHED = 17  # kernel values computed beyond the slot length (G_bar rows)
 IS_FULL_ROWS = 18  # G_bar row updates
 IS_RECONSTRUCTED = 19  # kernel values computed by gradient rebuilds
 IS_THREADS = 20
-IS_TEAM_MIN_ROW = 21  # shortest kernel row split over the row team (smo_team)
+IS_TEAM_MIN_ROW = 21  # shortest kernel row split over the row team (smo.team)
 IS_PAR_MIN_SCAN = 22  # shortest scan or gradient update split over the threads
 IS_SIZE = 23
 
-# X.team slots (smo_team's protocol); the three that threads write concurrently sit on their own 64-byte lines
+# X.team slots (smo.team's protocol); the three that threads write concurrently sit on their own 64-byte lines
 T_ORDER = 0  # (seq << SEQ_SHIFT) | next chunk to claim
 T_DONE = 8  # chunks finished for the current order
 T_QUIT = 16  # 1: partners return
@@ -53,7 +53,7 @@ T_OUT_LENGTH = 30
 T_OUT_ITEMSIZE = 31  # 8: float64 (gradients), 4: float32 (the cache pool)
 T_N_CHUNKS = 32
 T_SEQ = 33  # the owner's count of orders (its own copy; partners read seq from T_ORDER)
-T_KIND = 34  # what the order asks: TEAM_ROW, TEAM_AXPY or TEAM_UPDATE_G (smo_team)
+T_KIND = 34  # what the order asks: TEAM_ROW, TEAM_AXPY or TEAM_UPDATE_G (smo.team)
 T_SRC_ADDRESS = 35  # updates: the cache pool (float32) the rows are read from
 T_SRC_LENGTH = 36
 T_BASE_J = 37  # TEAM_UPDATE_G: the second row's offset in the pool
