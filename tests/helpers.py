@@ -334,3 +334,13 @@ def with_params(schema, keywords: dict) -> dict:
     names |= {field.alias for name, field in schema.model_fields.items() if field.alias and name in names}
     fields = {name: value for name, value in keywords.items() if name in names}
     return {"params": schema(**fields), **{name: value for name, value in keywords.items() if name not in names}}
+
+
+def breast_cancer_scaled():
+    """breast_cancer standardized by scikit-learn's StandardScaler, as a CSR matrix, with labels in {-1, +1} (the smo
+    tests' data: their saved runs were recorded on exactly these values)."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return sp.csr_matrix(StandardScaler().fit_transform(X)), np.where(y == 1, 1.0, -1.0)
