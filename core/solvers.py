@@ -70,7 +70,7 @@ class SolverSpec:
     """How a converged model tells the rule that stopped it."""
     model_kind: str = "linear"
     """`linear` (a weight vector per problem) or `kernel` (an expansion over training rows)."""
-    kernel_units: tuple[str, ...] = ()
+    compile_units: tuple[str, ...] = ()
     """The shared numba warm-up units (``worker.runtime.warmup.SHARED_UNITS``) its kernels call, compiled before its own."""
     compile_s: float | None = None
     """None: no numba kernels. Else its kernels are a warm-up unit of its own (worker/runtime/warmup.py), named after it:
@@ -218,7 +218,7 @@ BUILT_IN = (
         solve="worker.solvers.dcd:solve_dcd",
         progress=violation_measure,
         stopping=_tol_then_gap("projected-gradient spread"),
-        kernel_units=("common",),
+        compile_units=("common",),
         compile_s=4.4,
         float32_input=True,
         warm_start="dual",
@@ -230,7 +230,7 @@ BUILT_IN = (
         solve="worker.solvers.cpa:solve_cpa",
         progress=cpa_measure,
         stopping=cpa_stopping,
-        kernel_units=("reduced_qp", "data_passes", "cut_store", "ranking"),
+        compile_units=("reduced_qp", "data_passes", "cut_store", "ranking"),
         compile_s=7.3,
         float32_input=True,
         threads="n_processes",
@@ -242,7 +242,7 @@ BUILT_IN = (
         solve="worker.solvers.ocas:solve_ocas",
         progress=gap_measure,
         stopping=ocas_stopping,
-        kernel_units=("reduced_qp", "data_passes", "line_search", "cut_store"),
+        compile_units=("reduced_qp", "data_passes", "line_search", "cut_store"),
         compile_s=1.6,
         float32_input=True,
         warm_start="weights",
@@ -257,7 +257,7 @@ BUILT_IN = (
         stopping=_tol_then_gap("largest KKT violation"),
         model_kind="kernel",
         warm_start="dual_gradient",
-        kernel_units=("common", "kernels"),
+        compile_units=("common", "kernels"),
         compile_s=38.6,
         threads="n_threads",
     ),
@@ -269,7 +269,7 @@ BUILT_IN = (
         progress=cut_measure,
         stopping=cut_stopping,
         model_kind="kernel",
-        kernel_units=("common", "kernels"),
+        compile_units=("common", "kernels"),
         compile_s=14.4,
         threads="n_threads",
     ),

@@ -247,8 +247,8 @@ def cmd_compile(rest: list[str], prog: str = "hinge compile") -> int:
     earlier name, still accepted."""
     import subprocess
 
-    from core.kernel_cache import run_command, show
-    from service.ingest.entry import PARSER_KERNELS
+    from core.compile_cache import run_command, show
+    from service.ingest.entry import PARSER_UNITS
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -267,7 +267,7 @@ def cmd_compile(rest: list[str], prog: str = "hinge compile") -> int:
         print(f"{prog}: the solvers' part failed (python -m worker.runtime.warmup)", file=sys.stderr)
         return 1
     solver_state = json.loads(solvers.stdout)
-    state = run_command({"service.ingest": PARSER_KERNELS}, args.build)
+    state = run_command({"service.ingest": PARSER_UNITS}, args.build)
     state["caches"] = {**solver_state["caches"], **state["caches"]}
     state["units"] = {**solver_state["units"], **state["units"]}
     state["solvers_ready"] = solver_state["solvers_ready"]

@@ -245,7 +245,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
     with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
     (The test holds the smo unit's lock, as a builder compiling smo would.)"""
-    from core.kernel_cache import file_lock
+    from core.compile_cache import file_lock
     from worker.runtime.warmup import KERNELS
 
     env = private_service_env(redis_server.url, 4, tmp_path)  # the suite's workers are not there

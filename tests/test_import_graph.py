@@ -161,7 +161,7 @@ def test_cycle_finder_finds_a_cycle():
 SOLVER_IMPORTS = {"numpy", "scipy", "numba", "llvmlite", "core.stop_reason"}
 """What worker/solvers/ may import besides the standard library and each other (the house style: numpy,
 scipy and numba; llvmlite is numba's code generator; core.stop_reason the one enum they share with the schemas).
-The package's __init__ also installs the kernel cache's locator (core.kernel_cache)."""
+The package's __init__ also installs the kernel cache's locator (core.compile_cache)."""
 
 
 def test_the_solvers_import_only_numpy_scipy_numba():
@@ -176,7 +176,7 @@ def test_the_solvers_import_only_numpy_scipy_numba():
         if not imported.startswith("worker.solvers")
         and imported not in SOLVER_IMPORTS
         and imported not in sys.stdlib_module_names
-        and (module, imported) != ("worker.solvers", "core.kernel_cache")
+        and (module, imported) != ("worker.solvers", "core.compile_cache")
     )
     assert outside == []
     reached = _reachable(graph, {module for module in graph if module.startswith("worker.solvers")})

@@ -10,14 +10,14 @@ from __future__ import annotations
 import atexit
 import os
 
-from core.kernel_cache import KernelSet, KernelUnit
+from core.compile_cache import CompileUnit, CompileUnits
 from core.processes import die_with_parent, lower_priority, map_large_blocks, release_freed_memory
 
-PARSER_KERNELS = KernelSet(
-    (KernelUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
+PARSER_UNITS = CompileUnits(
+    (CompileUnit("parser", "service.ingest", "parse_kernels", "service.ingest.parser:warm_up", reference_s=7.9),)
 )
 """The parser's kernels: one unit, compiled by one ingest process of the machine while the others wait for it
-(``core.kernel_cache``; defining it imports no numba)."""
+(``core.compile_cache``; defining it imports no numba)."""
 
 _clients: dict = {}
 
@@ -34,8 +34,8 @@ def init_process() -> None:
 
     lower_priority(get_settings().batch_nice)  # parsing is batch work: requests of the API go first
     map_large_blocks()  # an upload's buffers go back to the machine when it ends
-    PARSER_KERNELS.seed()
-    PARSER_KERNELS.ensure(["parser"])
+    PARSER_UNITS.seed()
+    PARSER_UNITS.ensure(["parser"])
     atexit.register(os._exit, 0)
 
 

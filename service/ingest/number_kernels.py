@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from core.kernel_cache import install
+from core.compile_cache import install
 
 install("service.ingest", Path(__file__).resolve().parent)  # Hinge's cache locator, before the first kernel
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from core.kernel_cache import install
+from core.compile_cache import install
 from service.ingest.number_kernels import (
     N_BAD,
     N_NONFINITE,

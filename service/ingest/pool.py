@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from core import kernel_cache
+from core import compile_cache
 from service.ingest import entry
 
 log = logging.getLogger("hinge.ingest")
@@ -22,9 +22,9 @@ MANAGER_JOIN_S = 2.0
 
 def parser_compiled_before() -> bool:
     """Whether this machine's kernel cache holds the parser's kernels for some version of the code (its markers
-    ``built/parser.*.json``; ``core.kernel_cache``), read without importing numba."""
-    kernel_cache.register("service.ingest", Path(entry.__file__).resolve().parent)  # as parse_kernels installs it
-    return any((kernel_cache.package_cache_dir("service.ingest") / "built").glob("parser.*.json"))
+    ``built/parser.*.json``; ``core.compile_cache``), read without importing numba."""
+    compile_cache.register("service.ingest", Path(entry.__file__).resolve().parent)  # as parse_kernels installs it
+    return any((compile_cache.package_cache_dir("service.ingest") / "built").glob("parser.*.json"))
 
 
 class IngestPool:

@@ -29,8 +29,8 @@ import numpy as np
 import redis
 from pydantic import ValidationError
 
+from core.compile_cache import UnitsStopped
 from core.config import get_settings
-from core.kernel_cache import UnitsStopped
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue

@@ -6,7 +6,7 @@ them from the cache takes under a second. So a worker does not wait for all of t
 1. It compiles (or loads) ``dcd``, what most jobs use, then takes jobs.
 2. A builder process (``run_builder``, at the lowest CPU priority, so jobs and requests go first)
    compiles the units the machine's cache lacks, sharing them with the other workers' builders through
-   the cache's unit locks (``core.kernel_cache``): two workers on two cores compile two units at a
+   the cache's unit locks (``core.compile_cache``): two workers on two cores compile two units at a
    time and never the same one.
 3. A job whose solver is not warm in the worker yet makes it warm before training
    (``ensure_solver``): loaded from the cache if it was built, compiled there if nobody has started it
@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable
 
-from core.kernel_cache import KernelSet, KernelUnit, UnitsStopped, read_marker
+from core.compile_cache import CompileUnit, CompileUnits, UnitsStopped, read_marker
 from core.processes import die_with_parent
 from core.solvers import SOLVERS as SOLVER_SPECS
 
@@ -35,8 +35,8 @@ log = logging.getLogger("hinge.worker")
 PACKAGE = "worker.solvers"
 
 
-def _unit(name: str, requires: tuple[str, ...], reference_s: float) -> KernelUnit:
-    return KernelUnit(name, PACKAGE, name, f"{PACKAGE}.{name}:warm_up", requires, reference_s)
+def _unit(name: str, requires: tuple[str, ...], reference_s: float) -> CompileUnit:
+    return CompileUnit(name, PACKAGE, name, f"{PACKAGE}.{name}:warm_up", requires, reference_s)
 
 
 SHARED_UNITS = (
@@ -58,28 +58,28 @@ FIRST = "dcd"
 """The solver a worker makes warm before it takes any job."""
 
 
-def _solver_unit(spec) -> KernelUnit:
-    """A solver's own unit (its spec's ``compile_s`` and ``kernel_units``): its solve module's ``warm_up``."""
+def _solver_unit(spec) -> CompileUnit:
+    """A solver's own unit (its spec's ``compile_s`` and ``compile_units``): its solve module's ``warm_up``."""
     module = spec.solve.split(":")[0]
-    return KernelUnit(
-        spec.name, PACKAGE, module.removeprefix(PACKAGE + "."), f"{module}:warm_up", spec.kernel_units, spec.compile_s
+    return CompileUnit(
+        spec.name, PACKAGE, module.removeprefix(PACKAGE + "."), f"{module}:warm_up", spec.compile_units, spec.compile_s
     )
 
 
-def _build_order() -> tuple[KernelUnit, ...]:
+def _build_order() -> tuple[CompileUnit, ...]:
     """Every unit, in build order: dcd first (most jobs use it), then the solvers by their compile seconds,
     longest first, each after the units it requires. smo, the longest by far (40% of the whole compile),
     started early on one builder while the others take the rest: every solver is ready sooner."""
     solvers = [SOLVER_SPECS[name] for name in WARM_UP_ORDER if SOLVER_SPECS[name].compile_s is not None]
     solvers.sort(key=lambda spec: (spec.name != FIRST, -(spec.compile_s or 0.0)))
-    every = KernelSet((*SHARED_UNITS, *(_solver_unit(spec) for spec in solvers)))
+    every = CompileUnits((*SHARED_UNITS, *(_solver_unit(spec) for spec in solvers)))
     return tuple(every.closure([spec.name for spec in solvers] + [unit.name for unit in SHARED_UNITS]))
 
 
 UNITS = _build_order()
 """Every unit, in build order (``_build_order``)."""
 
-KERNELS = KernelSet(UNITS)
+KERNELS = CompileUnits(UNITS)
 """This process's view of the units (what it has loaded)."""
 
 
@@ -88,13 +88,13 @@ def _own(solver: str) -> list[str]:
     return [solver] if SOLVER_SPECS[solver].compile_s is not None else []
 
 
-def solver_units(solver: str) -> list[KernelUnit]:
-    """The units a solver needs (its own and its spec's ``kernel_units``), requirements first."""
+def solver_units(solver: str) -> list[CompileUnit]:
+    """The units a solver needs (its own and its spec's ``compile_units``), requirements first."""
     return KERNELS.closure(_own(solver))
 
 
 def ensure_solver(
-    solver: str, *, should_stop: Callable[[], bool] | None = None, on_wait: Callable[[KernelUnit], None] | None = None
+    solver: str, *, should_stop: Callable[[], bool] | None = None, on_wait: Callable[[CompileUnit], None] | None = None
 ) -> dict[str, float]:
     """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
     compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
@@ -250,7 +250,7 @@ def run_builder(parent_pid: int) -> None:
             return
         time.sleep(0.2)
 
-    def built(unit: KernelUnit, seconds: float) -> None:
+    def built(unit: CompileUnit, seconds: float) -> None:
         log.info("kernel builder: compiled %s in %.1f s", unit.name, seconds)
 
     KERNELS.build_missing(should_stop=orphaned, on_built=built)
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from core.kernel_cache import run_command, show
+    from core.compile_cache import run_command, show
 
     parser = argparse.ArgumentParser(prog="python -m worker.runtime.warmup", description=main.__doc__)
     parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")

@@ -1,4 +1,4 @@
-"""The kernel cache (core/kernel_cache.py): stamped with a module's sources and its callees', found wherever
+"""The kernel cache (core/compile_cache.py): stamped with a module's sources and its callees', found wherever
 the code lives, filled once per machine under unit locks, seeded from an image's cache; and the solvers' own
 cache: a second start compiles nothing."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.kernel_cache import fingerprints_of
+from core.compile_cache import fingerprints_of
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
@@ -29,7 +29,7 @@ PACKAGE = {
     "units.py": textwrap.dedent(
         """
         import json, os, time
-        from core.kernel_cache import KernelSet, KernelUnit
+        from core.compile_cache import CompileUnits, CompileUnit
 
         def _record(name, dispatcher, value):
             with open(os.environ["KPKG_LOG"], "a") as out:
@@ -46,14 +46,14 @@ PACKAGE = {
             time.sleep(float(os.environ.get("KPKG_SLOW", "0")))
             _record("alone", h, h(1))
 
-        KERNELS = KernelSet((
-            KernelUnit("caller", "kpkg", "caller", "kpkg.units:warm_caller", reference_s=1.0),
-            KernelUnit("alone", "kpkg", "alone", "kpkg.units:warm_alone", reference_s=1.0),
+        KERNELS = CompileUnits((
+            CompileUnit("caller", "kpkg", "caller", "kpkg.units:warm_caller", reference_s=1.0),
+            CompileUnit("alone", "kpkg", "alone", "kpkg.units:warm_alone", reference_s=1.0),
         ))
         """
     ),
 }
-INIT = "from pathlib import Path\nfrom core.kernel_cache import install\ninstall(__name__, Path(__file__).resolve().parent)\n"
+INIT = "from pathlib import Path\nfrom core.compile_cache import install\ninstall(__name__, Path(__file__).resolve().parent)\n"
 
 
 def make_package(where: Path) -> Path:
@@ -96,7 +96,7 @@ def test_fingerprints_follow_imports_and_only_them(tmp_path):
     after = fingerprints_of(copy, "worker.solvers")
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {"smo.team", "smo.cache", "smo.steps", "smo.run", "smo.solve"}
-    assert "dcd" in before and "kernel_cache" not in before, "every solver module and nothing else is fingerprinted"
+    assert "dcd" in before and "compile_cache" not in before, "every solver module and nothing else is fingerprinted"
 
 
 def test_a_change_to_a_callee_recompiles_its_callers_and_nothing_else(tmp_path):

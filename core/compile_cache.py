@@ -260,7 +260,7 @@ def target_key() -> str:
 
     magic = cpu_target.target_context.codegen().magic_tuple()
     if os.environ.get(CPU_ENV, "host").strip().lower() == "generic" and magic[1] != "generic":
-        raise RuntimeError(f"{CPU_ENV}=generic, but numba was imported before core.kernel_cache: CPU {magic[1]}")
+        raise RuntimeError(f"{CPU_ENV}=generic, but numba was imported before core.compile_cache: CPU {magic[1]}")
     return json.dumps([numba.__version__, list(sys.version_info[:2]), [str(part) for part in magic]])
 
 
@@ -268,7 +268,7 @@ def target_key() -> str:
 
 
 @dataclass(frozen=True)
-class KernelUnit:
+class CompileUnit:
     """Kernels compiled together by one ``warm_up`` call, under one lock, with one marker once built."""
 
     name: str
@@ -370,26 +370,26 @@ class UnitsStopped(Exception):
 
 
 @dataclass
-class KernelSet:
+class CompileUnits:
     """A set of kernel units, in the order they are worth building, and what this process has loaded."""
 
-    units: tuple[KernelUnit, ...]
+    units: tuple[CompileUnit, ...]
     loaded: dict[str, float] = field(default_factory=dict)
     """Units warm in this process -> seconds it took here (a compile, or a load from the cache)."""
 
     def __post_init__(self) -> None:
         self.by_name = {unit.name: unit for unit in self.units}
 
-    def unit(self, name: str) -> KernelUnit:
+    def unit(self, name: str) -> CompileUnit:
         """The unit called ``name`` (KeyError names the known ones)."""
         try:
             return self.by_name[name]
         except KeyError:
             raise KeyError(f"unknown kernel unit {name!r}; known: {', '.join(self.by_name)}") from None
 
-    def closure(self, names: list[str] | tuple[str, ...]) -> list[KernelUnit]:
+    def closure(self, names: list[str] | tuple[str, ...]) -> list[CompileUnit]:
         """The named units with everything they require, requirements first."""
-        order: list[KernelUnit] = []
+        order: list[CompileUnit] = []
 
         def visit(name: str) -> None:
             unit = self.unit(name)
@@ -403,11 +403,11 @@ class KernelSet:
             visit(name)
         return order
 
-    def built(self, unit: KernelUnit) -> bool:
+    def built(self, unit: CompileUnit) -> bool:
         """Whether this machine's cache holds the unit for the current code and target."""
         return unit.marker().is_file()
 
-    def missing(self) -> list[KernelUnit]:
+    def missing(self) -> list[CompileUnit]:
         """Units not yet built in the cache, in build order."""
         return [unit for unit in self.units if not self.built(unit)]
 
@@ -416,7 +416,7 @@ class KernelSet:
         names: list[str] | tuple[str, ...],
         *,
         should_stop: Callable[[], bool] | None = None,
-        on_wait: Callable[[KernelUnit], None] | None = None,
+        on_wait: Callable[[CompileUnit], None] | None = None,
     ) -> dict[str, float]:
         """Make the named units (and what they require) warm in this process; returns {unit: seconds} of
         those compiled here. Units are taken as their locks allow: one that another process is compiling
@@ -447,7 +447,7 @@ class KernelSet:
                     todo.remove(unit)
         return compiled
 
-    def _warm(self, unit: KernelUnit) -> dict[str, float]:
+    def _warm(self, unit: CompileUnit) -> dict[str, float]:
         """Warm one unit while holding its lock: a load when its marker exists, else a compile that writes it."""
         fingerprint = unit.fingerprint()
         was_built = unit.marker(fingerprint).is_file()
@@ -472,7 +472,7 @@ class KernelSet:
         self,
         *,
         should_stop: Callable[[], bool] | None = None,
-        on_built: Callable[[KernelUnit, float], None] | None = None,
+        on_built: Callable[[CompileUnit, float], None] | None = None,
     ) -> None:
         """Compile every unit the cache lacks, sharing the work with other processes doing the same: take the
         first unit, in order, that nobody holds and whose requirements are built; when every one left is
@@ -542,7 +542,7 @@ class KernelSet:
 # -- `hinge kernels` ---------------------------------------------------------------------------------
 
 
-def describe(sets: dict[str, KernelSet]) -> dict:
+def describe(sets: dict[str, CompileUnits]) -> dict:
     """The state of the kernel sets in this machine's cache: compile target, cache folders, units."""
     state: dict = {"target": json.loads(target_key()), "caches": {}, "units": {}}
     for package, kernel_set in sets.items():
@@ -564,7 +564,7 @@ def show(state: dict) -> None:
         print(f"solvers ready: {', '.join(state['solvers_ready']) or 'none'}")
 
 
-def run_command(sets: dict[str, KernelSet], build: bool, extra: Callable[[], dict] | None = None) -> dict:
+def run_command(sets: dict[str, CompileUnits], build: bool, extra: Callable[[], dict] | None = None) -> dict:
     """The body of `hinge kernels` for these sets: seed and compile what is missing when ``build``, then the
     state (with ``extra()`` merged in)."""
     if build:
