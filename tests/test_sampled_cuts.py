@@ -320,7 +320,7 @@ def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_featu
     """_sampled_cuts_f_at: sum_u coef_u (K(x_u, x_t) + shift) at the targets, float32 only for rbf with a dense
     copy (within 1e-6 of the sum of |terms|), float64 otherwise (1e-12)."""
     from worker.solvers.kernels import kernel_params, row_sq_norms
-    from worker.solvers.sampled_cuts.kernels import Expansion, Kernel, Rows, Split, _sampled_cuts_f_at
+    from worker.solvers.sampled_cuts.blocks import Expansion, Kernel, Rows, Split, _sampled_cuts_f_at
 
     rng = np.random.default_rng(n_features)
     X = sp.random(300, n_features, density=min(1.0, 4.0 / n_features) if n_features > 5 else 1.0, random_state=1)

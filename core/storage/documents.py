@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
+from core.schemas.enums import Multiclass
 from core.schemas.model_files import Calibration, ModelKernel
-from core.schemas.models import StoppingRule
+from core.schemas.stopping_rule import StoppingRule
 
 _NOT_STORED = {"extra", "key_order"}
 
@@ -267,7 +268,7 @@ class ModelDescription(Document):
     @property
     def one_vs_one(self) -> bool:
         """Whether more than two labels are decided by one-vs-one votes (``ovo_labels`` and ``nr_sv`` are set)."""
-        return self.multiclass == "ovo"
+        return self.multiclass == Multiclass.ovo
 
 
 @dataclass(kw_only=True)

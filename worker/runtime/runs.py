@@ -20,7 +20,7 @@ import redis
 from core.config import cache_root, get_settings
 from core.lifecycle import hand_back_job
 from core.queueing import JobQueue
-from core.schemas.jobs import JobStatus
+from core.schemas.jobs import JobDataLoad, JobStatus
 from core.schemas.solver_params import SolverParams
 from core.scoring.quality import gamma_warnings, model_warnings, rbf_gammas, sampled_squared_distances
 from core.solvers import solver_params
@@ -204,10 +204,8 @@ def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
     poller = CancelPoller(jobs, job.id, settings.cancel_poll_s)
 
     def waiting(error: StoreError) -> None:
-        log.warning("job %s: waiting for the object store: %s", job.id, error)
-        jobs.update(
-            job.id, progress={"phase": "waiting for the object store", "fraction": 0.0, "store_error": str(error)}
-        )
+        log.warning("job %s: waiting for the object store: %s", job.id, error)  # the error: in the log only
+        jobs.update(job.id, progress={"phase": "waiting for the object store", "fraction": 0.0})
 
     report: dict = {}
     loaded = cache.load(
@@ -221,12 +219,13 @@ def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
         on_wait=waiting,
         report=report,
     )
-    jobs.update(job.id, data_load=report)
+    load = JobDataLoad.model_validate(report)
+    jobs.update(job.id, data_load=load)
     log.info(
         "data set %s loaded in %.3f s (%s)",
         job.dataset_id,
-        report["seconds"],
-        "from the machine's cache" if report["cached"] else f"{report['fetched_bytes']} bytes fetched",
+        load.seconds,
+        "from the machine's cache" if load.cached else f"{load.fetched_bytes} bytes fetched",
     )
     return loaded
 

@@ -101,7 +101,7 @@ from worker.solvers.common import (
     check_csr,
     check_int,
 )
-from worker.solvers.cpa_kernels import _class_cut, _copy_rows, _listed_cut, _listed_cut_chunk, _row_norms
+from worker.solvers.cpa_passes import _class_cut, _copy_rows, _listed_cut, _listed_cut_chunk, _row_norms
 from worker.solvers.cut_data import prepare_data
 from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, row_chunks, threads

@@ -124,7 +124,7 @@ from worker.solvers.common import (
     check_positive,
     rng_state,
 )
-from worker.solvers.dcd_kernels import (
+from worker.solvers.dcd_passes import (
     DualState,
     Problem,
     _dcd_build_w,

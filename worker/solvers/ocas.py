@@ -74,7 +74,7 @@ from numba import njit, prange
 from worker.solvers import line_search
 from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason, binary_signs, check_int
 from worker.solvers.cpa import QP_REL, check_arrays
-from worker.solvers.cpa_kernels import hinge_parts
+from worker.solvers.cpa_passes import hinge_parts
 from worker.solvers.cut_data import prepare_data
 from worker.solvers.cut_store import choose
 from worker.solvers.data_passes import available_cores, compact_chunks, threads

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worker.solvers.sampled_cuts.kernels import _entries_group, _entries_keep, _entries_merge
+from worker.solvers.sampled_cuts.blocks import _entries_group, _entries_keep, _entries_merge
 
 
 class Cuts:

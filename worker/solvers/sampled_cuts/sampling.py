@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from worker.solvers.common import rng_next
-from worker.solvers.sampled_cuts.kernels import _sampled_cuts_draw
+from worker.solvers.sampled_cuts.blocks import _sampled_cuts_draw
 
 _RIDGE = 1e-10
 """Ridge on the calibration system, relative to its trace."""

@@ -128,8 +128,7 @@ from worker.solvers.common import (
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
 from worker.solvers.reduced_qp import reduced_dual_smo
-from worker.solvers.sampled_cuts.cuts import Cuts
-from worker.solvers.sampled_cuts.kernels import (
+from worker.solvers.sampled_cuts.blocks import (
     Expansion,
     Kernel,
     Rows,
@@ -140,6 +139,7 @@ from worker.solvers.sampled_cuts.kernels import (
     _sampled_cuts_expansion,
     _sampled_cuts_f_at,
 )
+from worker.solvers.sampled_cuts.cuts import Cuts
 from worker.solvers.sampled_cuts.master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
 from worker.solvers.sampled_cuts.sampling import calibrated_cut, default_pool_size, pooled_cut, uniform_cut
 

@@ -1,4 +1,4 @@
-"""The numba kernels of the sampled-cut solver (``worker.solvers.sampled_cuts``): kernel values between
+"""The compiled kernel blocks (numba) of the sampled-cut solver (``worker.solvers.sampled_cuts``): kernel values between
 rows, the kernel blocks (f at drawn rows, Gram columns, the linear variant's A row) split by target rows
 over threads, and the seeded draw of rows. Kept apart from the algorithm (Yu & Joachims, KDD 2008,
 Algorithms 2 and 3) so that the solver module reads as the paper; every block sums in the same order

@@ -1,4 +1,4 @@
-"""The numba kernels of cpa (``cpa.solve_cpa``) and ocas: the classification cut's coefficients and sums
+"""The compiled passes (numba) of cpa (``cpa.solve_cpa``) and ocas: the classification cut's coefficients and sums
 over the rows, the hinge risk in parts, the row norms, and the listed passes' copy of the rows near the margin
 and their cut. The math and the names are in ``worker.solvers.cpa``'s docstring.
 """

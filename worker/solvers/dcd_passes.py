@@ -1,4 +1,4 @@
-"""The numba kernels of dcd (``dcd.solve_dcd``): one epoch of dual coordinate descent over the active rows
+"""dcd's compiled passes (numba, for ``dcd.solve_dcd``): one epoch of dual coordinate descent over the active rows
 (sliced, with prefetches of the rows ahead), the diagonal Qbar_ii, w from alpha, the primal and the dual.
 The math and the names are in ``worker.solvers.dcd``'s docstring.
 """
