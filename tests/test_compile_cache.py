@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
-SOLVERS_DIR = ROOT / "worker" / "solvers"
+SOLVER_PACKAGE_DIR = ROOT / "worker" / "solvers"
 
 # A package of three kernel modules: `caller` calls `callee`'s kernel, `alone` imports nothing of it.
 PACKAGE = {
@@ -89,9 +89,9 @@ def test_fingerprints_follow_imports_and_only_them(tmp_path):
     """Changing smo/team.py changes the fingerprint of every solver module that imports it, directly or
     not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid). Modules of
     subpackages are named relative to the package (``smo.team``)."""
-    before = fingerprints_of(SOLVERS_DIR, "worker.solvers")
+    before = fingerprints_of(SOLVER_PACKAGE_DIR, "worker.solvers")
     copy = tmp_path / "solvers"
-    shutil.copytree(SOLVERS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SOLVER_PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "smo" / "team.py").write_text((copy / "smo" / "team.py").read_text() + "\n# a change\n")
     after = fingerprints_of(copy, "worker.solvers")
     changed = {name for name in before if before[name] != after[name]}
