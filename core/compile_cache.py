@@ -539,7 +539,7 @@ class CompileUnits:
         return out
 
 
-# -- `hinge kernels` ---------------------------------------------------------------------------------
+# -- `hinge compile` ---------------------------------------------------------------------------------
 
 
 def describe(sets: dict[str, CompileUnits]) -> dict:
@@ -565,7 +565,7 @@ def show(state: dict) -> None:
 
 
 def run_command(sets: dict[str, CompileUnits], build: bool, extra: Callable[[], dict] | None = None) -> dict:
-    """The body of `hinge kernels` for these sets: seed and compile what is missing when ``build``, then the
+    """The body of `hinge compile` for these sets: seed and compile what is missing when ``build``, then the
     state (with ``extra()`` merged in)."""
     if build:
         for kernel_set in sets.values():

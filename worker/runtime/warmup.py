@@ -256,12 +256,12 @@ def run_builder(parent_pid: int) -> None:
     KERNELS.build_missing(should_stop=orphaned, on_built=built)
 
 
-# -- `hinge kernels` (the solvers' part; service/cli.py adds the parser's) ------------------------------
+# -- `hinge compile` (the solvers' part; service/cli.py adds the parser's) ------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m worker.runtime.warmup [--build] [--json]`: the solvers' kernels in this machine's cache; --build
-    compiles the missing ones (`hinge kernels` runs this for the solvers and adds the upload parser)."""
+    compiles the missing ones (`hinge compile` runs this for the solvers and adds the upload parser)."""
     import argparse
     import json
 
