@@ -241,9 +241,7 @@ class ModelDescription(Document):
     n_pairs: int | None = _reported()  # pairwise objectives
     train_pairwise_accuracy: float | None = _reported()  # pairwise objectives
     train_roc_auc: float | None = _reported()  # roc_area models
-    search_results: dict | None = (
-        _optional()
-    )  # model selection: the cross-validation table (``worker.training.search``)
+    search_results: dict | None = _optional()  # model selection: the cross-validation table (worker.training.search)
     refit_params: dict | None = _reported()  # model selection: the best setting, refit on all the data
     refit_path: dict | None = _reported()  # model selection: the Cs the refit walked (stored, not shown)
     warnings: list[dict] | None = _reported()  # ``ResultWarning``s: the search's, then the worker's
