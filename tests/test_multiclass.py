@@ -78,7 +78,7 @@ def test_digits_one_vs_rest_matches_liblinear(processes):
 def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
     """Linear one-vs-rest on 2 processes: the subtask processes score the training rows after the fits (not the
     job's process, after them); the accuracy is the one the job's process computes, to the bit."""
-    from worker.training import fit as training
+    from worker.training import assemble as training
 
     X, y = load_digits(return_X_y=True)
     arrays = arrays_of(X / 16.0, y)
@@ -99,7 +99,7 @@ def test_two_processes_score_the_training_rows_in_their_subtasks(monkeypatch):
 def test_stacked_weights_are_the_shared_rows_only_when_they_are_consecutive_full_rows():
     from worker.runtime.subtasks import SharedRows
     from worker.solvers.common import SolverResult, StopReason
-    from worker.training.fit import _stacked_weights
+    from worker.training.assemble import stacked_weights as _stacked_weights
 
     def results(vectors):
         return [SolverResult(v, 0.0, 1, True, StopReason.CONVERGED, 0.0, 0.0) for v in vectors]

@@ -299,7 +299,8 @@ def test_multiclass_cells_score_like_the_stored_model(solver, extra):
     """Per-class (one-vs-rest) or per-pair (one-vs-one) fits give, per fold, the score a model assembled from
     the same fits would get (one-vs-one: the vote)."""
     from core.scoring.models import Scorer
-    from worker.training.fit import assemble_model, fit_problems
+    from worker.training.assemble import assemble_model
+    from worker.training.fit import fit_problems
     from worker.training.folds import subset
     from worker.training.search import Search
 

@@ -1,4 +1,5 @@
-"""The dispatcher: turns a job's labels into problems, runs the solver, assembles the model.
+"""The dispatcher: turns a job's labels into problems, runs the solver, and has the model assembled
+(``worker.training.assemble``).
 
 Classification (every solver): two labels make one binary problem, more labels one problem per
 class (one-vs-rest), scored by argmax, or for smo with ``multiclass: ovo`` one problem per pair of
@@ -25,13 +26,12 @@ order the stored document lists them (its training report first, then what score
 from __future__ import annotations
 
 import functools
-import math
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.schemas.enums import ModelKind, Multiclass, Task
+from core.schemas.enums import ModelKind, Task
 from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
@@ -42,18 +42,11 @@ from worker.runtime.progress import ProblemsEstimator
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
+from worker.training.assemble import assemble_model, correct_rows, linear_model_arrays, summarize
 from worker.training.context import FitContext
 from worker.training.folds import subset
 from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.training.stopping import stopping_rule
-
-TRAIN_SCORE_ROWS = 20_000
-"""Kernel models report their training accuracy on at most this many rows (a seeded sample)."""
-STOPPED_SCORE_VALUES = 5_000_000
-"""A model stopped by a cancel, a shutdown or its deadline measures its training accuracy on fewer
-rows: at most this much work (rows x support rows for a kernel model, stored values for a linear
-one: a fraction of a second), so the job ends within about a second of the stop instead of scoring
-20,000 rows against every support row, or every row of a large data set."""
 
 
 @dataclass(init=False)
@@ -195,7 +188,7 @@ def fit_problems(
                 return fit_one(payload[1], subtask)
             _, start, stop, offsets = payload
             assert shared is not None, "scored only when every vector is in the shared rows"
-            return _correct_rows(shared.values[: len(problems)], offsets, labels, arrays, n_features, start, stop)
+            return correct_rows(shared.values[: len(problems)], offsets, labels, arrays, n_features, start, stop)
 
         def finished(payload, result) -> list:
             if payload[0] == "score":
@@ -305,7 +298,7 @@ def train_model(
 
     def fitted(results: list[SolverResult]) -> None:
         if stage_model is not None and spec_of(solver).model_kind == ModelKind.linear:
-            staged.update(_linear_arrays(results))
+            staged.update(linear_model_arrays(results))
             stage_model(staged)
 
     labels, results = fit_problems(
@@ -346,190 +339,6 @@ def train_model(
     return TrainingOutcome(StopReason(model.stop_reason), model_arrays, model)
 
 
-def assemble_model(
-    solver: str,
-    params: SolverParams,
-    results: list[SolverResult],
-    labels: np.ndarray,
-    arrays: dict,
-    n_features: int,
-    *,
-    with_accuracy: bool = True,
-    linear_arrays: dict | None = None,
-) -> tuple[dict, ModelDescription]:
-    """The stored arrays and description of a classification model from its problems' results (``linear_arrays``:
-    a linear model's arrays as ``_linear_arrays`` made them from these results already)."""
-    model = ModelDescription()
-    overall = _summarize(model, results, any(r.stop_reason is StopReason.DEADLINE for r in results))
-    kernel = getattr(params, "kernel", None)
-    if kernel is not None:
-        one_vs_one = uses_one_vs_one(params, np.asarray(arrays["y"]))
-        model_arrays = _kernel_model(model, results, arrays, n_features, labels if one_vs_one else None)
-        model.kernel = kernel.model_dump()
-    else:
-        model_arrays = linear_arrays if linear_arrays is not None else _linear_arrays(results)
-        model.kind = ModelKind.linear.value
-    model.stopping_rule = stopping_rule(solver, params, results, overall.value).model_dump()
-    model.labels = [float(v) for v in labels]
-    model.n_features = int(n_features)
-    model.task = Task.classification.value
-    if with_accuracy:
-        model.train_accuracy = _train_accuracy(model, model_arrays, arrays, n_features, np.asarray(arrays["y"]))
-    return model_arrays, model
-
-
-def _linear_arrays(results: list[SolverResult]) -> dict:
-    """A linear model's stored arrays: one weight vector and one offset per binary problem."""
-    return {"weights": _stacked_weights(results), "offsets": np.array([r.bias for r in results], dtype=np.float64)}
-
-
-def _summarize(model: ModelDescription, results: list[SolverResult], deadline_hit: bool) -> StopReason:
-    """Set the training report's figures over the problems (iterations, time, objectives, certified gap) on the
-    model, and return its stop reason: the first of canceled, deadline, max_iter that a problem met, else
-    converged."""
-    reasons = [r.stop_reason for r in results]
-    if StopReason.CANCELED in reasons:
-        overall = StopReason.CANCELED
-    elif deadline_hit:
-        overall = StopReason.DEADLINE
-    elif StopReason.MAX_ITER in reasons:
-        overall = StopReason.MAX_ITER
-    else:
-        overall = StopReason.CONVERGED
-    model.n_iter = int(sum(r.n_iter for r in results))
-    model.n_iter_per_problem = [int(r.n_iter) for r in results]
-    model.converged = all(r.converged for r in results)
-    model.stop_reason = overall.value
-    model.training_seconds = float(sum(r.solver_seconds for r in results))
-    model.trace_seconds = float(sum(r.trace_seconds for r in results))
-    model.objective = _finite_or_none(sum(r.objective for r in results))
-    model.objectives = [_finite_or_none(r.objective) for r in results]
-    _certify_gap(model, results)
-    return overall
-
-
-def _certify_gap(model: ModelDescription, results: list[SolverResult]) -> None:
-    """Set gap_rel (the largest over the problems), per problem, and how it was certified."""
-    gaps = [r.extra.get("gap_rel") for r in results]
-    gaps = [None if g is None or not math.isfinite(float(g)) else max(float(g), 0.0) for g in gaps]
-    note = results[0].extra.get("gap_note") if results else None
-    known = [g for g in gaps if g is not None]
-    if len(known) < len(gaps) or not gaps:
-        model.gap_rel = None
-        model.gap_rel_per_problem = gaps
-        model.gap_rel_note = note or "this solver has no lower bound on the optimum to certify a gap with"
-        return
-    model.gap_rel = max(known)
-    model.gap_rel_per_problem = gaps
-    model.gap_rel_note = note
-
-
-def _stacked_weights(results: list[SolverResult]) -> np.ndarray:
-    """The (k, n_features) float64 matrix of the problems' weight vectors. When they are the consecutive full
-    rows of one shared matrix (one-vs-rest on several processes: ``SharedRows``) it is that matrix, not a
-    copy: stacking sector's 105 vectors copied 46 MB (44 ms a job, after the fits, in the worker's process)."""
-    vectors = [_weights(r) for r in results]
-    first = vectors[0]
-    size, base = first.size, first.base
-    if (
-        len(vectors) > 1
-        and base is not None
-        and all(v.base is base and v.dtype == np.float64 and v.shape == (size,) and v.strides == (8,) for v in vectors)
-        and all(v.ctypes.data == first.ctypes.data + k * size * 8 for k, v in enumerate(vectors))
-    ):
-        return np.lib.stride_tricks.as_strided(first, shape=(len(vectors), size), strides=(size * 8, 8))
-    return np.vstack(vectors).astype(np.float64, copy=False)
-
-
-def _weights(result: SolverResult) -> np.ndarray:
-    """The weight vector of a linear solver's result."""
-    if result.w is None:
-        raise ValueError("a linear model's problem returned no weight vector")
-    return result.w
-
-
-def _finite_or_none(value: float) -> float | None:
-    """JSON has no NaN: an objective a solver could not afford to evaluate (smo stopped while shrunk) is null."""
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _kernel_model(
-    model: ModelDescription,
-    results: list[SolverResult],
-    arrays: dict,
-    n_features: int,
-    one_vs_one_labels: np.ndarray | None = None,
-) -> dict:
-    """The arrays of a kernel model: the union of the problems' expansion rows, with one coefficient row per
-    problem (its kind and support counts set on ``model``).
-
-    One-vs-one models (``one_vs_one_labels``: the sorted labels) keep their rows grouped by label, in
-    the order of the labels, with the count per label (``nr_sv``), as a LIBSVM model file lists them.
-    """
-    supports = [np.asarray(r.extra["support_indices"], dtype=np.int64) for r in results]
-    rows = np.unique(np.concatenate(supports)) if supports else np.zeros(0, dtype=np.int64)
-    coef = np.zeros((len(results), rows.size), dtype=np.float64)
-    for k, (result, support) in enumerate(zip(results, supports)):
-        coef[k, np.searchsorted(rows, support)] = np.asarray(result.extra["dual_coef"], dtype=np.float64)
-    label_of_row = None
-    if one_vs_one_labels is not None:
-        label_of_row = np.searchsorted(one_vs_one_labels, np.asarray(arrays["y"])[rows])
-        order = np.argsort(label_of_row, kind="stable")
-        rows, coef = rows[order], coef[:, order]
-    matrix = csr(arrays, n_features)[rows]
-    model_arrays = {
-        "sv_indptr": matrix.indptr.astype(np.int64),
-        "sv_indices": matrix.indices.astype(np.int32),
-        "sv_data": matrix.data.astype(np.float64),
-        "coef": coef,
-        "offsets": np.array([r.bias for r in results], dtype=np.float64),
-    }
-    model.kind = ModelKind.kernel.value
-    model.n_support = int(rows.size)
-    model.n_support_per_problem = [int(s.size) for s in supports]
-    model.n_bounded_support_per_problem = [
-        None if r.extra.get("n_bounded_sv") is None else int(r.extra["n_bounded_sv"]) for r in results
-    ]
-    if one_vs_one_labels is not None and label_of_row is not None:
-        model.multiclass = Multiclass.ovo.value
-        model.ovo_labels = [float(v) for v in one_vs_one_labels]
-        model.nr_sv = np.bincount(label_of_row, minlength=one_vs_one_labels.size).tolist()
-    return model_arrays
-
-
-def _train_accuracy(model: ModelDescription, model_arrays: dict, arrays: dict, n_features: int, y: np.ndarray) -> float:
-    """The model's accuracy on the training rows (on a seeded sample when there are many: its size set on
-    ``model`` as train_accuracy_rows)."""
-    matrix = csr(arrays, n_features)
-    rows = np.arange(y.size)
-    limit = TRAIN_SCORE_ROWS if model.kind == ModelKind.kernel else y.size
-    if model.stop_reason in (StopReason.CANCELED.value, StopReason.DEADLINE.value):
-        per_row = int(model.n_support or 1) if model.kind == ModelKind.kernel else matrix.nnz // max(1, y.size)
-        limit = max(200, min(limit, STOPPED_SCORE_VALUES // max(1, per_row)))
-    if y.size > limit:
-        rows = np.sort(np.random.default_rng(0).choice(y.size, limit, replace=False))
-        model.train_accuracy_rows = limit
-        matrix = matrix[rows]
-    return _n_correct(model, model_arrays, matrix, y[rows]) / rows.size
-
-
-def _n_correct(model: ModelDescription, model_arrays: dict, matrix, y: np.ndarray) -> int:
-    """How many of the rows of ``matrix`` the model predicts as ``y``."""
-    predicted, _ = Scorer(model, model_arrays).predict_values(matrix)
-    return int(np.count_nonzero(predicted == y))
-
-
-def _correct_rows(
-    weights: np.ndarray, offsets: list, labels: np.ndarray, arrays: dict, n_features: int, start: int, stop: int
-) -> int:
-    """How many of the rows start..stop a linear model predicts right (the subtask processes' part of
-    ``_train_accuracy``)."""
-    model = ModelDescription(kind=ModelKind.linear.value, n_features=n_features, labels=[float(v) for v in labels])
-    model_arrays = {"weights": weights, "offsets": np.asarray(offsets, dtype=np.float64)}
-    return _n_correct(model, model_arrays, csr(arrays, n_features)[start:stop], np.asarray(arrays["y"])[start:stop])
-
-
 def _train_pairwise(
     solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext
 ) -> TrainingOutcome:
@@ -564,7 +373,7 @@ def _train_pairwise(
     sink.set_phase("scoring training data")
     model_arrays = {"weights": np.asarray(result.w, dtype=np.float64).reshape(1, -1), "offsets": np.zeros(1)}
     model = ModelDescription()
-    overall = _summarize(model, [result], result.stop_reason is StopReason.DEADLINE)
+    overall = summarize(model, [result], result.stop_reason is StopReason.DEADLINE)
     model.kind = ModelKind.ranking.value
     model.stopping_rule = stopping_rule(solver, params, [result], result.stop_reason.value).model_dump()
     model.task = Task(objective).value

@@ -13,8 +13,9 @@ from core.schemas.solver_params import SolverParams
 from core.storage.documents import ModelDescription
 from worker.runtime.progress import ProblemsEstimator
 from worker.solvers.common import StopReason
+from worker.training.assemble import assemble_model
 from worker.training.context import FitContext
-from worker.training.fit import TrainingOutcome, assemble_model, fit_problems, train_model
+from worker.training.fit import TrainingOutcome, fit_problems, train_model
 from worker.training.problems import binary_problems, n_binary_problems
 from worker.training.search.table import SearchIncomplete, incomplete_message, search_warnings
 
