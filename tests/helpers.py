@@ -322,15 +322,12 @@ def cancer_arrays():
     }, X.shape[1]
 
 
-SOLVE_KEYWORDS = frozenset({"class_weight", "n_processes"})
-"""Names that are fields of a params schema but go to a solve function as keywords of their own: the problem's
-(negative, positive) factors on C and the threads of its passes (worker.training.registry.solve_arguments)."""
-
-
 def with_params(schema, keywords: dict) -> dict:
     """A direct call's keywords with the fields of the solver's params ``schema`` gathered into ``params=``, the
     schema's model (validated, its defaults for the rest), as the worker calls the solve functions."""
-    names = {name for name in schema.model_fields if name not in SOLVE_KEYWORDS}
+    from worker.training.registry import KEYWORD_FIELDS
+
+    names = {name for name in schema.model_fields if name not in KEYWORD_FIELDS}
     names |= {field.alias for name, field in schema.model_fields.items() if field.alias and name in names}
     fields = {name: value for name, value in keywords.items() if name in names}
     return {"params": schema(**fields), **{name: value for name, value in keywords.items() if name not in names}}

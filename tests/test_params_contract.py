@@ -56,9 +56,6 @@ def test_kernel_solvers_are_the_schemas_with_a_kernel():
     assert set(KERNEL_SOLVERS) == {name for name, spec in SOLVERS.items() if "kernel" in spec.params.model_fields}
 
 
-SOLVE_KEYWORDS = {"class_weight", "n_processes"}
-"""Schema fields the dispatcher turns into a solve function's keyword of the same name: class_weight (a dict
-of labels) into the problem's (negative, positive) factors, n_processes into cpa's and ocas's threads."""
 NOT_READ = {"cpa": {"seed"}, "ocas": {"seed"}}
 """Fields a solver has no use for (cpa and ocas draw nothing: their docstrings say so)."""
 
@@ -110,7 +107,7 @@ def test_every_field_is_read_by_its_solver_or_the_dispatcher(solver):
     function = registry.solve_function(solver)
     fields = set(spec.params.model_fields)
     declared = set(typing.get_type_hints(_settings(solver)))
-    assert declared == fields - registry.SERVICE_FIELDS - SOLVE_KEYWORDS - NOT_READ.get(solver, set()), solver
+    assert declared == fields - registry.SERVICE_FIELDS - registry.KEYWORD_FIELDS - NOT_READ.get(solver, set()), solver
     tree = ast.parse(inspect.getsource(inspect.getmodule(function)))
     read = {
         node.attr
@@ -119,7 +116,9 @@ def test_every_field_is_read_by_its_solver_or_the_dispatcher(solver):
     }
     assert declared <= read, f"{solver} never reads params.{sorted(declared - read)}"
     keywords = set(inspect.signature(function).parameters)
-    assert keywords & fields <= SOLVE_KEYWORDS, f"{solver}: schema fields as keywords {sorted(keywords & fields)}"
+    assert keywords & fields <= registry.KEYWORD_FIELDS, (
+        f"{solver}: schema fields as keywords {sorted(keywords & fields)}"
+    )
 
 
 REFUSED = [

@@ -29,6 +29,9 @@ log = logging.getLogger("hinge.worker")
 SERVICE_FIELDS = frozenset({"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"})
 """Schema fields the dispatcher uses itself (subtasks, deadline, calibration, retries, one-vs-one): the solve
 functions do not read them; every other field is theirs."""
+KEYWORD_FIELDS = frozenset({"class_weight", "n_processes"})
+"""Schema fields that reach the solve function as keywords of their own (``solve_arguments``): class_weight (a
+dict of labels) as the problem's (negative, positive) factors on C, n_processes as the threads of its passes."""
 
 
 @functools.cache
