@@ -143,7 +143,7 @@ def _train(job_id: str) -> dict:
     try:
         stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
     except Exception as exc:  # a unit that does not compile: the job fails with why, the worker goes on
-        log.exception("job %s: the kernels of %s could not be made ready", job_id, job.solver)
+        log.exception("job %s: the compiled code of %s could not be made ready", job_id, job.solver)
         return fail(
             jobs, job_id, mine, "solver_error", f"compiling the code of {job.solver}: {type(exc).__name__}: {exc}"
         )
@@ -233,7 +233,7 @@ def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | 
     poller = CancelPoller(jobs, job.id, cancel_poll_s)
 
     def waiting(unit) -> None:
-        log.info("waiting for the kernels of %s (another process compiles them)", unit.name)
+        log.info("waiting for the compiled code of %s (another process compiles it)", unit.name)
         waiting = {"phase": WAITING_FOR_COMPILATION, "fraction": 0.0, "compiling": unit.name, "kernels": unit.name}
         jobs.update(job.id, progress=waiting)
 

@@ -233,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     lower_priority(settings.batch_nice)  # training is batch work; after the heartbeat started: it keeps priority
     builder = warmup.start_builder()  # compiles what the machine's cache lacks, at the lowest priority
     if builder is not None:
-        log.info("compiling the solver kernels this machine lacks in the background: %s first", warmup.FIRST)
+        log.info("compiling the solvers' code this machine lacks in the background: %s first", warmup.FIRST)
     warmup.ensure_solver(warmup.FIRST)
     import worker.runtime.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
 
-    log.info("kernels of %s ready in %.2f s; taking jobs", warmup.FIRST, time.perf_counter() - begin)
+    log.info("%s compiled and loaded in %.2f s; taking jobs", warmup.FIRST, time.perf_counter() - begin)
     client = resilient_client(settings.redis_url, settings.redis_retry_s)
     worker_class = make_worker_class(SimpleWorker if args.execution == "inline" else Worker)
     if not beat.wait_ready():

@@ -100,7 +100,7 @@ def ensure_solver(
     compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
     compiled = KERNELS.ensure(_own(solver), should_stop=should_stop, on_wait=on_wait)
     for name, seconds in compiled.items():
-        log.info("compiled the kernels of %s in %.1f s", name, seconds)
+        log.info("compiled %s in %.1f s", name, seconds)
     return compiled
 
 
@@ -251,7 +251,7 @@ def run_builder(parent_pid: int) -> None:
         time.sleep(0.2)
 
     def built(unit: CompileUnit, seconds: float) -> None:
-        log.info("kernel builder: compiled %s in %.1f s", unit.name, seconds)
+        log.info("background compile: %s in %.1f s", unit.name, seconds)
 
     KERNELS.build_missing(should_stop=orphaned, on_built=built)
 
