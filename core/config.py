@@ -191,6 +191,16 @@ class Settings(BaseSettings):
             "cores. Off: each job uses `worker_cores` (or every core) whatever else runs."
         ),
     )
+    job_memory: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Memory a job may use on its worker's machine, in bytes or Redis's units (`8gb`); 0: the worker's memory "
+            "limit (its cgroup's) or else the machine's memory. A data set that does not fit in 85% of what the worker "
+            "process leaves of it trains out of core with ocas and cpa (read from the cache's files in passes); "
+            "the other solvers fail such a job with `data_exceeds_memory`."
+        ),
+    )
     worker_cache_bytes: int = Field(
         default=4 * GiB,
         ge=0,
@@ -292,7 +302,7 @@ class Settings(BaseSettings):
         "terminal, JSON otherwise (a log collector reads JSON; a person reads text).",
     )
 
-    @field_validator("redis_maxmemory", mode="before")
+    @field_validator("redis_maxmemory", "job_memory", mode="before")
     @classmethod
     def _memory_units(cls, value: object) -> object:
         return parse_memory(value)

@@ -87,6 +87,10 @@ class SolverSpec:
     (threads for the passes over the data, all of them when the job is one problem; ocas, cpa) or
     `n_threads` (the kernel row team: all when one problem, else what its process may use; smo,
     sampled_cuts). None: one thread; `n_processes` only runs subtasks in processes (dcd)."""
+    streams: bool = False
+    """Trains data larger than the job's memory (``HINGE_JOB_MEMORY``) by reading it from the worker cache's files
+    in passes (keyword ``memory_bytes``; ``worker.solvers.streamed_data``); the others need the data in memory and
+    fail such a job with `data_exceeds_memory`."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True
@@ -234,6 +238,7 @@ BUILT_IN = (
         compile_s=7.3,
         float32_input=True,
         threads="n_processes",
+        streams=True,
     ),
     SolverSpec(
         name="ocas",
@@ -247,6 +252,7 @@ BUILT_IN = (
         float32_input=True,
         warm_start="weights",
         threads="n_processes",
+        streams=True,
     ),
     SolverSpec(
         name="smo",

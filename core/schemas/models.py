@@ -10,7 +10,7 @@ from core.schemas.base import Page, ResponseModel, StrictModel
 from core.schemas.enums import ImportFormat, ModelKind, ModelSource, Multiclass, StopReason, Task
 from core.schemas.model_files import Calibration
 from core.schemas.result_warnings import ResultWarning
-from core.schemas.stopping_rule import StoppingRule
+from core.schemas.stopping_rule import DataAccess, StoppingRule
 from core.solvers import SolverName
 
 
@@ -68,6 +68,11 @@ class ModelOut(ResponseModel):
         default=None,
         description="The rule behind stop_reason, with its values (null for imported models and models trained "
         "before this field existed).",
+    )
+    data_access: DataAccess | None = Field(
+        default=None,
+        description="Trained out of core (the data set larger than the job's memory, ocas and cpa): what was held "
+        "in memory and what was read from disk; null when the data was in memory.",
     )
     training_seconds: float | None = Field(
         description="Solver seconds only (no data loading, no trace evaluation); null for imported models."

@@ -1,4 +1,5 @@
-"""The stopping rule of a model: which rule ended its training, with its values, in the user's words.
+"""The stopping rule of a model: which rule ended its training, with its values, in the user's words; and how its
+training read data larger than memory (``DataAccess``).
 
 Made by each solver's spec (``core.solvers``: what its convergence rule says) and by the worker for the
 reasons that are not convergence (``worker.training.stopping``); stored with the model and shown as its
@@ -23,3 +24,15 @@ class StoppingRule(ResponseModel):
         description='The stopping parameters as used, e.g. {"tol": 0.1, "tol_rel": 0.01}.'
     )
     text: str = Field(description="The rule in words, with the values reached (e.g. the certified gap).")
+
+
+class DataAccess(ResponseModel):
+    """How a model's training read data larger than its job's memory (``HINGE_JOB_MEMORY``): out of core."""
+
+    form: str = Field(
+        description="`streamed`: the first rows held in memory, the others read from the worker's disk on every pass."
+    )
+    memory_bytes: int = Field(description="Indices and values held in memory, the largest over the binary problems.")
+    streamed_bytes: int = Field(description="Indices and values read from disk on every pass over the data.")
+    read_bytes: int = Field(description="Bytes read from disk in all, summed over the binary problems.")
+    passes: int = Field(description="Passes over the streamed rows, summed over the binary problems.")

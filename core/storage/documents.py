@@ -234,6 +234,7 @@ class ModelDescription(Document):
     gap_rel_per_problem: list[float | None] | None = _reported()
     gap_rel_note: str | None = _reported()
     stopping_rule: dict | None = _reported()  # ``StoppingRule``: {rule, values, text}
+    data_access: dict | None = _reported()  # out of core: ``DataAccess`` (held and read bytes, passes)
     train_accuracy: float | None = _required()  # None: a model that only scores, or imported
     train_accuracy_rows: int | None = _reported()  # when measured on a sample
     n_support_per_problem: list[int] | None = _reported()  # kernel models

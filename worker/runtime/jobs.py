@@ -44,7 +44,7 @@ from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.objects import StoreError
 from core.storage.records import model_store
 from core.storage.shards import max_row_norm_sq
-from worker.runtime import core_budget, heartbeat, search_dist, subtasks, warmup
+from worker.runtime import core_budget, heartbeat, memory_budget, search_dist, subtasks, warmup
 from worker.runtime.model_staging import ModelStaging
 from worker.runtime.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runtime.runs import (
@@ -178,6 +178,8 @@ def _train_and_record(
         out_of_range = _c_out_of_range(job, dataset, arrays)
         if out_of_range is not None:
             return fail(jobs, job_id, mine, "parameter_out_of_range", out_of_range)
+        data_memory = memory_budget.data_memory_bytes(settings.job_memory)
+        memory_budget.check_fits(job.solver, arrays, data_memory)
         n_labels = len(dataset.labels)
         one_vs_one = (
             getattr(params, "multiclass", Multiclass.ovr) == Multiclass.ovo and n_labels > 2
@@ -190,11 +192,13 @@ def _train_and_record(
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the job")
-            context = FitContext(sink, deadline, poller)
+            context = FitContext(sink, deadline, poller, data_memory=data_memory)
             outcome = train_job(job.solver, params, arrays, dataset.n_features, context, stage_model=staging.start)
     except cache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
+    except memory_budget.DataExceedsMemory as exc:
+        return fail(jobs, job_id, mine, "data_exceeds_memory", str(exc))
     except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"

@@ -37,7 +37,7 @@ from core.storage import cache, keys
 from core.storage.documents import DatasetRecord
 from core.storage.job_record import JobRecord
 from core.storage.jobs import JobStore
-from worker.runtime import core_budget, heartbeat, warmup
+from worker.runtime import core_budget, heartbeat, memory_budget, warmup
 from worker.runtime.progress import CancelPoller, TraceSink
 from worker.runtime.runs import cancel, fail, job_params, load_dataset, no_core, record_outcome, redis_client, worker_id
 from worker.runtime.subtasks import available_cores, reaping
@@ -153,7 +153,9 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         if not granted:
             return {"unit": index, "rows": 0, "stopped": "canceled or stopping while waiting for a core"}
         rows = search.run(
-            FitContext(None, _deadline(job), poller, processes),
+            FitContext(
+                None, _deadline(job), poller, processes, memory_budget.data_memory_bytes(get_settings().job_memory)
+            ),
             publish=lambda table, subtasks: None,
             folds=[fold],
             gamma_indices=[gamma_index],
@@ -226,7 +228,13 @@ def finish(job_id: str, run: int) -> dict:
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the refit")
-            context = FitContext(sink, _deadline(job), poller, params.n_processes or available_cores())
+            context = FitContext(
+                sink,
+                _deadline(job),
+                poller,
+                params.n_processes or available_cores(),
+                memory_budget.data_memory_bytes(settings.job_memory),
+            )
             outcome = search_module.refit(search, results_table, context)
         return record_outcome(jobs, client, job, dataset, outcome, mine, run, arrays=arrays)
     except cache.DatasetMissing:

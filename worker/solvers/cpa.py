@@ -152,14 +152,25 @@ class CpaSettings(Protocol):
 
 
 def solve_cpa(
-    indptr, indices, data, y, *, n_features, params: CpaSettings, qid=None, n_processes=1, control=None
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    params: CpaSettings,
+    qid=None,
+    n_processes=1,
+    control=None,
+    memory_bytes: int | None = None,
 ) -> SolverResult:
     """Train by Algorithm 1 (classification) or Algorithm 2 (pairwise objectives) of paper 001.
 
     See the module docstring for the problem, the stopping rules (``tol_rel``: certified relative gap;
     ``tol``: the paper's epsilon per example or per pair, off by default) and the trace. ``params``: the
     job's parameters (``CpaSettings``); ``qid``: the query of each row (objective `ranking`);
-    ``n_processes``: numba threads for the passes (None: every core of this process).
+    ``n_processes``: numba threads for the passes (None: every core of this process); ``memory_bytes``: what the
+    data may take in memory, past which it is read from its files in passes (``streamed_data``; None: no limit).
     """
     check_arrays(indptr, indices, data, y, n_features)
     C, objective, max_iter, max_inactive = float(params.C), params.objective, params.max_iter, params.max_inactive
@@ -182,10 +193,15 @@ def solve_cpa(
         B = 0.0
 
     start = time.perf_counter()
-    X = prepare_data(indptr, indices, data, int(n_features), B, n_processes)
-    store = choose(X, C, coef_dtype=np.int8 if classification else np.float64)
-    with threads(X.n_threads) as used:
-        return _cpa_loop(X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start, used)
+    X = prepare_data(indptr, indices, data, int(n_features), B, n_processes, memory_bytes)
+    try:
+        store = choose(X, C, coef_dtype=np.int8 if classification else np.float64)
+        with threads(X.n_threads) as used:
+            return _cpa_loop(
+                X, store, y, C, setup, objective, tol_rel, tol, max_iter, max_inactive, control, start, used
+            )
+    finally:
+        X.close()
 
 
 def _cpa_loop(
@@ -223,7 +239,8 @@ def _cpa_loop(
     gsum = 0.0
     # listed passes (dense cuts, classification): the reference point of the last full pass, its
     # listed rows and the radius within which the listed rows alone decide the cut exactly
-    listed_passes = classification and store.kind == "dense"
+    # (not out of core: the listed rows would be a copy of a share of the data in memory)
+    listed_passes = classification and store.kind == "dense" and X.kind == "memory"
     if listed_passes:
         nu = np.empty(n)
         _row_norms(X.indptr, X.data, X.B, nu)
@@ -425,6 +442,7 @@ def _cpa_loop(
         "full_passes": n_full,
         "threads": int(n_threads),
         "cut_form": store.kind,
+        "data": X.describe(),
         "seconds": seconds,
     }
     if not classification:

@@ -20,6 +20,7 @@ from worker.solvers.data_passes import (
     row_chunks,
     scatter_rows,
 )
+from worker.solvers.streamed_data import StreamedData, csr_bytes, memory_room
 
 
 @njit(cache=True)
@@ -60,6 +61,8 @@ def _listed_changes(gamma, previous, rows, n_rows, flips, delta):
 class Data:
     """The CSR triple with its fixed row chunks and the number of threads."""
 
+    kind = "memory"
+
     def __init__(self, indptr, indices, data, n_features, B, chunks, n_threads):
         self.indptr = indptr
         self.indices = indices
@@ -92,6 +95,26 @@ class Data:
         gather_outputs(
             self.indptr, self.indices, self.data, w, self.B * float(w[self.d]), self.chunks, out, self.serial
         )
+
+    @property
+    def cut_memory(self) -> int:
+        """Bytes against which the cut store's share is counted (``cut_budget``): the caller's arrays'."""
+        return self.nnz * (self.index_bytes + self.data.itemsize)
+
+    def scatter(self, coef, rows, n_rows, z) -> None:
+        """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows, in the order listed."""
+        scatter_rows(self.indptr, self.indices, self.data, coef, rows, n_rows, z)
+
+    def describe(self) -> dict:
+        """What the trace's ``extra`` says of the data: all of it in memory."""
+        return {"form": "memory"}
+
+    def close(self) -> None:
+        """Nothing to release (``streamed_data.StreamedData`` has a reader to stop)."""
+
+    def make_room(self, cut_bytes: int) -> None:
+        """The cut store is about to hold ``cut_bytes``: nothing to give back in memory (out of core, pinned
+        rows go back to disk)."""
 
     def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug z for a cut z, through the column copy of the data when that reads fewer entries.
@@ -144,7 +167,7 @@ class Data:
         others would add exact zeros)."""
         rows = np.flatnonzero(coef)
         w = np.zeros(self.d + 1)
-        scatter_rows(self.indptr, self.indices, self.data, coef, rows, rows.shape[0], w)
+        self.scatter(coef, rows, rows.shape[0], w)
         w[self.d] = self.B * float(np.sum(coef))
         return w
 
@@ -166,10 +189,18 @@ regions (tens of microseconds each), and on sector.scale (10^6 non-zeros, 2 ms a
 threads were slower than one."""
 
 
-def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: int) -> Data:
+def prepare_data(
+    indptr, indices, data, n_features: int, B: float, n_processes: int, memory_bytes: int | None = None
+) -> CutData:
     """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
-    process, and one per PARALLEL_NNZ non-zeros."""
+    process, and one per PARALLEL_NNZ non-zeros. ``memory_bytes`` (None: no limit) is what the solve may hold:
+    data whose indices and values take more than that leaves for them, after the solve's vectors and room for a
+    few cuts (``streamed_data.memory_room``), is read from its files in passes (``streamed_data.StreamedData``)."""
     n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
+    if memory_bytes is not None and csr_bytes(indices, data) > memory_room(
+        indptr.shape[0] - 1, n_features, memory_bytes
+    ):
+        return StreamedData(indptr, indices, data, n_features, B, row_chunks(indptr), n_threads, memory_bytes)
     index_bytes = indices.itemsize
     if int(n_features) <= NARROW_MAX_D and indices.itemsize > 2 and 0 < int(indptr[-1]) <= NARROW_MAX_NNZ:
         indices = indices.astype(np.uint16)  # check_csr has seen every index below n_features
@@ -177,6 +208,9 @@ def prepare_data(indptr, indices, data, n_features: int, B: float, n_processes: 
     X.index_bytes = index_bytes
     return X
 
+
+CutData = Data | StreamedData
+"""The data as the cut stores and the solvers see it: in memory, or read from disk in passes."""
 
 NARROW_MAX_D = 65536
 """Data with at most this many features is read through a copy of its indices as 16-bit numbers: every
@@ -193,10 +227,10 @@ bound). Only when every stored cut is active does the store grow beyond it."""
 MIN_CUTS = 32
 
 
-def cut_budget(X: Data, bytes_per_cut: int) -> int:
-    """How many cuts fit in MEMORY_SHARE of the data's bytes (at least MIN_CUTS)."""
-    data_bytes = int(X.indptr[-1]) * (X.index_bytes + X.data.itemsize)  # the caller's arrays
-    return max(MIN_CUTS, int(MEMORY_SHARE * data_bytes) // max(1, bytes_per_cut))
+def cut_budget(X: CutData, bytes_per_cut: int) -> int:
+    """How many cuts fit in MEMORY_SHARE of the data's bytes (of those it may hold, out of core; at least
+    MIN_CUTS)."""
+    return max(MIN_CUTS, int(MEMORY_SHARE * X.cut_memory) // max(1, bytes_per_cut))
 
 
 class _Slots:
@@ -234,7 +268,7 @@ class CurrentCut:
 
     REFRESH = 64
 
-    def __init__(self, X: Data) -> None:
+    def __init__(self, X: CutData) -> None:
         self.X = X
         self.z = np.zeros(X.d + 1)
         self.previous = np.zeros(X.n)
@@ -249,10 +283,10 @@ class CurrentCut:
         n_flips = _changed_rows(gamma, self.previous, self.flips, self.delta)
         if self.since_refresh >= self.REFRESH or n_flips >= n_rows:
             fill(self.z, 0.0, self._parts)
-            scatter_rows(X.indptr, X.indices, X.data, gamma, rows, n_rows, self.z)
+            X.scatter(gamma, rows, n_rows, self.z)
             self.since_refresh = 0
         else:
-            scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, self.z)
+            X.scatter(self.delta, self.flips, n_flips, self.z)
             self.since_refresh += 1
         self.z[X.d] = X.B * gsum
         return self.z
@@ -265,7 +299,7 @@ class CurrentCut:
             return self.update(gamma, rows, rows.shape[0], gsum)
         X = self.X
         n_flips = _listed_changes(gamma, self.previous, changed, n_changed, self.flips, self.delta)
-        scatter_rows(X.indptr, X.indices, X.data, self.delta, self.flips, n_flips, self.z)
+        X.scatter(self.delta, self.flips, n_flips, self.z)
         self.since_refresh += 1
         self.z[X.d] = X.B * gsum
         return self.z

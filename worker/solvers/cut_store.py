@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from worker.solvers.cut_data import CurrentCut, Data, _changed_rows, _listed_changes, _Slots, cut_budget
+from worker.solvers.cut_data import CurrentCut, CutData, _changed_rows, _listed_changes, _Slots, cut_budget
 from worker.solvers.reduced_qp import ReducedProblem
 
 # ---------------------------------------------------------------------------------------------
@@ -158,12 +158,13 @@ class DenseCuts:
 
     kind = "dense"
 
-    def __init__(self, X: Data, C: float, capacity: int = 32) -> None:
+    def __init__(self, X: CutData, C: float, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
         self.budget = cut_budget(X, 8 * self.d1)
         self.slots = _Slots(capacity, self.budget)
+        X.make_room(self.slots.capacity * 8 * self.d1)
         self.Z = np.zeros((self.slots.capacity, self.d1))
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
@@ -184,9 +185,11 @@ class DenseCuts:
             self.drop_inactive(0)
         slot, grew = self.slots.take()
         if grew:
+            self.X.make_room((self.Z.shape[0] + self.slots.capacity) * 8 * self.d1)  # both, while copied
             Z = np.zeros((self.slots.capacity, self.d1))
             Z[: self.Z.shape[0]] = self.Z
             self.Z = Z
+            self.X.make_room(self.Z.nbytes)
         X = self.X
         z = self.Z[slot]
         z[:] = self.current.z if prepared else self.current.update(gamma, rows, n_rows, gsum)
@@ -273,7 +276,7 @@ class OutputCuts:
 
     kind = "outputs"
 
-    def __init__(self, X: Data, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
+    def __init__(self, X: CutData, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
         self.coef_dtype = np.dtype(coef_dtype)
@@ -281,6 +284,8 @@ class OutputCuts:
         self.budget = cut_budget(X, n * (8 + self.coef_dtype.itemsize))
         self.slots = _Slots(capacity, self.budget)
         capacity = self.slots.capacity
+        self._cut_bytes = n * (8 + self.coef_dtype.itemsize)
+        X.make_room(capacity * self._cut_bytes)
         self.outs = np.zeros((capacity, n))
         self.coefs = np.zeros((capacity, n), dtype=self.coef_dtype)
         self.current = CurrentCut(X)
@@ -299,6 +304,7 @@ class OutputCuts:
     def _grow(self) -> None:
         cap = self.slots.capacity
         old = self.outs.shape[0]
+        self.X.make_room((old + cap) * self._cut_bytes)  # both, while copied
         outs = np.zeros((cap, self.X.n))
         outs[:old] = self.outs
         coefs = np.zeros((cap, self.X.n), dtype=self.coef_dtype)
@@ -308,6 +314,7 @@ class OutputCuts:
         u = np.zeros(cap)
         u[:old] = self.u
         self.outs, self.coefs, self.beta, self.u = outs, coefs, beta, u
+        self.X.make_room(cap * self._cut_bytes)
 
     # -- cuts --------------------------------------------------------------------------------------
 
@@ -431,7 +438,7 @@ class OutputCuts:
         return self.X.weights(self._best_coef)
 
 
-def choose(X: Data, C: float, coef_dtype=np.int8):
+def choose(X: CutData, C: float, coef_dtype=np.int8):
     """The cut form for this data: OutputCuts when n <= d + 1, else DenseCuts (module docstring)."""
     if X.n <= X.d + 1:
         return OutputCuts(X, C, coef_dtype=coef_dtype)

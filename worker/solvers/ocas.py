@@ -137,12 +137,24 @@ class OcasSettings(Protocol):
 
 
 def solve_ocas(
-    indptr, indices, data, y, *, n_features, params: OcasSettings, n_processes=1, control=None, w0=None
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    params: OcasSettings,
+    n_processes=1,
+    control=None,
+    w0=None,
+    memory_bytes: int | None = None,
 ) -> SolverResult:
     """Train a linear hinge-loss SVM by OCAS (paper 000, Algorithm 1); see the module docstring.
 
     ``params``: the job's parameters (``OcasSettings``); ``n_processes``: numba threads for the passes
-    (None: every core of this process); ``w0``: the weights to start from (warm start).
+    (None: every core of this process); ``w0``: the weights to start from (warm start); ``memory_bytes``: what
+    the data may take in memory, past which it is read from its files in passes (``streamed_data``; None: no
+    limit).
     """
     check_arrays(indptr, indices, data, y, n_features)
     y = binary_signs(y).copy()  # writable: one compiled version of the kernels
@@ -171,10 +183,15 @@ def solve_ocas(
     control = control if control is not None else SolverControl()
 
     start = time.perf_counter()
-    X = prepare_data(indptr, indices, data, n_features, B, n_processes)
-    store = choose(X, C)
-    with threads(X.n_threads) as used:
-        return _ocas_loop(X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control, start, used)
+    X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes)
+    try:
+        store = choose(X, C)
+        with threads(X.n_threads) as used:
+            return _ocas_loop(
+                X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control, start, used
+            )
+    finally:
+        X.close()
 
 
 def _ocas_loop(
@@ -316,6 +333,7 @@ def _ocas_loop(
             "qp_steps": rp.total_steps,
             "threads": int(n_threads),
             "cut_form": store.kind,
+            "data": X.describe(),
             "seconds": totals,
         },
     )

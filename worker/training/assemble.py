@@ -84,7 +84,22 @@ def summarize(model: ModelDescription, results: list[SolverResult], deadline_hit
     model.objective = _finite_or_none(sum(r.objective for r in results))
     model.objectives = [_finite_or_none(r.objective) for r in results]
     _certify_gap(model, results)
+    model.data_access = data_access(results)
     return overall
+
+
+def data_access(results: list[SolverResult]) -> dict | None:
+    """How the problems read data streamed from disk (``DataAccess``), or None when every one had it in memory."""
+    streamed = [r.extra["data"] for r in results if (r.extra.get("data") or {}).get("form") == "streamed"]
+    if not streamed:
+        return None
+    return {
+        "form": "streamed",
+        "memory_bytes": max(int(s["memory_bytes"]) for s in streamed),
+        "streamed_bytes": max(int(s["streamed_bytes"]) for s in streamed),
+        "read_bytes": sum(int(s["read_bytes"]) for s in streamed),
+        "passes": sum(int(s["passes"]) for s in streamed),
+    }
 
 
 def _certify_gap(model: ModelDescription, results: list[SolverResult]) -> None:

@@ -1,8 +1,8 @@
 """What a training runs under, handed from the job to the solver call as one value (``FitContext``).
 
-A job's training is told four things besides its solver, parameters and data: when it must stop (the
-deadline), how to learn that it was canceled, where its progress and trace points go, and how many
-processes it may use. They travel together, from ``worker.runtime.jobs`` through a model, a search, its
+A job's training is told five things besides its solver, parameters and data: when it must stop (the
+deadline), how to learn that it was canceled, where its progress and trace points go, how many
+processes it may use and how much memory its data may take. They travel together, from ``worker.runtime.jobs`` through a model, a search, its
 refit and the calibration, down to the ``SolverControl`` each solve call gets; a function that changes
 one of them (a search's share of the deadline, the processes a refit may use) makes a new context with
 ``dataclasses.replace``.
@@ -28,7 +28,7 @@ def never_canceled() -> bool:
 
 @dataclass(frozen=True)
 class FitContext:
-    """A training's deadline, cancel poll, progress sink and processes (see the module docstring)."""
+    """A training's deadline, cancel poll, progress sink, processes and data memory (see the module docstring)."""
 
     sink: TraceSink | None = None
     """Where progress (phase, fraction) and trace points go, the job's hash in Redis (``progress_sink``); None for
@@ -39,6 +39,9 @@ class FitContext:
     """Polled by the solvers and between subtasks: True once the job was asked to stop."""
     n_processes: int | None = None
     """Processes the training may use; None: the params' ``n_processes``, else every core the job may use."""
+    data_memory: int | None = None
+    """Bytes the data may take in this training's memory (``worker.runtime.memory_budget``), shared by its
+    processes; past them, the solvers that stream read the data from its files in passes. None: no limit."""
 
     def processes(self, params: SolverParams) -> int:
         """The processes this training uses (``n_processes``, resolved)."""

@@ -133,6 +133,10 @@ def fit_problems(
         parallel = n_processes
 
     parallel_problems = n_processes > 1 and len(problems) > 1
+    # the data's memory is shared by the processes that fit problems side by side, each holding its part
+    memory_bytes = None
+    if context.data_memory is not None:
+        memory_bytes = context.data_memory // (min(n_processes, len(problems)) if parallel_problems else 1)
     linear = spec_of(solver).model_kind == ModelKind.linear
     shared = (
         SharedRows(len(problems), n_features)
@@ -160,6 +164,7 @@ def fit_problems(
             class_weight=pairs[k],
             control=control,
             parallel=parallel,
+            memory_bytes=memory_bytes,
             **start,
         )
         if members is not None:  # the expansion's rows, numbered in the whole data set as the model stores them

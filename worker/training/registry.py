@@ -6,7 +6,8 @@ calls the spec's solve function with the binary problem (CSR arrays, labels in {
 params as validated by the solver's schema (``params=``): the solver reads its fields there, so their
 defaults and checks are the schema's alone. What is not a field of the schema, or is one the dispatcher
 turns into something else, goes as a keyword: ``class_weight`` as the (negative, positive) factors of the
-problem, and the spec's ``threads`` keyword gets the threads one problem may use. The fields the
+problem, the spec's ``threads`` keyword gets the threads one problem may use, and a solver whose spec
+``streams`` gets ``memory_bytes``, what the data may take in memory (out of core past it). The fields the
 dispatcher itself uses (``SERVICE_FIELDS``) are not the solver's to read; tests/test_params_contract.py
 checks that every other field is. Solver modules are imported lazily, so importing the registry is cheap.
 """
@@ -41,9 +42,13 @@ def solve_function(solver: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def solve_arguments(spec: SolverSpec, params: SolverParams, *, class_weight, parallel: int | None) -> dict:
+def solve_arguments(
+    spec: SolverSpec, params: SolverParams, *, class_weight, parallel: int | None, memory_bytes: int | None = None
+) -> dict:
     """The keyword arguments the solve function gets besides the data (see the module docstring)."""
     arguments: dict = {"params": params}
+    if spec.streams and memory_bytes is not None:
+        arguments["memory_bytes"] = memory_bytes
     if "class_weight" in type(params).model_fields:
         arguments["class_weight"] = class_weight
     if spec.threads == "n_processes":
@@ -65,10 +70,14 @@ def fit(
     class_weight,
     control,
     parallel: int | None = None,
+    memory_bytes: int | None = None,
     **extra,
 ):
-    """Train one binary problem (or cpa's pairwise problem) with ``solver``; ``extra``: warm starts, qid."""
-    arguments = solve_arguments(spec_of(solver), params, class_weight=class_weight, parallel=parallel)
+    """Train one binary problem (or cpa's pairwise problem) with ``solver``; ``memory_bytes``: what the data may
+    take in memory (solvers that stream); ``extra``: warm starts, qid."""
+    arguments = solve_arguments(
+        spec_of(solver), params, class_weight=class_weight, parallel=parallel, memory_bytes=memory_bytes
+    )
     return solve_function(solver)(
         indptr, indices, data, y, n_features=n_features, control=control, **arguments, **extra
     )

@@ -1,0 +1,357 @@
+"""The data of a cutting-plane solve that does not fit in the memory the job may use, read from its files in
+passes (``StreamedData``): ocas and cpa out of core.
+
+An ocas or cpa iteration touches the data only in passes (``worker.solvers.data_passes``): a *gather* of the
+outputs <x_i, w> of every row, and a *scatter* of a cut's rows into a vector over the features. Neither
+needs the rows at once, only in order. So a data set larger than the job's memory (``memory_bytes``) trains
+by holding what it can and reading the rest, block by block, from the worker cache's files on every pass:
+
+* **pinned rows**: the first rows, as many as fit in ``memory_bytes`` less two blocks, copied into memory
+  once (a copy, not the memory map: pages of a map are evicted by the kernel's LRU, which on a cyclic pass
+  over data larger than memory evicts exactly the page needed next, so that every pass would read all of the
+  data from disk);
+* **streamed rows**: the rest, in blocks of at most ``block_nnz`` non-zeros, read with ``pread`` into one of
+  two buffers while the other is computed on (a thread reads the next block; the kernels and the read
+  overlap), the pages dropped from the page cache after the read (``POSIX_FADV_DONTNEED``: they would only
+  push other data out). Successive gathers walk the blocks in alternate directions and the block still in a
+  buffer is not read again. A scatter over few rows of a block reads those rows alone.
+
+The sums are the in-memory ones bit for bit: a gather's row sums do not depend on the order of the rows,
+and a scatter adds the rows in the order listed, block after block, as ``scatter_rows`` does over the whole
+data. What it costs: every streamed byte read from disk once per pass (two passes an iteration for ocas),
+at the disk's sequential speed; tests/benchmarks/README.md ("Out of core") has the figures.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from worker.solvers.data_passes import gather_outputs, row_chunks, scatter_rows
+
+BLOCK_NNZ = 4_194_304
+"""Non-zeros per streamed block (at most; a longer row is a block of its own): 32-48 MB a buffer."""
+READ_THREADS = 4
+"""Reads in flight at once for a block, in pieces of READ_PIECE bytes: a virtual disk reads one stream at a fraction
+of its speed (here 0.47 GB/s with one 8 MB read at a time, 1.5-1.7 GB/s with 2-8)."""
+READ_PIECE = 8 << 20
+ROW_STATE_BYTES = 128
+"""Memory a solve takes per row besides the data (ocas: outputs of w_b and w_t, the cut's coefficients and rows,
+the line search's breakpoints, the incremental cut's rows: about 12 numbers)."""
+FEATURE_STATE_BYTES = 64
+"""Memory a solve takes per feature besides the cuts (w_t, w_b, the newest cut, temporaries: about 8 numbers)."""
+MIN_CUT_ROOM = 16
+"""Cuts the first pinned blocks leave room for (each 8 bytes a feature, or 9 a row in the outputs form)."""
+ROW_READS = 256
+"""A scatter reads a block's listed rows one by one, instead of the whole block, when they are at most this
+many and hold at most an eighth of the block's non-zeros."""
+
+
+def csr_bytes(indices: np.ndarray, data: np.ndarray) -> int:
+    """The bytes of a CSR's indices and values (what a solve holds in memory for the data)."""
+    return int(indices.shape[0]) * (indices.itemsize + data.itemsize)
+
+
+def state_bytes(n: int, d: int) -> int:
+    """Memory a solve over n rows and d features takes besides the data and the cuts."""
+    return ROW_STATE_BYTES * n + FEATURE_STATE_BYTES * (d + 1)
+
+
+def memory_room(n: int, d: int, memory_bytes: int) -> int:
+    """What is left of ``memory_bytes`` for the data, once the solve's vectors and MIN_CUT_ROOM cuts are counted."""
+    return int(memory_bytes) - state_bytes(n, d) - MIN_CUT_ROOM * min(8 * (d + 1), 9 * n)
+
+
+class _Source:
+    """One array read by byte ranges: from its file when it is a memory map of one (``pread``, pages dropped
+    after), else by copying from the array."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        self.itemsize = array.itemsize
+        self.fd = -1
+        self.offset = 0
+        owner: np.ndarray | None = array
+        while owner is not None and not isinstance(owner, np.memmap):
+            owner = owner.base if isinstance(owner.base, np.ndarray) else None
+        filename = getattr(owner, "filename", None)
+        if owner is not None and filename and array.flags.c_contiguous:
+            start = array.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+            self.fd = os.open(filename, os.O_RDONLY)
+            self.offset = int(getattr(owner, "offset", 0)) + int(start)
+
+    def read(self, first: int, out: np.ndarray, pool: ThreadPoolExecutor | None = None) -> None:
+        """out[:] = array[first : first + len(out)]; with ``pool``, in pieces read at once."""
+        if self.fd < 0:
+            np.copyto(out, self.array[first : first + out.shape[0]])
+            return
+        view = memoryview(out.view(np.uint8).data)
+        position = self.offset + first * self.itemsize
+        if pool is None or view.nbytes <= READ_PIECE:
+            self._read_bytes(view, position)
+            return
+        pieces = [
+            pool.submit(self._read_bytes, view[a : a + READ_PIECE], position + a)
+            for a in range(0, view.nbytes, READ_PIECE)
+        ]
+        for piece in pieces:
+            piece.result()
+
+    def _read_bytes(self, view: memoryview, position: int) -> None:
+        done = 0
+        while done < view.nbytes:
+            got = os.preadv(self.fd, [view[done:]], position + done)
+            if got <= 0:
+                raise OSError(f"short read from the data set's file at byte {position + done}")
+            done += got
+        # drop what was read from the page cache, whole pages only
+        page = mmap.PAGESIZE
+        lo = -(-position // page) * page
+        hi = (position + view.nbytes) // page * page
+        if hi > lo:
+            os.posix_fadvise(self.fd, lo, hi - lo, os.POSIX_FADV_DONTNEED)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class StreamedData:
+    """The CSR of a solve with its first rows in memory and the rest read from disk on every pass; the same
+    interface as ``cut_data.Data`` for the cut stores and the solvers (module docstring)."""
+
+    kind = "streamed"
+
+    def __init__(self, indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, block_nnz=None):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.n = self.indptr.shape[0] - 1
+        self.d = int(n_features)
+        self.B = float(B)
+        self.chunks = chunks
+        self.n_threads = int(n_threads)
+        self.serial = self.n_threads == 1
+        self.nnz = int(self.indptr[-1])
+        self.index_bytes = indices.itemsize
+        self.value_bytes = data.itemsize
+        self.columns_state = -1  # never a column copy: it would hold the data in memory
+        per_nnz = self.index_bytes + self.value_bytes
+        block_nnz = max(1, int(BLOCK_NNZ if block_nnz is None else block_nnz))
+        # blocks: row ranges of at most block_nnz non-zeros (a longer row alone)
+        starts = [0]
+        row = 0
+        while row < self.n:
+            limit = self.indptr[row] + block_nnz
+            end = min(self.n, max(row + 1, int(np.searchsorted(self.indptr, limit, side="right")) - 1))
+            starts.append(end)
+            row = end
+        self.block_starts = np.array(starts, dtype=np.int64)
+        self.n_blocks = len(starts) - 1
+        self.block_indptr = [
+            self.indptr[r0 : r1 + 1] - self.indptr[r0] for r0, r1 in zip(starts[:-1], starts[1:], strict=True)
+        ]
+        self.block_chunks = [row_chunks(local) for local in self.block_indptr]
+        self.block_bytes = [int(local[-1]) * per_nnz for local in self.block_indptr]
+        biggest = max(self.block_bytes, default=0) // per_nnz
+        # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
+        # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
+        self.memory_limit = int(memory_bytes)
+        self.reserved = state_bytes(self.n, self.d) + 2 * biggest * per_nnz
+        self.cut_bytes = 0
+        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz
+        self.pinned: list[tuple[np.ndarray, np.ndarray]] = []
+        held = 0
+        for b in range(self.n_blocks):
+            if held + self.block_bytes[b] > room:
+                break
+            s0, s1 = int(self.indptr[starts[b]]), int(self.indptr[starts[b + 1]])
+            self.pinned.append((np.array(indices[s0:s1]), np.array(data[s0:s1])))
+            held += self.block_bytes[b]
+        self.cut_memory = max(0, self.memory_limit - self.reserved)
+        """Bytes against which the cut store's share is counted (``cut_data.cut_budget``): the solve's memory less
+        its vectors; cuts past what the pinned rows leave take pinned rows back (``make_room``)."""
+        self._indices = _Source(indices)
+        self._data = _Source(data)
+        self._buffers = [
+            (np.empty(biggest, dtype=indices.dtype), np.empty(biggest, dtype=data.dtype)) for _ in range(2)
+        ]
+        self._held = [-1, -1]  # the block each buffer holds
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hinge-stream")
+        self._io = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hinge-read")
+        self._forward = True
+        self.passes = 0
+        self.read_bytes = 0
+        self.released_blocks = 0
+
+    @property
+    def pinned_rows(self) -> int:
+        """Rows held in memory (the first ones)."""
+        return int(self.block_starts[len(self.pinned)])
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the rows held in memory."""
+        return sum(self.block_bytes[: len(self.pinned)])
+
+    @property
+    def streamed_bytes(self) -> int:
+        """Bytes of the rows read from disk on every pass."""
+        return sum(self.block_bytes[len(self.pinned) :])
+
+    def make_room(self, cut_bytes: int) -> None:
+        """The cut store is about to hold ``cut_bytes``: give back pinned blocks, the last first, until the data
+        and the cuts fit in the solve's memory (while any is left: past that the cuts take more)."""
+        self.cut_bytes = int(cut_bytes)
+        while self.pinned and self.reserved + self.memory_bytes + self.cut_bytes > self.memory_limit:
+            self.pinned.pop()
+            self.released_blocks += 1
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def _read_block(self, b: int, slot: int) -> None:
+        r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
+        s0, s1 = int(self.indptr[r0]), int(self.indptr[r1])
+        idx, val = self._buffers[slot]
+        self._held[slot] = -1
+        self._indices.read(s0, idx[: s1 - s0], self._io)
+        self._data.read(s0, val[: s1 - s0], self._io)
+        self._held[slot] = b
+        self.read_bytes += (s1 - s0) * (self.index_bytes + self.value_bytes)
+
+    def _blocks(self, order):
+        """Yield (block, indices, values) for the blocks in ``order``: a pinned block from memory, the others from
+        disk, the next one read while the caller computes on the current one (the first one while the caller
+        computes on the pinned blocks); a block still held in a buffer is not read again."""
+        order = list(order)
+        n_pinned = len(self.pinned)
+        streamed = [b for b in order if b >= n_pinned]
+        pending: Future | None = None
+        slot = 0
+        if streamed:
+            first = streamed[0]
+            if first in self._held:
+                slot = self._held.index(first)
+            else:
+                pending = self._reader.submit(self._read_block, first, slot)
+        position = 0
+        try:
+            for b in order:
+                if b < n_pinned:
+                    yield b, *self.pinned[b]
+                    continue
+                if pending is not None:
+                    pending.result()
+                    pending = None
+                nxt = streamed[position + 1] if position + 1 < len(streamed) else None
+                position += 1
+                other = 1 - slot
+                if nxt is not None and self._held[other] != nxt:
+                    pending = self._reader.submit(self._read_block, nxt, other)
+                idx, val = self._buffers[slot]
+                n_block = int(self.block_indptr[b][-1])
+                yield b, idx[:n_block], val[:n_block]
+                slot = other
+        finally:
+            if pending is not None:
+                pending.result()
+
+    # -- the passes ----------------------------------------------------------------------------------
+
+    def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
+        """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
+        w_bias = self.B * float(w[self.d])
+        n_pinned = len(self.pinned)
+        streamed = range(n_pinned, self.n_blocks) if self._forward else range(self.n_blocks - 1, n_pinned - 1, -1)
+        self._forward = not self._forward
+        self.passes += 1
+        for b, idx, val in self._blocks([*range(n_pinned), *streamed]):
+            r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
+            gather_outputs(self.block_indptr[b], idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial)
+
+    def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
+        """out = X_aug z (no column copy out of core: the row-wise gather)."""
+        self.outputs(z, out)
+
+    def scatter(self, coef, rows, n_rows, z) -> None:
+        """z[f] += sum_q coef[rows[q]] * x_{rows[q], f} over q < n_rows, rows in increasing order (added in that
+        order, block after block: the in-memory sums bit for bit)."""
+        rows = rows[:n_rows]
+        if n_rows == 0:
+            return
+        if np.any(rows[1:] < rows[:-1]):
+            raise ValueError("rows of a streamed scatter must be in increasing order")
+        bounds = np.searchsorted(rows, self.block_starts)
+        listed = [b for b in range(self.n_blocks) if bounds[b + 1] > bounds[b]]
+        n_pinned = len(self.pinned)
+        by_rows = {b for b in listed if b >= n_pinned and self._few_rows(b, rows[bounds[b] : bounds[b + 1]])}
+        blocks = self._blocks([b for b in listed if b not in by_rows])
+        for b in listed:
+            r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
+            local = rows[bounds[b] : bounds[b + 1]] - r0
+            if b in by_rows:
+                self._scatter_rows_read(b, local, coef, z)
+                continue
+            got, idx, val = next(blocks)
+            assert got == b
+            scatter_rows(self.block_indptr[b], idx, val, coef[r0:r1], local, local.shape[0], z)
+        blocks.close()
+
+    def _few_rows(self, b: int, rows: np.ndarray) -> bool:
+        """Whether a scatter reads block b's listed rows one by one (ROW_READS) rather than the block."""
+        if b in self._held or rows.shape[0] > ROW_READS:
+            return False
+        indptr = self.block_indptr[b]
+        local = rows - self.block_starts[b]
+        return 8 * int(np.sum(indptr[local + 1] - indptr[local])) <= int(indptr[-1])
+
+    def _scatter_rows_read(self, b: int, local: np.ndarray, coef, z) -> None:
+        """Scatter the listed rows of block b (``local``: their numbers in the block), reading them alone."""
+        indptr = self.block_indptr[b]
+        counts = indptr[local + 1] - indptr[local]
+        nnz = int(np.sum(counts))
+        r0 = int(self.block_starts[b])
+        s0 = int(self.indptr[r0])
+        idx = np.empty(nnz, dtype=self._buffers[0][0].dtype)
+        val = np.empty(nnz, dtype=self._buffers[0][1].dtype)
+        sub_indptr = np.zeros(local.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=sub_indptr[1:])
+        for q in range(local.shape[0]):
+            a, e = int(sub_indptr[q]), int(sub_indptr[q + 1])
+            if e > a:
+                first = s0 + int(indptr[local[q]])
+                self._indices.read(first, idx[a:e])
+                self._data.read(first, val[a:e])
+        self.read_bytes += nnz * (self.index_bytes + self.value_bytes)
+        sub_coef = np.ascontiguousarray(coef[r0 + local])
+        scatter_rows(sub_indptr, idx, val, sub_coef, np.arange(local.shape[0]), local.shape[0], z)
+
+    def weights(self, coef: np.ndarray) -> np.ndarray:
+        """X_aug^T coef as a dense vector of length d + 1 (the rows with coef != 0)."""
+        rows = np.flatnonzero(coef)
+        w = np.zeros(self.d + 1)
+        self.scatter(coef, rows, rows.shape[0], w)
+        w[self.d] = self.B * float(np.sum(coef))
+        return w
+
+    def describe(self) -> dict:
+        """What the trace's ``extra`` says of the data: held and streamed bytes, blocks, passes, bytes read."""
+        return {
+            "form": "streamed",
+            "pinned_rows": self.pinned_rows,
+            "memory_bytes": self.memory_bytes,
+            "streamed_bytes": self.streamed_bytes,
+            "blocks": self.n_blocks,
+            "released_blocks": self.released_blocks,
+            "passes": self.passes,
+            "read_bytes": self.read_bytes,
+        }
+
+    def close(self) -> None:
+        """Stop the reader thread and close the files."""
+        self._reader.shutdown(wait=True)
+        self._io.shutdown(wait=True)
+        self._indices.close()
+        self._data.close()
