@@ -191,12 +191,17 @@ class Settings(BaseSettings):
             "cores. Off: each job uses `worker_cores` (or every core) whatever else runs."
         ),
     )
+    dask_scheduler: str | None = Field(
+        default=None,
+        description="Address of the Dask scheduler (`tcp://host:8786`) whose workers hold the rows of trainings split "
+        "over nodes (`params.distributed`, ocas); unset: such jobs are refused.",
+    )
     job_memory: int = Field(
         default=0,
         ge=0,
         description=(
             "Memory a job may use on its worker's machine, in bytes or Redis's units (`8gb`); 0: the worker's memory "
-            "limit (its cgroup's) or else the machine's memory. A data set that does not fit in 85% of what the worker "
+            "limit (its cgroup's) or else the machine's memory. A data set that does not fit in 70% of what the worker "
             "process leaves of it trains out of core with ocas and cpa (read from the cache's files in passes); "
             "the other solvers fail such a job with `data_exceeds_memory`."
         ),

@@ -91,6 +91,9 @@ class SolverSpec:
     """Trains data larger than the job's memory (``HINGE_JOB_MEMORY``) by reading it from the worker cache's files
     in passes (keyword ``memory_bytes``; ``worker.solvers.streamed_data``); the others need the data in memory and
     fail such a job with `data_exceeds_memory`."""
+    splits: bool = False
+    """Trains one model with its rows split over the nodes of a Dask cluster (``params.distributed``;
+    ``worker.training.split``)."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True
@@ -253,6 +256,7 @@ BUILT_IN = (
         warm_start="weights",
         threads="n_processes",
         streams=True,
+        splits=True,
     ),
     SolverSpec(
         name="smo",

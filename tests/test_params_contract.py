@@ -187,7 +187,15 @@ def test_the_dispatchers_own_fields_are_a_fixed_few():
     cannot be hidden there: every other field is checked above."""
     from worker.training import registry
 
-    assert registry.SERVICE_FIELDS == {"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"}
+    assert registry.SERVICE_FIELDS == {
+        "search",
+        "n_processes",
+        "max_seconds",
+        "probability",
+        "retries",
+        "multiclass",
+        "distributed",
+    }
 
 
 def test_the_client_lists_the_registry():

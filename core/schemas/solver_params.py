@@ -322,6 +322,17 @@ class CpaParams(CommonParams):
         return self
 
 
+class SplitTraining(StrictModel):
+    """One model trained with its rows split over several nodes of the deployment's Dask cluster."""
+
+    nodes: int = Field(
+        ge=1,
+        le=256,
+        description="Nodes that hold the rows (each a `dask worker`, consecutive shards of the data set each): the "
+        "same model as on one machine, up to rounding. Needs HINGE_DASK_SCHEDULER on the workers.",
+    )
+
+
 class OcasParams(CommonParams):
     """Optimized cutting plane algorithm (Franc & Sonnenburg, ICML 2008) with parallel subtasks."""
 
@@ -366,6 +377,12 @@ class OcasParams(CommonParams):
     max_iter: int = Field(default=100000, ge=1, le=10**7, description="Most iterations.")
     max_inactive: int = Field(
         default=50, ge=1, le=10**6, description="A cut inactive for this many iterations is dropped."
+    )
+    distributed: SplitTraining | None = Field(
+        default=None,
+        description="Train with the rows split over this many nodes of the Dask cluster (HINGE_DASK_SCHEDULER): for "
+        "data sets larger than a machine; each trace point then has `comm_s`, the network's share. Null: on the "
+        "worker's machine. Not with `search`, `probability` or one-vs-one.",
     )
 
     @model_validator(mode="after")

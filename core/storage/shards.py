@@ -17,7 +17,7 @@ import hashlib
 import queue
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -396,4 +396,32 @@ def assemble(
     }
     for entry in entries:
         place(fetch(store, entry), entry, out)
+    return out
+
+
+def shard_groups(entries: list[ShardEntry], n_groups: int) -> list[list[ShardEntry]]:
+    """The shards cut into ``n_groups`` runs of consecutive shards with about as many non-zeros (+ rows) each
+    (fewer groups when there are fewer shards): the parts of a data set held by the nodes of a split training."""
+    n_groups = max(1, min(int(n_groups), len(entries)))
+    cost = np.cumsum([entry.nnz + entry.rows for entry in entries], dtype=np.float64)
+    bounds = [0]
+    for g in range(1, n_groups):
+        bounds.append(max(bounds[-1] + 1, int(np.searchsorted(cost, cost[-1] * g / n_groups))))
+    bounds.append(len(entries))
+    return [entries[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def load_rows(store: ObjectStore, arrays: Mapping[str, dict], entries: list[ShardEntry]) -> dict[str, np.ndarray]:
+    """The rows of consecutive shards ``entries`` as arrays of their own (indptr from 0), in memory: a node's
+    part of a data set (``arrays``: the record's description of the whole arrays, for their dtypes)."""
+    r0, s0 = entries[0].row_start, entries[0].nnz_start
+    rows = sum(entry.rows for entry in entries)
+    nnz = sum(entry.nnz for entry in entries)
+    sizes = {"indptr": rows + 1, **{name: rows for name in ROW_ARRAYS}}
+    out = {name: np.empty(sizes.get(name, nnz), dtype=np.dtype(entry["dtype"])) for name, entry in arrays.items()}
+    for entry in entries:
+        local = replace(entry, row_start=entry.row_start - r0, nnz_start=entry.nnz_start - s0)
+        place(fetch(store, entry), local, out)
+    if rows == 0:
+        out["indptr"][0] = 0
     return out

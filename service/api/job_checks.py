@@ -50,6 +50,7 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
             ["body", "params", "objective"],
         )
     check_search(body, dataset)
+    check_distributed(body, dataset, settings)
     if dataset.max_row_norm_sq is not None:
         found = c_out_of_range(
             body.params.model_dump(mode="json", by_alias=True), dataset.n_samples, dataset.max_row_norm_sq
@@ -63,6 +64,36 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
             "(HINGE_MAX_SECONDS_CEILING)",
             ["body", "params", "max_seconds"],
         )
+
+
+def check_distributed(body, dataset: DatasetRecord, settings: Settings) -> None:
+    """A training split over nodes (``params.distributed``) needs a cluster, shards to hand out, and one model."""
+    if getattr(body.params, "distributed", None) is None:
+        return
+    where = ["body", "params", "distributed"]
+    if not settings.dask_scheduler:
+        raise unprocessable(
+            "params.distributed: this deployment has no Dask cluster to split trainings over (HINGE_DASK_SCHEDULER is "
+            "not set); train on one worker (distributed: null)",
+            where,
+        )
+    if not dataset.shards:
+        raise unprocessable(
+            f"params.distributed: data set {dataset.id} is stored in Redis, not as shards in the object store; "
+            "`hinge store migrate` moves it",
+            where,
+        )
+    for name, active in (
+        ("search", body.params.search is not None),
+        ("probability", bool(body.params.probability)),
+        ("multiclass", getattr(body.params, "multiclass", None) == "ovo" and len(dataset.labels) > 2),
+    ):
+        if active:
+            raise unprocessable(
+                f"params.distributed: a split training fits one model (one-vs-rest over its labels); it does not "
+                f"run with {name}",
+                ["body", "params", name],
+            )
 
 
 METRICS_BY_TASK = {

@@ -20,6 +20,7 @@ A run of a job, as ``train`` sees it:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -44,7 +45,7 @@ from core.storage.jobs import JobStore, Transition, utc_now
 from core.storage.objects import StoreError
 from core.storage.records import model_store
 from core.storage.shards import max_row_norm_sq
-from worker.runtime import core_budget, heartbeat, memory_budget, search_dist, subtasks, warmup
+from worker.runtime import cluster, core_budget, heartbeat, memory_budget, search_dist, subtasks, warmup
 from worker.runtime.model_staging import ModelStaging
 from worker.runtime.progress import INTERRUPT, CancelPoller, TraceSink
 from worker.runtime.runs import (
@@ -158,6 +159,17 @@ def _train(job_id: str) -> dict:
         staging.discard()  # arrays staged ahead that did not become the model (nothing once claimed)
 
 
+def _nodes_opener(job: JobRecord, params: SolverParams, dataset):
+    """How a split training (``params.distributed``) reaches its nodes; None for a training on this machine."""
+    split = getattr(params, "distributed", None)
+    if split is None:
+        return None
+    address = get_settings().dask_scheduler
+    if not address:
+        raise cluster.ClusterError("params.distributed needs a Dask cluster: HINGE_DASK_SCHEDULER is not set here")
+    return functools.partial(cluster.DaskNodes, address, split.nodes, dataset, dataset.n_features)
+
+
 def _train_and_record(
     jobs: JobStore,
     client: redis.Redis,
@@ -192,13 +204,18 @@ def _train_and_record(
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the job")
-            context = FitContext(sink, deadline, poller, data_memory=data_memory)
+            context = FitContext(
+                sink, deadline, poller, data_memory=data_memory, open_nodes=_nodes_opener(job, params, dataset)
+            )
             outcome = train_job(job.solver, params, arrays, dataset.n_features, context, stage_model=staging.start)
     except cache.CacheDiskFull as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "worker_disk_full", str(exc))
     except memory_budget.DataExceedsMemory as exc:
         return fail(jobs, job_id, mine, "data_exceeds_memory", str(exc))
+    except cluster.ClusterError as exc:
+        log.warning("job %s: %s", job_id, exc)
+        return fail(jobs, job_id, mine, "cluster_error", str(exc))
     except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"

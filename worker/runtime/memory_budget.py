@@ -25,7 +25,7 @@ import numpy as np
 
 from core.solvers import SOLVERS, spec_of
 
-DATA_SHARE = 0.85
+DATA_SHARE = 0.7
 """The share of the job's memory left after the worker process that its training may take (data, vectors, cuts)."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -105,7 +105,7 @@ def check_fits(solver: str, arrays: dict, data_memory: int) -> None:
     streaming = " or ".join(name for name, spec in SOLVERS.items() if spec.streams)
     raise DataExceedsMemory(
         f"{solver} needs the data set in memory: its indices and values take {needed} bytes and this job's training "
-        f"may hold {data_memory} (85% of what the job's memory, HINGE_JOB_MEMORY, leaves after the worker process); "
+        f"may hold {data_memory} (70% of what the job's memory, HINGE_JOB_MEMORY, leaves after the worker process); "
         "train it with "
         f"{streaming}, which read data larger than memory from disk in passes, or give the workers more memory"
     )

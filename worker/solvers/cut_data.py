@@ -191,7 +191,7 @@ threads were slower than one."""
 
 def prepare_data(
     indptr, indices, data, n_features: int, B: float, n_processes: int, memory_bytes: int | None = None
-) -> CutData:
+) -> RowData:
     """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
     process, and one per PARALLEL_NNZ non-zeros. ``memory_bytes`` (None: no limit) is what the solve may hold:
     data whose indices and values take more than that leaves for them, after the solve's vectors and room for a
@@ -209,8 +209,28 @@ def prepare_data(
     return X
 
 
-CutData = Data | StreamedData
-"""The data as the cut stores and the solvers see it: in memory, or read from disk in passes."""
+class FeatureSpace:
+    """What the driver of a training split over nodes tells its cut store of the data: its features, bias
+    feature and size; the rows are on the nodes (``worker.solvers.distributed_ocas``)."""
+
+    kind = "split"
+
+    def __init__(self, n_features: int, B: float, data_bytes: int, n_threads: int = 1) -> None:
+        self.d = int(n_features)
+        self.B = float(B)
+        self.n = 0
+        self.n_threads = int(n_threads)
+        self.serial = self.n_threads == 1
+        self.cut_memory = int(data_bytes)  # the cuts' budget as on one machine (``cut_data.cut_budget``)
+
+    def make_room(self, cut_bytes: int) -> None:
+        """Nothing to give back: the rows are on the nodes."""
+
+
+RowData = Data | StreamedData
+"""The rows as the solvers see them: in memory, or read from disk in passes."""
+CutData = RowData | FeatureSpace
+"""The data as the cut stores see it: rows here, or on other nodes (the features only)."""
 
 NARROW_MAX_D = 65536
 """Data with at most this many features is read through a copy of its indices as 16-bit numbers: every
@@ -268,7 +288,7 @@ class CurrentCut:
 
     REFRESH = 64
 
-    def __init__(self, X: CutData) -> None:
+    def __init__(self, X: RowData) -> None:
         self.X = X
         self.z = np.zeros(X.d + 1)
         self.previous = np.zeros(X.n)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from worker.solvers.cut_data import CurrentCut, CutData, _changed_rows, _listed_changes, _Slots, cut_budget
+from worker.solvers.cut_data import CurrentCut, CutData, FeatureSpace, RowData, _changed_rows, _listed_changes, _Slots, cut_budget
 from worker.solvers.reduced_qp import ReducedProblem
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class DenseCuts:
         self._parts = max(1, X.n_threads)  # fill() runs serially for one part
         self._fparts = np.append(np.arange(0, self.d1, DENSE_BLOCK), self.d1).astype(np.int64)  # feature blocks
         self._zero_d = np.zeros(self.d1)
-        self.current = CurrentCut(X)
+        self.current = None if isinstance(X, FeatureSpace) else CurrentCut(X)  # split: cuts summed by the nodes
 
     # -- cuts --------------------------------------------------------------------------------------
 
@@ -181,6 +181,12 @@ class DenseCuts:
         """Add the cut z = sum_q gamma[rows[q]] x_rows[q] (bias entry B * gsum), offset b.
 
         ``prepared``: ``prepare_cut`` was called with these coefficients, ``self.current.z`` is the cut."""
+        assert self.current is not None, "rows here"
+        self.add_vector(self.current.z if prepared else self.current.update(gamma, rows, n_rows, gsum), b)
+
+    def add_vector(self, vector: np.ndarray, b: float) -> None:
+        """Add the cut whose vector z (d + 1 entries, the last the bias feature's) is given, offset b: a cut summed
+        elsewhere (over the nodes of a split training, ``worker.solvers.distributed_ocas``)."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
         slot, grew = self.slots.take()
@@ -192,7 +198,7 @@ class DenseCuts:
             self.X.make_room(self.Z.nbytes)
         X = self.X
         z = self.Z[slot]
-        z[:] = self.current.z if prepared else self.current.update(gamma, rows, n_rows, gsum)
+        z[:] = vector
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
@@ -216,12 +222,14 @@ class DenseCuts:
 
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+        assert not isinstance(self.X, FeatureSpace), "rows here"
         self.X.outputs(self.update_wt(), o_t)
 
     def prepare_cut(self, gamma, changed, n_changed, gsum) -> np.ndarray:
         """The vector z of the cut with coefficients gamma (as ``add_cut`` would store it), without
         storing it, for gamma that differs from the last cut's coefficients at most at the rows
         changed[:n_changed]; ``add_cut(..., prepared=True)`` then stores this vector."""
+        assert self.current is not None, "rows here"
         return self.current.update_changed(gamma, changed, n_changed, gsum)
 
     def sq_norm_t(self) -> float:
@@ -276,7 +284,7 @@ class OutputCuts:
 
     kind = "outputs"
 
-    def __init__(self, X: CutData, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
+    def __init__(self, X: RowData, C: float, coef_dtype=np.int8, capacity: int = 32) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
         self.coef_dtype = np.dtype(coef_dtype)
@@ -438,7 +446,7 @@ class OutputCuts:
         return self.X.weights(self._best_coef)
 
 
-def choose(X: CutData, C: float, coef_dtype=np.int8):
+def choose(X: RowData, C: float, coef_dtype=np.int8):
     """The cut form for this data: OutputCuts when n <= d + 1, else DenseCuts (module docstring)."""
     if X.n <= X.d + 1:
         return OutputCuts(X, C, coef_dtype=coef_dtype)

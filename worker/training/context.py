@@ -1,8 +1,9 @@
 """What a training runs under, handed from the job to the solver call as one value (``FitContext``).
 
-A job's training is told five things besides its solver, parameters and data: when it must stop (the
+A job's training is told six things besides its solver, parameters and data: when it must stop (the
 deadline), how to learn that it was canceled, where its progress and trace points go, how many
-processes it may use and how much memory its data may take. They travel together, from ``worker.runtime.jobs`` through a model, a search, its
+processes it may use, how much memory its data may take, and, for a training split over nodes, how to
+reach them. They travel together, from ``worker.runtime.jobs`` through a model, a search, its
 refit and the calibration, down to the ``SolverControl`` each solve call gets; a function that changes
 one of them (a search's share of the deadline, the processes a refit may use) makes a new context with
 ``dataclasses.replace``.
@@ -18,6 +19,7 @@ from core.schemas.solver_params import SolverParams
 from worker.runtime.subtasks import available_cores
 
 if TYPE_CHECKING:
+    from worker.runtime.cluster import DaskNodes as SplitNodes
     from worker.runtime.progress import TraceSink
 
 
@@ -42,6 +44,9 @@ class FitContext:
     data_memory: int | None = None
     """Bytes the data may take in this training's memory (``worker.runtime.memory_budget``), shared by its
     processes; past them, the solvers that stream read the data from its files in passes. None: no limit."""
+    open_nodes: Callable[[float], SplitNodes] | None = None
+    """The job's data set on the nodes of a split training (``params.distributed``): called with the bias feature's
+    value, it returns the nodes' handle (a context manager: ``worker.runtime.cluster.DaskNodes``); None: one machine."""
 
     def processes(self, params: SolverParams) -> int:
         """The processes this training uses (``n_processes``, resolved)."""

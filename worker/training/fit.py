@@ -46,6 +46,7 @@ from worker.training.assemble import assemble_model, correct_rows, linear_model_
 from worker.training.context import FitContext
 from worker.training.folds import subset
 from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
+from worker.training.split import fit_split
 from worker.training.stopping import stopping_rule
 
 
@@ -116,6 +117,20 @@ def fit_problems(
     ``on_fitted(results)`` is called once every problem has its result (weight vectors included), before the
     training rows are scored: what the model will be is known then (``worker.runtime.model_staging``).
     """
+    if context.open_nodes is not None and spec_of(solver).splits:
+        labels = np.unique(np.asarray(arrays["y"]))
+        split_results = fit_split(
+            params,
+            labels,
+            n_features,
+            context,
+            on_point=on_point,
+            on_problem_done=on_problem_done,
+            on_subtask_done=on_subtask_done,
+        )
+        if on_fitted is not None and all(result is not None for result in split_results):
+            on_fitted(split_results)
+        return labels, split_results
     fit = registry.adapter(solver)
     n_processes = context.n_processes or 1
     indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))

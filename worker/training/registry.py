@@ -27,8 +27,10 @@ from worker.runtime.subtasks import available_cores
 
 log = logging.getLogger("hinge.worker")
 
-SERVICE_FIELDS = frozenset({"search", "n_processes", "max_seconds", "probability", "retries", "multiclass"})
-"""Schema fields the dispatcher uses itself (subtasks, deadline, calibration, retries, one-vs-one): the solve
+SERVICE_FIELDS = frozenset(
+    {"search", "n_processes", "max_seconds", "probability", "retries", "multiclass", "distributed"}
+)
+"""Schema fields the dispatcher uses itself (subtasks, deadline, calibration, retries, one-vs-one, split over nodes): the solve
 functions do not read them; every other field is theirs."""
 KEYWORD_FIELDS = frozenset({"class_weight", "n_processes"})
 """Schema fields that reach the solve function as keywords of their own (``solve_arguments``): class_weight (a
