@@ -19,3 +19,4 @@ class StopReason(str, Enum):
     DEADLINE = "deadline"
     CANCELED = "canceled"
     INTERRUPTED = "interrupted"  # the worker was asked to stop (SIGTERM, hinge serve stopping); set by the worker
+    NODE_LOST = "node_lost"  # a node of a training split over nodes was lost: the best model so far

@@ -8,6 +8,8 @@ so that they read its object store. The split solve against the one-machine one,
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +24,8 @@ from tests.conftest import ROOT, _terminate, private_service_env, start_api, sta
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 from tests.test_out_of_core import random_csr
 from worker.solvers import row_part
-from worker.solvers.distributed_ocas import LocalNodes, solve_ocas_split
+from worker.solvers.common import StopReason
+from worker.solvers.distributed_ocas import LocalNodes, NodeLost, solve_ocas_split
 from worker.solvers.ocas import solve_ocas
 from worker.solvers.row_part import RowPart
 
@@ -52,6 +55,42 @@ def test_split_solve_matches_one_machine(monkeypatch, n_nodes):
     assert all("comm_s" in point for point in split.trace)
 
 
+class LosingNodes(LocalNodes):
+    """Local nodes, one of which stops answering at its ``lose_at``-th call."""
+
+    def __init__(self, parts, data_bytes, lose_at: int) -> None:
+        super().__init__(parts, data_bytes)
+        self.calls = 0
+        self.lose_at = lose_at
+
+    def call_all(self, method: str, *args) -> list:
+        self.calls += 1
+        if self.calls >= self.lose_at:
+            raise NodeLost(f"node 1 stopped answering during {method}")
+        return super().call_all(method, *args)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("lose_at", [12, 13, 14])  # during the outputs, the line search or the update
+def test_a_node_lost_returns_the_best_point_so_far(lose_at):
+    n, d = 3000, 100
+    indptr, indices, data, y = random_csr(n, d, 15, seed=12)
+    params = OcasParams(C=1.0, tol_rel=1e-6)
+    parts = [
+        RowPart(
+            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
+        )
+        for a, b in ((0, 1500), (1500, 3000))
+    ]
+    result = solve_ocas_split(LosingNodes(parts, indices.size * 8, lose_at), n_features=d, params=params)
+    assert result.stop_reason is StopReason.NODE_LOST and not result.converged and result.n_iter >= 2
+    # the objective reported is that of the returned weights, and its gap is certified against the lower bound
+    margins = y * (np.add.reduceat(data * result.w[indices], indptr[:-1]) + result.bias)
+    objective = 0.5 * (result.w @ result.w + result.bias**2) + np.sum(np.maximum(0.0, 1.0 - margins))
+    assert abs(objective - result.objective) <= 1e-9 * objective
+    assert 0 < result.extra["gap_rel"] < 1 and result.extra["lower_bound"] <= objective
+
+
 def _start(command: list[str], env: dict) -> subprocess.Popen:
     return subprocess.Popen(
         command, env=env, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -62,45 +101,51 @@ def _dask(*args: str) -> list[str]:
     return [sys.executable, "-m", "distributed.cli.dask_" + args[0], *args[1:]]
 
 
-@pytest.fixture()
-def split_service(redis_server, tmp_path):
-    """A private API and worker whose jobs may split over a two-node Dask cluster started here."""
-    port = free_port()
-    scheduler_port = free_port()
-    address = f"tcp://127.0.0.1:{scheduler_port}"
-    env = private_service_env(redis_server.url, 7, tmp_path, HINGE_DASK_SCHEDULER=address, HINGE_SHARD_BYTES="200000")
-    processes = [
-        _start(_dask("scheduler", "--host", "127.0.0.1", "--port", str(scheduler_port), "--no-dashboard"), env)
-    ]
-    for host in ("127.0.0.1", "127.0.0.2"):
-        processes.append(
-            _start(
-                _dask(
-                    "worker",
-                    address,
-                    "--host",
-                    host,
-                    "--nworkers",
-                    "1",
-                    "--nthreads",
-                    "1",
-                    "--no-dashboard",
-                    "--memory-limit",
-                    "0",
-                ),
-                env,
-            )
+class SplitService:
+    """A private API and worker whose jobs may split over a two-node Dask cluster, all started here."""
+
+    def __init__(self, redis_url: str, data_dir) -> None:
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.env = private_service_env(
+            redis_url, 7, data_dir, HINGE_DASK_SCHEDULER=self.address, HINGE_SHARD_BYTES="200000"
         )
-    api = start_api(env, port)
-    worker = start_worker(env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base, api)
-        _wait_for_nodes(address, 2)
-        yield base
-    finally:
-        for proc in [worker, api, *processes]:
+        scheduler_port = self.address.rsplit(":", 1)[1]
+        self.scheduler = _start(
+            _dask("scheduler", "--host", "127.0.0.1", "--port", scheduler_port, "--no-dashboard"), self.env
+        )
+        self.nodes = [self._node(host) for host in ("127.0.0.1", "127.0.0.2")]
+        self.api = start_api(self.env, self.port)
+        self.worker = start_worker(self.env)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _node(self, host: str) -> subprocess.Popen:
+        command = _dask("worker", self.address, "--host", host, "--nworkers", "1", "--nthreads", "1")
+        return _start([*command, "--no-dashboard", "--memory-limit", "0"], self.env)
+
+    def kill_node(self, index: int) -> None:
+        """SIGKILL a node's processes (its machine gone), then start another in its place."""
+        os.killpg(self.nodes[index].pid, signal.SIGKILL)
+        self.nodes[index].wait(10)
+
+    def restart_node(self, index: int) -> None:
+        self.nodes[index] = self._node(("127.0.0.1", "127.0.0.2")[index])
+        _wait_for_nodes(self.address, 2)
+
+    def stop(self) -> None:
+        for proc in [self.worker, self.api, *self.nodes, self.scheduler]:
             _terminate(proc)
+
+
+@pytest.fixture(scope="module")
+def split_service(redis_server, tmp_path_factory):
+    service = SplitService(redis_server.url, tmp_path_factory.mktemp("split"))
+    try:
+        wait_ready(service.base, service.api)
+        _wait_for_nodes(service.address, 2)
+        yield service
+    finally:
+        service.stop()
 
 
 def _wait_for_nodes(address: str, n: int) -> None:
@@ -118,7 +163,7 @@ def _wait_for_nodes(address: str, n: int) -> None:
 
 
 def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
-    with httpx.Client(base_url=split_service, timeout=60) as http:
+    with httpx.Client(base_url=split_service.base, timeout=60) as http:
         # three labels: one-vs-rest over the same nodes; about 700 KB of arrays, shards of 200 KB: one node has two
         content = to_svmlight(*sparse_problem(4000, 200, 12, seed=5, n_classes=3))
         dataset = http.post("/v1/datasets", files={"file": ("split.svm", content)}).json()
@@ -147,6 +192,36 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         answers = [http.post(f"/v1/models/{m['id']}/predict", json={"instances": rows}).json() for m in (split, alone)]
         assert answers[0]["labels"] == answers[1]["labels"]
         assert np.allclose(answers[0]["scores"], answers[1]["scores"], rtol=1e-4, atol=1e-6)
+
+
+def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_service):
+    with httpx.Client(base_url=split_service.base, timeout=60) as http:
+        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=9, noise=2.0))
+        dataset = http.post("/v1/datasets", files={"file": ("long.svm", content)}).json()["id"]
+        # a training that would take long: a gap it cannot certify soon, cuts dropped as soon as inactive
+        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
+        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
+        wait_for(
+            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
+        )
+        assert http.get(f"/v1/jobs/{job}").json()["status"] == "running"
+        split_service.kill_node(1)
+        try:
+            done = wait_for(
+                lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed") and s,
+                timeout=120,
+                message="the job after its node was lost",
+            )
+        finally:
+            split_service.restart_node(1)
+        assert done["status"] == "succeeded", done
+        model = http.get(f"/v1/models/{done['model_id']}").json()
+        assert model["stop_reason"] == "node_lost" and model["stopping_rule"]["rule"] == "node_lost", (model["n_iter"], model["training_seconds"], model["gap_rel"], done)
+        assert model["gap_rel"] is not None and model["gap_rel"] > 0 and model["train_accuracy"] > 0.6
+        assert any(w["code"] == "not_converged" for w in model.get("warnings") or done.get("warnings") or [])
+        # the model is a usable one
+        answer = http.post(f"/v1/models/{done['model_id']}/predict", json={"instances": [{"1": 1.0}]}).json()
+        assert answer["labels"][0] in (-1, 1)
 
 
 def test_a_split_job_without_a_cluster_is_refused(http):

@@ -62,8 +62,13 @@ def model_warnings(model: ModelDescription, label_counts: Mapping[str, int] | No
                 "larger than the data needs",
             )
         )
-    elif stop_reason in ("deadline", "canceled", "interrupted") and not settled(stop_reason, gap_rel):
-        why = {"deadline": "its deadline (max_seconds)", "canceled": "a cancel", "interrupted": "a worker's stop"}
+    elif stop_reason in ("deadline", "canceled", "interrupted", "node_lost") and not settled(stop_reason, gap_rel):
+        why = {
+            "deadline": "its deadline (max_seconds)",
+            "canceled": "a cancel",
+            "interrupted": "a worker's stop",
+            "node_lost": "the loss of a node it was split over",
+        }
         found.append(
             warning(
                 WarningCode.not_converged,

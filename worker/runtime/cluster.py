@@ -26,6 +26,7 @@ import numpy as np
 from core.config import get_settings
 from core.storage import shards
 from core.storage.objects import object_store
+from worker.solvers.distributed_ocas import NodeLost
 from worker.solvers.row_part import RowPart
 
 log = logging.getLogger("hinge.cluster")
@@ -146,8 +147,8 @@ class DaskNodes:
             with self.client.as_current():  # the actors' handles reach their nodes through this client
                 pending = [getattr(actor, method)(*args) for actor in self.actors]
                 return [future.result() for future in pending]
-        except (OSError, RuntimeError) as exc:  # a node gone: its connection closed, its actor lost
-            raise ClusterError(f"a node of the split training failed during {method}: {exc}") from exc
+        except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
+            raise NodeLost(f"a node of the split training failed during {method}: {type(exc).__name__}: {exc}") from exc
 
     def begin(self, positive: float | None) -> None:
         """Start the next binary problem on every node."""

@@ -216,6 +216,9 @@ def _train_and_record(
     except cluster.ClusterError as exc:
         log.warning("job %s: %s", job_id, exc)
         return fail(jobs, job_id, mine, "cluster_error", str(exc))
+    except cluster.NodeLost as exc:
+        log.warning("job %s: %s", job_id, exc)
+        return fail(jobs, job_id, mine, "node_lost", str(exc))
     except cache.DatasetMissing:
         return fail(
             jobs, job_id, mine, "dataset_not_found", f"data set {job.dataset_id} was deleted before the job ran"

@@ -50,7 +50,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from worker.solvers.cut_data import CurrentCut, CutData, FeatureSpace, RowData, _changed_rows, _listed_changes, _Slots, cut_budget
+from worker.solvers.cut_data import (
+    CurrentCut,
+    CutData,
+    FeatureSpace,
+    RowData,
+    _changed_rows,
+    _listed_changes,
+    _Slots,
+    cut_budget,
+)
 from worker.solvers.reduced_qp import ReducedProblem
 
 # ---------------------------------------------------------------------------------------------

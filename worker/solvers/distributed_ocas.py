@@ -20,8 +20,12 @@ same iterations but for ties). Each trace point adds ``comm_s``: the seconds of 
 to the nodes that the nodes did not spend computing (the network, serialization, the engine), so that a user
 sees what the split costs; ``extra["seconds"]["comm"]`` totals them.
 
+A node lost during an iteration ends the training with the best point so far, w_b, which every cutting-plane
+iterate is a valid model of (stop reason ``node_lost``, its objective F(w_b) as last computed, its certified
+gap against the last lower bound); lost before the first iteration, ``NodeLost`` goes to the caller.
+
 ``nodes`` is anything with ``call_all(method, *args) -> list`` (one answer per node, in node order, each a
-tuple whose last entry is the node's seconds), ``n_nodes`` and ``data_bytes``: ``LocalNodes`` here (tests; a
+tuple whose last entry is the node's seconds; ``NodeLost`` when a node is gone), ``n_nodes`` and ``data_bytes``: ``LocalNodes`` here (tests; a
 node per part in this process), ``worker.runtime.cluster`` on a distributed engine.
 """
 
@@ -37,6 +41,10 @@ from worker.solvers.cpa import QP_REL
 from worker.solvers.cut_data import FeatureSpace
 from worker.solvers.cut_store import DenseCuts
 from worker.solvers.row_part import PIVOTS, RowPart, split_minimize
+
+
+class NodeLost(Exception):
+    """A node stopped answering during a split training (its process, its machine or the network gone)."""
 
 
 class LocalNodes:
@@ -106,23 +114,28 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
         n_iter = it + 1
         comm_before = call.comm
         t0 = time.perf_counter()
-        qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
-        D, _, _ = rp.solve(qp_tol)
-        lower = max(lower, D)
-        t1 = time.perf_counter()
-        prepared = call("step_outputs", store.update_wt(), C, PIVOTS)
-        stopped = control.check()
-        if stopped is not None:
-            stop_reason = stopped
+        try:
+            qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
+            D, _, _ = rp.solve(qp_tol)
+            lower = max(lower, D)
+            t1 = time.perf_counter()
+            prepared = call("step_outputs", store.update_wt(), C, PIVOTS)
+            stopped = control.check()
+            if stopped is not None:
+                stop_reason = stopped
+                break
+            t2 = time.perf_counter()
+            A0, B0 = store.line_terms()
+            S = B0 + sum(a[0] for a in prepared)
+            first = [(a[2], a[3], 0.0) for a in prepared]
+            k_star = split_minimize(call, A0, S, first) if A0 > 0.0 and S < 0.0 else 0.0
+            t3 = time.perf_counter()
+            updated = call("step_update", k_star, lam)  # before w_b moves here: a node lost keeps (w_b, F_b)
+        except NodeLost:
+            stop_reason = StopReason.NODE_LOST
+            n_iter -= 1
             break
-        t2 = time.perf_counter()
-        A0, B0 = store.line_terms()
-        S = B0 + sum(a[0] for a in prepared)
-        first = [(a[2], a[3], 0.0) for a in prepared]
-        k_star = split_minimize(call, A0, S, first) if A0 > 0.0 and S < 0.0 else 0.0
-        t3 = time.perf_counter()
         sq_b = store.move_best(k_star)
-        updated = call("step_update", k_star, lam)
         F_b = 0.5 * sq_b + C * sum(a[0] for a in updated)
         n_sel = sum(int(a[1]) for a in updated)
         t4 = time.perf_counter()
@@ -165,7 +178,7 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
             stop_reason = reason
             break
     w = store.best_weights()
-    if stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
+    if stop_reason in (StopReason.CANCELED, StopReason.DEADLINE, StopReason.NODE_LOST):
         objective = F_b
     else:
         objective = 0.5 * float(w @ w) + C * sum(a[0] for a in call("loss", w))

@@ -64,11 +64,13 @@ def linear_model_arrays(results: list[SolverResult]) -> dict:
 
 def summarize(model: ModelDescription, results: list[SolverResult], deadline_hit: bool) -> StopReason:
     """Set the training report's figures over the problems (iterations, time, objectives, certified gap) on the
-    model, and return its stop reason: the first of canceled, deadline, max_iter that a problem met, else
-    converged."""
+    model, and return its stop reason: the first of canceled, node_lost, deadline, max_iter that a problem met,
+    else converged."""
     reasons = [r.stop_reason for r in results]
     if StopReason.CANCELED in reasons:
         overall = StopReason.CANCELED
+    elif StopReason.NODE_LOST in reasons:
+        overall = StopReason.NODE_LOST
     elif deadline_hit:
         overall = StopReason.DEADLINE
     elif StopReason.MAX_ITER in reasons:

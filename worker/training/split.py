@@ -4,7 +4,9 @@ The nodes load the data set's shards once (``worker.runtime.cluster``); the bina
 run one after another over the same nodes, each by ``worker.solvers.distributed_ocas.solve_ocas_split`` from this
 process, which holds the cuts and the reduced problem. Deadline and cancel are the job's, checked by the driver
 between the calls of every iteration (each call to the nodes is a fraction of an iteration): a stop reaches
-every node at once, since nothing runs on them between calls.
+every node at once, since nothing runs on them between calls. A node lost: a two-label model ends with the best
+point so far (stop reason ``node_lost``); one-vs-rest, whose other problems would have no model, fails the job
+(`node_lost`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.solvers.distributed_ocas import solve_ocas_split
+from worker.solvers.distributed_ocas import NodeLost, solve_ocas_split
 from worker.training.context import FitContext
 
 
@@ -49,6 +51,11 @@ def fit_split(
                 on_problem_done(k)
             if on_subtask_done is not None and len(positives) > 1:
                 on_subtask_done(k + 1, len(positives))
-            if result.stop_reason in (StopReason.CANCELED, StopReason.DEADLINE):
+            if result.stop_reason is StopReason.NODE_LOST and len(positives) > 1:
+                raise NodeLost(
+                    f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest): no model; "
+                    "the cluster's scheduler log says which node"
+                )
+            if result.stop_reason in (StopReason.CANCELED, StopReason.DEADLINE, StopReason.NODE_LOST):
                 break
     return results

@@ -38,6 +38,12 @@ def stopping_rule(solver: str, params: SolverParams, results: list[SolverResult]
         return StoppingRule(
             rule="shutdown", values={}, text="the worker was stopped (SIGTERM) and kept the best model so far"
         )
+    if stop_reason == StopReason.NODE_LOST.value:
+        return StoppingRule(
+            rule="node_lost",
+            values={},
+            text="a node of the split training was lost; the model is the best point found before (a valid iterate)",
+        )
     last = max(results, key=lambda r: r.n_iter) if results else None
     if last is None:
         return StoppingRule(rule="tol", values={}, text="converged")
