@@ -216,7 +216,7 @@ def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_
             split_service.restart_node(1)
         assert done["status"] == "succeeded", done
         model = http.get(f"/v1/models/{done['model_id']}").json()
-        assert model["stop_reason"] == "node_lost" and model["stopping_rule"]["rule"] == "node_lost", (model["n_iter"], model["training_seconds"], model["gap_rel"], done)
+        assert model["stop_reason"] == "node_lost" and model["stopping_rule"]["rule"] == "node_lost", model
         assert model["gap_rel"] is not None and model["gap_rel"] > 0 and model["train_accuracy"] > 0.6
         assert any(w["code"] == "not_converged" for w in model.get("warnings") or done.get("warnings") or [])
         # the model is a usable one
