@@ -57,7 +57,11 @@ def stages(text: str) -> list[list[str]]:
 
 def test_compose_structure():
     services = spec()["services"]
-    assert set(services) == {"redis", "s3", "api", "worker"}
+    assert set(services) == {"redis", "s3", "api", "worker", "dask-scheduler", "node"}
+    # the nodes of trainings split over nodes start only with their profile
+    assert services["dask-scheduler"]["profiles"] == ["split"] == services["node"]["profiles"]
+    assert services["node"]["command"][:3] == ["dask", "worker", "tcp://dask-scheduler:8786"]
+    assert "HINGE_S3_ENDPOINT_URL" in services["node"]["environment"]
     redis = services["redis"]
     assert "--appendonly" in redis["command"] and "yes" in redis["command"]
     assert any(volume.endswith(":/data") for volume in redis["volumes"])

@@ -71,7 +71,7 @@ def test_core_resources_validate_strictly_against_the_kubernetes_schemas():
     kinds = sorted(document["kind"] for document in documents)
     assert kinds == sorted(
         ["Namespace", "ConfigMap", "Secret", "Secret", "Service", "Service", "StatefulSet", "Deployment", "Deployment",
-         "ScaledObject"]
+         "ScaledObject", "Deployment", "Service", "Deployment"]  # the last three: split-nodes.yaml
     )  # fmt: skip
     for document in documents:
         if document["apiVersion"].startswith("keda.sh/"):
@@ -170,3 +170,27 @@ def test_queue_answers_what_an_autoscaler_reads(service, http):
     stats = http.get("/queue").json()
     assert set(stats) == {"queued", "running", "pending", "workers"}
     assert stats["pending"] == stats["queued"] + stats["running"] and stats["workers"] >= 1
+
+
+def test_split_nodes_reach_the_scheduler_the_workers_are_told_of():
+    """The nodes of trainings split over nodes (split-nodes.yaml): none until scaled, each a `dask worker` of the
+    scheduler's Service with the object store's settings, spread one a machine; the workers' setting names that
+    Service."""
+    documents = by_kind(rendered())
+    config = documents[("ConfigMap", "hinge-config")]["data"]
+    service = documents[("Service", "hinge-dask-scheduler")]
+    port = service["spec"]["ports"][0]["port"]
+    assert config["HINGE_DASK_SCHEDULER"] == f"tcp://hinge-dask-scheduler:{port}"
+    nodes = documents[("Deployment", "hinge-node")]
+    assert nodes["spec"]["replicas"] == 0
+    pod = nodes["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["command"][:3] == ["dask", "worker", f"tcp://hinge-dask-scheduler:{port}"]
+    assert {"configMapRef": {"name": "hinge-config"}} in container["envFrom"]
+    assert {"secretRef": {"name": "hinge-s3"}} in container["envFrom"]
+    assert (
+        pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
+            "topologyKey"
+        ]
+        == "kubernetes.io/hostname"
+    )
