@@ -91,9 +91,10 @@ class SolverSpec:
     """Trains data larger than the job's memory (``HINGE_JOB_MEMORY``) by reading it from the worker cache's files
     in passes (keyword ``memory_bytes``; ``worker.solvers.streamed_data``); the others need the data in memory and
     fail such a job with `data_exceeds_memory`."""
-    splits: bool = False
-    """Trains one model with its rows split over the nodes of a Dask cluster (``params.distributed``;
-    ``worker.training.split``)."""
+    split_solve: str | None = None
+    """``module:function`` that trains one binary problem with its rows split over the nodes of a Dask cluster
+    (``params.distributed``; ``worker.training.split``): solve(nodes, *, n_features, params, control). None: the
+    solver trains on one machine only."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True
@@ -242,6 +243,7 @@ BUILT_IN = (
         float32_input=True,
         threads="n_processes",
         streams=True,
+        split_solve="worker.solvers.distributed_cpa:solve_cpa_split",
     ),
     SolverSpec(
         name="ocas",
@@ -256,7 +258,7 @@ BUILT_IN = (
         warm_start="weights",
         threads="n_processes",
         streams=True,
-        splits=True,
+        split_solve="worker.solvers.distributed_ocas:solve_ocas_split",
     ),
     SolverSpec(
         name="smo",

@@ -18,13 +18,15 @@ import httpx
 import numpy as np
 import pytest
 
-from core.schemas.solver_params import OcasParams
+from core.schemas.solver_params import CpaParams, OcasParams
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 from tests.test_out_of_core import random_csr
-from worker.solvers import row_part
+from worker.solvers import cut_data, row_part
 from worker.solvers.common import StopReason
+from worker.solvers.cpa import solve_cpa
+from worker.solvers.distributed_cpa import solve_cpa_split
 from worker.solvers.distributed_ocas import LocalNodes, NodeLost, solve_ocas_split
 from worker.solvers.ocas import solve_ocas
 from worker.solvers.row_part import RowPart
@@ -53,6 +55,30 @@ def test_split_solve_matches_one_machine(monkeypatch, n_nodes):
     assert abs(split.extra["gap_rel"] - one.extra["gap_rel"]) <= 1e-6
     assert split.extra["data"] == {"form": "split", "nodes": n_nodes}
     assert all("comm_s" in point for point in split.trace)
+
+
+@pytest.mark.unit
+def test_split_cpa_is_cpa_with_full_passes(monkeypatch):
+    """cpa over rows split on three nodes: the iterates of the one-machine solve that reads every row at every
+    iteration (its listed passes off, as out of core), bit for bit up to the order the nodes' sums are added."""
+    n, d = 5000, 300
+    indptr, indices, data, y = random_csr(n, d, 20, seed=4)
+    params = CpaParams(C=1.0, tol_rel=1e-4)
+    with_lists = solve_cpa(indptr, indices, data, y, n_features=d, params=params)
+    monkeypatch.setattr(cut_data.Data, "kind", "full passes only")  # cpa's listed passes need kind "memory"
+    one = solve_cpa(indptr, indices, data, y, n_features=d, params=params)
+    bounds = [0, 1700, 3300, n]
+    parts = [
+        RowPart(
+            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
+        )
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    split = solve_cpa_split(LocalNodes(parts, indices.size * 8), n_features=d, params=params)
+    assert split.n_iter == one.n_iter and split.converged
+    assert abs(split.objective - one.objective) <= 1e-9 * one.objective
+    assert abs(split.objective - with_lists.objective) <= 1e-4 * with_lists.objective
+    assert split.extra["data"] == {"form": "split", "nodes": 3} and all("comm_s" in p for p in split.trace)
 
 
 class LosingNodes(LocalNodes):
@@ -168,8 +194,8 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         content = to_svmlight(*sparse_problem(4000, 200, 12, seed=5, n_classes=3))
         dataset = http.post("/v1/datasets", files={"file": ("split.svm", content)}).json()
 
-        def train(params: dict) -> tuple[dict, dict, list]:
-            job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "ocas", "params": params}).json()
+        def train(params: dict, solver: str = "ocas") -> tuple[dict, dict, list]:
+            job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": params}).json()
             done = wait_for(
                 lambda: (s := http.get(f"/v1/jobs/{job['id']}").json())["status"] in ("succeeded", "failed") and s,
                 timeout=240,
@@ -182,6 +208,11 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         common = {"C": 0.5, "tol_rel": 1e-4}
         _, alone, _ = train(common)
         _, split, trace = train({**common, "distributed": {"nodes": 2}})
+        _, cpa_split, cpa_trace = train({**common, "distributed": {"nodes": 2}}, solver="cpa")
+        assert cpa_split["solver"] == "cpa" and cpa_split["stop_reason"] == "converged"
+        assert all("comm_s" in point for point in cpa_trace)
+        for a, b in zip(cpa_split["objectives"], alone["objectives"], strict=True):  # both within 1e-4 of the optimum
+            assert abs(a - b) <= 2e-4 * b
         assert split["params"]["distributed"] == {"nodes": 2}
         assert split["n_iter_per_problem"] == alone["n_iter_per_problem"]
         for a, b in zip(split["objectives"], alone["objectives"], strict=True):

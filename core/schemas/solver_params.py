@@ -305,6 +305,12 @@ class CpaParams(CommonParams):
         le=10**6,
         description="A cut inactive (zero dual weight) for this many iterations is dropped from the working set.",
     )
+    distributed: SplitTraining | None = Field(
+        default=None,
+        description="Train with the rows split over this many nodes of the Dask cluster (HINGE_DASK_SCHEDULER): for "
+        "data sets larger than a machine; each trace point then has `comm_s`, the network's share. Null: on the "
+        "worker's machine. Objective `classification` only; not with `search`, `probability` or one-vs-one.",
+    )
 
     @property
     def task(self) -> Task:

@@ -83,6 +83,12 @@ def check_distributed(body, dataset: DatasetRecord, settings: Settings) -> None:
             "`hinge store migrate` moves it",
             where,
         )
+    if body.params.task != Task.classification:
+        raise unprocessable(
+            f"params.distributed: a split training is a classifier; objective `{body.params.task}` trains on one "
+            "machine (distributed: null)",
+            ["body", "params", "objective"],
+        )
     for name, active in (
         ("search", body.params.search is not None),
         ("probability", bool(body.params.probability)),

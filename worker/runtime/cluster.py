@@ -90,6 +90,9 @@ class NodeRows:
     def step_update(self, k, lam):
         return self._part().step_update(k, lam)
 
+    def step_cpa(self, w_t):
+        return self._part().step_cpa(w_t)
+
     def loss(self, w):
         return self._part().loss(w)
 
@@ -137,6 +140,7 @@ class DaskNodes:
                 record.nnz
             )
             self.layout = [tuple(answer[:3]) for answer in self.call_all("describe")]
+            self.n_rows = sum(int(rows) for rows, _, _ in self.layout)
         except BaseException:
             self.client.close()
             raise

@@ -25,7 +25,8 @@ iterate is a valid model of (stop reason ``node_lost``, its objective F(w_b) as 
 gap against the last lower bound); lost before the first iteration, ``NodeLost`` goes to the caller.
 
 ``nodes`` is anything with ``call_all(method, *args) -> list`` (one answer per node, in node order, each a
-tuple whose last entry is the node's seconds; ``NodeLost`` when a node is gone), ``n_nodes`` and ``data_bytes``: ``LocalNodes`` here (tests; a
+tuple whose last entry is the node's seconds; ``NodeLost`` when a node is gone), ``n_nodes``, ``n_rows`` and
+``data_bytes``: ``LocalNodes`` here (tests; a
 node per part in this process), ``worker.runtime.cluster`` on a distributed engine.
 """
 
@@ -53,6 +54,7 @@ class LocalNodes:
     def __init__(self, parts: list[RowPart], data_bytes: int) -> None:
         self.parts = parts
         self.n_nodes = len(parts)
+        self.n_rows = sum(part.n for part in parts)
         self.data_bytes = int(data_bytes)
 
     def call_all(self, method: str, *args) -> list:

@@ -164,6 +164,34 @@ class RowPart:
             z = self.current.update(self.gamma, self.rows, n_sel, gsum)
         return float(np.sum(self.loss_parts)), n_sel, gsum, z.copy(), time.perf_counter() - started
 
+    def step_cpa(self, w_t: np.ndarray) -> tuple[float, int, float, np.ndarray, float]:
+        """A cpa iteration's call (paper 001, Algorithm 1): o_t = X w_t, the most violated constraint's rows here
+        (y_i <w_t, x_i> < 1), their hinge loss, and this node's part of the cut, z_p = sum of y_i x_i over them
+        (from its previous part by the rows that changed); (risk, rows in the cut, sum of their gamma, z_p,
+        seconds)."""
+        from worker.solvers.cpa_passes import _class_cut
+
+        started = time.perf_counter()
+        X = self.X
+        with self._threads():
+            X.outputs(w_t, self.o_t)
+            _class_cut(
+                self.y,
+                self.o_t,
+                X.chunks,
+                self.gamma,
+                self.rows,
+                self.count_parts,
+                self.loss_parts,
+                self.gsum_parts,
+                X.serial,
+            )
+            risk = float(np.sum(self.loss_parts))
+            gsum = float(np.sum(self.gsum_parts))
+            n_sel = int(compact_chunks(X.chunks, self.count_parts, self.rows))
+            z = self.current.update(self.gamma, self.rows, n_sel, gsum)
+        return risk, n_sel, gsum, z.copy(), time.perf_counter() - started
+
     def loss(self, w: np.ndarray) -> tuple[float, float]:
         """The hinge loss of w over the rows here, from fresh outputs; (loss, seconds)."""
         started = time.perf_counter()

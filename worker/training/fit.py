@@ -117,9 +117,10 @@ def fit_problems(
     ``on_fitted(results)`` is called once every problem has its result (weight vectors included), before the
     training rows are scored: what the model will be is known then (``worker.runtime.model_staging``).
     """
-    if context.open_nodes is not None and spec_of(solver).splits:
+    if context.open_nodes is not None and spec_of(solver).split_solve is not None:
         labels = np.unique(np.asarray(arrays["y"]))
         split_results = fit_split(
+            solver,
             params,
             labels,
             n_features,
