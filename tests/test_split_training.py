@@ -32,6 +32,16 @@ from worker.solvers.ocas import solve_ocas
 from worker.solvers.row_part import RowPart
 
 
+def row_parts(indptr, indices, data, y, d: int, bounds) -> list[RowPart]:
+    """The rows cut at ``bounds`` into a node's part each (bias feature 1)."""
+    return [
+        RowPart(
+            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
+        )
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize("n_nodes", [1, 3])
 def test_split_solve_matches_one_machine(monkeypatch, n_nodes):
@@ -43,12 +53,7 @@ def test_split_solve_matches_one_machine(monkeypatch, n_nodes):
     params = OcasParams(C=1.0, tol_rel=1e-4)
     one = solve_ocas(indptr, indices, data, y, n_features=d, params=params)
     bounds = np.linspace(0, n, n_nodes + 1).astype(int)
-    parts = [
-        RowPart(
-            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
-        )
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
+    parts = row_parts(indptr, indices, data, y, d, bounds)
     split = solve_ocas_split(LocalNodes(parts, indices.size * 8), n_features=d, params=params)
     assert split.n_iter == one.n_iter and split.converged
     assert abs(split.objective - one.objective) <= 1e-6 * one.objective
@@ -68,12 +73,7 @@ def test_split_cpa_is_cpa_with_full_passes(monkeypatch):
     monkeypatch.setattr(cut_data.Data, "kind", "full passes only")  # cpa's listed passes need kind "memory"
     one = solve_cpa(indptr, indices, data, y, n_features=d, params=params)
     bounds = [0, 1700, 3300, n]
-    parts = [
-        RowPart(
-            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
-        )
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
+    parts = row_parts(indptr, indices, data, y, d, bounds)
     split = solve_cpa_split(LocalNodes(parts, indices.size * 8), n_features=d, params=params)
     assert split.n_iter == one.n_iter and split.converged
     assert abs(split.objective - one.objective) <= 1e-9 * one.objective
@@ -102,12 +102,7 @@ def test_a_node_lost_returns_the_best_point_so_far(lose_at):
     n, d = 3000, 100
     indptr, indices, data, y = random_csr(n, d, 15, seed=12)
     params = OcasParams(C=1.0, tol_rel=1e-6)
-    parts = [
-        RowPart(
-            indptr[a : b + 1] - indptr[a], indices[indptr[a] : indptr[b]], data[indptr[a] : indptr[b]], y[a:b], d, 1.0
-        )
-        for a, b in ((0, 1500), (1500, 3000))
-    ]
+    parts = row_parts(indptr, indices, data, y, d, [0, 1500, 3000])
     result = solve_ocas_split(LosingNodes(parts, indices.size * 8, lose_at), n_features=d, params=params)
     assert result.stop_reason is StopReason.NODE_LOST and not result.converged and result.n_iter >= 2
     # the objective reported is that of the returned weights, and its gap is certified against the lower bound

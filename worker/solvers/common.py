@@ -281,3 +281,15 @@ def solver_threads(n_threads) -> int:
     if n_threads is None:
         return allowed
     return min(check_int("n_threads", n_threads, 1, or_none=True), allowed)
+
+
+def certified_gap(objective: float, lower: float, note: str) -> dict:
+    """A cutting-plane result's ``extra`` entries for its certified gap: the lower bound of the optimum, the gap
+    objective - lower, the relative gap (an upper bound on how far above the optimum the objective lies) and how
+    the bound was found."""
+    return {
+        "lower_bound": lower,
+        "gap": objective - lower,
+        "gap_rel": max(0.0, (objective - lower) / objective) if objective > 0 else 0.0,
+        "gap_note": note,
+    }

@@ -98,6 +98,7 @@ from worker.solvers.common import (
     SolverResult,
     StopReason,
     binary_signs,
+    certified_gap,
     check_csr,
     check_int,
 )
@@ -135,6 +136,10 @@ def check_arrays(indptr, indices, data, y, n_features) -> int:
     if y.shape != (n,):
         raise SolverInputError(f"y must have one entry per row ({n}), got shape {y.shape}")
     return n
+
+
+CPA_GAP_NOTE = "objective minus the reduced problem's dual value (a lower bound of the optimum)"
+"""How a cpa result's gap is certified (``extra["gap_note"]``)."""
 
 
 class CpaSettings(Protocol):
@@ -432,10 +437,7 @@ def _cpa_loop(
     d = X.d + 1
     extra = {
         "objective_name": objective,
-        "lower_bound": lower,
-        "gap": best_F - lower,
-        "gap_rel": max(0.0, (best_F - lower) / best_F) if best_F > 0 else 0.0,
-        "gap_note": "objective minus the reduced problem's dual value (a lower bound of the optimum)",
+        **certified_gap(best_F, lower, CPA_GAP_NOTE),
         "violation": violation,
         "n_cuts": rp.t,
         "qp_steps": rp.total_steps,

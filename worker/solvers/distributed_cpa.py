@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.solvers.cpa import QP_FINE, QP_REL
+from worker.solvers.common import SolverControl, SolverResult, StopReason, certified_gap
+from worker.solvers.cpa import CPA_GAP_NOTE, QP_FINE, QP_REL
 from worker.solvers.cut_data import FeatureSpace
 from worker.solvers.cut_store import DenseCuts
 from worker.solvers.distributed_ocas import NodeLost, _Timed
@@ -150,10 +150,7 @@ def solve_cpa_split(nodes, *, n_features: int, params, control=None) -> SolverRe
         trace=tuple(points),
         extra={
             "objective_name": "classification",
-            "lower_bound": lower,
-            "gap": best_F - lower,
-            "gap_rel": max(0.0, (best_F - lower) / best_F) if best_F > 0 else 0.0,
-            "gap_note": "objective minus the reduced problem's dual value (a lower bound of the optimum)",
+            **certified_gap(best_F, lower, CPA_GAP_NOTE),
             "violation": violation,
             "n_cuts": rp.t,
             "qp_steps": rp.total_steps,

@@ -37,10 +37,11 @@ import time
 
 import numpy as np
 
-from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason
+from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason, certified_gap
 from worker.solvers.cpa import QP_REL
 from worker.solvers.cut_data import FeatureSpace
 from worker.solvers.cut_store import DenseCuts
+from worker.solvers.ocas import OCAS_GAP_NOTE, trace_point
 from worker.solvers.row_part import PIVOTS, RowPart, split_minimize
 
 
@@ -156,20 +157,7 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
         for key, value in step.items():
             totals[key] += value
         r0 = time.perf_counter()
-        control.record(
-            {
-                "iteration": n_iter,
-                "elapsed_s": r0 - start - trace_time,
-                "primal": F_b,
-                "lower_bound": lower,
-                "gap": gap,
-                "gap_rel": gap / F_b if F_b > 0 else 0.0,
-                "n_cuts": rp.t,
-                "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
-                "step": k_star,
-                **{f"{key}_s": value for key, value in step.items()},
-            }
-        )
+        control.record(trace_point(n_iter, r0 - start - trace_time, F_b, lower, rp, k_star, step))
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0
         if converged:
@@ -196,10 +184,7 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
         trace_seconds=trace_time,
         trace=tuple(points),
         extra={
-            "lower_bound": lower,
-            "gap": objective - lower,
-            "gap_rel": max(0.0, (objective - lower) / objective) if objective > 0 else 0.0,
-            "gap_note": "objective minus the cutting-plane lower bound D_t (paper 000, rule (9))",
+            **certified_gap(objective, lower, OCAS_GAP_NOTE),
             "n_cuts": rp.t,
             "qp_steps": rp.total_steps,
             "cut_form": store.kind,

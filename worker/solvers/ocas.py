@@ -72,7 +72,15 @@ import numpy as np
 from numba import njit, prange
 
 from worker.solvers import line_search
-from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason, binary_signs, check_int
+from worker.solvers.common import (
+    SolverControl,
+    SolverInputError,
+    SolverResult,
+    StopReason,
+    binary_signs,
+    certified_gap,
+    check_int,
+)
 from worker.solvers.cpa import QP_REL, check_arrays
 from worker.solvers.cpa_passes import hinge_parts
 from worker.solvers.cut_data import prepare_data
@@ -120,6 +128,28 @@ def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_pa
     else:
         for c in prange(chunks.shape[0] - 1):
             _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
+
+
+OCAS_GAP_NOTE = "objective minus the cutting-plane lower bound D_t (paper 000, rule (9))"
+"""How an ocas result's gap is certified (``extra["gap_note"]``)."""
+
+
+def trace_point(n_iter: int, elapsed: float, F_b: float, lower: float, rp, k_star: float, step: dict) -> dict:
+    """An ocas iteration's trace point (module docstring): the objective of w_b, the lower bound and gap, the cuts,
+    the line search's step and the seconds of each phase of ``step``."""
+    gap = F_b - lower
+    return {
+        "iteration": n_iter,
+        "elapsed_s": elapsed,
+        "primal": F_b,
+        "lower_bound": lower,
+        "gap": gap,
+        "gap_rel": gap / F_b if F_b > 0 else 0.0,
+        "n_cuts": rp.t,
+        "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
+        "step": k_star,
+        **{f"{key}_s": value for key, value in step.items()},
+    }
 
 
 class OcasSettings(Protocol):
@@ -278,20 +308,7 @@ def _ocas_loop(
         for key, value in step.items():
             totals[key] += value
         r0 = time.perf_counter()
-        control.record(
-            {
-                "iteration": n_iter,
-                "elapsed_s": r0 - start - trace_time,
-                "primal": F_b,
-                "lower_bound": lower,
-                "gap": gap,
-                "gap_rel": gap / F_b if F_b > 0 else 0.0,
-                "n_cuts": rp.t,
-                "n_active_cuts": int(np.count_nonzero(rp.alpha[: rp.t])),
-                "step": k_star,
-                **{f"{key}_s": value for key, value in step.items()},
-            }
-        )
+        control.record(trace_point(n_iter, r0 - start - trace_time, F_b, lower, rp, k_star, step))
         points.append(control.points[-1])
         trace_time += time.perf_counter() - r0
         if converged:
@@ -325,10 +342,7 @@ def _ocas_loop(
         trace_seconds=trace_time,
         trace=tuple(points),
         extra={
-            "lower_bound": lower,
-            "gap": objective - lower,
-            "gap_rel": max(0.0, (objective - lower) / objective) if objective > 0 else 0.0,
-            "gap_note": "objective minus the cutting-plane lower bound D_t (paper 000, rule (9))",
+            **certified_gap(objective, lower, OCAS_GAP_NOTE),
             "n_cuts": rp.t,
             "qp_steps": rp.total_steps,
             "threads": int(n_threads),
