@@ -66,26 +66,53 @@ def test_ocas_out_of_core_is_the_in_memory_solve_bit_for_bit(tmp_path, small_blo
     assert np.array_equal(streamed.w, in_memory.w) and streamed.bias == in_memory.bias
 
 
-def test_ocas_with_almost_nothing_in_memory_reaches_the_same_optimum(tmp_path, small_blocks):
+def test_ocas_with_its_cuts_taking_back_pinned_rows_reaches_the_same_optimum(tmp_path, small_blocks):
     indptr, indices, data, y = random_csr(3000, 200, 20, seed=1)
     params = OcasParams(C=1.0, tol_rel=1e-4)
     in_memory = solve_ocas(indptr, indices, data, y, n_features=200, params=params)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
-    streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=200, params=params, memory_bytes=0)
-    assert streamed.extra["data"]["pinned_rows"] == 0
+    memory = streamed_data.state_bytes(3000, 200) + 2 * 997 * 8 + 300 * 8 * 201  # the vectors, buffers and cuts
+    streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=200, params=params, memory_bytes=memory)
+    report = streamed.extra["data"]
+    assert report["pinned_rows"] < 3000 and report["streamed_bytes"] > 0
     # fewer cuts kept (their budget is a share of the memory): other iterates, both certified within tol_rel
     assert streamed.converged and in_memory.converged
     assert abs(streamed.objective - in_memory.objective) <= 1e-4 * in_memory.objective
 
 
+def test_cuts_past_the_memory_are_aggregated_and_the_optimum_is_reached(tmp_path, monkeypatch):
+    """Out of core with memory for about 40 dense cuts and every row on disk: past that, the two cuts with the
+    smallest weights become their aggregate (a valid cut; w and the lower bound unchanged), and ocas still
+    reaches the in-memory optimum, certified (more slowly: 141 cuts were active at the end in memory)."""
+    monkeypatch.setattr(streamed_data, "BLOCK_NNZ", 20_000)
+    indptr, indices, data, y = random_csr(3000, 200, 20, seed=1)
+    params = OcasParams(C=10.0, tol_rel=1e-3, max_inactive=1000)
+    in_memory = solve_ocas(indptr, indices, data, y, n_features=200, params=params)
+    mapped_indices, mapped_data = mapped(tmp_path, indices, data)
+    memory = streamed_data.state_bytes(3000, 200) + 2 * 20_000 * 8 + 40 * 8 * 201
+    streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=200, params=params, memory_bytes=memory)
+    assert in_memory.extra["n_cuts"] > 40 and in_memory.extra["aggregated_cuts"] == 0  # it keeps more cuts
+    assert streamed.extra["data"]["pinned_rows"] == 0
+    assert streamed.extra["aggregated_cuts"] > 0 and streamed.extra["n_cuts"] <= 40
+    assert streamed.converged and streamed.extra["gap_rel"] <= 1e-3
+    assert abs(streamed.objective - in_memory.objective) <= 1e-3 * in_memory.objective
+
+
 @pytest.mark.parametrize(("objective", "n", "tol_rel"), [("classification", 1500, 1e-4), ("roc_area", 300, 1e-3)])
-def test_cpa_out_of_core_matches_in_memory(tmp_path, small_blocks, objective, n, tol_rel):
+def test_cpa_out_of_core_matches_in_memory(tmp_path, small_blocks, monkeypatch, objective, n, tol_rel):
+    monkeypatch.setattr(streamed_data, "MIN_CUT_ROOM", 300)  # room for the cuts beside the pinned rows
     indptr, indices, data, y = random_csr(n, 300, 15, seed=2)
     params = CpaParams(C=1.0, tol_rel=tol_rel, objective=objective)
     in_memory = solve_cpa(indptr, indices, data, y, n_features=300, params=params)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
     streamed = solve_cpa(
-        indptr, mapped_indices, mapped_data, y, n_features=300, params=params, memory_bytes=indices.size * 8 // 3
+        indptr,
+        mapped_indices,
+        mapped_data,
+        y,
+        n_features=300,
+        params=params,
+        memory_bytes=-streamed_data.memory_room(n, 300, 0) + indices.size * 8 // 3,  # a third of the rows pinned
     )
     assert streamed.extra["data"]["form"] == "streamed"
     assert streamed.converged and in_memory.converged

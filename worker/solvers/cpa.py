@@ -444,6 +444,7 @@ def _cpa_loop(
         "full_passes": n_full,
         "threads": int(n_threads),
         "cut_form": store.kind,
+        "aggregated_cuts": getattr(store, "aggregated", 0),
         "data": X.describe(),
         "seconds": seconds,
     }

@@ -116,6 +116,10 @@ class Data:
         """The cut store is about to hold ``cut_bytes``: nothing to give back in memory (out of core, pinned
         rows go back to disk)."""
 
+    def can_hold(self, cut_bytes: int) -> bool:
+        """Whether the cut store may grow to ``cut_bytes``: in memory, always (its budget is a share of the data)."""
+        return True
+
     def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug z for a cut z, through the column copy of the data when that reads fewer entries.
 
@@ -225,6 +229,10 @@ class FeatureSpace:
 
     def make_room(self, cut_bytes: int) -> None:
         """Nothing to give back: the rows are on the nodes."""
+
+    def can_hold(self, cut_bytes: int) -> bool:
+        """The driver's cuts may grow as on one machine."""
+        return True
 
 
 RowData = Data | StreamedData

@@ -183,6 +183,7 @@ class DenseCuts:
         self._fparts = np.append(np.arange(0, self.d1, DENSE_BLOCK), self.d1).astype(np.int64)  # feature blocks
         self._zero_d = np.zeros(self.d1)
         self.current = None if isinstance(X, FeatureSpace) else CurrentCut(X)  # split: cuts summed by the nodes
+        self.aggregated = 0
 
     # -- cuts --------------------------------------------------------------------------------------
 
@@ -198,6 +199,12 @@ class DenseCuts:
         elsewhere (over the nodes of a split training, ``worker.solvers.distributed_ocas``)."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
+        if (
+            self.rp.t >= self.budget
+            and not self.slots.free
+            and not self.X.can_hold((self.Z.shape[0] + 1) * 8 * self.d1)
+        ):
+            self._aggregate_smallest()  # no memory for one more cut: two become one
         slot, grew = self.slots.take()
         if grew:
             self.X.make_room((self.Z.shape[0] + self.slots.capacity) * 8 * self.d1)  # both, while copied
@@ -220,6 +227,20 @@ class DenseCuts:
         for slot in dropped:
             self.slots.give(slot)
         return len(dropped)
+
+    def _aggregate_smallest(self) -> None:
+        """Replace the two cuts with the smallest alpha by their aggregate (``ReducedProblem.aggregate``): w_t, w_b
+        and the lower bound unchanged, one slot freed. Out of core only, when the cuts have taken back every
+        pinned row and the memory holds no more of them."""
+        rp = self.rp
+        order = np.argsort(rp.alpha[: rp.t], kind="stable")
+        i, j = (int(k) for k in sorted(order[:2]))
+        slot_i = int(rp.slot[i])
+        wi, wj, freed = rp.aggregate(i, j)
+        self.Z[slot_i] *= wi
+        self.Z[slot_i] += wj * self.Z[freed]
+        self.slots.give(freed)
+        self.aggregated += 1
 
     # -- w_t ---------------------------------------------------------------------------------------
 

@@ -347,6 +347,7 @@ def _ocas_loop(
             "qp_steps": rp.total_steps,
             "threads": int(n_threads),
             "cut_form": store.kind,
+            "aggregated_cuts": getattr(store, "aggregated", 0),
             "data": X.describe(),
             "seconds": totals,
         },

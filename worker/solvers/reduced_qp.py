@@ -274,6 +274,35 @@ class ReducedProblem:
         t = self.t
         return float(self.alpha[:t] @ self.h_alpha[:t])
 
+    def aggregate(self, i: int, j: int) -> tuple[float, float, int]:
+        """Replace cuts i and j (alpha_i + alpha_j > 0) by their aggregate, the convex combination with weights
+        alpha_i / (alpha_i + alpha_j) and alpha_j / (...), at i with alpha_i + alpha_j; drop j. The aggregate is
+        a valid cut (a convex combination of cuts of R), and H alpha, so w and the dual value D, are unchanged:
+        the lower bound holds, and the caller keeps the cut store within its memory (a bundle method's
+        aggregation). Returns (weight of i, weight of j, j's slot), for the caller to combine the cut vectors
+        (into i's slot) and free j's."""
+        t = self.t
+        s = float(self.alpha[i] + self.alpha[j])
+        wi, wj = (0.5, 0.5) if s <= 0.0 else (float(self.alpha[i]) / s, float(self.alpha[j]) / s)
+        H = self.H
+        h_ij = float(H[i, j])
+        h_self = wi * wi * float(H[i, i]) + 2.0 * wi * wj * h_ij + wj * wj * float(H[j, j])
+        row = wi * H[i, :t] + wj * H[j, :t]
+        H[i, :t] = row
+        H[:t, i] = row
+        H[i, i] = h_self
+        self.b[i] = wi * self.b[i] + wj * self.b[j]
+        self.alpha[i] = s
+        self.h_alpha[i] = wi * self.h_alpha[i] + wj * self.h_alpha[j]
+        self.inactive[i] = 0
+        freed = int(self.slot[j])
+        keep = np.ones(t, dtype=np.bool_)
+        keep[j] = False
+        h_alpha = np.delete(self.h_alpha[:t], j)
+        self.t = int(_rqp_compact(self.H, self.b, self.alpha, self.inactive, self.slot, keep, t))
+        self.h_alpha[: self.t] = h_alpha
+        return wi, wj, freed
+
     def drop_inactive(self, max_inactive: int) -> np.ndarray:
         """Drop cuts whose alpha has been 0 for more than max_inactive solves; return their slots."""
         t = self.t
@@ -294,3 +323,5 @@ def warm_up() -> None:
     rp.sq_norm()
     rp.inactive[0] = 5
     rp.drop_inactive(1)
+    rp.add_cut(np.array([0.5]), 1.0, 0.5, 0)
+    rp.aggregate(0, 1)

@@ -201,6 +201,10 @@ class StreamedData:
         """Bytes of the rows read from disk on every pass."""
         return sum(self.block_bytes[len(self.pinned) :])
 
+    def can_hold(self, cut_bytes: int) -> bool:
+        """Whether ``cut_bytes`` of cuts fit in the solve's memory, once every pinned row went back to disk."""
+        return self.reserved + int(cut_bytes) <= self.memory_limit
+
     def make_room(self, cut_bytes: int) -> None:
         """The cut store is about to hold ``cut_bytes``: give back pinned blocks, the last first, until the data
         and the cuts fit in the solve's memory (while any is left: past that the cuts take more)."""
