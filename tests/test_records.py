@@ -329,10 +329,11 @@ ADDED_PROGRESS_FIELDS = ('"compiling":null,',)
 """What a job's progress gained since, once each (issue 35: `compiling`, the new name of `kernels`)."""
 ADDED_FIELDS = {
     "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null'),
-    "models": (',"zero_based_guessed":null', ',"warnings":[]'),
+    "models": (',"zero_based_guessed":null', ',"warnings":[]', ',"data_access":null'),
 }
 """What a data set's and a model's answers gained since (issue 32: whether the index base was guessed, unknown for
-a record stored before; the scale of C's range; the warnings), once each."""
+a record stored before; the scale of C's range; the warnings; issue 34: how an out-of-core training read its
+data, null for one in memory), once each."""
 
 
 def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):
