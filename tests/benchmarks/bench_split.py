@@ -72,6 +72,15 @@ def start_cluster(env: dict) -> tuple[str, list[subprocess.Popen]]:
                 raise
 
 
+def stop_cluster(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the scheduler and nodes ``start_cluster`` started (each its own process group)."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, 15)
+        except ProcessLookupError:
+            pass
+
+
 def write_shards(store, n: int, d: int, per_row: int, seed: int):
     """A random sparse data set as shards of about 64 MB; returns (record, arrays for one machine)."""
     from core.storage.shards import ShardWriter
@@ -171,11 +180,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, 15)
-            except ProcessLookupError:
-                pass
+        stop_cluster(procs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"machine": os.uname().nodename, "cores": os.cpu_count(), "rows": rows}, indent=2))
 

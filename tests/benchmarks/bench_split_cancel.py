@@ -30,7 +30,7 @@ def main() -> None:
     from core.config import get_settings
     from core.schemas.solver_params import OcasParams
     from core.storage.objects import object_store
-    from tests.benchmarks.bench_split import start_cluster, write_shards
+    from tests.benchmarks.bench_split import start_cluster, stop_cluster, write_shards
     from worker.runtime.cluster import DaskNodes
     from worker.solvers.common import SolverControl
     from worker.solvers.distributed_ocas import solve_ocas_split
@@ -59,11 +59,7 @@ def main() -> None:
                 row = {"delay": delay, "stop_reason": result.stop_reason.value, "n_iter": result.n_iter}
                 print(json.dumps({**row, "latency_s": latency}), flush=True)
     finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, 15)
-            except ProcessLookupError:
-                pass
+        stop_cluster(procs)
     summary = {"latencies_s": latencies, "median_s": statistics.median(latencies), "max_s": max(latencies)}
     print(json.dumps(summary))
     (RESULTS / "split_cancel.json").write_text(json.dumps(summary, indent=2))
