@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from core.solvers import SOLVERS, spec_of
+from worker.solvers.streamed_data import csr_bytes
 
 DATA_SHARE = 0.7
 """The share of the job's memory left after the worker process that its training may take (data, vectors, cuts)."""
@@ -91,15 +92,10 @@ def data_memory_bytes(configured: int) -> int:
     return max(0, int(DATA_SHARE * (job_memory_bytes(configured) - _resident_bytes())))
 
 
-def csr_bytes(arrays: dict) -> int:
-    """The bytes of a data set's indices and values."""
-    return int(np.asarray(arrays["indices"]).nbytes + np.asarray(arrays["data"]).nbytes)
-
-
 def check_fits(solver: str, arrays: dict, data_memory: int) -> None:
     """Raise ``DataExceedsMemory`` when ``solver`` needs its data in memory and the data takes more than
     ``data_memory`` bytes."""
-    needed = csr_bytes(arrays)
+    needed = csr_bytes(np.asarray(arrays["indices"]), np.asarray(arrays["data"]))
     if needed <= data_memory or spec_of(solver).streams:
         return
     streaming = " or ".join(name for name, spec in SOLVERS.items() if spec.streams)
