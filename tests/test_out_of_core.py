@@ -8,7 +8,7 @@ import pytest
 
 from core.schemas.solver_params import CpaParams, DcdParams, OcasParams
 from worker.runtime import memory_budget
-from worker.solvers import cut_data, streamed_data
+from worker.solvers import cut_data, data_files, data_passes, streamed_data
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.cut_data import prepare_data
 from worker.solvers.ocas import solve_ocas
@@ -42,7 +42,7 @@ def mapped(tmp_path, indices, data):
 def small_blocks(monkeypatch):
     """Blocks of a few rows and reads in pieces of a few hundred bytes, so that a small data set has many."""
     monkeypatch.setattr(streamed_data, "BLOCK_NNZ", 997)
-    monkeypatch.setattr(streamed_data, "READ_PIECE", 512)
+    monkeypatch.setattr(data_files, "READ_PIECE", 512)
 
 
 @pytest.mark.parametrize("shape", [(3000, 200), (500, 5000)], ids=["dense_cuts", "output_cuts"])
@@ -120,15 +120,39 @@ def test_cpa_out_of_core_matches_in_memory(tmp_path, small_blocks, monkeypatch, 
     assert abs(streamed.objective - in_memory.objective) <= tol_rel * in_memory.objective
 
 
-def test_streamed_passes_give_the_in_memory_sums(tmp_path, small_blocks):
+@pytest.mark.parametrize("pack", [True, False], ids=["packed", "as_stored"])
+@pytest.mark.parametrize("direct", [True, False], ids=["o_direct", "page_cache"])
+def test_streamed_passes_give_the_in_memory_sums(tmp_path, small_blocks, monkeypatch, direct, pack):
+    """Rows packed with 16-bit index gaps or read as stored, with O_DIRECT (into aligned buffers, views at the
+    array's offset) or through the page cache (where the file system has no O_DIRECT): the in-memory sums bit
+    for bit, pinned rows and streamed ones, whole blocks and rows read one by one."""
     indptr, indices, data, y = random_csr(800, 50, 9, seed=3)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
+    monkeypatch.setattr(streamed_data, "PACK_INDICES", pack)
+    if not direct:
+        monkeypatch.setattr(data_files, "open_direct", lambda filename: -1)
+        monkeypatch.setattr(data_files, "set_direct", lambda fd: False)
+    elif data_files.open_direct(str(tmp_path / "indices.npy")) < 0:
+        pytest.skip("no O_DIRECT on this file system")
     X = prepare_data(indptr, indices, data, 50, 1.0, 1)
-    memory = -streamed_data.memory_room(800, 50, 0) + 2 * 990 * 8 + 8000  # the buffers, 8000 bytes of rows
+    block_nnz = [990] * 7 + [270]  # blocks of 110 rows (997 non-zeros at most), the last of 30
+    gap_ptrs = streamed_data.GAP_PTR_BYTES * (800 + 8) if pack else 0  # 8 blocks of 110 rows or fewer
+    memory = -streamed_data.memory_room(800, 50, 0) + 2 * 990 * 8 + gap_ptrs + 8000  # buffers, 8000 B of rows
     S = prepare_data(indptr, mapped_indices, mapped_data, 50, 1.0, 1, memory_bytes=memory)
     try:
-        assert S.kind == "streamed" and S._indices.fd >= 0  # read from the file, not through the map
-        assert len(S.pinned) == 1 and S.pinned_rows == 110 and S.memory_bytes == 110 * 9 * 8
+        assert S.kind == "streamed" and S._indices.from_file  # read from the file, not through the map
+        assert (S._indices.direct is not None) == direct and (S._data.direct is not None) == direct
+        assert (S.packed is not None) == pack and S.n_blocks == 8
+        if pack:
+            assert S.packed.direct == direct and S.describe()["packed"]
+        sizes = S.block_bytes  # packed: 2 bytes a gap (random_csr's rows are not sorted: some escape) + values
+        if pack:
+            expected_sizes = [2 * S.packed.n_gaps[b] + 4 * nnz for b, nnz in enumerate(block_nnz)]
+            assert sum(expected_sizes) < 0.9 * 8 * 800 * 9
+        else:
+            expected_sizes = [8 * nnz for nnz in block_nnz]
+        assert sizes == expected_sizes
+        assert len(S.pinned) == 1 and S.pinned_rows == 110 and S.memory_bytes == sizes[0]
         w = np.random.default_rng(0).normal(size=51)
         expected, got = np.zeros(800), np.zeros(800)
         X.outputs(w, expected)
@@ -136,28 +160,72 @@ def test_streamed_passes_give_the_in_memory_sums(tmp_path, small_blocks):
             got[:] = 0.0
             S.outputs(w, got)
             assert np.array_equal(got, expected)
+        # blocks 1-7 streamed a pass; the two still in the buffers are not read again (7 and 6 before the
+        # backward pass, 1 and 2 before the forward one)
+        assert S.read_bytes == 3 * sum(sizes[1:]) - sizes[7] - sizes[6] - sizes[1] - sizes[2]
         coef = np.zeros(800)
         coef[[5, 6, 400, 401, 799]] = [1.0, -1.0, 0.5, 2.0, -3.0]  # few rows: read one by one
         assert np.array_equal(S.weights(coef), X.weights(coef))
         coef = np.random.default_rng(1).normal(size=800)  # every row: whole blocks
         assert np.array_equal(S.weights(coef), X.weights(coef))
         S.make_room(S.memory_limit)  # cuts that need every byte: the pinned rows go back to disk
-        assert S.pinned == [] and S.released_blocks == 1 and S.streamed_bytes == 800 * 9 * 8
+        assert S.pinned == [] and S.released_blocks == 1 and S.streamed_bytes == sum(sizes)
         S.outputs(w, got)
         assert np.array_equal(got, expected)
         assert np.array_equal(S.weights(coef), X.weights(coef))
         with pytest.raises(ValueError, match="increasing order"):
             S.scatter(coef, np.array([700, 600], dtype=np.int64), 2, np.zeros(51))
+        # no fallback to the page cache on the way
+        assert (S._indices.direct is not None) == direct and (S._data.direct is not None) == direct
+    finally:
+        S.close()
+
+
+def test_rows_pack_with_escapes_for_far_apart_features():
+    """Gaps of 65,536 and more, a feature 0 first and indices out of order are written with the escape (the
+    index itself in two 16-bit halves) and read back exactly."""
+    rows = [[0, 1, 65_535, 65_536 + 65_535, 200_000], [5], [], [150_000, 2, 1]]
+    indptr = np.array([0, *np.cumsum([len(r) for r in rows])], dtype=np.int64)
+    indices = np.array([j for r in rows for j in r], dtype=np.int64)
+    gap_ptr = np.empty(5, dtype=np.int64)
+    gaps = np.empty(3 * indices.shape[0], dtype=np.uint16)
+    n_gaps = data_passes.pack_rows(indptr, indices, gap_ptr, gaps)
+    # row 0: gaps 1, 1, 65534, then 65536 and 68929 escaped (3 each); row 1: 6; row 3: three escapes (a gap
+    # of 150001, then two going back)
+    assert n_gaps == 3 + 6 + 1 + 9 and list(gap_ptr) == [0, 9, 10, 10, 19]
+    values = np.arange(1.0, indices.shape[0] + 1)
+    coef = np.array([1.0, 2.0, 3.0, -1.0])
+    z_packed, z_plain = np.zeros(200_001), np.zeros(200_001)
+    all_rows = np.arange(4)
+    data_passes.scatter_packed(indptr, gap_ptr, gaps, values, coef, all_rows, 4, z_packed)
+    data_passes.scatter_rows(indptr, indices, values, coef, all_rows, 4, z_plain)
+    assert np.array_equal(z_packed, z_plain)
+
+
+def test_rows_whose_indices_do_not_pack_smaller_stream_as_stored(tmp_path, small_blocks):
+    """Features far apart (gaps past 65,535: an escape of 3 gaps each, 6 bytes against 4) are read from the data
+    set's own files, the scratch file dropped; the sums are the same."""
+    indptr, indices, data, y = random_csr(300, 50_000_000, 4, seed=5)
+    mapped_indices, mapped_data = mapped(tmp_path, indices, data)
+    S = prepare_data(indptr, mapped_indices, mapped_data, 50_000_000, 1.0, 1, memory_bytes=0)
+    try:
+        assert S.packed is None and not S.describe()["packed"] and S.streamed_bytes == 300 * 4 * 8
+        w = np.zeros(50_000_001)
+        w[indices] = np.linspace(-1.0, 1.0, indices.shape[0])
+        out, expected = np.zeros(300), np.zeros(300)
+        S.outputs(w, out)
+        prepare_data(indptr, indices, data, 50_000_000, 1.0, 1).outputs(w, expected)
+        assert np.array_equal(out, expected)
     finally:
         S.close()
 
 
 def test_arrays_in_memory_stream_by_copies(small_blocks):
-    """Arrays that are no file's map (a subset made in memory) stream too, copied block by block."""
+    """Arrays that are no file's map (a subset made in memory) stream too, copied block by block (not packed)."""
     indptr, indices, data, y = random_csr(400, 30, 5, seed=4)
     S = prepare_data(indptr, indices, data, 30, 0.0, 1, memory_bytes=0)
     try:
-        assert S._indices.fd < 0
+        assert not S._indices.from_file and S.packed is None
         out, expected = np.zeros(400), np.zeros(400)
         w = np.linspace(-1, 1, 31)
         S.outputs(w, out)

@@ -196,6 +196,89 @@ def scatter_rows(indptr, indices, data, coef, rows, n_rows, z):
             z[indices[k]] += c * data[k]
 
 
+# ---------------------------------------------------------------------------------------------
+# packed rows: indices as 16-bit gaps (the rows a solve streams from disk, ``streamed_data``)
+# ---------------------------------------------------------------------------------------------
+#
+# A row's indices i_1 < i_2 < ... are written as the gaps i_1 + 1, i_2 - i_1, ...: one uint16 each when
+# it is 1..65535, else the escape 0 and the index itself in two uint16 (high half, low half), so any
+# order and any index below 2^32 is written exactly. ``gap_ptr[i]`` is where row i's gaps start. The
+# sums below are those of the plain kernels above, term for term and in the same order.
+
+
+@njit(cache=True)
+def pack_rows(indptr, indices, gap_ptr, gaps):
+    """Write the rows' indices as gaps (section comment) into ``gaps`` (room for 3 per non-zero) and their
+    starts into ``gap_ptr`` (one more than the rows); return the number of gaps written."""
+    p = 0
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        gap_ptr[i] = p
+        previous = -1
+        for k in range(indptr[i], indptr[i + 1]):
+            j = np.int64(indices[k])
+            g = j - previous
+            if g >= 1 and g <= 65535:
+                gaps[p] = g
+                p += 1
+            else:
+                gaps[p] = 0
+                gaps[p + 1] = j >> 16
+                gaps[p + 2] = j & 65535
+                p += 3
+            previous = j
+    gap_ptr[n] = p
+    return p
+
+
+@njit(cache=True)
+def _gather_packed_rows(indptr, gap_ptr, gaps, data, w, w_bias, i0, i1, out):
+    for i in range(i0, i1):
+        acc = 0.0
+        p = gap_ptr[i]
+        j = np.int64(-1)
+        for k in range(indptr[i], indptr[i + 1]):
+            g = np.int64(gaps[p])
+            p += 1
+            if g == 0:
+                j = (np.int64(gaps[p]) << 16) | np.int64(gaps[p + 1])
+                p += 2
+            else:
+                j += g
+            acc += data[k] * w[j]
+        out[i] = acc + w_bias
+
+
+@njit(cache=True, parallel=True)
+def gather_packed(indptr, gap_ptr, gaps, data, w, w_bias, chunks, out, serial):
+    """``gather_outputs`` over packed rows (section comment): out[i] = <x_i, w> + w_bias."""
+    if serial:
+        for c in range(chunks.shape[0] - 1):
+            _gather_packed_rows(indptr, gap_ptr, gaps, data, w, w_bias, chunks[c], chunks[c + 1], out)
+    else:
+        for c in prange(chunks.shape[0] - 1):
+            _gather_packed_rows(indptr, gap_ptr, gaps, data, w, w_bias, chunks[c], chunks[c + 1], out)
+
+
+@njit(cache=True)
+def scatter_packed(indptr, gap_ptr, gaps, data, coef, rows, n_rows, z):
+    """``scatter_rows`` over packed rows: z[f] += sum_q coef[rows[q]] * x_{rows[q], f}, rows in order."""
+    for q in range(n_rows):
+        i = rows[q]
+        c = coef[i]
+        p = gap_ptr[i]
+        j = np.int64(-1)
+        for k in range(indptr[i], indptr[i + 1]):
+            g = np.int64(gaps[p])
+            p += 1
+            if g == 0:
+                j = (np.int64(gaps[p]) << 16) | np.int64(gaps[p + 1])
+                p += 2
+            else:
+                j += g
+            z[j] += c * data[k]
+
+
 @njit(cache=True, parallel=True)
 def fill(x, value, n_parts):
     """x[:] = value, in n_parts contiguous parts (serially when n_parts is 1)."""
@@ -264,6 +347,16 @@ def warm_up() -> None:
             col_data = np.zeros(4, dtype=data.dtype)
             column_copy(indptr, indices, data, counts, 2, colptr, col_rows, col_data)
             gather_columns(colptr, col_rows, col_data, z, 2, 0.1, out)
+    indptr = np.array([0, 2, 3, 4], dtype=np.int64)
+    gap_ptr = np.zeros(4, dtype=np.int64)
+    gaps = np.zeros(12, dtype=np.uint16)
+    for indices in (np.array([0, 70_000, 1, 0], dtype=np.int32), np.array([0, 70_000, 1, 0], dtype=np.int64)):
+        pack_rows(indptr, indices, gap_ptr, gaps)
+    w = np.zeros(70_001)
+    for data in (np.array([1.0, -1.0, 2.0, 0.5]), np.array([1.0, -1.0, 2.0, 0.5], dtype=np.float32)):
+        for serial in (True, False):
+            gather_packed(indptr, gap_ptr, gaps, data, w, 0.1, chunks, np.zeros(3), serial)
+        scatter_packed(indptr, gap_ptr, gaps, data, np.ones(3), rows, 3, w)
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)

@@ -6,38 +6,56 @@ outputs <x_i, w> of every row, and a *scatter* of a cut's rows into a vector ove
 needs the rows at once, only in order. So a data set larger than the job's memory (``memory_bytes``) trains
 by holding what it can and reading the rest, block by block, from the worker cache's files on every pass:
 
+* **packed rows**: when the solve starts, the rows are rewritten once into an unnamed scratch file beside the
+  data set's, every index as its 16-bit gap from the previous one (an escape for the rare gap past 65,535):
+  6 bytes a non-zero instead of 8 with float32 values, a quarter less to read on every pass and a third more
+  rows held in memory (``PackedRows``; data whose indices do not pack smaller is read as stored);
 * **pinned rows**: the first rows, as many as fit in ``memory_bytes`` less two blocks, copied into memory
   once (a copy, not the memory map: pages of a map are evicted by the kernel's LRU, which on a cyclic pass
   over data larger than memory evicts exactly the page needed next, so that every pass would read all of the
   data from disk);
-* **streamed rows**: the rest, in blocks of at most ``block_nnz`` non-zeros, read with ``pread`` into one of
-  two buffers while the other is computed on (a thread reads the next block; the kernels and the read
-  overlap), the pages dropped from the page cache after the read (``POSIX_FADV_DONTNEED``: they would only
-  push other data out). Successive gathers walk the blocks in alternate directions and the block still in a
-  buffer is not read again. A scatter over few rows of a block reads those rows alone.
+* **streamed rows**: the rest, in blocks of at most ``block_nnz`` non-zeros, read into one of two buffers while
+  the other is computed on (a thread reads the next block in pieces, several at once; the kernels and the read
+  overlap), with ``O_DIRECT`` where the file system has it (no copy through the page cache, which costs a
+  core's worth of CPU at the disk's speed; elsewhere the pages are dropped after the read). Successive gathers
+  walk the blocks in alternate directions and the blocks still in the buffers are not read again. A scatter
+  over few rows of a block reads those rows alone.
 
 The sums are the in-memory ones bit for bit: a gather's row sums do not depend on the order of the rows,
 and a scatter adds the rows in the order listed, block after block, as ``scatter_rows`` does over the whole
 data. What it costs: every streamed byte read from disk once per pass (two passes an iteration for ocas),
-at the disk's sequential speed; tests/benchmarks/README.md ("Out of core") has the figures.
+at the disk's sequential speed, and the packing's one read and write when the solve starts;
+tests/benchmarks/README.md ("Out of core") has the figures.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from worker.solvers.data_passes import gather_outputs, row_chunks, scatter_rows
+from worker.solvers.data_files import (
+    DIRECT_ALIGN,
+    READ_THREADS,
+    ArraySource,
+    NotSmaller,
+    PackedRows,
+    aligned_buffer,
+    buffer_bytes,
+)
+from worker.solvers.data_passes import (
+    gather_outputs,
+    gather_packed,
+    pack_rows,
+    row_chunks,
+    scatter_packed,
+    scatter_rows,
+)
 
 BLOCK_NNZ = 4_194_304
 """Non-zeros per streamed block (at most; a longer row is a block of its own): 32-48 MB a buffer."""
-READ_THREADS = 4
-"""Reads in flight at once for a block, in pieces of READ_PIECE bytes: a virtual disk reads one stream at a fraction
-of its speed (here 0.47 GB/s with one 8 MB read at a time, 1.5-1.7 GB/s with 2-8)."""
-READ_PIECE = 8 << 20
 ROW_STATE_BYTES = 128
 """Memory a solve takes per row besides the data (ocas: outputs of w_b and w_t, the cut's coefficients and rows,
 the line search's breakpoints, the incremental cut's rows: about 12 numbers)."""
@@ -45,6 +63,12 @@ FEATURE_STATE_BYTES = 64
 """Memory a solve takes per feature besides the cuts (w_t, w_b, the newest cut, temporaries: about 8 numbers)."""
 MIN_CUT_ROOM = 16
 """Cuts the first pinned blocks leave room for (each 8 bytes a feature, or 9 a row in the outputs form)."""
+PACK_INDICES = True
+"""Whether the streamed rows are rewritten with 16-bit index gaps when the solve starts (``PackedRows``)."""
+PACK_GAIN = 0.9
+"""The packed rows are read instead of the data set's files when they take at most this share of their bytes."""
+GAP_PTR_BYTES = 8
+"""Memory a row takes when its rows are packed: where its gaps start (int64)."""
 ROW_READS = 256
 """A scatter reads a block's listed rows one by one, instead of the whole block, when they are at most this
 many and hold at most an eighth of the block's non-zeros."""
@@ -63,61 +87,6 @@ def state_bytes(n: int, d: int) -> int:
 def memory_room(n: int, d: int, memory_bytes: int) -> int:
     """What is left of ``memory_bytes`` for the data, once the solve's vectors and MIN_CUT_ROOM cuts are counted."""
     return int(memory_bytes) - state_bytes(n, d) - MIN_CUT_ROOM * min(8 * (d + 1), 9 * n)
-
-
-class _Source:
-    """One array read by byte ranges: from its file when it is a memory map of one (``pread``, pages dropped
-    after), else by copying from the array."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-        self.itemsize = array.itemsize
-        self.fd = -1
-        self.offset = 0
-        owner: np.ndarray | None = array
-        while owner is not None and not isinstance(owner, np.memmap):
-            owner = owner.base if isinstance(owner.base, np.ndarray) else None
-        filename = getattr(owner, "filename", None)
-        if owner is not None and filename and array.flags.c_contiguous:
-            start = array.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-            self.fd = os.open(filename, os.O_RDONLY)
-            self.offset = int(getattr(owner, "offset", 0)) + int(start)
-
-    def read(self, first: int, out: np.ndarray, pool: ThreadPoolExecutor | None = None) -> None:
-        """out[:] = array[first : first + len(out)]; with ``pool``, in pieces read at once."""
-        if self.fd < 0:
-            np.copyto(out, self.array[first : first + out.shape[0]])
-            return
-        view = memoryview(out.view(np.uint8).data)
-        position = self.offset + first * self.itemsize
-        if pool is None or view.nbytes <= READ_PIECE:
-            self._read_bytes(view, position)
-            return
-        pieces = [
-            pool.submit(self._read_bytes, view[a : a + READ_PIECE], position + a)
-            for a in range(0, view.nbytes, READ_PIECE)
-        ]
-        for piece in pieces:
-            piece.result()
-
-    def _read_bytes(self, view: memoryview, position: int) -> None:
-        done = 0
-        while done < view.nbytes:
-            got = os.preadv(self.fd, [view[done:]], position + done)
-            if got <= 0:
-                raise OSError(f"short read from the data set's file at byte {position + done}")
-            done += got
-        # drop what was read from the page cache, whole pages only
-        page = mmap.PAGESIZE
-        lo = -(-position // page) * page
-        hi = (position + view.nbytes) // page * page
-        if hi > lo:
-            os.posix_fadvise(self.fd, lo, hi - lo, os.POSIX_FADV_DONTNEED)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 class StreamedData:
@@ -154,30 +123,14 @@ class StreamedData:
             self.indptr[r0 : r1 + 1] - self.indptr[r0] for r0, r1 in zip(starts[:-1], starts[1:], strict=True)
         ]
         self.block_chunks = [row_chunks(local) for local in self.block_indptr]
-        self.block_bytes = [int(local[-1]) * per_nnz for local in self.block_indptr]
-        biggest = max(self.block_bytes, default=0) // per_nnz
-        # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
-        # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
-        self.memory_limit = int(memory_bytes)
-        self.reserved = state_bytes(self.n, self.d) + 2 * biggest * per_nnz
-        self.cut_bytes = 0
-        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz
-        self.pinned: list[tuple[np.ndarray, np.ndarray]] = []
-        held = 0
-        for b in range(self.n_blocks):
-            if held + self.block_bytes[b] > room:
-                break
-            s0, s1 = int(self.indptr[starts[b]]), int(self.indptr[starts[b + 1]])
-            self.pinned.append((np.array(indices[s0:s1]), np.array(data[s0:s1])))
-            held += self.block_bytes[b]
-        self.cut_memory = max(0, self.memory_limit - self.reserved)
-        """Bytes against which the cut store's share is counted (``cut_data.cut_budget``): the solve's memory less
-        its vectors; cuts past what the pinned rows leave take pinned rows back (``make_room``)."""
-        self._indices = _Source(indices)
-        self._data = _Source(data)
-        self._buffers = [
-            (np.empty(biggest, dtype=indices.dtype), np.empty(biggest, dtype=data.dtype)) for _ in range(2)
-        ]
+        biggest = max((int(local[-1]) for local in self.block_indptr), default=0)
+        self._indices = ArraySource(indices)
+        self._data = ArraySource(data)
+        self._index_dtype, self._value_dtype = indices.dtype, data.dtype
+        # a buffer: the indices' part, then the values' from the next aligned byte (or a packed block's bytes)
+        self._values_at = -(-buffer_bytes(biggest, indices.itemsize) // DIRECT_ALIGN) * DIRECT_ALIGN
+        self._buffers = [aligned_buffer(self._values_at + buffer_bytes(biggest, data.itemsize)) for _ in range(2)]
+        self._views: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * 2
         self._held = [-1, -1]  # the block each buffer holds
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hinge-stream")
         self._io = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hinge-read")
@@ -185,6 +138,75 @@ class StreamedData:
         self.passes = 0
         self.read_bytes = 0
         self.released_blocks = 0
+        self.pack_seconds = 0.0
+        # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
+        # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
+        self.memory_limit = int(memory_bytes)
+        self.reserved = state_bytes(self.n, self.d) + 2 * biggest * per_nnz
+        self.cut_bytes = 0
+        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz
+        self.pinned: list[tuple[np.ndarray, np.ndarray]] = []
+        self.packed: PackedRows | None = None
+        if PACK_INDICES and self._indices.from_file and self._data.from_file and self.d < 2**32:
+            self.packed = self._pack(room - GAP_PTR_BYTES * (self.n + self.n_blocks))
+        if self.packed is not None:
+            self.reserved += GAP_PTR_BYTES * (self.n + self.n_blocks)
+            self.block_bytes = [
+                2 * self.packed.n_gaps[b] + int(self.block_indptr[b][-1]) * self.value_bytes
+                for b in range(self.n_blocks)
+            ]
+        else:
+            self.block_bytes = [int(local[-1]) * per_nnz for local in self.block_indptr]
+            held = 0
+            for b in range(self.n_blocks):
+                if held + self.block_bytes[b] > room:
+                    break
+                s0, s1 = int(self.indptr[starts[b]]), int(self.indptr[starts[b + 1]])
+                self.pinned.append((np.array(indices[s0:s1]), np.array(data[s0:s1])))
+                held += self.block_bytes[b]
+        self.cut_memory = max(0, self.memory_limit - self.reserved)
+        """Bytes against which the cut store's share is counted (``cut_data.cut_budget``): the solve's memory less
+        its vectors; cuts past what the pinned rows leave take pinned rows back (``make_room``)."""
+
+    def _pack(self, room: int) -> PackedRows | None:
+        """Rewrite the rows into a ``PackedRows`` file, block by block (the next block read while the current
+        one is packed and written), pinning the first packed blocks that fit in ``room``; None (and nothing
+        pinned) where the packed rows would not be at least PACK_GAIN smaller than the data set's."""
+        started = time.perf_counter()
+        biggest = max(int(local[-1]) for local in self.block_indptr) if self.n_blocks else 0
+        gaps = np.empty(3 * biggest, dtype=np.uint16)
+        staging = aligned_buffer(PackedRows.region(3 * biggest, biggest, self.value_bytes)[1])
+        slot_bytes = self._buffers[0].shape[0]
+        held = 0
+        raw = packed_total = 0
+        packed: PackedRows | None = None
+        try:
+            packed = PackedRows(os.path.dirname(self._indices.filename) or ".", self._value_dtype)
+            for b, idx, val in self._blocks(range(self.n_blocks), count=False):
+                local = self.block_indptr[b]
+                gap_ptr = np.empty(local.shape[0], dtype=np.int64)
+                n_gaps = pack_rows(local, idx, gap_ptr, gaps)
+                if PackedRows.region(n_gaps, val.shape[0], self.value_bytes)[1] > slot_bytes:
+                    raise NotSmaller  # a block of far-apart features: it would not fit a read buffer
+                packed.append(gap_ptr, gaps[:n_gaps], val, staging)
+                size = 2 * n_gaps + val.nbytes
+                raw += idx.nbytes + val.nbytes
+                packed_total += size
+                if held + size <= room and len(self.pinned) == b:
+                    self.pinned.append((gaps[:n_gaps].copy(), val.copy()))
+                    held += size
+            if packed_total > PACK_GAIN * raw:
+                raise NotSmaller
+        except (NotSmaller, OSError):  # no gain, or no room for the scratch file: the data set's own files
+            if packed is not None:
+                packed.close()
+            self.pinned = []
+            return None
+        finally:
+            self._held = [-1, -1]  # the buffers hold the data set's rows, not packed ones
+        packed.finish()
+        self.pack_seconds = time.perf_counter() - started
+        return packed
 
     @property
     def pinned_rows(self) -> int:
@@ -215,19 +237,27 @@ class StreamedData:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def _read_block(self, b: int, slot: int) -> None:
+    def _read_block(self, b: int, slot: int, count: bool = True) -> None:
         r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
         s0, s1 = int(self.indptr[r0]), int(self.indptr[r1])
-        idx, val = self._buffers[slot]
+        buffer = self._buffers[slot]
         self._held[slot] = -1
-        self._indices.read(s0, idx[: s1 - s0], self._io)
-        self._data.read(s0, val[: s1 - s0], self._io)
+        if self.packed is not None and self.packed.file is not None:
+            self._views[slot] = self.packed.block(b, s1 - s0, buffer, self._io)
+            n_bytes = self.block_bytes[b]
+        else:
+            self._views[slot] = (
+                self._indices.block(s0, s1 - s0, buffer[: self._values_at], self._io),
+                self._data.block(s0, s1 - s0, buffer[self._values_at :], self._io),
+            )
+            n_bytes = (s1 - s0) * (self.index_bytes + self.value_bytes)
         self._held[slot] = b
-        self.read_bytes += (s1 - s0) * (self.index_bytes + self.value_bytes)
+        if count:
+            self.read_bytes += n_bytes
 
-    def _blocks(self, order):
-        """Yield (block, indices, values) for the blocks in ``order``: a pinned block from memory, the others from
-        disk, the next one read while the caller computes on the current one (the first one while the caller
+    def _blocks(self, order, count: bool = True):
+        """Yield (block, indices or gaps, values) for the blocks in ``order``: a pinned block from memory, the others
+        from disk, the next one read while the caller computes on the current one (the first one while the caller
         computes on the pinned blocks); a block still held in a buffer is not read again."""
         order = list(order)
         n_pinned = len(self.pinned)
@@ -239,7 +269,7 @@ class StreamedData:
             if first in self._held:
                 slot = self._held.index(first)
             else:
-                pending = self._reader.submit(self._read_block, first, slot)
+                pending = self._reader.submit(self._read_block, first, slot, count)
         position = 0
         try:
             for b in order:
@@ -253,10 +283,8 @@ class StreamedData:
                 position += 1
                 other = 1 - slot
                 if nxt is not None and self._held[other] != nxt:
-                    pending = self._reader.submit(self._read_block, nxt, other)
-                idx, val = self._buffers[slot]
-                n_block = int(self.block_indptr[b][-1])
-                yield b, idx[:n_block], val[:n_block]
+                    pending = self._reader.submit(self._read_block, nxt, other, count)
+                yield b, *self._views[slot]
                 slot = other
         finally:
             if pending is not None:
@@ -273,7 +301,13 @@ class StreamedData:
         self.passes += 1
         for b, idx, val in self._blocks([*range(n_pinned), *streamed]):
             r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
-            gather_outputs(self.block_indptr[b], idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial)
+            if self.packed is not None:
+                gap_ptr = self.packed.gap_ptr[b]
+                gather_packed(
+                    self.block_indptr[b], gap_ptr, idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial
+                )
+            else:
+                gather_outputs(self.block_indptr[b], idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial)
 
     def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug z (no column copy out of core: the row-wise gather)."""
@@ -296,11 +330,16 @@ class StreamedData:
             r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
             local = rows[bounds[b] : bounds[b + 1]] - r0
             if b in by_rows:
-                self._scatter_rows_read(b, local, coef, z)
+                self._scatter_rows_read(b, local, coef[r0:r1], z)
                 continue
             got, idx, val = next(blocks)
             assert got == b
-            scatter_rows(self.block_indptr[b], idx, val, coef[r0:r1], local, local.shape[0], z)
+            if self.packed is not None:
+                scatter_packed(
+                    self.block_indptr[b], self.packed.gap_ptr[b], idx, val, coef[r0:r1], local, local.shape[0], z
+                )
+            else:
+                scatter_rows(self.block_indptr[b], idx, val, coef[r0:r1], local, local.shape[0], z)
         blocks.close()
 
     def _few_rows(self, b: int, rows: np.ndarray) -> bool:
@@ -312,25 +351,30 @@ class StreamedData:
         return 8 * int(np.sum(indptr[local + 1] - indptr[local])) <= int(indptr[-1])
 
     def _scatter_rows_read(self, b: int, local: np.ndarray, coef, z) -> None:
-        """Scatter the listed rows of block b (``local``: their numbers in the block), reading them alone."""
-        indptr = self.block_indptr[b]
-        counts = indptr[local + 1] - indptr[local]
-        nnz = int(np.sum(counts))
-        r0 = int(self.block_starts[b])
-        s0 = int(self.indptr[r0])
-        idx = np.empty(nnz, dtype=self._buffers[0][0].dtype)
-        val = np.empty(nnz, dtype=self._buffers[0][1].dtype)
-        sub_indptr = np.zeros(local.shape[0] + 1, dtype=np.int64)
-        np.cumsum(counts, out=sub_indptr[1:])
+        """Scatter the listed rows of block b (``local``: their numbers in the block; ``coef``: the block's rows'),
+        reading them alone."""
+        rows = np.arange(local.shape[0])
+        sub_coef = np.ascontiguousarray(coef[local])
+        if self.packed is not None:
+            indptr, gap_ptr, gaps, val = self.packed.rows(b, self.block_indptr[b], local)
+            self.read_bytes += gaps.nbytes + val.nbytes
+            scatter_packed(indptr, gap_ptr, gaps, val, sub_coef, rows, local.shape[0], z)
+            return
+        block_indptr = self.block_indptr[b]
+        counts = block_indptr[local + 1] - block_indptr[local]
+        s0 = int(self.indptr[int(self.block_starts[b])])
+        indptr = np.zeros(local.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        idx = np.empty(int(indptr[-1]), dtype=self._index_dtype)
+        val = np.empty(int(indptr[-1]), dtype=self._value_dtype)
         for q in range(local.shape[0]):
-            a, e = int(sub_indptr[q]), int(sub_indptr[q + 1])
+            a, e = int(indptr[q]), int(indptr[q + 1])
             if e > a:
-                first = s0 + int(indptr[local[q]])
+                first = s0 + int(block_indptr[local[q]])
                 self._indices.read(first, idx[a:e])
                 self._data.read(first, val[a:e])
-        self.read_bytes += nnz * (self.index_bytes + self.value_bytes)
-        sub_coef = np.ascontiguousarray(coef[r0 + local])
-        scatter_rows(sub_indptr, idx, val, sub_coef, np.arange(local.shape[0]), local.shape[0], z)
+        self.read_bytes += idx.nbytes + val.nbytes
+        scatter_rows(indptr, idx, val, sub_coef, rows, local.shape[0], z)
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
         """X_aug^T coef as a dense vector of length d + 1 (the rows with coef != 0)."""
@@ -341,7 +385,8 @@ class StreamedData:
         return w
 
     def describe(self) -> dict:
-        """What the trace's ``extra`` says of the data: held and streamed bytes, blocks, passes, bytes read."""
+        """What the trace's ``extra`` says of the data: held and streamed bytes, blocks, passes, bytes read, and
+        whether (and in how long) the rows were packed."""
         return {
             "form": "streamed",
             "pinned_rows": self.pinned_rows,
@@ -351,11 +396,15 @@ class StreamedData:
             "released_blocks": self.released_blocks,
             "passes": self.passes,
             "read_bytes": self.read_bytes,
+            "packed": self.packed is not None,
+            "pack_seconds": round(self.pack_seconds, 3),
         }
 
     def close(self) -> None:
-        """Stop the reader thread and close the files."""
+        """Stop the reader threads and close the files (the scratch file of packed rows goes with its descriptor)."""
         self._reader.shutdown(wait=True)
         self._io.shutdown(wait=True)
         self._indices.close()
         self._data.close()
+        if self.packed is not None:
+            self.packed.close()
