@@ -43,6 +43,7 @@ def small_blocks(monkeypatch):
     """Blocks of a few rows and reads in pieces of a few hundred bytes, so that a small data set has many."""
     monkeypatch.setattr(streamed_data, "BLOCK_NNZ", 997)
     monkeypatch.setattr(data_files, "READ_PIECE", 512)
+    monkeypatch.setattr(streamed_data, "ROW_READ_BYTES", 512)  # a block's 2 listed rows read alone, not 11
 
 
 @pytest.mark.parametrize("shape", [(3000, 200), (500, 5000)], ids=["dense_cuts", "output_cuts"])
@@ -165,7 +166,9 @@ def test_streamed_passes_give_the_in_memory_sums(tmp_path, small_blocks, monkeyp
         assert S.read_bytes == 3 * sum(sizes[1:]) - sizes[7] - sizes[6] - sizes[1] - sizes[2]
         coef = np.zeros(800)
         coef[[5, 6, 400, 401, 799]] = [1.0, -1.0, 0.5, 2.0, -3.0]  # few rows: read one by one
+        before = S.read_bytes
         assert np.array_equal(S.weights(coef), X.weights(coef))
+        assert 0 < S.read_bytes - before < sizes[3]  # rows 400, 401 (block 3) alone; 5, 6 pinned; 799 held
         coef = np.random.default_rng(1).normal(size=800)  # every row: whole blocks
         assert np.array_equal(S.weights(coef), X.weights(coef))
         S.make_room(S.memory_limit)  # cuts that need every byte: the pinned rows go back to disk
