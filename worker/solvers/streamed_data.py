@@ -139,6 +139,7 @@ class StreamedData:
         self.passes = 0
         self.read_bytes = 0
         self.released_blocks = 0
+        self.repinned_blocks = 0
         self.pack_seconds = 0.0
         # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
         # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
@@ -228,6 +229,11 @@ class StreamedData:
         """Whether ``cut_bytes`` of cuts fit in the solve's memory, once every pinned row went back to disk."""
         return self.reserved + int(cut_bytes) <= self.memory_limit
 
+    def _room_for(self, b: int) -> bool:
+        """Whether block b fits in memory besides the pinned blocks and the cuts, with room for two more cuts."""
+        slack = 2 * min(8 * (self.d + 1), 9 * self.n)
+        return self.reserved + self.memory_bytes + self.block_bytes[b] + self.cut_bytes + slack <= self.memory_limit
+
     def make_room(self, cut_bytes: int) -> None:
         """The cut store is about to hold ``cut_bytes``: give back pinned blocks, the last first, until the data
         and the cuts fit in the solve's memory (while any is left: past that the cuts take more)."""
@@ -259,7 +265,9 @@ class StreamedData:
     def _blocks(self, order, count: bool = True):
         """Yield (block, indices or gaps, values) for the blocks in ``order``: a pinned block from memory, the others
         from disk, the next one read while the caller computes on the current one (the first one while the caller
-        computes on the pinned blocks); a block still held in a buffer is not read again."""
+        computes on the pinned blocks); a block still held in a buffer is not read again. A block read just after
+        the pinned ones is pinned again (a copy of the buffer, no read) when the memory the cuts leave has room for
+        it: pinned blocks given back while the cut store grew (its copy holds both) come back as it settles."""
         order = list(order)
         n_pinned = len(self.pinned)
         streamed = [b for b in order if b >= n_pinned]
@@ -285,6 +293,9 @@ class StreamedData:
                 other = 1 - slot
                 if nxt is not None and self._held[other] != nxt:
                     pending = self._reader.submit(self._read_block, nxt, other, count)
+                if count and b == len(self.pinned) and self._room_for(b):
+                    self.pinned.append((self._views[slot][0].copy(), self._views[slot][1].copy()))
+                    self.repinned_blocks += 1
                 yield b, *self._views[slot]
                 slot = other
         finally:
@@ -393,6 +404,7 @@ class StreamedData:
             "streamed_bytes": self.streamed_bytes,
             "blocks": self.n_blocks,
             "released_blocks": self.released_blocks,
+            "repinned_blocks": self.repinned_blocks,
             "passes": self.passes,
             "read_bytes": self.read_bytes,
             "packed": self.packed is not None,
