@@ -103,6 +103,33 @@ def test_liblinear_export_one_vs_rest(http, digits):
     assert np.mean(np.array(labels) == y_test) > 0.9
 
 
+@pytest.mark.parametrize("dataset", ["cancer", "digits"])
+def test_logistic_regression_answers_liblinear_s7_probabilities(http, request, dataset):
+    """dcd's ``loss: logistic`` model: probabilities with no calibration, exported as LIBLINEAR's L2R_LR_DUAL;
+    liblinear-official's ``predict -b 1`` gives the same labels and probabilities, and so do ONNX and the file read
+    back."""
+    dataset_id, X_test, y_test = request.getfixturevalue(dataset)
+    model = train(http, dataset_id, "dcd", {"C": 0.5, "loss": "logistic", "tol": 1e-4})
+    assert model["probability"]["method"] == "platt_ovr" and set(model["probability"]["A"]) == {-1.0}
+    ours = predict(http, model["id"], X_test, probabilities=True)
+    probabilities = np.array(ours["probabilities"])
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+    text = export(http, model["id"], "liblinear")
+    assert b"solver_type L2R_LR_DUAL\n" in text
+    loaded = liblinearutil.load_model(saved(text, ".liblinear"))
+    labels, _, official = liblinearutil.predict([], sp.csr_matrix(X_test), loaded, "-b 1 -q")
+    assert labels == ours["labels"]
+    order = [loaded.get_labels().index(label) for label in model["labels"]]  # LIBLINEAR's columns, ours' order
+    assert np.max(np.abs(np.array(official)[:, order] - probabilities)) <= 1e-9
+    assert np.mean(np.array(labels) == y_test) > 0.9
+    imported = import_model(http, text, "liblinear")
+    assert imported.status_code == 201, imported.text
+    again = predict(http, imported.json()["id"], X_test, probabilities=True)
+    assert np.max(np.abs(np.array(again["probabilities"]) - probabilities)) <= 1e-9
+    outputs = run_onnx(export(http, model["id"], "onnx"), X_test)
+    assert np.max(np.abs(outputs["probabilities"] - probabilities)) <= 1e-4
+
+
 # -- LIBSVM ----------------------------------------------------------------------------------------
 
 

@@ -168,9 +168,14 @@ class DcdParams(CommonParams):
         allow_inf_nan=False,
         description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.",
     )
-    loss: Literal["hinge", "squared_hinge"] = Field(
+    loss: Literal["hinge", "squared_hinge", "logistic"] = Field(
         default="hinge",
-        description="`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1).",
+        description=(
+            "`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1). "
+            "`logistic`: log(1 + exp(-y w'x)), logistic regression (LIBLINEAR -s 7, dual coordinate descent of Yu, "
+            "Huang and Lin 2011); its models answer probabilities with no calibration (P = 1 / (1 + exp(-score))), "
+            "and `tol` bounds the largest |dual gradient| of a pass (LIBLINEAR -s 7's -e)."
+        ),
     )
     bias: float | None = Field(
         default=1.0,

@@ -38,6 +38,21 @@ SIGMOID_FLOOR = 1e-7
 """Pairwise probabilities are kept in [floor, 1 - floor] before coupling, so no ratio divides by zero."""
 
 
+LOGISTIC_SOURCE = "logistic regression: P = 1 / (1 + exp(-decision value)), no calibration"
+
+
+def logistic_calibration(n_scores: int, pairwise: bool = False) -> dict:
+    """The calibration of a logistic-regression model (trained with dcd's ``loss: logistic``, or LIBLINEAR's -s 0,
+    6, 7 on import): its scores are log-odds already, so each sigmoid has A = -1, B = 0 (LIBLINEAR's
+    ``predict_probability``); one per score column, one-vs-rest (``platt_ovr``) or per pair (``pairwise``)."""
+    return {
+        "method": "pairwise_coupling" if pairwise else "platt_ovr",
+        "A": [-1.0] * n_scores,
+        "B": [0.0] * n_scores,
+        "source": LOGISTIC_SOURCE,
+    }
+
+
 def sigmoid(scores: np.ndarray, A: float, B: float) -> np.ndarray:
     """1 / (1 + exp(A * f + B)) for every score f, without overflow for any sign of A * f + B."""
     z = A * np.asarray(scores, dtype=np.float64) + B

@@ -12,7 +12,8 @@ Hinge's side: two labels score positive for the larger one, so the larger label 
 more labels are written ascending, one column per one-vs-rest problem. A model trained with a bias
 value B (LIBLINEAR's -B) is written with ``bias B`` and the bias weight w_B = b / B, exactly as
 LIBLINEAR writes its own models; the solver type is LIBLINEAR's name of the same problem (dcd's hinge
-loss: L2R_L1LOSS_SVC_DUAL; squared_hinge: L2R_L2LOSS_SVC_DUAL; cpa and ocas minimize the hinge loss).
+loss: L2R_L1LOSS_SVC_DUAL; squared_hinge: L2R_L2LOSS_SVC_DUAL; logistic: L2R_LR_DUAL; cpa and ocas minimize the
+hinge loss).
 Weights are written with 17 significant digits at most (the shortest text that reads back as the
 same double), so LIBLINEAR computes the same decision values up to summation order.
 
@@ -31,6 +32,7 @@ from typing import IO
 import numpy as np
 
 from core.schemas.enums import ModelKind, Task
+from core.scoring.probability import logistic_calibration
 from core.storage.documents import ModelDescription
 from service.interchange.common import (
     ROWS_PER_PIECE,
@@ -67,6 +69,8 @@ def solver_type_of(model: ModelDescription) -> str:
     params = model.params or {}  # the job's parameters (imports: what the file stated)
     if params.get("loss") == "squared_hinge":  # a solver with LIBLINEAR's -s 1 loss (dcd's squared_hinge)
         return "L2R_L2LOSS_SVC_DUAL"
+    if params.get("loss") == "logistic":  # dcd's logistic regression: LIBLINEAR's -s 7
+        return "L2R_LR_DUAL"
     return "L2R_L1LOSS_SVC_DUAL"
 
 
@@ -166,12 +170,7 @@ def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
     model.params = {"bias": float(bias) if bias >= 0 else None}
     model.liblinear_solver_type = solver_type
     if solver_type in LOGISTIC_TYPES:
-        model.probability = dict(
-            method="platt_ovr",
-            A=[-1.0] * weights.shape[0],
-            B=[0.0] * weights.shape[0],
-            source="LIBLINEAR logistic regression: P = 1 / (1 + exp(-decision value))",
-        )
+        model.probability = logistic_calibration(weights.shape[0])
     return model, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
 
 

@@ -1,4 +1,5 @@
-"""Dual coordinate descent (DCD) for L2-regularized linear SVMs with L1 (hinge) or L2 (squared hinge) loss.
+"""Dual coordinate descent (DCD) for L2-regularized linear SVMs with L1 (hinge) or L2 (squared hinge) loss, and
+(``loss: logistic``, ``worker.solvers.dcd_logistic``, whose docstring has its problem and dual) logistic regression.
 
 Problem
 -------
@@ -124,6 +125,8 @@ from worker.solvers.common import (
     check_positive,
     rng_state,
 )
+from worker.solvers.dcd_logistic import primal_value as logistic_primal
+from worker.solvers.dcd_logistic import solve_logistic
 from worker.solvers.dcd_passes import (
     DualState,
     Problem,
@@ -134,7 +137,7 @@ from worker.solvers.dcd_passes import (
     _dcd_primal,
 )
 
-LOSSES = ("hinge", "squared_hinge")
+LOSSES = ("hinge", "squared_hinge", "logistic")
 
 # ---------------------------------------------------------------------------------------------
 # Public functions
@@ -166,7 +169,7 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
 
     ``w_full`` has n_features entries, plus the bias weight w_B as its last entry when ``bias`` = B is
     not None (the model's offset is b = B * w_B; pass w_B = b / B). ``C_neg`` / ``C_pos`` are the costs of
-    rows with y = -1 / +1; ``loss`` is "hinge" or "squared_hinge". The CSR triple is not re-validated.
+    rows with y = -1 / +1; ``loss`` is one of LOSSES. The CSR triple is not re-validated.
     """
     squared = _check_loss(loss)
     B = _check_bias(bias)
@@ -176,6 +179,8 @@ def primal_objective(indptr, indices, data, y, w_full, *, C_neg, C_pos, loss, bi
     else:
         w = np.ascontiguousarray(w)
     y = np.asarray(y, dtype=np.float64)
+    if loss == "logistic":
+        return float(logistic_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos)))
     return float(_dcd_primal(indptr, indices, data, y, w, B, float(C_neg), float(C_pos), squared))
 
 
@@ -232,7 +237,8 @@ def solve_dcd(
     control: SolverControl | None = None,
     alpha0: np.ndarray | None = None,
 ) -> SolverResult:
-    """Train a binary linear SVM by dual coordinate descent (Hsieh et al. 2008, Algorithm 1, 3.1, 3.2).
+    """Train a binary linear SVM by dual coordinate descent (Hsieh et al. 2008, Algorithm 1, 3.1, 3.2), or with
+    ``loss: logistic`` a logistic regression by the same method on its dual (``worker.solvers.dcd_logistic``).
 
     See the module docstring for the problem, the stopping rule and the trace. ``params``: the job's
     parameters (``DcdSettings``); ``class_weight``: this problem's factors on C for y = -1 and y = +1.
@@ -268,12 +274,16 @@ def solve_dcd(
         D_neg = D_pos = 0.0
 
     alpha = np.zeros(n_rows, dtype=np.float64)
+    start = None
     if alpha0 is not None:
         start = np.asarray(alpha0, dtype=np.float64)
         if start.shape != (n_rows,):
             raise SolverInputError(f"alpha0 must have shape ({n_rows},), got {start.shape}")
         if not np.all(np.isfinite(start)):
             raise SolverInputError("alpha0 contains NaN or infinite values")
+    if params.loss == "logistic":  # the same coordinate descent on the entropy dual (dcd_logistic)
+        return solve_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control, start)
+    if start is not None:
         upper = np.where(y > 0, U_pos, U_neg)
         np.clip(start, 0.0, upper, out=alpha)
 

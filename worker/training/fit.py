@@ -35,6 +35,7 @@ from core.schemas.enums import ModelKind, Task
 from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
 from core.scoring.metrics import pairwise_accuracy, roc_auc
 from core.scoring.models import Scorer, csr
+from core.scoring.probability import logistic_calibration
 from core.solvers import spec_of
 from core.storage.documents import ModelDescription
 from worker.runtime import core_budget
@@ -357,6 +358,8 @@ def train_model(
 
         sink.set_phase("calibrating probabilities")
         model.probability = calibrate(solver, params, arrays, n_features, context)
+    elif getattr(params, "loss", None) == "logistic":  # log-odds already: probabilities with no calibration
+        model.probability = logistic_calibration(len(done), pairwise=uses_one_vs_one(params, y))
     return TrainingOutcome(StopReason(model.stop_reason), model_arrays, model)
 
 
