@@ -65,6 +65,9 @@ SOLVER_PARAMS = {
     "sampled_cuts": ("C", "kernel", "gamma", "degree", "coef0", "bias", "tol", "max_iter"),
 }
 LINEAR_SOLVERS = ("dcd", "cpa", "ocas")
+SERVICE_LOSSES = {"log_loss": "logistic"}
+"""scikit-learn's names of a loss that the service names otherwise (SGDClassifier's and LogisticRegression's
+``log_loss`` is dcd's ``logistic``); the others go as they are."""
 ONE_VS_ONE_SOLVERS = ("smo",)
 """Solvers that train one problem per pair of labels (``multiclass="ovo"``, their default, as SVC's)."""
 LINEAR_KERNELS = (None, "linear")
@@ -143,7 +146,9 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i.
     kernel, gamma, degree, coef0 : the kernel ("linear", "rbf", "poly", "sigmoid"; None: linear for the linear
         solvers, rbf for smo and sampled_cuts; gamma a number or "scale").
-    loss : dcd's loss, "hinge" or "squared_hinge".
+    loss : dcd's loss: "hinge" (LinearSVC's L1 loss), "squared_hinge" (LinearSVC's default) or "log_loss"
+        (logistic regression, LIBLINEAR -s 7 as LogisticRegression(solver="liblinear"): predict_proba with no
+        calibration).
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.
     tol, max_iter : the solver's stopping rule (None: the service's default; ocas reads tol as tol_rel).
     class_weight : {label: factor on C}, or "balanced" (n_samples / (n_classes * count of the label)).
@@ -284,7 +289,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         if self.max_seconds is not None:
             params["max_seconds"] = float(self.max_seconds)
         if "loss" in taken:
-            params["loss"] = self.loss
+            params["loss"] = SERVICE_LOSSES.get(self.loss, self.loss)
         if "bias" in taken:
             params["bias"] = None if self.bias is None else float(self.bias)
         if self.tol is not None and "tol" in taken:
@@ -395,11 +400,12 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         return self.classes_[labels]
 
     def _calibrated(self) -> bool:
-        return bool(self.probability)
+        return bool(self.probability) or self.loss == "log_loss"
 
     @available_if(_calibrated)
     def predict_proba(self, X):
-        """Class probabilities (n, n_classes), columns in the order of classes_ (needs probability=True)."""
+        """Class probabilities (n, n_classes), columns in the order of classes_ (needs probability=True, or
+        loss="log_loss": a logistic regression's own)."""
         X = self._check_rows(X)
         return self._predict_remote(X, probabilities=True)["probabilities"]
 

@@ -282,6 +282,7 @@ def run_checks(estimator, expected: dict) -> None:
         ("linear", lambda url: HingeClassifier(solver="dcd", C=1.0, url=url)),
         ("kernel", lambda url: HingeClassifier(solver="smo", C=10.0, kernel="rbf", gamma="scale", url=url)),
         ("probability", lambda url: HingeClassifier(solver="dcd", C=1.0, probability=True, url=url)),
+        ("log_loss", lambda url: HingeClassifier(solver="dcd", C=1.0, loss="log_loss", url=url)),
     ],
 )
 def test_hinge_classifier_passes_check_estimator(service, name, make):

@@ -164,6 +164,27 @@ def test_cross_validated_scores_equal_scikit_learn(service, data, ours, referenc
     assert np.max(np.abs(hinge - sklearn)) <= 0.02, (hinge, sklearn)
 
 
+def test_log_loss_is_liblinear_logistic_regression(service):
+    """loss="log_loss" is LogisticRegression(solver="liblinear") (LIBLINEAR's convention on both sides: the
+    intercept regularized, intercept_scaling=1): the same cross-validated log-loss and accuracy, and predict_proba
+    with no calibration asked for."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = cancer()
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    ours = HingeClassifier(loss="log_loss", C=0.5, tol=1e-5, url=service.base_url)
+    reference = LogisticRegression(solver="liblinear", C=0.5, tol=1e-8, max_iter=10_000)
+    for scoring, within in (("neg_log_loss", 1e-4), ("accuracy", 1e-9)):
+        hinge = cross_val_score(ours, X, y, cv=folds, scoring=scoring)
+        sklearn = cross_val_score(reference, X, y, cv=folds, scoring=scoring)
+        assert np.max(np.abs(hinge - sklearn)) <= within, (scoring, hinge, sklearn)
+    ours.fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X), reference.fit(X, y).predict_proba(X), atol=1e-4)
+    del ours
+    gc.collect()
+    assert wait_for_cleanup()
+
+
 # -- HingeSearchCV -------------------------------------------------------------------------------------
 
 
