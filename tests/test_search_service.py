@@ -47,11 +47,51 @@ def test_search_over_http(http):
     }
 
 
+def test_logistic_regression_searched_by_log_loss(http):
+    """A search of dcd's logistic regression scored by neg_log_loss: each setting's score is minus the log-loss of
+    its held-out probabilities, the same as scikit-learn's LogisticRegression(solver="liblinear") gives on the
+    same folds."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss
+
+    from worker.training.folds import make_folds
+
+    arrays, n_features = cancer_arrays()
+    content = to_svmlight(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+    dataset = upload(http, content).json()
+    grid = [0.01, 1.0, 100.0]
+    body = {
+        "dataset_id": dataset["id"],
+        "solver": "dcd",
+        "params": {"loss": "logistic", "tol": 1e-6, "search": {"C": grid, "cv_folds": 3, "metric": "neg_log_loss"}},
+    }
+    done = wait_job(http, http.post("/v1/jobs", json=body).json()["id"], timeout=120)
+    assert done["status"] == "succeeded", done
+    results = done["search_results"]
+    assert results["metric"] == "neg_log_loss"
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(arrays["y"].size, n_features))
+    y = arrays["y"]
+    folds = make_folds(y, None, 3, 0)
+    for row in results["settings"]:
+        scores = []
+        for fold in range(3):
+            train, test = folds != fold, folds == fold
+            model = LogisticRegression(solver="liblinear", C=row["C"], tol=1e-10, max_iter=10**5).fit(
+                X[train], y[train]
+            )
+            scores.append(-log_loss(y[test], model.predict_proba(X[test])))
+        assert row["mean"] == pytest.approx(sum(scores) / 3, abs=2e-3), row
+    assert results["best"]["C"] == max(results["settings"], key=lambda row: row["mean"])["C"]
+
+
 @pytest.mark.parametrize(
     "params,field",
     [
         ({"search": {"gamma": [0.1]}}, "gamma"),
         ({"search": {"metric": "pairwise_accuracy"}}, "metric"),
+        ({"search": {"metric": "neg_log_loss"}}, "metric"),  # the hinge loss's scores are no log-odds
         ({"search": {"cv_folds": 1}}, "cv_folds"),
         ({"search": {"C": []}}, "C"),
         ({"search": {"C": [-1]}}, "C"),

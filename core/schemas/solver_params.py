@@ -35,12 +35,13 @@ class SearchParams(StrictModel):
         le=50,
         description="Number of cross-validation folds (stratified by label; grouped by qid for ranking).",
     )
-    metric: Literal["accuracy", "roc_auc", "f1", "pairwise_accuracy"] | None = Field(
+    metric: Literal["accuracy", "roc_auc", "f1", "neg_log_loss", "pairwise_accuracy"] | None = Field(
         default=None,
         description=(
             "What the folds are scored by (higher is better). Default: accuracy for classification, "
             "pairwise_accuracy for cpa's pairwise objectives. roc_auc and f1 are macro averages over classes "
-            "when there are more than two."
+            "when there are more than two. neg_log_loss (dcd's `loss: logistic` only, whose scores are log-odds): "
+            "minus the mean log-loss of the held-out rows' probabilities, as scikit-learn's scoring of that name."
         ),
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")

@@ -140,6 +140,19 @@ def ovr_probabilities(scores: np.ndarray, A, B) -> np.ndarray:
     return p / total
 
 
+def logistic_probabilities(scores: np.ndarray) -> np.ndarray:
+    """Class probabilities (n, n_classes) of a logistic regression's one-vs-rest scores (``logistic_calibration``)."""
+    n_scores = 1 if np.ndim(scores) == 1 else np.shape(scores)[1]
+    calibration = logistic_calibration(n_scores)
+    return ovr_probabilities(scores, calibration["A"], calibration["B"])
+
+
+def log_loss(probabilities: np.ndarray, classes: np.ndarray) -> float:
+    """Mean of -log P(true class) over the rows (``classes``: each row's column), P clipped to [1e-15, 1]."""
+    chosen = np.asarray(probabilities)[np.arange(len(classes)), np.asarray(classes)]
+    return float(-np.mean(np.log(np.clip(chosen, 1e-15, 1.0))))
+
+
 def softmax_probabilities(scores: np.ndarray, weights, intercepts) -> np.ndarray:
     """Class probabilities (n, K) from one-vs-rest scores (n, K): softmax(scores @ weights.T + intercepts) per row."""
     z = np.asarray(scores, dtype=np.float64) @ np.asarray(weights, dtype=np.float64).T

@@ -103,7 +103,7 @@ def check_distributed(body, dataset: DatasetRecord, settings: Settings) -> None:
 
 
 METRICS_BY_TASK = {
-    "classification": ("accuracy", "roc_auc", "f1"),
+    "classification": ("accuracy", "roc_auc", "f1", "neg_log_loss"),
     "ordinal": ("accuracy", "pairwise_accuracy"),
     "roc_area": ("roc_auc", "pairwise_accuracy"),
     "ranking": ("pairwise_accuracy",),
@@ -128,6 +128,12 @@ def check_search(body, dataset: DatasetRecord) -> None:
         )
     task = body.params.task
     allowed = METRICS_BY_TASK[task]
+    if search.metric == "neg_log_loss" and getattr(body.params, "loss", None) != "logistic":
+        raise unprocessable(
+            "params.search.metric: neg_log_loss scores probabilities, which only dcd's logistic regression has "
+            '(params.loss: "logistic"); use accuracy, roc_auc or f1',
+            ["body", "params", "search", "metric"],
+        )
     if search.metric is not None and search.metric not in allowed:
         raise unprocessable(
             f"params.search.metric: {search.metric} does not apply to {task}; use one of {', '.join(allowed)}",
