@@ -103,6 +103,7 @@ def test_evaluate_route_matches_sklearn_on_predictions(http):
     np.testing.assert_allclose(report["roc_curve"]["fpr"], fpr)
     np.testing.assert_allclose(report["roc_curve"]["tpr"], tpr)
     assert report["confusion_matrix"]["matrix"] == skm.confusion_matrix(true, predicted, labels=[-1, 1]).tolist()
+    assert report["log_loss"] is None and report["brier"] is None  # no probabilities
     missing = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": "ds_nope"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "dataset_not_found"
 
@@ -126,3 +127,18 @@ def test_evaluate_multiclass_kernel_model(http):
     assert report["f1"] == pytest.approx(skm.f1_score(y, answer["labels"], average="macro"))
     assert np.array(report["confusion_matrix"]["matrix"]).sum() == y.size
     assert report["roc_curve"] is None  # two classes only
+
+
+def test_evaluate_a_logistic_regression_scores_its_probabilities(http):
+    """log_loss and brier of the model's probabilities, as scikit-learn computes them (three classes)."""
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    dataset = upload(http, _svmlight(X, y.astype(float))).json()
+    body = {"dataset_id": dataset["id"], "solver": "dcd", "params": {"C": 0.3, "loss": "logistic"}}
+    model_id = wait_job(http, http.post("/v1/jobs", json=body).json()["id"])["model_id"]
+    report = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": dataset["id"]}).json()
+    answer = http.post(f"/v1/models/{model_id}/predict", json={"instances": X.tolist(), "probabilities": True}).json()
+    probabilities = np.array(answer["probabilities"])
+    assert report["log_loss"] == pytest.approx(skm.log_loss(y, probabilities), rel=1e-9)
+    truth = np.eye(3)[y]
+    assert report["brier"] == pytest.approx(np.mean(np.sum((probabilities - truth) ** 2, axis=1)), rel=1e-9)

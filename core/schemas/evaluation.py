@@ -80,6 +80,16 @@ class EvaluationOut(ResponseModel):
     per_class: list[ClassMetrics] | None = Field(
         default=None, description="Precision, recall and F1 per class of the model."
     )
+    log_loss: float | None = Field(
+        default=None,
+        description="Models with probabilities (calibrated, or logistic regression): mean of -log P(true label), P "
+        "clipped to [1e-15, 1] (scikit-learn's log_loss). Labels the model does not know count as P = 1e-15.",
+    )
+    brier: float | None = Field(
+        default=None,
+        description="Models with probabilities: mean over rows of the squared distance between the probability "
+        "vector and the true label's indicator (summed over labels; 0 is perfect, 2 the worst).",
+    )
     pairwise_accuracy: float | None = Field(
         default=None,
         description="Pairwise tasks: fraction of pairs with y_i > y_j (same qid for ranking) scored s_i > s_j; ties count one half.",

@@ -147,10 +147,17 @@ def logistic_probabilities(scores: np.ndarray) -> np.ndarray:
     return ovr_probabilities(scores, calibration["A"], calibration["B"])
 
 
-def log_loss(probabilities: np.ndarray, classes: np.ndarray) -> float:
-    """Mean of -log P(true class) over the rows (``classes``: each row's column), P clipped to [1e-15, 1]."""
-    chosen = np.asarray(probabilities)[np.arange(len(classes)), np.asarray(classes)]
-    return float(-np.mean(np.log(np.clip(chosen, 1e-15, 1.0))))
+def probability_scores(probabilities: np.ndarray, y: np.ndarray, labels: np.ndarray) -> dict:
+    """{log_loss, brier} of class probabilities (n, n_labels; columns in the order of ``labels``) against the true
+    labels ``y``; a row whose label is not among ``labels`` has probability 0 (clipped) for it."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    column = np.searchsorted(labels, y)
+    known = (column < len(labels)) & (np.asarray(labels)[np.minimum(column, len(labels) - 1)] == y)
+    truth = np.zeros_like(probabilities)
+    truth[np.flatnonzero(known), column[known]] = 1.0
+    chosen = np.where(known, probabilities[np.arange(y.size), np.minimum(column, len(labels) - 1)], 0.0)
+    brier = float(np.mean(np.sum((probabilities - truth) ** 2, axis=1) + np.where(known, 0.0, 1.0)))
+    return {"log_loss": float(-np.mean(np.log(np.clip(chosen, 1e-15, 1.0)))), "brier": brier}
 
 
 def softmax_probabilities(scores: np.ndarray, weights, intercepts) -> np.ndarray:

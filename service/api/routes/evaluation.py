@@ -11,6 +11,7 @@ from core.schemas.enums import Task
 from core.schemas.evaluation import EvaluateRequest, EvaluationOut
 from core.scoring import metrics
 from core.scoring.models import csr
+from core.scoring.probability import probability_scores
 from core.storage.documents import DatasetRecord
 from service.api.deps import DatasetStoreDep, ModelIdPath, ModelStoreDep, TenantDep
 from service.api.errors import not_found
@@ -41,6 +42,8 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
     if task == Task.classification:
         assert predicted is not None and model.labels is not None, "a classification model predicts labels"
         result.update(metrics.classification_report(y, predicted, scores, model.labels))
+        if model.has_probabilities:
+            result.update(probability_scores(model.probabilities(matrix), y, model.labels))
         return result
     qid = np.asarray(arrays["qid"]) if task == Task.ranking and "qid" in arrays else None
     result["pairwise_accuracy"] = metrics.pairwise_accuracy(scores, y, qid)

@@ -15,7 +15,7 @@ from core.schemas.solver_params import SearchParams
 from core.scoring import metrics
 from core.scoring.metrics import predicted_ranks
 from core.scoring.models import one_vs_one_votes
-from core.scoring.probability import log_loss, logistic_probabilities
+from core.scoring.probability import logistic_probabilities, probability_scores
 from core.scoring.quality import warning
 from worker.solvers.common import StopReason
 
@@ -65,7 +65,7 @@ def score_decisions(
         if metric == "accuracy":
             value = float(np.mean(predicted == y))
         elif metric == "neg_log_loss":  # logistic regression: the scores are log-odds (check_search)
-            value = -log_loss(logistic_probabilities(decisions), np.searchsorted(labels, y))
+            value = -probability_scores(logistic_probabilities(decisions), y, labels)["log_loss"]
         elif metric == "pairwise_accuracy":
             value = metrics.pairwise_accuracy(scores, y, None)
         else:
