@@ -493,7 +493,9 @@ for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int
             primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
 """
     missed = kernels_compiled_after_warm_up(
-        ["worker.solvers.dcd", "worker.solvers.data_passes"], "from worker.solvers.dcd import warm_up; warm_up()", use
+        ["worker.solvers.dcd", "worker.solvers.dcd_logistic", "worker.solvers.data_passes"],
+        "from worker.solvers.dcd import warm_up; warm_up()",
+        use,
     )
     assert missed == []
 
