@@ -92,7 +92,17 @@ def test_cuts_past_the_memory_are_aggregated_and_the_optimum_is_reached(tmp_path
     in_memory = solve_ocas(indptr, indices, data, y, n_features=200, params=params)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
     memory = streamed_data.state_bytes(3000, 200) + 2 * 20_000 * 8 + 40 * 8 * 201
+    asked: list[tuple[int, int]] = []  # (bytes the cut store was to hold, what the solve may hold besides)
+    make_room = streamed_data.StreamedData.make_room
+
+    def spy(self, cut_bytes):
+        asked.append((cut_bytes, self.memory_limit - self.reserved))
+        make_room(self, cut_bytes)
+
+    monkeypatch.setattr(streamed_data.StreamedData, "make_room", spy)
     streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=200, params=params, memory_bytes=memory)
+    # never more than the memory, the copy of a growing store included (its old and new arrays at once)
+    assert asked and all(cut_bytes <= room for cut_bytes, room in asked), asked
     assert in_memory.extra["n_cuts"] > 40 and in_memory.extra["aggregated_cuts"] == 0  # it keeps more cuts
     assert streamed.extra["data"]["pinned_rows"] == 0
     assert streamed.extra["aggregated_cuts"] > 0 and streamed.extra["n_cuts"] <= 40

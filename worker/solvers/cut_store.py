@@ -172,6 +172,8 @@ class DenseCuts:
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
         self.budget = cut_budget(X, 8 * self.d1)
+        while capacity > 2 and not X.can_hold(capacity * 8 * self.d1):  # out of core: what the memory holds
+            capacity -= 1
         self.slots = _Slots(capacity, self.budget)
         X.make_room(self.slots.capacity * 8 * self.d1)
         self.Z = np.zeros((self.slots.capacity, self.d1))
@@ -199,13 +201,16 @@ class DenseCuts:
         elsewhere (over the nodes of a split training, ``worker.solvers.distributed_ocas``)."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
-        if (
-            self.rp.t >= self.budget
-            and not self.slots.free
-            and not self.X.can_hold((self.Z.shape[0] + 1) * 8 * self.d1)
-        ):
-            self._aggregate_smallest()  # no memory for one more cut: two become one
-        slot, grew = self.slots.take()
+        capacity = None
+        if not self.slots.free:
+            # growing copies the cuts into a larger array: the old and the new one are held at once
+            rows = self.Z.shape[0]
+            capacity = self.slots.next_capacity()
+            while capacity > rows and not self.X.can_hold((rows + capacity) * 8 * self.d1):
+                capacity = rows + (capacity - rows) // 2
+            if capacity == rows:
+                self._aggregate_smallest()  # no memory for one more cut: two become one
+        slot, grew = self.slots.take(capacity)
         if grew:
             self.X.make_room((self.Z.shape[0] + self.slots.capacity) * 8 * self.d1)  # both, while copied
             Z = np.zeros((self.slots.capacity, self.d1))
