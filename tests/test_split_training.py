@@ -209,11 +209,27 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         for a, b in zip(cpa_split["objectives"], alone["objectives"], strict=True):  # both within 1e-4 of the optimum
             assert abs(a - b) <= 2e-4 * b
         assert split["params"]["distributed"] == {"nodes": 2}
+        assert split["data_access"]["form"] == "split" and split["data_access"]["nodes"] == 2
+        assert alone["data_access"] is None and not any(w["code"] == "fewer_nodes" for w in split["warnings"])
         assert split["n_iter_per_problem"] == alone["n_iter_per_problem"]
         for a, b in zip(split["objectives"], alone["objectives"], strict=True):
             assert abs(a - b) <= 1e-6 * b
         assert abs(split["gap_rel"] - alone["gap_rel"]) <= 1e-6
         assert trace and all(point["comm_s"] >= 0.0 for point in trace)
+        # a data set of one shard: one node holds it all, and the model says so
+        small = http.post("/v1/datasets", files={"file": ("small.svm", to_svmlight(*sparse_problem(300, 20, 4)))})
+        job = http.post(
+            "/v1/jobs",
+            json={"dataset_id": small.json()["id"], "solver": "ocas", "params": {"distributed": {"nodes": 2}}},
+        ).json()
+        done = wait_for(
+            lambda: (s := http.get(f"/v1/jobs/{job['id']}").json())["status"] in ("succeeded", "failed") and s,
+            timeout=120,
+            message="the one-shard job",
+        )
+        one_shard = http.get(f"/v1/models/{done['model_id']}").json()
+        assert one_shard["data_access"]["nodes"] == 1
+        assert [w["code"] for w in one_shard["warnings"]] == ["fewer_nodes"], one_shard["warnings"]
         rows = [{"1": 1.0, "6": -0.5}, {"3": 2.0}, {"100": -1.0, "150": 0.25}]
         answers = [http.post(f"/v1/models/{m['id']}/predict", json={"instances": rows}).json() for m in (split, alone)]
         assert answers[0]["labels"] == answers[1]["labels"]

@@ -63,3 +63,4 @@ class WarningCode(str, Enum):
     no_better_than_majority = "no_better_than_majority"
     search_incomplete = "search_incomplete"
     parameter_out_of_range = "parameter_out_of_range"
+    fewer_nodes = "fewer_nodes"

@@ -72,7 +72,8 @@ class ModelOut(ResponseModel):
     data_access: DataAccess | None = Field(
         default=None,
         description="Trained out of core (the data set larger than the job's memory, ocas and cpa): what was held "
-        "in memory and what was read from disk; null when the data was in memory.",
+        "in memory and what was read from disk; split over nodes (`distributed`): how many held rows; null when "
+        "the data was in the job's memory.",
     )
     training_seconds: float | None = Field(
         description="Solver seconds only (no data loading, no trace evaluation); null for imported models."

@@ -27,12 +27,32 @@ class StoppingRule(ResponseModel):
 
 
 class DataAccess(ResponseModel):
-    """How a model's training read data larger than its job's memory (``HINGE_JOB_MEMORY``): out of core."""
+    """How a model's training read its data when not all of it was in one process's memory: out of core
+    (larger than the job's memory, ``HINGE_JOB_MEMORY``), or split over the nodes of a cluster (``distributed``)."""
 
     form: str = Field(
-        description="`streamed`: the first rows held in memory, the others read from the worker's disk on every pass."
+        description="`streamed`: the first rows held in memory, the others read from the worker's disk on every pass. "
+        "`split`: the rows held by the nodes of a Dask cluster (`params.distributed`)."
     )
-    memory_bytes: int = Field(description="Indices and values held in memory, the largest over the binary problems.")
-    streamed_bytes: int = Field(description="Indices and values read from disk on every pass over the data.")
-    read_bytes: int = Field(description="Bytes read from disk in all, summed over the binary problems.")
-    passes: int = Field(description="Passes over the streamed rows, summed over the binary problems.")
+    memory_bytes: int | None = Field(
+        default=None, description="Streamed: indices and values held in memory, the largest over the binary problems."
+    )
+    streamed_bytes: int | None = Field(
+        default=None, description="Streamed: indices and values read from disk on every pass over the data."
+    )
+    read_bytes: int | None = Field(
+        default=None, description="Streamed: bytes read from disk in all, summed over the binary problems."
+    )
+    passes: int | None = Field(
+        default=None, description="Streamed: passes over the streamed rows, summed over the binary problems."
+    )
+    packed: bool | None = Field(
+        default=None,
+        description="Streamed: whether the rows were rewritten once with 16-bit index gaps (6 bytes a non-zero "
+        "instead of 8, a quarter less read every pass); false where the indices do not pack smaller.",
+    )
+    nodes: int | None = Field(
+        default=None,
+        description="Split: the nodes that held rows. A node holds whole shards, so a data set of fewer shards than "
+        "the nodes asked uses fewer (a `fewer_nodes` warning says so).",
+    )

@@ -9,6 +9,7 @@ Hinge says so in the job and the model, as ``warnings``: ``[{"code", "message"}]
   ``SETTLED_GAP_REL`` (its objective may be that much above the optimum), or with no certificate at all;
 - ``no_better_than_majority``: its training accuracy is no better than always answering the most frequent
   label of the training data (a classification model that learned nothing usable);
+- ``fewer_nodes``: a training split over nodes (``distributed``) used fewer than asked (fewer shards than nodes);
 - ``search_incomplete`` and ``parameter_out_of_range`` come from the search (``worker.training.search``) and from the
   numerical range of C (``c_limit``).
 """
@@ -74,6 +75,18 @@ def model_warnings(model: ModelDescription, label_counts: Mapping[str, int] | No
                 WarningCode.not_converged,
                 f"training was stopped by {why[stop_reason]} before its stopping rule held, with {gap_text} "
                 f"(trusted up to {SETTLED_GAP_REL:g}): the model may be far from the optimum; give it more time",
+            )
+        )
+    access = model.data_access or {}
+    asked = ((model.params or {}).get("distributed") or {}).get("nodes")
+    if access.get("form") == "split" and isinstance(asked, int) and int(access.get("nodes") or asked) < asked:
+        used = int(access["nodes"])
+        found.append(
+            warning(
+                WarningCode.fewer_nodes,
+                f"only {used} of the {asked} nodes asked held rows: the data set has {used} shard(s) and a node holds "
+                "whole shards, so the work was not spread (the model is the same); to split a data set this small, "
+                "upload it with a smaller HINGE_SHARD_BYTES (64 MiB by default)",
             )
         )
     accuracy = model.train_accuracy

@@ -91,7 +91,11 @@ def summarize(model: ModelDescription, results: list[SolverResult], deadline_hit
 
 
 def data_access(results: list[SolverResult]) -> dict | None:
-    """How the problems read data streamed from disk (``DataAccess``), or None when every one had it in memory."""
+    """How the problems read their data (``DataAccess``): split over nodes, or streamed from disk; None when every one
+    had it in memory."""
+    split = [r.extra["data"] for r in results if (r.extra.get("data") or {}).get("form") == "split"]
+    if split:
+        return {"form": "split", "nodes": max(int(s["nodes"]) for s in split)}
     streamed = [r.extra["data"] for r in results if (r.extra.get("data") or {}).get("form") == "streamed"]
     if not streamed:
         return None
@@ -101,6 +105,7 @@ def data_access(results: list[SolverResult]) -> dict | None:
         "streamed_bytes": max(int(s["streamed_bytes"]) for s in streamed),
         "read_bytes": sum(int(s["read_bytes"]) for s in streamed),
         "passes": sum(int(s["passes"]) for s in streamed),
+        "packed": all(bool(s.get("packed")) for s in streamed),
     }
 
 
