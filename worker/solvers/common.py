@@ -293,3 +293,28 @@ def certified_gap(objective: float, lower: float, note: str) -> dict:
         "gap_rel": max(0.0, (objective - lower) / objective) if objective > 0 else 0.0,
         "gap_note": note,
     }
+
+
+def dual_trace_due(finished, iteration, trace_every, certified, first, trace_budget, trace_seconds, elapsed) -> bool:
+    """Whether a dual coordinate descent pass records a trace point (``dcd``'s ``trace_every`` and ``trace_budget``):
+    always the last one and the first; every ``trace_every``-th pass when the stopping check computed its
+    objectives already (``certified``), or while the points so far took at most ``trace_budget`` of the time."""
+    return finished or (
+        iteration % trace_every == 0
+        and (certified or first or trace_budget is None or trace_seconds <= trace_budget * elapsed)
+    )
+
+
+def dual_trace_point(iteration, elapsed, primal, dual, violation, active_size) -> dict:
+    """A dual coordinate descent trace point: the primal and dual objectives, their gap and the pass's violation."""
+    gap = primal - dual
+    return {
+        "iteration": iteration,
+        "elapsed_s": elapsed,
+        "primal": primal,
+        "dual": dual,
+        "gap": gap,
+        "relative_gap": gap / max(abs(primal), 1e-300),
+        "max_violation": violation,
+        "active_size": int(active_size),
+    }

@@ -231,6 +231,15 @@ def pack_rows(indptr, indices, gap_ptr, gaps):
     return p
 
 
+@njit(cache=True, inline="always")
+def _next_index(gaps, p, j):
+    """The next index of a packed row and where its gaps go on: (j + gap, p + 1), or the escaped index (p + 3)."""
+    g = np.int64(gaps[p])
+    if g == 0:
+        return (np.int64(gaps[p + 1]) << 16) | np.int64(gaps[p + 2]), p + 3
+    return j + g, p + 1
+
+
 @njit(cache=True)
 def _gather_packed_rows(indptr, gap_ptr, gaps, data, w, w_bias, i0, i1, out):
     for i in range(i0, i1):
@@ -238,13 +247,7 @@ def _gather_packed_rows(indptr, gap_ptr, gaps, data, w, w_bias, i0, i1, out):
         p = gap_ptr[i]
         j = np.int64(-1)
         for k in range(indptr[i], indptr[i + 1]):
-            g = np.int64(gaps[p])
-            p += 1
-            if g == 0:
-                j = (np.int64(gaps[p]) << 16) | np.int64(gaps[p + 1])
-                p += 2
-            else:
-                j += g
+            j, p = _next_index(gaps, p, j)
             acc += data[k] * w[j]
         out[i] = acc + w_bias
 
@@ -269,13 +272,7 @@ def scatter_packed(indptr, gap_ptr, gaps, data, coef, rows, n_rows, z):
         p = gap_ptr[i]
         j = np.int64(-1)
         for k in range(indptr[i], indptr[i + 1]):
-            g = np.int64(gaps[p])
-            p += 1
-            if g == 0:
-                j = (np.int64(gaps[p]) << 16) | np.int64(gaps[p + 1])
-                p += 2
-            else:
-                j += g
+            j, p = _next_index(gaps, p, j)
             z[j] += c * data[k]
 
 

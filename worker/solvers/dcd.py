@@ -123,6 +123,8 @@ from worker.solvers.common import (
     check_csr,
     check_int,
     check_positive,
+    dual_trace_due,
+    dual_trace_point,
     rng_state,
 )
 from worker.solvers.dcd_logistic import primal_value as logistic_primal
@@ -368,32 +370,17 @@ def solve_dcd(
 
         trace_clock = time.perf_counter()
         elapsed = trace_clock - clock_start - trace_seconds
-        if finished or (
-            iteration % trace_every == 0
-            and (
-                certified is not None  # the stopping check computed this point's objectives already
-                or last_primal is None
-                or trace_budget is None
-                or trace_seconds <= trace_budget * elapsed
-            )
-        ):
-            if certified is not None:
+        if dual_trace_due(
+            finished, iteration, trace_every, certified is not None, last_primal is None, trace_budget, trace_seconds,
+            elapsed,
+        ):  # fmt: skip
+            if certified is not None:  # the stopping check computed this point's objectives already
                 primal, dual = certified
             else:
                 primal = float(_dcd_primal(indptr, indices, data, y, w, B, C_neg, C_pos, squared))
                 dual = float(_dcd_dual(alpha, y, w, D_neg, D_pos))
             trace_seconds += time.perf_counter() - trace_clock
-            gap = primal - dual
-            point = {
-                "iteration": iteration,
-                "elapsed_s": elapsed,
-                "primal": primal,
-                "dual": dual,
-                "gap": gap,
-                "relative_gap": gap / max(abs(primal), 1e-300),
-                "max_violation": violation,
-                "active_size": int(active_size),
-            }
+            point = dual_trace_point(iteration, elapsed, primal, dual, violation, int(active_size))
             control.record(point)
             trace.append(dict(point))
             last_primal = primal

@@ -56,7 +56,16 @@ import numpy as np
 from numba import njit
 
 from core.schemas.enums import StopReason
-from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, shuffle_prefix
+from worker.solvers.common import (
+    SLICE_SECONDS,
+    SolverControl,
+    SolverResult,
+    dual_trace_due,
+    dual_trace_point,
+    monotonic_s,
+    rng_state,
+    shuffle_prefix,
+)
 
 INNER_TOL_START = 1e-2
 """Inner (Newton) tolerance of the first pass on |g'|."""
@@ -66,8 +75,6 @@ MAX_NEWTON = 100
 """Newton steps at most per sub-problem."""
 ETA = 0.1
 """A Newton step that would leave the half-interval shrinks v by this factor instead (paper's Algorithm 4)."""
-SLICE_SECONDS = 0.2
-"""A pass comes back to Python at least this often, so a deadline or cancel is seen within a slice."""
 START = 1e-8
 """alpha_i starts at min(1e-3 C_i, START)."""
 
@@ -293,32 +300,17 @@ def solve_logistic(
                 stop_reason, finished = reason, True
         trace_clock = time.perf_counter()
         elapsed = trace_clock - clock_start - trace_seconds
-        if finished or (
-            iteration % trace_every == 0
-            and (
-                certified is not None
-                or last_primal is None
-                or trace_budget is None
-                or trace_seconds <= trace_budget * elapsed
-            )
-        ):
-            if certified is not None:
+        if dual_trace_due(
+            finished, iteration, trace_every, certified is not None, last_primal is None, trace_budget, trace_seconds,
+            elapsed,
+        ):  # fmt: skip
+            if certified is not None:  # the stopping check computed this point's objectives already
                 primal, dual = certified
             else:
                 primal = float(primal_value(indptr, indices, data, y, w, B, C_neg, C_pos))
                 dual = float(_dual(alpha, alpha_c, y, w, C_neg, C_pos))
             trace_seconds += time.perf_counter() - trace_clock
-            gap = primal - dual
-            point = {
-                "iteration": iteration,
-                "elapsed_s": elapsed,
-                "primal": primal,
-                "dual": dual,
-                "gap": gap,
-                "relative_gap": gap / max(abs(primal), 1e-300),
-                "max_violation": gmax,
-                "active_size": n,
-            }
+            point = dual_trace_point(iteration, elapsed, primal, dual, gmax, n)
             control.record(point)
             trace.append(dict(point))
             last_primal, last_dual = primal, dual
