@@ -270,18 +270,12 @@ class _Slots:
         self.budget = budget
         self.free = list(range(self.capacity - 1, -1, -1))
 
-    def next_capacity(self) -> int:
-        """The capacity the next ``take`` grows to when no slot is free."""
-        old = self.capacity
-        return min(2 * old, self.budget) if old < self.budget else old + max(1, old // 4)
-
-    def take(self, capacity: int | None = None) -> tuple[int, bool]:
-        """A free slot and whether the capacity grew for it (to ``capacity``, when given, else
-        ``next_capacity()``)."""
+    def take(self) -> tuple[int, bool]:
+        """A free slot (the last one given back, else the lowest never used) and whether the capacity grew for it."""
         grew = False
         if not self.free:
             old = self.capacity
-            self.capacity = max(old + 1, self.next_capacity() if capacity is None else int(capacity))
+            self.capacity = min(2 * old, self.budget) if old < self.budget else old + max(1, old // 4)
             self.free = list(range(self.capacity - 1, old - 1, -1))
             grew = True
         return self.free.pop(), grew

@@ -172,11 +172,19 @@ class DenseCuts:
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
         self.budget = cut_budget(X, 8 * self.d1)
-        while capacity > 2 and not X.can_hold(capacity * 8 * self.d1):  # out of core: what the memory holds
-            capacity -= 1
-        self.slots = _Slots(capacity, self.budget)
-        X.make_room(self.slots.capacity * 8 * self.d1)
+        self.bounded = X.kind == "streamed"
+        """Out of core: one array for every cut the job's memory holds, allocated untouched (its pages are the
+        kernel's zero page until a cut is written there), so that the store never grows by a copy (which holds
+        the old and the new array at once: half the cuts); the memory counted against the job is that of the
+        slots written so far (``touched``). Past it, two cuts are aggregated into one."""
+        if self.bounded:
+            capacity = max(2, X.cut_memory // (8 * self.d1))
+            self.slots = _Slots(capacity, capacity)
+        else:
+            self.slots = _Slots(capacity, self.budget)
+            X.make_room(self.slots.capacity * 8 * self.d1)
         self.Z = np.zeros((self.slots.capacity, self.d1))
+        self.touched = 0
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
         self.best = np.zeros(self.d1)
@@ -201,16 +209,12 @@ class DenseCuts:
         elsewhere (over the nodes of a split training, ``worker.solvers.distributed_ocas``)."""
         if self.rp.t >= self.budget:
             self.drop_inactive(0)
-        capacity = None
-        if not self.slots.free:
-            # growing copies the cuts into a larger array: the old and the new one are held at once
-            rows = self.Z.shape[0]
-            capacity = self.slots.next_capacity()
-            while capacity > rows and not self.X.can_hold((rows + capacity) * 8 * self.d1):
-                capacity = rows + (capacity - rows) // 2
-            if capacity == rows:
-                self._aggregate_smallest()  # no memory for one more cut: two become one
-        slot, grew = self.slots.take(capacity)
+        if self.bounded and not self.slots.free:
+            self._aggregate_smallest()  # no memory for one more cut: two become one
+        slot, grew = self.slots.take()
+        if self.bounded and slot >= self.touched:
+            self.touched = slot + 1
+            self.X.make_room(self.touched * 8 * self.d1)
         if grew:
             self.X.make_room((self.Z.shape[0] + self.slots.capacity) * 8 * self.d1)  # both, while copied
             Z = np.zeros((self.slots.capacity, self.d1))
