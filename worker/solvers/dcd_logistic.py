@@ -90,20 +90,22 @@ def _diagonal(indptr, indices, data, B, QD):
 
 
 @njit(cache=True)
-def _newton_half(v, v_now, a, b, C, tol):
+def _newton_half(v_now, grad_now, a, b, C, tol):
     """The minimum of g on (0, C/2] (module docstring), by Newton steps from min(v_now, C/2); v_now: the row's
-    current value on this half (alpha_i, or C_i - alpha_i), b already signed for the half. Returns (v, Newton
-    steps taken)."""
+    current value on this half (alpha_i, or C_i - alpha_i), ``grad_now`` g' there (the pass has it), b already
+    signed for the half. Returns (v, Newton steps taken)."""
     half = 0.5 * C
+    v = v_now
+    grad = grad_now
     if v > half:
         v = half
+        grad = a * (v - v_now) + b  # log(v / (C - v)) = 0 at C/2
     steps = 0
     for _ in range(MAX_NEWTON):
-        u = C - v
-        grad = math.log(v / u) + a * (v - v_now) + b
         if abs(grad) <= tol:
             break
         steps += 1
+        u = C - v
         step = v - grad / (a + C / (v * u))
         if step <= 0.0:
             v *= ETA
@@ -111,6 +113,7 @@ def _newton_half(v, v_now, a, b, C, tol):
             v = half
         else:
             v = step
+        grad = math.log(v / (C - v)) + a * (v - v_now) + b
     return v, steps
 
 
@@ -152,10 +155,10 @@ def _pass(indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, inde
         if abs(grad) > gmax:
             gmax = abs(grad)
         if a * (0.5 * C - ai) + b >= 0.0:  # the minimum in (0, C/2]: solve for alpha_i
-            new, taken = _newton_half(ai, ai, a, b, C, inner_tol)
+            new, taken = _newton_half(ai, grad, a, b, C, inner_tol)
             new_c = C - new
         else:  # in [C/2, C): solve for C - alpha_i
-            new_c, taken = _newton_half(ci, ci, a, -b, C, inner_tol)
+            new_c, taken = _newton_half(ci, -grad, a, -b, C, inner_tol)
             new = C - new_c
         steps += taken
         d = (new - ai) * yi
