@@ -24,7 +24,7 @@ def write_upload(tmp_path, content: bytes | str, *, gz: bool = False, name: str 
 
 def parse_file(tmp_path, content, *, gz=False, limits=BIG, chunk=None, **kw):
     """Parse ``content`` written to a file of ``tmp_path`` (gzip with ``gz``), with ``chunk``-byte reads."""
-    return parse_upload(write_upload(tmp_path, content, gz=gz), limits=limits, _chunk_bytes=chunk, **kw)
+    return parse_upload(write_upload(tmp_path, content, gz=gz), limits=limits, chunk_bytes=chunk, **kw)
 
 
 def float_bits(a):

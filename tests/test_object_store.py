@@ -55,7 +55,7 @@ def svmlight_text(n_rows: int, n_features: int, seed: int, *, qid: bool = False,
 def parse(sink, text: bytes, tmp_path, **options):
     path = tmp_path / f"upload-{time.monotonic_ns()}.svm"
     path.write_bytes(text)
-    return parse_into(sink, lambda: open(path, "rb"), limits=LIMITS, _chunk_bytes=2048, **options)
+    return parse_into(sink, lambda: open(path, "rb"), limits=LIMITS, chunk_bytes=2048, **options)
 
 
 def write_shards(objects: ObjectStore, dataset_id: str, text: bytes, tmp_path, shard_bytes: int):

@@ -183,7 +183,7 @@ def test_equal_to_scikit_learn(tmp_path, qid, zero_based, gz, chunk):
     text = _random_svmlight(seed, n_rows=150, n_features=40, zero_based=zero_based, qid=qid, messy=True)
     path = write_upload(tmp_path, text, gz=gz, name="f.svm.gz" if gz else "f.svm")
     for mode in ("auto", zero_based):
-        got = parse_upload(path, zero_based=mode, limits=BIG, _chunk_bytes=chunk)
+        got = parse_upload(path, zero_based=mode, limits=BIG, chunk_bytes=chunk)
         loaded = load_svmlight_file(str(path), zero_based=mode, query_id=True)
         X, y, q = loaded
         assert got.indptr.dtype == np.int64 and got.indices.dtype == np.int32 and got.data.dtype == np.float64
@@ -330,7 +330,7 @@ def test_gzip_truncated_corrupt_trailing_and_multimember(tmp_path, inflater):
     packed = gzip.compress(text)
     with pytest.raises(UploadParseError) as info:
         parse_upload(
-            write_upload(tmp_path, packed[: len(packed) // 2]), limits=BIG, inflater=inflater, _chunk_bytes=1000
+            write_upload(tmp_path, packed[: len(packed) // 2]), limits=BIG, inflater=inflater, chunk_bytes=1000
         )
     assert "truncated" in info.value.reason and info.value.line > 1
     with pytest.raises(UploadParseError) as info:
@@ -344,15 +344,15 @@ def test_gzip_truncated_corrupt_trailing_and_multimember(tmp_path, inflater):
         parse_upload(write_upload(tmp_path, packed + b"garbage"), limits=BIG, inflater=inflater)
     got = parse_upload(write_upload(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater)
     assert got.y.size == 3000
-    got = parse_upload(write_upload(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater, _chunk_bytes=16)
+    got = parse_upload(write_upload(tmp_path, packed + b"\0" * 100), limits=BIG, inflater=inflater, chunk_bytes=16)
     assert got.y.size == 3000
     with pytest.raises(UploadParseError, match="after the end of the gzip data"):
-        parse_upload(write_upload(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, inflater=inflater, _chunk_bytes=16)
+        parse_upload(write_upload(tmp_path, packed + b"\0" * 40 + b"x"), limits=BIG, inflater=inflater, chunk_bytes=16)
     got = parse_upload(
         write_upload(tmp_path, gzip.compress(text[:1000]) + gzip.compress(text[1000:])),
         limits=BIG,
         inflater=inflater,
-        _chunk_bytes=64,
+        chunk_bytes=64,
     )
     assert got.y.size == 3000 and got.data[-1] == 0.5 and got.compressed and got.text_bytes == len(text)
 
@@ -488,7 +488,7 @@ def test_followed_upload_parses_as_the_whole_file(tmp_path, gz):
         followed.append(parser.FollowedFile(path, marker))
         return followed[-1]
 
-    summary = parser.parse_into(sink, open_text, limits=BIG, _chunk_bytes=257)
+    summary = parser.parse_into(sink, open_text, limits=BIG, chunk_bytes=257)
     writer.join()
     whole = parse_file(tmp_path, content, chunk=257)
     got = sink.arrays()
@@ -521,7 +521,7 @@ def test_followed_upload_that_is_abandoned_raises(tmp_path):
     writer = _write_slowly(path, marker, text[: len(text) // 2], [100], {"status": "aborted", "reason": "client gone"})
     with pytest.raises(parser.UploadAborted, match="client gone"):
         parser.parse_into(
-            parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, _chunk_bytes=64
+            parser.ArrayCollector(), lambda: parser.FollowedFile(path, marker), limits=BIG, chunk_bytes=64
         )
     writer.join()
 

@@ -185,7 +185,8 @@ def _wait_for_nodes(address: str, n: int) -> None:
 
 def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
     with httpx.Client(base_url=split_service.base, timeout=60) as http:
-        # three labels: one-vs-rest over the same nodes; about 700 KB of arrays, shards of 200 KB: one node has two
+        # three labels: one-vs-rest over the same nodes; about 700 KB of arrays, shards of 200 KB (the parser takes
+        # its text in chunks of half a shard, so that shards are cut near that size): both nodes hold some
         content = to_svmlight(*sparse_problem(4000, 200, 12, seed=5, n_classes=3))
         dataset = http.post("/v1/datasets", files={"file": ("split.svm", content)}).json()
 
@@ -211,10 +212,15 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         assert split["params"]["distributed"] == {"nodes": 2}
         assert split["data_access"]["form"] == "split" and split["data_access"]["nodes"] == 2
         assert alone["data_access"] is None and not any(w["code"] == "fewer_nodes" for w in split["warnings"])
-        assert split["n_iter_per_problem"] == alone["n_iter_per_problem"]
+        # the rows really split (two shards or more a node): the nodes' sums are added in another order than one
+        # machine's, and the rounding tips the cutting planes' path (here 108 / 115 / 114 iterations against
+        # 114 / 113 / 112, objectives 5e-6 apart): both certified within tol_rel of the optimum, so within it of
+        # each other
+        assert split["stop_reason"] == alone["stop_reason"] == "converged"
         for a, b in zip(split["objectives"], alone["objectives"], strict=True):
-            assert abs(a - b) <= 1e-6 * b
-        assert abs(split["gap_rel"] - alone["gap_rel"]) <= 1e-6
+            assert abs(a - b) <= 1e-4 * b
+        for a, b in zip(split["n_iter_per_problem"], alone["n_iter_per_problem"], strict=True):
+            assert abs(a - b) <= 0.15 * b
         assert trace and all(point["comm_s"] >= 0.0 for point in trace)
         # a data set of one shard: one node holds it all, and the model says so
         small = http.post("/v1/datasets", files={"file": ("small.svm", to_svmlight(*sparse_problem(300, 20, 4)))})
@@ -233,7 +239,9 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         rows = [{"1": 1.0, "6": -0.5}, {"3": 2.0}, {"100": -1.0, "150": 0.25}]
         answers = [http.post(f"/v1/models/{m['id']}/predict", json={"instances": rows}).json() for m in (split, alone)]
         assert answers[0]["labels"] == answers[1]["labels"]
-        assert np.allclose(answers[0]["scores"], answers[1]["scores"], rtol=1e-4, atol=1e-6)
+        assert np.allclose(
+            answers[0]["scores"], answers[1]["scores"], atol=0.02
+        )  # two models within 1e-4 of one optimum
 
 
 def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_service):

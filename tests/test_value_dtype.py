@@ -122,7 +122,7 @@ def test_float32_through_a_file_with_slow_values(tmp_path):
     tokens = ["1.0000000596046448", "0.1", "16777217", "1.00000000000000000000001", "1e-30", "3.4028235e38"]
     path = tmp_path / "f.svm"
     path.write_text("".join(f"1 1:{t}\n" for t in tokens))
-    parsed = parse_upload(path, limits=BIG, value_dtype="float32", _chunk_bytes=16)
+    parsed = parse_upload(path, limits=BIG, value_dtype="float32", chunk_bytes=16)
     assert parsed.data.dtype == np.float32
     assert [float(v) for v in parsed.data] == [nearest_float32(t) for t in tokens]
     assert parsed.data[2] == 16777216.0  # ties to even
@@ -146,13 +146,13 @@ def test_auto_falls_back_to_float64_for_a_late_long_value(tmp_path, chunk):
     rows.append("1 2:0.123456789")
     path = tmp_path / "late.svm"
     path.write_text("\n".join(rows) + "\n")
-    parsed = parse_upload(path, limits=BIG, value_dtype="auto", _chunk_bytes=chunk)
-    reference = parse_upload(path, limits=BIG, value_dtype="float64", _chunk_bytes=chunk)
+    parsed = parse_upload(path, limits=BIG, value_dtype="auto", chunk_bytes=chunk)
+    reference = parse_upload(path, limits=BIG, value_dtype="float64", chunk_bytes=chunk)
     assert parsed.data.dtype == np.float64
     assert np.array_equal(parsed.data, reference.data)
     assert np.array_equal(parsed.indptr, reference.indptr) and np.array_equal(parsed.indices, reference.indices)
     path.write_text("\n".join(rows[:-1]) + "\n")
-    parsed = parse_upload(path, limits=BIG, value_dtype="auto", _chunk_bytes=chunk)
+    parsed = parse_upload(path, limits=BIG, value_dtype="auto", chunk_bytes=chunk)
     assert parsed.data.dtype == np.float32
     assert np.array_equal(parsed.data, reference.data[: parsed.data.size].astype(np.float32))
 
@@ -161,12 +161,12 @@ def test_zero_based_auto_detects_a_late_zero_index(tmp_path):
     rows = [f"1 {j + 1}:1 {j + 3}:2" for j in range(200)] + ["-1 0:5 4:1"]
     path = tmp_path / "zero.svm"
     path.write_text("\n".join(rows) + "\n")
-    parsed = parse_upload(path, limits=BIG, _chunk_bytes=64)
+    parsed = parse_upload(path, limits=BIG, chunk_bytes=64)
     assert parsed.zero_based is True
     assert parsed.indices[:2].tolist() == [1, 3] and parsed.indices[-2:].tolist() == [0, 4]
     assert parsed.n_features == 203
     path.write_text("\n".join(rows[:-1]) + "\n")
-    parsed = parse_upload(path, limits=BIG, _chunk_bytes=64)
+    parsed = parse_upload(path, limits=BIG, chunk_bytes=64)
     assert parsed.zero_based is False and parsed.indices[:2].tolist() == [0, 2]
 
 

@@ -45,9 +45,12 @@ def settled(stop_reason: str, gap_rel: float | None) -> bool:
     return gap_rel is not None and math.isfinite(gap_rel) and gap_rel <= SETTLED_GAP_REL
 
 
-def model_warnings(model: ModelDescription, label_counts: Mapping[str, int] | None) -> list[dict[str, str]]:
+def model_warnings(
+    model: ModelDescription, label_counts: Mapping[str, int] | None, params: Mapping[str, Any] | None = None
+) -> list[dict[str, str]]:
     """The warnings a trained model deserves, from its training report (stop_reason, gap_rel, stopping_rule,
-    train_accuracy, task) and the training data's rows per label."""
+    train_accuracy, task, data_access), the training data's rows per label and the job's ``params`` (the model's
+    own when not given)."""
     found: list[dict[str, str]] = []
     stop_reason = model.stop_reason
     gap_rel = model.gap_rel
@@ -78,7 +81,7 @@ def model_warnings(model: ModelDescription, label_counts: Mapping[str, int] | No
             )
         )
     access = model.data_access or {}
-    asked = ((model.params or {}).get("distributed") or {}).get("nodes")
+    asked = ((params if params is not None else model.params or {}).get("distributed") or {}).get("nodes")
     if access.get("form") == "split" and isinstance(asked, int) and int(access.get("nodes") or asked) < asked:
         used = int(access["nodes"])
         found.append(

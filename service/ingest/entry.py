@@ -87,6 +87,7 @@ def ingest(
         UploadAborted,
         UploadLimitError,
         UploadParseError,
+        chunk_bytes_for,
         parse_into,
     )
 
@@ -119,6 +120,7 @@ def ingest(
                 label_column=label_column,
                 limits=ParseLimits(**limits),
                 inflater=inflater,
+                chunk_bytes=chunk_bytes_for(shard_bytes),
             )
             arrays, shards = writer.manifest()
         except UploadParseError as exc:

@@ -78,6 +78,14 @@ __all__ = [
 ]
 
 _CHUNK_BYTES = 4 << 20  # text handed to one kernel call (tests shrink it)
+_MIN_CHUNK_BYTES = 64 << 10
+
+
+def chunk_bytes_for(shard_bytes: int) -> int:
+    """Text a kernel call takes when its arrays go into shards of ``shard_bytes``: a shard is cut between two
+    calls, so a chunk of at most half a shard (text takes about as many bytes as its arrays) lets shards smaller
+    than _CHUNK_BYTES be cut near their size; 64 KiB at least (a call costs microseconds)."""
+    return int(min(_CHUNK_BYTES, max(_MIN_CHUNK_BYTES, shard_bytes // 2)))
 
 
 @dataclass(frozen=True)
@@ -205,7 +213,7 @@ def parse_into(
     label_column: str = "label",
     limits: ParseLimits,
     inflater: str = DEFAULT_INFLATER,
-    _chunk_bytes: int | None = None,
+    chunk_bytes: int | None = None,
 ) -> ParseSummary:
     """Parse the text that ``open_text()`` opens (a binary file, plain or gzip) into ``sink``.
 
@@ -214,7 +222,9 @@ def parse_into(
     recoverable from it, else float64; see ``number_kernels``). A parse that learns late that it
     needs float64 values, or (``zero_based="auto"``) that the file is zero-based, starts over:
     ``sink.reset()`` and ``open_text()`` again. ``inflater``: what inflates gzip text (see
-    ``sources.INFLATERS``). Raises UploadParseError, UploadLimitError or (followed uploads) UploadAborted.
+    ``sources.INFLATERS``). ``chunk_bytes``: text a kernel call takes (default _CHUNK_BYTES; an upload into shards
+    smaller than that: ``chunk_bytes_for``). Raises UploadParseError, UploadLimitError or (followed uploads)
+    UploadAborted.
     """
     fmt = {"svmlight": "svmlight", "libsvm": "svmlight", "csv": "csv"}.get(format)
     if fmt is None:
@@ -222,9 +232,9 @@ def parse_into(
     mode = _mode(zero_based)
     vmode = _vmode(value_dtype)
     inflate = inflater_module(inflater)
-    chunk = int(_chunk_bytes if _chunk_bytes is not None else _CHUNK_BYTES)
+    chunk = int(chunk_bytes if chunk_bytes is not None else _CHUNK_BYTES)
     if chunk < 1:
-        raise ValueError(f"_chunk_bytes must be >= 1, got {chunk}")
+        raise ValueError(f"chunk_bytes must be >= 1, got {chunk}")
     while True:
         with open_text() as f:
             try:
@@ -256,7 +266,7 @@ def parse_upload(
     label_column: str = "label",
     limits: ParseLimits,
     inflater: str = DEFAULT_INFLATER,
-    _chunk_bytes: int | None = None,
+    chunk_bytes: int | None = None,
 ) -> ParsedData:
     """Parse the spooled upload at ``path`` (plain or gzip text) into CSR arrays and labels, in memory.
 
@@ -275,7 +285,7 @@ def parse_upload(
         label_column=label_column,
         limits=limits,
         inflater=inflater,
-        _chunk_bytes=_chunk_bytes,
+        chunk_bytes=chunk_bytes,
     )
     arrays = sink.arrays()
     return ParsedData(
@@ -307,7 +317,7 @@ def warm_up() -> None:
                 format=fmt,
                 value_dtype=value_dtype,
                 limits=limits,
-                _chunk_bytes=64,
+                chunk_bytes=64,
             )
     starts = np.zeros(1, dtype=np.int64)
     ends = np.ones(1, dtype=np.int64)

@@ -101,7 +101,7 @@ def record_outcome(
     model_id = None
     warnings: list[dict] = []
     if outcome.arrays is not None:
-        warnings = [*(outcome.model.warnings or []), *model_warnings(outcome.model, dataset.labels)]
+        warnings = [*(outcome.model.warnings or []), *model_warnings(outcome.model, dataset.labels, job.params)]
         gammas = rbf_gammas(job.params)
         if gammas and arrays is not None:
             warnings += gamma_warnings(gammas, sampled_squared_distances(arrays, dataset.n_features))
