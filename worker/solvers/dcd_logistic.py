@@ -55,11 +55,11 @@ import time
 import numpy as np
 from numba import njit
 
-from core.schemas.enums import StopReason
 from worker.solvers.common import (
     SLICE_SECONDS,
     SolverControl,
     SolverResult,
+    StopReason,
     dual_trace_due,
     dual_trace_point,
     monotonic_s,
