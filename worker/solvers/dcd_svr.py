@@ -1,0 +1,271 @@
+"""Dual coordinate descent for L2-regularized linear support vector regression (LIBLINEAR's -s 13 and -s 12).
+
+Problem
+-------
+Rows x_i (CSR), real targets y_i, the insensitive zone epsilon >= 0, costs C; in the service's convention
+
+    min_w  P(w) = 0.5 * |w|^2 + C * sum_i loss_i,   r_i = w'x_i - y_i,
+           loss_i = max(0, |r_i| - epsilon)      ("epsilon_insensitive", L1 loss, LIBLINEAR -s 13)
+           loss_i = max(0, |r_i| - epsilon)^2    ("squared_epsilon_insensitive", L2 loss, LIBLINEAR -s 12)
+
+with ``bias=B`` the virtual constant feature of ``worker.solvers.dcd`` (w's last slot is w_B, b = B * w_B). Its
+dual (Ho and Lin, "Large-scale linear support vector regression", JMLR 13, 2012, Section 3, eq. (12)) is
+
+    min_beta  f(beta) = 0.5 * beta' (Q + D) beta - y'beta + epsilon * |beta|_1,   -U <= beta_i <= U,
+    Q_ij = [x_i; B]'[x_j; B],   w = sum_i beta_i [x_i; B],
+    L1 loss: U = C, D = 0;   L2 loss: U = inf, D_ii = 1 / (2C)
+
+and D(beta) = -f(beta) <= P(w*) <= P(w): the certified gap, as dcd's.
+
+Algorithm
+---------
+The paper's Algorithm 2 (coordinate descent over a random permutation each pass, the seeded shuffle of
+``common.shuffle_prefix``): at row i, with G = w'x_i - y_i + D_ii beta_i and Qbar_ii = Q_ii + D_ii, the
+one-variable sub-problem min_d 0.5 Qbar_ii d^2 + G d + epsilon |beta_i + d| has the closed form of its eq. (17):
+with G+ = G + epsilon and G- = G - epsilon, d = -G+ / Qbar_ii when G+ < Qbar_ii beta_i, d = -G- / Qbar_ii when
+G- > Qbar_ii beta_i, else d = -beta_i; then beta_i + d is clipped to [-U, U]. The violation of the optimality
+conditions at row i (the projected subgradient, eq. (19)): |G+| inside (0, U), |G-| inside (-U, 0),
+max(0, |G| - epsilon) at 0, max(0, G+) at U and max(0, -G-) at -U.
+
+Stopping: after a pass whose largest violation is below ``tol`` the duality gap must certify the model too
+(``tol_rel``, as dcd: when it does not, the threshold is divided by 10 and the passes go on); ``tol_rel`` null:
+the violation rule alone. No shrinking (a later step: the paper's Section 3.3).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+from worker.solvers.common import (
+    SLICE_SECONDS,
+    SolverControl,
+    SolverResult,
+    StopReason,
+    dual_trace_due,
+    dual_trace_point,
+    monotonic_s,
+    rng_state,
+    shuffle_prefix,
+)
+
+LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
+
+
+@njit(cache=True)
+def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, resume, stop_at):
+    """One pass (or a slice of one: ``resume`` = [next position, largest violation so far], position < 0 for a new
+    pass, like ``dcd_passes._dcd_epoch``). Returns (largest violation, done)."""
+    n = indptr.shape[0] - 1
+    nf = w.shape[0] - 1
+    if resume[0] < 0.0:
+        shuffle_prefix(index, n, rng)
+        s = 0
+        worst = 0.0
+    else:
+        s = int(resume[0])
+        worst = resume[1]
+    first = s
+    while s < n:
+        if (s & 1023) == 0 and s - first >= 1024 and monotonic_s() >= stop_at:
+            resume[0] = s
+            resume[1] = worst
+            return worst, False
+        i = index[s]
+        start = indptr[i]
+        end = indptr[i + 1]
+        wx = w[nf] * B
+        for p in range(start, end):
+            wx += w[indices[p]] * data[p]
+        b = beta[i]
+        G = wx - y[i] + D * b
+        Gp = G + epsilon
+        Gn = G - epsilon
+        if b == 0.0:
+            violation = max(0.0, abs(G) - epsilon)
+        elif b >= U:
+            violation = max(0.0, Gp)
+        elif b <= -U:
+            violation = max(0.0, -Gn)
+        elif b > 0.0:
+            violation = abs(Gp)
+        else:
+            violation = abs(Gn)
+        if violation > worst:
+            worst = violation
+        q = QD[i]
+        if q > 0.0:
+            if Gp < q * b:
+                d = -Gp / q
+            elif Gn > q * b:
+                d = -Gn / q
+            else:
+                d = -b
+        else:  # an empty row without bias: w'x_i = 0 whatever beta_i, only the linear terms count
+            d = (U if Gp < 0.0 else (-U if Gn > 0.0 else 0.0)) - b
+        new = min(max(b + d, -U), U)
+        d = new - b
+        if d != 0.0:
+            beta[i] = new
+            for p in range(start, end):
+                w[indices[p]] += d * data[p]
+            w[nf] += d * B
+        s += 1
+    resume[0] = -1.0
+    return worst, True
+
+
+@njit(cache=True)
+def _diagonal(indptr, data, B, D, QD):
+    """Qbar_ii = |x_i|^2 + B^2 + D_ii."""
+    for i in range(indptr.shape[0] - 1):
+        s = B * B + D
+        for p in range(indptr[i], indptr[i + 1]):
+            s += data[p] * data[p]
+        QD[i] = s
+
+
+@njit(cache=True)
+def primal_value(indptr, indices, data, y, w, B, C, epsilon, squared):
+    """P(w) = 0.5 |w|^2 + C sum_i max(0, |w'x_i - y_i| - epsilon) (squared: each term squared)."""
+    nf = w.shape[0] - 1
+    reg = 0.0
+    for j in range(w.shape[0]):
+        reg += w[j] * w[j]
+    loss = 0.0
+    for i in range(indptr.shape[0] - 1):
+        wx = w[nf] * B
+        for p in range(indptr[i], indptr[i + 1]):
+            wx += w[indices[p]] * data[p]
+        excess = abs(wx - y[i]) - epsilon
+        if excess > 0.0:
+            loss += excess * excess if squared else excess
+    return 0.5 * reg + C * loss
+
+
+@njit(cache=True)
+def _dual(beta, y, w, D, epsilon):
+    """D(beta) = -f(beta) = y'beta - epsilon |beta|_1 - 0.5 |w|^2 - 0.5 D |beta|^2."""
+    reg = 0.0
+    for j in range(w.shape[0]):
+        reg += w[j] * w[j]
+    lin = 0.0
+    l1 = 0.0
+    sq = 0.0
+    for i in range(beta.shape[0]):
+        b = beta[i]
+        lin += y[i] * b
+        l1 += abs(b)
+        sq += b * b
+    return lin - epsilon * l1 - 0.5 * reg - 0.5 * D * sq
+
+
+def solve_svr(indptr, indices, data, y, n_features: int, params, control: SolverControl | None = None) -> SolverResult:
+    """Train a linear SVR by dual coordinate descent (module docstring). ``params``: C, epsilon, loss (one of
+    LOSSES), bias (B or None), tol, tol_rel, max_iter, seed, trace_every, trace_budget. ``y``: real targets.
+    ``extra["beta"]`` holds the final dual variables."""
+    control = control or SolverControl()
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices, data = np.ascontiguousarray(indices), np.ascontiguousarray(data)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    C, epsilon, tol, max_iter = float(params.C), float(params.epsilon), float(params.tol), params.max_iter
+    squared = params.loss == "squared_epsilon_insensitive"
+    B = 0.0 if params.bias is None else float(params.bias)
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)
+    trace_every, trace_budget = params.trace_every, params.trace_budget
+    U, D = (math.inf, 0.5 / C) if squared else (C, 0.0)
+    n = indptr.shape[0] - 1
+    clock_start = time.perf_counter()
+    trace_seconds = 0.0
+    beta = np.zeros(n)
+    w = np.zeros(n_features + 1)
+    QD = np.empty(n)
+    _diagonal(indptr, data, B, D, QD)
+    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    rng = rng_state(int(params.seed))
+    resume = np.array([-1.0, 0.0])
+    threshold = tol
+    trace: list[dict] = []
+    iteration = 0
+    worst = math.inf
+    stop_reason, converged = StopReason.MAX_ITER, False
+    last_primal = last_dual = None
+    while True:
+        stopped_inside = None
+        while True:
+            worst_pass, done = _pass(
+                indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, resume,
+                time.monotonic() + SLICE_SECONDS,
+            )  # fmt: skip
+            if done:
+                break
+            stopped_inside = control.check()
+            if stopped_inside is not None:
+                break
+        iteration += 1
+        finished = stopped_inside is not None
+        certified = None
+        if stopped_inside is not None:
+            stop_reason = stopped_inside
+        else:
+            worst = worst_pass
+            if worst < threshold:
+                if tol_rel > 0.0:
+                    primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
+                    dual = float(_dual(beta, y, w, D, epsilon))
+                    certified = (primal, dual)
+                    converged = primal - dual <= tol_rel * abs(primal)
+                    if not converged:
+                        threshold = min(threshold, worst) / 10.0
+                else:
+                    converged = True
+                if converged:
+                    stop_reason, finished = StopReason.CONVERGED, True
+        if not finished and iteration >= max_iter:
+            stop_reason, finished = StopReason.MAX_ITER, True
+        if not finished:
+            reason = control.check()
+            if reason is not None:
+                stop_reason, finished = reason, True
+        trace_clock = time.perf_counter()
+        elapsed = trace_clock - clock_start - trace_seconds
+        if dual_trace_due(
+            finished, iteration, trace_every, certified is not None, last_primal is None, trace_budget, trace_seconds,
+            elapsed,
+        ):  # fmt: skip
+            if certified is not None:
+                primal, dual = certified
+            else:
+                primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
+                dual = float(_dual(beta, y, w, D, epsilon))
+            trace_seconds += time.perf_counter() - trace_clock
+            point = dual_trace_point(iteration, elapsed, primal, dual, worst, n)
+            control.record(point)
+            trace.append(dict(point))
+            last_primal, last_dual = primal, dual
+        if finished:
+            break
+    assert last_primal is not None and last_dual is not None, "the last pass records its objectives"
+    gap_rel = max(0.0, (last_primal - last_dual) / abs(last_primal)) if last_primal else 0.0
+    return SolverResult(
+        w=w[:n_features].copy(),
+        bias=float(B * w[n_features]),
+        n_iter=iteration,
+        converged=converged,
+        stop_reason=stop_reason,
+        objective=float(last_primal),
+        solver_seconds=time.perf_counter() - clock_start - trace_seconds,
+        trace_seconds=trace_seconds,
+        trace=tuple(trace),
+        extra={
+            "beta": beta,
+            "max_violation": float(worst),
+            "tol_used": float(threshold),
+            "dual": float(last_dual),
+            "gap_rel": gap_rel,
+            "gap_note": "objective minus the dual objective of the returned dual variables (weak duality)",
+        },
+    )
