@@ -27,9 +27,12 @@ G- > Qbar_ii beta_i, else d = -beta_i; then beta_i + d is clipped to [-U, U]. Th
 conditions at row i (the projected subgradient, eq. (19)): |G+| inside (0, U), |G-| inside (-U, 0),
 max(0, |G| - epsilon) at 0, max(0, G+) at U and max(0, -G-) at -U.
 
-Stopping: after a pass whose largest violation is below ``tol`` the duality gap must certify the model too
-(``tol_rel``, as dcd: when it does not, the threshold is divided by 10 and the passes go on); ``tol_rel`` null:
-the violation rule alone. No shrinking (a later step: the paper's Section 3.3).
+Shrinking (the paper's Section 3.3, as dcd's rule (16)): a row at a bound whose condition holds by more than the
+previous pass's largest violation M leaves the passes (beta_i = 0 with G+ > M and G- < -M; beta_i = U with
+G+ < -M; beta_i = -U with G- > M). Stopping: after a pass whose largest violation is below ``tol``: on the shrunk
+rows, every row comes back and the passes go on without shrinking; on all of them, the duality gap must certify
+the model too (``tol_rel``, as dcd: when it does not, the threshold is divided by 10 and the passes go on);
+``tol_rel`` null: the violation rule alone.
 """
 
 from __future__ import annotations
@@ -56,24 +59,24 @@ LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 
 
 @njit(cache=True)
-def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, resume, stop_at):
-    """One pass (or a slice of one: ``resume`` = [next position, largest violation so far], position < 0 for a new
-    pass, like ``dcd_passes._dcd_epoch``). Returns (largest violation, done)."""
-    n = indptr.shape[0] - 1
+def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume, stop_at):
+    """One pass over index[:active] (or a slice of one: ``resume`` = [next position, largest violation so far],
+    position < 0 for a new pass, like ``dcd_passes._dcd_epoch``), shrinking (module docstring) against
+    ``shrink_at`` (inf: none). Returns (new active size, largest violation, done)."""
     nf = w.shape[0] - 1
     if resume[0] < 0.0:
-        shuffle_prefix(index, n, rng)
+        shuffle_prefix(index, active, rng)
         s = 0
         worst = 0.0
     else:
         s = int(resume[0])
         worst = resume[1]
     first = s
-    while s < n:
+    while s < active:
         if (s & 1023) == 0 and s - first >= 1024 and monotonic_s() >= stop_at:
             resume[0] = s
             resume[1] = worst
-            return worst, False
+            return active, worst, False
         i = index[s]
         start = indptr[i]
         end = indptr[i + 1]
@@ -84,16 +87,25 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, r
         G = wx - y[i] + D * b
         Gp = G + epsilon
         Gn = G - epsilon
+        shrink = False
         if b == 0.0:
             violation = max(0.0, abs(G) - epsilon)
+            shrink = Gp > shrink_at and Gn < -shrink_at
         elif b >= U:
             violation = max(0.0, Gp)
+            shrink = Gp < -shrink_at
         elif b <= -U:
             violation = max(0.0, -Gn)
+            shrink = Gn > shrink_at
         elif b > 0.0:
             violation = abs(Gp)
         else:
             violation = abs(Gn)
+        if shrink:  # at a bound, well inside its optimality condition: out of the passes until the check
+            active -= 1
+            index[s] = index[active]
+            index[active] = i
+            continue
         if violation > worst:
             worst = violation
         q = QD[i]
@@ -115,7 +127,7 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, r
             w[nf] += d * B
         s += 1
     resume[0] = -1.0
-    return worst, True
+    return active, worst, True
 
 
 @njit(cache=True)
@@ -188,6 +200,8 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     rng = rng_state(int(params.seed))
     resume = np.array([-1.0, 0.0])
     threshold = tol
+    active = n
+    shrink_at = math.inf  # no shrinking in the first pass, nor in the pass after an un-shrink
     trace: list[dict] = []
     iteration = 0
     worst = math.inf
@@ -195,9 +209,10 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     last_primal = last_dual = None
     while True:
         stopped_inside = None
+        full = active == n
         while True:
-            worst_pass, done = _pass(
-                indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, rng, resume,
+            active, worst_pass, done = _pass(
+                indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume,
                 time.monotonic() + SLICE_SECONDS,
             )  # fmt: skip
             if done:
@@ -212,7 +227,9 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
             stop_reason = stopped_inside
         else:
             worst = worst_pass
-            if worst < threshold:
+            if worst < threshold and not (full and active == n):  # on the shrunk rows: all of them back, check
+                active, shrink_at = n, math.inf
+            elif worst < threshold:
                 if tol_rel > 0.0:
                     primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
                     dual = float(_dual(beta, y, w, D, epsilon))
@@ -224,6 +241,8 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
                     converged = True
                 if converged:
                     stop_reason, finished = StopReason.CONVERGED, True
+            else:
+                shrink_at = worst if worst > 0.0 else math.inf
         if not finished and iteration >= max_iter:
             stop_reason, finished = StopReason.MAX_ITER, True
         if not finished:
@@ -242,7 +261,7 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
                 primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
                 dual = float(_dual(beta, y, w, D, epsilon))
             trace_seconds += time.perf_counter() - trace_clock
-            point = dual_trace_point(iteration, elapsed, primal, dual, worst, n)
+            point = dual_trace_point(iteration, elapsed, primal, dual, worst, active)
             control.record(point)
             trace.append(dict(point))
             last_primal, last_dual = primal, dual
