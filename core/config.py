@@ -196,6 +196,13 @@ class Settings(BaseSettings):
         description="Address of the Dask scheduler (`tcp://host:8786`) whose workers hold the rows of trainings split "
         "over nodes (`params.distributed`, ocas); unset: such jobs are refused.",
     )
+    node_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a node of a split training may take to answer a call beyond 10 times its slowest answer so "
+        "far; past that it counts as lost (a hung machine or process: the job ends with its best model, "
+        "`node_lost`), as a node that died does at once.",
+    )
     job_memory: int = Field(
         default=0,
         ge=0,

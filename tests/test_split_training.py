@@ -129,8 +129,9 @@ class SplitService:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{free_port()}"
         self.env = private_service_env(
-            redis_url, 7, data_dir, HINGE_DASK_SCHEDULER=self.address, HINGE_SHARD_BYTES="200000"
-        )
+            redis_url, 7, data_dir, HINGE_DASK_SCHEDULER=self.address, HINGE_SHARD_BYTES="200000",
+            HINGE_NODE_TIMEOUT="15",
+        )  # fmt: skip
         scheduler_port = self.address.rsplit(":", 1)[1]
         self.scheduler = _start(
             _dask("scheduler", "--host", "127.0.0.1", "--port", scheduler_port, "--no-dashboard"), self.env
@@ -270,6 +271,39 @@ def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_
         assert model["gap_rel"] is not None and model["gap_rel"] > 0 and model["train_accuracy"] > 0.6
         assert any(w["code"] == "not_converged" for w in model.get("warnings") or done.get("warnings") or [])
         # the model is a usable one
+        answer = http.post(f"/v1/models/{done['model_id']}/predict", json={"instances": [{"1": 1.0}]}).json()
+        assert answer["labels"][0] in (-1, 1)
+
+
+def test_a_hung_node_ends_the_job_with_the_best_model_so_far(split_service):
+    """A node that stops answering (its process stopped, SIGSTOP: alive, connected, silent) counts as lost once a
+    call waits HINGE_NODE_TIMEOUT (15 s here) plus 10 times the slowest answer so far."""
+    with httpx.Client(base_url=split_service.base, timeout=60) as http:
+        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=9, noise=2.0))
+        dataset = http.post("/v1/datasets", files={"file": ("hung.svm", content)}).json()["id"]
+        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
+        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
+        wait_for(
+            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
+        )
+        node = split_service.nodes[1]
+        os.killpg(node.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            done = wait_for(
+                lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed") and s,
+                timeout=120,
+                message="the job after its node hung",
+            )
+            waited = time.monotonic() - stopped
+        finally:
+            os.killpg(node.pid, signal.SIGCONT)
+            split_service.kill_node(1)
+            split_service.restart_node(1)
+        assert done["status"] == "succeeded", done
+        model = http.get(f"/v1/models/{done['model_id']}").json()
+        assert model["stop_reason"] == "node_lost", model
+        assert 15.0 <= waited <= 90.0, waited
         answer = http.post(f"/v1/models/{done['model_id']}/predict", json={"instances": [{"1": 1.0}]}).json()
         assert answer["labels"][0] in (-1, 1)
 

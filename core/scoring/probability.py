@@ -41,14 +41,18 @@ SIGMOID_FLOOR = 1e-7
 LOGISTIC_SOURCE = "logistic regression: P = 1 / (1 + exp(-decision value)), no calibration"
 
 
+LOGISTIC_A, LOGISTIC_B = -1.0, 0.0
+"""The sigmoid of a logistic regression's score: P = 1 / (1 + exp(-score)), its scores being log-odds already."""
+
+
 def logistic_calibration(n_scores: int, pairwise: bool = False) -> dict:
     """The calibration of a logistic-regression model (trained with dcd's ``loss: logistic``, or LIBLINEAR's -s 0,
-    6, 7 on import): its scores are log-odds already, so each sigmoid has A = -1, B = 0 (LIBLINEAR's
-    ``predict_probability``); one per score column, one-vs-rest (``platt_ovr``) or per pair (``pairwise``)."""
+    6, 7 on import): each sigmoid is (LOGISTIC_A, LOGISTIC_B), as LIBLINEAR's ``predict_probability``; one per score
+    column, one-vs-rest (``platt_ovr``) or per pair (``pairwise``)."""
     return {
         "method": "pairwise_coupling" if pairwise else "platt_ovr",
-        "A": [-1.0] * n_scores,
-        "B": [0.0] * n_scores,
+        "A": [LOGISTIC_A] * n_scores,
+        "B": [LOGISTIC_B] * n_scores,
         "source": LOGISTIC_SOURCE,
     }
 
@@ -143,8 +147,7 @@ def ovr_probabilities(scores: np.ndarray, A, B) -> np.ndarray:
 def logistic_probabilities(scores: np.ndarray) -> np.ndarray:
     """Class probabilities (n, n_classes) of a logistic regression's one-vs-rest scores (``logistic_calibration``)."""
     n_scores = 1 if np.ndim(scores) == 1 else np.shape(scores)[1]
-    calibration = logistic_calibration(n_scores)
-    return ovr_probabilities(scores, calibration["A"], calibration["B"])
+    return ovr_probabilities(scores, [LOGISTIC_A] * n_scores, [LOGISTIC_B] * n_scores)
 
 
 def probability_scores(probabilities: np.ndarray, y: np.ndarray, labels: np.ndarray) -> dict:

@@ -36,6 +36,10 @@ CONNECT_TIMEOUT_S = 30.0
 load itself can take longer; see ``DaskNodes``)."""
 
 
+HUNG_FACTOR = 10.0
+"""A call unanswered for HINGE_NODE_TIMEOUT plus this many times the slowest answer so far counts its node lost."""
+
+
 class ClusterError(Exception):
     """The cluster cannot run this training: no scheduler, too few nodes, a node lost."""
 
@@ -105,6 +109,8 @@ class DaskNodes:
 
         if record.shards is None:
             raise ClusterError("a split training needs the data set's shards in the object store (hinge store migrate)")
+        self.node_timeout = float(get_settings().node_timeout)
+        self.slowest_call = 0.0
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except OSError as exc:
@@ -147,12 +153,21 @@ class DaskNodes:
 
     def call_all(self, method: str, *args) -> list:
         """Every node's answer to ``method(*args)``, the calls made at once."""
+        started = time.monotonic()
+        limit = self.node_timeout + HUNG_FACTOR * self.slowest_call
         try:
             with self.client.as_current():  # the actors' handles reach their nodes through this client
                 pending = [getattr(actor, method)(*args) for actor in self.actors]
-                return [future.result() for future in pending]
+                answers = [future.result(timeout=max(0.001, started + limit - time.monotonic())) for future in pending]
+        except TimeoutError as exc:  # a node that does not answer: hung, or cut off without its connection closing
+            raise NodeLost(
+                f"a node of the split training did not answer {method} within {limit:.1f} s (HINGE_NODE_TIMEOUT "
+                f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far, {self.slowest_call:.2f} s)"
+            ) from exc
         except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
             raise NodeLost(f"a node of the split training failed during {method}: {type(exc).__name__}: {exc}") from exc
+        self.slowest_call = max(self.slowest_call, time.monotonic() - started)
+        return answers
 
     def begin(self, positive: float | None) -> None:
         """Start the next binary problem on every node."""
