@@ -318,3 +318,116 @@ def dual_trace_point(iteration, elapsed, primal, dual, violation, active_size) -
         "max_violation": violation,
         "active_size": int(active_size),
     }
+
+
+@dataclass
+class DualRun:
+    """What ``run_dual_passes`` ends with: the passes made, why they stopped, the last objectives and violation,
+    the violation threshold in force, the trace and the seconds (the solver's, the trace points')."""
+
+    iterations: int
+    stop_reason: StopReason
+    converged: bool
+    primal: float
+    dual: float
+    violation: float
+    threshold: float
+    trace: tuple
+    solver_seconds: float
+    trace_seconds: float
+
+    def result(self, w_full: np.ndarray, B: float, setup_seconds: float, gap_note: str, **extra) -> SolverResult:
+        """The solver's result: ``w_full`` the weights with the bias feature's last (its offset b = B * w_B), the
+        seconds the solver took before its passes, what its dual is, and its own ``extra`` entries."""
+        gap_rel = max(0.0, (self.primal - self.dual) / abs(self.primal)) if self.primal else 0.0
+        return SolverResult(
+            w=w_full[:-1].copy(),
+            bias=float(B * w_full[-1]),
+            n_iter=self.iterations,
+            converged=self.converged,
+            stop_reason=self.stop_reason,
+            objective=self.primal,
+            solver_seconds=setup_seconds + self.solver_seconds,
+            trace_seconds=self.trace_seconds,
+            trace=self.trace,
+            extra={
+                **extra,
+                "max_violation": self.violation,
+                "tol_used": self.threshold,
+                "dual": self.dual,
+                "gap_rel": gap_rel,
+                "gap_note": gap_note,
+            },
+        )
+
+
+def run_dual_passes(one_pass, after_pass, objectives, active_size, params, control: SolverControl) -> DualRun:
+    """The outer loop of a dual coordinate descent (dcd's logistic regression and SVR; dcd's own loop has its
+    shrinking woven in): passes until the violation rule holds on every row and the duality gap certifies the
+    model (``tol_rel``; when it does not, the threshold is divided by 10 and the passes go on), ``max_iter``, or a
+    stop of ``control`` (seen between the slices of a pass).
+
+    ``one_pass(stop_at)`` runs a pass, or its slice up to the ``time.monotonic()`` instant ``stop_at``: (largest
+    violation, done). ``after_pass(violation, threshold)``: whether the rule holds on every row (the solver's
+    bookkeeping between passes: shrinking, inner tolerances). ``objectives()``: (primal, dual); ``active_size()``:
+    the rows the passes visit now. ``params``: tol,
+    tol_rel, max_iter, trace_every, trace_budget, as dcd's. Trace points as ``dual_trace_point``."""
+    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)
+    threshold, max_iter = float(params.tol), params.max_iter
+    clock_start = time.perf_counter()
+    trace_seconds = 0.0
+    trace: list[dict] = []
+    iteration = 0
+    violation = math.inf
+    stop_reason, converged = StopReason.MAX_ITER, False
+    last: tuple[float, float] | None = None
+    while True:
+        stopped_inside = None
+        while True:
+            violation_pass, done = one_pass(time.monotonic() + SLICE_SECONDS)
+            if done:
+                break
+            stopped_inside = control.check()
+            if stopped_inside is not None:
+                break
+        iteration += 1
+        finished = stopped_inside is not None
+        certified = None
+        if stopped_inside is not None:
+            stop_reason = stopped_inside
+        else:
+            violation = violation_pass
+            if after_pass(violation, threshold):
+                if tol_rel > 0.0:
+                    certified = objectives()
+                    converged = certified[0] - certified[1] <= tol_rel * abs(certified[0])
+                    if not converged:  # the rule is not enough here: ask for ten times smaller violations
+                        threshold = min(threshold, violation) / 10.0
+                else:
+                    converged = True
+                if converged:
+                    stop_reason, finished = StopReason.CONVERGED, True
+        if not finished and iteration >= max_iter:
+            stop_reason, finished = StopReason.MAX_ITER, True
+        if not finished:
+            reason = control.check()
+            if reason is not None:
+                stop_reason, finished = reason, True
+        trace_clock = time.perf_counter()
+        elapsed = trace_clock - clock_start - trace_seconds
+        if dual_trace_due(
+            finished, iteration, params.trace_every, certified is not None, last is None, params.trace_budget,
+            trace_seconds, elapsed,
+        ):  # fmt: skip
+            last = certified if certified is not None else objectives()
+            trace_seconds += time.perf_counter() - trace_clock
+            point = dual_trace_point(iteration, elapsed, last[0], last[1], violation, active_size())
+            control.record(point)
+            trace.append(dict(point))
+        if finished:
+            break
+    assert last is not None, "the last pass records its objectives"
+    return DualRun(
+        iteration, stop_reason, converged, float(last[0]), float(last[1]), float(violation), threshold, tuple(trace),
+        time.perf_counter() - clock_start - trace_seconds, trace_seconds,
+    )  # fmt: skip

@@ -55,17 +55,7 @@ import time
 import numpy as np
 from numba import njit
 
-from worker.solvers.common import (
-    SLICE_SECONDS,
-    SolverControl,
-    SolverResult,
-    StopReason,
-    dual_trace_due,
-    dual_trace_point,
-    monotonic_s,
-    rng_state,
-    shuffle_prefix,
-)
+from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
 
 INNER_TOL_START = 1e-2
 """Inner (Newton) tolerance of the first pass on |g'|."""
@@ -237,16 +227,12 @@ def solve_logistic(
     bias feature's value (0: none), ``params`` the job's dcd parameters (tol, tol_rel, max_iter, seed, trace_every,
     trace_budget); ``alpha0`` a warm start (dcd's checks done), moved strictly inside the box.
     ``extra["alpha"]`` holds the final dual variables."""
-    tol, max_iter = float(params.tol), params.max_iter
-    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)
-    trace_every, trace_budget = params.trace_every, params.trace_budget
     n = indptr.shape[0] - 1
     costs = np.where(y > 0, C_pos, C_neg)
     inside = np.minimum(1e-3 * costs, START)
     alpha = inside.copy() if alpha0 is None else np.clip(alpha0, inside, costs - inside)
     alpha_c = costs - alpha
-    clock_start = time.perf_counter()
-    trace_seconds = 0.0
+    started = time.perf_counter()
     w = np.zeros(n_features + 1)
     _build_w(indptr, indices, data, y, alpha, B, w)
     QD = np.empty(n)
@@ -254,89 +240,32 @@ def solve_logistic(
     index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng = rng_state(int(params.seed))
     resume = np.array([-1.0, 0.0, 0.0])
-    inner_floor = min(INNER_TOL_MIN, tol)
-    inner_tol = INNER_TOL_START
-    threshold = tol
-    trace: list[dict] = []
-    iteration = 0
-    gmax = math.inf
-    stop_reason, converged = StopReason.MAX_ITER, False
-    last_primal = last_dual = None
-    while True:
-        stopped_inside = None
-        while True:
-            gmax_pass, newton_steps, done = _pass(
-                indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, index, rng, resume, inner_tol,
-                time.monotonic() + SLICE_SECONDS,
-            )  # fmt: skip
-            if done:
-                break
-            stopped_inside = control.check()
-            if stopped_inside is not None:
-                break
-        iteration += 1
-        finished = stopped_inside is not None
-        certified = None
-        if stopped_inside is not None:
-            stop_reason = stopped_inside
-        else:
-            gmax = gmax_pass
-            if newton_steps <= n // 10:  # the sub-problems were cheap: solve them closer from now on
-                inner_tol = max(inner_floor, 0.1 * inner_tol)
-            if gmax < threshold:
-                if tol_rel > 0.0:
-                    primal = float(primal_value(indptr, indices, data, y, w, B, C_neg, C_pos))
-                    dual = float(_dual(alpha, alpha_c, y, w, C_neg, C_pos))
-                    certified = (primal, dual)
-                    converged = primal - dual <= tol_rel * abs(primal)
-                    if not converged:  # the gradient rule is not enough here: ask for ten times smaller gradients
-                        threshold = min(threshold, gmax) / 10.0
-                else:
-                    converged = True
-                if converged:
-                    stop_reason, finished = StopReason.CONVERGED, True
-        if not finished and iteration >= max_iter:
-            stop_reason, finished = StopReason.MAX_ITER, True
-        if not finished:
-            reason = control.check()
-            if reason is not None:
-                stop_reason, finished = reason, True
-        trace_clock = time.perf_counter()
-        elapsed = trace_clock - clock_start - trace_seconds
-        if dual_trace_due(
-            finished, iteration, trace_every, certified is not None, last_primal is None, trace_budget, trace_seconds,
-            elapsed,
-        ):  # fmt: skip
-            if certified is not None:  # the stopping check computed this point's objectives already
-                primal, dual = certified
-            else:
-                primal = float(primal_value(indptr, indices, data, y, w, B, C_neg, C_pos))
-                dual = float(_dual(alpha, alpha_c, y, w, C_neg, C_pos))
-            trace_seconds += time.perf_counter() - trace_clock
-            point = dual_trace_point(iteration, elapsed, primal, dual, gmax, n)
-            control.record(point)
-            trace.append(dict(point))
-            last_primal, last_dual = primal, dual
-        if finished:
-            break
-    assert last_primal is not None and last_dual is not None, "the last pass records its objectives"
-    return SolverResult(
-        w=w[:n_features].copy(),
-        bias=float(B * w[n_features]),
-        n_iter=iteration,
-        converged=converged,
-        stop_reason=stop_reason,
-        objective=float(last_primal),
-        solver_seconds=time.perf_counter() - clock_start - trace_seconds,
-        trace_seconds=trace_seconds,
-        trace=tuple(trace),
-        extra={
-            "alpha": alpha,
-            "active_size": n,
-            "max_violation": float(gmax),
-            "tol_used": float(threshold),
-            "dual": float(last_dual),
-            "gap_rel": max(0.0, (float(last_primal) - float(last_dual)) / abs(float(last_primal))),
-            "gap_note": "objective minus the entropy dual of the returned dual variables (weak duality)",
-        },
+    inner = {"tol": INNER_TOL_START, "floor": min(INNER_TOL_MIN, float(params.tol)), "steps": 0}
+
+    def one_pass(stop_at):
+        gmax, inner["steps"], done = _pass(
+            indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, index, rng, resume, inner["tol"], stop_at
+        )
+        return gmax, done
+
+    def after_pass(gmax, threshold):
+        if inner["steps"] <= n // 10:  # the sub-problems were cheap: solve them closer from now on
+            inner["tol"] = max(inner["floor"], 0.1 * inner["tol"])
+        return gmax < threshold
+
+    def objectives():
+        return (
+            float(primal_value(indptr, indices, data, y, w, B, C_neg, C_pos)),
+            float(_dual(alpha, alpha_c, y, w, C_neg, C_pos)),
+        )
+
+    setup = time.perf_counter() - started
+    run = run_dual_passes(one_pass, after_pass, objectives, lambda: n, params, control)
+    return run.result(
+        w,
+        B,
+        setup,
+        "objective minus the entropy dual of the returned dual variables (weak duality)",
+        alpha=alpha,
+        active_size=n,
     )

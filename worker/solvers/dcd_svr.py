@@ -43,17 +43,7 @@ import time
 import numpy as np
 from numba import njit
 
-from worker.solvers.common import (
-    SLICE_SECONDS,
-    SolverControl,
-    SolverResult,
-    StopReason,
-    dual_trace_due,
-    dual_trace_point,
-    monotonic_s,
-    rng_state,
-    shuffle_prefix,
-)
+from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
 
 LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 
@@ -183,15 +173,12 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices, data = np.ascontiguousarray(indices), np.ascontiguousarray(data)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    C, epsilon, tol, max_iter = float(params.C), float(params.epsilon), float(params.tol), params.max_iter
+    C, epsilon = float(params.C), float(params.epsilon)
     squared = params.loss == "squared_epsilon_insensitive"
     B = 0.0 if params.bias is None else float(params.bias)
-    tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)
-    trace_every, trace_budget = params.trace_every, params.trace_budget
     U, D = (math.inf, 0.5 / C) if squared else (C, 0.0)
     n = indptr.shape[0] - 1
-    clock_start = time.perf_counter()
-    trace_seconds = 0.0
+    started = time.perf_counter()
     beta = np.zeros(n)
     w = np.zeros(n_features + 1)
     QD = np.empty(n)
@@ -199,92 +186,36 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng = rng_state(int(params.seed))
     resume = np.array([-1.0, 0.0])
-    threshold = tol
-    active = n
-    shrink_at = math.inf  # no shrinking in the first pass, nor in the pass after an un-shrink
-    trace: list[dict] = []
-    iteration = 0
-    worst = math.inf
-    stop_reason, converged = StopReason.MAX_ITER, False
-    last_primal = last_dual = None
-    while True:
-        stopped_inside = None
-        full = active == n
-        while True:
-            active, worst_pass, done = _pass(
-                indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume,
-                time.monotonic() + SLICE_SECONDS,
-            )  # fmt: skip
-            if done:
-                break
-            stopped_inside = control.check()
-            if stopped_inside is not None:
-                break
-        iteration += 1
-        finished = stopped_inside is not None
-        certified = None
-        if stopped_inside is not None:
-            stop_reason = stopped_inside
-        else:
-            worst = worst_pass
-            if worst < threshold and not (full and active == n):  # on the shrunk rows: all of them back, check
-                active, shrink_at = n, math.inf
-            elif worst < threshold:
-                if tol_rel > 0.0:
-                    primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
-                    dual = float(_dual(beta, y, w, D, epsilon))
-                    certified = (primal, dual)
-                    converged = primal - dual <= tol_rel * abs(primal)
-                    if not converged:
-                        threshold = min(threshold, worst) / 10.0
-                else:
-                    converged = True
-                if converged:
-                    stop_reason, finished = StopReason.CONVERGED, True
-            else:
-                shrink_at = worst if worst > 0.0 else math.inf
-        if not finished and iteration >= max_iter:
-            stop_reason, finished = StopReason.MAX_ITER, True
-        if not finished:
-            reason = control.check()
-            if reason is not None:
-                stop_reason, finished = reason, True
-        trace_clock = time.perf_counter()
-        elapsed = trace_clock - clock_start - trace_seconds
-        if dual_trace_due(
-            finished, iteration, trace_every, certified is not None, last_primal is None, trace_budget, trace_seconds,
-            elapsed,
-        ):  # fmt: skip
-            if certified is not None:
-                primal, dual = certified
-            else:
-                primal = float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared))
-                dual = float(_dual(beta, y, w, D, epsilon))
-            trace_seconds += time.perf_counter() - trace_clock
-            point = dual_trace_point(iteration, elapsed, primal, dual, worst, active)
-            control.record(point)
-            trace.append(dict(point))
-            last_primal, last_dual = primal, dual
-        if finished:
-            break
-    assert last_primal is not None and last_dual is not None, "the last pass records its objectives"
-    gap_rel = max(0.0, (last_primal - last_dual) / abs(last_primal)) if last_primal else 0.0
-    return SolverResult(
-        w=w[:n_features].copy(),
-        bias=float(B * w[n_features]),
-        n_iter=iteration,
-        converged=converged,
-        stop_reason=stop_reason,
-        objective=float(last_primal),
-        solver_seconds=time.perf_counter() - clock_start - trace_seconds,
-        trace_seconds=trace_seconds,
-        trace=tuple(trace),
-        extra={
-            "beta": beta,
-            "max_violation": float(worst),
-            "tol_used": float(threshold),
-            "dual": float(last_dual),
-            "gap_rel": gap_rel,
-            "gap_note": "objective minus the dual objective of the returned dual variables (weak duality)",
-        },
+    # the rows the passes visit (index[:active]) and the shrinking threshold: none in the first pass, nor in the
+    # pass after every row came back; "full": the pass started with every row
+    state = {"active": n, "shrink_at": math.inf, "full": True}
+
+    def one_pass(stop_at):
+        if resume[0] < 0.0:
+            state["full"] = state["active"] == n
+        state["active"], worst, done = _pass(
+            indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, state["active"], state["shrink_at"], rng,
+            resume, stop_at,
+        )  # fmt: skip
+        return worst, done
+
+    def after_pass(worst, threshold):
+        if worst >= threshold:
+            state["shrink_at"] = worst if worst > 0.0 else math.inf
+            return False
+        if not (state["full"] and state["active"] == n):  # held on the shrunk rows: every row back, no shrinking
+            state["active"], state["shrink_at"] = n, math.inf
+            return False
+        return True
+
+    def objectives():
+        return (
+            float(primal_value(indptr, indices, data, y, w, B, C, epsilon, squared)),
+            float(_dual(beta, y, w, D, epsilon)),
+        )
+
+    setup = time.perf_counter() - started
+    run = run_dual_passes(one_pass, after_pass, objectives, lambda: state["active"], params, control)
+    return run.result(
+        w, B, setup, "objective minus the dual objective of the returned dual variables (weak duality)", beta=beta
     )
