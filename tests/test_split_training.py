@@ -308,6 +308,41 @@ def test_a_hung_node_ends_the_job_with_the_best_model_so_far(split_service):
         assert answer["labels"][0] in (-1, 1)
 
 
+def test_a_cancel_reaches_a_job_waiting_on_a_hung_node(split_service):
+    """A cancel while a call waits on a node that does not answer (SIGSTOP) ends the job at once, not after the
+    node timeout: the wait is sliced and looks at the job's stop between slices."""
+    with httpx.Client(base_url=split_service.base, timeout=60) as http:
+        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=11, noise=2.0))
+        dataset = http.post("/v1/datasets", files={"file": ("cancel.svm", content)}).json()["id"]
+        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
+        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
+        wait_for(
+            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
+        )
+        node = split_service.nodes[1]
+        os.killpg(node.pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.0)  # a call is waiting on the stopped node by now
+            asked = time.monotonic()
+            assert http.post(f"/v1/jobs/{job}/cancel").status_code == 202
+            done = wait_for(
+                lambda: (
+                    (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed", "canceled") and s
+                ),
+                timeout=60,
+                message="the job after its cancel",
+            )
+            waited = time.monotonic() - asked
+        finally:
+            os.killpg(node.pid, signal.SIGCONT)
+            split_service.kill_node(1)
+            split_service.restart_node(1)
+        assert waited < 10.0, waited  # the node timeout here is 15 s: the cancel did not wait for it
+        assert done["status"] in ("succeeded", "canceled"), done
+        if done["status"] == "succeeded":  # a canceled job keeps its best model
+            assert http.get(f"/v1/models/{done['model_id']}").json()["stop_reason"] == "canceled"
+
+
 def test_a_split_job_without_a_cluster_is_refused(http):
     content = to_svmlight(*sparse_problem(200, 10, 4, seed=1))
     dataset = http.post("/v1/datasets", files={"file": ("plain.svm", content)}).json()["id"]

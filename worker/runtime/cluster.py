@@ -26,7 +26,7 @@ import numpy as np
 from core.config import get_settings
 from core.storage import shards
 from core.storage.objects import object_store
-from worker.solvers.distributed_ocas import NodeLost
+from worker.solvers.distributed_ocas import CallStopped, NodeLost
 from worker.solvers.row_part import RowPart
 
 log = logging.getLogger("hinge.cluster")
@@ -36,6 +36,8 @@ CONNECT_TIMEOUT_S = 30.0
 load itself can take longer; see ``DaskNodes``)."""
 
 
+WAIT_SLICE_S = 0.2
+"""A call's answer is waited for in slices this long, the job's cancel and deadline looked at between them."""
 HUNG_FACTOR = 10.0
 """A call unanswered for HINGE_NODE_TIMEOUT plus this many times the slowest answer so far counts its node lost."""
 
@@ -111,6 +113,8 @@ class DaskNodes:
             raise ClusterError("a split training needs the data set's shards in the object store (hinge store migrate)")
         self.node_timeout = float(get_settings().node_timeout)
         self.slowest_call = 0.0
+        self.interrupt = None
+        """The solver's ``control.check`` (set by ``distributed_ocas._Timed``): a stop seen while a call waits."""
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except OSError as exc:
@@ -158,16 +162,31 @@ class DaskNodes:
         try:
             with self.client.as_current():  # the actors' handles reach their nodes through this client
                 pending = [getattr(actor, method)(*args) for actor in self.actors]
-                answers = [future.result(timeout=max(0.001, started + limit - time.monotonic())) for future in pending]
-        except TimeoutError as exc:  # a node that does not answer: hung, or cut off without its connection closing
-            raise NodeLost(
-                f"a node of the split training did not answer {method} within {limit:.1f} s (HINGE_NODE_TIMEOUT "
-                f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far, {self.slowest_call:.2f} s)"
-            ) from exc
+                answers = [self._answer(future, method, started + limit) for future in pending]
+        except (NodeLost, CallStopped):
+            raise
         except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
             raise NodeLost(f"a node of the split training failed during {method}: {type(exc).__name__}: {exc}") from exc
         self.slowest_call = max(self.slowest_call, time.monotonic() - started)
         return answers
+
+    def _answer(self, future, method: str, give_up_at: float):
+        """A call's answer, waited for in slices of WAIT_SLICE_S: between them a stop of the job (``interrupt``,
+        the solver's ``control.check``) ends the wait (CallStopped), and past ``give_up_at`` the node is lost."""
+        while True:
+            now = time.monotonic()
+            try:
+                return future.result(timeout=max(0.001, min(WAIT_SLICE_S, give_up_at - now)))
+            except TimeoutError:
+                pass
+            reason = self.interrupt() if self.interrupt is not None else None
+            if reason is not None:
+                raise CallStopped(reason)
+            if time.monotonic() >= give_up_at:  # no answer: a hung node, or one cut off with its connection open
+                raise NodeLost(
+                    f"a node of the split training did not answer {method} within HINGE_NODE_TIMEOUT "
+                    f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far ({self.slowest_call:.2f} s)"
+                )
 
     def begin(self, positive: float | None) -> None:
         """Start the next binary problem on every node."""

@@ -23,7 +23,7 @@ from worker.solvers.common import SolverControl, SolverResult, StopReason, certi
 from worker.solvers.cpa import CPA_GAP_NOTE, QP_FINE, QP_REL
 from worker.solvers.cut_data import FeatureSpace
 from worker.solvers.cut_store import DenseCuts
-from worker.solvers.distributed_ocas import NodeLost, _Timed
+from worker.solvers.distributed_ocas import CallStopped, NodeLost, _Timed
 
 
 def solve_cpa_split(nodes, *, n_features: int, params, control=None) -> SolverResult:
@@ -37,7 +37,7 @@ def solve_cpa_split(nodes, *, n_features: int, params, control=None) -> SolverRe
     tol = None if params.tol is None else float(params.tol)
     control = control if control is not None else SolverControl()
     start = time.perf_counter()
-    call = _Timed(nodes)
+    call = _Timed(nodes, control)
     store = DenseCuts(FeatureSpace(n_features, B, nodes.data_bytes), C)
     rp = store.rp
     m = int(nodes.n_rows)
@@ -89,6 +89,10 @@ def solve_cpa_split(nodes, *, n_features: int, params, control=None) -> SolverRe
                 break
         except NodeLost:
             stop_reason = StopReason.NODE_LOST
+            n_iter -= 1
+            break
+        except CallStopped as stop:
+            stop_reason = stop.reason
             n_iter -= 1
             break
         stopped = None if converged else control.check()

@@ -49,6 +49,15 @@ class NodeLost(Exception):
     """A node stopped answering during a split training (its process, its machine or the network gone)."""
 
 
+class CallStopped(Exception):
+    """The training was stopped (a cancel, its deadline) while a call waited on the nodes: ``reason`` says why. The
+    model is the best point so far, as when a node is lost."""
+
+    def __init__(self, reason) -> None:
+        super().__init__(f"stopped while waiting on the nodes: {reason}")
+        self.reason = reason
+
+
 class LocalNodes:
     """Row parts in this process, called one after the other (tests, and the reference for the engines)."""
 
@@ -66,9 +75,11 @@ class LocalNodes:
 class _Timed:
     """``call_all`` with the seconds the calls took beyond the slowest node's own (the communication)."""
 
-    def __init__(self, nodes) -> None:
+    def __init__(self, nodes, control=None) -> None:
         self.nodes = nodes
         self.comm = 0.0
+        if control is not None and hasattr(nodes, "interrupt"):  # a stop seen while a call waits (CallStopped)
+            nodes.interrupt = control.check
 
     def __call__(self, method: str, *args) -> list:
         started = time.perf_counter()
@@ -99,7 +110,7 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
             w_b[n_features] = w0[-1] / B
     control = control if control is not None else SolverControl()
     start = time.perf_counter()
-    call = _Timed(nodes)
+    call = _Timed(nodes, control)
     store = DenseCuts(FeatureSpace(n_features, B, nodes.data_bytes), C)
     rp = store.rp
     sq_b = store.start_best(w_b)
@@ -136,6 +147,10 @@ def solve_ocas_split(nodes, *, n_features: int, params, control=None, w0=None) -
             updated = call("step_update", k_star, lam)  # before w_b moves here: a node lost keeps (w_b, F_b)
         except NodeLost:
             stop_reason = StopReason.NODE_LOST
+            n_iter -= 1
+            break
+        except CallStopped as stop:
+            stop_reason = stop.reason
             n_iter -= 1
             break
         sq_b = store.move_best(k_star)
