@@ -245,24 +245,33 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         )  # two models within 1e-4 of one optimum
 
 
+def _long_split_job(http, name: str, seed: int) -> str:
+    """A split ocas job that would take long (a gap it cannot certify soon, cuts dropped as soon as inactive), once
+    it has made 3 iterations: its id."""
+    content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=seed, noise=2.0))
+    dataset = http.post("/v1/datasets", files={"file": (name, content)}).json()["id"]
+    params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
+    job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
+    wait_for(lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations")
+    return job
+
+
+def _ended(http, job: str, message: str, timeout: float) -> dict:
+    """The job once it has ended (succeeded, failed or canceled)."""
+    return wait_for(
+        lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed", "canceled") and s,
+        timeout=timeout,
+        message=message,
+    )
+
+
 def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_service):
     with httpx.Client(base_url=split_service.base, timeout=60) as http:
-        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=9, noise=2.0))
-        dataset = http.post("/v1/datasets", files={"file": ("long.svm", content)}).json()["id"]
-        # a training that would take long: a gap it cannot certify soon, cuts dropped as soon as inactive
-        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
-        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
-        wait_for(
-            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
-        )
+        job = _long_split_job(http, "long.svm", seed=9)
         assert http.get(f"/v1/jobs/{job}").json()["status"] == "running"
         split_service.kill_node(1)
         try:
-            done = wait_for(
-                lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed") and s,
-                timeout=120,
-                message="the job after its node was lost",
-            )
+            done = _ended(http, job, "the job after its node was lost", timeout=120)
         finally:
             split_service.restart_node(1)
         assert done["status"] == "succeeded", done
@@ -279,22 +288,12 @@ def test_a_hung_node_ends_the_job_with_the_best_model_so_far(split_service):
     """A node that stops answering (its process stopped, SIGSTOP: alive, connected, silent) counts as lost once a
     call waits HINGE_NODE_TIMEOUT (15 s here) plus 10 times the slowest answer so far."""
     with httpx.Client(base_url=split_service.base, timeout=60) as http:
-        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=9, noise=2.0))
-        dataset = http.post("/v1/datasets", files={"file": ("hung.svm", content)}).json()["id"]
-        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
-        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
-        wait_for(
-            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
-        )
+        job = _long_split_job(http, "hung.svm", seed=9)
         node = split_service.nodes[1]
         os.killpg(node.pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
-            done = wait_for(
-                lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed") and s,
-                timeout=120,
-                message="the job after its node hung",
-            )
+            done = _ended(http, job, "the job after its node hung", timeout=120)
             waited = time.monotonic() - stopped
         finally:
             os.killpg(node.pid, signal.SIGCONT)
@@ -312,26 +311,14 @@ def test_a_cancel_reaches_a_job_waiting_on_a_hung_node(split_service):
     """A cancel while a call waits on a node that does not answer (SIGSTOP) ends the job at once, not after the
     node timeout: the wait is sliced and looks at the job's stop between slices."""
     with httpx.Client(base_url=split_service.base, timeout=60) as http:
-        content = to_svmlight(*sparse_problem(20000, 2000, 30, seed=11, noise=2.0))
-        dataset = http.post("/v1/datasets", files={"file": ("cancel.svm", content)}).json()["id"]
-        params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": {"nodes": 2}}
-        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
-        wait_for(
-            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations"
-        )
+        job = _long_split_job(http, "cancel.svm", seed=11)
         node = split_service.nodes[1]
         os.killpg(node.pid, signal.SIGSTOP)
         try:
             time.sleep(1.0)  # a call is waiting on the stopped node by now
             asked = time.monotonic()
             assert http.post(f"/v1/jobs/{job}/cancel").status_code == 202
-            done = wait_for(
-                lambda: (
-                    (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed", "canceled") and s
-                ),
-                timeout=60,
-                message="the job after its cancel",
-            )
+            done = _ended(http, job, "the job after its cancel", timeout=60)
             waited = time.monotonic() - asked
         finally:
             os.killpg(node.pid, signal.SIGCONT)
