@@ -1,0 +1,113 @@
+"""The linear SVR solver (worker/solvers/dcd_svr.py) against liblinear-official -s 12 and -s 13, 1 thread.
+
+Issue 33, item 2 (the solver only: regression is not yet a task of the service). For each data set, loss and C
+(epsilon 0.1, bias 1):
+
+* the optimum: ours at tol 1e-8 / tol_rel 1e-10 (certified) against LIBLINEAR at -e 1e-8 (which may stop at its
+  iteration cap: then ours is below it);
+* LIBLINEAR at its default -e: its objective and seconds (``train`` on a problem built once);
+* ours to that objective: solver seconds (trace points excluded) at the first pass at or below it (1e-9 relative
+  slack), from a run traced at every pass.
+
+Medians of ``--repeats`` interleaved runs. Data: abalone_scale (../shared/data) and scikit-learn's diabetes
+(targets / 100). Writes tests/benchmarks/results/bench_svr.json.
+
+    .venv/bin/python -m tests.benchmarks.bench_svr --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+from liblinear import liblinearutil
+from sklearn.datasets import load_diabetes, load_svmlight_file
+
+from tests.benchmarks.environment import DATA_DIR
+from worker.solvers.dcd_svr import primal_value, solve_svr
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SOLVER_TYPES = {"squared_epsilon_insensitive": 12, "epsilon_insensitive": 13}
+
+
+def data_sets() -> dict:
+    """name: (X csr with sorted indices, y)."""
+    X, y = load_diabetes(return_X_y=True)
+    sets = {"diabetes": (sp.csr_matrix(X), y / 100.0)}
+    X, y = load_svmlight_file(str(Path(DATA_DIR) / "abalone_scale.svm.gz"))
+    sets["abalone_scale"] = (X.tocsr(), y)
+    for X, _ in sets.values():
+        X.sort_indices()
+    return sets
+
+
+def arrays(X):
+    return X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+
+
+def settings(loss: str, C: float, **changes) -> SimpleNamespace:
+    base = dict(C=C, epsilon=0.1, loss=loss, bias=1.0, tol=1e-8, tol_rel=1e-10, max_iter=10**6, seed=0)
+    return SimpleNamespace(**{**base, "trace_every": 10**9, "trace_budget": None, **changes})
+
+
+def liblinear(X, y, problem, loss: str, C: float, eps: str) -> tuple[float, float]:
+    """(seconds, objective) of LIBLINEAR at ``eps`` ("" for its default)."""
+    options = f"-s {SOLVER_TYPES[loss]} -c {C} -p 0.1 -B 1 -q" + (f" -e {eps}" if eps else "")
+    started = time.perf_counter()
+    model = liblinearutil.train(problem, liblinearutil.parameter(options))
+    seconds = time.perf_counter() - started
+    w, b = model.get_decfun(0)
+    squared = loss == "squared_epsilon_insensitive"
+    return seconds, float(primal_value(*arrays(X), y, np.append(np.asarray(w), b), 1.0, C, 0.1, squared))
+
+
+def ours_to(X, y, loss: str, C: float, target: float) -> tuple[float, int]:
+    """(solver seconds, passes) at the first pass at or below ``target``."""
+    result = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C, tol=1e-6, tol_rel=1e-9, trace_every=1))
+    point = next(p for p in result.trace if p["primal"] <= target)
+    return point["elapsed_s"], point["iteration"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--C", default="0.1,1,10")
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_svr.json")
+    args = parser.parse_args()
+    cases = []
+    for name, (X, y) in data_sets().items():
+        problem = liblinearutil.problem(y, X)
+        for loss in SOLVER_TYPES:
+            for C in (float(c) for c in args.C.split(",")):
+                tight = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C))
+                reference = liblinear(X, y, problem, loss, C, "1e-8")[1]
+                target = liblinear(X, y, problem, loss, C, "")[1]
+                theirs, ours = [], []
+                for _ in range(args.repeats):
+                    theirs.append(liblinear(X, y, problem, loss, C, "")[0])
+                    ours.append(ours_to(X, y, loss, C, target * (1 + 1e-9)))
+                case = {
+                    "data": name,
+                    "loss": loss,
+                    "C": C,
+                    "ours_optimum": tight.objective,
+                    "ours_gap_rel": tight.extra["gap_rel"],
+                    "liblinear_tight": reference,
+                    "ours_below_liblinear": (reference - tight.objective) / reference,
+                    "liblinear_default": {"objective": target, "seconds": statistics.median(theirs)},
+                    "ours_to_target": {"seconds": statistics.median(s for s, _ in ours), "passes": ours[0][1]},
+                }
+                case["ratio"] = case["ours_to_target"]["seconds"] / case["liblinear_default"]["seconds"]
+                cases.append(case)
+                print(json.dumps(case), flush=True)
+    args.out.write_text(json.dumps({"cases": cases}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
