@@ -121,7 +121,12 @@ LIBLINEAR_OK = "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feat
         (
             "liblinear",
             LIBLINEAR_OK.replace("L2R_L1LOSS_SVC_DUAL", "L2R_L2LOSS_SVR"),
-            "line 1: solver_type L2R_L2LOSS_SVR is a regression",
+            "line 3: a L2R_L2LOSS_SVR model has no labels",
+        ),
+        (
+            "liblinear",
+            LIBLINEAR_OK.replace("L2R_L1LOSS_SVC_DUAL", "ONECLASS_SVM"),
+            "line 1: solver_type ONECLASS_SVM is a one-class model",
         ),
         ("liblinear", LIBLINEAR_OK.replace("\n1\n", "\n"), "line 9: the file ends after 2 weight lines"),
         ("liblinear", LIBLINEAR_OK.replace("-0.25", "-0.25 7"), "line 8: expected 1 weight on this line, found 2"),

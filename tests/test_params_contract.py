@@ -108,10 +108,20 @@ def test_every_field_is_read_by_its_solver_or_the_dispatcher(solver):
     fields = set(spec.params.model_fields)
     declared = set(typing.get_type_hints(_settings(solver)))
     assert declared == fields - registry.SERVICE_FIELDS - registry.KEYWORD_FIELDS - NOT_READ.get(solver, set()), solver
+    import importlib
+
     tree = ast.parse(inspect.getsource(inspect.getmodule(function)))
+    # the module and the solver modules it hands params to (dcd: dcd_logistic, dcd_svr)
+    delegates = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("worker.solvers.")
+    }
+    trees = [tree] + [ast.parse(inspect.getsource(importlib.import_module(name))) for name in sorted(delegates)]
     read = {
         node.attr
-        for node in ast.walk(tree)
+        for each in trees
+        for node in ast.walk(each)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "params"
     }
     assert declared <= read, f"{solver} never reads params.{sorted(declared - read)}"

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from core.schemas.jobs import JobError, JobProgress, JobStatus
-from core.schemas.solver_params import SearchParams
+from core.schemas.search_params import SearchParams
 from core.storage import keys
 from core.storage.documents import DatasetRecord, ModelRecord
 from core.storage.job_record import IncompleteJobHash, JobLoss, JobRecord, JobSubtasks
@@ -328,12 +328,18 @@ ADDED_JOB_FIELDS = ',"cores":null,"data_load":null,"warnings":[]}'
 ADDED_PROGRESS_FIELDS = ('"compiling":null,',)
 """What a job's progress gained since, once each (issue 35: `compiling`, the new name of `kernels`)."""
 ADDED_FIELDS = {
-    "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null'),
-    "models": (',"zero_based_guessed":null', ',"warnings":[]', ',"data_access":null'),
+    "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null', ',"targets":null'),
+    "models": (
+        ',"zero_based_guessed":null',
+        ',"warnings":[]',
+        ',"data_access":null',
+        ',"train_mse":null',
+        ',"train_r2":null',
+    ),
 }
 """What a data set's and a model's answers gained since (issue 32: whether the index base was guessed, unknown for
 a record stored before; the scale of C's range; the warnings; issue 34: how an out-of-core training read its
-data, null for one in memory), once each."""
+data, null for one in memory; issue 33: the labels as numbers, a regression's training error), once each."""
 
 
 def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):

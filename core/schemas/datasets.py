@@ -39,6 +39,19 @@ class StoredValueDtype(str, Enum):
     float64 = "float64"
 
 
+class TargetSummary(ResponseModel):
+    """The label column of a data set read as numbers."""
+
+    min: float = Field(description="The smallest label.")
+    max: float = Field(description="The largest label.")
+    mean: float = Field(description="The labels' mean.")
+    std: float = Field(description="The labels' standard deviation (population: divided by the number of rows).")
+    integral: bool = Field(
+        description="Whether every label is an integer (class labels); real-valued labels are regression targets."
+    )
+    n_distinct: int | None = Field(description="How many distinct label values; null: more than 1000.")
+
+
 class DatasetOut(ResponseModel):
     """A stored data set."""
 
@@ -49,7 +62,12 @@ class DatasetOut(ResponseModel):
     n_features: int = Field(description="Number of features (largest index, after the index base is applied).")
     nnz: int = Field(description="Number of stored (index, value) pairs.")
     labels: dict[str, int] = Field(
-        description="Count of rows per label value, keyed by the label as text (`-1`, `1`, `2.5`)."
+        description="Count of rows per label value, keyed by the label as text (`-1`, `1`, `2.5`); empty when the "
+        "labels take more than 1000 distinct values (real-valued regression targets: see `targets`)."
+    )
+    targets: TargetSummary | None = Field(
+        default=None,
+        description="The labels as numbers, what a regression trains on (null for data sets stored before it was kept).",
     )
     has_qid: bool = Field(description="Whether rows carry `qid:` query ids (ranking data).")
     zero_based: bool = Field(description="Whether feature indices were read as zero-based (`auto` resolved).")

@@ -22,6 +22,7 @@ class Task(str, Enum):
     ordinal = "ordinal"
     roc_area = "roc_area"
     ranking = "ranking"
+    regression = "regression"
 
 
 class Multiclass(str, Enum):

@@ -52,7 +52,7 @@ class EvaluationOut(ResponseModel):
     model_id: str = Field(description="The model.")
     dataset_id: str = Field(description="The data set.")
     n_samples: int = Field(description="Rows evaluated.")
-    task: str = Field(description="`classification`, `ordinal`, `roc_area` or `ranking`.")
+    task: str = Field(description="`classification`, `ordinal`, `roc_area`, `ranking` or `regression`.")
     accuracy: float | None = Field(
         default=None, description="Fraction of rows whose predicted label (or rank) is right."
     )
@@ -89,6 +89,15 @@ class EvaluationOut(ResponseModel):
         default=None,
         description="Models with probabilities: mean over rows of the squared distance between the probability "
         "vector and the true label's indicator (summed over labels; 0 is perfect, 2 the worst).",
+    )
+    mse: float | None = Field(
+        default=None, description="Regression: mean squared error of the predicted values (scikit-learn's)."
+    )
+    mae: float | None = Field(default=None, description="Regression: mean absolute error of the predicted values.")
+    r2: float | None = Field(
+        default=None,
+        description="Regression: R² = 1 - SSE / SST (scikit-learn's r2_score; constant targets: 1 if predicted "
+        "exactly, else 0).",
     )
     pairwise_accuracy: float | None = Field(
         default=None,

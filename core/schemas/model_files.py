@@ -118,7 +118,9 @@ class ModelDocument(StrictModel):
     kind: ModelKind = Field(
         description="`linear` (weights), `kernel` (support vectors and coefficients) or `ranking` (one weight vector that scores rows)."
     )
-    task: Task = Field(description="`classification`, or a pairwise objective: `ordinal`, `roc_area`, `ranking`.")
+    task: Task = Field(
+        description="`classification`, a pairwise objective (`ordinal`, `roc_area`, `ranking`), or `regression`."
+    )
     multiclass: Multiclass | None = Field(
         default=None, description="More than two labels: `ovr` (one score per label) or `ovo` (one per pair of labels)."
     )
@@ -203,6 +205,8 @@ class ModelDocument(StrictModel):
                 )
         elif n_scores != 1:
             raise ValueError(f"a {self.task.value} model has one score, found {n_scores} offsets")
+        if self.task == Task.regression and (self.labels is not None or self.kind == ModelKind.ranking):
+            raise ValueError("a regression model is linear or kernel and has no labels (labels: null)")
         if self.task == Task.ordinal and (
             self.ranks is None or self.thresholds is None or len(self.thresholds) != len(self.ranks) - 1
         ):

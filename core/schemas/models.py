@@ -108,7 +108,8 @@ class ModelOut(ResponseModel):
     )
     task: Task = Field(
         default=Task.classification,
-        description="`classification`, or cpa's pairwise objective: `ordinal`, `roc_area`, `ranking`.",
+        description="`classification`, cpa's pairwise objective (`ordinal`, `roc_area`, `ranking`), or `regression` "
+        "(dcd's epsilon-insensitive losses: the model predicts values).",
     )
     kernel: dict | None = Field(default=None, description="Kernel models: the kernel with gamma resolved to a number.")
     n_support: int | None = Field(
@@ -134,6 +135,13 @@ class ModelOut(ResponseModel):
     )
     train_roc_auc: float | None = Field(
         default=None, description="roc_area models: area under the ROC curve on the training data."
+    )
+    train_mse: float | None = Field(
+        default=None, description="Regression models: mean squared error on the training data."
+    )
+    train_r2: float | None = Field(
+        default=None,
+        description="Regression models: coefficient of determination R² = 1 - SSE / SST on the training data.",
     )
     search_results: dict[str, Any] | None = Field(
         default=None,
@@ -210,7 +218,8 @@ class PredictOut(ResponseModel):
     """Predicted labels and decision values."""
 
     labels: list[float] | None = Field(
-        description="Predicted label per row (ordinal models: the rank); null for models that only score (roc_area, ranking)."
+        description="Predicted label per row (ordinal models: the rank; regression models: the predicted value, "
+        "equal to its score); null for models that only score (roc_area, ranking)."
     )
     scores: list[float] | list[list[float]] = Field(
         description=(

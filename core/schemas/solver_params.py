@@ -12,68 +12,10 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 
 from core.schemas.base import StrictModel
 from core.schemas.enums import Task
+from core.schemas.search_params import SearchParams
 
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
-
-
-class SearchParams(StrictModel):
-    """Model selection by cross-validation: every setting of the grid is scored, the best refit on all the data."""
-
-    C: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
-        default=None, min_length=1, max_length=100, description="Values of C to try (default: the job's C only)."
-    )
-    gamma: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
-        default=None,
-        min_length=1,
-        max_length=100,
-        description="Kernel solvers: values of the kernel's gamma to try (default: the job's kernel gamma only).",
-    )
-    cv_folds: int = Field(
-        default=5,
-        ge=2,
-        le=50,
-        description="Number of cross-validation folds (stratified by label; grouped by qid for ranking).",
-    )
-    metric: Literal["accuracy", "roc_auc", "f1", "neg_log_loss", "pairwise_accuracy"] | None = Field(
-        default=None,
-        description=(
-            "What the folds are scored by (higher is better). Default: accuracy for classification, "
-            "pairwise_accuracy for cpa's pairwise objectives. roc_auc and f1 are macro averages over classes "
-            "when there are more than two. neg_log_loss (dcd's `loss: logistic` only, whose scores are log-odds): "
-            "minus the mean log-loss of the held-out rows' probabilities, as scikit-learn's scoring of that name."
-        ),
-    )
-    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of the fold assignment.")
-    warm_start: StrictBool = Field(
-        default=True,
-        description=(
-            "dcd, ocas and smo: each fold walks the C grid upward, every fit starting from the previous one's "
-            "solution (the table reports warm-started fits, iterations and stop reasons per setting); dcd's and "
-            "ocas's refit walks the path up to the best C, smo's fits the best C alone."
-        ),
-    )
-    measure_cold: StrictBool = Field(
-        default=False,
-        description=(
-            "With warm_start: also fit fold 0 of every setting from a cold start, so that the table reports the "
-            "iterations warm starts saved (measured). Costs those cold fits."
-        ),
-    )
-    distribute: StrictBool = Field(
-        default=False,
-        description="Run each setting as its own RQ job, so that every worker of the deployment takes part; a final job refits the best.",
-    )
-    trace_fits: StrictBool = Field(
-        default=False,
-        description=(
-            "Record the trace points of every fit of the search (the refit's included) as the solver's `trace_every` "
-            "(and dcd's `trace_budget`) say. Off (the default): each fit records its last point only (cross-validation "
-            "fits tagged `stage: search`, the refit's `stage: refit`), because a point of dcd or smo costs a pass over "
-            "the data: on a9a, 7 values of C x 5 folds took 1.03 s with dcd's default budget (297 points) and 0.95 s "
-            "without (36 points); 3.1 s with a point per pass (6,400 points)."
-        ),
-    )
 
 
 RELATIVE_GAP = "tol_rel means the same for every solver: a certified relative gap in (0, 1), or null for off (0 reads as null, as earlier versions wrote it)."
@@ -169,13 +111,27 @@ class DcdParams(CommonParams):
         allow_inf_nan=False,
         description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.",
     )
-    loss: Literal["hinge", "squared_hinge", "logistic"] = Field(
+    loss: Literal["hinge", "squared_hinge", "logistic", "epsilon_insensitive", "squared_epsilon_insensitive"] = Field(
         default="hinge",
         description=(
             "`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1). "
             "`logistic`: log(1 + exp(-y w'x)), logistic regression (LIBLINEAR -s 7, dual coordinate descent of Yu, "
             "Huang and Lin 2011); its models answer probabilities with no calibration (P = 1 / (1 + exp(-score))), "
-            "and `tol` bounds the largest |dual gradient| of a pass (LIBLINEAR -s 7's -e)."
+            "and `tol` bounds the largest |dual gradient| of a pass (LIBLINEAR -s 7's -e). "
+            "Regression (`task: regression` of the model; the labels are real-valued targets): "
+            "`epsilon_insensitive`: max(0, |w'x - y| - epsilon), linear epsilon-SVR (LIBLINEAR -s 13, scikit-learn's "
+            "LinearSVR); `squared_epsilon_insensitive`: its square (LIBLINEAR -s 12); dual coordinate descent of Ho "
+            "and Lin 2012. Their models predict values, not labels."
+        ),
+    )
+    epsilon: float = Field(
+        default=0.1,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "Regression losses only: the half-width of the insensitive zone, in the targets' units (residuals "
+            "within it cost nothing; LIBLINEAR's -p, default 0.1 as there). Any other value with a classification "
+            "loss is refused (422)."
         ),
     )
     bias: float | None = Field(
@@ -242,9 +198,24 @@ class DcdParams(CommonParams):
         ),
     )
 
+    @property
+    def task(self) -> Task:
+        """`regression` for the epsilon-insensitive losses, else `classification`."""
+        return Task.regression if self.loss in REGRESSION_LOSSES else Task.classification
+
     @model_validator(mode="after")
     def _named_tol_rules(self):
+        default_epsilon = type(self).model_fields["epsilon"].default
+        if self.epsilon != default_epsilon and self.loss not in REGRESSION_LOSSES:  # stored params list the default
+            raise ValueError(
+                f"epsilon is the insensitive zone of a regression loss; loss `{self.loss}` classifies "
+                "(use loss: epsilon_insensitive or squared_epsilon_insensitive for regression)"
+            )
         return tol_alone_when_named(self)
+
+
+REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
+"""dcd's losses that make a regression (real-valued targets, values predicted)."""
 
 
 def tol_alone_when_named(params):

@@ -175,3 +175,19 @@ def classification_report(
         report["roc_auc"] = float(np.mean(known)) if known else None
         report["prbep"] = None
     return report
+
+
+def regression_report(predicted: np.ndarray, y: np.ndarray) -> dict:
+    """Mean squared error, mean absolute error and R² (1 - SSE / SST, as scikit-learn's ``r2_score``: 1.0 for
+    perfect predictions of constant targets, 0.0 otherwise then) of predicted values against the targets."""
+    predicted = np.asarray(predicted, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    residual = predicted - y
+    sse = float(np.dot(residual, residual))
+    sst = float(np.sum((y - y.mean()) ** 2)) if y.size else 0.0
+    if sst > 0.0:
+        r2 = 1.0 - sse / sst
+    else:
+        r2 = 1.0 if sse == 0.0 else 0.0
+    n = max(1, y.size)
+    return {"mse": sse / n, "mae": float(np.abs(residual).sum()) / n, "r2": r2}

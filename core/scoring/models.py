@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.labels import label_value
-from core.schemas.enums import ModelKind
+from core.schemas.enums import ModelKind, Task
 from core.scoring.kernel import KernelExpansion
 from core.scoring.metrics import predicted_ranks
 from core.scoring.probability import ovr_probabilities, pairwise_coupling, softmax_probabilities
@@ -100,6 +100,9 @@ class Scorer:
             if self.model.thresholds is None:
                 return None, flat
             return predicted_ranks(flat, np.asarray(self.model.ranks), np.asarray(self.model.thresholds)), flat
+        if self.model.task == Task.regression:  # the score is the predicted value
+            flat = scores[:, 0]
+            return flat, flat
         if self.one_vs_one:
             voted_labels, voted = self._vote(scores)
             return voted_labels, self.pairwise_values(scores) if pairwise else voted

@@ -180,7 +180,7 @@ class DatasetRecord(StoredDocument):
     n_samples: int
     n_features: int
     nnz: int
-    labels: dict[str, int]  # rows per label, keyed by the label as text
+    labels: dict[str, int]  # rows per label, keyed by the label as text (empty past ``MAX_COUNTED_LABELS`` values)
     has_qid: bool
     zero_based: bool
     compressed: bool
@@ -190,6 +190,7 @@ class DatasetRecord(StoredDocument):
     value_dtype: str | None = _optional()  # absent: float64 (data sets stored before float32 existed)
     shards: list[dict] | None = _optional()  # in the object store (core.storage.shards); absent: Redis chunks
     max_row_norm_sq: float | None = _optional()  # the largest |x_i|^2 (absent: stored before it was kept)
+    targets: dict | None = _optional()  # the labels as numbers (``TargetSummary``; absent: stored before it was kept)
 
 
 @dataclass(kw_only=True)
@@ -242,6 +243,8 @@ class ModelDescription(Document):
     n_pairs: int | None = _reported()  # pairwise objectives
     train_pairwise_accuracy: float | None = _reported()  # pairwise objectives
     train_roc_auc: float | None = _reported()  # roc_area models
+    train_mse: float | None = _reported()  # regression models: mean squared error on the training rows
+    train_r2: float | None = _reported()  # regression models: R² on the training rows
     search_results: dict | None = _optional()  # model selection: the cross-validation table (worker.training.search)
     refit_params: dict | None = _reported()  # model selection: the best setting, refit on all the data
     refit_path: dict | None = _reported()  # model selection: the Cs the refit walked (stored, not shown)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.config import Settings
+from core.labels import MAX_COUNTED_LABELS, MAX_REAL_CLASSES
 from core.schemas.enums import Task
 from core.scoring.quality import c_out_of_range
 from core.solvers import KERNEL_SOLVERS, spec_of
@@ -21,11 +22,11 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
         )
     if body.params.search is not None and not spec.search:
         raise unprocessable(f"params.search: solver {spec.name} does not run searches", ["body", "params", "search"])
-    if len(labels) < 2:
-        raise unprocessable(
-            f"data set {dataset.id} has a single label ({next(iter(labels))}); training needs at least two",
-            ["body", "dataset_id"],
-        )
+    objective = body.params.task  # the request's `objective` (cpa), which the code calls a model's task
+    if objective == Task.regression:
+        check_regression(body)
+    else:
+        check_class_labels(body, dataset)
     class_weight = getattr(body.params, "class_weight", None) or {}
     for label in class_weight:
         if label not in labels:
@@ -33,7 +34,6 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
                 f"params.class_weight: label {label!r} is not in the data set (its labels: {', '.join(labels)})",
                 ["body", "params", "class_weight", label],
             )
-    objective = body.params.task  # the request's `objective` (cpa), which the code calls a model's task
     if objective == Task.ranking and not dataset.has_qid:
         raise unprocessable(
             f"params.objective: `ranking` compares rows within a query, but data set {dataset.id} has no qid",
@@ -63,6 +63,47 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
             f"params.max_seconds: {max_seconds} exceeds this server's ceiling of {settings.max_seconds_ceiling} seconds "
             "(HINGE_MAX_SECONDS_CEILING)",
             ["body", "params", "max_seconds"],
+        )
+
+
+REGRESSION_HINT = "regression is dcd with loss: epsilon_insensitive (or squared_epsilon_insensitive)"
+
+
+def check_class_labels(body, dataset: DatasetRecord) -> None:
+    """Classification and the pairwise objectives need labels that are classes (or ranks): at least two, and not
+    real-valued targets (which a regression fits): more than ``MAX_REAL_CLASSES`` distinct values not all integers,
+    or too many to count."""
+    labels, targets = dataset.labels, dataset.targets or {}
+    if not labels or (targets.get("integral") is False and len(labels) > MAX_REAL_CLASSES):
+        distinct = targets.get("n_distinct")
+        how_many = (
+            f"{distinct} distinct values, not all integers"
+            if distinct is not None
+            else f"more than {MAX_COUNTED_LABELS} distinct values"
+        )
+        raise unprocessable(
+            f"data set {dataset.id} has real-valued labels ({how_many} from {targets.get('min')} to "
+            f"{targets.get('max')}): `{body.params.task.value}` needs class labels; {REGRESSION_HINT}",
+            ["body", "dataset_id"],
+        )
+    if len(labels) < 2:
+        raise unprocessable(
+            f"data set {dataset.id} has a single label ({next(iter(labels))}); training needs at least two",
+            ["body", "dataset_id"],
+        )
+
+
+def check_regression(body) -> None:
+    """A regression fits every label as a real target: no classes to weigh, no class probabilities."""
+    if getattr(body.params, "class_weight", None):
+        raise unprocessable(
+            "params.class_weight: a regression has no classes to weigh (its labels are real-valued targets)",
+            ["body", "params", "class_weight"],
+        )
+    if body.params.probability:
+        raise unprocessable(
+            "params.probability: class probabilities apply to classification; a regression predicts values",
+            ["body", "params", "probability"],
         )
 
 
@@ -107,6 +148,7 @@ METRICS_BY_TASK = {
     "ordinal": ("accuracy", "pairwise_accuracy"),
     "roc_area": ("roc_auc", "pairwise_accuracy"),
     "ranking": ("pairwise_accuracy",),
+    "regression": ("r2", "neg_mean_squared_error"),
 }
 
 
@@ -144,7 +186,7 @@ def check_search(body, dataset: DatasetRecord) -> None:
             f"params.search.cv_folds: {search.cv_folds} folds for {dataset.n_samples} rows",
             ["body", "params", "search", "cv_folds"],
         )
-    if task != Task.ranking:
+    if task not in (Task.ranking, Task.regression):  # regression folds are not stratified
         label, count = min(dataset.labels.items(), key=lambda item: item[1])
         if count < search.cv_folds:
             remedy = f"use cv_folds <= {count}" if count >= 2 else "a search needs at least 2 rows of every label"

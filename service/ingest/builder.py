@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.labels import LabelTally
 from service.ingest import parse_kernels as K
 from service.ingest.limits import (
     ParseLimits,
@@ -49,7 +50,7 @@ class ParseSummary:
     text_bytes: int
     compressed: bool
     has_qid: bool
-    label_counts: dict  # label value (float) -> rows
+    labels: LabelTally  # rows per label value, and the values' summary
     value_dtype: str  # "float32" or "float64": how ``data`` was stored
 
 
@@ -82,7 +83,7 @@ class Builder:
         self.slow = np.empty((_SLOW_CAP, 4), dtype=np.int64)
         self.rows_done = 0  # rows handed to the sink
         self.nnz_done = 0
-        self.label_counts: dict[float, int] = {}
+        self.labels = LabelTally()
         self.started = False
         self.base = 0  # where the first line of the current buffer starts (a BOM is skipped)
         self.names: list[str] | None = None
@@ -193,9 +194,7 @@ class Builder:
         sink.append("y", y)
         if st[K.S_HAS_QID] == 1:
             sink.append("qid", self.qid[:n])
-        values, counts = np.unique(y, return_counts=True)
-        for value, count in zip(values.tolist(), counts.tolist()):
-            self.label_counts[value] = self.label_counts.get(value, 0) + count
+        self.labels.add(y)
         self.rows_done += n
         self.nnz_done += z
         st[K.S_NROWS] = 0
@@ -362,7 +361,7 @@ class Builder:
                 int(text_bytes),
                 bool(compressed),
                 False,
-                dict(self.label_counts),
+                self.labels,
                 value_dtype,
             )
         zero_based = self.mode == K.MODE_ZERO_BASED or (self.mode == K.MODE_AUTO and nnz == 0)
@@ -382,6 +381,6 @@ class Builder:
             int(text_bytes),
             bool(compressed),
             bool(st[K.S_HAS_QID] == 1),
-            dict(self.label_counts),
+            self.labels,
             value_dtype,
         )

@@ -76,7 +76,6 @@ def ingest(
 
     import redis
 
-    from core.labels import label_key
     from core.storage.capacity import StorageFull
     from core.storage.documents import DatasetRecord
     from core.storage.objects import StoreError, open_store
@@ -164,7 +163,8 @@ def ingest(
                 n_samples=int(summary.n_rows),
                 n_features=int(summary.n_features),
                 nnz=int(summary.nnz),
-                labels={label_key(v): int(c) for v, c in sorted(summary.label_counts.items())},
+                labels=summary.labels.label_counts(),
+                targets=summary.labels.targets(),
                 has_qid=bool(summary.has_qid),
                 zero_based=bool(summary.zero_based),
                 zero_based_guessed=None if format == "csv" else zero_based == "auto",

@@ -17,8 +17,11 @@ hinge loss).
 Weights are written with 17 significant digits at most (the shortest text that reads back as the
 same double), so LIBLINEAR computes the same decision values up to summation order.
 
-Reading: every classification solver type is accepted (regression and one-class models are not:
-their output is not a class); a two-class file whose first label is the smaller one is stored with
+Regression models (LIBLINEAR's SVR, dcd's epsilon-insensitive losses) are written and read as LIBLINEAR lays them
+out: ``nr_class 2`` and no ``label`` line, one weight column whose decision value is the prediction.
+
+Reading: every classification and regression solver type is accepted (one-class models are not: their output
+is neither a class nor a value); a two-class file whose first label is the smaller one is stored with
 the weights negated (Hinge's scores are positive for the larger label; labels are unchanged).
 Logistic-regression models keep their probabilities: P = 1 / (1 + exp(-decision value)), LIBLINEAR's
 ``predict_probability``, stored as a sigmoid with A = -1, B = 0.
@@ -58,15 +61,20 @@ CLASSIFIER_TYPES = (
     "L2R_LR_DUAL",
 )
 LOGISTIC_TYPES = ("L2R_LR", "L1R_LR", "L2R_LR_DUAL")
-OTHER_TYPES = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "ONECLASS_SVM")
+REGRESSION_TYPES = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL")
+OTHER_TYPES = ("ONECLASS_SVM",)
 HEADER_FIELDS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 
 
 def solver_type_of(model: ModelDescription) -> str:
     """LIBLINEAR's name of the problem the model solved."""
-    if model.liblinear_solver_type in CLASSIFIER_TYPES:
+    if model.liblinear_solver_type in CLASSIFIER_TYPES + REGRESSION_TYPES:
         return model.liblinear_solver_type
     params = model.params or {}  # the job's parameters (imports: what the file stated)
+    if params.get("loss") == "epsilon_insensitive":  # dcd's SVR losses: LIBLINEAR's -s 13 and -s 12
+        return "L2R_L1LOSS_SVR_DUAL"
+    if params.get("loss") == "squared_epsilon_insensitive":
+        return "L2R_L2LOSS_SVR_DUAL"
     if params.get("loss") == "squared_hinge":  # a solver with LIBLINEAR's -s 1 loss (dcd's squared_hinge)
         return "L2R_L2LOSS_SVC_DUAL"
     if params.get("loss") == "logistic":  # dcd's logistic regression: LIBLINEAR's -s 7
@@ -85,11 +93,14 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
                 else " (export it as libsvm, json or onnx)"
             )
         )
-    labels = integral_labels(model.labels, "LIBLINEAR")
+    regression = model.task == Task.regression
+    if model.task not in (None, Task.classification, Task.regression):
+        raise ExportRefused(f"LIBLINEAR files hold classifiers and regressions; this is a {model.task} model")
+    labels = [] if regression else integral_labels(model.labels, "LIBLINEAR")
     weights = np.asarray(arrays["weights"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
     n_models, n_features = weights.shape
-    file_labels = [labels[1], labels[0]] if n_models == 1 else labels
+    file_labels = [labels[1], labels[0]] if n_models == 1 and not regression else labels
     bias_value = (model.params or {}).get("bias")  # the bias feature's value, as the job or the file gave it
     if isinstance(bias_value, (int, float)) and not isinstance(bias_value, bool) and bias_value > 0:
         bias_weights = offsets / float(bias_value)
@@ -99,9 +110,9 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
         bias_value, bias_weights = 1.0, offsets  # an offset without a recorded bias feature: B = 1, w_B = b
     yield (
         f"solver_type {solver_type_of(model)}\n"
-        f"nr_class {len(labels)}\n"
-        f"label {' '.join(str(v) for v in file_labels)}\n"
-        f"nr_feature {n_features}\n"
+        f"nr_class {2 if regression else len(labels)}\n"  # a regression: 2 and no label line, as LIBLINEAR writes it
+        + ("" if regression else f"label {' '.join(str(v) for v in file_labels)}\n")
+        + f"nr_feature {n_features}\n"
         f"bias {number(bias_value)}\n"
         "w\n"
     )
@@ -117,7 +128,7 @@ def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
 
     def refuse(key: str, values: list[str]) -> str | None:
         if key == "solver_type" and values and values[0] in OTHER_TYPES:
-            return f"solver_type {values[0]} is a regression or one-class model; Hinge imports classifiers"
+            return f"solver_type {values[0]} is a one-class model; Hinge imports classifiers and regressions"
         return None
 
     header = Header(lines, "w", HEADER_FIELDS, "LIBLINEAR", refuse)
@@ -125,12 +136,16 @@ def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
     where, (solver_type,) = field("solver_type")
     if solver_type in OTHER_TYPES:
         raise ModelFileError(
-            where, f"solver_type {solver_type} is a regression or one-class model; Hinge imports classifiers"
+            where, f"solver_type {solver_type} is a one-class model; Hinge imports classifiers and regressions"
         )
-    if solver_type not in CLASSIFIER_TYPES:
+    if solver_type not in CLASSIFIER_TYPES + REGRESSION_TYPES:
         raise ModelFileError(
-            where, f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers: {', '.join(CLASSIFIER_TYPES)})"
+            where,
+            f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers and regressions: "
+            f"{', '.join(CLASSIFIER_TYPES + REGRESSION_TYPES)})",
         )
+    if solver_type in REGRESSION_TYPES:
+        return _read_regression(header, lines, solver_type)
     where, (token,) = field("nr_class")
     nr_class = parse_int(token, where, "nr_class")
     if nr_class < 2:
@@ -161,17 +176,42 @@ def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
         weights, offsets = (w[high] - w[low]).reshape(1, -1), np.array([b[high] - b[low]])
     else:
         weights, offsets = w[order], b[order]
-    model = ModelDescription()  # its fields set in the order the stored document lists them
+    model = _linear_model(Task.classification, labels, n_features, bias, solver_type)
+    if solver_type in LOGISTIC_TYPES:
+        model.probability = logistic_calibration(weights.shape[0])
+    return model, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
+
+
+def _linear_model(task: Task, labels: list[float] | None, n_features: int, bias: float, solver_type: str):
+    """The description of a model read from a LIBLINEAR file, its fields in the order the stored document lists
+    them (``bias`` < 0: none)."""
+    model = ModelDescription()
     model.kind = ModelKind.linear.value
-    model.task = Task.classification.value
+    model.task = task.value
     model.labels = labels
     model.n_features = int(n_features)
     model.zero_based = False
     model.params = {"bias": float(bias) if bias >= 0 else None}
     model.liblinear_solver_type = solver_type
-    if solver_type in LOGISTIC_TYPES:
-        model.probability = logistic_calibration(weights.shape[0])
-    return model, {"weights": np.ascontiguousarray(weights), "offsets": np.ascontiguousarray(offsets)}
+    return model
+
+
+def _read_regression(
+    header: Header, lines: Iterator[tuple[int, str]], solver_type: str
+) -> tuple[ModelDescription, dict]:
+    """A LIBLINEAR regression (SVR) file: one weight column, no labels; the decision value is the prediction."""
+    where, (token,) = header.field("nr_feature")
+    n_features = parse_int(token, where, "nr_feature")
+    if n_features < 1:
+        raise ModelFileError(where, f"nr_feature must be at least 1, got {n_features}")
+    if "label" in header:
+        raise ModelFileError(header.field("label", None)[0], f"a {solver_type} model has no labels")
+    where, (token,) = header.field("bias")
+    bias = parse_float(token, where, "bias")
+    table = _read_weight_rows(lines, n_features + (1 if bias >= 0 else 0), 1, header.end)
+    model = _linear_model(Task.regression, None, n_features, bias, solver_type)
+    offsets = table[n_features] * bias if bias >= 0 else np.zeros(1)
+    return model, {"weights": np.ascontiguousarray(table[:n_features].T), "offsets": np.ascontiguousarray(offsets)}
 
 
 def _read_weight_rows(lines: Iterator[tuple[int, str]], n_rows: int, nr_w: int, header_end: int) -> np.ndarray:

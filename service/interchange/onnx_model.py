@@ -4,7 +4,7 @@ Input ``X``: float32 [N, n_features], dense rows (feature column j is index j + 
 j of a zero-based one). Outputs:
 
 - ``label`` [N]: the predicted label (int64 when every label is an integer, else double; ordinal models:
-  the rank; absent for models that only score);
+  the rank; regression models: the predicted value, double; absent for models that only score);
 - ``scores``: float32, [N] for two labels and for pairwise models (positive means the larger label),
   [N, k] for one-vs-rest models (one column per label, ascending) and one-vs-one models (votes plus
   squashed confidences, as ``core.scoring.models``);
@@ -105,6 +105,10 @@ def write_onnx(model: ModelRecord, arrays: dict) -> bytes:
     elif model.one_vs_one:
         score_out = _one_vs_one_nodes(model.ovo_labels or [], scores, const, node, label_table, nodes)
         outputs.append(helper.make_tensor_value_info("label", label_type, ["N"]))
+    elif model.task == Task.regression:  # the score is the predicted value
+        score_out = one_score
+        _output(nodes, node("Identity", [one_score]), "label")
+        outputs.append(helper.make_tensor_value_info("label", TensorProto.DOUBLE, ["N"]))
     elif offsets.size == 1:
         score_out = one_score
         positive = node("Cast", [node("Greater", [one_score, const("zero", np.array(0.0))])], to=TensorProto.INT64)

@@ -35,7 +35,7 @@ from core.config import get_settings
 from core.logs import job_id_var
 from core.processes import die_with_parent, usable_cores
 from core.queueing import JobQueue
-from core.schemas.enums import Multiclass
+from core.schemas.enums import Multiclass, Task
 from core.schemas.jobs import WAITING_FOR_COMPILATION, JobStatus
 from core.schemas.solver_params import SolverParams
 from core.scoring.quality import c_out_of_range
@@ -192,7 +192,7 @@ def _train_and_record(
             return fail(jobs, job_id, mine, "parameter_out_of_range", out_of_range)
         data_memory = memory_budget.data_memory_bytes(settings.job_memory)
         memory_budget.check_fits(job.solver, arrays, data_memory)
-        n_labels = len(dataset.labels)
+        n_labels = len(dataset.labels) if params.task == Task.classification else 2  # else: one problem
         one_vs_one = (
             getattr(params, "multiclass", Multiclass.ovr) == Multiclass.ovo and n_labels > 2
         )  # as problems.uses_one_vs_one

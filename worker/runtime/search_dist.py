@@ -31,7 +31,8 @@ from core.config import get_settings
 from core.processes import usable_cores
 from core.queueing import JobQueue
 from core.schemas.jobs import JobStatus
-from core.schemas.solver_params import SearchParams, SolverParams
+from core.schemas.search_params import SearchParams
+from core.schemas.solver_params import SolverParams
 from core.solvers import spec_of
 from core.storage import cache, keys
 from core.storage.documents import DatasetRecord

@@ -1,5 +1,6 @@
-"""Dual coordinate descent (DCD) for L2-regularized linear SVMs with L1 (hinge) or L2 (squared hinge) loss, and
-(``loss: logistic``, ``worker.solvers.dcd_logistic``, whose docstring has its problem and dual) logistic regression.
+"""Dual coordinate descent (DCD) for L2-regularized linear SVMs with L1 (hinge) or L2 (squared hinge) loss,
+(``loss: logistic``, ``worker.solvers.dcd_logistic``, whose docstring has its problem and dual) logistic regression,
+and (``loss: epsilon_insensitive`` or ``squared_epsilon_insensitive``, ``worker.solvers.dcd_svr``) linear SVR.
 
 Problem
 -------
@@ -138,6 +139,8 @@ from worker.solvers.dcd_passes import (
     _dcd_epoch,
     _dcd_primal,
 )
+from worker.solvers.dcd_svr import LOSSES as SVR_LOSSES
+from worker.solvers.dcd_svr import solve_svr
 
 LOSSES = ("hinge", "squared_hinge", "logistic")
 
@@ -193,6 +196,7 @@ class DcdSettings(Protocol):
 
     C: float
     loss: str
+    epsilon: float
     bias: float | None
     tol: float
     tol_rel: float | None
@@ -227,6 +231,24 @@ def _check_args(indptr, indices, data, y, n_features, class_weight):
     return indptr, indices, data, y, n_features, (weight_neg, weight_pos)
 
 
+def _solve_regression(indptr, indices, data, y, n_features, params, control, alpha0) -> SolverResult:
+    """solve_dcd with an epsilon-insensitive loss: the checks of the arrays, then ``dcd_svr.solve_svr`` (``alpha0``:
+    its signed dual variables, a warm start)."""
+    n_features = check_int("n_features", n_features, 0)
+    check_csr(indptr, indices, data, n_features)
+    n_rows = indptr.shape[0] - 1
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.ndim != 1 or y.shape[0] != n_rows:
+        raise SolverInputError(f"y must have one target per row ({n_rows}), got shape {y.shape}")
+    if n_rows == 0:
+        raise SolverInputError("the problem has no rows; at least one is required")
+    if not np.all(np.isfinite(y)):
+        raise SolverInputError("y contains NaN or infinite targets")
+    if alpha0 is not None and np.asarray(alpha0).shape != (n_rows,):
+        raise SolverInputError(f"alpha0 must have shape ({n_rows},), got {np.asarray(alpha0).shape}")
+    return solve_svr(indptr, indices, data, y, n_features, params, control, beta0=alpha0)
+
+
 def solve_dcd(
     indptr,
     indices,
@@ -247,6 +269,8 @@ def solve_dcd(
     ``y`` must be in {-1, +1}. Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables
     (for warm starts).
     """
+    if params.loss in SVR_LOSSES:  # regression: real targets, the SVR dual (dcd_svr)
+        return _solve_regression(indptr, indices, data, y, n_features, params, control, alpha0)
     indptr, indices, data, y, n_features, (weight_neg, weight_pos) = _check_args(
         indptr, indices, data, y, n_features, class_weight
     )
@@ -427,11 +451,12 @@ def warm_up() -> None:
         y = np.array([1.0, -1.0, 1.0])
         y.flags.writeable = indices.flags.writeable
         arrays = (indptr, indices, data, y)
-        for loss in LOSSES:
+        for loss in LOSSES + SVR_LOSSES:
             for bias in (1.0, None):
                 settings = SimpleNamespace(
                     C=1.0,
                     loss=loss,
+                    epsilon=0.1,
                     bias=bias,
                     tol=0.1,
                     tol_rel=0.01,
@@ -444,4 +469,5 @@ def warm_up() -> None:
                 result = solve_dcd(*arrays, n_features=2, params=settings, alpha0=np.full(3, 0.1))
                 assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
-                primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
+                if loss in LOSSES:
+                    primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)

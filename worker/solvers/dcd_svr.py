@@ -121,6 +121,18 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
 
 
 @njit(cache=True)
+def _build_w(indptr, indices, data, B, beta, w):
+    """w = sum_i beta_i [x_i; B] (a warm start's weights)."""
+    nf = w.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        b = beta[i]
+        if b != 0.0:
+            for p in range(indptr[i], indptr[i + 1]):
+                w[indices[p]] += b * data[p]
+            w[nf] += b * B
+
+
+@njit(cache=True)
 def _diagonal(indptr, data, B, D, QD):
     """Qbar_ii = |x_i|^2 + B^2 + D_ii."""
     for i in range(indptr.shape[0] - 1):
@@ -165,10 +177,20 @@ def _dual(beta, y, w, D, epsilon):
     return lin - epsilon * l1 - 0.5 * reg - 0.5 * D * sq
 
 
-def solve_svr(indptr, indices, data, y, n_features: int, params, control: SolverControl | None = None) -> SolverResult:
+def solve_svr(
+    indptr,
+    indices,
+    data,
+    y,
+    n_features: int,
+    params,
+    control: SolverControl | None = None,
+    beta0: np.ndarray | None = None,
+) -> SolverResult:
     """Train a linear SVR by dual coordinate descent (module docstring). ``params``: C, epsilon, loss (one of
     LOSSES), bias (B or None), tol, tol_rel, max_iter, seed, trace_every, trace_budget. ``y``: real targets.
-    ``extra["beta"]`` holds the final dual variables."""
+    ``beta0``: dual variables to start from (a warm start; clipped to the box). ``extra["alpha"]`` holds the
+    final dual variables (named as dcd's, whose warm starts read them)."""
     control = control or SolverControl()
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices, data = np.ascontiguousarray(indices), np.ascontiguousarray(data)
@@ -181,6 +203,9 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     started = time.perf_counter()
     beta = np.zeros(n)
     w = np.zeros(n_features + 1)
+    if beta0 is not None:
+        np.clip(np.asarray(beta0, dtype=np.float64), -U, U, out=beta)
+        _build_w(indptr, indices, data, B, beta, w)
     QD = np.empty(n)
     _diagonal(indptr, data, B, D, QD)
     index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
@@ -217,5 +242,5 @@ def solve_svr(indptr, indices, data, y, n_features: int, params, control: Solver
     setup = time.perf_counter() - started
     run = run_dual_passes(one_pass, after_pass, objectives, lambda: state["active"], params, control)
     return run.result(
-        w, B, setup, "objective minus the dual objective of the returned dual variables (weak duality)", beta=beta
+        w, B, setup, "objective minus the dual objective of the returned dual variables (weak duality)", alpha=beta
     )

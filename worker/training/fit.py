@@ -33,7 +33,7 @@ import numpy as np
 
 from core.schemas.enums import ModelKind, Task
 from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
-from core.scoring.metrics import pairwise_accuracy, roc_auc
+from core.scoring.metrics import pairwise_accuracy, regression_report, roc_auc
 from core.scoring.models import Scorer, csr
 from core.scoring.probability import logistic_calibration
 from core.solvers import spec_of
@@ -293,6 +293,8 @@ def train_model(
     """
     context = replace(context, n_processes=context.processes(params))
     sink = context.progress_sink()
+    if params.task == Task.regression:
+        return _train_regression(solver, params, arrays, n_features, context)
     if params.task != Task.classification:
         return _train_pairwise(solver, params, arrays, n_features, context)
     params = resolve_kernel(params, arrays, n_features)
@@ -368,32 +370,9 @@ def _train_pairwise(
 ) -> TrainingOutcome:
     """A pairwise objective (cpa's ordinal, ROC-area or ranking): one problem over the labels as ranks."""
     objective = params.task  # the pairwise objective (cpa: `objective`)
-    indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
-    data = registry.data_for(solver, np.asarray(arrays["data"]))
     y = np.asarray(arrays["y"], dtype=np.float64)
     qid = np.asarray(arrays["qid"]) if objective == Task.ranking else None
-    estimator = ProblemsEstimator(solver, params, 1)
-    sink = context.progress_sink()
-    sink.estimator = estimator
-    sink.set_phase("training")
-    control = SolverControl(
-        deadline=context.deadline,
-        cancel_requested=context.cancel_requested,
-        on_point=sink.add,
-        cores=core_budget.follow(),
-    )
-    result = registry.adapter(solver)(
-        indptr,
-        indices,
-        data,
-        y,
-        n_features=n_features,
-        params=params,
-        class_weight=(1.0, 1.0),
-        control=control,
-        qid=qid,
-    )
-    estimator.problem_done(0)
+    result, sink = _fit_one_problem(solver, params, arrays, y, n_features, context, qid=qid)
     sink.set_phase("scoring training data")
     model_arrays = {"weights": np.asarray(result.w, dtype=np.float64).reshape(1, -1), "offsets": np.zeros(1)}
     model = ModelDescription()
@@ -416,3 +395,57 @@ def _train_pairwise(
         predicted, _ = Scorer(model, model_arrays).predict_values(csr(arrays, n_features))
         model.train_accuracy = float(np.mean(predicted == y))
     return TrainingOutcome(overall, model_arrays, model)
+
+
+def _train_regression(
+    solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext
+) -> TrainingOutcome:
+    """A regression (dcd's epsilon-insensitive losses): one problem over the real targets; the model's one score is
+    its predicted value."""
+    y = np.asarray(arrays["y"], dtype=np.float64)
+    result, sink = _fit_one_problem(solver, params, arrays, y, n_features, context)
+    sink.set_phase("scoring training data")
+    model_arrays = linear_model_arrays([result])
+    model = ModelDescription()
+    overall = summarize(model, [result], result.stop_reason is StopReason.DEADLINE)
+    model.kind = ModelKind.linear.value
+    model.stopping_rule = stopping_rule(solver, params, [result], overall.value).model_dump()
+    model.labels = None  # a model that predicts values
+    model.n_features = int(n_features)
+    model.task = Task.regression.value
+    model.train_accuracy = None
+    _, predicted = Scorer(model, model_arrays).predict_values(csr(arrays, n_features))
+    report = regression_report(predicted, y)
+    model.train_mse, model.train_r2 = report["mse"], report["r2"]
+    return TrainingOutcome(overall, model_arrays, model)
+
+
+def _fit_one_problem(solver: str, params: SolverParams, arrays: dict, y: np.ndarray, n_features: int, context, **extra):
+    """The job's one problem over ``y`` (a pairwise objective's ranks, a regression's targets), its trace and progress
+    going to the job: (result, the progress sink). ``extra``: the solver's keywords (qid)."""
+    estimator = ProblemsEstimator(solver, params, 1)
+    sink = context.progress_sink()
+    sink.estimator = estimator
+    sink.set_phase("training")
+    control = SolverControl(
+        deadline=context.deadline,
+        cancel_requested=context.cancel_requested,
+        on_point=sink.add,
+        cores=core_budget.follow(),
+    )
+    indptr, indices = (np.asarray(arrays[name]) for name in ("indptr", "indices"))
+    data = registry.data_for(solver, np.asarray(arrays["data"]))
+    result = registry.adapter(solver)(
+        indptr,
+        indices,
+        data,
+        y,
+        n_features=n_features,
+        params=params,
+        class_weight=(1.0, 1.0),
+        control=control,
+        **extra,
+    )
+    estimator.problem_done(0)
+    sink.flush()
+    return result, sink

@@ -1,7 +1,8 @@
 """Cross-validation folds: which fold each row is in, and the arrays of a subset of rows.
 
 Folds are stratified by label (each label's rows shuffled with the seed and dealt round robin), or
-grouped by qid for ranking (whole queries dealt round robin), so that a fold never splits a query.
+grouped by qid for ranking (whole queries dealt round robin), so that a fold never splits a query; a
+regression's rows are shuffled and dealt round robin (its targets are not classes).
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ from core.scoring.models import csr
 from worker.solvers.common import SolverResult
 
 
-def make_folds(y: np.ndarray, qid: np.ndarray | None, k: int, seed: int) -> np.ndarray:
-    """Fold number of every row: stratified by label, or whole qid groups when qid is given."""
+def make_folds(y: np.ndarray, qid: np.ndarray | None, k: int, seed: int, stratified: bool = True) -> np.ndarray:
+    """Fold number of every row: stratified by label, or whole qid groups when qid is given, or (``stratified``
+    false: regression targets) every row shuffled and dealt round robin."""
     rng = np.random.default_rng(seed)
     folds = np.empty(y.size, dtype=np.int64)
+    if not stratified:
+        rows = rng.permutation(y.size)
+        folds[rows] = np.arange(y.size) % k
+        return folds
     if qid is not None:
         groups = np.unique(qid)
         rng.shuffle(groups)

@@ -45,6 +45,9 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
         if model.has_probabilities:
             result.update(probability_scores(model.probabilities(matrix), y, model.labels))
         return result
+    if task == Task.regression:
+        result.update(metrics.regression_report(scores, y))
+        return result
     qid = np.asarray(arrays["qid"]) if task == Task.ranking and "qid" in arrays else None
     result["pairwise_accuracy"] = metrics.pairwise_accuracy(scores, y, qid)
     result["kendall_tau"] = metrics.kendall_tau(scores, y, qid)
@@ -73,7 +76,7 @@ async def evaluate(
     datasets: DatasetStoreDep,
     tenant: TenantDep,
 ) -> EvaluationOut:
-    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and confusion matrix; pairwise accuracy and Kendall's tau for ordinal and ranking models."""
+    """Accuracy, error rate, precision, recall, F1, PRBEP, ROC AUC and confusion matrix; pairwise accuracy and Kendall's tau for ordinal and ranking models; mean squared and absolute errors and R² for regression models."""
 
     def work() -> EvaluationOut:
         model = load_model(request, models, model_id, tenant)

@@ -11,7 +11,8 @@ from collections import Counter
 import numpy as np
 
 from core.schemas.enums import Task
-from core.schemas.solver_params import SearchParams, SolverParams
+from core.schemas.search_params import SearchParams
+from core.schemas.solver_params import SolverParams
 from core.scoring.quality import settled
 from core.solvers import spec_of
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
@@ -55,7 +56,7 @@ class Search:
         self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])
         qid = np.asarray(arrays["qid"]) if self.task == Task.ranking and "qid" in arrays else None
-        self.folds = make_folds(y, qid, self.cv_folds, search.seed)
+        self.folds = make_folds(y, qid, self.cv_folds, search.seed, stratified=self.task != Task.regression)
         self.one_vs_one = self.task == Task.classification and uses_one_vs_one(base_params, y)
         self.held_y = [y[self.folds == f] for f in range(self.cv_folds)]
         self.held_qid = [qid[self.folds == f] if qid is not None else None for f in range(self.cv_folds)]
@@ -195,9 +196,15 @@ class Search:
                     class_weight=(1.0, 1.0),
                     control=control,
                     parallel=self.parallel_within_fit(),
-                    qid=train.get("qid") if self.task == Task.ranking else None,
+                    **start_args,
+                    **(
+                        {}
+                        if self.task == Task.regression
+                        else {"qid": train.get("qid") if self.task == Task.ranking else None}
+                    ),
                 )
-                result = dataclasses.replace(result, bias=0.0)
+                if self.task != Task.regression:  # a pairwise model scores with no offset
+                    result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
             cut_short = result.stop_reason in (StopReason.DEADLINE, StopReason.CANCELED) and not settled(
                 result.stop_reason.value, result.extra.get("gap_rel")

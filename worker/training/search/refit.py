@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.schemas.enums import Task
 from core.schemas.solver_params import SolverParams
 from core.storage.documents import ModelDescription
 from worker.runtime.progress import ProblemsEstimator
@@ -33,7 +34,7 @@ def refit(search: Search, results_table: dict, context: FitContext) -> TrainingO
         )
     refit_params = search.setting(best["C"], best.get("gamma"))
     path = [C for C in search.Cs if C <= best["C"]] if search.refit_walks else [best["C"]]
-    n_full = n_binary_problems(np.asarray(search.arrays["y"]))
+    n_full = n_binary_problems(np.asarray(search.arrays["y"])) if search.task == Task.classification else 1
     ran = [search.full_results.get((k, best["C"])) for k in range(n_full)]
     stopped = (StopReason.DEADLINE, StopReason.CANCELED)
     if all(result is not None and result.stop_reason not in stopped for result in ran):

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 
 from core.schemas.enums import Task, WarningCode
-from core.schemas.solver_params import SearchParams
+from core.schemas.search_params import SearchParams
 from core.scoring import metrics
 from core.scoring.metrics import predicted_ranks
 from core.scoring.models import one_vs_one_votes
@@ -29,7 +29,9 @@ STOP_SEVERITY = (
 
 
 def default_metric(task: str) -> str:
-    """accuracy for classification, pairwise_accuracy otherwise."""
+    """accuracy for classification, r2 for regression, pairwise_accuracy otherwise."""
+    if task == Task.regression:
+        return "r2"
     return "accuracy" if task == Task.classification else "pairwise_accuracy"
 
 
@@ -70,6 +72,9 @@ def score_decisions(
             value = metrics.pairwise_accuracy(scores, y, None)
         else:
             value = metrics.classification_report(y, predicted, scores, labels)[metric]
+    elif task == Task.regression:  # the decision values are the predictions
+        report = metrics.regression_report(decisions[:, 0], y)
+        value = -report["mse"] if metric == "neg_mean_squared_error" else report["r2"]
     else:
         scores = decisions[:, 0]
         if metric == "pairwise_accuracy":
