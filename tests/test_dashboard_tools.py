@@ -368,3 +368,49 @@ def test_warnings_are_shown_in_the_job_and_model_views(service, browser, made):
     assert page.text_content("#model-warnings") == f"⚠ warningmax_iter {warning['message']}"
     assert refused == [] and page.errors == [], (refused, page.errors)
     page.close()
+
+
+def test_a_regression_is_evaluated_with_its_errors_and_a_scatter_of_predicted_against_true(service, browser):
+    """A regression model (dcd's epsilon_insensitive loss): evaluate shows MSE, MAE and R² as the API answers them,
+    and a scatter plot with a point per row (up to the API's sample); predict on labelled rows says their mean
+    squared error, not an accuracy."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4))
+    y = X @ np.array([1.0, -0.5, 2.0, 0.0]) + 3.0 + rng.normal(scale=0.3, size=300)
+    text = b"".join(
+        f"{t:.6g} ".encode() + " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row)).encode() + b"\n"
+        for row, t in zip(X, y)
+    )
+    with service.client() as http:
+        dataset = upload(http, text, name="linear-targets").json()
+        body = {"dataset_id": dataset["id"], "solver": "dcd", "params": {"loss": "epsilon_insensitive", "C": 10}}
+        job = wait_job(http, http.post("/v1/jobs", json=body).json()["id"])
+        model_id = job["model_id"]
+        report = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": dataset["id"]}).json()
+        answer = http.post(f"/v1/models/{model_id}/predict", json={"instances": X[:20].tolist()}).json()
+    assert report["r2"] > 0.9
+    page, refused = open_dashboard(browser, service)
+    row = page.text_content(f"#datasets tr[data-id='{dataset['id']}']")
+    assert "values" in row and "300 distinct" in row, row  # a range of values, not 300 label counts
+    open_model(page, model_id)
+    assert "classes" not in page.text_content(f"#jobs tr[data-id='{job['id']}']")  # one problem, not one per target
+    page.select_option("#evaluate-dataset", dataset["id"])
+    page.click("#evaluate-run")
+    page.wait_for_selector("#evaluate-result #predicted-vs-true")
+    metric = lambda key: page.text_content(f"#evaluate-metrics dd[data-metric={key}]")  # noqa: E731
+    for key in ("mse", "mae", "r2"):
+        assert float(metric(key)) == pytest.approx(report[key], rel=1e-3)
+    assert page.query_selector("#evaluate-metrics dd[data-metric=accuracy]") is None
+    assert len(page.query_selector_all("#scatter-points circle")) == 300
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-regression.png"), full_page=True)
+
+    page.fill("#predict-rows", rows_of(text, 20))
+    page.click("#predict-run")
+    page.wait_for_selector("#predict-result:not([hidden]) tbody tr")
+    mse = float(np.mean((np.array(answer["labels"]) - y[:20]) ** 2))
+    assert f"mean squared error {mse:.4f}"[:26] in page.text_content("#predict-note")
+    heads = page.eval_on_selector_all("#predict-result thead th", "cells => cells.map(c => c.textContent)")
+    assert heads == ["row", "predicted", "true value"]
+    assert refused == [] and page.errors == [] and page.failed == [], (refused, page.errors, page.failed)
+    page.close()

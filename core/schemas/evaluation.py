@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from core.schemas.base import ResponseModel, StrictModel
-from core.scoring.metrics import ROC_POINTS
+from core.scoring.metrics import REGRESSION_POINTS, ROC_POINTS
 
 
 class EvaluateRequest(StrictModel):
@@ -43,6 +43,16 @@ class RocCurve(ResponseModel):
     )
     tpr: list[float] = Field(
         description="True positive rate of each point: positives scored at or above it / positives."
+    )
+
+
+class PredictedVsTrue(ResponseModel):
+    """A regression's predictions beside the targets, for a scatter plot."""
+
+    y_true: list[float] = Field(description="The targets of the rows shown.")
+    y_pred: list[float] = Field(description="The model's predictions for the same rows, in the same order.")
+    n_rows: int = Field(
+        description=f"Rows evaluated; past {REGRESSION_POINTS} a seeded sample of that many is shown, in row order."
     )
 
 
@@ -98,6 +108,9 @@ class EvaluationOut(ResponseModel):
         default=None,
         description="Regression: R² = 1 - SSE / SST (scikit-learn's r2_score; constant targets: 1 if predicted "
         "exactly, else 0).",
+    )
+    predicted_vs_true: PredictedVsTrue | None = Field(
+        default=None, description="Regression: predictions beside the targets (the dashboard's scatter plot)."
     )
     pairwise_accuracy: float | None = Field(
         default=None,

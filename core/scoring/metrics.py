@@ -177,6 +177,23 @@ def classification_report(
     return report
 
 
+REGRESSION_POINTS = 1000
+"""Most (true, predicted) pairs a regression's evaluation answers: a seeded sample of the rows past it."""
+
+
+def predicted_vs_true(predicted: np.ndarray, y: np.ndarray, max_points: int = REGRESSION_POINTS) -> dict:
+    """The (true, predicted) pairs of a regression's rows for a scatter plot: every row, or a seeded sample of
+    ``max_points`` rows (in row order) when there are more."""
+    rows = np.arange(y.size)
+    if y.size > max_points:
+        rows = np.sort(np.random.default_rng(0).choice(y.size, max_points, replace=False))
+    return {
+        "y_true": np.asarray(y, dtype=np.float64)[rows].tolist(),
+        "y_pred": np.asarray(predicted, dtype=np.float64)[rows].tolist(),
+        "n_rows": int(y.size),
+    }
+
+
 def regression_report(predicted: np.ndarray, y: np.ndarray) -> dict:
     """Mean squared error, mean absolute error and R² (1 - SSE / SST, as scikit-learn's ``r2_score``: 1.0 for
     perfect predictions of constant targets, 0.0 otherwise then) of predicted values against the targets."""

@@ -47,6 +47,7 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
         return result
     if task == Task.regression:
         result.update(metrics.regression_report(scores, y))
+        result["predicted_vs_true"] = metrics.predicted_vs_true(scores, y)
         return result
     qid = np.asarray(arrays["qid"]) if task == Task.ranking and "qid" in arrays else None
     result["pairwise_accuracy"] = metrics.pairwise_accuracy(scores, y, qid)

@@ -5,7 +5,7 @@
 // framework, nothing loaded from outside this service.
 // One selection at a time: a job shows its model once it has one, a model shows the job that trained it.
 
-import { $, api, apiJson, confirmDialog, done, errorMessage, esc, eta, indexBaseText, keyValues, notice, num, session, setKey,
+import { $, api, apiJson, confirmDialog, done, errorMessage, esc, eta, indexBaseText, keyValues, labelsText, notice, num, session, setKey,
   showWarnings, when } from "./util.js";
 import { apiSchema } from "./schema.js";
 import { describeJob, gapText } from "./status.js";
@@ -84,8 +84,7 @@ async function refresh() {
     fill("datasets", datasets.items, (d) => `<td><button type="button" class="link">train…</button></td>` +
       `<td class="wrap" title="${esc(d.id)}">${esc(d.name)}</td><td>${d.n_samples}</td>` +
       `<td title="${esc(indexBaseText(d))}">${d.n_features}</td>` +
-      `<td class="wrap">${esc(Object.entries(d.labels || {}).slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", "))}` +
-      `${Object.keys(d.labels || {}).length > 4 ? ", …" : ""}</td>${createdCell(d.created_at)}`,
+      `<td class="wrap">${esc(labelsText(d))}</td>${createdCell(d.created_at)}`,
       selectDataset, state.dataset);
     fill("jobs", jobs.items, (j) => `<td><code>${esc(j.id)}</code></td><td>${esc(j.solver)}</td><td>${datasetName(j.dataset_id)}</td>` +
       `<td><span class="pill ${esc(j.status)}">${esc(j.status)}</span>${warningMark(j)}</td><td class="progress">${progressCell(j)}</td>` +
@@ -93,7 +92,8 @@ async function refresh() {
       selectJob, state.job);
     fill("models", models.items, (m) => `<td><code title="${esc(m.id)}">${esc(shortId(m.id))}</code></td><td class="wrap">${esc(solverText(m))}</td>` +
       `<td class="wrap">${m.dataset_id ? datasetName(m.dataset_id) : "–"}</td>` +
-      `<td>${esc(m.stop_reason ?? "–")}${warningMark(m)}</td><td>${num(m.objective, 6)}</td><td>${num(m.train_accuracy, 4)}</td>` +
+      `<td>${esc(m.stop_reason ?? "–")}${warningMark(m)}</td><td>${num(m.objective, 6)}</td>` +
+      `<td title="${m.train_r2 != null ? "R² on the training data (a regression)" : ""}">${num(m.train_r2 ?? m.train_accuracy, 4)}</td>` +
       createdCell(m.created_at),
       selectModel, state.model);
     if (!state.job && !state.model) {
@@ -337,7 +337,7 @@ async function selectModel(id, { fromJob = false } = {}) {
   $("model-title").innerHTML = `${esc(solverText(model))}${model.dataset_id ? ` on ${datasetName(model.dataset_id)}` : ""}` +
     `${model.job_id ? ` · job <code>${esc(model.job_id)}</code>` : ""}`;
   const keys = ["source", "kind", "task", "labels", "n_features", "kernel", "n_support", "multiclass", "stop_reason", "converged", "n_iter",
-    "objective", "gap_rel", "training_seconds", "train_accuracy", "created_at"];
+    "objective", "gap_rel", "training_seconds", "train_accuracy", "train_mse", "train_r2", "created_at"];
   $("model-meta").innerHTML = keys.filter((k) => model[k] !== undefined && model[k] !== null).map((k) => {
     const value = model[k];
     const text = Array.isArray(value) ? value.map((v) => num(v)).join(", ")

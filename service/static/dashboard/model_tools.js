@@ -1,6 +1,6 @@
 // A model's tools in its panel: predict rows pasted or read from a file (and download the predictions as CSV), and
 // evaluate the model on a stored data set (accuracy and the other metrics, the confusion matrix, and for two
-// classes the ROC curve). The rows are read here, in the browser, into the API's predict instances: svmlight lines
+// classes the ROC curve; a regression's errors, R² and its predicted values against the true ones). The rows are read here, in the browser, into the API's predict instances: svmlight lines
 // become sparse rows numbered as the user wrote them (the API numbers them as the training upload did), other lines
 // dense rows of feature values. A label in the rows (svmlight's first token, or a CSV column named `label`) is
 // compared with the prediction.
@@ -160,6 +160,11 @@ async function predict() {
 function accuracyText(result) {
   if (!result.truth || result.labels[0] === null || result.labels[0] === undefined) return "";
   const known = result.truth.map((t, i) => [t, result.labels[i]]).filter(([t]) => t !== null);
+  if (tools.model.task === "regression") { // values, not classes: the mean squared error of the labelled rows
+    if (!known.length) return "";
+    const mse = known.reduce((sum, [t, p]) => sum + (p - t) * (p - t), 0) / known.length;
+    return ` · mean squared error ${num(mse, 4)} (${known.length} rows)`;
+  }
   const right = known.filter(([t, p]) => t === p).length;
   return ` · accuracy ${(100 * right / known.length).toFixed(1)}% (${right}/${known.length})`;
 }
@@ -181,6 +186,12 @@ function showPredictions() {
 /** The columns of the predictions (table and CSV): row, label, true label, the scores, the probabilities. */
 function predictionColumns(result, model) {
   const columns = [{ name: "row", value: (i) => i + 1 }];
+  const regression = model.task === "regression"; // one column of predicted values (the scores are the same)
+  if (regression) {
+    columns.push({ name: "predicted", value: (i) => result.labels[i] });
+    if (result.truth) columns.push({ name: "true value", value: (i) => result.truth[i] });
+    return columns;
+  }
   if (result.labels[0] !== null && result.labels[0] !== undefined) columns.push({ name: "label", value: (i) => result.labels[i] });
   if (result.truth) columns.push({ name: "true label", value: (i) => result.truth[i] });
   const labels = model.labels || [];
@@ -241,7 +252,8 @@ async function evaluate() {
 }
 
 const METRICS = [["accuracy", "accuracy"], ["error_rate", "error rate"], ["precision", "precision"], ["recall", "recall"], ["f1", "F1"],
-  ["roc_auc", "ROC AUC"], ["prbep", "PRBEP"], ["pairwise_accuracy", "pairwise accuracy"], ["kendall_tau", "Kendall's tau"]];
+  ["roc_auc", "ROC AUC"], ["prbep", "PRBEP"], ["pairwise_accuracy", "pairwise accuracy"], ["kendall_tau", "Kendall's tau"],
+  ["mse", "mean squared error"], ["mae", "mean absolute error"], ["r2", "R²"]];
 
 function evaluationHtml(report) {
   const shown = METRICS.filter(([key]) => report[key] !== null && report[key] !== undefined);
@@ -249,6 +261,7 @@ function evaluationHtml(report) {
   html += `<div class="evaluate-pictures">`;
   if (report.confusion_matrix) html += confusionHtml(report.confusion_matrix);
   if (report.roc_curve) html += rocSvg(report.roc_curve, report.roc_auc);
+  if (report.predicted_vs_true) html += scatterSvg(report.predicted_vs_true, report.r2);
   html += `</div>`;
   if (report.per_class && report.per_class.length > 2) {
     html += `<table class="per-class"><thead><tr><th>label</th><th>precision</th><th>recall</th><th>F1</th><th>rows</th></tr></thead><tbody>` +
@@ -280,6 +293,28 @@ function rocSvg(curve, auc) {
     `<text x="${(M + S) / 2}" y="${S - 4}" text-anchor="middle">false positive rate</text>` +
     `<text x="10" y="${(S - M) / 2}" transform="rotate(-90 10 ${(S - M) / 2})" text-anchor="middle">true positive rate</text>` +
     `<text x="${x(0.95)}" y="${y(0.08)}" text-anchor="end">ROC AUC ${num(auc, 4)}</text></svg>`;
+}
+
+// A regression's predictions against the targets, on the same scale on both axes, with the line y = x.
+function scatterSvg(points, r2) {
+  const S = 260, M = 40;
+  const all = points.y_true.concat(points.y_pred);
+  let low = Math.min(...all), high = Math.max(...all);
+  if (!(high > low)) { low -= 1; high += 1; }
+  const span = high - low;
+  const x = (v) => (M + ((v - low) / span) * (S - M - 8)).toFixed(1);
+  const y = (v) => (S - M - ((v - low) / span) * (S - M - 8)).toFixed(1);
+  const dots = points.y_true.map((t, i) => `<circle cx="${x(t)}" cy="${y(points.y_pred[i])}" r="1.8"/>`).join("");
+  const ticks = [low, low + span / 2, high].map((t) => `<text x="${x(t)}" y="${S - M + 14}" text-anchor="middle">${num(t, 3)}</text>` +
+    `<text x="${M - 5}" y="${+y(t) + 4}" text-anchor="end">${num(t, 3)}</text>`).join("");
+  const shown = points.y_true.length < points.n_rows ? ` (${points.y_true.length} of ${points.n_rows} rows)` : "";
+  return `<svg id="predicted-vs-true" viewBox="0 0 ${S} ${S}" width="${S}" height="${S}" role="img" aria-label="predicted against true values${shown}">` +
+    `<rect x="${x(low)}" y="${y(high)}" width="${x(high) - x(low)}" height="${y(low) - y(high)}" class="frame"/>` +
+    `<line class="chance" x1="${x(low)}" y1="${y(low)}" x2="${x(high)}" y2="${y(high)}"/>` +
+    `<g id="scatter-points">${dots}</g>${ticks}` +
+    `<text x="${(M + S) / 2}" y="${S - 4}" text-anchor="middle">true value${esc(shown)}</text>` +
+    `<text x="10" y="${(S - M) / 2}" transform="rotate(-90 10 ${(S - M) / 2})" text-anchor="middle">predicted value</text>` +
+    `<text x="${x(low + 0.05 * span)}" y="${y(high - 0.08 * span)}" text-anchor="start">R² ${num(r2, 4)}</text></svg>`;
 }
 
 $("predict-run").addEventListener("click", predict);

@@ -9,6 +9,7 @@ import { eta, num } from "./util.js";
 export function problemsOf(job, dataset) {
   const params = job.params || {};
   if (params.objective && params.objective !== "classification") return null;
+  if (["epsilon_insensitive", "squared_epsilon_insensitive"].includes(params.loss)) return null; // a regression
   const progress = job.progress || {};
   const labels = dataset && dataset.labels ? Object.keys(dataset.labels).length : null;
   if (params.multiclass === "ovo") {

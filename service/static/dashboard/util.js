@@ -108,6 +108,18 @@ export function showWarnings(id, warnings) {
   $(id).hidden = !html;
 }
 
+/** A data set's labels in a few words: rows per label (the first four), or a regression's range of values (labels
+ *  not all integers with more than 20 distinct values, as the API tells classes from targets). */
+export function labelsText(dataset) {
+  const targets = dataset.targets;
+  const counts = Object.entries(dataset.labels || {});
+  if (targets && (!counts.length || (!targets.integral && counts.length > 20))) {
+    const distinct = targets.n_distinct === null ? "over 1000 distinct" : `${targets.n_distinct} distinct`;
+    return `values ${num(targets.min, 4)} to ${num(targets.max, 4)} (mean ${num(targets.mean, 4)}, ${distinct})`;
+  }
+  return counts.slice(0, 4).map(([k, v]) => `${k}: ${v}`).join(", ") + (counts.length > 4 ? ", …" : "");
+}
+
 /** How an svmlight data set's indices were read, in words (the upload's answer); "" for CSV or older records. */
 export function indexBaseText(dataset) {
   const guessed = dataset.zero_based_guessed;
