@@ -43,8 +43,6 @@ share (connection, upload, training, batched predict, warnings) is ``hinge_clien
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
@@ -52,7 +50,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hinge_client.cleanup import wait_for_cleanup
-from hinge_client.remote_estimator import _RemoteModel, n_processes_of, seed_of, service_solvers, warn_service_warnings
+from hinge_client.remote_estimator import _RemoteModel, n_processes_of, service_solvers, warn_service_warnings
 from hinge_client.solvers import SolverInfo, estimator_params_of
 
 __all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
@@ -105,34 +103,6 @@ def solver_for(solver: str, kernel: str | None, known: dict[str, SolverInfo] | N
             f"solver={solver!r} trains linear models only (kernel=None or 'linear')"
         )
     return solver
-
-
-def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(coef, intercept) of an exported model whose scores are linear, X @ coef.T + intercept; else None.
-
-    Linear models give their weights; kernel models with the linear kernel the sum of their support vectors
-    times their coefficients. coef has one row per score: per class (one-vs-rest), or, for a one-vs-one model,
-    per pair of labels as SVC's (the pairs of its labels in ascending order, positive for the first).
-    """
-    intercept = np.asarray(document["offsets"], dtype=np.float64)
-    one_vs_one = document.get("multiclass") == "ovo"
-    if one_vs_one and document.get("ovo_labels") != sorted(document.get("ovo_labels") or []):
-        return None  # an import's pairs in its file's label order: not SVC's
-    if document["kind"] == "linear":
-        coef = np.asarray(document["weights"], dtype=np.float64).reshape(intercept.size, -1)
-    elif (document.get("kernel") or {}).get("type") == "linear":
-        vectors = document["support_vectors"]
-        indptr = np.asarray(vectors["indptr"], dtype=np.int64)
-        dense = np.zeros((indptr.size - 1, document["n_features"]))
-        rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
-        dense[rows, np.asarray(vectors["indices"], dtype=np.int64)] = np.asarray(vectors["data"], dtype=np.float64)
-        coef = np.asarray(document["coef"], dtype=np.float64).reshape(intercept.size, -1) @ dense
-    else:
-        return None
-    width = min(coef.shape[1], n_features)  # the model reads n_features columns; X has n_features_in_
-    padded = np.zeros((coef.shape[0], n_features))
-    padded[:, :width] = coef[:, :width]
-    return padded, intercept
 
 
 class HingeClassifier(ClassifierMixin, _RemoteModel):
@@ -276,7 +246,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 raise ValueError(
                     f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
-        params: dict = {"C": float(self.C), "seed": seed_of(self.random_state), "probability": bool(self.probability)}
+        params: dict = {"C": float(self.C), **self._job_params(), "probability": bool(self.probability)}
         if one_vs_one:
             params["multiclass"] = self.multiclass_scheme()
         else:
@@ -286,16 +256,12 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         n_processes = n_processes_of(self.n_jobs)
         if n_processes is not None:
             params["n_processes"] = n_processes
-        if self.max_seconds is not None:
-            params["max_seconds"] = float(self.max_seconds)
         if "loss" in taken:
             params["loss"] = SERVICE_LOSSES.get(self.loss, self.loss)
         if "bias" in taken:
             params["bias"] = None if self.bias is None else float(self.bias)
         if self.tol is not None and "tol" in taken:
             params["tol_rel" if solver == "ocas" else "tol"] = float(self.tol)
-        if self.max_iter is not None:
-            params["max_iter"] = int(self.max_iter)
         if "kernel" in taken:
             kernel_type = self.kernel or "rbf"
             kernel: dict = {"type": kernel_type}
@@ -356,14 +322,11 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             params["search"] = search
         solver = solver_for(self.solver, self.kernel)
         model = self._train(X, y_encoded, solver, params)
-        self.model_id_ = model["id"]
-        self.n_iter_ = max(1, int(model.get("n_iter") or 1))
-        self.model_ = model
+        self._adopt(model)
         self.solver_ = solver
         self._linear = None
         if model["kind"] == "linear" or (params.get("kernel") or {}).get("type") == "linear":
-            document = json.loads(self._client().export_model(model["id"], "json"))
-            self._linear = linear_weights(document, self.n_features_in_)
+            self._linear = self._exported_linear()
         return self
 
     def _linear_part(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -477,20 +440,13 @@ class HingeRanker(_RemoteModel):
             )
         params: dict = {
             "C": float(self.C),
-            "seed": seed_of(self.random_state),
+            **self._job_params(),
             "objective": "ranking" if qid is not None else "ordinal",
         }
         if self.tol is not None:
             params["tol"] = float(self.tol)
-        if self.max_iter is not None:
-            params["max_iter"] = int(self.max_iter)
-        if self.max_seconds is not None:
-            params["max_seconds"] = float(self.max_seconds)
         params.update(self.solver_params or {})
-        model = self._train(X, y, "cpa", params, qid=qid)
-        self.model_id_ = model["id"]
-        self.n_iter_ = max(1, int(model.get("n_iter") or 1))
-        self.model_ = model
+        self._adopt(self._train(X, y, "cpa", params, qid=qid))
         return self
 
     def predict(self, X):

@@ -1,11 +1,13 @@
-"""What ``HingeClassifier`` and ``HingeRanker`` (``hinge_client.estimators``) share: a connection's client and
-solver list (one per connection, outside the estimators), the job's seed and processes from scikit-learn's
-``random_state`` and ``n_jobs``, the service's warnings issued as ``ConvergenceWarning``, and ``_RemoteModel``,
-the base that uploads, trains, owns what a fit leaves and predicts in batches.
+"""What ``HingeClassifier``, ``HingeRanker`` (``hinge_client.estimators``) and ``HingeRegressor``
+(``hinge_client.regressor``) share: a connection's client and solver list (one per connection, outside the
+estimators), the job's seed and processes from scikit-learn's ``random_state`` and ``n_jobs``, the parameters every
+job takes the same way, the service's warnings issued as ``ConvergenceWarning``, a linear model's weights from its
+export, and ``_RemoteModel``, the base that uploads, trains, owns what a fit leaves and predicts in batches.
 """
 
 from __future__ import annotations
 
+import json
 import numbers
 import threading
 import warnings
@@ -90,11 +92,60 @@ def warn_service_warnings(*records: dict) -> list[dict]:
     return issued
 
 
+def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(coef, intercept) of an exported model whose scores are linear, X @ coef.T + intercept; else None.
+
+    Linear models give their weights; kernel models with the linear kernel the sum of their support vectors
+    times their coefficients. coef has one row per score: per class (one-vs-rest), or, for a one-vs-one model,
+    per pair of labels as SVC's (the pairs of its labels in ascending order, positive for the first).
+    """
+    intercept = np.asarray(document["offsets"], dtype=np.float64)
+    one_vs_one = document.get("multiclass") == "ovo"
+    if one_vs_one and document.get("ovo_labels") != sorted(document.get("ovo_labels") or []):
+        return None  # an import's pairs in its file's label order: not SVC's
+    if document["kind"] == "linear":
+        coef = np.asarray(document["weights"], dtype=np.float64).reshape(intercept.size, -1)
+    elif (document.get("kernel") or {}).get("type") == "linear":
+        vectors = document["support_vectors"]
+        indptr = np.asarray(vectors["indptr"], dtype=np.int64)
+        dense = np.zeros((indptr.size - 1, document["n_features"]))
+        rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+        dense[rows, np.asarray(vectors["indices"], dtype=np.int64)] = np.asarray(vectors["data"], dtype=np.float64)
+        coef = np.asarray(document["coef"], dtype=np.float64).reshape(intercept.size, -1) @ dense
+    else:
+        return None
+    width = min(coef.shape[1], n_features)  # the model reads n_features columns; X has n_features_in_
+    padded = np.zeros((coef.shape[0], n_features))
+    padded[:, :width] = coef[:, :width]
+    return padded, intercept
+
+
 class _RemoteModel(BaseEstimator):
     """What both estimators share: connection, upload and job, batched predict calls."""
 
     def _client(self) -> Client:
         return client_for(self.url, self.api_key, self.timeout)
+
+    def _job_params(self) -> dict:
+        """What every estimator sends the same way: ``seed`` (from random_state), and ``max_iter`` and
+        ``max_seconds`` when set (None: the service's default, no deadline)."""
+        params: dict = {"seed": seed_of(self.random_state)}
+        if self.max_iter is not None:
+            params["max_iter"] = int(self.max_iter)
+        if self.max_seconds is not None:
+            params["max_seconds"] = float(self.max_seconds)
+        return params
+
+    def _adopt(self, model: Model) -> None:
+        """Keep a fit's model: ``model_id_``, ``model_`` (its record) and ``n_iter_`` (at least 1)."""
+        self.model_id_ = model["id"]
+        self.n_iter_ = max(1, int(model.get("n_iter") or 1))
+        self.model_ = model
+
+    def _exported_linear(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(coef, intercept) of the fitted model from its JSON export (``linear_weights``); None if not linear."""
+        document = json.loads(self._client().export_model(self.model_id_, "json"))
+        return linear_weights(document, self.n_features_in_)
 
     def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
         """Upload, train, and own what the fit left (deleted with this estimator unless keep_model); the job's
