@@ -14,6 +14,8 @@
 - ``HingeClassifier`` / ``HingeRanker`` (``hinge_client.estimators``, needs scikit-learn): estimators
   whose fit, predict, decision_function and predict_proba run on the service; the models their fits
   make go when the estimators do (``keep_model=True`` keeps them); ``wait_for_cleanup`` waits for that.
+- ``HingeRegressor`` (``hinge_client.regressor``, needs scikit-learn): LinearSVR on the service (dcd's
+  epsilon-insensitive losses); predict returns values, score is R².
 - ``HingeSearchCV`` (``hinge_client.model_selection``): a grid of C (and gamma) cross-validated by the
   service's own search, as one job.
 
@@ -37,6 +39,7 @@ __all__ = [
     "ResultWarning",
     "HingeClassifier",
     "HingeRanker",
+    "HingeRegressor",
     "HingeSearchCV",
     "wait_for_cleanup",
 ]
@@ -48,6 +51,10 @@ def __getattr__(name: str):
         from hinge_client import estimators
 
         return getattr(estimators, name)
+    if name == "HingeRegressor":
+        from hinge_client import regressor
+
+        return regressor.HingeRegressor
     if name == "HingeSearchCV":
         from hinge_client import model_selection
 

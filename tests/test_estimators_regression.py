@@ -1,0 +1,194 @@
+"""HingeRegressor as scikit-learn users know LinearSVR, against a real service (the ``service`` fixture).
+
+scikit-learn's ``check_estimator`` passes as it does for HingeClassifier (tests/test_client.py); trained to a tight
+tolerance, the regressor predicts as LinearSVR run to convergence on scikit-learn's diabetes data (targets / 100),
+both losses, with and without an intercept; GridSearchCV and cross_val_score score it as they score LinearSVR and
+leave only the best estimator's model. Without a service: the parameters map to the dcd job's params.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes
+from sklearn.metrics import r2_score
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_test_split
+from sklearn.svm import LinearSVR
+from sklearn.utils.estimator_checks import check_estimator
+
+from hinge_client import Client, HingeRegressor, wait_for_cleanup
+from tests.test_client import SKIPPED_BY_SCIKIT_LEARN, counts, failure
+
+TIGHT = {"tol": 1e-6, "solver_params": {"tol_rel": 1e-9}}
+"""A tolerance at which dcd's SVR reaches LinearSVR's converged optimum (tests/test_regression.py)."""
+
+
+def converged_svr(**params) -> LinearSVR:
+    """LinearSVR run to convergence: LIBLINEAR's solver with its iteration cap raised (its default stops early)."""
+    return LinearSVR(dual=True, tol=1e-10, max_iter=10**7, random_state=0, **params)
+
+
+def diabetes():
+    """Diabetes (442 rows, 10 features), targets / 100, split into training and held-out rows."""
+    X, y = load_diabetes(return_X_y=True)
+    return train_test_split(X, y / 100.0, test_size=0.25, random_state=0)
+
+
+# -- scikit-learn's checks ------------------------------------------------------------------------------
+
+SKIPPED = {
+    "check_array_api_input": SKIPPED_BY_SCIKIT_LEARN["check_array_api_input"],
+    "check_regressor_data_not_an_array": "needs pandas (for its DataFrame case), which is not a dependency of this "
+    "project; scikit-learn skips the whole check without it",
+}
+"""Checks scikit-learn skips itself here; none is expected to fail (HingeClassifier's Platt failure has no
+counterpart: a regressor has no probabilities)."""
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda url: HingeRegressor(url=url),
+        lambda url: HingeRegressor(loss="squared_epsilon_insensitive", epsilon=0.0, fit_intercept=False, url=url),
+    ],
+    ids=["epsilon_insensitive", "squared-no-intercept"],
+)
+def test_hinge_regressor_passes_check_estimator(service, make):
+    """Every check passes (none expected to fail); three of them (check_fit_idempotent, check_fit_check_is_fitted,
+    check_n_features_in) fit noise on features centred at 100, where dcd, like LinearSVR, stops at max_iter with a
+    ConvergenceWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(make(service.base_url), on_fail=None, on_skip=None, expected_failed_checks={})
+    failed = {r["check_name"]: failure(r["exception"]) for r in results if r["status"] == "failed"}
+    assert not failed, failed
+    assert not [r for r in results if r["status"] == "xfail"]
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert skipped <= set(SKIPPED), skipped - set(SKIPPED)
+    passed = {r["check_name"] for r in results if r["status"] == "passed"}
+    assert {"check_regressors_train", "check_regressors_int", "check_supervised_y_2d"} <= passed
+    assert len(passed) >= 40, len(passed)
+
+
+# -- LinearSVR's answers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"C": 1.0},
+        {"C": 0.1, "loss": "squared_epsilon_insensitive"},
+        {"C": 10.0, "epsilon": 0.0},
+        {"C": 1.0, "fit_intercept": False},
+        {"C": 1.0, "intercept_scaling": 3.0, "loss": "squared_epsilon_insensitive"},
+    ],
+    ids=["l1", "l2", "epsilon0-C10", "no-intercept", "intercept_scaling"],
+)
+def test_predictions_equal_converged_linear_svr(service, params):
+    """The same problem (LIBLINEAR's convention on both sides: the intercept a regularized constant feature of value
+    intercept_scaling) solved to the same optimum: held-out predictions within 1e-4, coef_ and intercept_ in
+    LinearSVR's shapes. epsilon left out is the service's default, LIBLINEAR's 0.1 (LinearSVR's is 0.0)."""
+    X_train, X_test, y_train, y_test = diabetes()
+    ours = HingeRegressor(url=service.base_url, **TIGHT, **params).fit(X_train, y_train)
+    reference = converged_svr(**{"epsilon": 0.1, **params}).fit(X_train, y_train)
+    assert ours.model_["task"] == "regression" and ours.model_["params"]["epsilon"] == reference.epsilon
+    predicted = ours.predict(X_test)
+    assert predicted.shape == (X_test.shape[0],)
+    assert np.max(np.abs(predicted - reference.predict(X_test))) <= 1e-4
+    assert ours.coef_.shape == reference.coef_.shape == (10,)
+    assert ours.intercept_.shape == (1,)
+    np.testing.assert_allclose(ours.coef_, reference.coef_, atol=1e-5 * np.abs(reference.coef_).max())
+    np.testing.assert_allclose(ours.intercept_, np.ravel(reference.intercept_), atol=1e-4)
+    np.testing.assert_allclose(X_test @ ours.coef_ + ours.intercept_, predicted, rtol=1e-12, atol=1e-12)
+    assert ours.score(X_test, y_test) == pytest.approx(r2_score(y_test, predicted), rel=1e-12)
+    assert ours.model_["train_r2"] == pytest.approx(r2_score(y_train, ours.predict(X_train)), rel=1e-9)
+
+
+def test_cross_val_score_and_grid_search_score_as_linear_svr(service):
+    """cross_val_score's R² per fold equals LinearSVR's (to 1e-4, same folds); GridSearchCV over C and epsilon chooses
+    what it chooses over LinearSVR, and leaves on the service only best_estimator_'s model and job."""
+    X, _, y, _ = diabetes()
+    folds = KFold(3, shuffle=True, random_state=0)
+    ours = cross_val_score(HingeRegressor(C=1.0, url=service.base_url, **TIGHT), X, y, cv=folds)
+    theirs = cross_val_score(converged_svr(C=1.0, epsilon=0.1), X, y, cv=folds)
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)
+    grid = {"C": [0.1, 10.0], "epsilon": [0.0, 0.5]}
+    with Client(service.base_url) as client:
+        gc.collect()
+        before = counts(client)
+        search = GridSearchCV(HingeRegressor(url=service.base_url, **TIGHT), grid, cv=folds).fit(X, y)
+        after = counts(client)
+        assert after == {**before, "models": before["models"] + 1, "jobs": before["jobs"] + 1}, (before, after)
+        reference = GridSearchCV(converged_svr(), grid, cv=folds).fit(X, y)
+        assert search.best_params_ == reference.best_params_
+        np.testing.assert_allclose(
+            search.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], atol=1e-4
+        )
+        del search
+        gc.collect()
+        assert counts(client) == before
+    assert wait_for_cleanup(60)
+
+
+def test_the_service_refuses_what_its_schema_does_not_take(service):
+    X, _, y, _ = diabetes()
+    with pytest.raises(ValueError, match=r"refused the training request: params\.epsilon"):
+        HingeRegressor(epsilon=-1.0, url=service.base_url).fit(X, y)
+    with pytest.raises(ValueError, match=r"refused the training request: params\.C"):
+        HingeRegressor(C=0.0, url=service.base_url).fit(X, y)
+
+
+# -- parameters, without a service ------------------------------------------------------------------------
+
+
+def test_parameters_map_to_the_dcd_job():
+    params = HingeRegressor().service_params()
+    assert params == {"C": 1.0, "loss": "epsilon_insensitive", "bias": 1.0, "seed": 0}  # epsilon, tol: the service's
+    reg = HingeRegressor(
+        C=2,
+        epsilon=0.25,
+        loss="squared_epsilon_insensitive",
+        tol=1e-5,
+        intercept_scaling=3,
+        max_iter=50,
+        random_state=7,
+        max_seconds=9,
+        solver_params={"tol_rel": 1e-6, "shrinking": False},
+    )
+    assert reg.service_params() == {
+        "C": 2.0,
+        "loss": "squared_epsilon_insensitive",
+        "bias": 3.0,
+        "seed": 7,
+        "max_iter": 50,
+        "max_seconds": 9.0,
+        "epsilon": 0.25,
+        "tol": 1e-5,
+        "tol_rel": 1e-6,
+        "shrinking": False,
+    }
+    assert HingeRegressor(fit_intercept=False, intercept_scaling=5.0).service_params()["bias"] is None
+    assert clone(reg).get_params() == reg.get_params()
+    assert reg.set_params(epsilon=0.0).service_params()["epsilon"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"loss": "hinge"}, "loss must be one of 'epsilon_insensitive', 'squared_epsilon_insensitive'"),
+        ({"loss": "squared_loss"}, "loss must be one of"),
+        ({"fit_intercept": "yes"}, "fit_intercept must be True or False"),
+        ({"intercept_scaling": 0.0}, "intercept_scaling must be a finite number > 0"),
+        ({"intercept_scaling": float("inf")}, "intercept_scaling must be a finite number > 0"),
+        ({"random_state": "seed"}, "random_state must be"),
+    ],
+)
+def test_what_is_not_a_regression_is_refused_before_any_request(params, message):
+    """Refused before the upload (the URL reaches nothing): a classification loss would train a classifier."""
+    X, _, y, _ = diabetes()
+    with pytest.raises(ValueError, match=message):
+        HingeRegressor(url="http://127.0.0.1:9", **params).fit(X, y)
