@@ -137,8 +137,8 @@ LIBLINEAR_OK = "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feat
         ),
         (
             "libsvm",
-            "svm_type epsilon_svr\nkernel_type rbf\n",
-            "line 1: svm_type epsilon_svr is a one-class or regression model",
+            "svm_type one_class\nkernel_type rbf\n",
+            "line 1: svm_type one_class is a one-class model",
         ),
         (
             "libsvm",

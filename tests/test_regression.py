@@ -204,3 +204,87 @@ def test_search_refuses_classification_metrics_for_regression(http, diabetes):
     body = {"loss": "epsilon_insensitive", "search": {"C": [1.0, 2.0], "metric": "accuracy"}}
     response = http.post("/v1/jobs", json={"dataset_id": diabetes[0]["id"], "solver": "dcd", "params": body})
     assert_error(response, 422, "validation_error", "r2", "neg_mean_squared_error")
+
+
+# -- kernel epsilon-SVR: smo's svm_type epsilon_svr against libsvm-official -s 3 -----------------------------------
+
+
+def _libsvm_primal(model, X, y, C: float, epsilon: float, gamma: float) -> float:
+    """LIBSVM's model's primal value 0.5 beta' K beta + C sum_i max(0, |f(x_i) - y_i| - epsilon), rbf kernel."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    support = np.array([[sv.get(j + 1, 0.0) for j in range(X.shape[1])] for sv in _support_dicts(model)])
+    beta = np.array([c[0] for c in model.get_sv_coef()])
+    values = rbf_kernel(X, support, gamma=gamma) @ beta - model.rho[0]
+    quadratic = float(beta @ rbf_kernel(support, support, gamma=gamma) @ beta)
+    return 0.5 * quadratic + C * float(np.maximum(np.abs(values - y) - epsilon, 0.0).sum())
+
+
+def _support_dicts(model) -> list[dict]:
+    return [{k: v for k, v in sv.items() if k > 0} for sv in model.get_SV()]
+
+
+@pytest.mark.parametrize("C", [1.0, 10.0])
+def test_kernel_svr_reaches_libsvm_optimum_and_predicts_as_it(http, diabetes, C):
+    """smo with ``svm_type: epsilon_svr`` (rbf, gamma 1) through the API, against libsvm-official -s 3 at -e 1e-6:
+    the certified objective is at or below LIBSVM's primal and equal to it to 1e-6 relative, the held-out
+    predictions agree to 1e-4, and the support vectors are the same rows."""
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    dataset, X_train, y_train, X_test, _ = diabetes
+    params = {"svm_type": "epsilon_svr", "C": C, "epsilon": 0.1, "kernel": {"type": "rbf", "gamma": 1.0}}
+    model = train(http, dataset["id"], "smo", {**params, "tol": 1e-6, "tol_rel": 1e-9})
+    assert model["task"] == "regression" and model["kind"] == "kernel" and model["gap_rel"] <= 1e-9
+    official = svmutil.svm_train(list(y_train), sp.csr_matrix(X_train), f"-s 3 -t 2 -g 1 -c {C} -p 0.1 -e 1e-6 -q")
+    reference = _libsvm_primal(official, X_train, y_train, C, 0.1, 1.0)
+    assert model["objective"] <= reference * (1 + 1e-9)
+    assert model["objective"] == pytest.approx(reference, rel=1e-6)
+    assert model["n_support"] == official.l
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), official, "-q")
+    ours = np.array(predict(http, model["id"], X_test)["labels"])
+    assert np.max(np.abs(ours - np.array(theirs))) <= 1e-4
+
+
+def test_kernel_svr_exports_to_libsvm_and_back(http, diabetes, tmp_path):
+    """The LIBSVM file of an smo regression: libsvm-official loads it and predicts our values; it imports back
+    (as an official -s 3 file does) with the same predictions, and ONNX holds it too."""
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    ort = pytest.importorskip("onnxruntime")
+    dataset, X_train, y_train, X_test, _ = diabetes
+    model = train(http, dataset["id"], "smo", {"svm_type": "epsilon_svr", "C": 3.0, "epsilon": 0.05})
+    ours = np.array(predict(http, model["id"], X_test)["labels"])
+    text = export(http, model["id"], "libsvm")
+    assert text.startswith(b"svm_type epsilon_svr\nkernel_type rbf\n") and b"\nlabel" not in text
+    loaded = svmutil.svm_load_model(saved(text, ".libsvm"))
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), loaded, "-q")
+    assert np.max(np.abs(np.array(theirs) - ours)) <= 1e-9
+    imported = import_model(http, text, "libsvm")
+    assert imported.status_code == 201, imported.text
+    assert np.max(np.abs(np.array(predict(http, imported.json()["id"], X_test)["labels"]) - ours)) <= 1e-12
+    official = svmutil.svm_train(list(y_train), sp.csr_matrix(X_train), "-s 3 -t 2 -g 0.5 -c 2 -q")
+    path = str(tmp_path / "official.libsvm")
+    svmutil.svm_save_model(path, official)
+    from_official = import_model(http, open(path, "rb").read(), "libsvm")
+    assert from_official.status_code == 201, from_official.text
+    # the file's values (LIBSVM writes support vectors with 8 significant digits), as LIBSVM reads it back
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), svmutil.svm_load_model(path), "-q")
+    again = np.array(predict(http, from_official.json()["id"], X_test)["labels"])
+    assert np.max(np.abs(again - np.array(theirs))) <= 1e-9
+    session = ort.InferenceSession(export(http, model["id"], "onnx"))
+    (label,) = session.run(["label"], {"X": X_test.astype(np.float32)})
+    assert np.max(np.abs(label - ours)) <= 1e-4
+
+
+def test_kernel_svr_search_of_C_and_gamma(http, diabetes):
+    dataset = diabetes[0]
+    search = {"C": [0.1, 10.0], "gamma": [0.1, 1.0], "cv_folds": 3, "metric": "neg_mean_squared_error"}
+    model = train(http, dataset["id"], "smo", {"svm_type": "epsilon_svr", "search": search})
+    table = model["search_results"]
+    assert len(table["settings"]) == 4 and all(row["mean"] is not None and row["mean"] < 0 for row in table["settings"])
+    best = max(table["settings"], key=lambda row: row["mean"])
+    assert (model["refit_params"]["C"], model["refit_params"]["gamma"]) == (best["C"], best["gamma"])
+    assert model["task"] == "regression" and model["kind"] == "kernel"
+
+
+def test_smo_epsilon_needs_epsilon_svr(http, diabetes):
+    body = {"dataset_id": diabetes[0]["id"], "solver": "smo", "params": {"epsilon": 0.5}}
+    assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "epsilon", "epsilon_svr")

@@ -154,7 +154,11 @@ class DcdParams(CommonParams):
         default=0.1,
         gt=0,
         allow_inf_nan=False,
-        description="Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); LIBLINEAR's -e).",
+        description=(
+            "Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); "
+            "LIBLINEAR's -e). Regression losses: when the summed violation of a pass is below tol times that at the "
+            "start, sum_i max(0, |y_i| - epsilon) (LIBLINEAR -s 12/13's -e, in the targets' own scale)."
+        ),
     )
     tol_rel: float | None = Field(
         default=0.01,
@@ -432,7 +436,27 @@ class SmoParams(CommonParams):
         default=1.0,
         gt=0,
         allow_inf_nan=False,
-        description="Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i (LIBSVM's C-SVC, with an unregularized offset b).",
+        description=(
+            "Penalty: minimize 0.5*|w|^2 + C * sum_i hinge_i (LIBSVM's C-SVC, with an unregularized offset b); "
+            "with `svm_type: epsilon_svr`, C * sum_i max(0, |f(x_i) - y_i| - epsilon)."
+        ),
+    )
+    svm_type: Literal["c_svc", "epsilon_svr"] = Field(
+        default="c_svc",
+        description=(
+            "LIBSVM's name of the problem. `c_svc`: classification (-s 0). `epsilon_svr`: regression with a kernel "
+            "(-s 3; `task: regression` of the model, whose labels are real-valued targets and which predicts "
+            "values), solved by the same SMO on its 2n-variable dual."
+        ),
+    )
+    epsilon: float = Field(
+        default=0.1,
+        ge=0,
+        allow_inf_nan=False,
+        description=(
+            "`epsilon_svr` only: the half-width of the insensitive zone, in the targets' units (LIBSVM's -p, default "
+            "0.1 as there). Any other value with `c_svc` is refused (422)."
+        ),
     )
     kernel: Kernel = Field(
         default_factory=lambda: RbfKernel(type="rbf"), description="The kernel (default rbf with gamma `scale`)."
@@ -484,8 +508,15 @@ class SmoParams(CommonParams):
     )
     trace_every: int = Field(default=1000, ge=1, description="Record a convergence point every this many steps.")
 
+    @property
+    def task(self) -> Task:
+        """`regression` for `epsilon_svr`, else `classification`."""
+        return Task.regression if self.svm_type == "epsilon_svr" else Task.classification
+
     @model_validator(mode="after")
     def _named_tol_rules(self):
+        if self.epsilon != type(self).model_fields["epsilon"].default and self.svm_type != "epsilon_svr":
+            raise ValueError("epsilon is the insensitive zone of `svm_type: epsilon_svr`; `c_svc` classifies")
         return tol_alone_when_named(self)
 
 

@@ -27,8 +27,12 @@ Writing Hinge's models:
 - Linear models are written as linear-kernel models whose support vectors are the weight vectors.
 - Feature column j (from 0) is written as index j + 1, LIBSVM's numbering.
 
-Reading: ``c_svc`` and ``nu_svc`` models (their decision functions have the same form); one-class
-and regression models are refused. Two classes: one score, positive for the larger label (the
+Regression models (smo's ``epsilon_svr``; ``epsilon_svr`` and ``nu_svr`` files) are written and read as LIBSVM
+lays them out: ``nr_class 2``, no ``label`` nor ``nr_sv`` line, one coefficient per support vector (beta_i),
+rho = -b; the decision value is the prediction.
+
+Reading: ``c_svc`` and ``nu_svc`` models (their decision functions have the same form), and the regressions;
+one-class models are refused. Two classes: one score, positive for the larger label (the
 coefficients are negated when the file lists the smaller label first). More: the model keeps
 LIBSVM's one-vs-one form (``multiclass: "ovo"``), its vote and its tie order; ``probA``/``probB`` are
 kept and give LIBSVM's coupled probabilities. An index 0 in the file makes the model zero-based.
@@ -59,7 +63,8 @@ from service.interchange.common import (
 
 KERNEL_TYPES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid": "sigmoid"}
 SVM_TYPES = ("c_svc", "nu_svc")
-OTHER_SVM_TYPES = ("one_class", "epsilon_svr", "nu_svr")
+REGRESSION_SVM_TYPES = ("epsilon_svr", "nu_svr")
+OTHER_SVM_TYPES = ("one_class",)
 HEADER_FIELDS = (
     "svm_type",
     "kernel_type",
@@ -92,7 +97,8 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         raise ExportRefused(
             f"LIBSVM files hold classifiers; this is a {kind} model (its pairwise scoring function exports as json or onnx)"
         )
-    labels = integral_labels(model.labels, "LIBSVM")
+    regression = model.task == Task.regression
+    labels = [] if regression else integral_labels(model.labels, "LIBSVM")
     if kind == ModelKind.linear:
         kernel = ModelKernel(type="linear")
         support = sp.csr_matrix(np.asarray(arrays["weights"], dtype=np.float64))
@@ -112,7 +118,11 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if model.one_vs_one:
+    if regression:  # one expansion, no labels: rho = -b, each row's coefficient beta_i
+        header = _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=model.libsvm_svm_type or "epsilon_svr")
+        yield header
+        yield from _sv_lines(support, np.arange(support.shape[0]), coef[0].reshape(-1, 1))
+    elif model.one_vs_one:
         yield from _write_one_vs_one(model, kernel, support, coef, offsets)
     elif coef.shape[0] == 1:
         yield from _write_binary(model, labels, kernel, support, coef[0], offsets[0])
@@ -120,9 +130,14 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         yield from _write_one_vs_rest(labels, kernel, support, coef, offsets)
 
 
-def _header(kernel: ModelKernel, labels: list, n_sv: list[int], rho, prob: tuple | None = None) -> str:
+def _header(
+    kernel: ModelKernel, labels: list, n_sv: list[int], rho, prob: tuple | None = None, svm_type: str = "c_svc"
+) -> str:
+    """The header lines up to `SV`; a regression (``svm_type`` epsilon_svr or nu_svr: no labels) has nr_class 2
+    and neither a label nor an nr_sv line, as LIBSVM writes it."""
     kind = kernel.type
-    lines = ["svm_type c_svc", f"kernel_type {KERNEL_TYPES[kind]}"]
+    regression = svm_type in REGRESSION_SVM_TYPES
+    lines = [f"svm_type {svm_type}", f"kernel_type {KERNEL_TYPES[kind]}"]
     if kind == "poly":
         lines.append(f"degree {int(kernel.degree if kernel.degree is not None else 3)}")
     if kind in ("poly", "rbf", "sigmoid"):
@@ -131,14 +146,17 @@ def _header(kernel: ModelKernel, labels: list, n_sv: list[int], rho, prob: tuple
     if kind in ("poly", "sigmoid"):
         lines.append(f"coef0 {number(kernel.coef0 if kernel.coef0 is not None else 0.0)}")
     lines += [
-        f"nr_class {len(labels)}",
+        f"nr_class {2 if regression else len(labels)}",
         f"total_sv {sum(n_sv)}",
         "rho " + " ".join(number(v) for v in rho),
-        "label " + " ".join(str(int(v)) for v in labels),
     ]
+    if not regression:
+        lines.append("label " + " ".join(str(int(v)) for v in labels))
     if prob is not None:
         lines += ["probA " + " ".join(number(v) for v in prob[0]), "probB " + " ".join(number(v) for v in prob[1])]
-    lines += ["nr_sv " + " ".join(str(n) for n in n_sv), "SV"]
+    if not regression:
+        lines.append("nr_sv " + " ".join(str(n) for n in n_sv))
+    lines.append("SV")
     return "\n".join(lines) + "\n"
 
 
@@ -220,7 +238,7 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
 
     def refuse(key: str, values: list[str]) -> str | None:
         if key == "svm_type" and values and values[0] in OTHER_SVM_TYPES:
-            return f"svm_type {values[0]} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)"
+            return f"svm_type {values[0]} is a one-class model; Hinge imports classifiers and regressions"
         return None
 
     header = Header(lines, "SV", HEADER_FIELDS, "LIBSVM", refuse)
@@ -228,11 +246,15 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
     where, (svm_type,) = field("svm_type")
     if svm_type in OTHER_SVM_TYPES:
         raise ModelFileError(
-            where, f"svm_type {svm_type} is a one-class or regression model; Hinge imports classifiers (c_svc, nu_svc)"
+            where, f"svm_type {svm_type} is a one-class model; Hinge imports classifiers and regressions"
         )
-    if svm_type not in SVM_TYPES:
-        raise ModelFileError(where, f"unknown svm_type {svm_type!r} (classifiers: {', '.join(SVM_TYPES)})")
+    if svm_type not in SVM_TYPES + REGRESSION_SVM_TYPES:
+        raise ModelFileError(
+            where, f"unknown svm_type {svm_type!r} (known: {', '.join(SVM_TYPES + REGRESSION_SVM_TYPES)})"
+        )
     kernel = _read_kernel(header, field)
+    if svm_type in REGRESSION_SVM_TYPES:
+        return _read_regression(header, lines, kernel, svm_type, n_features)
     where, (token,) = field("nr_class")
     k = parse_int(token, where, "nr_class")
     if k < 2:
@@ -262,12 +284,7 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
         )
 
     coefficients, support, zero_based = _read_support_vectors(lines, total_sv, k - 1, last)
-    largest = support.shape[1]
-    if n_features is None:
-        n_features = max(largest, 1)
-    elif n_features < largest:
-        raise ModelFileError(None, f"n_features = {n_features}, but a support vector uses feature column {largest - 1}")
-    support.resize((support.shape[0], n_features))
+    n_features = _feature_count(support, n_features)
 
     pair_coef = np.zeros((n_pairs, total_sv))
     starts = np.concatenate([[0], np.cumsum(nr_sv)])
@@ -275,16 +292,8 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
         pair_coef[p, starts[i] : starts[i + 1]] = coefficients[starts[i] : starts[i + 1], j - 1]
         pair_coef[p, starts[j] : starts[j + 1]] = coefficients[starts[j] : starts[j + 1], i]
     offsets = -rho
-    model = ModelDescription()  # its fields set in the order the stored document lists them
-    model.kind = ModelKind.kernel.value
-    model.task = Task.classification.value
-    model.labels = sorted(float(v) for v in file_labels)
-    model.n_features = int(n_features)
-    model.zero_based = zero_based
-    model.kernel = kernel
-    model.params = {"kernel": kernel}
-    model.libsvm_svm_type = svm_type
-    model.n_support = int(total_sv)
+    labels = sorted(float(v) for v in file_labels)
+    model = _kernel_model(Task.classification, labels, n_features, zero_based, kernel, svm_type, total_sv)
     if k == 2:
         sign = 1.0 if file_labels[0] > file_labels[1] else -1.0  # Hinge: positive scores mean the larger label
         pair_coef, offsets = sign * pair_coef, sign * offsets
@@ -307,6 +316,61 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
         "offsets": offsets.astype(np.float64),
     }
     return model, arrays
+
+
+def _read_regression(
+    header: Header, lines: Iterator[tuple[int, str]], kernel: dict, svm_type: str, n_features: int | None
+) -> tuple[ModelDescription, dict]:
+    """A LIBSVM regression file (epsilon_svr, nu_svr): one expansion whose value is the prediction, rho = -b."""
+    where, (token,) = header.field("total_sv")
+    total_sv = parse_int(token, where, "total_sv")
+    if total_sv < 0:
+        raise ModelFileError(where, f"total_sv must be >= 0, got {total_sv}")
+    where, (token,) = header.field("rho")
+    rho = parse_float(token, where, "rho")
+    for name in ("label", "nr_sv", "probA", "probB"):
+        if name in header:
+            raise ModelFileError(header.field(name, None)[0], f"a {svm_type} model has no {name}")
+    coefficients, support, zero_based = _read_support_vectors(lines, total_sv, 1, header.end)
+    n_features = _feature_count(support, n_features)
+    model = _kernel_model(Task.regression, None, n_features, zero_based, kernel, svm_type, total_sv)
+    arrays = {
+        "sv_indptr": support.indptr.astype(np.int64),
+        "sv_indices": support.indices.astype(np.int32),
+        "sv_data": support.data.astype(np.float64),
+        "coef": coefficients[:, 0].reshape(1, -1).astype(np.float64),
+        "offsets": np.array([-rho]),
+    }
+    return model, arrays
+
+
+def _kernel_model(
+    task: Task, labels: list[float] | None, n_features: int, zero_based: bool, kernel: dict, svm_type: str, n_sv: int
+) -> ModelDescription:
+    """The description of a model read from a LIBSVM file, its fields in the order the stored document lists them."""
+    model = ModelDescription()
+    model.kind = ModelKind.kernel.value
+    model.task = task.value
+    model.labels = labels
+    model.n_features = int(n_features)
+    model.zero_based = zero_based
+    model.kernel = kernel
+    model.params = {"kernel": kernel}
+    model.libsvm_svm_type = svm_type
+    model.n_support = int(n_sv)
+    return model
+
+
+def _feature_count(support: sp.csr_matrix, n_features: int | None) -> int:
+    """The model's feature count (default: the largest support vector column + 1), the support matrix resized to
+    it; a ModelFileError when a support vector uses a column past a given count."""
+    largest = support.shape[1]
+    if n_features is None:
+        n_features = max(largest, 1)
+    elif n_features < largest:
+        raise ModelFileError(None, f"n_features = {n_features}, but a support vector uses feature column {largest - 1}")
+    support.resize((support.shape[0], n_features))
+    return n_features
 
 
 def _read_kernel(header: Header, field) -> dict:

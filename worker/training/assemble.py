@@ -43,7 +43,7 @@ def assemble_model(
     kernel = getattr(params, "kernel", None)
     if kernel is not None:
         one_vs_one = uses_one_vs_one(params, np.asarray(arrays["y"]))
-        model_arrays = _kernel_model(model, results, arrays, n_features, labels if one_vs_one else None)
+        model_arrays = kernel_model_arrays(model, results, arrays, n_features, labels if one_vs_one else None)
         model.kernel = kernel.model_dump()
     else:
         model_arrays = linear_arrays if linear_arrays is not None else linear_model_arrays(results)
@@ -155,7 +155,7 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _kernel_model(
+def kernel_model_arrays(
     model: ModelDescription,
     results: list[SolverResult],
     arrays: dict,

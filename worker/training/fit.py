@@ -43,7 +43,7 @@ from worker.runtime.progress import ProblemsEstimator
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
-from worker.training.assemble import assemble_model, correct_rows, linear_model_arrays, summarize
+from worker.training.assemble import assemble_model, correct_rows, kernel_model_arrays, linear_model_arrays, summarize
 from worker.training.context import FitContext
 from worker.training.folds import subset
 from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
@@ -293,11 +293,11 @@ def train_model(
     """
     context = replace(context, n_processes=context.processes(params))
     sink = context.progress_sink()
-    if params.task == Task.regression:
-        return _train_regression(solver, params, arrays, n_features, context)
-    if params.task != Task.classification:
+    if params.task != Task.classification and params.task != Task.regression:
         return _train_pairwise(solver, params, arrays, n_features, context)
     params = resolve_kernel(params, arrays, n_features)
+    if params.task == Task.regression:
+        return _train_regression(solver, params, arrays, n_features, context)
 
     y = np.asarray(arrays["y"])
     estimator = ProblemsEstimator(solver, params, n_binary_problems(y, uses_one_vs_one(params, y)))
@@ -400,15 +400,20 @@ def _train_pairwise(
 def _train_regression(
     solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext
 ) -> TrainingOutcome:
-    """A regression (dcd's epsilon-insensitive losses): one problem over the real targets; the model's one score is
-    its predicted value."""
+    """A regression (dcd's epsilon-insensitive losses, smo's epsilon_svr): one problem over the real targets; the
+    model's one score is its predicted value."""
     y = np.asarray(arrays["y"], dtype=np.float64)
     result, sink = _fit_one_problem(solver, params, arrays, y, n_features, context)
     sink.set_phase("scoring training data")
-    model_arrays = linear_model_arrays([result])
     model = ModelDescription()
     overall = summarize(model, [result], result.stop_reason is StopReason.DEADLINE)
-    model.kind = ModelKind.linear.value
+    kernel = getattr(params, "kernel", None)
+    if kernel is not None:  # the expansion over its support rows, as a kernel classifier's
+        model_arrays = kernel_model_arrays(model, [result], arrays, n_features)
+        model.kernel = kernel.model_dump()
+    else:
+        model_arrays = linear_model_arrays([result])
+        model.kind = ModelKind.linear.value
     model.stopping_rule = stopping_rule(solver, params, [result], overall.value).model_dump()
     model.labels = None  # a model that predicts values
     model.n_features = int(n_features)

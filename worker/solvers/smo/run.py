@@ -114,8 +114,13 @@ class Run:
         alpha0: np.ndarray | None = None,
         gradient0: np.ndarray | None = None,
         gradient_bar0: np.ndarray | None = None,
+        linear_term: np.ndarray | None = None,
+        epsilon: float = -1.0,
     ):
+        """``linear_term``: p of f = 0.5 alpha' Q alpha + p' alpha per row (None: -1, the C-SVC); ``epsilon`` >= 0:
+        the problem is the doubled epsilon-SVR (``smo.solve.solve_svr``), whose losses the primal sums."""
         self.control = control
+        self.epsilon = float(epsilon)
         self.started = time.perf_counter()
         self.trace_seconds = 0.0
         self.primal_next = 0.0  # when a trace point may next carry the primal while shrunk
@@ -124,13 +129,15 @@ class Run:
         self.kp = KernelParams(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
         sq = row_sq_norms(indptr, data)
         self.yp = y.copy()  # labels in position order (the solver swaps positions when it shrinks)
+        P = -np.ones(n) if linear_term is None else np.array(linear_term, dtype=np.float64)
         self.V = Variables(
             np.zeros(n),
-            -np.ones(n),
+            P.copy(),
             np.zeros(n),
             np.where(self.yp > 0, C * w_pos, C * w_neg),
             kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree),
             np.zeros(n, dtype=np.int8),
+            P,
         )
         dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
         self.X = position_copies(indptr, indices, data, sq, self.yp, n_features, threads, dense)
@@ -194,7 +201,7 @@ class Run:
     def stats(self):
         """(m, M, b, n_sv, n_bounded, quad, hinge) over the active positions (see smo.steps.stats)."""
         V = self.V
-        return stats(self.yp, V.alpha, V.G, V.Cp, V.status, int(self.istate[IS_ACTIVE]), self.n)
+        return stats(self.yp, V.alpha, V.G, V.Cp, V.status, V.P, self.epsilon, int(self.istate[IS_ACTIVE]), self.n)
 
     def record(self, final: bool = False) -> None:
         """Hand one trace point to the control (its time counts as trace time, not solver time)."""
@@ -254,9 +261,14 @@ class Run:
             )
             if self.control.check() is not None:
                 return None, None
-        G_rest = V.G_bar[active:] - 1.0 + rest
-        quad += float(V.alpha[active:] @ (G_rest + 1.0))
-        hinge += float(V.Cp[active:] @ np.maximum(0.0, -G_rest - self.yp[active:] * b))
+        P_rest = V.P[active:]
+        G_rest = V.G_bar[active:] + P_rest + rest
+        quad += float(V.alpha[active:] @ (G_rest - P_rest))
+        if self.epsilon < 0.0:
+            hinge += float(V.Cp[active:] @ np.maximum(0.0, -G_rest - self.yp[active:] * b))
+        else:  # the rows whose first copy is shrunk (steps.svr_loss)
+            loss = np.maximum(0.0, np.abs(G_rest - self.epsilon + b) - self.epsilon)
+            hinge += float(V.Cp[active:] @ np.where(self.yp[active:] > 0, loss, 0.0))
         cost = time.perf_counter() - now
         self.primal_next = time.perf_counter() + max(PRIMAL_EVERY_S, 4.0 * cost)
         return quad, hinge
@@ -269,7 +281,7 @@ class Run:
             reslot(n, int(min(n, max(2, self.budget // n))), self.ca, istate)
         if active < n:
             computed0 = int(istate[IS_COMPUTED])
-            V.G[active:] = V.G_bar[active:] - 1.0
+            V.G[active:] = V.G_bar[active:] + V.P[active:]
             free_pos = np.flatnonzero(V.status[:active] == FREE).astype(np.int64)
             chunk = max(1, int(2_000_000 // n))  # a row fetched here costs up to n kernel values
             last_check = time.perf_counter()

@@ -234,6 +234,8 @@ class SmoSettings(Protocol):
     fields), with a number for gamma (the worker resolves `scale`)."""
 
     C: float
+    svm_type: str
+    epsilon: float
     kernel: Any
     working_set: str
     tol: float
@@ -275,7 +277,7 @@ def _gap_rel(run: Run) -> float | None:
         return None
     _m, _M, _b, _n_sv, _n_bounded, quad, hinge = run.stats()
     primal = 0.5 * quad + hinge
-    dual = float(run.V.alpha.sum() - 0.5 * quad)
+    dual = -float(0.5 * quad + run.V.P @ run.V.alpha)
     return max(primal - dual, 0.0) / primal if primal > 0 else None
 
 
@@ -293,11 +295,21 @@ def solve_smo(
     alpha0=None,
     gradient0=None,
     gradient_bar0=None,
+    linear_term=None,
+    svr_epsilon=None,
 ) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs). ``params``:
     the job's parameters (``SmoSettings``); ``class_weight``: this problem's factors on C for y = -1 and
     y = +1; ``alpha0``, ``gradient0`` and ``gradient_bar0``: the dual variables to start from and,
-    optionally, their G and G_bar (see "Warm start")."""
+    optionally, their G and G_bar (see "Warm start"). With ``svm_type: epsilon_svr`` an epsilon-SVR on real
+    targets ``y`` (``smo.svr``, which calls back with its doubled problem's ``linear_term`` and ``svr_epsilon``)."""
+    if linear_term is None and params.svm_type == "epsilon_svr":
+        from worker.solvers.smo.svr import solve_svr
+
+        return solve_svr(
+            indptr, indices, data, y, n_features=n_features, params=params, n_threads=n_threads, control=control,
+            alpha0=alpha0, gradient_bar0=gradient_bar0,
+        )  # fmt: skip
     y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight)
     C, tol, tol_rel = float(params.C), float(params.tol), params.tol_rel
     working_set, cache_mb, shrinking, seed = params.working_set, float(params.cache_mb), params.shrinking, params.seed
@@ -334,6 +346,8 @@ def solve_smo(
         alpha0,
         gradient0,
         gradient_bar0,
+        linear_term,
+        -1.0 if svr_epsilon is None else float(svr_epsilon),
     )
     istate, n = run.istate, run.n
 
@@ -391,7 +405,7 @@ def solve_smo(
         m, M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
         complete = active == n
         objective = 0.5 * quad + hinge if complete else float("nan")
-        dual_value = float(run.V.alpha.sum() - 0.5 * quad) if complete else -float(run.fstate[FS_F])
+        dual_value = -float(0.5 * quad + run.V.P @ run.V.alpha) if complete else -float(run.fstate[FS_F])
         run.record(final=True)
     finally:
         run.close()
@@ -467,9 +481,13 @@ def warm_up() -> None:
     indices = matrix.indices.astype(np.int32)
     csr = (indptr, indices, matrix.data, y)
 
-    def settings(C: float, working_set: str = "second_order", cache_mb: float = 200.0) -> SimpleNamespace:
+    def settings(
+        C: float, working_set: str = "second_order", cache_mb: float = 200.0, svm_type: str = "c_svc"
+    ) -> SimpleNamespace:
         return SimpleNamespace(
             C=C,
+            svm_type=svm_type,
+            epsilon=0.1,
             kernel={"type": "rbf", "gamma": 0.5},
             working_set=working_set,
             tol=1e-3,
@@ -487,6 +505,12 @@ def warm_up() -> None:
     alpha, gradient, gradient_bar = (first.extra[key] for key in ("alpha", "gradient", "gradient_bar"))
     solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha)
     solve_smo(*csr, n_features=3, params=settings(2.0), alpha0=alpha, gradient0=gradient, gradient_bar0=gradient_bar)
+    # epsilon-SVR (smo.svr): real targets, shrinking on, its primal's loss
+    targets = dense @ np.array([1.0, -0.5, 0.2])
+    for working_set in WORKING_SETS:
+        solve_smo(
+            indptr, indices, matrix.data, targets, n_features=3, params=settings(1.0, working_set, 0.0, "epsilon_svr")
+        )
     sq = row_sq_norms(indptr, matrix.data)
     kp = KernelParams(np.int64(KERNEL_LINEAR), np.float64(0.5), np.float64(0.0), np.int64(3))
     istate = np.zeros(IS_SIZE, dtype=np.int64)

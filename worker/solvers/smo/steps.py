@@ -55,6 +55,7 @@ class Variables(NamedTuple):
     Cp: np.ndarray  # C_t (C times the class weight)
     QD: np.ndarray  # Q_tt
     status: np.ndarray  # LOWER, UPPER or FREE (int8)
+    P: np.ndarray  # the linear term p_t of f (C-SVC: -1; epsilon-SVR: epsilon -+ y_i)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +127,7 @@ def _gbar_row(p, coef, n, X, kp, ca, istate, G_bar):
 @njit(cache=True)
 def _apply_step(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, V, istate, fstate):
     """Move (alpha_i, alpha_j) to the new values: update f, G (active part), status and G_bar."""
-    alpha, G, G_bar, Cp, QD, status = V
+    alpha, G, G_bar, Cp, QD, status, P = V
     cache = ca.pool
     di = ai_new - alpha[i]
     dj = aj_new - alpha[j]
@@ -172,8 +173,9 @@ def _step_on_pair_of(i, m, n, X, kp, ca, V, istate, fstate):
 
 
 @njit(cache=True)
-def _swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, slot_of, slot_owner):
+def _swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, P, slot_of, slot_owner):
     perm[p], perm[q] = perm[q], perm[p]
+    P[p], P[q] = P[q], P[p]
     y[p], y[q] = y[q], y[p]
     alpha[p], alpha[q] = alpha[q], alpha[p]
     G[p], G[q] = G[q], G[p]
@@ -206,7 +208,7 @@ def _shrinkable(t, m, M, y, G, status):
 @njit(cache=True)
 def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
     """One shrinking pass. Returns RUN_RECONSTRUCT when the 10*tol un-shrink is due, else RUN_BUDGET."""
-    alpha, G, G_bar, Cp, QD, status = V
+    alpha, G, G_bar, Cp, QD, status, P = V
     y = X.y
     active = istate[IS_ACTIVE]
     m, M, _i_max = extremes_threads(X, G, status, active, istate)
@@ -223,7 +225,7 @@ def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
             while a > i and _shrinkable(a, m, M, y, G, status):
                 a -= 1
             if a > i:
-                _swap(i, a, orig.perm, y, alpha, G, G_bar, Cp, QD, status, ca.slot_of, ca.slot_owner)
+                _swap(i, a, orig.perm, y, alpha, G, G_bar, Cp, QD, status, P, ca.slot_of, ca.slot_owner)
                 swap_p[n_swaps] = i
                 swap_q[n_swaps] = a
                 n_swaps += 1
@@ -282,7 +284,7 @@ def _platt_take_step(i1, i2, base2, n, X, kp, ca, V, istate, fstate):
     """Platt's takeStep: optimise the pair (i1, i2) if that makes progress; returns 1 on a step."""
     if i1 == i2:
         return 0
-    alpha, G, _G_bar, Cp, QD, status = V
+    alpha, G, _G_bar, Cp, QD, status, _P = V
     y = X.y
     cache = ca.pool
     K12 = y[i1] * y[i2] * cache[base2 + i1]
@@ -401,14 +403,14 @@ def run_platt(n, budget, X, orig, kp, ca, V, istate, fstate, swap_p, swap_q, tol
 @njit(cache=True)
 def start_from(alpha, gradient, gradient_bar, X, kp, V, istate, n):
     """Set the variables to ``alpha`` (feasible; position order = row order at the start) and compute what the
-    steps keep: status, G = Q alpha - 1 and G_bar, each taken as given when it has n values (that very
+    steps keep: status, G = Q alpha + p and G_bar, each taken as given when it has n values (that very
     alpha's, as a previous fit returns them) and else computed from a kernel row per non-zero alpha_j (per
-    variable at its upper bound for G_bar). Returns the dual value f = 0.5 alpha' (G - 1)."""
+    variable at its upper bound for G_bar). Returns the dual value f = 0.5 alpha' (G + p)."""
     row = np.empty(n)
     given = gradient.size == n
     given_bar = gradient_bar.size == n
     for t in range(n):
-        V.G[t] = gradient[t] if given else -1.0
+        V.G[t] = gradient[t] if given else V.P[t]
         V.G_bar[t] = gradient_bar[t] if given_bar else 0.0
     for j in range(n):
         c = V.Cp[j]
@@ -432,7 +434,7 @@ def start_from(alpha, gradient, gradient_bar, X, kp, V, istate, n):
                 V.G_bar[t] += c * row[t]
     f = 0.0
     for t in range(n):
-        f += V.alpha[t] * (V.G[t] - 1.0)
+        f += V.alpha[t] * (V.G[t] + V.P[t])
     return 0.5 * f
 
 
@@ -453,8 +455,10 @@ def rebuild_gradient(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 
 
 @njit(cache=True)
-def stats(y, alpha, G, Cp, status, active, n):
-    """(m, M, b, n_sv, n_bounded, sum_alpha_G_plus_1, hinge_sum) with G over [0, active)."""
+def stats(y, alpha, G, Cp, status, P, epsilon, active, n):
+    """(m, M, b, n_sv, n_bounded, alpha' Q alpha, loss_sum) with G over [0, active): the loss is the hinge
+    (``epsilon`` < 0, C-SVC), else the epsilon-insensitive loss of the rows whose first copy (y_t = +1) is active
+    (epsilon-SVR: ``svr_loss``)."""
     m, M, _i_max = extremes(y, G, status, active)
     n_free = 0
     sum_free = 0.0
@@ -482,8 +486,20 @@ def stats(y, alpha, G, Cp, status, active, n):
     quad = 0.0
     hinge = 0.0
     for t in range(active):
-        quad += alpha[t] * (G[t] + 1.0)
-        loss = -G[t] - y[t] * b
+        quad += alpha[t] * (G[t] - P[t])
+        if epsilon < 0.0:
+            loss = -G[t] - y[t] * b
+        elif y[t] > 0.0:
+            loss = svr_loss(G[t], b, epsilon)
+        else:
+            loss = 0.0
         if loss > 0.0:
             hinge += Cp[t] * loss
     return m, M, b, n_sv, n_bounded, quad, hinge
+
+
+@njit(cache=True, inline="always")
+def svr_loss(G_t, b, epsilon):
+    """epsilon-SVR: the loss max(0, |f(x_i) - y_i| - epsilon) of row i from the gradient of its first copy t
+    (p_t = epsilon - y_i, so f(x_i) - y_i = (K beta)_i + b - y_i = G_t - epsilon + b)."""
+    return max(0.0, abs(G_t - epsilon + b) - epsilon)
