@@ -14,6 +14,17 @@ ExportFormat = Literal["json", "liblinear", "libsvm", "onnx"]
 ImportFormat = Literal["json", "liblinear", "libsvm"]
 
 
+class TargetSummary(TypedDict):
+    """TargetSummary: a data set's labels read as numbers (what a regression trains on)."""
+
+    min: float
+    max: float
+    mean: float
+    std: float
+    integral: bool
+    n_distinct: int | None
+
+
 class Dataset(TypedDict):
     """DatasetOut: a stored data set."""
 
@@ -24,6 +35,7 @@ class Dataset(TypedDict):
     n_features: int
     nnz: int
     labels: dict[str, int]
+    targets: TargetSummary | None
     has_qid: bool
     zero_based: bool
     zero_based_guessed: bool | None
@@ -97,7 +109,7 @@ class Model(TypedDict):
     solver: Solver | None
     params: dict[str, Any]
     kind: Literal["linear", "kernel", "ranking"]
-    task: Literal["classification", "ordinal", "roc_area", "ranking"]
+    task: Literal["classification", "ordinal", "roc_area", "ranking", "regression"]
     labels: list[float] | None
     n_features: int
     zero_based: bool
@@ -109,6 +121,8 @@ class Model(TypedDict):
     stop_reason: str | None
     objective: float | None
     train_accuracy: float | None
+    train_mse: float | None
+    train_r2: float | None
     warnings: list[WarningItem]
     created_at: str
 
@@ -149,6 +163,9 @@ class Evaluation(TypedDict, total=False):
     f1: float | None
     roc_auc: float | None
     roc_curve: RocCurve | None
+    mse: float | None
+    mae: float | None
+    r2: float | None
     pairwise_accuracy: float | None
     kendall_tau: float | None
 
@@ -163,6 +180,7 @@ class Page(TypedDict):
 
 
 SCHEMA_OF = {
+    TargetSummary: "TargetSummary",
     Dataset: "DatasetOut",
     JobError: "JobError",
     Job: "JobOut",
