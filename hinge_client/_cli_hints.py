@@ -22,6 +22,7 @@ _ROUTE_FIRST = re.compile(r"\((?:GET|POST|PUT|DELETE) /v1/[^\s,)]*, ")
 _KERNEL_EXAMPLE = re.compile(r'"(\w+)": \{"type": "(\w+)", "(\w+)": \.\.\.\}')
 _PARAM_VALUE = re.compile(r"\bparams\.([\w.]+)(?::\s*|=)(true|false|null|-?\d[\w.+-]*)")
 _PARAM = re.compile(r"\bparams\.([\w.]+)")
+_REGRESSION_LOSS = re.compile(r"\b(dcd with )?loss: ((?:squared_)?epsilon_insensitive)\b")
 
 
 def flag_hints(message: str, args) -> str:
@@ -29,11 +30,15 @@ def flag_hints(message: str, args) -> str:
 
     A parameter of the request that the command sets with a flag is named by the flag ("send format=csv"
     reads "use --format csv", "send \"ignore_unknown_features\": true" reads "use --ignore-unknown-features"),
-    a training parameter by -p ("params.C" reads "-p C"), and the routes the command called are left out.
+    a training parameter by -p ("params.C" reads "-p C", "dcd with loss: epsilon_insensitive" reads
+    "--solver dcd -p loss=epsilon_insensitive"), and the routes the command called are left out.
     """
     message = _ROUTE_FIRST.sub("(", _ROUTE_ALONE.sub("", message))
     message = _KERNEL_EXAMPLE.sub(r"-p \1.type=\2 -p \1.\3=...", message)
     message = _PARAM.sub(r"-p \1", _PARAM_VALUE.sub(r"-p \1=\2", message))
+    message = _REGRESSION_LOSS.sub(
+        lambda m: ("--solver dcd " if m.group(1) else "") + f"-p loss={m.group(2)}", message
+    )  # "regression is dcd with loss: epsilon_insensitive" reads "regression is --solver dcd -p loss=..."
     for name, flag in API_FLAGS.items():
         if not hasattr(args, name):  # this command has no such flag
             continue

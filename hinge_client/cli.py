@@ -4,8 +4,10 @@
     hingectl train DATASET --solver ocas -p C=1 -p tol_rel=0.001 [--watch]
     hingectl train DATASET --solver smo -p kernel.gamma=0.5 -p search.C=[0.1,1,10]
     hingectl watch JOB                                 # live bar: phase, fraction, gap, ETA; prints the model id
+    hingectl train DATASET --solver dcd -p loss=epsilon_insensitive -p epsilon=0.1 --watch   # a regression
     hingectl predict MODEL rows.svm [--scores] [--probabilities] [--ignore-unknown-features]
                                                        # one label per line; accuracy on stderr for labelled rows
+                                                       # (a regression: one value per line; MSE and R² on stderr)
     hingectl evaluate MODEL DATASET|FILE               # metrics and confusion matrix (a file is uploaded, then deleted)
     hingectl export MODEL [--format json|liblinear|libsvm|onnx] [-o model.json]
     hingectl import FILE [--format json|liblinear|libsvm] [--n-features N]   # prints the model id
@@ -101,13 +103,25 @@ def cmd_upload(client: Client, args) -> int:
     if args.json:
         _out(json.dumps(record))
     else:
-        labels = ", ".join(f"{k}: {v}" for k, v in list(record.get("labels", {}).items())[:6])
-        _err(f"uploaded {record['n_samples']} rows x {record['n_features']} features ({labels})")
+        _err(f"uploaded {record['n_samples']} rows x {record['n_features']} features ({labels_text(record)})")
         base = index_base_text(record)
         if base:
             _err(base)
         _out(record["id"])
     return EXIT_OK
+
+
+def labels_text(record: Dataset) -> str:
+    """The upload's labels in brief: the first counts per label, or for real-valued targets (not all integers) their
+    range, mean and spread, which a regression trains on."""
+    targets = record.get("targets")
+    if targets and not targets["integral"]:
+        distinct = targets["n_distinct"]
+        return (
+            f"real-valued targets from {targets['min']:g} to {targets['max']:g}, mean {targets['mean']:g}, "
+            f"std {targets['std']:g}, {distinct if distinct is not None else 'over 1000'} distinct values"
+        )
+    return ", ".join(f"{k}: {v}" for k, v in list(record.get("labels", {}).items())[:6])
 
 
 def index_base_text(record: Dataset) -> str:
@@ -140,6 +154,21 @@ def _fmt_label(label) -> str:
     return f"{label:g}" if isinstance(label, (int, float)) else str(label)
 
 
+def _fmt_value(value: float) -> str:
+    """A regression's predicted value, to the digits that read back as the same number (LIBLINEAR prints %.17g)."""
+    return repr(float(value))
+
+
+def regression_metrics(predicted: list[float], truth: list[float]) -> tuple[float, float]:
+    """(mean squared error, R²) of predicted values, as scikit-learn's mean_squared_error and r2_score (constant
+    targets: R² 1 when predicted exactly, else 0)."""
+    mean = sum(truth) / len(truth)
+    sse = sum((p - t) ** 2 for p, t in zip(predicted, truth))
+    sst = sum((t - mean) ** 2 for t in truth)
+    r2 = 1.0 - sse / sst if sst > 0 else (1.0 if sse == 0 else 0.0)
+    return sse / len(truth), r2
+
+
 def at_lines(message: str, path: str, lines: list[int]) -> str:
     """A message naming rows of a predict request (``instances[i]``) as the lines of the file they came from."""
     return re.sub(r"instances\[(\d+)\]", lambda m: f"{path}: line {lines[int(m.group(1))]}", message)
@@ -162,6 +191,8 @@ def cmd_predict(client: Client, args) -> int:
         labels.extend(answer["labels"] or [])  # none for models that only score (ranking)
         scores.extend(answer["scores"])
         probabilities.extend(answer.get("probabilities") or [])
+    model = client.get_model(args.model)
+    regression = model.get("task") == "regression"  # its labels are the predicted values
     if args.json:
         out: dict = {"labels": labels or None, "scores": scores}
         if args.probabilities:
@@ -169,20 +200,24 @@ def cmd_predict(client: Client, args) -> int:
         _out(json.dumps(out))
     else:
         if args.probabilities:  # as svm-predict -b 1: the labels of the probability columns first
-            model = client.get_model(args.model)
             _out("labels\t" + "\t".join(_fmt_label(label) for label in model["labels"] or []))
         for at, score in enumerate(scores):
-            fields = [_fmt_label(labels[at])] if labels else []
+            fields = [(_fmt_value if regression else _fmt_label)(labels[at])] if labels else []
             if args.scores or not labels:
                 fields.extend(f"{v:.6g}" for v in (score if isinstance(score, list) else [score]))
             if args.probabilities:
                 fields.extend(f"{p:.6g}" for p in probabilities[at])
             _out("\t".join(fields))
-    if labels and local.all_labelled():  # as svm-predict: the accuracy on labelled rows, on stderr
-        right = sum(float(predicted) == truth for predicted, truth in zip(labels, local.labels))
-        _err(f"Accuracy = {100.0 * right / len(labels):g}% ({right}/{len(labels)})")
-        # an accuracy is read as the model's worth: say when the model itself is doubtful
-        print_warnings(args.model, client.get_model(args.model).get("warnings") or [])
+    if labels and local.all_labelled():  # as svm-predict: the accuracy (a regression's error) on labelled rows
+        truth = cast(list[float], local.labels)
+        if regression:
+            mse, r2 = regression_metrics(labels, truth)
+            _err(f"Mean squared error = {mse:g}, R² = {r2:g} (regression, {len(labels)} rows)")
+        else:
+            right = sum(float(predicted) == label for predicted, label in zip(labels, truth))
+            _err(f"Accuracy = {100.0 * right / len(labels):g}% ({right}/{len(labels)})")
+        # a score is read as the model's worth: say when the model itself is doubtful
+        print_warnings(args.model, model.get("warnings") or [])
     return EXIT_OK
 
 

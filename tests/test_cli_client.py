@@ -357,3 +357,60 @@ def test_job_duration_reads_the_jobs_own_times():
     queued = {"created_at": "2026-01-01T00:00:00.000000Z", "started_at": None, "finished_at": "2026-01-01T00:00:04Z"}
     assert job_duration(queued, 0.0) == "before it started, after 4.0 s in the queue"
     assert job_duration({"status": "canceled"}, 1.25) == "after 1.2 s"  # no times: the watch's
+
+
+def test_regression_uploads_trains_predicts_values_and_their_error(service, files):
+    """Issue 33: an upload of real-valued targets says so; classification on them is refused with the command line's
+    way to a regression (-p loss=epsilon_insensitive); a regression's predict prints one value per line (the digits
+    that read back as the service's number) and, for labelled rows, its mean squared error and R² on stderr, as
+    scikit-learn computes them; evaluate prints the API's mse, mae and r2."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.metrics import mean_squared_error, r2_score
+
+    from hinge_client.data import to_svmlight as arrays_to_svmlight
+
+    url = service.base_url
+    X, y = load_diabetes(return_X_y=True)
+    y = y / 100.0
+    train, held_out = files["folder"] / "diabetes.svm", files["folder"] / "diabetes-test.svm"
+    train.write_bytes(arrays_to_svmlight(X[:300], y[:300]))
+    held_out.write_bytes(arrays_to_svmlight(X[300:], y[300:]))
+    code, out, err = hingectl(url, "upload", str(train))
+    assert code == 0, err
+    assert f"300 rows x 10 features (real-valued targets from {y[:300].min():g} to {y[:300].max():g}, mean " in err
+    dataset = out.strip()
+
+    code, _, err = hingectl(url, "train", dataset, "--solver", "dcd")
+    assert code == 6 and "real-valued labels" in err and "--solver dcd -p loss=epsilon_insensitive" in err, err
+    code, _, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "epsilon=0.2")
+    assert code == 6 and "use -p loss=epsilon_insensitive or squared_epsilon_insensitive" in err, err
+    code, out, err = hingectl(
+        url, "train", dataset, "--solver", "dcd", "-p", "loss=epsilon_insensitive", "-p", "epsilon=0.1", "--watch"
+    )
+    assert code == 0 and "succeeded" in err, err
+    model = out.strip()
+
+    code, out, err = hingectl(url, "predict", model, str(held_out))
+    assert code == 0, err
+    values = [float(line) for line in out.splitlines()]
+    code, answer, _ = hingectl(url, "predict", model, str(held_out), "--json")
+    assert code == 0 and values == json.loads(answer)["labels"] == json.loads(answer)["scores"]
+    mse, r2 = re.search(
+        r"^hingectl: Mean squared error = (\S+), R² = (\S+) \(regression, 142 rows\)$", err, re.M
+    ).groups()
+    assert float(mse) == pytest.approx(mean_squared_error(y[300:], values), rel=1e-5)
+    assert float(r2) == pytest.approx(r2_score(y[300:], values), rel=1e-5) and float(r2) > 0.3
+    assert "Accuracy" not in err
+    code, out, _ = hingectl(url, "predict", model, str(held_out), "--scores")
+    assert [float(line.split("\t")[1]) for line in out.splitlines()] == pytest.approx(values, rel=1e-5)
+    unlabelled = files["folder"] / "diabetes-rows.svm"
+    unlabelled.write_text("1:0.01 2:-0.04\n3:0.05\n")
+    code, out, err = hingectl(url, "predict", model, str(unlabelled))
+    assert code == 0 and len(out.split()) == 2 and "Mean squared error" not in err, err
+
+    code, out, err = hingectl(url, "evaluate", model, str(held_out))
+    assert code == 0, err
+    metrics = dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+    assert metrics["task"] == "regression" and float(metrics["r2"]) == pytest.approx(float(r2), rel=1e-5)
+    assert float(metrics["mse"]) == pytest.approx(float(mse), rel=1e-5) and "mae" in metrics
+    assert "confusion matrix" not in out
