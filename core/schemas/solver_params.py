@@ -156,8 +156,8 @@ class DcdParams(CommonParams):
         allow_inf_nan=False,
         description=(
             "Stop when the largest minus the smallest projected gradient of the dual is below tol (paper's rule (17); "
-            "LIBLINEAR's -e). Regression losses: when the summed violation of a pass is below tol times that at the "
-            "start, sum_i max(0, |y_i| - epsilon) (LIBLINEAR -s 12/13's -e, in the targets' own scale)."
+            "LIBLINEAR's -e). Regression losses: when the summed violation of a pass is below tol times that of the "
+            "first pass (LIBLINEAR -s 12/13's -e, in the targets' own scale)."
         ),
     )
     tol_rel: float | None = Field(
