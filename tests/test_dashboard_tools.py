@@ -414,3 +414,41 @@ def test_a_regression_is_evaluated_with_its_errors_and_a_scatter_of_predicted_ag
     assert heads == ["row", "predicted", "true value"]
     assert refused == [] and page.errors == [] and page.failed == [], (refused, page.errors, page.failed)
     page.close()
+
+
+def test_a_one_class_model_is_evaluated_with_a_score_histogram(service, browser):
+    """A one-class model (smo's svm_type one_class) evaluated on rows labelled 1 / -1: the outlier fraction as the
+    API answers it, and a histogram of the scores whose bars add up to the rows, stacked by label."""
+    rng = np.random.default_rng(7)
+    inliers = rng.normal(size=(200, 2))
+    X = np.vstack([inliers, rng.normal(size=(40, 2)) * 0.5 + 4.0])
+    y = np.concatenate([np.ones(200), -np.ones(40)])
+    text = to_svmlight(*_csr_of(X), y)
+    with service.client() as http:
+        training = upload(http, to_svmlight(*_csr_of(inliers), np.ones(200)), name="inliers").json()
+        mixed = upload(http, text, name="inliers-and-outliers").json()
+        body = {"dataset_id": training["id"], "solver": "smo", "params": {"svm_type": "one_class", "nu": 0.05}}
+        model_id = wait_job(http, http.post("/v1/jobs", json=body).json()["id"])["model_id"]
+        report = http.post(f"/v1/models/{model_id}/evaluate", json={"dataset_id": mixed["id"]}).json()
+    histogram = report["score_histogram"]
+    assert sum(histogram["counts"]) == 240 and sum(histogram["counts_outliers"]) == 40
+    assert report["outlier_fraction"] > 0.1  # the far cluster is left out
+    page, refused = open_dashboard(browser, service)
+    open_model(page, model_id)
+    page.select_option("#evaluate-dataset", mixed["id"])
+    page.click("#evaluate-run")
+    page.wait_for_selector("#evaluate-result #score-histogram")
+    shown = float(page.text_content("#evaluate-metrics dd[data-metric=outlier_fraction]"))
+    assert shown == pytest.approx(report["outlier_fraction"], abs=1e-4)
+    heights = page.eval_on_selector_all("#histogram-bars rect.outliers", "bars => bars.length")
+    assert heights == sum(1 for count in histogram["counts_outliers"] if count > 0)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-one-class.png"), full_page=True)
+    assert refused == [] and page.errors == [] and page.failed == [], (refused, page.errors, page.failed)
+    page.close()
+
+
+def _csr_of(X):
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix(X)
+    return matrix.indptr, matrix.indices, matrix.data

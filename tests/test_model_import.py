@@ -135,11 +135,7 @@ LIBLINEAR_OK = "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feat
             "svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 2\nrho 0.1\nlabel 1 -1\nnr_sv 1 1\nSV\n1 1:0.5 3:1\n-1 3:0.5 2:1\n",
             "line 11: feature index 2 after 3: indices must ascend",
         ),
-        (
-            "libsvm",
-            "svm_type one_class\nkernel_type rbf\n",
-            "line 1: svm_type one_class is a one-class model",
-        ),
+        ("libsvm", "svm_type nu_svm\nkernel_type rbf\nSV\n", "line 1: unknown svm_type 'nu_svm'"),
         (
             "libsvm",
             "svm_type c_svc\nkernel_type rbf\nnr_class 2\ntotal_sv 0\nrho 0\nlabel 1 -1\nnr_sv 0 0\nSV\n",

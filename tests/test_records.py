@@ -335,11 +335,12 @@ ADDED_FIELDS = {
         ',"data_access":null',
         ',"train_mse":null',
         ',"train_r2":null',
+        ',"train_outlier_fraction":null',
     ),
 }
 """What a data set's and a model's answers gained since (issue 32: whether the index base was guessed, unknown for
 a record stored before; the scale of C's range; the warnings; issue 34: how an out-of-core training read its
-data, null for one in memory; issue 33: the labels as numbers, a regression's training error), once each."""
+data, null for one in memory; issue 33: the labels as numbers, a regression's training error, a one-class model's outliers), once each."""
 
 
 def test_the_api_answers_for_records_stored_then_byte_for_byte(service, http):

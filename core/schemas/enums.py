@@ -23,6 +23,7 @@ class Task(str, Enum):
     roc_area = "roc_area"
     ranking = "ranking"
     regression = "regression"
+    one_class = "one_class"
 
 
 class Multiclass(str, Enum):

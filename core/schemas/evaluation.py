@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from core.schemas.base import ResponseModel, StrictModel
-from core.scoring.metrics import REGRESSION_POINTS, ROC_POINTS
+from core.scoring.metrics import HISTOGRAM_BINS, REGRESSION_POINTS, ROC_POINTS
 
 
 class EvaluateRequest(StrictModel):
@@ -46,6 +46,19 @@ class RocCurve(ResponseModel):
     )
 
 
+class ScoreHistogram(ResponseModel):
+    """How a one-class model's scores spread over the rows (the dashboard's histogram)."""
+
+    edges: list[float] = Field(description="Bin edges, ascending, equal widths over the scores' range (0 inside).")
+    counts: list[int] = Field(description="Rows per bin.")
+    counts_outliers: list[int] | None = Field(
+        default=None, description="With labels -1 / 1 in the data set: rows labelled -1 per bin."
+    )
+    counts_inliers: list[int] | None = Field(
+        default=None, description="With labels -1 / 1 in the data set: rows labelled 1 per bin."
+    )
+
+
 class PredictedVsTrue(ResponseModel):
     """A regression's predictions beside the targets, for a scatter plot."""
 
@@ -62,7 +75,13 @@ class EvaluationOut(ResponseModel):
     model_id: str = Field(description="The model.")
     dataset_id: str = Field(description="The data set.")
     n_samples: int = Field(description="Rows evaluated.")
-    task: str = Field(description="`classification`, `ordinal`, `roc_area`, `ranking` or `regression`.")
+    task: str = Field(description="`classification`, `ordinal`, `roc_area`, `ranking`, `regression` or `one_class`.")
+    outlier_fraction: float | None = Field(
+        default=None,
+        description="One-class models: the fraction of rows predicted -1 (outliers). With labels -1 (outlier) and "
+        "1 (inlier) in the data set, the classification metrics are given too: those of two classes (precision, "
+        "recall, F1 of the larger label, 1), with the outliers' in per_class.",
+    )
     accuracy: float | None = Field(
         default=None, description="Fraction of rows whose predicted label (or rank) is right."
     )
@@ -108,6 +127,10 @@ class EvaluationOut(ResponseModel):
         default=None,
         description="Regression: R² = 1 - SSE / SST (scikit-learn's r2_score; constant targets: 1 if predicted "
         "exactly, else 0).",
+    )
+    score_histogram: ScoreHistogram | None = Field(
+        default=None,
+        description=f"One-class models: a histogram of the scores in {HISTOGRAM_BINS} bins (negative: outliers).",
     )
     predicted_vs_true: PredictedVsTrue | None = Field(
         default=None, description="Regression: predictions beside the targets (the dashboard's scatter plot)."

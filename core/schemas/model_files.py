@@ -207,6 +207,8 @@ class ModelDocument(StrictModel):
             raise ValueError(f"a {self.task.value} model has one score, found {n_scores} offsets")
         if self.task == Task.regression and (self.labels is not None or self.kind == ModelKind.ranking):
             raise ValueError("a regression model is linear or kernel and has no labels (labels: null)")
+        if self.task == Task.one_class and (self.labels != [-1.0, 1.0] or self.kind == ModelKind.ranking):
+            raise ValueError("a one-class model is linear or kernel with labels [-1, 1] (outlier, inlier)")
         if self.task == Task.ordinal and (
             self.ranks is None or self.thresholds is None or len(self.thresholds) != len(self.ranks) - 1
         ):

@@ -108,8 +108,9 @@ class ModelOut(ResponseModel):
     )
     task: Task = Field(
         default=Task.classification,
-        description="`classification`, cpa's pairwise objective (`ordinal`, `roc_area`, `ranking`), or `regression` "
-        "(dcd's epsilon-insensitive losses: the model predicts values).",
+        description="`classification`, cpa's pairwise objective (`ordinal`, `roc_area`, `ranking`), `regression` "
+        "(dcd's epsilon-insensitive losses, smo's epsilon_svr: the model predicts values), or `one_class` (smo's "
+        "one-class SVM: +1 inlier, -1 outlier).",
     )
     kernel: dict | None = Field(default=None, description="Kernel models: the kernel with gamma resolved to a number.")
     n_support: int | None = Field(
@@ -142,6 +143,11 @@ class ModelOut(ResponseModel):
     train_r2: float | None = Field(
         default=None,
         description="Regression models: coefficient of determination R² = 1 - SSE / SST on the training data.",
+    )
+    train_outlier_fraction: float | None = Field(
+        default=None,
+        description="One-class models: the fraction of training rows predicted -1 (outliers); nu bounds it (up to "
+        "the rows on the boundary).",
     )
     search_results: dict[str, Any] | None = Field(
         default=None,

@@ -441,12 +441,24 @@ class SmoParams(CommonParams):
             "with `svm_type: epsilon_svr`, C * sum_i max(0, |f(x_i) - y_i| - epsilon)."
         ),
     )
-    svm_type: Literal["c_svc", "epsilon_svr"] = Field(
+    svm_type: Literal["c_svc", "epsilon_svr", "one_class"] = Field(
         default="c_svc",
         description=(
             "LIBSVM's name of the problem. `c_svc`: classification (-s 0). `epsilon_svr`: regression with a kernel "
             "(-s 3; `task: regression` of the model, whose labels are real-valued targets and which predicts "
-            "values), solved by the same SMO on its 2n-variable dual."
+            "values), solved by the same SMO on its 2n-variable dual. `one_class`: novelty detection (-s 2; "
+            "`task: one_class`): the labels are not used for training, the model predicts +1 (inlier) or -1 "
+            "(outlier); `nu` bounds the fraction of training rows left out."
+        ),
+    )
+    nu: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description=(
+            "`one_class` only: an upper bound on the fraction of training rows outside the boundary and a lower "
+            "bound on the fraction of support vectors (LIBSVM's -n, default 0.5 as there). Any other value with "
+            "another svm_type is refused (422)."
         ),
     )
     epsilon: float = Field(
@@ -510,13 +522,18 @@ class SmoParams(CommonParams):
 
     @property
     def task(self) -> Task:
-        """`regression` for `epsilon_svr`, else `classification`."""
-        return Task.regression if self.svm_type == "epsilon_svr" else Task.classification
+        """`regression` for `epsilon_svr`, `one_class` for `one_class`, else `classification`."""
+        return {"epsilon_svr": Task.regression, "one_class": Task.one_class}.get(self.svm_type, Task.classification)
 
     @model_validator(mode="after")
     def _named_tol_rules(self):
-        if self.epsilon != type(self).model_fields["epsilon"].default and self.svm_type != "epsilon_svr":
-            raise ValueError("epsilon is the insensitive zone of `svm_type: epsilon_svr`; `c_svc` classifies")
+        defaults = type(self).model_fields
+        if self.epsilon != defaults["epsilon"].default and self.svm_type != "epsilon_svr":
+            raise ValueError(f"epsilon is the insensitive zone of `svm_type: epsilon_svr`, not of `{self.svm_type}`")
+        if self.nu != defaults["nu"].default and self.svm_type != "one_class":
+            raise ValueError(f"nu is the parameter of `svm_type: one_class`, not of `{self.svm_type}`")
+        if self.C != defaults["C"].default and self.svm_type == "one_class":  # stored params list C = 1
+            raise ValueError("`svm_type: one_class` has no C (its box is [0, 1]); nu sets the fraction of outliers")
         return tol_alone_when_named(self)
 
 

@@ -194,6 +194,26 @@ def predicted_vs_true(predicted: np.ndarray, y: np.ndarray, max_points: int = RE
     }
 
 
+HISTOGRAM_BINS = 40
+"""Bins of a one-class model's score histogram in an evaluation."""
+
+
+def score_histogram(scores: np.ndarray, y: np.ndarray | None = None, bins: int = HISTOGRAM_BINS) -> dict:
+    """A histogram of scores: ``edges`` (bins + 1, equal widths over the scores' range, 0 kept inside it) and
+    ``counts``; with labels -1 / 1 (``y``), ``counts_outliers`` and ``counts_inliers`` split the counts."""
+    scores = np.asarray(scores, dtype=np.float64)
+    low, high = (float(scores.min()), float(scores.max())) if scores.size else (-1.0, 1.0)
+    low, high = min(low, 0.0), max(high, 0.0)
+    if high <= low:
+        low, high = low - 1.0, high + 1.0
+    edges = np.linspace(low, high, bins + 1)
+    out = {"edges": edges.tolist(), "counts": np.histogram(scores, edges)[0].tolist()}
+    if y is not None:
+        out["counts_outliers"] = np.histogram(scores[y < 0], edges)[0].tolist()
+        out["counts_inliers"] = np.histogram(scores[y > 0], edges)[0].tolist()
+    return out
+
+
 def regression_report(predicted: np.ndarray, y: np.ndarray) -> dict:
     """Mean squared error, mean absolute error and R² (1 - SSE / SST, as scikit-learn's ``r2_score``: 1.0 for
     perfect predictions of constant targets, 0.0 otherwise then) of predicted values against the targets."""

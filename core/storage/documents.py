@@ -245,6 +245,7 @@ class ModelDescription(Document):
     train_roc_auc: float | None = _reported()  # roc_area models
     train_mse: float | None = _reported()  # regression models: mean squared error on the training rows
     train_r2: float | None = _reported()  # regression models: R² on the training rows
+    train_outlier_fraction: float | None = _reported()  # one-class models: training rows predicted -1
     search_results: dict | None = _optional()  # model selection: the cross-validation table (worker.training.search)
     refit_params: dict | None = _reported()  # model selection: the best setting, refit on all the data
     refit_path: dict | None = _reported()  # model selection: the Cs the refit walked (stored, not shown)

@@ -23,8 +23,8 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
     if body.params.search is not None and not spec.search:
         raise unprocessable(f"params.search: solver {spec.name} does not run searches", ["body", "params", "search"])
     objective = body.params.task  # the request's `objective` (cpa), which the code calls a model's task
-    if objective == Task.regression:
-        check_regression(body)
+    if objective in (Task.regression, Task.one_class):
+        check_regression(body)  # no classes to weigh, no class probabilities
     else:
         check_class_labels(body, dataset)
     class_weight = getattr(body.params, "class_weight", None) or {}
@@ -94,15 +94,18 @@ def check_class_labels(body, dataset: DatasetRecord) -> None:
 
 
 def check_regression(body) -> None:
-    """A regression fits every label as a real target: no classes to weigh, no class probabilities."""
+    """A regression fits every label as a real target, a one-class SVM ignores the labels: no classes to weigh, no
+    class probabilities."""
+    what = "a regression (its labels are real-valued targets)"
+    if body.params.task == Task.one_class:
+        what = "a one-class SVM (it trains on the rows alone, whatever their labels)"
     if getattr(body.params, "class_weight", None):
         raise unprocessable(
-            "params.class_weight: a regression has no classes to weigh (its labels are real-valued targets)",
-            ["body", "params", "class_weight"],
+            f"params.class_weight: there are no classes to weigh in {what}", ["body", "params", "class_weight"]
         )
     if body.params.probability:
         raise unprocessable(
-            "params.probability: class probabilities apply to classification; a regression predicts values",
+            f"params.probability: class probabilities apply to classification, not to {what}",
             ["body", "params", "probability"],
         )
 
@@ -149,6 +152,7 @@ METRICS_BY_TASK = {
     "roc_area": ("roc_auc", "pairwise_accuracy"),
     "ranking": ("pairwise_accuracy",),
     "regression": ("r2", "neg_mean_squared_error"),
+    "one_class": ("f1",),
 }
 
 
@@ -186,7 +190,18 @@ def check_search(body, dataset: DatasetRecord) -> None:
             f"params.search.cv_folds: {search.cv_folds} folds for {dataset.n_samples} rows",
             ["body", "params", "search", "cv_folds"],
         )
-    if task not in (Task.ranking, Task.regression):  # regression folds are not stratified
+    if task == Task.one_class and search.C is not None:
+        raise unprocessable(
+            "params.search.C: a one-class SVM has no C (its box is [0, 1]); search its kernel's gamma",
+            ["body", "params", "search", "C"],
+        )
+    if task == Task.one_class and not set(dataset.labels) <= {"-1", "1"}:
+        raise unprocessable(
+            "params.search: a one-class search scores its folds by the F1 of the outliers, which needs labels -1 "
+            f"(outlier) and 1 (inlier); data set {dataset.id} has {', '.join(list(dataset.labels)[:5])}",
+            ["body", "params", "search"],
+        )
+    if task not in (Task.ranking, Task.regression, Task.one_class):  # not stratified by class
         label, count = min(dataset.labels.items(), key=lambda item: item[1])
         if count < search.cv_folds:
             remedy = f"use cv_folds <= {count}" if count >= 2 else "a search needs at least 2 rows of every label"

@@ -27,12 +27,13 @@ Writing Hinge's models:
 - Linear models are written as linear-kernel models whose support vectors are the weight vectors.
 - Feature column j (from 0) is written as index j + 1, LIBSVM's numbering.
 
-Regression models (smo's ``epsilon_svr``; ``epsilon_svr`` and ``nu_svr`` files) are written and read as LIBSVM
-lays them out: ``nr_class 2``, no ``label`` nor ``nr_sv`` line, one coefficient per support vector (beta_i),
-rho = -b; the decision value is the prediction.
+Regression and one-class models (smo's ``epsilon_svr`` and ``one_class``; ``epsilon_svr``, ``nu_svr`` and
+``one_class`` files) are written and read as LIBSVM lays them out: ``nr_class 2``, no ``label`` nor ``nr_sv`` line,
+one coefficient per support vector (beta_i, or alpha_i), rho = -b; the decision value is the prediction (a
+one-class model: +1 where it is positive, else -1).
 
-Reading: ``c_svc`` and ``nu_svc`` models (their decision functions have the same form), and the regressions;
-one-class models are refused. Two classes: one score, positive for the larger label (the
+Reading: ``c_svc`` and ``nu_svc`` models (their decision functions have the same form), the regressions and the
+one-class SVM. Two classes: one score, positive for the larger label (the
 coefficients are negated when the file lists the smaller label first). More: the model keeps
 LIBSVM's one-vs-one form (``multiclass: "ovo"``), its vote and its tie order; ``probA``/``probB`` are
 kept and give LIBSVM's coupled probabilities. An index 0 in the file makes the model zero-based.
@@ -64,7 +65,8 @@ from service.interchange.common import (
 KERNEL_TYPES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid": "sigmoid"}
 SVM_TYPES = ("c_svc", "nu_svc")
 REGRESSION_SVM_TYPES = ("epsilon_svr", "nu_svr")
-OTHER_SVM_TYPES = ("one_class",)
+SINGLE_SVM_TYPES = (*REGRESSION_SVM_TYPES, "one_class")
+"""Files of one decision function and no labels: the regressions and the one-class SVM."""
 HEADER_FIELDS = (
     "svm_type",
     "kernel_type",
@@ -97,8 +99,8 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         raise ExportRefused(
             f"LIBSVM files hold classifiers; this is a {kind} model (its pairwise scoring function exports as json or onnx)"
         )
-    regression = model.task == Task.regression
-    labels = [] if regression else integral_labels(model.labels, "LIBSVM")
+    single = model.task in (Task.regression, Task.one_class)  # one decision function, no label line
+    labels = [] if single else integral_labels(model.labels, "LIBSVM")
     if kind == ModelKind.linear:
         kernel = ModelKernel(type="linear")
         support = sp.csr_matrix(np.asarray(arrays["weights"], dtype=np.float64))
@@ -118,9 +120,9 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if regression:  # one expansion, no labels: rho = -b, each row's coefficient beta_i
-        header = _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=model.libsvm_svm_type or "epsilon_svr")
-        yield header
+    if single:  # one expansion, no labels: rho = -b, each row's coefficient (beta_i; one-class: alpha_i)
+        default_type = "one_class" if model.task == Task.one_class else "epsilon_svr"
+        yield _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=model.libsvm_svm_type or default_type)
         yield from _sv_lines(support, np.arange(support.shape[0]), coef[0].reshape(-1, 1))
     elif model.one_vs_one:
         yield from _write_one_vs_one(model, kernel, support, coef, offsets)
@@ -136,7 +138,7 @@ def _header(
     """The header lines up to `SV`; a regression (``svm_type`` epsilon_svr or nu_svr: no labels) has nr_class 2
     and neither a label nor an nr_sv line, as LIBSVM writes it."""
     kind = kernel.type
-    regression = svm_type in REGRESSION_SVM_TYPES
+    regression = svm_type in SINGLE_SVM_TYPES
     lines = [f"svm_type {svm_type}", f"kernel_type {KERNEL_TYPES[kind]}"]
     if kind == "poly":
         lines.append(f"degree {int(kernel.degree if kernel.degree is not None else 3)}")
@@ -235,26 +237,14 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
     LIBSVM would count them in the distance.
     """
     lines = numbered_lines(text)
-
-    def refuse(key: str, values: list[str]) -> str | None:
-        if key == "svm_type" and values and values[0] in OTHER_SVM_TYPES:
-            return f"svm_type {values[0]} is a one-class model; Hinge imports classifiers and regressions"
-        return None
-
-    header = Header(lines, "SV", HEADER_FIELDS, "LIBSVM", refuse)
+    header = Header(lines, "SV", HEADER_FIELDS, "LIBSVM")
     field, last = header.field, header.end
     where, (svm_type,) = field("svm_type")
-    if svm_type in OTHER_SVM_TYPES:
-        raise ModelFileError(
-            where, f"svm_type {svm_type} is a one-class model; Hinge imports classifiers and regressions"
-        )
-    if svm_type not in SVM_TYPES + REGRESSION_SVM_TYPES:
-        raise ModelFileError(
-            where, f"unknown svm_type {svm_type!r} (known: {', '.join(SVM_TYPES + REGRESSION_SVM_TYPES)})"
-        )
+    if svm_type not in SVM_TYPES + SINGLE_SVM_TYPES:
+        raise ModelFileError(where, f"unknown svm_type {svm_type!r} (known: {', '.join(SVM_TYPES + SINGLE_SVM_TYPES)})")
     kernel = _read_kernel(header, field)
-    if svm_type in REGRESSION_SVM_TYPES:
-        return _read_regression(header, lines, kernel, svm_type, n_features)
+    if svm_type in SINGLE_SVM_TYPES:
+        return _read_single(header, lines, kernel, svm_type, n_features)
     where, (token,) = field("nr_class")
     k = parse_int(token, where, "nr_class")
     if k < 2:
@@ -318,10 +308,11 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
     return model, arrays
 
 
-def _read_regression(
+def _read_single(
     header: Header, lines: Iterator[tuple[int, str]], kernel: dict, svm_type: str, n_features: int | None
 ) -> tuple[ModelDescription, dict]:
-    """A LIBSVM regression file (epsilon_svr, nu_svr): one expansion whose value is the prediction, rho = -b."""
+    """A LIBSVM file of one decision function: a regression (epsilon_svr, nu_svr), whose value is the prediction,
+    or a one-class SVM, +1 where it is positive; rho = -b."""
     where, (token,) = header.field("total_sv")
     total_sv = parse_int(token, where, "total_sv")
     if total_sv < 0:
@@ -333,7 +324,10 @@ def _read_regression(
             raise ModelFileError(header.field(name, None)[0], f"a {svm_type} model has no {name}")
     coefficients, support, zero_based = _read_support_vectors(lines, total_sv, 1, header.end)
     n_features = _feature_count(support, n_features)
-    model = _kernel_model(Task.regression, None, n_features, zero_based, kernel, svm_type, total_sv)
+    if svm_type == "one_class":
+        model = _kernel_model(Task.one_class, [-1.0, 1.0], n_features, zero_based, kernel, svm_type, total_sv)
+    else:
+        model = _kernel_model(Task.regression, None, n_features, zero_based, kernel, svm_type, total_sv)
     arrays = {
         "sv_indptr": support.indptr.astype(np.int64),
         "sv_indices": support.indices.astype(np.int32),

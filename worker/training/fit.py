@@ -293,11 +293,11 @@ def train_model(
     """
     context = replace(context, n_processes=context.processes(params))
     sink = context.progress_sink()
-    if params.task != Task.classification and params.task != Task.regression:
+    if params.task not in (Task.classification, Task.regression, Task.one_class):
         return _train_pairwise(solver, params, arrays, n_features, context)
     params = resolve_kernel(params, arrays, n_features)
-    if params.task == Task.regression:
-        return _train_regression(solver, params, arrays, n_features, context)
+    if params.task in (Task.regression, Task.one_class):
+        return _train_one_problem(solver, params, arrays, n_features, context)
 
     y = np.asarray(arrays["y"])
     estimator = ProblemsEstimator(solver, params, n_binary_problems(y, uses_one_vs_one(params, y)))
@@ -397,11 +397,12 @@ def _train_pairwise(
     return TrainingOutcome(overall, model_arrays, model)
 
 
-def _train_regression(
+def _train_one_problem(
     solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext
 ) -> TrainingOutcome:
-    """A regression (dcd's epsilon-insensitive losses, smo's epsilon_svr): one problem over the real targets; the
-    model's one score is its predicted value."""
+    """A regression (dcd's epsilon-insensitive losses, smo's epsilon_svr: one problem over the real targets, the
+    model's one score its predicted value) or a one-class SVM (smo's one_class: one problem over the rows, labels
+    unused; the model predicts +1 where its score is positive, else -1)."""
     y = np.asarray(arrays["y"], dtype=np.float64)
     result, sink = _fit_one_problem(solver, params, arrays, y, n_features, context)
     sink.set_phase("scoring training data")
@@ -415,13 +416,17 @@ def _train_regression(
         model_arrays = linear_model_arrays([result])
         model.kind = ModelKind.linear.value
     model.stopping_rule = stopping_rule(solver, params, [result], overall.value).model_dump()
-    model.labels = None  # a model that predicts values
+    one_class = params.task == Task.one_class
+    model.labels = [-1.0, 1.0] if one_class else None  # a regression predicts values
     model.n_features = int(n_features)
-    model.task = Task.regression.value
+    model.task = params.task.value
     model.train_accuracy = None
     _, predicted = Scorer(model, model_arrays).predict_values(csr(arrays, n_features))
-    report = regression_report(predicted, y)
-    model.train_mse, model.train_r2 = report["mse"], report["r2"]
+    if one_class:
+        model.train_outlier_fraction = float(np.mean(predicted <= 0.0))
+    else:
+        report = regression_report(predicted, y)
+        model.train_mse, model.train_r2 = report["mse"], report["r2"]
     return TrainingOutcome(overall, model_arrays, model)
 
 

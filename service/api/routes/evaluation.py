@@ -45,6 +45,14 @@ def evaluate_arrays(loaded: LoadedModel, arrays: dict, dataset: DatasetRecord) -
         if model.has_probabilities:
             result.update(probability_scores(model.probabilities(matrix), y, model.labels))
         return result
+    if task == Task.one_class:  # outliers predicted; against labels -1/+1 when the data set has them
+        assert predicted is not None, "a one-class model predicts labels"
+        result["outlier_fraction"] = float(np.mean(predicted < 0))
+        labelled = set(np.unique(y).tolist()) <= {-1.0, 1.0}
+        if labelled:
+            result.update(metrics.classification_report(y, predicted, scores, np.array([-1.0, 1.0])))
+        result["score_histogram"] = metrics.score_histogram(scores, y if labelled else None)
+        return result
     if task == Task.regression:
         result.update(metrics.regression_report(scores, y))
         result["predicted_vs_true"] = metrics.predicted_vs_true(scores, y)

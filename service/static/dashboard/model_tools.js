@@ -253,7 +253,7 @@ async function evaluate() {
 
 const METRICS = [["accuracy", "accuracy"], ["error_rate", "error rate"], ["precision", "precision"], ["recall", "recall"], ["f1", "F1"],
   ["roc_auc", "ROC AUC"], ["prbep", "PRBEP"], ["pairwise_accuracy", "pairwise accuracy"], ["kendall_tau", "Kendall's tau"],
-  ["mse", "mean squared error"], ["mae", "mean absolute error"], ["r2", "R²"]];
+  ["mse", "mean squared error"], ["mae", "mean absolute error"], ["r2", "R²"], ["outlier_fraction", "outlier fraction"]];
 
 function evaluationHtml(report) {
   const shown = METRICS.filter(([key]) => report[key] !== null && report[key] !== undefined);
@@ -262,6 +262,7 @@ function evaluationHtml(report) {
   if (report.confusion_matrix) html += confusionHtml(report.confusion_matrix);
   if (report.roc_curve) html += rocSvg(report.roc_curve, report.roc_auc);
   if (report.predicted_vs_true) html += scatterSvg(report.predicted_vs_true, report.r2);
+  if (report.score_histogram) html += histogramSvg(report.score_histogram);
   html += `</div>`;
   if (report.per_class && report.per_class.length > 2) {
     html += `<table class="per-class"><thead><tr><th>label</th><th>precision</th><th>recall</th><th>F1</th><th>rows</th></tr></thead><tbody>` +
@@ -315,6 +316,32 @@ function scatterSvg(points, r2) {
     `<text x="${(M + S) / 2}" y="${S - 4}" text-anchor="middle">true value${esc(shown)}</text>` +
     `<text x="10" y="${(S - M) / 2}" transform="rotate(-90 10 ${(S - M) / 2})" text-anchor="middle">predicted value</text>` +
     `<text x="${x(low + 0.05 * span)}" y="${y(high - 0.08 * span)}" text-anchor="start">R² ${num(r2, 4)}</text></svg>`;
+}
+
+// A one-class model's scores: rows per bin (stacked by their labels when the data set has -1 / 1), the boundary
+// at 0 (left of it: outliers).
+function histogramSvg(histogram) {
+  const W = 320, H = 200, M = 36;
+  const edges = histogram.edges, n = histogram.counts.length;
+  const top = Math.max(1, ...histogram.counts);
+  const x = (v) => M + ((v - edges[0]) / (edges[n] - edges[0])) * (W - M - 8);
+  const y = (c) => H - M - (c / top) * (H - M - 8);
+  const split = histogram.counts_outliers != null;
+  let bars = "";
+  for (let k = 0; k < n; k++) {
+    const x0 = x(edges[k]).toFixed(1), width = Math.max(0.5, x(edges[k + 1]) - x(edges[k]) - 0.5).toFixed(1);
+    const parts = split ? [["outliers", histogram.counts_outliers[k], 0], ["inliers", histogram.counts_inliers[k], histogram.counts_outliers[k]]]
+      : [["rows", histogram.counts[k], 0]];
+    for (const [cls, count, below] of parts) {
+      if (count > 0) bars += `<rect class="${cls}" x="${x0}" y="${y(below + count).toFixed(1)}" width="${width}" height="${(y(below) - y(below + count)).toFixed(1)}"/>`;
+    }
+  }
+  const ticks = [edges[0], 0, edges[n]].map((t) => `<text x="${x(t).toFixed(1)}" y="${H - M + 14}" text-anchor="middle">${num(t, 3)}</text>`).join("");
+  const legend = split ? `<text x="${W - 8}" y="14" text-anchor="end">labelled: <tspan class="outliers-key">■ -1</tspan> <tspan class="inliers-key">■ 1</tspan></text>` : "";
+  return `<svg id="score-histogram" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="histogram of the one-class scores">` +
+    `<g id="histogram-bars">${bars}</g><line class="boundary" x1="${x(0).toFixed(1)}" y1="8" x2="${x(0).toFixed(1)}" y2="${H - M}"/>` +
+    `${ticks}<text x="${(M + W) / 2}" y="${H - 4}" text-anchor="middle">score (below 0: outlier)</text>` +
+    `<text x="10" y="${(H - M) / 2}" transform="rotate(-90 10 ${(H - M) / 2})" text-anchor="middle">rows (max ${top})</text>${legend}</svg>`;
 }
 
 $("predict-run").addEventListener("click", predict);

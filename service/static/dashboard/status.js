@@ -10,6 +10,7 @@ export function problemsOf(job, dataset) {
   const params = job.params || {};
   if (params.objective && params.objective !== "classification") return null;
   if (["epsilon_insensitive", "squared_epsilon_insensitive"].includes(params.loss)) return null; // a regression
+  if (["epsilon_svr", "one_class"].includes(params.svm_type)) return null; // smo's regression, one-class: one problem
   const progress = job.progress || {};
   const labels = dataset && dataset.labels ? Object.keys(dataset.labels).length : null;
   if (params.multiclass === "ovo") {

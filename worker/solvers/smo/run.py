@@ -55,9 +55,9 @@ PAR_MIN_SCAN = 262144
 PRIMAL_EVERY_S = 2.0  # while shrunk, trace points carry the primal at most this often (see _Run.record)
 
 
-def check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
-    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and on the
-    plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it)."""
+def check_start(alpha0, y, C: float, w_neg: float, w_pos: float, on_plane: bool = True) -> np.ndarray:
+    """``alpha0`` as float64, checked: one finite value per row, in the box [0, C_i] up to rounding, and (``on_plane``)
+    on the plane sum_i y_i alpha_i = 0 (the steps keep it; they cannot restore it; a one-class start sums to nu n)."""
     start = np.asarray(alpha0, dtype=np.float64)
     if start.shape != y.shape:
         raise SolverInputError(f"alpha0 must have one value per row, shape {y.shape}, got {start.shape}")
@@ -68,7 +68,7 @@ def check_start(alpha0, y, C: float, w_neg: float, w_pos: float) -> np.ndarray:
     if np.any(start < -slack) or np.any(start > box + slack):
         raise SolverInputError("alpha0 must lie in [0, C * class_weight] for every row")
     scale = max(float(np.abs(start).sum()), 1.0)
-    if abs(float(y @ start)) > 1e-9 * scale:
+    if on_plane and abs(float(y @ start)) > 1e-9 * scale:
         raise SolverInputError(
             f"alpha0 must satisfy sum_i y_i alpha0_i = 0 (the dual's equality constraint), got {float(y @ start):.3g}"
         )
@@ -116,11 +116,14 @@ class Run:
         gradient_bar0: np.ndarray | None = None,
         linear_term: np.ndarray | None = None,
         epsilon: float = -1.0,
+        offset_weight: float = 0.0,
     ):
         """``linear_term``: p of f = 0.5 alpha' Q alpha + p' alpha per row (None: -1, the C-SVC); ``epsilon`` >= 0:
-        the problem is the doubled epsilon-SVR (``smo.solve.solve_svr``), whose losses the primal sums."""
+        the problem is the doubled epsilon-SVR (``smo.svr``), whose losses the primal sums; ``offset_weight``: the
+        primal's term in b (the one-class SVM's nu * n, ``smo.one_class``: its primal has -nu n rho = nu n b)."""
         self.control = control
         self.epsilon = float(epsilon)
+        self.offset_weight = float(offset_weight)
         self.started = time.perf_counter()
         self.trace_seconds = 0.0
         self.primal_next = 0.0  # when a trace point may next carry the primal while shrunk
@@ -198,6 +201,10 @@ class Run:
         )
         return run_platt(*args, self.rng) if platt else run_second_order(*args)
 
+    def primal(self, quad: float, hinge: float, b: float) -> float:
+        """The primal value from alpha' Q alpha, the summed losses and the offset b."""
+        return 0.5 * quad + hinge + self.offset_weight * b
+
     def stats(self):
         """(m, M, b, n_sv, n_bounded, quad, hinge) over the active positions (see smo.steps.stats)."""
         V = self.V
@@ -223,7 +230,7 @@ class Run:
         if active < n:
             quad, hinge = (None, None) if final else self.shrunk_primal_parts(active, b, quad, hinge)
         if quad is not None:
-            primal = 0.5 * quad + hinge
+            primal = self.primal(quad, hinge, b)
             point["primal"] = primal
             point["gap"] = primal + self.fstate[FS_F]
         if final:

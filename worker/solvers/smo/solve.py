@@ -194,6 +194,7 @@ from worker.solvers.common import (
     solver_threads,
 )
 from worker.solvers.kernels import KERNEL_LINEAR, kernel_params, row_sq_norms
+from worker.solvers.smo.one_class import solve_one_class
 from worker.solvers.smo.rows import KernelParams, position_copies
 from worker.solvers.smo.run import FINAL_REBUILD_VALUES, Run, check_given, check_start, next_budget
 from worker.solvers.smo.state import (
@@ -216,6 +217,7 @@ from worker.solvers.smo.state import (
     RUN_CONVERGED,
     RUN_RECONSTRUCT,
 )
+from worker.solvers.smo.svr import solve_svr
 from worker.solvers.smo.team import RowTeam, inactive_gradient
 
 WORKING_SETS = ("second_order", "platt")
@@ -236,6 +238,7 @@ class SmoSettings(Protocol):
     C: float
     svm_type: str
     epsilon: float
+    nu: float
     kernel: Any
     working_set: str
     tol: float
@@ -247,15 +250,15 @@ class SmoSettings(Protocol):
     seed: int
 
 
-def _check_args(indptr, indices, data, y, n_features, class_weight):
-    """solve_smo's checks of what its schema cannot know: the arrays, both labels present, the problem's
-    class_weight factors; returns y as signs and the factors."""
+def _check_args(indptr, indices, data, y, n_features, class_weight, one_class: bool = False):
+    """solve_smo's checks of what its schema cannot know: the arrays, both labels present (``one_class``: all +1),
+    the problem's class_weight factors; returns y as signs and the factors."""
     check_csr(indptr, indices, data, check_int("n_features", n_features, 1))
     y = binary_signs(y)
     n = indptr.size - 1
     if y.shape != (n,):
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
-    if n < 2 or np.all(y == y[0]):
+    if not one_class and (n < 2 or np.all(y == y[0])):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
     try:
         w_neg, w_pos = (float(v) for v in class_weight)
@@ -275,10 +278,10 @@ def _gap_rel(run: Run) -> float | None:
     """(P - D) / P of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
-    _m, _M, _b, _n_sv, _n_bounded, quad, hinge = run.stats()
-    primal = 0.5 * quad + hinge
+    _m, _M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
+    primal = run.primal(quad, hinge, b)
     dual = -float(0.5 * quad + run.V.P @ run.V.alpha)
-    return max(primal - dual, 0.0) / primal if primal > 0 else None
+    return max(primal - dual, 0.0) / abs(primal) if primal != 0 else None
 
 
 def solve_smo(
@@ -297,6 +300,7 @@ def solve_smo(
     gradient_bar0=None,
     linear_term=None,
     svr_epsilon=None,
+    one_class_nu=None,
 ) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs). ``params``:
     the job's parameters (``SmoSettings``); ``class_weight``: this problem's factors on C for y = -1 and
@@ -304,21 +308,26 @@ def solve_smo(
     optionally, their G and G_bar (see "Warm start"). With ``svm_type: epsilon_svr`` an epsilon-SVR on real
     targets ``y`` (``smo.svr``, which calls back with its doubled problem's ``linear_term`` and ``svr_epsilon``)."""
     if linear_term is None and params.svm_type == "epsilon_svr":
-        from worker.solvers.smo.svr import solve_svr
-
         return solve_svr(
+            solve_smo,
             indptr, indices, data, y, n_features=n_features, params=params, n_threads=n_threads, control=control,
             alpha0=alpha0, gradient_bar0=gradient_bar0,
         )  # fmt: skip
-    y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight)
-    C, tol, tol_rel = float(params.C), float(params.tol), params.tol_rel
+    if linear_term is None and params.svm_type == "one_class":
+        return solve_one_class(
+            solve_smo,
+            indptr, indices, data, n_features=n_features, params=params, n_threads=n_threads, control=control,
+            alpha0=alpha0, gradient_bar0=gradient_bar0,
+        )  # fmt: skip
+    y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight, one_class_nu is not None)
+    C, tol, tol_rel = (1.0 if one_class_nu is not None else float(params.C)), float(params.tol), params.tol_rel
     working_set, cache_mb, shrinking, seed = params.working_set, float(params.cache_mb), params.shrinking, params.seed
     kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
     kp = kernel_params(kernel)
     max_iter = default_max_iter(indptr.size - 1) if params.max_iter is None else params.max_iter
     trace_every = params.trace_every
     if alpha0 is not None:
-        alpha0 = check_start(alpha0, y, C, w_neg, w_pos)
+        alpha0 = check_start(alpha0, y, C, w_neg, w_pos, one_class_nu is None)
     gradient0, gradient_bar0 = (
         check_given(name, value, alpha0, y)
         for name, value in (("gradient0", gradient0), ("gradient_bar0", gradient_bar0))
@@ -348,6 +357,7 @@ def solve_smo(
         gradient_bar0,
         linear_term,
         -1.0 if svr_epsilon is None else float(svr_epsilon),
+        0.0 if one_class_nu is None else float(one_class_nu) * y.size,
     )
     istate, n = run.istate, run.n
 
@@ -404,7 +414,7 @@ def solve_smo(
                 active = int(istate[IS_ACTIVE])
         m, M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
         complete = active == n
-        objective = 0.5 * quad + hinge if complete else float("nan")
+        objective = run.primal(quad, hinge, b) if complete else float("nan")
         dual_value = -float(0.5 * quad + run.V.P @ run.V.alpha) if complete else -float(run.fstate[FS_F])
         run.record(final=True)
     finally:
@@ -436,7 +446,7 @@ def solve_smo(
         "dual_objective": dual_value,
         "primal_complete": complete,
         # weak duality: the dual value of any feasible alpha is <= the optimum <= the primal at (alpha, b)
-        "gap_rel": (max(objective - dual_value, 0.0) / objective) if complete and objective > 0 else None,
+        "gap_rel": (max(objective - dual_value, 0.0) / abs(objective)) if complete and objective != 0 else None,
         "gap_note": (
             "primal minus the dual objective of the returned alpha (weak duality)"
             if complete
@@ -488,6 +498,7 @@ def warm_up() -> None:
             C=C,
             svm_type=svm_type,
             epsilon=0.1,
+            nu=0.5,
             kernel={"type": "rbf", "gamma": 0.5},
             working_set=working_set,
             tol=1e-3,

@@ -36,14 +36,24 @@ from worker.solvers.kernels import KERNEL_LINEAR, kernel_params
 
 
 def solve_svr(
-    indptr, indices, data, y, *, n_features, params, n_threads=None, control=None, alpha0=None, gradient_bar0=None
+    solve_smo,
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    params,
+    n_threads=None,
+    control=None,
+    alpha0=None,
+    gradient_bar0=None,
 ) -> SolverResult:
-    """Train an epsilon-SVR (module docstring) on real targets ``y``; ``params`` as ``solve.solve_smo``'s (C,
+    """Train an epsilon-SVR (module docstring) on real targets ``y`` by ``solve_smo`` (``solve.solve_smo``, given
+    by its caller: this module does not import it back); ``params`` as ``solve.solve_smo``'s (C,
     epsilon, kernel, tol, tol_rel, ...). ``alpha0`` and ``gradient_bar0``: the 2n dual variables of a previous
     fit (``extra["alpha"]``) and their G_bar, a warm start. The result's ``support_indices`` and ``dual_coef``
     are the rows with beta_i != 0 and their beta_i; ``extra["alpha"]`` holds the 2n variables."""
-    from worker.solvers.smo.solve import solve_smo
-
     targets = np.asarray(y, dtype=np.float64)
     n = indptr.size - 1
     if targets.shape != (n,):

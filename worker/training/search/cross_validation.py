@@ -45,6 +45,7 @@ class Search:
         self.arrays = arrays
         self.n_features = n_features
         self.task = params.task
+        self.pairwise = self.task in (Task.ordinal, Task.roc_area, Task.ranking)
         self.metric = search.metric or default_metric(self.task)
         self.cv_folds = int(search.cv_folds)
         base_params = resolve_kernel(params.model_copy(update={"search": None}), arrays, n_features)
@@ -197,13 +198,9 @@ class Search:
                     control=control,
                     parallel=self.parallel_within_fit(),
                     **start_args,
-                    **(
-                        {}
-                        if self.task == Task.regression
-                        else {"qid": train.get("qid") if self.task == Task.ranking else None}
-                    ),
+                    **({"qid": train.get("qid") if self.task == Task.ranking else None} if self.pairwise else {}),
                 )
-                if self.task != Task.regression:  # a pairwise model scores with no offset
+                if self.pairwise:  # a pairwise model scores with no offset
                     result = dataclasses.replace(result, bias=0.0)
                 ranking = {"ranks": result.extra.get("ranks"), "thresholds": result.extra.get("thresholds")}
             cut_short = result.stop_reason in (StopReason.DEADLINE, StopReason.CANCELED) and not settled(

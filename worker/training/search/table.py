@@ -32,6 +32,8 @@ def default_metric(task: str) -> str:
     """accuracy for classification, r2 for regression, pairwise_accuracy otherwise."""
     if task == Task.regression:
         return "r2"
+    if task == Task.one_class:
+        return "f1"
     return "accuracy" if task == Task.classification else "pairwise_accuracy"
 
 
@@ -72,6 +74,9 @@ def score_decisions(
             value = metrics.pairwise_accuracy(scores, y, None)
         else:
             value = metrics.classification_report(y, predicted, scores, labels)[metric]
+    elif task == Task.one_class:  # F1 of the outliers (-1): the rows the model leaves out that are labelled so
+        predicted = np.where(decisions[:, 0] > 0.0, 1.0, -1.0)
+        value = metrics.classification_report(-y, -predicted, -decisions[:, 0], np.array([-1.0, 1.0]))["f1"]
     elif task == Task.regression:  # the decision values are the predictions
         report = metrics.regression_report(decisions[:, 0], y)
         value = -report["mse"] if metric == "neg_mean_squared_error" else report["r2"]

@@ -1,0 +1,117 @@
+"""The one-class SVM (smo's ``svm_type: one_class``, LIBSVM's -s 2) through the service, against libsvm-official.
+
+One-class data: the benign rows of scikit-learn's breast cancer set (standardized; a seeded 70/30 split of all the
+rows), the malignant ones the outliers of the held-out split (labels 1 benign, -1 malignant). LIBSVM trains on the
+same benign training rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer
+from sklearn.metrics.pairwise import rbf_kernel
+
+from tests.helpers import assert_error, upload
+from tests.model_files import export, import_model, predict, saved, split, svmlight, train
+
+svmutil = pytest.importorskip("libsvm.svmutil")
+
+
+@pytest.fixture(scope="module")
+def cancer(service):
+    """(benign training rows uploaded, all training rows uploaded, held-out X, held-out labels, benign X_train)."""
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    X_train, y_train, X_test, y_test = split(X, np.where(y == 1, 1.0, -1.0))
+    benign = X_train[y_train > 0]
+    with service.client() as http:
+        inliers = upload(http, svmlight(benign, np.ones(len(benign)))).json()
+        labelled = upload(http, svmlight(X_train, y_train)).json()
+    return inliers, labelled, X_test, y_test, benign
+
+
+def _libsvm_dual(model, gamma: float) -> float:
+    """0.5 alpha' K alpha of a LIBSVM one-class model (its "obj"; ours is its negative at the optimum)."""
+    support = np.array([[sv.get(j + 1, 0.0) for j in range(30)] for sv in model.get_SV()])
+    alpha = np.array([c[0] for c in model.get_sv_coef()])
+    return 0.5 * float(alpha @ rbf_kernel(support, support, gamma=gamma) @ alpha)
+
+
+@pytest.mark.parametrize("nu,gamma", [(0.1, 0.05), (0.5, 0.01)])
+def test_one_class_reaches_libsvm_optimum_and_labels_as_it(http, cancer, nu, gamma):
+    inliers, _, X_test, y_test, benign = cancer
+    params = {"svm_type": "one_class", "nu": nu, "kernel": {"type": "rbf", "gamma": gamma}}
+    model = train(http, inliers["id"], "smo", {**params, "tol": 1e-6, "tol_rel": 1e-9})
+    assert model["task"] == "one_class" and model["labels"] == [-1.0, 1.0] and model["gap_rel"] <= 1e-9
+    official = svmutil.svm_train(
+        list(np.ones(len(benign))), sp.csr_matrix(benign), f"-s 2 -t 2 -g {gamma} -n {nu} -e 1e-6 -q"
+    )
+    assert model["objective"] == pytest.approx(-_libsvm_dual(official, gamma), rel=1e-6)
+    assert model["n_support"] == official.l
+    # nu bounds the fraction of rows strictly outside; rows on the boundary (f = 0 up to rounding) go either way
+    on_training, _, _ = svmutil.svm_predict([], sp.csr_matrix(benign), official, "-q")
+    assert model["train_outlier_fraction"] == pytest.approx(np.mean(np.array(on_training) < 0), abs=0.05)
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), official, "-q")
+    ours = np.array(predict(http, model["id"], X_test)["labels"])
+    assert np.mean(ours == np.array(theirs)) >= 0.999
+    assert set(ours.tolist()) == {-1, 1}
+
+
+def test_one_class_evaluate_and_models_out_and_back(http, cancer, tmp_path):
+    """Evaluate on held-out rows labelled 1 / -1: the outlier fraction and the classification metrics as the
+    predictions give them; the LIBSVM file labels as libsvm-official reads it, and imports back; an official -s 2
+    file imports and labels as LIBSVM does."""
+    inliers, _, X_test, y_test, benign = cancer
+    model = train(
+        http, inliers["id"], "smo", {"svm_type": "one_class", "nu": 0.1, "kernel": {"type": "rbf", "gamma": 0.05}}
+    )
+    held_out = upload(http, svmlight(X_test, y_test)).json()
+    report = http.post(f"/v1/models/{model['id']}/evaluate", json={"dataset_id": held_out["id"]}).json()
+    ours = np.array(predict(http, model["id"], X_test)["labels"])
+    assert report["task"] == "one_class" and report["outlier_fraction"] == pytest.approx(np.mean(ours < 0))
+    assert report["accuracy"] == pytest.approx(np.mean(ours == y_test)) and report["accuracy"] > 0.7
+    text = export(http, model["id"], "libsvm")
+    assert text.startswith(b"svm_type one_class\n") and b"\nlabel" not in text
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), svmutil.svm_load_model(saved(text, ".libsvm")), "-q")
+    assert np.array_equal(np.array(theirs), ours)
+    again = import_model(http, text, "libsvm")
+    assert again.status_code == 201 and again.json()["task"] == "one_class", again.text
+    assert np.array_equal(np.array(predict(http, again.json()["id"], X_test)["labels"]), ours)
+    official = svmutil.svm_train(list(np.ones(len(benign))), sp.csr_matrix(benign), "-s 2 -t 2 -g 0.02 -n 0.2 -q")
+    path = str(tmp_path / "one_class.libsvm")
+    svmutil.svm_save_model(path, official)
+    imported = import_model(http, open(path, "rb").read(), "libsvm")
+    assert imported.status_code == 201, imported.text
+    theirs, _, _ = svmutil.svm_predict([], sp.csr_matrix(X_test), svmutil.svm_load_model(path), "-q")
+    assert np.mean(np.array(predict(http, imported.json()["id"], X_test)["labels"]) == np.array(theirs)) >= 0.999
+
+
+def test_one_class_search_of_gamma_by_outlier_f1(http, cancer):
+    """A search on labelled rows (1 inlier, -1 outlier): each fold scored by the F1 of the outliers the model finds."""
+    _, labelled, _, _, _ = cancer
+    search = {"gamma": [0.001, 0.05], "cv_folds": 3}
+    model = train(http, labelled["id"], "smo", {"svm_type": "one_class", "nu": 0.4, "search": search})
+    table = model["search_results"]
+    assert table["metric"] == "f1" and len(table["settings"]) == 2
+    best = max(table["settings"], key=lambda row: row["mean"])
+    assert model["refit_params"]["gamma"] == best["gamma"] and 0.0 < best["mean"] <= 1.0
+
+
+@pytest.mark.parametrize("params,where,fragment", [
+    ({"svm_type": "one_class", "C": 2}, "params", "has no C"),
+    ({"nu": 0.3}, "params", "nu"),
+    ({"svm_type": "one_class", "class_weight": {"1": 2}}, "params.class_weight", "one-class"),
+    ({"svm_type": "one_class", "probability": True}, "params.probability", "one-class"),
+    ({"svm_type": "one_class", "search": {"C": [1, 2]}}, "params.search.C", "no C"),
+])  # fmt: skip
+def test_one_class_refuses_what_it_has_not(http, cancer, params, where, fragment):
+    response = http.post("/v1/jobs", json={"dataset_id": cancer[0]["id"], "solver": "smo", "params": params})
+    assert_error(response, 422, "validation_error", where, fragment)
+
+
+def test_one_class_search_needs_outlier_labels(http, cancer):
+    body = {"svm_type": "one_class", "search": {"gamma": [0.1, 1.0]}}
+    response = http.post("/v1/jobs", json={"dataset_id": cancer[0]["id"], "solver": "smo", "params": body})
+    assert response.status_code == 202  # the benign rows: labels all 1, a subset of {-1, 1}
