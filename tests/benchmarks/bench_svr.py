@@ -1,6 +1,6 @@
 """The linear SVR solver (worker/solvers/dcd_svr.py) against liblinear-official -s 12 and -s 13, 1 thread.
 
-Issue 33, item 2 (the solver only: regression is not yet a task of the service). For each data set, loss and C
+Issue 33, item 2 (the solver that dcd's regression losses run). For each data set, loss and C
 (epsilon 0.1, bias 1):
 
 * the optimum: ours at tol 1e-8 / tol_rel 1e-10 (certified) against LIBLINEAR at -e 1e-8 (which may stop at its
@@ -9,8 +9,11 @@ Issue 33, item 2 (the solver only: regression is not yet a task of the service).
 * ours to that objective: solver seconds (trace points excluded) at the first pass at or below it (1e-9 relative
   slack), from a run traced at every pass.
 
-Medians of ``--repeats`` interleaved runs. Data: abalone_scale (../shared/data) and scikit-learn's diabetes
-(targets / 100). Writes tests/benchmarks/results/bench_svr.json.
+* ours at the service's defaults (tol 0.1, tol_rel 0.01): solver seconds and objective.
+
+Medians of ``--repeats`` interleaved runs. Data: abalone_scale (../shared/data), scikit-learn's diabetes
+(targets / 100) and, when make_flights.py has written it, NYC's 2013 flights (327,346 rows, 138 features). Writes
+tests/benchmarks/results/bench_svr.json.
 
     .venv/bin/python -m tests.benchmarks.bench_svr --repeats 5
 """
@@ -30,9 +33,11 @@ from liblinear import liblinearutil
 from sklearn.datasets import load_diabetes, load_svmlight_file
 
 from tests.benchmarks.environment import DATA_DIR
+from worker.solvers.common import SolverControl
 from worker.solvers.dcd_svr import primal_value, solve_svr
 
 RESULTS = Path(__file__).resolve().parent / "results"
+FLIGHTS = Path(__file__).resolve().parent / "data" / "flights.svm.gz"
 SOLVER_TYPES = {"squared_epsilon_insensitive": 12, "epsilon_insensitive": 13}
 
 
@@ -42,6 +47,9 @@ def data_sets() -> dict:
     sets = {"diabetes": (sp.csr_matrix(X), y / 100.0)}
     X, y = load_svmlight_file(str(Path(DATA_DIR) / "abalone_scale.svm.gz"))
     sets["abalone_scale"] = (X.tocsr(), y)
+    if FLIGHTS.exists():  # make_flights.py
+        X, y = load_svmlight_file(str(FLIGHTS))
+        sets["flights"] = (X.tocsr(), y)
     for X, _ in sets.values():
         X.sort_indices()
     return sets
@@ -69,29 +77,49 @@ def liblinear(X, y, problem, loss: str, C: float, eps: str) -> tuple[float, floa
 
 def ours_to(X, y, loss: str, C: float, target: float) -> tuple[float, int]:
     """(solver seconds, passes) at the first pass at or below ``target``."""
-    result = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C, tol=1e-6, tol_rel=1e-9, trace_every=1))
-    point = next(p for p in result.trace if p["primal"] <= target)
-    return point["elapsed_s"], point["iteration"]
+    reached: list[dict] = []
+
+    def on_point(point: dict) -> None:
+        if point["primal"] <= target and not reached:
+            reached.append(point)
+
+    control = SolverControl(on_point=on_point, cancel_requested=lambda: bool(reached))  # no pass past the target
+    solve_svr(*arrays(X), y, X.shape[1], settings(loss, C, tol=1e-6, tol_rel=1e-9, trace_every=1), control)
+    return reached[0]["elapsed_s"], reached[0]["iteration"]
+
+
+def ours_at_defaults(X, y, loss: str, C: float) -> tuple[float, float, int]:
+    """(solver seconds, objective, passes) at the service's defaults (tol 0.1, tol_rel 0.01, its trace budget)."""
+    result = solve_svr(
+        *arrays(X), y, X.shape[1], settings(loss, C, tol=0.1, tol_rel=0.01, trace_every=1, trace_budget=0.1)
+    )
+    return result.solver_seconds, result.objective, result.n_iter
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--C", default="0.1,1,10")
+    parser.add_argument("--tight-seconds", type=float, default=300.0, help="budget of the certified optimum's run")
+    parser.add_argument("--data", default=None, help="comma-separated names (default: every set found)")
     parser.add_argument("--out", type=Path, default=RESULTS / "bench_svr.json")
     args = parser.parse_args()
     cases = []
     for name, (X, y) in data_sets().items():
+        if args.data and name not in args.data.split(","):
+            continue
         problem = liblinearutil.problem(y, X)
         for loss in SOLVER_TYPES:
             for C in (float(c) for c in args.C.split(",")):
-                tight = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C))
+                budget = SolverControl(deadline=time.monotonic() + args.tight_seconds)
+                tight = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C), budget)
                 reference = liblinear(X, y, problem, loss, C, "1e-8")[1]
                 target = liblinear(X, y, problem, loss, C, "")[1]
-                theirs, ours = [], []
+                theirs, ours, defaults = [], [], []
                 for _ in range(args.repeats):
                     theirs.append(liblinear(X, y, problem, loss, C, "")[0])
                     ours.append(ours_to(X, y, loss, C, target * (1 + 1e-9)))
+                    defaults.append(ours_at_defaults(X, y, loss, C))
                 case = {
                     "data": name,
                     "loss": loss,
@@ -102,6 +130,11 @@ def main() -> None:
                     "ours_below_liblinear": (reference - tight.objective) / reference,
                     "liblinear_default": {"objective": target, "seconds": statistics.median(theirs)},
                     "ours_to_target": {"seconds": statistics.median(s for s, _ in ours), "passes": ours[0][1]},
+                    "ours_defaults": {
+                        "seconds": statistics.median(s for s, _, _ in defaults),
+                        "objective": defaults[0][1],
+                        "passes": defaults[0][2],
+                    },
                 }
                 case["ratio"] = case["ours_to_target"]["seconds"] / case["liblinear_default"]["seconds"]
                 cases.append(case)
