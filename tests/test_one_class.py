@@ -112,6 +112,9 @@ def test_one_class_refuses_what_it_has_not(http, cancer, params, where, fragment
 
 
 def test_one_class_search_needs_outlier_labels(http, cancer):
+    """A one-class search scores folds by the outliers' F1: labels other than -1 / 1 are refused, naming them."""
+    _, _, X_test, y_test, _ = cancer
+    other = upload(http, svmlight(X_test, np.where(y_test > 0, 2.0, 0.0))).json()
     body = {"svm_type": "one_class", "search": {"gamma": [0.1, 1.0]}}
-    response = http.post("/v1/jobs", json={"dataset_id": cancer[0]["id"], "solver": "smo", "params": body})
-    assert response.status_code == 202  # the benign rows: labels all 1, a subset of {-1, 1}
+    response = http.post("/v1/jobs", json={"dataset_id": other["id"], "solver": "smo", "params": body})
+    assert_error(response, 422, "validation_error", "params.search", "labels -1", "0, 2")
