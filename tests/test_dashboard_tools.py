@@ -392,6 +392,9 @@ def test_a_regression_is_evaluated_with_its_errors_and_a_scatter_of_predicted_ag
     page, refused = open_dashboard(browser, service)
     row = page.text_content(f"#datasets tr[data-id='{dataset['id']}']")
     assert "values" in row and "300 distinct" in row, row  # a range of values, not 300 label counts
+    page.click(f"#datasets tr[data-id='{dataset['id']}'] button")  # its train form says so too
+    page.wait_for_selector("#train-panel:not([hidden]) #train-param-C")
+    assert "real-valued labels: values" in page.text_content("#train-dataset-info")
     open_model(page, model_id)
     assert "classes" not in page.text_content(f"#jobs tr[data-id='{job['id']}']")  # one problem, not one per target
     page.select_option("#evaluate-dataset", dataset["id"])

@@ -4,7 +4,7 @@
 // request; a value left at its default is not sent (the API fills defaults in). When the API refuses the job
 // (422, its one error shape) the form shows the API's message.
 
-import { $, api, errorMessage, esc } from "./util.js";
+import { $, api, errorMessage, esc, labelsText } from "./util.js";
 import { apiSchema, defaultText, parseList, parseValue, variants } from "./schema.js";
 
 const MAIN = ["C", "max_seconds", "probability"]; // on the first line; kernel and search have controls of their own
@@ -14,6 +14,13 @@ const LABELS = { max_seconds: "deadline, s", probability: "probabilities", cv_fo
 
 const form = { dataset: null, schema: null, compiling: [], compilingEta: null, onSubmitted: () => {} };
 
+/** "N labels", or a regression's range of values (``labelsText``: loss epsilon_insensitive or svm_type epsilon_svr). */
+function labelsSummary(dataset) {
+  const count = Object.keys(dataset.labels || {}).length;
+  const text = labelsText(dataset);
+  return text.startsWith("values") ? `real-valued labels: ${text}` : `${count} labels`;
+}
+
 /** Show the form for a data set; ``onSubmitted(job)`` is called with the job the API accepted. */
 export async function openTrainForm(dataset, onSubmitted) {
   form.dataset = dataset;
@@ -21,7 +28,7 @@ export async function openTrainForm(dataset, onSubmitted) {
   $("train-panel").hidden = false;
   $("train-dataset").textContent = dataset.name || dataset.id;
   $("train-dataset-info").textContent = `${dataset.id} · ${dataset.n_samples} rows · ${dataset.n_features} features · ` +
-    `${Object.keys(dataset.labels || {}).length} labels${dataset.has_qid ? " · qid" : ""}` +
+    `${labelsSummary(dataset)}${dataset.has_qid ? " · qid" : ""}` +
     (typeof dataset.zero_based_guessed === "boolean"
       ? ` · indices ${dataset.zero_based ? "zero" : "one"}-based${dataset.zero_based_guessed ? " (guessed)" : ""}` : "");
   $("train-error").textContent = "";
