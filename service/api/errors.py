@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core.schemas.solver_params import KERNEL_TYPES
+from core.schemas.kernel_params import KERNEL_TYPES
 from core.solvers import SOLVERS
 
 log = logging.getLogger("hinge.api")

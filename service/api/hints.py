@@ -23,7 +23,7 @@ import typing
 from pydantic import BaseModel
 
 from core.config import Settings
-from core.schemas.solver_params import KERNEL_TYPES
+from core.schemas.kernel_params import KERNEL_TYPES
 from core.solvers import KERNEL_SOLVERS, SOLVERS
 
 

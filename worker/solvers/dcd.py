@@ -128,6 +128,7 @@ from worker.solvers.common import (
     dual_trace_point,
     rng_state,
 )
+from worker.solvers.dcd_l1 import solve_l1
 from worker.solvers.dcd_logistic import primal_value as logistic_primal
 from worker.solvers.dcd_logistic import solve_logistic
 from worker.solvers.dcd_passes import (
@@ -196,6 +197,7 @@ class DcdSettings(Protocol):
 
     C: float
     loss: str
+    penalty: str
     epsilon: float
     bias: float | None
     tol: float
@@ -309,6 +311,8 @@ def solve_dcd(
             raise SolverInputError("alpha0 contains NaN or infinite values")
     if params.loss == "logistic":  # the same coordinate descent on the entropy dual (dcd_logistic)
         return solve_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control, start)
+    if params.penalty == "l1":  # primal coordinate descent on |w|_1 (dcd_l1); a dual start does not apply
+        return solve_l1(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control)
     if start is not None:
         upper = np.where(y > 0, U_pos, U_neg)
         np.clip(start, 0.0, upper, out=alpha)
@@ -456,6 +460,7 @@ def warm_up() -> None:
                 settings = SimpleNamespace(
                     C=1.0,
                     loss=loss,
+                    penalty="l2",
                     epsilon=0.1,
                     bias=bias,
                     tol=0.1,
@@ -471,3 +476,6 @@ def warm_up() -> None:
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 if loss in LOSSES:
                     primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
+                if loss == "squared_hinge":  # the L1-regularized one too (dcd_l1)
+                    settings.penalty = "l1"
+                    solve_dcd(*arrays, n_features=2, params=settings)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from core.schemas.enums import ModelKind, Task
-from core.schemas.solver_params import PolyKernel, RbfKernel, SigmoidKernel, SolverParams
+from core.schemas.kernel_params import PolyKernel, RbfKernel, SigmoidKernel
+from core.schemas.solver_params import SolverParams
 from core.scoring.metrics import pairwise_accuracy, regression_report, roc_auc
 from core.scoring.models import Scorer, csr
 from core.scoring.probability import logistic_calibration

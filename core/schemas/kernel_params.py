@@ -1,0 +1,54 @@
+"""The kernels of the kernel solvers' params (smo, sampled_cuts): one schema per kernel, told apart by `type`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
+
+from core.schemas.base import StrictModel
+
+PositiveGamma = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class LinearKernel(StrictModel):
+    """K(x, z) = <x, z>."""
+
+    type: Literal["linear"] = Field(description="`linear`.")
+
+
+class RbfKernel(StrictModel):
+    """K(x, z) = exp(-gamma |x - z|^2)."""
+
+    type: Literal["rbf"] = Field(description="`rbf`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Width; `scale` means 1 / (n_features * variance of the data), as scikit-learn."
+    )
+
+
+class PolyKernel(StrictModel):
+    """K(x, z) = (gamma <x, z> + coef0)^degree."""
+
+    type: Literal["poly"] = Field(description="`poly`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Scale of the inner product; `scale` as for rbf."
+    )
+    coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
+    degree: int = Field(default=3, ge=1, le=20, description="Degree of the polynomial.")
+
+
+class SigmoidKernel(StrictModel):
+    """K(x, z) = tanh(gamma <x, z> + coef0)."""
+
+    type: Literal["sigmoid"] = Field(description="`sigmoid`.")
+    gamma: PositiveGamma | Literal["scale"] = Field(
+        default="scale", description="Scale of the inner product; `scale` as for rbf."
+    )
+    coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
+
+
+Kernel = Annotated[LinearKernel | RbfKernel | PolyKernel | SigmoidKernel, Field(discriminator="type")]
+KERNEL_TYPES = tuple(
+    get_args(kind.model_fields["type"].annotation)[0] for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel)
+)
+"""The kernel `type` names, read from the schemas above: ("linear", "poly", "rbf", "sigmoid")."""

@@ -1,0 +1,101 @@
+"""dcd's ``penalty: l1`` (L1-regularized squared hinge by coordinate descent, worker/solvers/dcd_l1.py) against
+liblinear-official -s 5, on scikit-learn's breast cancer (standardized) and wine (three classes, one-vs-rest)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer, load_wine
+
+from tests.helpers import assert_error, liblinear_train, sparse_problem, upload
+from tests.model_files import export, import_model, predict, saved, split, svmlight, train
+from worker.solvers.dcd_l1 import primal_value, solve_l1
+
+liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    return (X - X.mean(axis=0)) / X.std(axis=0), np.where(y == 1, 1.0, -1.0)
+
+
+def _settings(**changes):
+    return SimpleNamespace(
+        **{**dict(tol=1e-6, tol_rel=1e-9, max_iter=100000, seed=0, trace_every=1, trace_budget=0.1), **changes}
+    )
+
+
+def _liblinear_w_full(model, B):
+    w, b = model.get_decfun(0)
+    sign = 1.0 if model.get_labels()[0] == 1 else -1.0
+    return sign * (np.append(np.asarray(w), b / B) if B else np.asarray(w))
+
+
+@pytest.mark.parametrize("C", [0.05, 1.0])
+@pytest.mark.parametrize("B", [1.0, 0.0])
+def test_reaches_liblinear_s5_optimum_with_its_sparsity(cancer, C, B):
+    X, y = cancer
+    M = sp.csr_matrix(X)
+    result = solve_l1(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings())
+    assert result.converged and result.extra["gap_rel"] <= 1e-9
+    official, converged = liblinear_train(X, y, f"-s 5 -c {C} -e 1e-8" + (f" -B {B}" if B else ""))
+    reference = primal_value(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, B), B, C, C)
+    assert result.objective <= reference * (1 + 1e-9)
+    if converged:
+        assert result.objective == pytest.approx(reference, rel=1e-6)
+        w_official = _liblinear_w_full(official, B)[: X.shape[1]]
+        assert np.count_nonzero(result.w) == np.count_nonzero(np.abs(w_official) > 1e-9)
+    assert np.count_nonzero(result.w) < X.shape[1]  # sparse: some weights exactly 0
+    assert all(p["dual"] <= p["primal"] * (1 + 1e-12) for p in result.trace)
+
+
+def test_sparse_data_with_class_weights(cancer):
+    indptr, indices, data, y = sparse_problem(400, 60, 8, seed=3)
+    M = sp.csr_matrix((data, indices, indptr), shape=(400, 60))
+    result = solve_l1(indptr, indices, data, y, 60, 0.5, 2.0, 1.0, _settings())
+    official, converged = liblinear_train(M, y, "-s 5 -c 1 -w-1 0.5 -w1 2 -e 1e-8 -B 1")
+    reference = primal_value(indptr, indices, data, y, _liblinear_w_full(official, 1.0), 1.0, 0.5, 2.0)
+    assert result.objective <= reference * (1 + 1e-9)
+    if converged:
+        assert result.objective == pytest.approx(reference, rel=1e-6)
+
+
+def test_service_l1_model_exports_as_liblinear_s5(http, cancer):
+    """Through the API: a sparse model at the defaults, certified; its LIBLINEAR file (L1R_L2LOSS_SVC) is read by
+    liblinear-official with the same labels and decision values, and imports back; three classes one-vs-rest."""
+    X, y = cancer
+    X_train, y_train, X_test, _ = split(X, y)
+    dataset = upload(http, svmlight(X_train, y_train)).json()
+    model = train(http, dataset["id"], "dcd", {"penalty": "l1", "loss": "squared_hinge", "C": 0.1})
+    assert model["gap_rel"] <= 0.01 and model["stop_reason"] == "converged"
+    ours = predict(http, model["id"], X_test)
+    text = export(http, model["id"], "liblinear")
+    assert text.startswith(b"solver_type L1R_L2LOSS_SVC\n")
+    loaded = liblinearutil.load_model(saved(text, ".liblinear"))
+    labels, _, values = liblinearutil.predict([], sp.csr_matrix(X_test), loaded, "-q")
+    assert labels == ours["labels"]
+    assert np.max(np.abs(np.array(values).ravel() - np.array(ours["scores"]))) <= 1e-9
+    assert import_model(http, text, "liblinear").status_code == 201
+    weights = np.array(export_weights(http, model["id"]))
+    assert 0 < np.count_nonzero(weights) < X.shape[1]
+    Xw, yw = load_wine(return_X_y=True)
+    wine = upload(http, svmlight((Xw - Xw.mean(axis=0)) / Xw.std(axis=0), yw.astype(float))).json()
+    three = train(http, wine["id"], "dcd", {"penalty": "l1", "loss": "squared_hinge"})
+    assert three["labels"] == [0.0, 1.0, 2.0] and three["train_accuracy"] > 0.95
+
+
+def export_weights(http, model_id):
+    import json
+
+    return json.loads(export(http, model_id, "json"))["weights"]
+
+
+def test_l1_needs_the_squared_hinge(http, cancer):
+    X, y = cancer
+    dataset = upload(http, svmlight(X[:50], y[:50])).json()
+    response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"penalty": "l1"}})
+    assert_error(response, 422, "validation_error", "penalty l1", "squared_hinge")

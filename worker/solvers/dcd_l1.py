@@ -1,0 +1,242 @@
+"""L1-regularized L2-loss linear SVM by coordinate descent with Newton steps (CDN; LIBLINEAR's -s 5).
+
+Problem
+-------
+Rows x_i (CSR), labels y_i in {-1, +1}, per-row costs C_i = C * class_weight(y_i); with ``bias=B`` the constant
+feature B of ``worker.solvers.dcd`` (its weight w_B is regularized too, as LIBLINEAR's -B). In the service's
+convention
+
+    min_w  P(w) = |w|_1 + sum_i C_i * max(0, 1 - y_i w'x_i)^2.
+
+The L1 norm makes the weights sparse. Its Fenchel dual (for the certificate):
+
+    max_alpha  D(alpha) = sum_i (alpha_i - alpha_i^2 / (4 C_i)),   alpha >= 0,   |sum_i alpha_i y_i x_i|_inf <= 1,
+
+and D(alpha) <= P(w*) <= P(w). From the current w, alpha_i = 2 C_i max(0, 1 - y_i w'x_i) (the dual point w would
+have at the optimum), scaled by s = min(1, 1 / |sum_i alpha_i y_i x_i|_inf) to be feasible, gives the certified gap
+P(w) - D(s alpha).
+
+Algorithm
+---------
+Yuan, Chang, Hsieh and Lin, "A comparison of optimization methods and software for large-scale L1-regularized
+linear classification", JMLR 11 (2010), Section 4.1 (CDN), the method LIBLINEAR's -s 5 runs: passes over the
+features in a seeded random order (columns of a CSC copy of the data); at feature j, with b_i = 1 - y_i w'x_i and
+I = {i : b_i > 0}, the loss's derivatives L' = -2 sum_{i in I} C_i y_i x_ij b_i and L'' = 2 sum_{i in I} C_i x_ij^2
+(at least 1e-12) give the Newton direction of the one-variable problem with |w_j + d| (its eq. (29)):
+d = -(L' + 1) / L'' when L' + 1 <= L'' w_j, d = -(L' - 1) / L'' when L' - 1 >= L'' w_j, else d = -w_j; a
+backtracking line search (Armijo, sigma 0.01, step halved, at most 100 times) takes lambda d where
+|w_j + lambda d| - |w_j| + L(w + lambda d e_j) - L(w) <= sigma lambda (L' d + |w_j + d| - |w_j|), the loss summed
+over column j's rows only. The violation of feature j is the minimum-norm subgradient: |L' + 1| (w_j > 0),
+|L' - 1| (w_j < 0), max(0, -(L' + 1), L' - 1) (w_j = 0).
+
+Shrinking (the paper's Section 4.1.2, as LIBLINEAR): a feature at 0 whose subgradient interval holds 0 by more than
+M / n (M the previous pass's largest violation, n the rows) leaves the passes. Stopping (LIBLINEAR -s 5's -e): after
+a pass whose summed violation is below ``tol`` times the first pass's; on the shrunk features, every feature comes
+back and the passes go on; on all of them, the certified gap must be within ``tol_rel`` too (when it is not, the
+threshold is divided by 10), as dcd's other losses (``common.run_dual_passes``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
+
+SIGMA = 0.01  # Armijo's constant
+MAX_HALVINGS = 100
+
+
+@njit(cache=True)
+def _pass(col_ptr, col_rows, col_vals, y, costs, b, w, index, active, shrink_at, n_rows, rng, resume, stop_at):
+    """One pass over the features index[:active] (or a slice of one: ``resume`` = [next position, largest violation,
+    summed violation], position < 0 for a new pass). Returns (active, largest violation, summed violation, done)."""
+    if resume[0] < 0.0:
+        shuffle_prefix(index, active, rng)
+        s = 0
+        worst = 0.0
+        total = 0.0
+    else:
+        s = int(resume[0])
+        worst = resume[1]
+        total = resume[2]
+    first = s
+    while s < active:
+        if (s & 255) == 0 and s - first >= 256 and monotonic_s() >= stop_at:
+            resume[0] = s
+            resume[1] = worst
+            resume[2] = total
+            return active, worst, total, False
+        j = index[s]
+        start = col_ptr[j]
+        end = col_ptr[j + 1]
+        G = 0.0
+        H = 0.0
+        for p in range(start, end):
+            i = col_rows[p]
+            if b[i] > 0.0:
+                v = col_vals[p]
+                c = costs[i]
+                G -= 2.0 * c * y[i] * v * b[i]
+                H += 2.0 * c * v * v
+        if H < 1e-12:
+            H = 1e-12
+        Gp = G + 1.0
+        Gn = G - 1.0
+        wj = w[j]
+        if wj == 0.0:
+            if Gp < 0.0:
+                violation = -Gp
+            elif Gn > 0.0:
+                violation = Gn
+            else:
+                violation = 0.0
+                if Gp > shrink_at / n_rows and Gn < -shrink_at / n_rows:  # well inside: out of the passes
+                    active -= 1
+                    index[s] = index[active]
+                    index[active] = j
+                    continue
+        elif wj > 0.0:
+            violation = abs(Gp)
+        else:
+            violation = abs(Gn)
+        if violation > worst:
+            worst = violation
+        total += violation
+        if Gp < H * wj:
+            d = -Gp / H
+        elif Gn > H * wj:
+            d = -Gn / H
+        else:
+            d = -wj
+        if abs(d) < 1e-12:
+            s += 1
+            continue
+        delta = abs(wj + d) - abs(wj) + G * d
+        step = 1.0
+        accepted = False
+        for _ in range(MAX_HALVINGS):
+            z = step * d
+            change = 0.0  # the loss's change, summed row by row (a difference of two sums loses it near the optimum)
+            for p in range(start, end):
+                i = col_rows[p]
+                old = b[i]
+                bi = old - z * y[i] * col_vals[p]
+                change += costs[i] * ((bi * bi if bi > 0.0 else 0.0) - (old * old if old > 0.0 else 0.0))
+            if abs(wj + z) - abs(wj) + change <= SIGMA * step * delta:
+                accepted = True
+                break
+            step *= 0.5
+        if accepted:
+            z = step * d
+            w[j] = wj + z
+            for p in range(start, end):
+                i = col_rows[p]
+                b[i] -= z * y[i] * col_vals[p]
+        s += 1
+    resume[0] = -1.0
+    return active, worst, total, True
+
+
+@njit(cache=True)
+def _objectives(col_ptr, col_rows, col_vals, y, costs, b, w):
+    """(P(w), D(s alpha)): the primal, and the dual value of the scaled dual point of w (module docstring)."""
+    l1 = 0.0
+    for j in range(w.shape[0]):
+        l1 += abs(w[j])
+    loss = 0.0
+    linear = 0.0
+    quadratic = 0.0
+    for i in range(b.shape[0]):
+        if b[i] > 0.0:
+            loss += costs[i] * b[i] * b[i]
+            a = 2.0 * costs[i] * b[i]
+            linear += a
+            quadratic += a * a / (4.0 * costs[i])
+    largest = 0.0  # |sum_i alpha_i y_i x_i|_inf
+    for j in range(w.shape[0]):
+        g = 0.0
+        for p in range(col_ptr[j], col_ptr[j + 1]):
+            i = col_rows[p]
+            if b[i] > 0.0:
+                g += 2.0 * costs[i] * b[i] * y[i] * col_vals[p]
+        if abs(g) > largest:
+            largest = abs(g)
+    scale = 1.0 if largest <= 1.0 else 1.0 / largest
+    return l1 + loss, scale * linear - scale * scale * quadratic
+
+
+def columns(indptr, indices, data, n_features: int, B: float):
+    """The CSC arrays of the rows, with the bias feature B as the last column when B > 0."""
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features))
+    if B > 0.0:
+        matrix = sp.hstack([matrix, sp.csr_matrix(np.full((matrix.shape[0], 1), B))], format="csr")
+    csc = matrix.tocsc()
+    csc.sort_indices()
+    return csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data.astype(np.float64)
+
+
+def solve_l1(
+    indptr, indices, data, y, n_features: int, C_neg: float, C_pos: float, B: float, params, control=None
+) -> SolverResult:
+    """Train the L1-regularized L2-loss SVM (module docstring). ``y`` in {-1, +1}; ``B`` the bias feature's value (0:
+    none); ``params``: tol, tol_rel, max_iter, seed, trace_every, trace_budget (dcd's). The result's ``w`` has the
+    n_features weights, ``bias`` = B * w_B."""
+    control = control or SolverControl()
+    started = time.perf_counter()
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    n = y.shape[0]
+    col_ptr, col_rows, col_vals = columns(indptr, indices, data, n_features, B)
+    width = col_ptr.shape[0] - 1
+    costs = np.where(y > 0, C_pos, C_neg).astype(np.float64)
+    b = np.ones(n)
+    w = np.zeros(width)
+    index = np.arange(width, dtype=np.int64)
+    rng = rng_state(int(params.seed))
+    resume = np.array([-1.0, 0.0, 0.0])
+    state = {"active": width, "shrink_at": math.inf, "full": True, "worst": 0.0, "initial": -1.0}
+
+    def one_pass(stop_at):
+        if resume[0] < 0.0:
+            state["full"] = state["active"] == width
+        state["active"], state["worst"], total, done = _pass(
+            col_ptr, col_rows, col_vals, y, costs, b, w, index, state["active"], state["shrink_at"], n, rng, resume,
+            stop_at,
+        )  # fmt: skip
+        if not done:
+            return total, False
+        if state["initial"] < 0.0:
+            state["initial"] = total
+        return (total / state["initial"] if state["initial"] > 0.0 else 0.0), True
+
+    def after_pass(ratio, threshold):
+        if ratio >= threshold:
+            state["shrink_at"] = state["worst"] if state["worst"] > 0.0 else math.inf
+            return False
+        if not (state["full"] and state["active"] == width):  # held on the shrunk features: every one back
+            state["active"], state["shrink_at"] = width, math.inf
+            return False
+        return True
+
+    def objectives():
+        primal, dual = _objectives(col_ptr, col_rows, col_vals, y, costs, b, w)
+        return float(primal), float(dual)
+
+    setup = time.perf_counter() - started
+    run = run_dual_passes(one_pass, after_pass, objectives, lambda: state["active"], params, control)
+    w_full = w if B > 0.0 else np.append(w, 0.0)
+    return run.result(w_full, B, setup, "objective minus the Fenchel dual value of w's scaled dual point")
+
+
+def primal_value(indptr, indices, data, y, w_full, B: float, C_neg: float, C_pos: float) -> float:
+    """P(w) = |w|_1 + sum_i C_i max(0, 1 - y_i w'x_i)^2 (``w_full``: the weights, then w_B when B > 0)."""
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, len(w_full) - (1 if B > 0 else 0)))
+    w = np.asarray(w_full[: matrix.shape[1]])
+    margins = np.asarray(matrix @ w).reshape(-1) + (B * w_full[-1] if B > 0 else 0.0)
+    slack = np.maximum(0.0, 1.0 - np.asarray(y) * margins)
+    costs = np.where(np.asarray(y) > 0, C_pos, C_neg)
+    return float(np.abs(w_full).sum() + costs @ (slack * slack))
