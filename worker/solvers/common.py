@@ -431,3 +431,46 @@ def run_dual_passes(one_pass, after_pass, objectives, active_size, params, contr
         iteration, stop_reason, converged, float(last[0]), float(last[1]), float(violation), threshold, tuple(trace),
         time.perf_counter() - clock_start - trace_seconds, trace_seconds,
     )  # fmt: skip
+
+
+class RelativeRulePasses:
+    """The bookkeeping between the passes of a coordinate descent that shrinks and stops by LIBLINEAR's relative rule
+    (dcd's SVR, -s 12/13, and its L1-regularized SVM, -s 5): ``one_pass`` and ``after_pass`` for
+    ``run_dual_passes``.
+
+    ``run_pass(active, shrink_at, resume, stop_at)`` runs a pass over the first ``active`` coordinates, or its
+    slice (``resume``: [next position, largest violation, summed violation], position < 0 for a new pass), shrinking
+    against ``shrink_at`` (inf: none), and returns (active, largest violation, summed violation, done). A pass's
+    violation, as ``run_dual_passes`` sees it, is its summed violation over the first pass's; the next pass shrinks
+    against this one's largest; the rule on shrunk coordinates brings them all back for a pass without shrinking."""
+
+    def __init__(self, size: int, run_pass) -> None:
+        self.size = size
+        self.run_pass = run_pass
+        self.resume = np.array([-1.0, 0.0, 0.0])
+        self.active = size  # the coordinates the passes visit
+        self.shrink_at = math.inf  # none in the first pass, nor in the pass after every coordinate came back
+        self.full = True  # whether the pass started with every coordinate
+        self.worst = 0.0
+        self.initial = -1.0  # the first pass's summed violation: the rule's scale
+
+    def one_pass(self, stop_at: float) -> tuple[float, bool]:
+        """A pass, or its slice up to ``stop_at``: (summed violation over the first pass's, done)."""
+        if self.resume[0] < 0.0:
+            self.full = self.active == self.size
+        self.active, self.worst, total, done = self.run_pass(self.active, self.shrink_at, self.resume, stop_at)
+        if not done:
+            return total, False
+        if self.initial < 0.0:
+            self.initial = total
+        return (total / self.initial if self.initial > 0.0 else 0.0), True
+
+    def after_pass(self, ratio: float, threshold: float) -> bool:
+        """Whether the rule holds on every coordinate (else the next pass's shrinking threshold, or all back)."""
+        if ratio >= threshold:
+            self.shrink_at = self.worst if self.worst > 0.0 else math.inf
+            return False
+        if not (self.full and self.active == self.size):
+            self.active, self.shrink_at = self.size, math.inf
+            return False
+        return True

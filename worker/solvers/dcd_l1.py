@@ -38,14 +38,21 @@ threshold is divided by 10), as dcd's other losses (``common.run_dual_passes``).
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
+from worker.solvers.common import (
+    RelativeRulePasses,
+    SolverControl,
+    SolverResult,
+    monotonic_s,
+    rng_state,
+    run_dual_passes,
+    shuffle_prefix,
+)
 
 SIGMA = 0.01  # Armijo's constant
 MAX_HALVINGS = 100
@@ -197,37 +204,19 @@ def solve_l1(
     w = np.zeros(width)
     index = np.arange(width, dtype=np.int64)
     rng = rng_state(int(params.seed))
-    resume = np.array([-1.0, 0.0, 0.0])
-    state = {"active": width, "shrink_at": math.inf, "full": True, "worst": 0.0, "initial": -1.0}
-
-    def one_pass(stop_at):
-        if resume[0] < 0.0:
-            state["full"] = state["active"] == width
-        state["active"], state["worst"], total, done = _pass(
-            col_ptr, col_rows, col_vals, y, costs, b, w, index, state["active"], state["shrink_at"], n, rng, resume,
-            stop_at,
-        )  # fmt: skip
-        if not done:
-            return total, False
-        if state["initial"] < 0.0:
-            state["initial"] = total
-        return (total / state["initial"] if state["initial"] > 0.0 else 0.0), True
-
-    def after_pass(ratio, threshold):
-        if ratio >= threshold:
-            state["shrink_at"] = state["worst"] if state["worst"] > 0.0 else math.inf
-            return False
-        if not (state["full"] and state["active"] == width):  # held on the shrunk features: every one back
-            state["active"], state["shrink_at"] = width, math.inf
-            return False
-        return True
+    passes = RelativeRulePasses(
+        width,
+        lambda active, shrink_at, resume, stop_at: _pass(
+            col_ptr, col_rows, col_vals, y, costs, b, w, index, active, shrink_at, n, rng, resume, stop_at
+        ),
+    )
 
     def objectives():
         primal, dual = _objectives(col_ptr, col_rows, col_vals, y, costs, b, w)
         return float(primal), float(dual)
 
     setup = time.perf_counter() - started
-    run = run_dual_passes(one_pass, after_pass, objectives, lambda: state["active"], params, control)
+    run = run_dual_passes(passes.one_pass, passes.after_pass, objectives, lambda: passes.active, params, control)
     w_full = w if B > 0.0 else np.append(w, 0.0)
     return run.result(w_full, B, setup, "objective minus the Fenchel dual value of w's scaled dual point")
 

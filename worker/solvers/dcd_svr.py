@@ -45,7 +45,15 @@ import time
 import numpy as np
 from numba import njit
 
-from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
+from worker.solvers.common import (
+    RelativeRulePasses,
+    SolverControl,
+    SolverResult,
+    monotonic_s,
+    rng_state,
+    run_dual_passes,
+    shuffle_prefix,
+)
 
 LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 
@@ -216,34 +224,12 @@ def solve_svr(
     _diagonal(indptr, data, B, D, QD)
     index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng = rng_state(int(params.seed))
-    resume = np.array([-1.0, 0.0, 0.0])
-    # the rows the passes visit (index[:active]) and the shrinking threshold: none in the first pass, nor in the
-    # pass after every row came back; "full": the pass started with every row
-    # "initial": the scale of the stopping rule, the summed violation of the first pass (as LIBLINEAR's)
-    state = {"active": n, "shrink_at": math.inf, "full": True, "worst": 0.0, "initial": -1.0}
-
-    def one_pass(stop_at):
-        if resume[0] < 0.0:
-            state["full"] = state["active"] == n
-        state["active"], state["worst"], total, done = _pass(
-            indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, state["active"], state["shrink_at"], rng,
-            resume, stop_at,
-        )  # fmt: skip
-        if not done:
-            return total, False
-        if state["initial"] < 0.0:
-            state["initial"] = total
-        return (total / state["initial"] if state["initial"] > 0.0 else 0.0), True
-
-    def after_pass(ratio, threshold):
-        if ratio >= threshold:
-            worst = state["worst"]
-            state["shrink_at"] = worst if worst > 0.0 else math.inf
-            return False
-        if not (state["full"] and state["active"] == n):  # held on the shrunk rows: every row back, no shrinking
-            state["active"], state["shrink_at"] = n, math.inf
-            return False
-        return True
+    passes = RelativeRulePasses(
+        n,
+        lambda active, shrink_at, resume, stop_at: _pass(
+            indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume, stop_at
+        ),
+    )
 
     def objectives():
         return (
@@ -252,7 +238,7 @@ def solve_svr(
         )
 
     setup = time.perf_counter() - started
-    run = run_dual_passes(one_pass, after_pass, objectives, lambda: state["active"], params, control)
+    run = run_dual_passes(passes.one_pass, passes.after_pass, objectives, lambda: passes.active, params, control)
     return run.result(
         w, B, setup, "objective minus the dual objective of the returned dual variables (weak duality)", alpha=beta
     )
