@@ -59,12 +59,14 @@ class LabelTally:
         self.low = min(self.low, float(values[0]))
         self.high = max(self.high, float(values[-1]))
         self.integral = self.integral and bool(np.all(values == np.round(values)))
-        mean = float(np.mean(y))
-        squares = float(np.sum((y - mean) ** 2))
+        with np.errstate(over="ignore", invalid="ignore"):  # labels near the largest double: their spread overflows
+            mean = float(np.mean(y))
+            squares = float(np.sum((y - mean) ** 2))
         total = self.rows + n
-        delta = mean - self.mean
-        self.squares += squares + delta * delta * self.rows * n / total
-        self.mean += delta * n / total
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = mean - self.mean
+            self.squares += squares + delta * delta * self.rows * n / total
+            self.mean += delta * n / total
         self.rows = total
 
     def label_counts(self) -> dict[str, int]:
@@ -72,13 +74,14 @@ class LabelTally:
         return {label_key(v): int(c) for v, c in sorted((self.counts or {}).items())}
 
     def targets(self) -> dict:
-        """The labels as numbers (``TargetSummary``): range, mean, standard deviation, whether all are integers, and
-        how many distinct values (None: more than ``MAX_COUNTED_LABELS``)."""
+        """The labels as numbers (``TargetSummary``): range, mean, standard deviation (None when they overflow a
+        double), whether all are integers, and how many distinct values (None: more than ``MAX_COUNTED_LABELS``)."""
+        std = math.sqrt(self.squares / self.rows) if self.rows else 0.0
         return {
             "min": label_value(self.low),
             "max": label_value(self.high),
-            "mean": self.mean,
-            "std": math.sqrt(self.squares / self.rows) if self.rows else 0.0,
+            "mean": self.mean if math.isfinite(self.mean) else None,  # None: past the largest double
+            "std": std if math.isfinite(std) else None,
             "integral": self.integral,
             "n_distinct": None if self.counts is None else len(self.counts),
         }

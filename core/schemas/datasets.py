@@ -44,8 +44,11 @@ class TargetSummary(ResponseModel):
 
     min: float = Field(description="The smallest label.")
     max: float = Field(description="The largest label.")
-    mean: float = Field(description="The labels' mean.")
-    std: float = Field(description="The labels' standard deviation (population: divided by the number of rows).")
+    mean: float | None = Field(description="The labels' mean (null when it overflows a double).")
+    std: float | None = Field(
+        description="The labels' standard deviation (population: divided by the number of rows; null when it "
+        "overflows a double)."
+    )
     integral: bool = Field(
         description="Whether every label is an integer (class labels); real-valued labels are regression targets."
     )
