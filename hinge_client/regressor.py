@@ -1,23 +1,31 @@
-"""``HingeRegressor``: scikit-learn's LinearSVR trained by a Hinge service (dcd's epsilon-insensitive losses).
+"""``HingeRegressor``: scikit-learn's LinearSVR and SVR trained by a Hinge service.
 
-``fit`` uploads the rows with their real-valued targets and trains solver ``dcd`` with ``loss``
-``"epsilon_insensitive"`` (LIBLINEAR -s 13, LinearSVR's default) or ``"squared_epsilon_insensitive"`` (-s 12);
+``kernel="linear"`` (the default) is LinearSVR: ``fit`` trains solver ``dcd`` with ``loss`` ``"epsilon_insensitive"``
+(LIBLINEAR -s 13, LinearSVR's default) or ``"squared_epsilon_insensitive"`` (-s 12), the intercept a regularized
+constant feature (LIBLINEAR's and LinearSVR's convention). ``kernel`` "rbf", "poly" or "sigmoid" is SVR: the service's
+``smo`` with ``svm_type: "epsilon_svr"`` (LIBSVM -s 3, the intercept unregularized), with SVR's ``gamma``
+("scale" by default), ``degree``, ``coef0``, ``cache_size`` (the job's ``cache_mb``) and ``shrinking``;
+``solver="smo"`` with ``kernel="linear"`` is SVR(kernel="linear") (an unregularized intercept, as LIBSVM's).
 ``predict`` sends the rows to the model's predict route and returns the predicted values; ``score`` is R²
-(scikit-learn's ``RegressorMixin``). ``coef_`` and ``intercept_`` have LinearSVR's shapes, (n_features,) and (1,).
+(scikit-learn's ``RegressorMixin``). ``coef_`` (n_features,) exists for the linear kernel only (an AttributeError
+otherwise, as SVR's); ``intercept_`` (1,) always; kernel models have SVR's ``dual_coef_`` (1, n_SV) and
+``support_vectors_`` (n_SV, n_features), read from the model's JSON export (``support_`` is not: the export does
+not say which training rows the support vectors were).
 
-The parameters carry LinearSVR's names: ``C``, ``epsilon``, ``loss``, ``tol``, ``fit_intercept`` and
+The parameters carry LinearSVR's and SVR's names: ``C``, ``epsilon``, ``loss``, ``tol``, ``fit_intercept`` and
 ``intercept_scaling`` (the service's ``bias``: the value of a constant feature whose weight is the intercept,
-regularized as LIBLINEAR's), ``max_iter``, ``random_state`` (the job's ``seed``). LinearSVR's ``dual`` and
+regularized as LIBLINEAR's; dcd only), ``max_iter``, ``random_state`` (the job's ``seed``). LinearSVR's ``dual`` and
 ``verbose`` have no counterpart: dcd always solves the dual. What the service does not take from LinearSVR's
-defaults: ``epsilon``, ``tol`` and ``max_iter`` left at None are the service's (epsilon 0.1 as LIBLINEAR's -p,
-LinearSVR's is 0.0; see the API's dcd parameters). Anything else dcd takes goes in ``solver_params`` (``tol_rel``,
-``shrinking``, ...). Connection, upload, warnings and what a fit leaves on the service are HingeClassifier's
-(``hinge_client.remote_estimator``): ``url``, ``api_key``, ``timeout``, ``max_seconds``, ``keep_data``,
-``keep_model``.
+defaults: ``epsilon``, ``tol`` and ``max_iter`` left at None are the service's (epsilon 0.1 as LIBLINEAR's -p and
+SVR's, LinearSVR's is 0.0; see the API's dcd and smo parameters). Anything else the solver takes goes in
+``solver_params`` (``tol_rel``, ...). Connection, upload, warnings and what a fit leaves on the service are
+HingeClassifier's (``hinge_client.remote_estimator``): ``url``, ``api_key``, ``timeout``, ``max_seconds``,
+``keep_data``, ``keep_model``.
 
     from hinge_client import HingeRegressor
     reg = HingeRegressor(C=1.0, epsilon=0.0).fit(X_train, y_train)   # LinearSVR(C=1.0)'s problem, on the service
     reg.predict(X_test), reg.score(X_test, y_test), reg.coef_, reg.intercept_
+    HingeRegressor(kernel="rbf", C=10.0).fit(X_train, y_train).predict(X_test)   # SVR(C=10.0), on the service
 """
 
 from __future__ import annotations
@@ -29,47 +37,69 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from hinge_client.remote_estimator import _RemoteModel
+from hinge_client.remote_estimator import _RemoteModel, kernel_params, linear_weights, support_vectors
 
 __all__ = ["HingeRegressor", "REGRESSION_LOSSES"]
 
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 """The losses of a regression: dcd's (and LinearSVR's) names; any other would train a classifier."""
+LINEAR_ONLY = {"loss": "epsilon_insensitive", "fit_intercept": True, "intercept_scaling": 1.0}
+"""LinearSVR's parameters that smo's SVR has no counterpart for (its loss is the epsilon-insensitive one, its intercept
+unregularized): any other value with smo is an error."""
 
 
 class HingeRegressor(RegressorMixin, _RemoteModel):
-    """A linear support vector regression (LinearSVR) trained by a Hinge service: dcd's epsilon-insensitive losses.
+    """A support vector regression trained by a Hinge service: LinearSVR's (dcd) or, with a kernel, SVR's (smo).
 
     Parameters
     ----------
-    C : penalty of the training loss, LIBLINEAR's (and LinearSVR's) convention: minimize
+    C : penalty of the training loss, LIBLINEAR's and LIBSVM's (and LinearSVR's and SVR's) convention: minimize
         0.5|w|^2 + C sum loss_i.
+    kernel : "linear" (default: LinearSVR, solver dcd), or "rbf", "poly", "sigmoid" (SVR, solver smo with
+        svm_type epsilon_svr).
+    solver : "auto" (default: dcd for the linear kernel, else smo), "dcd" (linear kernel only) or "smo" (any kernel;
+        with "linear" it is SVR(kernel="linear"): the intercept unregularized, LIBSVM's). ``solver_`` is the one used.
     epsilon : half-width of the insensitive zone, in the targets' units (residuals within it cost nothing); None:
-        the service's default, 0.1 as LIBLINEAR's -p (LinearSVR's default is 0.0).
-    loss : "epsilon_insensitive" (max(0, |w'x - y| - epsilon), LIBLINEAR -s 13, LinearSVR's default) or
-        "squared_epsilon_insensitive" (its square, LIBLINEAR -s 12).
-    tol, max_iter : dcd's stopping rule (None: the service's defaults). A tol given alone rules alone (the
+        the service's default, 0.1 as LIBLINEAR's -p and SVR's (LinearSVR's default is 0.0).
+    gamma, degree, coef0 : SVR's kernel parameters (gamma a number or "scale", 1 / (n_features * X.var())); each is
+        used by the kernels that have it, and ignored by the others as SVR ignores it.
+    cache_size : smo's cache of kernel rows in MB (SVR's cache_size, the job's cache_mb).
+    shrinking : smo's shrinking heuristic (SVR's); dcd shrinks always.
+    loss : dcd's loss: "epsilon_insensitive" (max(0, |w'x - y| - epsilon), LIBLINEAR -s 13, LinearSVR's default) or
+        "squared_epsilon_insensitive" (its square, LIBLINEAR -s 12). smo trains the first only.
+    tol, max_iter : the solver's stopping rule (None: the service's defaults). A tol given alone rules alone (the
         service's certified relative gap, ``tol_rel``, is then off unless given in ``solver_params``).
-    fit_intercept, intercept_scaling : as LinearSVR's: with fit_intercept, every row gets a constant feature
-        intercept_scaling whose weight (regularized like the others) times intercept_scaling is the intercept;
-        the service's ``bias`` (None without an intercept).
+    fit_intercept, intercept_scaling : dcd only, as LinearSVR's: with fit_intercept, every row gets a constant
+        feature intercept_scaling whose weight (regularized like the others) times intercept_scaling is the
+        intercept; the service's ``bias`` (None without an intercept). smo's intercept is unregularized, always.
     random_state : the job's seed.
     max_seconds : the job's deadline (the best model so far is kept).
-    solver_params : other parameters of dcd, as the service's schema names them (``tol_rel``, ``shrinking``, ...).
+    solver_params : other parameters of the solver, as the service's schema names them (``tol_rel``, ...).
     url, api_key, timeout, keep_data, keep_model : as HingeClassifier.
 
     Attributes
     ----------
-    n_features_in_, model_id_ (the service's model), model_ (its record: ``train_mse``, ``train_r2``, ...), n_iter_.
-    coef_ : (n_features,) and intercept_ : (1,), LinearSVR's shapes (intercept_ is [0.0] without an intercept):
+    n_features_in_, model_id_ (the service's model), model_ (its record: ``train_mse``, ``train_r2``, ...), n_iter_,
+    solver_.
+    coef_ : (n_features,), the linear kernel only (LinearSVR's shape; an AttributeError otherwise, as SVR's):
         predict(X) is X @ coef_ + intercept_.
+    intercept_ : (1,) ([0.0] for dcd without an intercept).
+    dual_coef_, support_vectors_ : kernel models (smo), as SVR's: (1, n_SV) and dense (n_SV, n_features);
+        predict(X) is dual_coef_ @ K(support_vectors_, X) + intercept_.
     """
 
     def __init__(
         self,
         C=1.0,
         *,
+        kernel="linear",
+        solver="auto",
         epsilon=None,
+        gamma="scale",
+        degree=3,
+        coef0=0.0,
+        cache_size=200.0,
+        shrinking=True,
         loss="epsilon_insensitive",
         tol=None,
         fit_intercept=True,
@@ -85,7 +115,14 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         keep_model=False,
     ):
         self.C = C
+        self.kernel = kernel
+        self.solver = solver
         self.epsilon = epsilon
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.cache_size = cache_size
+        self.shrinking = shrinking
         self.loss = loss
         self.tol = tol
         self.fit_intercept = fit_intercept
@@ -106,9 +143,24 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         tags.non_deterministic = False
         return tags
 
+    def solver_for(self) -> str:
+        """The solver a fit trains: ``solver``, or for "auto" dcd with the linear kernel, else smo; dcd with another
+        kernel is an error."""
+        if self.solver == "auto":
+            return "dcd" if self.kernel == "linear" else "smo"
+        if self.solver not in ("dcd", "smo"):
+            raise ValueError(f"solver must be 'auto', 'dcd' or 'smo', got {self.solver!r}")
+        if self.solver == "dcd" and self.kernel != "linear":
+            raise ValueError(
+                f"kernel={self.kernel!r} needs solver 'smo' (or 'auto', which picks it); dcd trains linear models only"
+            )
+        return self.solver
+
     def service_params(self) -> dict:
-        """The params of the dcd job ``fit`` sends. The loss and the intercept are checked here (any other loss would
-        train a classifier); the numbers (C, epsilon, tol, ...) by the service, whose refusal is a ValueError."""
+        """The params of the job ``fit`` sends (to ``solver_for()``). The loss, the kernel and the intercept are checked
+        here (any other loss would train a classifier); the numbers (C, epsilon, tol, ...) by the service, whose
+        refusal is a ValueError."""
+        solver = self.solver_for()
         if self.loss not in REGRESSION_LOSSES:
             raise ValueError(f"loss must be one of {', '.join(map(repr, REGRESSION_LOSSES))}, got {self.loss!r}")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
@@ -121,12 +173,20 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
             or scaling <= 0
         ):
             raise ValueError(f"intercept_scaling must be a finite number > 0, got {scaling!r}")
-        params: dict = {
-            "C": float(self.C),
-            "loss": self.loss,
-            "bias": float(scaling) if self.fit_intercept else None,
-            **self._job_params(),
-        }
+        kernel = kernel_params(self.kernel, self.gamma, self.degree, self.coef0)
+        params: dict = {"C": float(self.C)}
+        if solver == "dcd":
+            params.update(loss=self.loss, bias=float(scaling) if self.fit_intercept else None)
+        else:
+            for name, default in LINEAR_ONLY.items():
+                if getattr(self, name) != default:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} applies to the linear kernel's solver dcd (LinearSVR's) only; "
+                        f"smo (SVR's) trains the epsilon-insensitive loss with an unregularized intercept"
+                    )
+            params.update(svm_type="epsilon_svr", kernel=kernel, shrinking=bool(self.shrinking))
+            params["cache_mb"] = float(self.cache_size)
+        params.update(self._job_params())
         if self.epsilon is not None:
             params["epsilon"] = float(self.epsilon)
         if self.tol is not None:
@@ -135,32 +195,65 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         return params
 
     def fit(self, X, y):
-        """Upload X and the targets y, train dcd's regression on the service, keep the model's id and weights."""
+        """Upload X and the targets y, train the regression on the service (dcd or smo), keep the model's id and
+        its weights (linear) or support vectors (kernel)."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         params = self.service_params()
-        model = self._train(X, y, "dcd", params)
+        solver = self.solver_for()
+        model = self._train(X, y, solver, params)
         self._adopt(model)
-        linear = self._exported_linear()
-        if model.get("task") != "regression" or linear is None:
+        self.solver_ = solver
+        if model.get("task") != "regression":
             raise ValueError(
                 f"{type(self).__name__}: the service trained a {model.get('task')} model of kind {model.get('kind')} "
                 f"(params {params}); a regression needs dcd with loss epsilon_insensitive or squared_epsilon_insensitive"
+                ", or smo with svm_type epsilon_svr"
             )
-        coef, intercept = linear
-        self._coef, self._intercept = coef[0], intercept.reshape(1)
+        document = self._exported()
+        self._coef = self._dual = None
+        if self.kernel == "linear":
+            coef, intercept = linear_weights(document, self.n_features_in_) or (None, None)
+            if coef is None:
+                raise ValueError(f"{type(self).__name__}: the service's model {model['id']} has no linear weights")
+            self._coef = coef[0]
+        if model.get("kind") == "kernel":
+            self._dual = support_vectors(document, self.n_features_in_)
+        self._intercept = np.asarray(document["offsets"], dtype=np.float64).reshape(1)
         return self
 
     @property
     def coef_(self) -> np.ndarray:
-        """Weights, (n_features,) as LinearSVR's: predict(X) is X @ coef_ + intercept_."""
+        """Weights, (n_features,) as LinearSVR's: predict(X) is X @ coef_ + intercept_ (the linear kernel only)."""
         check_is_fitted(self, "model_id_")
+        if self._coef is None:
+            raise AttributeError(
+                f"coef_ is only available when using a linear kernel (this model's is {self.kernel!r})"
+            )
         return self._coef
 
     @property
     def intercept_(self) -> np.ndarray:
-        """The intercept, (1,) as LinearSVR's ([0.0] when fit_intercept=False)."""
+        """The intercept, (1,) as LinearSVR's and SVR's ([0.0] for dcd when fit_intercept=False)."""
         check_is_fitted(self, "model_id_")
         return self._intercept
+
+    def _kernel_part(self, index: int, name: str) -> np.ndarray:
+        check_is_fitted(self, "model_id_")
+        if self._dual is None:
+            raise AttributeError(
+                f"{name} is only available for a kernel model (solver 'smo'); this one was trained by dcd"
+            )
+        return self._dual[index]
+
+    @property
+    def dual_coef_(self) -> np.ndarray:
+        """SVR's dual coefficients (alpha_i - alpha_i*), (1, n_SV): smo's models only."""
+        return self._kernel_part(0, "dual_coef_")
+
+    @property
+    def support_vectors_(self) -> np.ndarray:
+        """SVR's support vectors, dense (n_SV, n_features): smo's models only."""
+        return self._kernel_part(1, "support_vectors_")
 
     def predict(self, X):
         """The predicted values, (n_samples,)."""

@@ -1,8 +1,9 @@
 """What ``HingeClassifier``, ``HingeRanker`` (``hinge_client.estimators``) and ``HingeRegressor``
 (``hinge_client.regressor``) share: a connection's client and solver list (one per connection, outside the
 estimators), the job's seed and processes from scikit-learn's ``random_state`` and ``n_jobs``, the parameters every
-job takes the same way, the service's warnings issued as ``ConvergenceWarning``, a linear model's weights from its
-export, and ``_RemoteModel``, the base that uploads, trains, owns what a fit leaves and predicts in batches.
+job takes the same way, a kernel's params, the service's warnings issued as ``ConvergenceWarning``, a linear model's
+weights and a kernel model's support vectors from its export, and ``_RemoteModel``, the base that uploads, trains,
+owns what a fit leaves and predicts in batches. ``HingeOneClassSVM`` (``hinge_client.one_class``) uses it too.
 """
 
 from __future__ import annotations
@@ -75,6 +76,25 @@ def n_processes_of(n_jobs) -> int | None:
     )
 
 
+KERNELS = ("linear", "rbf", "poly", "sigmoid")
+"""The kernels of the service's smo (and scikit-learn's SVC, SVR and OneClassSVM, but for "precomputed")."""
+
+
+def kernel_params(kernel: str, gamma, degree, coef0) -> dict:
+    """The job's ``kernel`` for scikit-learn's kernel parameters: gamma (a number or "scale") for all but linear,
+    coef0 for poly and sigmoid, degree for poly; what a kernel does not use is left out, as scikit-learn ignores it."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
+    params: dict = {"type": kernel}
+    if kernel != "linear":
+        params["gamma"] = gamma if isinstance(gamma, str) else float(gamma)
+    if kernel in ("poly", "sigmoid"):
+        params["coef0"] = float(coef0)
+    if kernel == "poly":
+        params["degree"] = int(degree)
+    return params
+
+
 def warn_service_warnings(*records: dict) -> list[dict]:
     """Issue every entry of the records' ``warnings`` lists (a job's, a model's: ``{"code", "message"}``; an
     absent list is none) as scikit-learn's ``ConvergenceWarning``, once per distinct entry, the message followed
@@ -120,6 +140,24 @@ def linear_weights(document: dict, n_features: int) -> tuple[np.ndarray, np.ndar
     return padded, intercept
 
 
+def support_vectors(document: dict, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dual_coef, support_vectors, intercept) of an exported kernel model with one score, as scikit-learn's SVR and
+    OneClassSVM give them: (1, n_SV), dense (n_SV, n_features) and (1,), its score being
+    dual_coef @ K(support_vectors, x) + intercept (for a one-class model intercept is -rho); else None."""
+    if document["kind"] != "kernel" or len(document["offsets"]) != 1:
+        return None
+    vectors = document["support_vectors"]
+    indptr = np.asarray(vectors["indptr"], dtype=np.int64)
+    indices = np.asarray(vectors["indices"], dtype=np.int64)
+    data = np.asarray(vectors["data"], dtype=np.float64)
+    keep = indices < n_features  # the model reads n_features columns; X has n_features_in_
+    dense = np.zeros((indptr.size - 1, n_features))
+    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    dense[rows[keep], indices[keep]] = data[keep]
+    coef = np.asarray(document["coef"], dtype=np.float64).reshape(1, -1)
+    return coef, dense, np.asarray(document["offsets"], dtype=np.float64).reshape(1)
+
+
 class _RemoteModel(BaseEstimator):
     """What both estimators share: connection, upload and job, batched predict calls."""
 
@@ -142,10 +180,13 @@ class _RemoteModel(BaseEstimator):
         self.n_iter_ = max(1, int(model.get("n_iter") or 1))
         self.model_ = model
 
+    def _exported(self) -> dict:
+        """The fitted model's JSON export (the service's ``hinge-model`` document)."""
+        return json.loads(self._client().export_model(self.model_id_, "json"))
+
     def _exported_linear(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(coef, intercept) of the fitted model from its JSON export (``linear_weights``); None if not linear."""
-        document = json.loads(self._client().export_model(self.model_id_, "json"))
-        return linear_weights(document, self.n_features_in_)
+        return linear_weights(self._exported(), self.n_features_in_)
 
     def _train(self, X, y, solver: str, params: dict, qid=None) -> Model:
         """Upload, train, and own what the fit left (deleted with this estimator unless keep_model); the job's

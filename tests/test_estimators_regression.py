@@ -1,9 +1,10 @@
-"""HingeRegressor as scikit-learn users know LinearSVR, against a real service (the ``service`` fixture).
+"""HingeRegressor as scikit-learn users know LinearSVR and SVR, against a real service (the ``service`` fixture).
 
-scikit-learn's ``check_estimator`` passes as it does for HingeClassifier (tests/test_client.py); trained to a tight
-tolerance, the regressor predicts as LinearSVR run to convergence on scikit-learn's diabetes data (targets / 100),
-both losses, with and without an intercept; GridSearchCV and cross_val_score score it as they score LinearSVR and
-leave only the best estimator's model. Without a service: the parameters map to the dcd job's params.
+scikit-learn's ``check_estimator`` passes as it does for HingeClassifier (tests/test_client.py), linear and rbf;
+trained to a tight tolerance, the regressor predicts as LinearSVR run to convergence on scikit-learn's diabetes data
+(targets / 100), both losses, with and without an intercept, and with a kernel as SVR (rbf, poly, and the linear
+kernel through smo); GridSearchCV and cross_val_score score it as they score LinearSVR and leave only the best
+estimator's model. Without a service: the parameters map to the dcd job's params, or smo's epsilon_svr.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
+from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_test_split
-from sklearn.svm import LinearSVR
+from sklearn.svm import SVR, LinearSVR
 from sklearn.utils.estimator_checks import check_estimator
 
 from hinge_client import Client, HingeRegressor, wait_for_cleanup
@@ -54,8 +56,9 @@ counterpart: a regressor has no probabilities)."""
     [
         lambda url: HingeRegressor(url=url),
         lambda url: HingeRegressor(loss="squared_epsilon_insensitive", epsilon=0.0, fit_intercept=False, url=url),
+        lambda url: HingeRegressor(kernel="rbf", url=url),
     ],
-    ids=["epsilon_insensitive", "squared-no-intercept"],
+    ids=["epsilon_insensitive", "squared-no-intercept", "rbf"],
 )
 def test_hinge_regressor_passes_check_estimator(service, make):
     """Every check passes (none expected to fail); three of them (check_fit_idempotent, check_fit_check_is_fitted,
@@ -134,6 +137,54 @@ def test_cross_val_score_and_grid_search_score_as_linear_svr(service):
     assert wait_for_cleanup(60)
 
 
+# -- SVR's answers: smo's epsilon_svr -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kernel": "rbf", "C": 1.0, "gamma": 1.0, "epsilon": 0.1},
+        {"kernel": "rbf", "C": 10.0, "gamma": 0.5, "epsilon": 0.05},
+        {"kernel": "poly", "C": 3.0, "gamma": 2.0, "degree": 2, "coef0": 1.0, "epsilon": 0.1},
+        {"kernel": "linear", "solver": "smo", "C": 1.0, "epsilon": 0.1},
+    ],
+    ids=["rbf-C1", "rbf-C10", "poly", "linear-smo"],
+)
+def test_kernel_predictions_equal_svr(service, params):
+    """smo's epsilon_svr at a tight tolerance predicts as SVR (LIBSVM -s 3 at tol 1e-6) on held-out rows to 1e-4;
+    dual_coef_, support_vectors_ and intercept_ are SVR's (the same support vectors, count and values), and give the
+    predictions; coef_ exists for the linear kernel only, as SVR's."""
+    X_train, X_test, y_train, y_test = diabetes()
+    ours = HingeRegressor(url=service.base_url, **TIGHT, **params).fit(X_train, y_train)
+    svr_params = {k: v for k, v in params.items() if k != "solver"}
+    reference = SVR(tol=1e-6, **svr_params).fit(X_train, y_train)
+    assert ours.solver_ == "smo" and ours.model_["task"] == "regression" and ours.model_["kind"] == "kernel"
+    predicted = ours.predict(X_test)
+    assert np.max(np.abs(predicted - reference.predict(X_test))) <= 1e-4
+    assert ours.dual_coef_.shape == reference.dual_coef_.shape
+    assert ours.support_vectors_.shape == reference.support_vectors_.shape
+    np.testing.assert_allclose(ours.intercept_, reference.intercept_, atol=1e-4)
+    kernel = {k: v for k, v in svr_params.items() if k in ("gamma", "degree", "coef0")}
+    values = ours.dual_coef_ @ pairwise_kernels(ours.support_vectors_, X_test, metric=params["kernel"], **kernel)
+    np.testing.assert_allclose(values.ravel() + ours.intercept_, predicted, atol=1e-10)
+    assert ours.score(X_test, y_test) == pytest.approx(reference.score(X_test, y_test), abs=1e-4)
+    if params["kernel"] == "linear":
+        np.testing.assert_allclose(ours.coef_, reference.coef_[0], atol=1e-4)
+    else:
+        with pytest.raises(AttributeError, match="only available when using a linear kernel"):
+            ours.coef_  # noqa: B018
+        assert not hasattr(ours, "coef_")
+
+
+def test_gamma_scale_is_svr_default(service):
+    """SVR's defaults (rbf, gamma "scale", C 1, epsilon 0.1): the service resolves "scale" to SVR's gamma."""
+    X_train, X_test, y_train, _ = diabetes()
+    ours = HingeRegressor(kernel="rbf", url=service.base_url, **TIGHT).fit(X_train, y_train)
+    reference = SVR(tol=1e-6).fit(X_train, y_train)
+    assert ours.model_["kernel"]["gamma"] == pytest.approx(reference._gamma, rel=1e-12)
+    assert np.max(np.abs(ours.predict(X_test) - reference.predict(X_test))) <= 1e-4
+
+
 def test_the_service_refuses_what_its_schema_does_not_take(service):
     X, _, y, _ = diabetes()
     with pytest.raises(ValueError, match=r"refused the training request: params\.epsilon"):
@@ -176,9 +227,45 @@ def test_parameters_map_to_the_dcd_job():
     assert reg.set_params(epsilon=0.0).service_params()["epsilon"] == 0.0
 
 
+def test_kernel_parameters_map_to_the_smo_job():
+    """A kernel is smo's epsilon_svr with SVR's kernel parameters (what a kernel does not use is left out, as SVR
+    ignores it), cache_size as cache_mb; LinearSVR's loss and intercept are dcd's only."""
+    reg = HingeRegressor(kernel="rbf", C=3, epsilon=0.2, tol=1e-4, max_iter=1000, solver_params={"tol_rel": 1e-6})
+    assert reg.solver_for() == "smo"
+    assert reg.service_params() == {
+        "C": 3.0,
+        "svm_type": "epsilon_svr",
+        "kernel": {"type": "rbf", "gamma": "scale"},
+        "shrinking": True,
+        "cache_mb": 200.0,
+        "seed": 0,
+        "max_iter": 1000,
+        "epsilon": 0.2,
+        "tol": 1e-4,
+        "tol_rel": 1e-6,
+    }
+    poly = HingeRegressor(kernel="poly", gamma=0.5, degree=2, coef0=1, cache_size=50, shrinking=False)
+    assert poly.service_params()["kernel"] == {"type": "poly", "gamma": 0.5, "coef0": 1.0, "degree": 2}
+    assert (poly.service_params()["cache_mb"], poly.service_params()["shrinking"]) == (50.0, False)
+    assert HingeRegressor(kernel="sigmoid", degree=7).service_params()["kernel"] == {
+        "type": "sigmoid",
+        "gamma": "scale",
+        "coef0": 0.0,
+    }
+    linear = HingeRegressor(kernel="linear", solver="smo", gamma=0.5).service_params()
+    assert linear["kernel"] == {"type": "linear"} and linear["svm_type"] == "epsilon_svr" and "bias" not in linear
+    assert HingeRegressor(gamma=0.5, cache_size=10).service_params() == HingeRegressor().service_params()  # dcd
+
+
 @pytest.mark.parametrize(
     "params,message",
     [
+        ({"kernel": "rbf", "loss": "squared_epsilon_insensitive"}, "loss='squared_epsilon_insensitive' applies to"),
+        ({"kernel": "rbf", "fit_intercept": False}, "fit_intercept=False applies to the linear kernel's solver dcd"),
+        ({"kernel": "poly", "intercept_scaling": 2.0}, "intercept_scaling=2.0 applies to"),
+        ({"kernel": "rbf", "solver": "dcd"}, "kernel='rbf' needs solver 'smo'"),
+        ({"kernel": "precomputed"}, "kernel must be one of 'linear', 'rbf', 'poly', 'sigmoid'"),
+        ({"solver": "ocas"}, "solver must be 'auto', 'dcd' or 'smo'"),
         ({"loss": "hinge"}, "loss must be one of 'epsilon_insensitive', 'squared_epsilon_insensitive'"),
         ({"loss": "squared_loss"}, "loss must be one of"),
         ({"fit_intercept": "yes"}, "fit_intercept must be True or False"),
