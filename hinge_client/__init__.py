@@ -15,7 +15,9 @@
   whose fit, predict, decision_function and predict_proba run on the service; the models their fits
   make go when the estimators do (``keep_model=True`` keeps them); ``wait_for_cleanup`` waits for that.
 - ``HingeRegressor`` (``hinge_client.regressor``, needs scikit-learn): LinearSVR on the service (dcd's
-  epsilon-insensitive losses); predict returns values, score is R².
+  epsilon-insensitive losses), or SVR with a kernel (smo's epsilon_svr); predict returns values, score is R².
+- ``HingeOneClassSVM`` (``hinge_client.one_class``, needs scikit-learn): OneClassSVM on the service (smo's
+  one_class); predict returns +1 / -1, decision_function the service's scores.
 - ``HingeSearchCV`` (``hinge_client.model_selection``): a grid of C (and gamma) cross-validated by the
   service's own search, as one job.
 
@@ -40,6 +42,7 @@ __all__ = [
     "HingeClassifier",
     "HingeRanker",
     "HingeRegressor",
+    "HingeOneClassSVM",
     "HingeSearchCV",
     "wait_for_cleanup",
 ]
@@ -55,6 +58,10 @@ def __getattr__(name: str):
         from hinge_client import regressor
 
         return regressor.HingeRegressor
+    if name == "HingeOneClassSVM":
+        from hinge_client import one_class
+
+        return one_class.HingeOneClassSVM
     if name == "HingeSearchCV":
         from hinge_client import model_selection
 
