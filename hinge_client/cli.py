@@ -5,9 +5,12 @@
     hingectl train DATASET --solver smo -p kernel.gamma=0.5 -p search.C=[0.1,1,10]
     hingectl watch JOB                                 # live bar: phase, fraction, gap, ETA; prints the model id
     hingectl train DATASET --solver dcd -p loss=epsilon_insensitive -p epsilon=0.1 --watch   # a regression
+    hingectl train DATASET --solver smo -p svm_type=epsilon_svr -p C=10 --watch    # a regression with a kernel
+    hingectl train DATASET --solver smo -p svm_type=one_class -p nu=0.1 --watch    # a one-class SVM (labels unused)
     hingectl predict MODEL rows.svm [--scores] [--probabilities] [--ignore-unknown-features]
                                                        # one label per line; accuracy on stderr for labelled rows
-                                                       # (a regression: one value per line; MSE and R² on stderr)
+                                                       # (a regression: one value per line; MSE and R² on stderr;
+                                                       # one-class: 1 inlier, -1 outlier; the outliers' fraction)
     hingectl evaluate MODEL DATASET|FILE               # metrics and confusion matrix (a file is uploaded, then deleted)
     hingectl export MODEL [--format json|liblinear|libsvm|onnx] [-o model.json]
     hingectl import FILE [--format json|liblinear|libsvm] [--n-features N]   # prints the model id
@@ -169,6 +172,17 @@ def regression_metrics(predicted: list[float], truth: list[float]) -> tuple[floa
     return sse / len(truth), r2
 
 
+def one_class_summary(labels: list, truth: list[float] | None) -> str:
+    """A one-class model's predictions in a line: the fraction of outliers (-1) and, for rows labelled 1 (inlier) and
+    -1 (outlier), the accuracy of the labels as svm-predict prints it."""
+    outliers = sum(float(label) < 0 for label in labels)
+    line = f"Outliers = {100.0 * outliers / len(labels):g}% ({outliers}/{len(labels)}) (one-class)"
+    if truth is not None and set(truth) <= {-1.0, 1.0}:
+        right = sum(float(predicted) == label for predicted, label in zip(labels, truth))
+        line += f", Accuracy = {100.0 * right / len(labels):g}% ({right}/{len(labels)})"
+    return line
+
+
 def at_lines(message: str, path: str, lines: list[int]) -> str:
     """A message naming rows of a predict request (``instances[i]``) as the lines of the file they came from."""
     return re.sub(r"instances\[(\d+)\]", lambda m: f"{path}: line {lines[int(m.group(1))]}", message)
@@ -208,7 +222,12 @@ def cmd_predict(client: Client, args) -> int:
             if args.probabilities:
                 fields.extend(f"{p:.6g}" for p in probabilities[at])
             _out("\t".join(fields))
-    if labels and local.all_labelled():  # as svm-predict: the accuracy (a regression's error) on labelled rows
+    labelled = local.all_labelled()
+    if labels and model.get("task") == "one_class":  # the outliers found, with or without labels
+        _err(one_class_summary(labels, cast(list[float], local.labels) if labelled else None))
+        if labelled:
+            print_warnings(args.model, model.get("warnings") or [])
+    elif labels and labelled:  # as svm-predict: the accuracy (a regression's error) on labelled rows
         truth = cast(list[float], local.labels)
         if regression:
             mse, r2 = regression_metrics(labels, truth)
@@ -250,6 +269,13 @@ def cmd_evaluate(client: Client, args) -> int:
                 for c in report["per_class"]
             ],
         )
+    histogram = report.get("score_histogram")
+    if histogram:
+        _out("")
+        _out(
+            f"scores from {histogram['edges'][0]:.4g} to {histogram['edges'][-1]:.4g} (negative: outliers), rows per bin:"
+        )
+        _out(" ".join(str(count) for count in histogram["counts"]))
     if report.get("confusion_matrix"):
         confusion = report["confusion_matrix"]
         names = [_fmt_label(label) for label in confusion["labels"]]

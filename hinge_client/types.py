@@ -109,7 +109,7 @@ class Model(TypedDict):
     solver: Solver | None
     params: dict[str, Any]
     kind: Literal["linear", "kernel", "ranking"]
-    task: Literal["classification", "ordinal", "roc_area", "ranking", "regression"]
+    task: Literal["classification", "ordinal", "roc_area", "ranking", "regression", "one_class"]
     labels: list[float] | None
     n_features: int
     zero_based: bool
@@ -123,6 +123,7 @@ class Model(TypedDict):
     train_accuracy: float | None
     train_mse: float | None
     train_r2: float | None
+    train_outlier_fraction: float | None
     warnings: list[WarningItem]
     created_at: str
 
@@ -151,6 +152,15 @@ class RocCurve(TypedDict):
     tpr: list[float]
 
 
+class ScoreHistogram(TypedDict, total=False):
+    """ScoreHistogram: a one-class model's scores over the rows (bins of equal width; with labels -1 / 1, split)."""
+
+    edges: list[float]
+    counts: list[int]
+    counts_outliers: list[int] | None
+    counts_inliers: list[int] | None
+
+
 class Evaluation(TypedDict, total=False):
     """EvaluationOut: metrics of a model on a data set (those that apply to its task)."""
 
@@ -166,6 +176,8 @@ class Evaluation(TypedDict, total=False):
     mse: float | None
     mae: float | None
     r2: float | None
+    outlier_fraction: float | None
+    score_histogram: ScoreHistogram | None
     pairwise_accuracy: float | None
     kendall_tau: float | None
 
@@ -188,6 +200,7 @@ SCHEMA_OF = {
     Model: "ModelOut",
     Prediction: "PredictOut",
     TracePage: "TraceOut",
+    ScoreHistogram: "ScoreHistogram",
     Evaluation: "EvaluationOut",
     Page: "DatasetList",
 }

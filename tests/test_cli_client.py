@@ -11,6 +11,7 @@ import subprocess
 import sys
 from datetime import datetime
 
+import numpy as np
 import pytest
 
 from hinge_client._cli_hints import flag_hints
@@ -312,6 +313,10 @@ def test_flag_hints_map_parameters_to_the_commands_flags():
     # a parameter the command has no flag for stays the API's; training parameters are -p's
     assert flag_hints("send format=csv; params.C: bad", argparse.Namespace()) == "send format=csv; -p C: bad"
     assert flag_hints("cancel it first (POST /v1/jobs/j/cancel), then", argparse.Namespace()) == "cancel it first, then"
+    # smo's problem types read as the -p that asks for them
+    assert flag_hints("nu is the parameter of `svm_type: one_class`; or smo with svm_type: epsilon_svr", upload) == (
+        "nu is the parameter of `-p svm_type=one_class`; or --solver smo -p svm_type=epsilon_svr"
+    )
 
 
 def test_watch_shows_the_relative_gap_when_the_service_sends_it():
@@ -414,3 +419,74 @@ def test_regression_uploads_trains_predicts_values_and_their_error(service, file
     assert metrics["task"] == "regression" and float(metrics["r2"]) == pytest.approx(float(r2), rel=1e-5)
     assert float(metrics["mse"]) == pytest.approx(float(mse), rel=1e-5) and "mae" in metrics
     assert "confusion matrix" not in out
+
+
+def test_one_class_and_kernel_regression_train_predict_and_evaluate(service, files):
+    """Issue 33: a one-class SVM trained on rows all labelled 1 (-p svm_type=one_class) predicts 1 (inlier) or -1
+    (outlier) per line and says the fraction of outliers on stderr, with the accuracy on rows labelled 1 / -1; evaluate
+    prints the outlier fraction and the scores' histogram. A regression with a kernel (-p svm_type=epsilon_svr)
+    predicts values and their error as dcd's regression does."""
+    from sklearn.datasets import load_breast_cancer, load_diabetes
+
+    from hinge_client.data import to_svmlight as arrays_to_svmlight
+
+    url = service.base_url
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    labels = np.where(y == 1, 1.0, -1.0)
+    inliers, held_out = files["folder"] / "benign.svm", files["folder"] / "cancer-test.svm"
+    benign = X[:400][labels[:400] > 0]
+    inliers.write_bytes(arrays_to_svmlight(benign, np.ones(len(benign))))
+    held_out.write_bytes(arrays_to_svmlight(X[400:], labels[400:]))
+    code, out, err = hingectl(url, "upload", str(inliers))
+    assert code == 0, err
+    code, out, err = hingectl(
+        url, "train", out.strip(), "--solver", "smo", *("-p", "svm_type=one_class", "-p", "nu=0.1"),
+        *("-p", "kernel.gamma=0.05", "--watch"),
+    )  # fmt: skip
+    assert code == 0 and "succeeded" in err, err
+    model = out.strip()
+
+    code, out, err = hingectl(url, "predict", model, str(held_out))
+    assert code == 0, err
+    predicted = np.array([float(line) for line in out.splitlines()])
+    assert len(predicted) == 169 and set(predicted.tolist()) == {-1.0, 1.0}
+    outliers = int(np.sum(predicted < 0))
+    right = int(np.sum(predicted == labels[400:]))
+    assert (
+        f"hingectl: Outliers = {100 * outliers / 169:g}% ({outliers}/169) (one-class), "
+        f"Accuracy = {100 * right / 169:g}% ({right}/169)" in err
+    ), err
+    assert right / 169 > 0.7
+    code, out, _ = hingectl(url, "predict", model, str(held_out), "--scores")
+    scores = np.array([float(line.split("\t")[1]) for line in out.splitlines()])
+    np.testing.assert_array_equal(np.where(scores > 0, 1.0, -1.0), predicted)
+    unlabelled = files["folder"] / "cancer-rows.svm"
+    unlabelled.write_text("1:0.5 2:-0.4\n3:9 4:9 5:9\n")
+    code, out, err = hingectl(url, "predict", model, str(unlabelled))
+    assert code == 0 and len(out.split()) == 2 and "(one-class)" in err and "Accuracy" not in err, err
+
+    code, out, err = hingectl(url, "evaluate", model, str(held_out))
+    assert code == 0, err
+    head, _, rest = out.partition("\n\n")  # the scalars first, then the tables
+    metrics = dict(line.split(None, 1) for line in head.splitlines())
+    assert metrics["task"] == "one_class"
+    assert float(metrics["outlier_fraction"]) == pytest.approx(outliers / 169, rel=1e-5)
+    histogram = re.search(r"^scores from \S+ to \S+ \(negative: outliers\), rows per bin:\n(.*)$", out, re.M)
+    assert histogram and sum(map(int, histogram.group(1).split())) == 169, out
+
+    X, y = load_diabetes(return_X_y=True)
+    train, test = files["folder"] / "diabetes-svr.svm", files["folder"] / "diabetes-svr-test.svm"
+    train.write_bytes(arrays_to_svmlight(X[:300], y[:300] / 100.0))
+    test.write_bytes(arrays_to_svmlight(X[300:], y[300:] / 100.0))
+    code, out, err = hingectl(url, "upload", str(train))
+    assert code == 0, err
+    code, out, err = hingectl(
+        url, "train", out.strip(), "--solver", "smo", *("-p", "svm_type=epsilon_svr", "-p", "C=10"), "--watch"
+    )
+    assert code == 0 and "succeeded" in err, err
+    code, out, err = hingectl(url, "predict", out.strip(), str(test))
+    assert code == 0, err
+    assert len(out.splitlines()) == 142 and all(float(line) == float(line) for line in out.splitlines())
+    r2 = float(re.search(r"R² = (\S+) \(regression, 142 rows\)", err).group(1))
+    assert r2 > 0.3, err
