@@ -131,8 +131,10 @@ class DcdParams(CommonParams):
             "The regularizer. `l2`: 0.5*|w|^2 (every loss above, by dual coordinate descent). `l1`: |w|_1, whose "
             "models are sparse: with `squared_hinge` LIBLINEAR's -s 5 (scikit-learn's LinearSVC(penalty=\"l1\", "
             "dual=False)), by coordinate descent with Newton steps (CDN, Yuan, Chang, Hsieh and Lin, JMLR 2010), "
-            "certified by its Fenchel dual; `tol` is then LIBLINEAR -s 5's relative rule (a pass's summed violation "
-            "below tol times the first pass's). Other losses with `l1` are refused (422)."
+            "with `tol` LIBLINEAR -s 5's relative rule (a pass's summed violation below tol times the first pass's; "
+            "default 0.01 as its -e). Its gap_rel comes from the Fenchel dual point of w scaled to feasibility, a "
+            "loose bound (0.9 on a9a at 0.03% from the optimum): `tol_rel` is not required by default then (null), "
+            "only when given. Other losses with `l1` are refused (422)."
         ),
     )
     epsilon: float = Field(
@@ -224,6 +226,11 @@ class DcdParams(CommonParams):
             raise ValueError(
                 f"penalty l1 trains the squared hinge loss (LIBLINEAR -s 5): use loss squared_hinge, not `{self.loss}`"
             )
+        if self.penalty == "l1":  # LIBLINEAR -s 5's defaults; its dual certificate is loose (see `penalty`)
+            if "tol" not in self.model_fields_set:
+                self.tol = L1_TOL
+            if "tol_rel" not in self.model_fields_set:
+                self.tol_rel = None
         default_epsilon = type(self).model_fields["epsilon"].default
         if self.epsilon != default_epsilon and self.loss not in REGRESSION_LOSSES:  # stored params list the default
             raise ValueError(
@@ -233,6 +240,8 @@ class DcdParams(CommonParams):
         return tol_alone_when_named(self)
 
 
+L1_TOL = 0.01
+"""dcd's `tol` with `penalty: l1` when none is given: LIBLINEAR -s 5's default -e."""
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 """dcd's losses that make a regression (real-valued targets, values predicted)."""
 

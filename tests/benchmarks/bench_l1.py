@@ -1,0 +1,110 @@
+"""dcd's ``penalty: l1`` (the L1-regularized squared hinge, worker/solvers/dcd_l1.py) against liblinear-official -s 5,
+1 thread.
+
+Issue 33, item 2: the same objective at the same stopping precision, and time to the C program's objective at most
+1.0x. For each data set (C = 1, bias 1, the larger label positive):
+
+* LIBLINEAR at its default -e 0.01: its objective and seconds (``train`` on a problem built once);
+* ours to that objective: solver seconds at the first pass at or below it (1e-9 relative slack; a trace point
+  after every pass, its cost excluded, the run stopped there);
+* ours at the service's defaults for ``penalty: l1`` (tol 0.01, LIBLINEAR -s 5's relative rule and default; tol_rel
+  null): seconds, objective, passes; and both models' non-zero weights.
+
+Interleaved ``--repeats`` runs, medians. Writes tests/benchmarks/results/bench_l1.json.
+
+    .venv/bin/python -m tests.benchmarks.bench_l1 --data a9a,w8a,ijcnn1 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from liblinear import liblinearutil
+from sklearn.datasets import load_svmlight_file
+
+from tests.benchmarks.environment import DATA_DIR
+from worker.solvers.common import SolverControl
+from worker.solvers.dcd_l1 import primal_value, solve_l1
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def settings(**changes) -> SimpleNamespace:
+    base = dict(tol=0.01, tol_rel=None, max_iter=100000, seed=0, trace_every=1, trace_budget=0.1)
+    return SimpleNamespace(**{**base, **changes})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="a9a,w8a,ijcnn1")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--C", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_l1.json")
+    args = parser.parse_args()
+    C = args.C
+    cases = []
+    for name in args.data.split(","):
+        X, y = load_svmlight_file(str(Path(DATA_DIR) / f"{name}.svm.gz"))
+        X = X.tocsr()
+        X.sort_indices()
+        y = np.where(y == y.max(), 1.0, -1.0)
+        arrays = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(np.float64))
+        problem = liblinearutil.problem(y, X)
+        parameter = liblinearutil.parameter(f"-s 5 -c {C} -B 1 -q")
+
+        def liblinear():
+            started = time.perf_counter()
+            model = liblinearutil.train(problem, parameter)
+            seconds = time.perf_counter() - started
+            w, b = model.get_decfun(0)
+            sign = 1.0 if model.get_labels()[0] == 1 else -1.0
+            w_full = sign * np.append(np.asarray(w), b)
+            return seconds, primal_value(*arrays, y, w_full, 1.0, C, C), int(np.count_nonzero(w_full[:-1]))
+
+        def ours_to(target):
+            reached: list[dict] = []
+
+            def on_point(point):
+                if point["primal"] <= target and not reached:
+                    reached.append(point)
+
+            control = SolverControl(on_point=on_point, cancel_requested=lambda: bool(reached))
+            solve_l1(*arrays, y, X.shape[1], C, C, 1.0, settings(tol=1e-9, tol_rel=1e-12, trace_budget=None), control)
+            return reached[0]["elapsed_s"], reached[0]["iteration"]
+
+        theirs, to_target, defaults = [], [], []
+        for _ in range(args.repeats):
+            theirs.append(liblinear())
+            to_target.append(ours_to(theirs[0][1] * (1 + 1e-9)))
+            result = solve_l1(*arrays, y, X.shape[1], C, C, 1.0, settings())
+            defaults.append((result.solver_seconds, result.objective, result.n_iter, int(np.count_nonzero(result.w))))
+        case = {
+            "data": name,
+            "C": C,
+            "liblinear_default": {
+                "seconds": statistics.median(t[0] for t in theirs),
+                "objective": theirs[0][1],
+                "nonzero": theirs[0][2],
+            },
+            "ours_to_target": {"seconds": statistics.median(t[0] for t in to_target), "passes": to_target[0][1]},
+            "ours_defaults": {
+                "seconds": statistics.median(d[0] for d in defaults),
+                "objective": defaults[0][1],
+                "passes": defaults[0][2],
+                "nonzero": defaults[0][3],
+            },
+        }
+        case["ratio"] = case["ours_to_target"]["seconds"] / case["liblinear_default"]["seconds"]
+        cases.append(case)
+        print(json.dumps(case), flush=True)
+    args.out.write_text(json.dumps({"cases": cases}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
