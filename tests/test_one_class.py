@@ -118,3 +118,12 @@ def test_one_class_search_needs_outlier_labels(http, cancer):
     body = {"svm_type": "one_class", "search": {"gamma": [0.1, 1.0]}}
     response = http.post("/v1/jobs", json={"dataset_id": other["id"], "solver": "smo", "params": body})
     assert_error(response, 422, "validation_error", "params.search", "labels -1", "0, 2")
+
+
+def test_one_row_is_refused_not_trained(http):
+    """The steps pair two variables: a one-row data set is a 422 (it once ran the solver past its arrays)."""
+    single = upload(http, svmlight(np.array([[1.0, 2.0]]), np.array([1.0]))).json()
+    response = http.post(
+        "/v1/jobs", json={"dataset_id": single["id"], "solver": "smo", "params": {"svm_type": "one_class"}}
+    )
+    assert_error(response, 422, "validation_error", "1 row", "at least 2")

@@ -23,6 +23,10 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
     if body.params.search is not None and not spec.search:
         raise unprocessable(f"params.search: solver {spec.name} does not run searches", ["body", "params", "search"])
     objective = body.params.task  # the request's `objective` (cpa), which the code calls a model's task
+    if objective == Task.one_class and dataset.n_samples < 2:
+        raise unprocessable(
+            f"data set {dataset.id} has 1 row; a one-class SVM needs at least 2", ["body", "dataset_id"]
+        )
     if objective in (Task.regression, Task.one_class):
         check_regression(body)  # no classes to weigh, no class probabilities
     else:

@@ -258,6 +258,8 @@ def _check_args(indptr, indices, data, y, n_features, class_weight, one_class: b
     n = indptr.size - 1
     if y.shape != (n,):
         raise SolverInputError(f"y must have one label per row ({n}), got shape {y.shape}")
+    if one_class and n < 2:  # the steps pair two variables: one row has none to pair (its run overran its arrays)
+        raise SolverInputError("a one-class SVM needs at least 2 rows")
     if not one_class and (n < 2 or np.all(y == y[0])):
         raise SolverInputError("y must contain both classes (-1 and +1); the dispatcher handles one-class data")
     try:
