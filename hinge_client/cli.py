@@ -114,6 +114,11 @@ def cmd_upload(client: Client, args) -> int:
     return EXIT_OK
 
 
+def _number(value) -> str:
+    """A summary's number as %g, or "-" when the service left it out (a mean or spread that overflows a double)."""
+    return "-" if value is None else f"{value:g}"
+
+
 def labels_text(record: Dataset) -> str:
     """The upload's labels in brief: the first counts per label, or for real-valued targets (not all integers) their
     range, mean and spread, which a regression trains on."""
@@ -121,8 +126,8 @@ def labels_text(record: Dataset) -> str:
     if targets and not targets["integral"]:
         distinct = targets["n_distinct"]
         return (
-            f"real-valued targets from {targets['min']:g} to {targets['max']:g}, mean {targets['mean']:g}, "
-            f"std {targets['std']:g}, {distinct if distinct is not None else 'over 1000'} distinct values"
+            f"real-valued targets from {targets['min']:g} to {targets['max']:g}, mean {_number(targets['mean'])}, "
+            f"std {_number(targets['std'])}, {distinct if distinct is not None else 'over 1000'} distinct values"
         )
     return ", ".join(f"{k}: {v}" for k, v in list(record.get("labels", {}).items())[:6])
 

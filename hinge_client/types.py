@@ -19,8 +19,8 @@ class TargetSummary(TypedDict):
 
     min: float
     max: float
-    mean: float
-    std: float
+    mean: float | None
+    std: float | None
     integral: bool
     n_distinct: int | None
 

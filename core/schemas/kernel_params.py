@@ -1,4 +1,4 @@
-"""The kernels of the kernel solvers' params (smo, sampled_cuts): one schema per kernel, told apart by `type`."""
+"""The kernels of the kernel solvers' params: one schema per kernel, told apart by `type`."""
 
 from __future__ import annotations
 
