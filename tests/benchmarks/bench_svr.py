@@ -101,12 +101,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--C", default="0.1,1,10")
     parser.add_argument("--tight-seconds", type=float, default=300.0, help="budget of the certified optimum's run")
+    parser.add_argument("--defaults-only", action="store_true", help="only ours at the defaults, once (no LIBLINEAR)")
     parser.add_argument("--data", default=None, help="comma-separated names (default: every set found)")
     parser.add_argument("--out", type=Path, default=RESULTS / "bench_svr.json")
     args = parser.parse_args()
     cases = []
     for name, (X, y) in data_sets().items():
         if args.data and name not in args.data.split(","):
+            continue
+        if args.defaults_only:  # ours at the service's defaults alone, once per loss and C (no LIBLINEAR)
+            for loss in SOLVER_TYPES:
+                for C in (float(c) for c in args.C.split(",")):
+                    seconds, objective, passes = ours_at_defaults(X, y, loss, C)
+                    case = {"data": name, "loss": loss, "C": C, "ours_defaults": {"seconds": seconds,
+                            "objective": objective, "passes": passes}}  # fmt: skip
+                    cases.append(case)
+                    print(json.dumps(case), flush=True)
             continue
         problem = liblinearutil.problem(y, X)
         for loss in SOLVER_TYPES:
