@@ -412,7 +412,9 @@ def test_a_regression_is_evaluated_with_its_errors_and_a_scatter_of_predicted_ag
     page.click("#predict-run")
     page.wait_for_selector("#predict-result:not([hidden]) tbody tr")
     mse = float(np.mean((np.array(answer["labels"]) - y[:20]) ** 2))
-    assert f"mean squared error {mse:.4f}"[:26] in page.text_content("#predict-note")
+    note = page.text_content("#predict-note")
+    shown = float(note.split("mean squared error ")[1].split()[0])  # 4 significant digits, as num() writes them
+    assert shown == pytest.approx(mse, rel=1e-3), note
     heads = page.eval_on_selector_all("#predict-result thead th", "cells => cells.map(c => c.textContent)")
     assert heads == ["row", "predicted", "true value"]
     assert refused == [] and page.errors == [] and page.failed == [], (refused, page.errors, page.failed)
