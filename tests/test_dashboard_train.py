@@ -244,6 +244,15 @@ def test_job_texts_canceled_names_selection_and_one_vs_one(service, browser, dat
     page.wait_for_function(f"document.getElementById('job-id').textContent === '{done['id']}'")
     assert page.is_visible("#model-detail")
     page.click(f"#jobs tr[data-id='{running['id']}']")
+    # the tables are re-rendered by their polling: under load a click can land on a row just replaced, so the
+    # selection is waited for (and clicked again if it was lost) before the model panel is checked
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    try:
+        page.wait_for_function(f"document.getElementById('job-id').textContent === '{running['id']}'", timeout=5000)
+    except PlaywrightTimeoutError:
+        page.click(f"#jobs tr[data-id='{running['id']}']")
+        page.wait_for_function(f"document.getElementById('job-id').textContent === '{running['id']}'")
     assert page.is_hidden("#model-detail")
     page.wait_for_function("/% · training/.test(document.getElementById('job-progress-text').textContent)")
     row = f"#jobs tr[data-id='{running['id']}']"
