@@ -28,8 +28,8 @@ import numpy as np
 from liblinear import liblinearutil
 from sklearn.datasets import load_svmlight_file
 
+from tests.benchmarks.bench_svr import time_to
 from tests.benchmarks.environment import DATA_DIR
-from worker.solvers.common import SolverControl
 from worker.solvers.dcd_l1 import primal_value, solve_l1
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -68,15 +68,8 @@ def main() -> None:
             return seconds, primal_value(*arrays, y, w_full, 1.0, C, C), int(np.count_nonzero(w_full[:-1]))
 
         def ours_to(target):
-            reached: list[dict] = []
-
-            def on_point(point):
-                if point["primal"] <= target and not reached:
-                    reached.append(point)
-
-            control = SolverControl(on_point=on_point, cancel_requested=lambda: bool(reached))
-            solve_l1(*arrays, y, X.shape[1], C, C, 1.0, settings(tol=1e-9, tol_rel=1e-12, trace_budget=None), control)
-            return reached[0]["elapsed_s"], reached[0]["iteration"]
+            run = settings(tol=1e-9, tol_rel=1e-12, trace_budget=None)
+            return time_to(target, lambda control: solve_l1(*arrays, y, X.shape[1], C, C, 1.0, run, control))
 
         theirs, to_target, defaults = [], [], []
         for _ in range(args.repeats):

@@ -75,17 +75,23 @@ def liblinear(X, y, problem, loss: str, C: float, eps: str) -> tuple[float, floa
     return seconds, float(primal_value(*arrays(X), y, np.append(np.asarray(w), b), 1.0, C, 0.1, squared))
 
 
-def ours_to(X, y, loss: str, C: float, target: float) -> tuple[float, int]:
-    """(solver seconds, passes) at the first pass at or below ``target``."""
+def time_to(target: float, solve) -> tuple[float, int]:
+    """(solver seconds, passes) at the first trace point at or below ``target`` of ``solve(control)``, a run traced
+    at every pass that the control stops there (no pass past the target)."""
     reached: list[dict] = []
 
     def on_point(point: dict) -> None:
         if point["primal"] <= target and not reached:
             reached.append(point)
 
-    control = SolverControl(on_point=on_point, cancel_requested=lambda: bool(reached))  # no pass past the target
-    solve_svr(*arrays(X), y, X.shape[1], settings(loss, C, tol=1e-6, tol_rel=1e-9, trace_every=1), control)
+    solve(SolverControl(on_point=on_point, cancel_requested=lambda: bool(reached)))
     return reached[0]["elapsed_s"], reached[0]["iteration"]
+
+
+def ours_to(X, y, loss: str, C: float, target: float) -> tuple[float, int]:
+    """(solver seconds, passes) at the first pass at or below ``target``."""
+    run = settings(loss, C, tol=1e-6, tol_rel=1e-9, trace_every=1)
+    return time_to(target, lambda control: solve_svr(*arrays(X), y, X.shape[1], run, control))
 
 
 def ours_at_defaults(X, y, loss: str, C: float) -> tuple[float, float, int]:
