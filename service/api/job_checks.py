@@ -28,7 +28,7 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
             f"data set {dataset.id} has 1 row; a one-class SVM needs at least 2", ["body", "dataset_id"]
         )
     if objective in (Task.regression, Task.one_class):
-        check_regression(body)  # no classes to weigh, no class probabilities
+        check_no_classes(body)
     else:
         check_class_labels(body, dataset)
     class_weight = getattr(body.params, "class_weight", None) or {}
@@ -97,7 +97,7 @@ def check_class_labels(body, dataset: DatasetRecord) -> None:
         )
 
 
-def check_regression(body) -> None:
+def check_no_classes(body) -> None:
     """A regression fits every label as a real target, a one-class SVM ignores the labels: no classes to weigh, no
     class probabilities."""
     what = "a regression (its labels are real-valued targets)"
