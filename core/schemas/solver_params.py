@@ -395,11 +395,34 @@ class OcasParams(CommonParams):
         "data sets larger than a machine; each trace point then has `comm_s`, the network's share. Null: on the "
         "worker's machine. Not with `search`, `probability` or one-vs-one.",
     )
+    multiclass: Literal["ovr", "crammer_singer"] = Field(
+        default="ovr",
+        description=(
+            "More than two labels. `ovr`: one binary problem per label against the rest, predicted by the largest "
+            "score. `crammer_singer`: one problem over all labels, Crammer and Singer's multi-class hinge "
+            "max_k (1[k != y_i] + <w_k, x_i> - <w_{y_i}, x_i>) (LIBLINEAR's -s 4, scikit-learn's "
+            'LinearSVC(multi_class="crammer_singer"), libocas\'s msvmocas), trained by the same cutting planes '
+            "with one weight vector per label; predicted by the largest score too. Its cuts are dense "
+            "(features + 1) x labels matrices. Two labels: one score, the difference of the two vectors. Not with "
+            "`search`, `probability` or `distributed`."
+        ),
+    )
 
     @model_validator(mode="after")
     def _some_stopping_rule(self):
         if self.tol_rel is None and self.tol_abs == 0:
             raise ValueError("tol_rel is null and tol_abs is 0: give tol_rel, or tol_abs > 0")
+        if self.multiclass == "crammer_singer":
+            for name in ("search", "distributed"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"multiclass crammer_singer trains one problem on one worker; `{name}` is not available with "
+                        "it (use multiclass ovr)"
+                    )
+            if self.probability:
+                raise ValueError(
+                    "multiclass crammer_singer has no calibrated probabilities (use multiclass ovr with probability)"
+                )
         return self
 
 

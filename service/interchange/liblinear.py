@@ -71,6 +71,8 @@ def solver_type_of(model: ModelDescription) -> str:
     if model.liblinear_solver_type in CLASSIFIER_TYPES + REGRESSION_TYPES:
         return model.liblinear_solver_type
     params = model.params or {}  # the job's parameters (imports: what the file stated)
+    if params.get("multiclass") == "crammer_singer":  # ocas's Crammer-Singer problem: LIBLINEAR's -s 4
+        return "MCSVM_CS"
     if params.get("loss") == "epsilon_insensitive":  # dcd's SVR losses: LIBLINEAR's -s 13 and -s 12
         return "L2R_L1LOSS_SVR_DUAL"
     if params.get("loss") == "squared_epsilon_insensitive":
@@ -102,7 +104,14 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
     weights = np.asarray(arrays["weights"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
     n_models, n_features = weights.shape
+    solver_type = solver_type_of(model)
     file_labels = [labels[1], labels[0]] if n_models == 1 and not regression else labels
+    if n_models == 1 and solver_type == "MCSVM_CS":  # LIBLINEAR keeps a vector per class: halves of one score
+        weights, offsets, file_labels = (
+            np.vstack([-weights[0], weights[0]]) / 2,
+            np.array([-1, 1]) * offsets / 2,
+            labels,
+        )
     bias_value = (model.params or {}).get("bias")  # the bias feature's value, as the job or the file gave it
     if isinstance(bias_value, (int, float)) and not isinstance(bias_value, bool) and bias_value > 0:
         bias_weights = offsets / float(bias_value)
@@ -111,7 +120,7 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
     else:
         bias_value, bias_weights = 1.0, offsets  # an offset without a recorded bias feature: B = 1, w_B = b
     yield (
-        f"solver_type {solver_type_of(model)}\n"
+        f"solver_type {solver_type}\n"
         f"nr_class {2 if regression else len(labels)}\n"  # a regression: 2 and no label line, as LIBLINEAR writes it
         + ("" if regression else f"label {' '.join(str(v) for v in file_labels)}\n")
         + f"nr_feature {n_features}\n"

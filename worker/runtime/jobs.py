@@ -197,6 +197,8 @@ def _train_and_record(
             getattr(params, "multiclass", Multiclass.ovr) == Multiclass.ovo and n_labels > 2
         )  # as problems.uses_one_vs_one
         n_problems = 1 if n_labels <= 2 else n_labels * (n_labels - 1) // 2 if one_vs_one else n_labels
+        if getattr(params, "multiclass", None) == "crammer_singer":  # one problem over every label
+            n_problems = 1
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)

@@ -58,7 +58,13 @@ def assemble_model(
 
 
 def linear_model_arrays(results: list[SolverResult]) -> dict:
-    """A linear model's stored arrays: one weight vector and one offset per binary problem."""
+    """A linear model's stored arrays: one weight vector and one offset per binary problem (a Crammer-Singer
+    problem's one result: its matrix of a vector per label, and their offsets)."""
+    if len(results) == 1 and results[0].w is not None and results[0].w.ndim == 2:
+        return {
+            "weights": np.ascontiguousarray(results[0].w, dtype=np.float64),
+            "offsets": np.asarray(results[0].extra["biases"], dtype=np.float64),
+        }
     return {"weights": stacked_weights(results), "offsets": np.array([r.bias for r in results], dtype=np.float64)}
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from core.schemas.enums import ModelKind, Task
 from core.schemas.kernel_params import PolyKernel, RbfKernel, SigmoidKernel
-from core.schemas.solver_params import SolverParams
+from core.schemas.solver_params import OcasParams, SolverParams
 from core.scoring.metrics import pairwise_accuracy, regression_report, roc_auc
 from core.scoring.models import Scorer, csr
 from core.scoring.probability import logistic_calibration
@@ -46,6 +46,7 @@ from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
 from worker.training.assemble import assemble_model, correct_rows, kernel_model_arrays, linear_model_arrays, summarize
 from worker.training.context import FitContext
+from worker.training.crammer_singer import fit_crammer_singer, uses_crammer_singer
 from worker.training.folds import subset
 from worker.training.problems import job_problems, n_binary_problems, uses_one_vs_one
 from worker.training.split import fit_split
@@ -301,7 +302,8 @@ def train_model(
         return _train_one_problem(solver, params, arrays, n_features, context)
 
     y = np.asarray(arrays["y"])
-    estimator = ProblemsEstimator(solver, params, n_binary_problems(y, uses_one_vs_one(params, y)))
+    n_problems = 1 if uses_crammer_singer(params) else n_binary_problems(y, uses_one_vs_one(params, y))
+    estimator = ProblemsEstimator(solver, params, n_problems)
     sink.estimator = estimator
 
     def on_point(k: int, point: dict) -> None:
@@ -326,19 +328,26 @@ def train_model(
             staged.update(linear_model_arrays(results))
             stage_model(staged)
 
-    labels, results = fit_problems(
-        solver,
-        params,
-        arrays,
-        n_features,
-        context,
-        on_point=on_point,
-        on_subtask_done=on_subtask_done,
-        on_problem_done=estimator.problem_done,
-        train_correct=train_correct,
-        warm_states=False,
-        on_fitted=fitted,
-    )
+    results: list[SolverResult | None]
+    if isinstance(params, OcasParams) and uses_crammer_singer(params):
+        labels, fitted_one = fit_crammer_singer(params, arrays, n_features, context, on_point)
+        estimator.problem_done(0)
+        fitted(fitted_one)
+        results = list(fitted_one)
+    else:
+        labels, results = fit_problems(
+            solver,
+            params,
+            arrays,
+            n_features,
+            context,
+            on_point=on_point,
+            on_subtask_done=on_subtask_done,
+            on_problem_done=estimator.problem_done,
+            train_correct=train_correct,
+            warm_states=False,
+            on_fitted=fitted,
+        )
     sink.flush()
     done = [r for r in results if r is not None]
     if len(done) < len(results):
