@@ -16,6 +16,7 @@ from tests.model_files import export, import_model, predict, saved, split, svmli
 from worker.solvers.ocas_multiclass import solve_crammer_singer
 
 liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+onnxruntime = pytest.importorskip("onnxruntime")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,8 @@ def test_starts_from_w0_and_stops_at_max_iter(digits):
 
 def test_service_trains_exports_as_liblinear_s4_and_imports_back(http, digits, wine):
     """Through the API: a ten-class model with a certified gap, one weight vector per class; its LIBLINEAR file
-    (MCSVM_CS) is read by liblinear-official with the same labels, and imports back; two classes keep one score."""
+    (MCSVM_CS) is read by liblinear-official with the same labels, and imports back; its ONNX graph runs in
+    onnxruntime; two classes keep one score."""
     X, y = digits
     X_train, y_train, X_test, y_test = split(X, y)
     dataset = upload(http, svmlight(X_train, y_train)).json()
@@ -107,6 +109,9 @@ def test_service_trains_exports_as_liblinear_s4_and_imports_back(http, digits, w
     loaded = liblinearutil.load_model(saved(text, ".liblinear"))
     labels, _, _ = liblinearutil.predict([], sp.csr_matrix(X_test), loaded, "-q")
     assert labels == ours["labels"]
+    session = onnxruntime.InferenceSession(export(http, model["id"], "onnx"), providers=["CPUExecutionProvider"])
+    onnx_labels = session.run(None, {"X": np.asarray(X_test, dtype=np.float32)})[0]
+    assert np.mean(np.asarray(onnx_labels, dtype=float).ravel() == np.array(ours["labels"])) >= 0.99  # float32 inputs
     back = import_model(http, text, "liblinear")
     assert back.status_code == 201
     assert predict(http, back.json()["id"], X_test)["labels"] == ours["labels"]
@@ -139,3 +144,18 @@ def test_refuses_what_it_does_not_train(http, wine, extra, named):
     dataset = upload(http, svmlight(X[:60], y[:60])).json()
     body = {"dataset_id": dataset["id"], "solver": "ocas", "params": {"multiclass": "crammer_singer", **extra}}
     assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "crammer_singer", named)
+
+
+@pytest.mark.parametrize(
+    ("solver", "params"),
+    [
+        ("smo", {"multiclass": "crammer_singer"}),
+        ("dcd", {"multiclass": "crammer_singer"}),
+        ("dcd", {"multi_class": "crammer_singer"}),
+    ],
+)
+def test_other_solvers_point_to_ocas(http, wine, solver, params):
+    X, y = wine
+    dataset = upload(http, svmlight(X[:60], y[:60])).json()
+    response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": params})
+    assert_error(response, 422, "validation_error", "solver ocas", '"multiclass": "crammer_singer"')

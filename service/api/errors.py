@@ -165,7 +165,7 @@ async def _explain(request: Request, detail: dict) -> str:
             return f"solver: null is not a solver; {hints.tag_choices('solver')}"
         return f"solver: {tag!r} is not a solver; {hints.solver_hint(tag, tuple(SOLVERS))}"
     shown = user_loc(loc)
-    if shown and kind in ("model_attributes_type", "dict_type", "model_type"):
+    if shown and kind in ("model_attributes_type", "dict_type", "model_type", "literal_error"):
         hint = hints.value_hint(str(shown[-1]), detail.get("input"), KERNEL_TYPES)
         if hint:
             return f"{message}; {hint}"

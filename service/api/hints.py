@@ -87,6 +87,9 @@ def _parent_model(root: list[type[BaseModel]], path: list) -> type[BaseModel] | 
     return model
 
 
+CRAMMER_SINGER = 'Crammer-Singer (one problem over every label) is solver ocas with "multiclass": "crammer_singer"'
+"""Where Crammer and Singer's multi-class SVM is, for a request that asks another solver for it."""
+
 SKLEARN_NAMES = {
     "random_state": "seed",
     "n_jobs": "n_processes",
@@ -129,6 +132,8 @@ def extra_field_hint(root: list[type[BaseModel]], loc: list) -> str | None:
         if solver not in KERNEL_SOLVERS and (parent in root or "C" in parent.model_fields):
             kernel_solvers = " or ".join(KERNEL_SOLVERS)
             return f"{solver} trains linear models and takes no kernel: use solver {kernel_solvers} for a kernel SVM"
+    if name in ("multiclass", "multi_class") and "multiclass" not in parent.model_fields and solver:
+        return f"{solver} trains one binary problem per label (one-vs-rest); {CRAMMER_SINGER}"
     if name in SKLEARN_NAMES and SKLEARN_NAMES[name] in parent.model_fields:
         ours = f"{prefix}.{SKLEARN_NAMES[name]}" if prefix else SKLEARN_NAMES[name]
         return f"did you mean {ours}? (scikit-learn's {name})"
@@ -200,6 +205,8 @@ def value_hint(field: str, value: object, kernel_types: tuple[str, ...]) -> str 
             extra = f", {example[kind]}" if kind in example else ""
             return f'a kernel is an object here: "kernel": {{"type": "{kind}"{extra}}}'
         return f'a kernel is an object here, e.g. "kernel": {{"type": "rbf", "gamma": 0.5}} (types: {", ".join(kernel_types)})'
+    if field in ("multiclass", "multi_class") and value == "crammer_singer":
+        return CRAMMER_SINGER
     if field == "class_weight" and isinstance(value, str):
         return (
             'class_weight is a factor per label, e.g. {"1": 5}; scikit-learn\'s "balanced" is '

@@ -26,7 +26,8 @@ BIN = Path(os.environ.get("HINGE_ANCHORS_BIN", Path(tempfile.gettempdir()) / "hi
 
 def available() -> dict[str, bool]:
     """Which anchor programs are built."""
-    return {name: (BIN / name).exists() for name in ("svmocas", "svm_perf_learn", "liblinear-train", "svm-train")}
+    names = ("svmocas", "msvmocas", "svm_perf_learn", "liblinear-train", "svm-train")
+    return {name: (BIN / name).exists() for name in names}
 
 
 def objective(indptr, indices, data, y, w, w_bias, C) -> float:
@@ -213,3 +214,25 @@ def svm_train(
         "dual_objective": -float(obj.group(1)) if obj else None,
         "n_sv": int(n_sv.group(1)) if n_sv else None,
     }
+
+
+def msvmocas(path: str, C: float, tol_rel: float = 0.01) -> dict:
+    """libocas's multi-class OCAS: ``msvmocas -c C -r tol_rel`` on an svmlight file with classes 1..K (no bias
+    feature: it has none); its ocas_time, iterations, last primal value and W (n_features x K, as its model file
+    lists it). build-anchors.sh builds svmocas only: ``make msvmocas`` in its libocas build directory, then copy the
+    program next to the others."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        out = subprocess.run(
+            [str(BIN / "msvmocas"), "-c", repr(C), "-r", repr(tol_rel), "-v", "1", path, model],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        W = np.loadtxt(model, ndmin=2)
+    trace = [
+        (int(m.group(1)), float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"^\s*(\d+): tim=([0-9.e+-]+), Q_P=([0-9.e+-]+)", out, re.M)
+    ]
+    seconds = float(re.search(r"ocas_time\s*:\s*([0-9.e+-]+)", out).group(1))
+    return {"seconds": seconds, "iterations": trace[-1][0], "primal": trace[-1][2], "W": W}
