@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Field, create_model
 
 from core.schemas.base import Page, ResponseModel, StrictModel
+from core.schemas.common_params import CommonParams
 from core.schemas.enums import StopReason
 from core.schemas.result_warnings import ResultWarning
-from core.schemas.solver_params import CommonParams
 from core.solvers import SOLVERS, SolverName, SolverSpec
 
 DATASET_ID = Field(description="Id of the uploaded training data set.", max_length=100)

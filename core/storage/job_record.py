@@ -31,8 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.schemas.common_params import CommonParams
 from core.schemas.jobs import JobCores, JobDataLoad, JobError, JobProgress, JobStatus
-from core.schemas.solver_params import CommonParams
 
 _TEXT, _INT, _FLOAT, _JSON, _STATUS = "text", "int", "float", "json", "status"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from core.schemas.solver_params import CommonParams
+from core.schemas.common_params import CommonParams
 from core.solvers import SolverSpec, StoppingRule, fmt_value, violation_measure
 
 
