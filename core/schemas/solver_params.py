@@ -8,97 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictBool, field_validator, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from core.schemas.base import StrictModel
+from core.schemas.common_params import RELATIVE_GAP, CommonParams, n_processes_field, tol_alone_when_named
 from core.schemas.enums import Task
 from core.schemas.kernel_params import Kernel, RbfKernel
-from core.schemas.search_params import SearchParams
 
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
-
-
-RELATIVE_GAP = "tol_rel means the same for every solver: a certified relative gap in (0, 1), or null for off (0 reads as null, as earlier versions wrote it)."
-"""The sentence every tol_rel's description ends with."""
-
-
-def n_processes_field(inside_a_problem: str):
-    """The `n_processes` field of one solver: what it means for that solver, said in its schema."""
-    return Field(
-        default=None,
-        ge=1,
-        le=256,
-        description="Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a "
-        f"search), sharing the data set; {inside_a_problem} Null: the worker's cores (HINGE_WORKER_CORES); "
-        "processes x threads <= cores.",
-    )
-
-
-class CommonParams(StrictModel):
-    """Parameters every solver accepts."""
-
-    @field_validator("tol_rel", mode="before", check_fields=False)
-    @classmethod
-    def _zero_tol_rel_is_off(cls, value):
-        """Earlier versions stored 0 for 'off' (dcd, cpa): read it as null, so their jobs still load."""
-        return None if value == 0 else value
-
-    @property
-    def task(self) -> Task:
-        """What the model is trained for: `classification`, or cpa's pairwise objective."""
-        return Task.classification
-
-    search: SearchParams | None = Field(
-        default=None,
-        description="Model selection: cross-validate a grid of C (and gamma) values and keep the best, refit on all the data.",
-    )
-    n_processes: int | None = Field(
-        default=None,
-        ge=1,
-        le=256,
-        description=(
-            "Processes for the job's independent subtasks (one-vs-rest classes, settings and folds of a search), "
-            "sharing the data set. Null: the worker's cores. A single binary problem of ocas or cpa uses this "
-            "many threads for its passes over the data instead; the kernel solvers use them as threads inside "
-            "a single binary problem (processes x threads <= cores)."
-        ),
-    )
-
-    max_seconds: float | None = Field(
-        default=None,
-        gt=0,
-        description=(
-            "Wall-clock budget of the solver in seconds. At the deadline the solver stops at its next "
-            "iteration check and the job succeeds with the best model so far (`stop_reason: deadline`). "
-            "Null: no deadline (the server's ceiling still applies)."
-        ),
-    )
-    seed: int = Field(
-        default=0,
-        ge=0,
-        le=2**63 - 1,
-        description="Seed of every random choice of the solver: the same seed gives the same model.",
-    )
-    probability: StrictBool = Field(
-        default=False,
-        description=(
-            "Classification: after training, fit a calibration to decision values from a 5-fold cross-validation "
-            "(folds stratified by label and drawn with `seed`, as LIBSVM's -b 1), so that predict with "
-            "`probabilities: true` answers class probabilities. Two labels: Platt's sigmoid. More labels: one "
-            "softmax over the one-vs-rest scores (multinomial logistic regression on them), or, for smo with "
-            "`multiclass: ovo`, one sigmoid per pair coupled as LIBSVM does. Costs five more trainings on 4/5 of the data."
-        ),
-    )
-    retries: int = Field(
-        default=1,
-        ge=0,
-        le=10,
-        description=(
-            "How many times the job is started again on another worker when its worker dies while "
-            "running it (crash, kill -9, lost machine). After that the job fails with error code `worker_lost`."
-        ),
-    )
 
 
 class DcdParams(CommonParams):
@@ -244,14 +162,6 @@ L1_TOL = 0.01
 """dcd's `tol` with `penalty: l1` when none is given: LIBLINEAR -s 5's default -e."""
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 """dcd's losses that make a regression (real-valued targets, values predicted)."""
-
-
-def tol_alone_when_named(params):
-    """A `tol` the user gave rules alone when they did not give `tol_rel` too: the default tol_rel would
-    otherwise stop the solver earlier (cpa) or make it go on past that tol (dcd, smo) without a word."""
-    if "tol" in params.model_fields_set and "tol_rel" not in params.model_fields_set:
-        params.tol_rel = None
-    return params
 
 
 class CpaParams(CommonParams):
@@ -442,14 +352,17 @@ class SmoParams(CommonParams):
             "with `svm_type: epsilon_svr`, C * sum_i max(0, |f(x_i) - y_i| - epsilon)."
         ),
     )
-    svm_type: Literal["c_svc", "epsilon_svr", "one_class"] = Field(
+    svm_type: Literal["c_svc", "nu_svc", "epsilon_svr", "nu_svr", "one_class"] = Field(
         default="c_svc",
         description=(
-            "LIBSVM's name of the problem. `c_svc`: classification (-s 0). `epsilon_svr`: regression with a kernel "
-            "(-s 3; `task: regression` of the model, whose labels are real-valued targets and which predicts "
-            "values), solved by the same SMO on its 2n-variable dual. `one_class`: novelty detection (-s 2; "
-            "`task: one_class`): the labels are not used for training, the model predicts +1 (inlier) or -1 "
-            "(outlier); `nu` bounds the fraction of training rows left out."
+            "LIBSVM's name of the problem. `c_svc`: classification (-s 0). `nu_svc`: classification with `nu` in "
+            "place of C (-s 1; nu bounds the fraction of margin errors from above and of support vectors from below; "
+            "no C, no class weights). `epsilon_svr`: regression with a kernel (-s 3; `task: regression` of the "
+            "model, whose labels are real-valued targets and which predicts values), solved by the same SMO on its "
+            "2n-variable dual. `nu_svr`: regression where `nu` sets the tube's width instead of `epsilon` (-s 4). "
+            "`one_class`: novelty detection (-s 2; `task: one_class`): the labels are not used for training, the "
+            "model predicts +1 (inlier) or -1 (outlier); `nu` bounds the fraction of training rows left out. The nu "
+            "forms take the second-order working set only (`working_set: second_order`)."
         ),
     )
     nu: float = Field(
@@ -457,9 +370,10 @@ class SmoParams(CommonParams):
         gt=0,
         le=1,
         description=(
-            "`one_class` only: an upper bound on the fraction of training rows outside the boundary and a lower "
-            "bound on the fraction of support vectors (LIBSVM's -n, default 0.5 as there). Any other value with "
-            "another svm_type is refused (422)."
+            "`one_class`, `nu_svc` and `nu_svr`: an upper bound on the fraction of training rows outside the "
+            "boundary (margin errors, rows outside the tube) and a lower bound on the fraction of support vectors "
+            "(LIBSVM's -n, default 0.5 as there); `nu_svc` needs nu <= 2 min(rows of a class) / rows (a 422 says "
+            "the largest for your data). Any other value with another svm_type is refused (422)."
         ),
     )
     epsilon: float = Field(
@@ -523,19 +437,34 @@ class SmoParams(CommonParams):
 
     @property
     def task(self) -> Task:
-        """`regression` for `epsilon_svr`, `one_class` for `one_class`, else `classification`."""
-        return {"epsilon_svr": Task.regression, "one_class": Task.one_class}.get(self.svm_type, Task.classification)
+        """`regression` for `epsilon_svr` and `nu_svr`, `one_class` for `one_class`, else `classification`."""
+        tasks = {"epsilon_svr": Task.regression, "nu_svr": Task.regression, "one_class": Task.one_class}
+        return tasks.get(self.svm_type, Task.classification)
 
     @model_validator(mode="after")
     def _named_tol_rules(self):
         defaults = type(self).model_fields
         if self.epsilon != defaults["epsilon"].default and self.svm_type != "epsilon_svr":
-            raise ValueError(f"epsilon is the insensitive zone of `svm_type: epsilon_svr`, not of `{self.svm_type}`")
-        if self.nu != defaults["nu"].default and self.svm_type != "one_class":
-            raise ValueError(f"nu is the parameter of `svm_type: one_class`, not of `{self.svm_type}`")
-        if self.C != defaults["C"].default and self.svm_type == "one_class":  # stored params list C = 1
-            raise ValueError("`svm_type: one_class` has no C (its box is [0, 1]); nu sets the fraction of outliers")
+            why = "; nu_svr learns epsilon, nu sets it" if self.svm_type == "nu_svr" else ""
+            raise ValueError(
+                f"epsilon is the insensitive zone of `svm_type: epsilon_svr`, not of `{self.svm_type}`{why}"
+            )
+        if self.nu != defaults["nu"].default and self.svm_type not in NU_TYPES:
+            raise ValueError(f"nu is the parameter of `svm_type` {', '.join(NU_TYPES)}, not of `{self.svm_type}`")
+        if self.C != defaults["C"].default and self.svm_type in ("one_class", "nu_svc"):  # stored params list C = 1
+            raise ValueError(
+                f"`svm_type: {self.svm_type}` has no C (its box is [0, 1]); nu sets the fraction of "
+                + ("outliers" if self.svm_type == "one_class" else "margin errors")
+            )
+        if self.svm_type in ("nu_svc", "nu_svr") and self.working_set != "second_order":
+            raise ValueError(f"`svm_type: {self.svm_type}` takes `working_set: second_order` only")
+        if self.svm_type == "nu_svc" and self.class_weight:
+            raise ValueError("`svm_type: nu_svc` takes no class_weight (LIBSVM's nu-SVC has none): use c_svc")
         return tol_alone_when_named(self)
+
+
+NU_TYPES = ("nu_svc", "nu_svr", "one_class")
+"""smo's svm_types whose parameter is nu."""
 
 
 class SampledCutsParams(CommonParams):

@@ -31,6 +31,7 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
         check_no_classes(body)
     else:
         check_class_labels(body, dataset)
+        check_nu_feasible(body, dataset)
     class_weight = getattr(body.params, "class_weight", None) or {}
     for label in class_weight:
         if label not in labels:
@@ -94,6 +95,30 @@ def check_class_labels(body, dataset: DatasetRecord) -> None:
         raise unprocessable(
             f"data set {dataset.id} has a single label ({next(iter(labels))}); training needs at least two",
             ["body", "dataset_id"],
+        )
+
+
+def check_nu_feasible(body, dataset: DatasetRecord) -> None:
+    """smo's nu_svc has a solution only for nu <= 2 min(n_+, n_-) / n in each of its binary problems (LIBSVM refuses
+    the same as "specified nu is infeasible"): the largest nu is named."""
+    params = body.params
+    if getattr(params, "svm_type", None) != "nu_svc":
+        return
+    counts = [int(count) for count in dataset.labels.values()]
+    total = sum(counts)
+    if len(counts) == 2:
+        problems, scheme = [(counts[0], counts[1])], ""
+    elif params.multiclass == "ovo":
+        problems = [(a, b) for k, a in enumerate(counts) for b in counts[k + 1 :]]
+        scheme = " over the rows of each pair of labels (multiclass ovo)"
+    else:
+        problems, scheme = [(count, total - count) for count in counts], " in each one-vs-rest problem"
+    largest = min(2.0 * min(a, b) / (a + b) for a, b in problems)
+    if params.nu > largest:
+        raise unprocessable(
+            f"params.nu: {params.nu} is infeasible for nu_svc on data set {dataset.id}: nu must be at most 2 min(rows "
+            f"of a class) / rows{scheme}, here {largest:.6g}",
+            ["body", "params", "nu"],
         )
 
 

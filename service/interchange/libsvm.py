@@ -120,14 +120,16 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
+    stated = model.libsvm_svm_type or (model.params or {}).get("svm_type")  # an import's, or smo's svm_type
+    svm_type = stated if stated in SVM_TYPES + SINGLE_SVM_TYPES else None
     if single:  # one expansion, no labels: rho = -b, each row's coefficient (beta_i; one-class: alpha_i)
         default_type = "one_class" if model.task == Task.one_class else "epsilon_svr"
-        yield _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=model.libsvm_svm_type or default_type)
+        yield _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=svm_type or default_type)
         yield from _sv_lines(support, np.arange(support.shape[0]), coef[0].reshape(-1, 1))
     elif model.one_vs_one:
-        yield from _write_one_vs_one(model, kernel, support, coef, offsets)
+        yield from _write_one_vs_one(model, kernel, support, coef, offsets, svm_type or "c_svc")
     elif coef.shape[0] == 1:
-        yield from _write_binary(model, labels, kernel, support, coef[0], offsets[0])
+        yield from _write_binary(model, labels, kernel, support, coef[0], offsets[0], svm_type or "c_svc")
     else:
         yield from _write_one_vs_rest(labels, kernel, support, coef, offsets)
 
@@ -176,7 +178,13 @@ def _sv_lines(support: sp.csr_matrix, rows: np.ndarray, coefficients: np.ndarray
 
 
 def _write_binary(
-    model: ModelDescription, labels: list, kernel: ModelKernel, support, coef: np.ndarray, offset: float
+    model: ModelDescription,
+    labels: list,
+    kernel: ModelKernel,
+    support,
+    coef: np.ndarray,
+    offset: float,
+    svm_type: str = "c_svc",
 ) -> Iterator[str]:
     rows = np.flatnonzero(coef != 0.0)
     first = rows[coef[rows] > 0]
@@ -185,7 +193,7 @@ def _write_binary(
     prob = None
     if calibration is not None and calibration.method == "platt_ovr" and calibration.A and calibration.B:
         prob = ([calibration.A[0]], [calibration.B[0]])
-    yield _header(kernel, [labels[1], labels[0]], [first.size, second.size], [-offset], prob)
+    yield _header(kernel, [labels[1], labels[0]], [first.size, second.size], [-offset], prob, svm_type)
     ordered = np.concatenate([first, second])
     yield from _sv_lines(support, ordered, coef[ordered].reshape(-1, 1))
 
@@ -204,7 +212,12 @@ def _write_one_vs_rest(
 
 
 def _write_one_vs_one(
-    model: ModelDescription, kernel: ModelKernel, support, coef: np.ndarray, offsets: np.ndarray
+    model: ModelDescription,
+    kernel: ModelKernel,
+    support,
+    coef: np.ndarray,
+    offsets: np.ndarray,
+    svm_type: str = "c_svc",
 ) -> Iterator[str]:
     """A one-vs-one model imported from LIBSVM (or trained with smo's ovo), written back in its own class order."""
     file_labels = [int(v) for v in model.ovo_labels or []]
@@ -217,7 +230,7 @@ def _write_one_vs_one(
         if calibration is not None and calibration.method == "pairwise_coupling"
         else None
     )
-    yield _header(kernel, file_labels, n_sv, [-v for v in offsets], prob)
+    yield _header(kernel, file_labels, n_sv, [-v for v in offsets], prob, svm_type)
     start = 0
     for c, count in enumerate(n_sv):
         rows = np.arange(start, start + count)

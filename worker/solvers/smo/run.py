@@ -28,6 +28,7 @@ from worker.solvers.smo.state import (
     IS_MIN_ACTIVE,
     IS_MISSES,
     IS_N_SLOTS,
+    IS_NU,
     IS_NUM_CHANGED,
     IS_PAR_MIN_SCAN,
     IS_PASS_POS,
@@ -37,6 +38,8 @@ from worker.solvers.smo.state import (
     IS_SLOT_LEN,
     IS_TEAM_MIN_ROW,
     IS_THREADS,
+    NU_NONE,
+    NU_SVR,
 )
 from worker.solvers.smo.steps import Variables, rebuild_gradient, run_platt, run_second_order, start_from, stats
 from worker.solvers.smo.team import TEAM_MIN_ROW, RowTeam, inactive_gradient
@@ -117,13 +120,16 @@ class Run:
         linear_term: np.ndarray | None = None,
         epsilon: float = -1.0,
         offset_weight: float = 0.0,
+        nu: int = NU_NONE,
     ):
         """``linear_term``: p of f = 0.5 alpha' Q alpha + p' alpha per row (None: -1, the C-SVC); ``epsilon`` >= 0:
         the problem is the doubled epsilon-SVR (``smo.svr``), whose losses the primal sums; ``offset_weight``: the
-        primal's term in b (the one-class SVM's nu * n, ``smo.one_class``: its primal has -nu n rho = nu n b)."""
+        primal's term in b (the one-class SVM's nu * n, ``smo.one_class``: its primal has -nu n rho = nu n b), or
+        with ``nu`` (NU_SVC, NU_SVR: ``smo.nu``'s working set) the primal's -weight * rho (nu n, C nu n)."""
         self.control = control
         self.epsilon = float(epsilon)
         self.offset_weight = float(offset_weight)
+        self.nu = int(nu)
         self.started = time.perf_counter()
         self.trace_seconds = 0.0
         self.primal_next = 0.0  # when a trace point may next carry the primal while shrunk
@@ -161,6 +167,7 @@ class Run:
         istate[IS_THREADS] = threads
         istate[IS_TEAM_MIN_ROW] = TEAM_MIN_ROW
         istate[IS_PAR_MIN_SCAN] = PAR_MIN_SCAN
+        istate[IS_NU] = self.nu
         self.fstate = np.zeros(FS_SIZE)
         if alpha0 is not None:
             none = np.empty(0)  # computed from the kernel rows
@@ -201,21 +208,24 @@ class Run:
         )
         return run_platt(*args, self.rng) if platt else run_second_order(*args)
 
-    def primal(self, quad: float, hinge: float, b: float) -> float:
-        """The primal value from alpha' Q alpha, the summed losses and the offset b."""
+    def primal(self, quad: float, hinge: float, b: float, rho: float) -> float:
+        """The primal value from alpha' Q alpha, the summed losses, the offset b and the nu duals' rho."""
+        if self.nu != NU_NONE:
+            return 0.5 * quad + hinge - self.offset_weight * rho
         return 0.5 * quad + hinge + self.offset_weight * b
 
     def stats(self):
-        """(m, M, b, n_sv, n_bounded, quad, hinge) over the active positions (see smo.steps.stats)."""
+        """(m, M, b, n_sv, n_bounded, quad, hinge, rho) over the active positions (see smo.steps.stats)."""
         V = self.V
-        return stats(self.yp, V.alpha, V.G, V.Cp, V.status, V.P, self.epsilon, int(self.istate[IS_ACTIVE]), self.n)
+        active = int(self.istate[IS_ACTIVE])
+        return stats(self.yp, V.alpha, V.G, V.Cp, V.status, V.P, self.epsilon, active, self.n, self.nu)
 
     def record(self, final: bool = False) -> None:
         """Hand one trace point to the control (its time counts as trace time, not solver time)."""
         t0 = time.perf_counter()
         istate, n = self.istate, self.n
         active = int(istate[IS_ACTIVE])
-        m, M, b, n_sv, n_bounded, quad, hinge = self.stats()
+        m, M, b, n_sv, n_bounded, quad, hinge, rho = self.stats()
         lookups = istate[IS_HITS] + istate[IS_MISSES]
         point = {
             "iteration": int(istate[IS_ITER]),
@@ -228,9 +238,9 @@ class Run:
             "active_size": active,
         }
         if active < n:
-            quad, hinge = (None, None) if final else self.shrunk_primal_parts(active, b, quad, hinge)
+            quad, hinge = (None, None) if final else self.shrunk_primal_parts(active, b, rho, quad, hinge)
         if quad is not None:
-            primal = self.primal(quad, hinge, b)
+            primal = self.primal(quad, hinge, b, rho)
             point["primal"] = primal
             point["gap"] = primal + self.fstate[FS_F]
         if final:
@@ -238,7 +248,7 @@ class Run:
         self.control.record(point)
         self.trace_seconds += time.perf_counter() - t0
 
-    def shrunk_primal_parts(self, active: int, b: float, quad: float, hinge: float):
+    def shrunk_primal_parts(self, active: int, b: float, rho: float, quad: float, hinge: float):
         """The primal's |w|^2 and loss sums over ALL rows while shrunk, or (None, None) when not due.
 
         It needs the shrunk variables' gradients: G_bar - 1 plus the free variables' kernel rows over
@@ -271,7 +281,12 @@ class Run:
         P_rest = V.P[active:]
         G_rest = V.G_bar[active:] + P_rest + rest
         quad += float(V.alpha[active:] @ (G_rest - P_rest))
-        if self.epsilon < 0.0:
+        if self.nu == NU_SVR:  # smo.nu.nu_parts's losses
+            loss = np.maximum(0.0, np.abs(G_rest + b) + rho)
+            hinge += float(V.Cp[active:] @ np.where(self.yp[active:] > 0, loss, 0.0))
+        elif self.nu != NU_NONE:
+            hinge += float(V.Cp[active:] @ np.maximum(0.0, rho - G_rest - self.yp[active:] * b))
+        elif self.epsilon < 0.0:
             hinge += float(V.Cp[active:] @ np.maximum(0.0, -G_rest - self.yp[active:] * b))
         else:  # the rows whose first copy is shrunk (steps.svr_loss)
             loss = np.maximum(0.0, np.abs(G_rest - self.epsilon + b) - self.epsilon)

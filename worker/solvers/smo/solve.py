@@ -194,6 +194,7 @@ from worker.solvers.common import (
     solver_threads,
 )
 from worker.solvers.kernels import KERNEL_LINEAR, kernel_params, row_sq_norms
+from worker.solvers.smo.nu_svc import solve_nu_svc
 from worker.solvers.smo.one_class import solve_one_class
 from worker.solvers.smo.rows import KernelParams, position_copies
 from worker.solvers.smo.run import FINAL_REBUILD_VALUES, Run, check_given, check_start, next_budget
@@ -213,11 +214,13 @@ from worker.solvers.smo.state import (
     IS_TEAM_MIN_ROW,
     IS_THREADS,
     IS_UNCACHED,
+    NU_NONE,
+    NU_SVC,
     RUN_BUDGET,
     RUN_CONVERGED,
     RUN_RECONSTRUCT,
 )
-from worker.solvers.smo.svr import solve_svr
+from worker.solvers.smo.svr import solve_nu_svr, solve_svr
 from worker.solvers.smo.team import RowTeam, inactive_gradient
 
 WORKING_SETS = ("second_order", "platt")
@@ -280,8 +283,8 @@ def _gap_rel(run: Run) -> float | None:
     """(P - D) / P of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
-    _m, _M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
-    primal = run.primal(quad, hinge, b)
+    _m, _M, b, _n_sv, _n_bounded, quad, hinge, rho = run.stats()
+    primal = run.primal(quad, hinge, b, rho)
     dual = -float(0.5 * quad + run.V.P @ run.V.alpha)
     return max(primal - dual, 0.0) / abs(primal) if primal != 0 else None
 
@@ -303,6 +306,8 @@ def solve_smo(
     linear_term=None,
     svr_epsilon=None,
     one_class_nu=None,
+    nu_form=NU_NONE,
+    nu_offset=0.0,
 ) -> SolverResult:
     """Train a kernel C-SVC by SMO (see the module docstring for the problem, rules and outputs). ``params``:
     the job's parameters (``SmoSettings``); ``class_weight``: this problem's factors on C for y = -1 and
@@ -315,6 +320,13 @@ def solve_smo(
             indptr, indices, data, y, n_features=n_features, params=params, n_threads=n_threads, control=control,
             alpha0=alpha0, gradient_bar0=gradient_bar0,
         )  # fmt: skip
+    if linear_term is None and params.svm_type in ("nu_svc", "nu_svr"):
+        solve_nu = solve_nu_svc if params.svm_type == "nu_svc" else solve_nu_svr
+        return solve_nu(
+            solve_smo,
+            indptr, indices, data, y, n_features=n_features, params=params, n_threads=n_threads, control=control,
+            alpha0=alpha0, gradient_bar0=gradient_bar0,
+        )  # fmt: skip
     if linear_term is None and params.svm_type == "one_class":
         return solve_one_class(
             solve_smo,
@@ -322,7 +334,8 @@ def solve_smo(
             alpha0=alpha0, gradient_bar0=gradient_bar0,
         )  # fmt: skip
     y, (w_neg, w_pos) = _check_args(indptr, indices, data, y, n_features, class_weight, one_class_nu is not None)
-    C, tol, tol_rel = (1.0 if one_class_nu is not None else float(params.C)), float(params.tol), params.tol_rel
+    unit_box = one_class_nu is not None or nu_form == NU_SVC  # the box is [0, 1]: C is not a parameter
+    C, tol, tol_rel = (1.0 if unit_box else float(params.C)), float(params.tol), params.tol_rel
     working_set, cache_mb, shrinking, seed = params.working_set, float(params.cache_mb), params.shrinking, params.seed
     kernel = dict(params.kernel)  # the schema's kernel model iterates as its (field, value) pairs
     kp = kernel_params(kernel)
@@ -359,7 +372,8 @@ def solve_smo(
         gradient_bar0,
         linear_term,
         -1.0 if svr_epsilon is None else float(svr_epsilon),
-        0.0 if one_class_nu is None else float(one_class_nu) * y.size,
+        float(nu_offset) if nu_form != NU_NONE else 0.0 if one_class_nu is None else float(one_class_nu) * y.size,
+        nu_form,
     )
     istate, n = run.istate, run.n
 
@@ -414,9 +428,9 @@ def solve_smo(
             if n_free * (n - active) <= FINAL_REBUILD_VALUES:
                 run.reconstruct(check=False)
                 active = int(istate[IS_ACTIVE])
-        m, M, b, _n_sv, _n_bounded, quad, hinge = run.stats()
+        m, M, b, _n_sv, _n_bounded, quad, hinge, rho = run.stats()
         complete = active == n
-        objective = run.primal(quad, hinge, b) if complete else float("nan")
+        objective = run.primal(quad, hinge, b, rho) if complete else float("nan")
         dual_value = -float(0.5 * quad + run.V.P @ run.V.alpha) if complete else -float(run.fstate[FS_F])
         run.record(final=True)
     finally:
@@ -455,6 +469,7 @@ def solve_smo(
             else "stopped while shrunk: the primal of the returned model was not computed, so no gap"
         ),
         "max_violation": float(m - M),
+        "rho": float(rho),  # the nu duals' rho (smo.nu.nu_parts); 0 for the others
         "cache_hit_rate": float(istate[IS_HITS] / lookups) if lookups else 0.0,
         "kernel_values_computed": int(istate[IS_COMPUTED]),
         "kernel_values_full_rows": int(istate[IS_UNCACHED]),

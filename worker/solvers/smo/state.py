@@ -37,7 +37,13 @@ IS_RECONSTRUCTED = 19  # kernel values computed by gradient rebuilds
 IS_THREADS = 20
 IS_TEAM_MIN_ROW = 21  # shortest kernel row split over the row team (smo.team)
 IS_PAR_MIN_SCAN = 22  # shortest scan or gradient update split over the threads
-IS_SIZE = 23
+IS_NU = 23  # the dual's form: NU_NONE (C-SVC, epsilon-SVR, one-class), NU_SVC or NU_SVR (smo.nu's working set)
+IS_SIZE = 24
+
+# IS_NU's values
+NU_NONE = 0
+NU_SVC = 1
+NU_SVR = 2
 
 # X.team slots (smo.team's protocol); the three that threads write concurrently sit on their own 64-byte lines
 T_ORDER = 0  # (seq << SEQ_SHIFT) | next chunk to claim

@@ -16,6 +16,7 @@ from numba import njit
 
 from worker.solvers.common import rng_below
 from worker.solvers.smo.cache import get_row, permute_cached, reslot
+from worker.solvers.smo.nu import extremes_by_sign, nu_parts, select_j_same_sign
 from worker.solvers.smo.rows import reorder
 from worker.solvers.smo.scans import TAU, extremes, extremes_threads, in_up, select_j_threads
 from worker.solvers.smo.state import (
@@ -30,6 +31,7 @@ from worker.solvers.smo.state import (
     IS_FULL_ROWS,
     IS_ITER,
     IS_MIN_ACTIVE,
+    IS_NU,
     IS_NUM_CHANGED,
     IS_PASS_POS,
     IS_SAFETY_STEPS,
@@ -38,6 +40,7 @@ from worker.solvers.smo.state import (
     IS_UNCACHED,
     IS_UNSHRUNK,
     LOWER,
+    NU_NONE,
     RUN_BUDGET,
     RUN_CONVERGED,
     RUN_RECONSTRUCT,
@@ -167,6 +170,41 @@ def _step_on_pair_of(i, m, n, X, kp, ca, V, istate, fstate):
     return True
 
 
+@njit(cache=True)
+def _step_nu(n, X, kp, ca, V, istate, fstate, tol):
+    """One step of the nu duals' working set (``smo.nu``): the pair of larger second-order gain of the two signs'
+    (i, j). Returns False when max(m_+ - M_+, m_- - M_-) < tol or no pair can move."""
+    y = X.y
+    cache = ca.pool
+    active = istate[IS_ACTIVE]
+    mp, Mp, ip, mn, Mn, i_n = extremes_by_sign(y, V.G, V.status, active)
+    violation = max(mp - Mp, mn - Mn)
+    fstate[FS_VIOL] = violation
+    if violation < tol:
+        return False
+    i = -1
+    j = -1
+    best = -np.inf
+    if ip >= 0:
+        base = get_row(ip, active, X, kp, ca, istate)
+        jp, gain = select_j_same_sign(ip, mp, base, y, V.G, V.QD, V.status, cache, active)
+        if jp >= 0:
+            i, j, best = ip, jp, gain
+    if i_n >= 0:
+        base = get_row(i_n, active, X, kp, ca, istate)
+        jn, gain = select_j_same_sign(i_n, mn, base, y, V.G, V.QD, V.status, cache, active)
+        if jn >= 0 and gain > best:
+            i, j = i_n, jn
+    if i < 0:
+        return False
+    base_i = get_row(i, active, X, kp, ca, istate)
+    base_j = get_row(j, active, X, kp, ca, istate)
+    Kij = y[i] * y[j] * cache[base_i + j]
+    ai_new, aj_new, _lo, _hi = _pair_target(i, j, Kij, V.alpha, V.G, V.Cp, V.QD, y)
+    _apply_step(i, j, ai_new, aj_new, base_i, base_j, n, X, kp, ca, V, istate, fstate)
+    return True
+
+
 # ---------------------------------------------------------------------------------------------
 # shrinking
 # ---------------------------------------------------------------------------------------------
@@ -194,12 +232,15 @@ def _swap(p, q, perm, y, alpha, G, G_bar, Cp, QD, status, P, slot_of, slot_owner
 
 
 @njit(cache=True, inline="always")
-def _shrinkable(t, m, M, y, G, status):
+def _shrinkable(t, mp, Mp, mn, Mn, y, G, status):
+    """Whether bounded t can be left out: it cannot join a violating pair (its sign's m and M: the C-SVC's one
+    pair of them serves both signs; the nu duals' pairs stay within a sign)."""
     st = status[t]
     if st == FREE:
         return False
     yt = y[t]
     F = -yt * G[t]
+    m, M = (mp, Mp) if yt > 0.0 else (mn, Mn)
     if in_up(yt, st):
         return F < M
     return F > m
@@ -211,8 +252,13 @@ def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
     alpha, G, G_bar, Cp, QD, status, P = V
     y = X.y
     active = istate[IS_ACTIVE]
-    m, M, _i_max = extremes_threads(X, G, status, active, istate)
-    if istate[IS_UNSHRUNK] == 0 and m - M <= 10.0 * tol:
+    if istate[IS_NU] != NU_NONE:
+        mp, Mp, _ip, mn, Mn, _in = extremes_by_sign(y, G, status, active)
+        violation = max(mp - Mp, mn - Mn)
+    else:
+        mp, Mp, _i_max = extremes_threads(X, G, status, active, istate)
+        mn, Mn, violation = mp, Mp, mp - Mp
+    if istate[IS_UNSHRUNK] == 0 and violation <= 10.0 * tol:
         istate[IS_UNSHRUNK] = 1
         if active < n:
             return RUN_RECONSTRUCT
@@ -220,9 +266,9 @@ def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
     i = 0
     a = active
     while i < a:
-        if _shrinkable(i, m, M, y, G, status):
+        if _shrinkable(i, mp, Mp, mn, Mn, y, G, status):
             a -= 1
-            while a > i and _shrinkable(a, m, M, y, G, status):
+            while a > i and _shrinkable(a, mp, Mp, mn, Mn, y, G, status):
                 a -= 1
             if a > i:
                 _swap(i, a, orig.perm, y, alpha, G, G_bar, Cp, QD, status, P, ca.slot_of, ca.slot_owner)
@@ -272,6 +318,11 @@ def run_second_order(
                 if code != RUN_BUDGET:
                     return code
         active = istate[IS_ACTIVE]
+        if istate[IS_NU] != NU_NONE:
+            if not _step_nu(n, X, kp, ca, V, istate, fstate, tol):
+                return RUN_RECONSTRUCT if active < n else RUN_CONVERGED
+            work += 2 * active + 4 * (istate[IS_COMPUTED] - computed0)
+            continue
         m, M, i = extremes_threads(X, V.G, V.status, active, istate)
         fstate[FS_VIOL] = m - M
         if i < 0 or m - M < tol or not _step_on_pair_of(i, m, n, X, kp, ca, V, istate, fstate):
@@ -455,10 +506,13 @@ def rebuild_gradient(X, kp, ca, istate, alpha, G, free_pos, start, stop, active,
 
 
 @njit(cache=True)
-def stats(y, alpha, G, Cp, status, P, epsilon, active, n):
-    """(m, M, b, n_sv, n_bounded, alpha' Q alpha, loss_sum) with G over [0, active): the loss is the hinge
+def stats(y, alpha, G, Cp, status, P, epsilon, active, n, nu):
+    """(m, M, b, n_sv, n_bounded, alpha' Q alpha, loss_sum, rho) with G over [0, active): the loss is the hinge
     (``epsilon`` < 0, C-SVC), else the epsilon-insensitive loss of the rows whose first copy (y_t = +1) is active
-    (epsilon-SVR: ``svr_loss``)."""
+    (epsilon-SVR: ``svr_loss``); ``nu`` (``IS_NU``'s value): the nu duals' b and rho from LIBSVM's r_1, r_2
+    (``nu_parts``), rho 0 otherwise."""
+    if nu != NU_NONE:
+        return nu_parts(y, alpha, G, Cp, status, P, active, n, nu)
     m, M, _i_max = extremes(y, G, status, active)
     n_free = 0
     sum_free = 0.0
@@ -495,7 +549,7 @@ def stats(y, alpha, G, Cp, status, P, epsilon, active, n):
             loss = 0.0
         if loss > 0.0:
             hinge += Cp[t] * loss
-    return m, M, b, n_sv, n_bounded, quad, hinge
+    return m, M, b, n_sv, n_bounded, quad, hinge, 0.0
 
 
 @njit(cache=True, inline="always")

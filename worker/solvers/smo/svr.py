@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from worker.solvers.common import SolverInputError, SolverResult
 from worker.solvers.kernels import KERNEL_LINEAR, kernel_params
+from worker.solvers.smo.state import NU_SVR
 
 
 def solve_svr(
@@ -54,25 +55,83 @@ def solve_svr(
     epsilon, kernel, tol, tol_rel, ...). ``alpha0`` and ``gradient_bar0``: the 2n dual variables of a previous
     fit (``extra["alpha"]``) and their G_bar, a warm start. The result's ``support_indices`` and ``dual_coef``
     are the rows with beta_i != 0 and their beta_i; ``extra["alpha"]`` holds the 2n variables."""
+    targets = _targets(y, indptr)
+    epsilon = float(params.epsilon)
+    linear_term = np.concatenate([epsilon - targets, epsilon + targets])
+    return _solve_doubled(
+        solve_smo, indptr, indices, data, n_features, params, n_threads, control, alpha0, gradient_bar0, linear_term,
+        svr_epsilon=epsilon,
+    )  # fmt: skip
+
+
+def solve_nu_svr(
+    solve_smo,
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    params,
+    n_threads=None,
+    control=None,
+    alpha0=None,
+    gradient_bar0=None,
+) -> SolverResult:
+    """Train a nu-SVR (LIBSVM's -s 4; Schölkopf et al. 2000; Chang and Lin 2011, Section 2.5): epsilon is a variable,
+    nu in (0, 1] bounds the fraction of rows outside the tube,
+
+        min_{w, b, epsilon}  0.5 * |w|^2 + C * (nu n epsilon + sum_i max(0, |<w, phi(x_i)> + b - y_i| - epsilon)),
+
+    whose dual is the doubled problem of the module docstring with p = (-y, +y) and the second equality
+    sum_t alpha_t = C nu n, solved by the nu duals' working set (``smo.nu``) from LIBSVM's start (alpha_i =
+    alpha*_i = min(C, what is left of C nu n / 2), in row order). epsilon = -rho (``smo.nu.nu_parts``) is in
+    ``extra["epsilon"]``; arguments and result as ``solve_svr``'s."""
+    targets = _targets(y, indptr)
+    n = targets.size
+    C, nu = float(params.C), float(params.nu)
+    if alpha0 is None:
+        half = np.zeros(n)
+        left = C * nu * n / 2.0
+        for i in range(n):
+            half[i] = min(C, left)
+            left -= half[i]
+        alpha0, gradient_bar0 = np.concatenate([half, half]), None
+    linear_term = np.concatenate([-targets, targets])
+    result = _solve_doubled(
+        solve_smo, indptr, indices, data, n_features, params, n_threads, control, alpha0, gradient_bar0, linear_term,
+        nu_form=NU_SVR, nu_offset=C * nu * n,
+    )  # fmt: skip
+    return replace(result, extra=dict(result.extra, epsilon=-float(result.extra["rho"])))
+
+
+def _targets(y, indptr) -> np.ndarray:
     targets = np.asarray(y, dtype=np.float64)
-    n = indptr.size - 1
+    n = np.asarray(indptr).size - 1
     if targets.shape != (n,):
         raise SolverInputError(f"y must have one target per row ({n}), got shape {targets.shape}")
     if n < 1 or not np.all(np.isfinite(targets)):
         raise SolverInputError("y must hold a finite target for each of at least one row")
-    epsilon = float(params.epsilon)
+    return targets
+
+
+def _solve_doubled(
+    solve_smo, indptr, indices, data, n_features, params, n_threads, control, alpha0, gradient_bar0, linear_term,
+    **form,
+) -> SolverResult:  # fmt: skip
+    """The doubled problem (module docstring) with this linear term, and its expansion over the rows."""
     indptr = np.asarray(indptr, dtype=np.int64)
+    n = indptr.size - 1
     doubled_indptr = np.concatenate([indptr, indptr[1:] + indptr[-1]])
     doubled_indices = np.concatenate([indices, indices])
     doubled_data = np.concatenate([data, data])
     signs = np.concatenate([np.ones(n), -np.ones(n)])
-    linear_term = np.concatenate([epsilon - targets, epsilon + targets])
     if alpha0 is not None and np.asarray(alpha0).shape != (2 * n,):
-        raise SolverInputError(f"alpha0 of an epsilon-SVR has 2n = {2 * n} values, got {np.asarray(alpha0).shape}")
+        raise SolverInputError(f"alpha0 of an SVR has 2n = {2 * n} values, got {np.asarray(alpha0).shape}")
     result = solve_smo(
         doubled_indptr, doubled_indices, doubled_data, signs, n_features=n_features, params=params,
         n_threads=n_threads, control=control, alpha0=alpha0, gradient_bar0=gradient_bar0 if alpha0 is not None else None,
-        linear_term=linear_term, svr_epsilon=epsilon,
+        linear_term=linear_term, **form,
     )  # fmt: skip
     alpha = np.asarray(result.extra["alpha"])
     beta = alpha[:n] - alpha[n:]
