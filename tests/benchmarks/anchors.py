@@ -177,17 +177,27 @@ def liblinear(path: str, C: float, n_features: int, eps: float = 0.1, solver: in
 
 
 def svm_train(
-    path: str, C: float, gamma: float, eps: float = 1e-3, cache_mb: int = 200, shrinking: bool = True
+    path: str,
+    C: float,
+    gamma: float,
+    eps: float = 1e-3,
+    cache_mb: int = 200,
+    shrinking: bool = True,
+    svm_type: int = 0,
+    nu: float | None = None,
 ) -> dict:
-    """LIBSVM ``svm-train -s 0 -t 2`` (built without OpenMP: one thread); solver seconds from strace as for
-    LIBLINEAR (from closing the input file to opening the model file), its #iter, obj (= -dual) and nSV."""
+    """LIBSVM ``svm-train -s svm_type -t 2`` (built without OpenMP: one thread; ``nu``: its -n for the nu types);
+    solver seconds from strace as for LIBLINEAR (from closing the input file to opening the model file), its #iter,
+    obj (= -dual; nu-SVC: of the problem scaled by 1 / r, which ``printed_C`` = 1 / r undoes), nSV, and the nu-SVR's
+    epsilon."""
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model")
         run, seconds = _strace_solver_seconds(
             [
                 str(BIN / "svm-train"),
                 "-s",
-                "0",
+                str(svm_type),
+                *(["-n", repr(nu)] if nu is not None else []),
                 "-t",
                 "2",
                 "-c",
@@ -208,11 +218,15 @@ def svm_train(
     iterations = re.search(r"#iter = (\d+)", run.stdout)
     obj = re.search(r"obj = ([0-9.e+-]+)", run.stdout)
     n_sv = re.search(r"nSV = (\d+)", run.stdout)
+    printed_C = re.search(r"^C = ([0-9.e+-]+)", run.stdout, re.M)
+    epsilon = re.search(r"^epsilon = ([0-9.e+-]+)", run.stdout, re.M)
     return {
         "seconds": seconds,
         "iterations": int(iterations.group(1)) if iterations else None,
         "dual_objective": -float(obj.group(1)) if obj else None,
         "n_sv": int(n_sv.group(1)) if n_sv else None,
+        "printed_C": float(printed_C.group(1)) if printed_C else None,
+        "epsilon": float(epsilon.group(1)) if epsilon else None,
     }
 
 
