@@ -127,3 +127,36 @@ def test_one_row_is_refused_not_trained(http):
         "/v1/jobs", json={"dataset_id": single["id"], "solver": "smo", "params": {"svm_type": "one_class"}}
     )
     assert_error(response, 422, "validation_error", "1 row", "at least 2")
+
+
+def _rows_without_labels(X) -> bytes:
+    """svmlight lines with no label: 'index:value ...' (one-based)."""
+    return b"".join(
+        (" ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row) if v != 0.0) + "\n").encode() for row in X
+    )
+
+
+def test_uploads_without_labels_train_a_one_class_svm(http, cancer):
+    """labels=none: svmlight lines that start with their first feature, and a CSV whose every column is a feature,
+    upload as one-class data (every label 1, `labelled` false); the one-class model is the one trained on the same
+    rows uploaded with labels; a classifier on them is refused, naming the one-class SVM."""
+    inliers, _, X_test, _, benign = cancer
+    params = {"svm_type": "one_class", "nu": 0.1, "kernel": {"type": "rbf", "gamma": 0.05}}
+    reference = train(http, inliers["id"], "smo", params)
+    plain = upload(http, _rows_without_labels(benign), labels="none").json()
+    assert plain["labelled"] is False and plain["labels"] == {"1": len(benign)}
+    assert plain["n_samples"] == len(benign) and plain["n_features"] == 30
+    header = ",".join(f"f{j}" for j in range(30)) + "\n"
+    table = header + "".join(",".join(repr(float(v)) for v in row) + "\n" for row in benign)
+    csv = upload(http, table.encode(), filename="benign.csv", format="csv", labels="none").json()
+    assert csv["labelled"] is False and csv["feature_names"] == [f"f{j}" for j in range(30)]
+    expected = predict(http, reference["id"], X_test)["labels"]
+    for dataset in (plain, csv):
+        model = train(http, dataset["id"], "smo", params)
+        assert model["objective"] == pytest.approx(reference["objective"], rel=1e-9)
+        assert predict(http, model["id"], X_test)["labels"] == expected
+    refused = http.post("/v1/jobs", json={"dataset_id": plain["id"], "solver": "dcd", "params": {}})
+    assert_error(refused, 422, "validation_error", "without labels", "one_class")
+    # a labelled upload whose line starts with a feature says how to send rows without labels
+    missing = upload(http, _rows_without_labels(benign[:3]))
+    assert missing.status_code == 422 and "labels=none" in missing.json()["error"]["message"]

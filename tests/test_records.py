@@ -328,7 +328,7 @@ ADDED_JOB_FIELDS = ',"cores":null,"data_load":null,"warnings":[]}'
 ADDED_PROGRESS_FIELDS = ('"compiling":null,',)
 """What a job's progress gained since, once each (issue 35: `compiling`, the new name of `kernels`)."""
 ADDED_FIELDS = {
-    "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null', ',"targets":null'),
+    "datasets": (',"zero_based_guessed":null', ',"max_row_norm_sq":null', ',"targets":null', ',"labelled":true'),
     "models": (
         ',"zero_based_guessed":null',
         ',"warnings":[]',

@@ -24,6 +24,13 @@ class ZeroBased(str, Enum):
     false = "false"
 
 
+class DatasetLabels(str, Enum):
+    """Whether the rows of an upload carry labels."""
+
+    given = "given"
+    none = "none"
+
+
 class ValueDtype(str, Enum):
     """How the feature values of an upload are stored."""
 
@@ -71,6 +78,11 @@ class DatasetOut(ResponseModel):
     targets: TargetSummary | None = Field(
         default=None,
         description="The labels as numbers, what a regression trains on (null for data sets stored before it was kept).",
+    )
+    labelled: bool = Field(
+        default=True,
+        description="False when uploaded with `labels=none`: the rows carried no label (every row's is 1), which only a "
+        "one-class SVM trains on (smo's `svm_type: one_class`).",
     )
     has_qid: bool = Field(description="Whether rows carry `qid:` query ids (ranking data).")
     zero_based: bool = Field(description="Whether feature indices were read as zero-based (`auto` resolved).")

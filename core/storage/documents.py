@@ -191,6 +191,7 @@ class DatasetRecord(StoredDocument):
     shards: list[dict] | None = _optional()  # in the object store (core.storage.shards); absent: Redis chunks
     max_row_norm_sq: float | None = _optional()  # the largest |x_i|^2 (absent: stored before it was kept)
     targets: dict | None = _optional()  # the labels as numbers (``TargetSummary``; absent: stored before it was kept)
+    labelled: bool | None = _optional()  # False: uploaded with labels=none (every row's label is 1); absent: labelled
 
 
 @dataclass(kw_only=True)

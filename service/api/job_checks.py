@@ -27,6 +27,12 @@ def check_request_against_dataset(body, dataset: DatasetRecord, settings: Settin
         raise unprocessable(
             f"data set {dataset.id} has 1 row; a one-class SVM needs at least 2", ["body", "dataset_id"]
         )
+    if dataset.labelled is False and objective != Task.one_class:
+        raise unprocessable(
+            f"data set {dataset.id} was uploaded without labels (labels=none): it trains a one-class SVM (solver smo, "
+            f'"svm_type": "one_class"), not `{objective.value}`; upload it with its labels for that',
+            ["body", "dataset_id"],
+        )
     if objective in (Task.regression, Task.one_class):
         check_no_classes(body)
     else:

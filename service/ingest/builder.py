@@ -57,8 +57,11 @@ class ParseSummary:
 class Builder:
     """Feeds chunks of text to a kernel; after each chunk hands its rows to the sink and empties its buffers."""
 
-    def __init__(self, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, sink):
+    def __init__(
+        self, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, sink, labelled: bool = True
+    ):
         self.csv = fmt == "csv"
+        self.labelled = labelled  # False: the rows have no label (labels=none), every row's is 1
         self.mode = mode
         self.vmode = vmode
         self.label_column = label_column
@@ -153,7 +156,7 @@ class Builder:
             else:
                 status = K.svm_chunk(
                     arr, end, st, self.indptr, self.indices, self.data, self.y, self.qid, self.slow,
-                    self.mode, self.vmode, rows_left, self.max_features, nnz_left,
+                    self.mode, self.vmode, rows_left, self.max_features, nnz_left, self.labelled,
                 )  # fmt: skip
             committed = int(st[K.S_NSLOW])
             if status == K.ST_WIDEN:
@@ -257,7 +260,7 @@ class Builder:
             K.E_BAD_LABEL: f"bad label {tok}: not a number{hint}{csv_hint(raw, line, self.csv)}",
             K.E_NONFINITE_LABEL: f"label {tok} is not a finite number{no_nan}",
             K.E_MISSING_LABEL: f"missing label: the line starts with the feature {tok}"
-            " (expected 'label [qid:N] index:value ...')",
+            " (expected 'label [qid:N] index:value ...'; rows without labels, for a one-class SVM: labels=none)",
             K.E_BAD_QID: f"bad qid {tok}: expected qid:<integer>{hint}",
             K.E_QID_MISSING: "mixed qid: earlier rows have a qid but this row has none",
             K.E_QID_UNEXPECTED: f"mixed qid: this row has {tok} but earlier rows have none",
@@ -311,6 +314,11 @@ class Builder:
         except csv.Error as exc:
             raise UploadParseError(1, 1, f"unreadable CSV header ({exc})") from None
         names = [name.strip() for name in names]
+        if not self.labelled:  # every column a feature; the label column "past the last" is never met
+            if len(names) > self.max_features:
+                raise UploadLimitError("max_features", self.limits.max_features, 1)
+            self.names, self.n_cols, self.label_col = names, len(names), len(names)
+            return
         where = [i for i, name in enumerate(names) if name == self.label_column]
         if not where:
             shown = ", ".join(short_name(n) for n in names[:10])

@@ -56,6 +56,7 @@ def ingest(
     zero_based: str | bool,
     label_column: str,
     limits: dict,
+    labelled: bool = True,
     value_dtype: str = "float64",
     follow_marker: str | None = None,
     inflater: str = "isal",
@@ -118,6 +119,7 @@ def ingest(
                 value_dtype=value_dtype,
                 label_column=label_column,
                 limits=ParseLimits(**limits),
+                labelled=labelled,
                 inflater=inflater,
                 chunk_bytes=chunk_bytes_for(shard_bytes),
             )
@@ -174,6 +176,7 @@ def ingest(
                 value_dtype=summary.value_dtype,
                 shards=[shard.to_document() for shard in shards],
                 max_row_norm_sq=_max_row_norm_sq(shards),
+                **({} if labelled else {"labelled": False}),
             )
         )
         try:

@@ -145,11 +145,14 @@ def _set_error(st, code, start, stop, line, line_start, aux):
 
 
 @njit(cache=True, nogil=True)
-def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, max_rows, max_features, max_nnz):
+def svm_chunk(
+    buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, max_rows, max_features, max_nnz, labelled
+):
     """Parse the svmlight lines of buf[st[S_POS]:end]; returns ST_DONE, ST_FULL, ST_ERROR, ST_WIDEN or ST_ZERO_BASED.
 
     Row and entry counters in ``st`` index the output arrays (the caller empties them between calls
-    and keeps the totals); ``max_rows`` and ``max_nnz`` are what is left of the limits.
+    and keeps the totals); ``max_rows`` and ``max_nnz`` are what is left of the limits. ``labelled`` False: the
+    lines have no label (an upload with ``labels=none``); every row's label is 1.
     """
     pos = st[S_POS]
     nrows = st[S_NROWS]
@@ -181,29 +184,32 @@ def svm_chunk(buf, end, st, indptr, indices, data, y, qid, slow, mode, vmode, ma
             st[S_POS] = pos
             st[S_LINE] = line
             continue
-        # ---- label
+        # ---- label (none when not labelled: every row's label is 1)
         tok = p
-        q, status, label, _, _ = _parse_number(buf, p, end)
-        if status == N_BAD or not _is_svm_end(buf, q, end):
-            te = _svm_token_end(buf, tok, end)
-            for r in range(tok, te):
-                if buf[r] == 58:
-                    st[S_NSLOW] = nslow
-                    return _set_error(st, E_MISSING_LABEL, tok, te, line, ls, 0)
-            st[S_NSLOW] = nslow
-            return _set_error(st, E_BAD_LABEL, tok, te, line, ls, 0)
-        if status == N_NONFINITE:
-            st[S_NSLOW] = nslow
-            return _set_error(st, E_NONFINITE_LABEL, tok, q, line, ls, 0)
-        if status == N_SLOW:
-            if nslow >= slow_cap:
-                st[S_STATUS] = ST_FULL
-                return ST_FULL
-            slow[nslow, 0] = -(nrows + 1)
-            slow[nslow, 1] = tok
-            slow[nslow, 2] = q
-            slow[nslow, 3] = line
-            nslow += 1
+        q = p
+        label = 1.0
+        if labelled:
+            q, status, label, _, _ = _parse_number(buf, p, end)
+            if status == N_BAD or not _is_svm_end(buf, q, end):
+                te = _svm_token_end(buf, tok, end)
+                for r in range(tok, te):
+                    if buf[r] == 58:
+                        st[S_NSLOW] = nslow
+                        return _set_error(st, E_MISSING_LABEL, tok, te, line, ls, 0)
+                st[S_NSLOW] = nslow
+                return _set_error(st, E_BAD_LABEL, tok, te, line, ls, 0)
+            if status == N_NONFINITE:
+                st[S_NSLOW] = nslow
+                return _set_error(st, E_NONFINITE_LABEL, tok, q, line, ls, 0)
+            if status == N_SLOW:
+                if nslow >= slow_cap:
+                    st[S_STATUS] = ST_FULL
+                    return ST_FULL
+                slow[nslow, 0] = -(nrows + 1)
+                slow[nslow, 1] = tok
+                slow[nslow, 2] = q
+                slow[nslow, 3] = line
+                nslow += 1
         if nrows >= max_rows:
             st[S_NSLOW] = row_slow0
             return _set_error(st, E_LIMIT_ROWS, tok, q, line, ls, 0)
@@ -403,7 +409,7 @@ def csv_chunk(buf, end, st, indptr, indices, data, y, slow, n_cols, label_col, v
             return _set_error(st, E_LIMIT_ROWS, ls, ls, line, ls, 0)
         p = pos
         col = 0
-        label = 0.0
+        label = 1.0  # a CSV without a label column (labels=none: label_col is past the last column)
         while True:
             cs = p  # cell start (just after the comma)
             while p < end and (buf[p] == 32 or buf[p] == 9):

@@ -150,7 +150,17 @@ def _vmode(value_dtype: str) -> int:
 
 
 def _parse_once(
-    f, *, fmt: str, mode: int, vmode: int, label_column: str, limits: ParseLimits, chunk: int, sink, inflater
+    f,
+    *,
+    fmt: str,
+    mode: int,
+    vmode: int,
+    label_column: str,
+    limits: ParseLimits,
+    chunk: int,
+    sink,
+    inflater,
+    labelled: bool = True,
 ) -> ParseSummary:
     budget = max(0, int(limits.max_decompressed_bytes))
     head = f.read(2)
@@ -169,7 +179,7 @@ def _parse_once(
         if size is not None and size > budget:
             raise UploadLimitError("max_decompressed_bytes", limits.max_decompressed_bytes)
     source = GzipSource(f, chunk, budget, inflater) if compressed else PlainSource(f, chunk, budget)
-    builder = Builder(fmt, mode, vmode, label_column, limits, sink)
+    builder = Builder(fmt, mode, vmode, label_column, limits, sink, labelled)
     with ReadAhead(source, cancel=getattr(f, "cancel", None)) as blocks:
         return _parse_blocks(blocks, source, builder, limits, compressed)
 
@@ -214,6 +224,7 @@ def parse_into(
     limits: ParseLimits,
     inflater: str = DEFAULT_INFLATER,
     chunk_bytes: int | None = None,
+    labelled: bool = True,
 ) -> ParseSummary:
     """Parse the text that ``open_text()`` opens (a binary file, plain or gzip) into ``sink``.
 
@@ -223,8 +234,9 @@ def parse_into(
     needs float64 values, or (``zero_based="auto"``) that the file is zero-based, starts over:
     ``sink.reset()`` and ``open_text()`` again. ``inflater``: what inflates gzip text (see
     ``sources.INFLATERS``). ``chunk_bytes``: text a kernel call takes (default _CHUNK_BYTES; an upload into shards
-    smaller than that: ``chunk_bytes_for``). Raises UploadParseError, UploadLimitError or (followed uploads)
-    UploadAborted.
+    smaller than that: ``chunk_bytes_for``). ``labelled`` False: the rows have no label (svmlight lines start with
+    their first feature, every CSV column is a feature) and every row's label is 1. Raises UploadParseError,
+    UploadLimitError or (followed uploads) UploadAborted.
     """
     fmt = {"svmlight": "svmlight", "libsvm": "svmlight", "csv": "csv"}.get(format)
     if fmt is None:
@@ -248,6 +260,7 @@ def parse_into(
                     chunk=chunk,
                     sink=sink,
                     inflater=inflate,
+                    labelled=labelled,
                 )
             except Restart as restart:
                 sink.reset()

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from core.schemas.base import ErrorResponse
-from core.schemas.datasets import DatasetFormat, DatasetList, DatasetOut, ValueDtype, ZeroBased
+from core.schemas.datasets import DatasetFormat, DatasetLabels, DatasetList, DatasetOut, ValueDtype, ZeroBased
 from core.storage.documents import DatasetRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
@@ -119,6 +119,14 @@ async def upload_dataset(
     label_column: Annotated[
         str, Query(min_length=1, max_length=200, description="CSV only: the header name of the label column.")
     ] = "label",
+    labels: Annotated[
+        DatasetLabels,
+        Query(
+            description="`given` (default): every row has a label (svmlight: first on the line; CSV: the column "
+            "`label_column`). `none`: the rows have no label (svmlight lines start with their first feature, every "
+            "CSV column is a feature): one-class data, for smo's `svm_type: one_class`; every row's label is 1."
+        ),
+    ] = DatasetLabels.given,
     value_dtype: Annotated[
         ValueDtype,
         Query(
@@ -153,6 +161,7 @@ async def upload_dataset(
         zero_based=zero,
         value_dtype=value_dtype.value,
         label_column=label_column,
+        labelled=labels == DatasetLabels.given,
         limits={
             "max_decompressed_bytes": settings.max_decompressed_bytes,
             "max_rows": settings.max_rows,
