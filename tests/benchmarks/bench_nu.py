@@ -45,7 +45,7 @@ def case(name: str, X, y, svm_type: str, args) -> dict:
     labels = y if regression else np.where(y == y.max(), 1.0, -1.0)
     nu = args.nu
     if not regression:  # at most 0.9 of the largest feasible nu, 2 min(n+, n-) / n (ijcnn1: 10% positive)
-        nu = min(nu, round(0.9 * 2 * min(np.mean(labels > 0), np.mean(labels < 0)), 3))
+        nu = min(nu, round(float(0.9 * 2 * min(np.mean(labels > 0), np.mean(labels < 0))), 3))
     params = SmoParams(
         svm_type=svm_type, nu=nu, kernel=kernel, tol=args.tol, tol_rel=None, cache_mb=args.cache_mb,
         trace_every=10**9,

@@ -5,9 +5,9 @@ The nu duals (Chang and Lin, "LIBSVM: a library for support vector machines", 20
 constraints, sum_t y_t alpha_t = const and sum_t alpha_t = const. A pair of variables of the same sign of y keeps
 both; so the selection is the C-SVC's (``smo.scans``) within each sign: with F_t = -y_t G_t,
 m_s = max_{t in I_up, y_t = s} F_t and M_s = min_{t in I_low, y_t = s} F_t, the KKT conditions hold when
-max(m_+ - M_+, m_- - M_-) <= tol (the nu solver's stopping rule), i is the first maximum of F of either sign and
-j the second-order partner of the same sign (the pair of larger gain over both signs is taken, as LIBSVM's
-Solver_NU does). One thread: these scans are not split.
+max(m_+ - M_+, m_- - M_-) <= tol (the nu solver's stopping rule); each sign's i is its first maximum of F, and the
+pair taken is the (i, j) of larger second-order gain over both signs, j of the same sign as its i (as LIBSVM's
+Solver_NU does), found in one pass over the active variables. One thread: these scans are not split.
 """
 
 from __future__ import annotations
@@ -49,27 +49,34 @@ def extremes_by_sign(y, G, status, active):
 
 
 @njit(cache=True)
-def select_j_same_sign(i, m, base_i, y, G, QD, status, cache, active):
-    """(j, gain): the second-order partner of i (F_i = m) among t in I_low with y_t = y_i and F_t < m, maximising
-    (m - F_t)^2 / eta_it; (-1, -inf) when there is none."""
-    yi = y[i]
-    QDi = QD[i]
+def select_pair(ip, mp, base_p, i_n, mn, base_n, y, G, QD, status, cache, active):
+    """(i, j) of larger second-order gain over both signs, in one pass: for each t in I_low with F_t below its sign's
+    m, the gain (m_s - F_t)^2 / eta_(i_s t) against that sign's i (``base_p``, ``base_n``: their cached rows; -1
+    when that sign has no i); (-1, -1) when no t qualifies."""
     best = -np.inf
-    j = -1
+    bi = -1
+    bj = -1
     for t in range(active):
         yt = y[t]
-        if yt != yi or not in_low(yt, status[t]):
+        if not in_low(yt, status[t]):
+            continue
+        if yt > 0.0:
+            i, m, base = ip, mp, base_p
+        else:
+            i, m, base = i_n, mn, base_n
+        if i < 0:
             continue
         diff = m + yt * G[t]
         if diff <= 0.0:
             continue
-        eta = QDi + QD[t] - 2.0 * cache[base_i + t]  # y_i y_t = 1: Q_it is K_it
+        eta = QD[i] + QD[t] - 2.0 * cache[base + t]  # y_i y_t = 1: Q_it is K_it
         eta = eta if eta > 0.0 else TAU
         gain = diff * diff / eta
         if gain > best:
             best = gain
-            j = t
-    return j, best
+            bi = i
+            bj = t
+    return bi, bj
 
 
 @njit(cache=True)

@@ -16,7 +16,7 @@ from numba import njit
 
 from worker.solvers.common import rng_below
 from worker.solvers.smo.cache import get_row, permute_cached, reslot
-from worker.solvers.smo.nu import extremes_by_sign, nu_parts, select_j_same_sign
+from worker.solvers.smo.nu import extremes_by_sign, nu_parts, select_pair
 from worker.solvers.smo.rows import reorder
 from worker.solvers.smo.scans import TAU, extremes, extremes_threads, in_up, select_j_threads
 from worker.solvers.smo.state import (
@@ -182,19 +182,10 @@ def _step_nu(n, X, kp, ca, V, istate, fstate, tol):
     fstate[FS_VIOL] = violation
     if violation < tol:
         return False
-    i = -1
-    j = -1
-    best = -np.inf
-    if ip >= 0:
-        base = get_row(ip, active, X, kp, ca, istate)
-        jp, gain = select_j_same_sign(ip, mp, base, y, V.G, V.QD, V.status, cache, active)
-        if jp >= 0:
-            i, j, best = ip, jp, gain
-    if i_n >= 0:
-        base = get_row(i_n, active, X, kp, ca, istate)
-        jn, gain = select_j_same_sign(i_n, mn, base, y, V.G, V.QD, V.status, cache, active)
-        if jn >= 0 and gain > best:
-            i, j = i_n, jn
+    # both signs' rows (the cache keeps at least two), then one pass for the pair of larger gain
+    base_p = get_row(ip, active, X, kp, ca, istate) if ip >= 0 else 0
+    base_n = get_row(i_n, active, X, kp, ca, istate) if i_n >= 0 else 0
+    i, j = select_pair(ip, mp, base_p, i_n, mn, base_n, y, V.G, V.QD, V.status, cache, active)
     if i < 0:
         return False
     base_i = get_row(i, active, X, kp, ca, istate)
