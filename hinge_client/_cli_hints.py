@@ -24,6 +24,7 @@ _PARAM_VALUE = re.compile(r"\bparams\.([\w.]+)(?::\s*|=)(true|false|null|-?\d[\w
 _PARAM = re.compile(r"\bparams\.([\w.]+)")
 _REGRESSION_LOSS = re.compile(r"\b(dcd with )?loss: ((?:squared_)?epsilon_insensitive)\b")
 _SVM_TYPE = re.compile(r"(?<!-p )\b(smo with )?svm_type:? (epsilon_svr|one_class|c_svc)\b")
+_USE_PARAM = re.compile(r"\buse (loss|penalty|multiclass) (\w+)")
 
 
 def flag_hints(message: str, args) -> str:
@@ -33,7 +34,8 @@ def flag_hints(message: str, args) -> str:
     reads "use --format csv", "send \"ignore_unknown_features\": true" reads "use --ignore-unknown-features"),
     a training parameter by -p ("params.C" reads "-p C", "dcd with loss: epsilon_insensitive" reads
     "--solver dcd -p loss=epsilon_insensitive", "smo with svm_type: one_class" reads "--solver smo -p
-    svm_type=one_class"), and the routes the command called are left out.
+    svm_type=one_class", "use loss squared_hinge" reads "use -p loss=squared_hinge"), and the routes the command
+    called are left out.
     """
     message = _ROUTE_FIRST.sub("(", _ROUTE_ALONE.sub("", message))
     message = _KERNEL_EXAMPLE.sub(r"-p \1.type=\2 -p \1.\3=...", message)
@@ -42,6 +44,7 @@ def flag_hints(message: str, args) -> str:
         lambda m: ("--solver dcd " if m.group(1) else "") + f"-p loss={m.group(2)}", message
     )  # "regression is dcd with loss: epsilon_insensitive" reads "regression is --solver dcd -p loss=..."
     message = _SVM_TYPE.sub(lambda m: ("--solver smo " if m.group(1) else "") + f"-p svm_type={m.group(2)}", message)
+    message = _USE_PARAM.sub(r"use -p \1=\2", message)  # penalty l1's "use loss squared_hinge", crammer_singer's
     for name, flag in API_FLAGS.items():
         if not hasattr(args, name):  # this command has no such flag
             continue

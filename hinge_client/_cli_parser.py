@@ -67,7 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SOLVER",
         help=f"{', '.join(get_args(Solver))}, or any other solver the service registers (it names them if not).",
     )
-    train.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="A solver parameter (repeat).")
+    train.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="A solver parameter (repeat), e.g. -p C=10, -p kernel.gamma=0.5, -p penalty=l1 -p loss=squared_hinge "
+        "(dcd, sparse weights), -p multiclass=crammer_singer (ocas, one problem over all classes).",
+    )
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")
     train.add_argument(

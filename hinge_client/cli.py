@@ -4,6 +4,8 @@
     hingectl train DATASET --solver ocas -p C=1 -p tol_rel=0.001 [--watch]
     hingectl train DATASET --solver smo -p kernel.gamma=0.5 -p search.C=[0.1,1,10]
     hingectl watch JOB                                 # live bar: phase, fraction, gap, ETA; prints the model id
+    hingectl train DATASET --solver dcd -p penalty=l1 -p loss=squared_hinge --watch  # sparse weights (LIBLINEAR -s 5)
+    hingectl train DATASET --solver ocas -p multiclass=crammer_singer --watch    # one problem over all classes (-s 4)
     hingectl train DATASET --solver dcd -p loss=epsilon_insensitive -p epsilon=0.1 --watch   # a regression
     hingectl train DATASET --solver smo -p svm_type=epsilon_svr -p C=10 --watch    # a regression with a kernel
     hingectl train DATASET --solver smo -p svm_type=one_class -p nu=0.1 --watch    # a one-class SVM (labels unused)

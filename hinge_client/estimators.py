@@ -3,9 +3,9 @@
 ``fit`` uploads the rows (as svmlight, features numbered from 1), trains a job remotely and keeps the
 model's id; ``predict``, ``decision_function`` and ``predict_proba`` send the rows to the model's
 predict route. ``get_params`` / ``set_params`` are the solver's parameters (``C``, ``kernel``,
-``gamma``, ``loss``, ``bias``, ``tol``, ``max_iter``, ``class_weight``, ``probability``; anything else
-a solver takes goes in ``solver_params``); ``random_state`` is the job's ``seed``. A parameter the
-chosen solver does not take, set to anything but its default, is an error at ``fit``.
+``gamma``, ``loss``, ``penalty``, ``bias``, ``tol``, ``max_iter``, ``class_weight``, ``multi_class``,
+``probability``; anything else a solver takes goes in ``solver_params``); ``random_state`` is the job's ``seed``.
+A parameter the chosen solver does not take, set to anything but its default, is an error at ``fit``.
 
 Solver and kernel: ``solver="auto"`` (the default) trains ``dcd`` (a linear model) unless a kernel other
 than linear is asked for, then ``smo``; ``solver_`` says which ran. A linear solver (dcd, cpa, ocas)
@@ -14,7 +14,8 @@ models with the linear kernel) have ``coef_`` and ``intercept_`` in LinearSVC's 
 
 More than two classes, as scikit-learn: smo trains one-vs-one (SVC's scheme, ``multiclass="ovo"``) and its
 ``decision_function`` is SVC's one-vs-rest shape of the votes (``decision_function_shape="ovr"``) or the
-pairwise values (``"ovo"``); the linear solvers (and sampled_cuts) train one-vs-rest, as LinearSVC.
+pairwise values (``"ovo"``); the linear solvers (and sampled_cuts) train one-vs-rest, as LinearSVC, and ocas
+Crammer and Singer's one problem over all classes on request (``multi_class="crammer_singer"``, as LinearSVC's).
 ``n_jobs`` is the job's ``n_processes``. ``HingeSearchCV`` (``hinge_client.model_selection``) runs a grid
 of C and gamma as one job of the service's own search.
 
@@ -38,6 +39,8 @@ share (connection, upload, training, batched predict, warnings) is ``hinge_clien
     clf = HingeClassifier(kernel="rbf", C=10, gamma=0.5, probability=True).fit(X_train, y_train)  # smo
     clf.predict(X_test), clf.predict_proba(X_test)
     HingeClassifier(C=0.1).fit(X_train, y_train).coef_                                             # dcd
+    HingeClassifier(penalty="l1", loss="squared_hinge").fit(X_train, y_train).coef_    # dcd, sparse (LIBLINEAR -s 5)
+    HingeClassifier(multi_class="crammer_singer").fit(X, wine_y)           # ocas, one problem (LIBLINEAR -s 4)
     HingeClassifier(kernel="rbf", n_jobs=2).fit(X, digits_y).decision_function(X)  # SVC's ovo, ovr-shaped
 """
 
@@ -56,7 +59,7 @@ from hinge_client.solvers import SolverInfo, estimator_params_of
 __all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
 
 SOLVER_PARAMS = {
-    "dcd": ("C", "loss", "bias", "tol", "max_iter", "class_weight"),
+    "dcd": ("C", "loss", "penalty", "bias", "tol", "max_iter", "class_weight"),
     "cpa": ("C", "bias", "tol", "max_iter"),
     "ocas": ("C", "bias", "tol", "max_iter"),
     "smo": ("C", "kernel", "gamma", "degree", "coef0", "tol", "max_iter", "class_weight"),
@@ -68,10 +71,17 @@ SERVICE_LOSSES = {"log_loss": "logistic"}
 ``log_loss`` is dcd's ``logistic``); the others go as they are."""
 ONE_VS_ONE_SOLVERS = ("smo",)
 """Solvers that train one problem per pair of labels (``multiclass="ovo"``, their default, as SVC's)."""
+CRAMMER_SINGER_SOLVERS = ("ocas",)
+"""Solvers that train Crammer and Singer's one problem over all classes (``multi_class="crammer_singer"``)."""
+MULTI_CLASS = (None, "ovr", "crammer_singer")
+"""``multi_class`` values: LinearSVC's names (None: ``multiclass``'s scheme, else the solver's default)."""
+MULTICLASS = (None, "ovr", "ovo", "crammer_singer")
+"""``multiclass`` values (crammer_singer as ``multi_class``'s)."""
 LINEAR_KERNELS = (None, "linear")
 """``kernel`` values a linear solver takes (None, the default, is each solver's own: linear, or rbf for smo and sampled_cuts)."""
 DEFAULTS = {
     "loss": "hinge",
+    "penalty": "l2",
     "bias": 1.0,
     "tol": None,
     "max_iter": None,
@@ -83,13 +93,23 @@ DEFAULTS = {
 """Defaults of the parameters that only some solvers take: any other value for another solver is an error."""
 
 
-def solver_for(solver: str, kernel: str | None, known: dict[str, SolverInfo] | None = None) -> str:
-    """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked, else dcd.
+def solver_for(
+    solver: str, kernel: str | None, known: dict[str, SolverInfo] | None = None, *, crammer_singer: bool = False
+) -> str:
+    """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked, else dcd
+    (ocas when ``crammer_singer``: Crammer and Singer's multi-class problem is asked for).
 
     ``known``: the service's solvers (``service_solvers``), for a solver other than the built-in ones; without it
     such a name is taken as it is (the fit asks the service). A linear solver named together with a kernel other
     than linear is an error naming the kernel solvers.
     """
+    if solver == "auto" and crammer_singer:
+        if kernel not in LINEAR_KERNELS:
+            raise ValueError(
+                f"multi_class='crammer_singer' trains linear models (solver 'ocas'), not kernel={kernel!r}: set "
+                "kernel=None (or 'linear'), or multi_class='ovr' for a kernel model"
+            )
+        return "ocas"
     if solver == "auto":
         return "dcd" if kernel in LINEAR_KERNELS else "smo"
     if not isinstance(solver, str) or not solver:
@@ -119,12 +139,21 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     loss : dcd's loss: "hinge" (LinearSVC's L1 loss), "squared_hinge" (LinearSVC's default) or "log_loss"
         (logistic regression, LIBLINEAR -s 7 as LogisticRegression(solver="liblinear"): predict_proba with no
         calibration).
+    penalty : the regularizer: "l2" (default, 0.5|w|^2) or "l1" (|w|_1, whose coef_ is sparse: LIBLINEAR -s 5, as
+        LinearSVC(penalty="l1", loss="squared_hinge", dual=False)); "l1" is dcd's only (solver "dcd", or "auto" with
+        no kernel) and trains the squared hinge only: it needs loss="squared_hinge" (the default loss is "hinge").
+        With "l1", tol=None is LIBLINEAR -s 5's 0.01.
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.
     tol, max_iter : the solver's stopping rule (None: the service's default; ocas reads tol as tol_rel).
     class_weight : {label: factor on C}, or "balanced" (n_samples / (n_classes * count of the label)).
     multiclass : more than two classes: "ovo" (one problem per pair of classes, predicted by vote: SVC's and
-        LIBSVM's; smo only) or "ovr" (one problem per class: LinearSVC's); None (default): "ovo" for smo, "ovr"
-        for the other solvers (the only scheme they train).
+        LIBSVM's; smo only), "ovr" (one problem per class: LinearSVC's) or "crammer_singer" (as multi_class); None
+        (default): "ovo" for smo, "ovr" for the other solvers.
+    multi_class : LinearSVC's name and values: None (default: as multiclass), "ovr" (one-vs-rest) or
+        "crammer_singer": one problem over all classes, Crammer and Singer's multi-class hinge with one weight
+        vector per class, predicted by the largest score (LIBLINEAR -s 4, LinearSVC(multi_class="crammer_singer")).
+        Solver ocas only ("auto" picks it then); not with probability=True (nor HingeSearchCV). Setting both
+        multi_class and multiclass is an error unless they agree.
     decision_function_shape : "ovr" (default, as SVC): decision_function gives one score per class, for a
         one-vs-one model SVC's votes plus squashed summed pairwise values; "ovo": one score per pair of classes
         (0,1), (0,2), ..., (1,2), ..., positive for the first (one-vs-one models only).
@@ -145,8 +174,9 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     classes_, n_features_in_, model_id_ (the service's model), model_ (its record), solver_, n_iter_.
     coef_, intercept_ : linear models (and smo with kernel="linear"): LinearSVC's shapes and signs, (1, n_features)
         and (1,) for two labels (positive scores: classes_[1]), (n_classes, n_features) and (n_classes,) for more
-        (one-vs-rest), and decision_function is X @ coef_.T + intercept_; one-vs-one, SVC's: a row per pair of
-        classes, X @ coef_.T + intercept_ being decision_function with decision_function_shape="ovo".
+        (one-vs-rest, or a vector per class with multi_class="crammer_singer"), and decision_function is
+        X @ coef_.T + intercept_; one-vs-one, SVC's: a row per pair of classes, X @ coef_.T + intercept_ being
+        decision_function with decision_function_shape="ovo".
     """
 
     def __init__(
@@ -159,11 +189,13 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         degree=3,
         coef0=0.0,
         loss="hinge",
+        penalty="l2",
         bias=1.0,
         tol=None,
         max_iter=None,
         class_weight=None,
         multiclass=None,
+        multi_class=None,
         decision_function_shape="ovr",
         n_jobs=None,
         probability=False,
@@ -183,11 +215,13 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         self.degree = degree
         self.coef0 = coef0
         self.loss = loss
+        self.penalty = penalty
         self.bias = bias
         self.tol = tol
         self.max_iter = max_iter
         self.class_weight = class_weight
         self.multiclass = multiclass
+        self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.n_jobs = n_jobs
         self.probability = probability
@@ -210,32 +244,77 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         """The solver a fit trains, the estimator's parameters it takes and whether it trains one-vs-one: from the
         built-in table for the five built-in solvers (no request), else from the service's OpenAPI document (a
         solver registered there, ``HINGE_SOLVER_PLUGINS``, needs no client change)."""
-        solver = solver_for(self.solver, self.kernel)
+        crammer_singer = self.requested_multiclass() == "crammer_singer"
+        solver = solver_for(self.solver, self.kernel, crammer_singer=crammer_singer)
         if solver in SOLVER_PARAMS:
             return solver, SOLVER_PARAMS[solver], solver in ONE_VS_ONE_SOLVERS
         known = service_solvers(self.url, self.api_key, self.timeout)
-        solver = solver_for(self.solver, self.kernel, known)
+        solver = solver_for(self.solver, self.kernel, known, crammer_singer=crammer_singer)
         info = known[solver]
         return solver, estimator_params_of(info), "ovo" in info.multiclass
 
+    def requested_multiclass(self) -> str | None:
+        """The multi-class scheme asked for: ``multi_class`` (LinearSVC's name) or ``multiclass``, which must agree
+        when both are set; None when neither is (the solver's default)."""
+        if self.multi_class not in MULTI_CLASS:
+            raise ValueError(
+                f"multi_class must be None, 'ovr' or 'crammer_singer' (LinearSVC's), got {self.multi_class!r}"
+                + ("; one-vs-one is multiclass='ovo'" if self.multi_class == "ovo" else "")
+            )
+        if self.multiclass not in MULTICLASS:
+            raise ValueError(f"multiclass must be None, 'ovr', 'ovo' or 'crammer_singer', got {self.multiclass!r}")
+        if None not in (self.multi_class, self.multiclass) and self.multi_class != self.multiclass:
+            raise ValueError(
+                f"multi_class={self.multi_class!r} and multiclass={self.multiclass!r} conflict: they are one setting "
+                "(LinearSVC's name and this estimator's); set one of them, or both to the same value"
+            )
+        return self.multiclass if self.multi_class is None else self.multi_class
+
+    def _takes_crammer_singer(self, solver: str) -> bool:
+        """Whether ``solver`` trains Crammer and Singer's problem (the built-in table, else the service's document)."""
+        if solver in SOLVER_PARAMS:
+            return solver in CRAMMER_SINGER_SOLVERS
+        return "crammer_singer" in service_solvers(self.url, self.api_key, self.timeout)[solver].multiclass
+
     def multiclass_scheme(self) -> str:
-        """The scheme a fit trains for more than two classes: ``multiclass``, or "ovo" for smo and "ovr" for the
-        other solvers (scikit-learn's SVC and LinearSVC)."""
+        """The scheme a fit trains for more than two classes: ``multi_class`` or ``multiclass``, or "ovo" for smo
+        and "ovr" for the other solvers (scikit-learn's SVC and LinearSVC)."""
         solver, _taken, one_vs_one = self.solver_info()
-        if self.multiclass is None:
+        scheme = self.requested_multiclass()
+        if scheme is None:
             return "ovo" if one_vs_one else "ovr"
-        if self.multiclass not in ("ovr", "ovo"):
-            raise ValueError(f"multiclass must be None, 'ovr' or 'ovo', got {self.multiclass!r}")
-        if self.multiclass == "ovo" and not one_vs_one:
+        if scheme == "ovo" and not one_vs_one:
             raise ValueError(
                 f"multiclass='ovo' needs solver 'smo' (or 'auto' with a kernel such as 'rbf'); solver {solver!r} "
                 "trains one-vs-rest only (multiclass='ovr' or None)"
             )
-        return self.multiclass
+        if scheme == "crammer_singer" and not self._takes_crammer_singer(solver):
+            raise ValueError(
+                f"multi_class='crammer_singer' needs solver 'ocas' (or 'auto', which picks ocas then); solver "
+                f"{solver!r} does not train Crammer and Singer's problem (set multi_class='ovr' or None)"
+            )
+        return scheme
+
+    def _check_penalty(self, solver: str, taken: tuple[str, ...]) -> None:
+        """penalty="l1" (dcd's L1-regularized squared hinge) needs a solver that takes it and loss="squared_hinge"."""
+        if self.penalty not in ("l2", "l1"):
+            raise ValueError(f"penalty must be 'l2' or 'l1', got {self.penalty!r}")
+        if self.penalty == "l1" and "penalty" not in taken:
+            raise ValueError(
+                f"penalty='l1' needs solver 'dcd' (or 'auto' with no kernel, which picks dcd); solver {solver!r} "
+                "trains the l2 penalty only"
+            )
+        if self.penalty == "l1" and "loss" in taken and self.loss != "squared_hinge":
+            raise ValueError(
+                f"penalty='l1' trains the squared hinge only (LIBLINEAR -s 5, LinearSVC(penalty='l1', "
+                f"loss='squared_hinge', dual=False)): pass loss='squared_hinge' (got loss={self.loss!r}; the "
+                "default loss is 'hinge')"
+            )
 
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:
         """The job's ``params`` for the solver ``fit`` trains (``solver_for``; what ``fit`` sends)."""
         solver, taken, one_vs_one = self.solver_info()
+        self._check_penalty(solver, taken)
         for name, default in DEFAULTS.items():
             value = getattr(self, name)
             if name not in taken and value != default:
@@ -247,10 +326,14 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                     f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
         params: dict = {"C": float(self.C), **self._job_params(), "probability": bool(self.probability)}
-        if one_vs_one:
-            params["multiclass"] = self.multiclass_scheme()
-        else:
-            self.multiclass_scheme()  # refuses "ovo"
+        scheme = self.multiclass_scheme()  # refuses what the solver does not train
+        if scheme == "crammer_singer" and self.probability:
+            raise ValueError(
+                "multi_class='crammer_singer' has no calibrated probabilities: set probability=False, or "
+                "multi_class='ovr' (or None) with probability=True"
+            )
+        if one_vs_one or scheme == "crammer_singer":
+            params["multiclass"] = scheme
         if self.decision_function_shape not in ("ovr", "ovo"):
             raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', got {self.decision_function_shape!r}")
         n_processes = n_processes_of(self.n_jobs)
@@ -258,6 +341,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             params["n_processes"] = n_processes
         if "loss" in taken:
             params["loss"] = SERVICE_LOSSES.get(self.loss, self.loss)
+        if self.penalty != "l2":  # sent when asked for (a service before penalty takes dcd jobs as they were)
+            params["penalty"] = self.penalty
         if "bias" in taken:
             params["bias"] = None if self.bias is None else float(self.bias)
         if self.tol is not None and "tol" in taken:
@@ -313,14 +398,16 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 f"({self.classes_[0]!r}) in {y.size} sample{'s' if y.size != 1 else ''}"
             )
         params = self.service_params(y_encoded)
-        if self.classes_.size > 2 and self.decision_function_shape == "ovo" and self.multiclass_scheme() == "ovr":
+        scheme = self.multiclass_scheme()
+        if self.classes_.size > 2 and self.decision_function_shape == "ovo" and scheme != "ovo":
             raise ValueError(
-                "decision_function_shape='ovo' needs a one-vs-one model: multiclass='ovo' (solver 'smo'); "
-                "this fit trains one-vs-rest, whose scores are one per class (decision_function_shape='ovr')"
+                "decision_function_shape='ovo' needs a one-vs-one model: multiclass='ovo' (solver 'smo'); this fit "
+                f"trains {'one-vs-rest' if scheme == 'ovr' else scheme}, whose scores are one per class "
+                "(decision_function_shape='ovr')"
             )
         if search is not None:
             params["search"] = search
-        solver = solver_for(self.solver, self.kernel)
+        solver = self.solver_info()[0]
         model = self._train(X, y_encoded, solver, params)
         self._adopt(model)
         self.solver_ = solver

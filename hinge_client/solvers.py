@@ -21,7 +21,8 @@ class SolverInfo:
     fields: frozenset[str]
     """The fields of its parameter schema (``C``, ``tol``, ``kernel``, ...)."""
     multiclass: tuple[str, ...]
-    """The schemes its ``multiclass`` field takes (``ovr``, ``ovo``); empty when it has none (one-vs-rest)."""
+    """The schemes its ``multiclass`` field takes (``ovr``, ``ovo``, ``crammer_singer``); empty when it has none
+    (one-vs-rest)."""
 
     @property
     def kernel(self) -> bool:
@@ -60,8 +61,8 @@ def solvers_in(document: dict) -> dict[str, SolverInfo]:
 
 def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
     """The estimator's parameters a solver takes, from its parameter schema's fields (``tol_rel`` takes ``tol``,
-    ``kernel`` takes gamma, degree and coef0 too)."""
-    taken: list[str] = [name for name in ("C", "loss") if name in info.fields]
+    ``kernel`` takes gamma, degree and coef0 too; its ``multiclass`` schemes are ``SolverInfo.multiclass``)."""
+    taken: list[str] = [name for name in ("C", "loss", "penalty") if name in info.fields]
     if info.kernel:
         taken += ["kernel", "gamma", "degree", "coef0"]
     taken += [name for name in ("bias",) if name in info.fields]

@@ -298,6 +298,52 @@ def test_hints_name_the_command_line_flags(service, files):
     assert code == 6 and "train it with -p probability=true" in err, err
 
 
+def test_train_penalty_l1_and_crammer_singer_pass_through_p(service, files):
+    """-p penalty=l1 (dcd's sparse L1-regularized squared hinge) and -p multiclass=crammer_singer (ocas's one problem
+    over all classes) reach the service as they are; what it refuses reads as the -p that fixes it."""
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    from hinge_client.data import to_svmlight as arrays_to_svmlight
+
+    url = service.base_url
+    X, y = load_wine(return_X_y=True)
+    wine = files["folder"] / "wine.svm"
+    wine.write_bytes(arrays_to_svmlight(StandardScaler().fit_transform(X), y))
+    code, out, err = hingectl(url, "upload", str(wine))
+    assert code == 0, err
+    dataset = out.strip()
+
+    code, _, err = hingectl(url, "train", dataset, "--solver", "dcd", "-p", "penalty=l1")
+    assert code == 6 and "use -p loss=squared_hinge" in err, err
+    code, out, err = hingectl(
+        url,
+        "train",
+        dataset,
+        "--solver",
+        "dcd",
+        *("-p", "penalty=l1", "-p", "loss=squared_hinge", "-p", "C=0.1"),
+        "--watch",
+    )
+    assert code == 0 and "succeeded" in err, err
+    l1 = out.strip()
+
+    code, _, err = hingectl(
+        url, "train", dataset, "--solver", "ocas", "-p", "multiclass=crammer_singer", "-p", "probability=true"
+    )
+    assert code == 6 and "crammer_singer has no calibrated probabilities (use -p multiclass=ovr" in err, err
+    code, out, err = hingectl(url, "train", dataset, "--solver", "ocas", "-p", "multiclass=crammer_singer", "--watch")
+    assert code == 0 and "succeeded" in err, err
+    crammer_singer = out.strip()
+    with service.client() as http:
+        l1_model = http.get(f"/v1/models/{l1}").json()
+        cs_model = http.get(f"/v1/models/{crammer_singer}").json()
+    assert l1_model["params"]["penalty"] == "l1" and l1_model["params"]["loss"] == "squared_hinge"
+    assert cs_model["params"]["multiclass"] == "crammer_singer" and cs_model["labels"] == [0.0, 1.0, 2.0]
+    code, out, err = hingectl(url, "evaluate", crammer_singer, dataset, "--json")
+    assert code == 0 and json.loads(out)["accuracy"] > 0.95, err
+
+
 def test_flag_hints_map_parameters_to_the_commands_flags():
     upload = argparse.Namespace(format=None, label_column=None, zero_based=None, value_dtype=None)
     assert (
@@ -316,6 +362,14 @@ def test_flag_hints_map_parameters_to_the_commands_flags():
     # smo's problem types read as the -p that asks for them
     assert flag_hints("nu is the parameter of `svm_type: one_class`; or smo with svm_type: epsilon_svr", upload) == (
         "nu is the parameter of `-p svm_type=one_class`; or --solver smo -p svm_type=epsilon_svr"
+    )
+    # penalty l1's and crammer_singer's "use <parameter> <value>" read as the -p that sets it
+    assert flag_hints("penalty l1 trains the squared hinge loss: use loss squared_hinge, not `hinge`", upload) == (
+        "penalty l1 trains the squared hinge loss: use -p loss=squared_hinge, not `hinge`"
+    )
+    assert (
+        flag_hints("not available with it (use multiclass ovr)", upload)
+        == "not available with it (use -p multiclass=ovr)"
     )
 
 

@@ -1,7 +1,7 @@
 """The Python client (sync and async) and its scikit-learn estimators, against a running service.
 
 ``check_estimator`` runs every scikit-learn check on HingeClassifier (linear and kernel, with and
-without probabilities) and HingeRanker; a check expected to fail is listed with the reason in
+without probabilities, penalty l1, Crammer-Singer) and HingeRanker; a check expected to fail is listed with the reason in
 ``EXPECTED_FAILURES`` and must fail (so the list cannot go stale).
 """
 
@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
@@ -245,7 +245,10 @@ EXPECTED_FAILURES = {
     # SVC(probability=True), whose documentation warns about it.
     "probability": {
         "check_classifiers_train": "predict_proba's argmax may differ from predict near the boundary (Platt, as LIBSVM -b 1)"
-    }
+    },
+    # the service's ocas takes no class_weight (its schema has none; LinearSVC's crammer_singer has one): the
+    # estimator refuses a class_weight for it at fit, before any request
+    "crammer_singer": {"check_class_weight_classifiers": "ocas (Crammer-Singer's only solver) takes no class_weight"},
 }
 
 
@@ -283,6 +286,8 @@ def run_checks(estimator, expected: dict) -> None:
         ("kernel", lambda url: HingeClassifier(solver="smo", C=10.0, kernel="rbf", gamma="scale", url=url)),
         ("probability", lambda url: HingeClassifier(solver="dcd", C=1.0, probability=True, url=url)),
         ("log_loss", lambda url: HingeClassifier(solver="dcd", C=1.0, loss="log_loss", url=url)),
+        ("l1", lambda url: HingeClassifier(penalty="l1", loss="squared_hinge", url=url)),
+        ("crammer_singer", lambda url: HingeClassifier(multi_class="crammer_singer", url=url)),
     ],
 )
 def test_hinge_classifier_passes_check_estimator(service, name, make):
@@ -375,6 +380,55 @@ def test_linear_models_have_linear_svc_coef_and_intercept(service):
     np.testing.assert_allclose(X @ kernel.coef_.T + kernel.intercept_, kernel.decision_function(X), atol=1e-9)
     kernel = HingeClassifier(solver="smo", kernel="linear", multiclass="ovr", url=service.base_url).fit(X, y)
     np.testing.assert_allclose(X @ kernel.coef_.T + kernel.intercept_, kernel.decision_function(X), atol=1e-9)
+
+
+def wine() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's wine (three classes, 13 features), standardized, its labels as names."""
+    X, y = load_wine(return_X_y=True)
+    return StandardScaler().fit_transform(X), np.array(["barolo", "grignolino", "barbera"])[y]
+
+
+def test_penalty_l1_is_linear_svc_l1_with_sparse_coef(service):
+    """penalty="l1" trains dcd's L1-regularized squared hinge (LIBLINEAR -s 5): some weights exactly zero, the
+    service's model says penalty l1, and it predicts as LinearSVC(penalty="l1", dual=False)."""
+    X, y = wine()
+    clf = HingeClassifier(penalty="l1", loss="squared_hinge", C=0.1, url=service.base_url).fit(X, y)
+    assert clf.solver_ == "dcd" and clf.model_["params"]["penalty"] == "l1"
+    assert clf.model_["params"]["loss"] == "squared_hinge"
+    assert clf.coef_.shape == (3, 13) and clf.intercept_.shape == (3,)
+    assert 0 < np.sum(clf.coef_ == 0.0) < clf.coef_.size, clf.coef_
+    np.testing.assert_allclose(X @ clf.coef_.T + clf.intercept_, clf.decision_function(X), rtol=1e-12, atol=1e-12)
+    reference = LinearSVC(penalty="l1", loss="squared_hinge", dual=False, C=0.1, tol=1e-8, max_iter=100_000)
+    reference.fit(X, y)
+    assert np.mean(clf.predict(X) == reference.predict(X)) > 0.97
+    default = HingeClassifier(loss="squared_hinge", C=0.1, url=service.base_url).fit(X, y)  # l2: dense, as before
+    assert default.model_["params"]["penalty"] == "l2" and np.all(default.coef_ != 0.0)
+
+
+def test_crammer_singer_is_one_problem_with_a_weight_vector_per_class(service):
+    """multi_class="crammer_singer" trains ocas's Crammer-Singer problem (LIBLINEAR -s 4): coef_ a row per class,
+    predictions the argmax of X @ coef_.T + intercept_, as LinearSVC(multi_class="crammer_singer"); two classes keep
+    LinearSVC's one row (positive scores: classes_[1])."""
+    X, y = wine()
+    clf = HingeClassifier(multi_class="crammer_singer", url=service.base_url).fit(X, y)
+    assert clf.solver_ == "ocas" and clf.model_["params"]["multiclass"] == "crammer_singer"
+    assert clf.coef_.shape == (3, 13) and clf.intercept_.shape == (3,)
+    scores = X @ clf.coef_.T + clf.intercept_
+    np.testing.assert_allclose(scores, clf.decision_function(X), rtol=1e-9, atol=1e-9)
+    assert np.array_equal(clf.predict(X), clf.classes_[np.argmax(scores, axis=1)])
+    reference = LinearSVC(multi_class="crammer_singer", C=1.0, tol=1e-8, max_iter=100_000).fit(X, y)
+    assert np.mean(clf.predict(X) == reference.predict(X)) > 0.97
+    synonym = HingeClassifier(solver="ocas", multiclass="crammer_singer", url=service.base_url).fit(X, y)
+    assert synonym.model_["params"]["multiclass"] == "crammer_singer"
+    np.testing.assert_allclose(synonym.coef_, clf.coef_, rtol=1e-9, atol=1e-12)
+    pair = y != "barbera"
+    binary = HingeClassifier(multi_class="crammer_singer", url=service.base_url).fit(X[pair], y[pair])
+    assert binary.coef_.shape == (1, 13) and binary.intercept_.shape == (1,)
+    two_scores = X[pair] @ binary.coef_[0] + binary.intercept_[0]
+    np.testing.assert_allclose(two_scores, binary.decision_function(X[pair]), rtol=1e-9, atol=1e-9)
+    assert np.array_equal(binary.predict(X[pair]), binary.classes_[(two_scores > 0).astype(int)])
+    with pytest.raises(ValueError, match="no calibrated probabilities"):
+        HingeClassifier(multi_class="crammer_singer", probability=True, url=service.base_url).fit(X, y)
 
 
 def counts(client: Client) -> dict:

@@ -106,6 +106,61 @@ def test_multiclass_decision_function_shape_and_n_jobs_are_parameters():
         HingeClassifier(decision_function_shape="ovx").service_params()
 
 
+def test_penalty_and_multi_class_are_parameters_mapped_to_the_service():
+    """penalty="l1" (dcd's L1-regularized squared hinge, LinearSVC(penalty="l1", dual=False)) and
+    multi_class="crammer_singer" (ocas's one problem over all classes, LinearSVC's name; multiclass takes it too)
+    are constructor parameters that go to the job's params; what the service cannot train is a ValueError that says
+    what to set, before any request."""
+    clf = HingeClassifier(penalty="l1", loss="squared_hinge", multi_class="ovr")
+    params = clf.get_params()
+    assert (params["penalty"], params["multi_class"]) == ("l1", "ovr")
+    assert clone(clf).get_params() == params
+    assert clf.set_params(penalty="l2", multi_class="crammer_singer").multi_class == "crammer_singer"
+    assert HingeClassifier().get_params()["penalty"] == "l2" and HingeClassifier().get_params()["multi_class"] is None
+    sent = HingeClassifier(penalty="l1", loss="squared_hinge").service_params()
+    assert (sent["penalty"], sent["loss"]) == ("l1", "squared_hinge")
+    assert "penalty" not in HingeClassifier().service_params()  # l2: the service's default, as before
+    crammer_singer = HingeClassifier(multi_class="crammer_singer")
+    assert crammer_singer.solver_info()[0] == "ocas"  # "auto" picks ocas
+    assert crammer_singer.service_params()["multiclass"] == "crammer_singer"
+    for synonym in (
+        HingeClassifier(solver="ocas", multiclass="crammer_singer"),
+        HingeClassifier(solver="ocas", multi_class="crammer_singer", multiclass="crammer_singer"),
+    ):
+        assert synonym.service_params()["multiclass"] == "crammer_singer" and synonym.solver_info()[0] == "ocas"
+    assert "multiclass" not in HingeClassifier(solver="ocas", multi_class="ovr").service_params()
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"penalty": "l1"}, r"pass loss='squared_hinge'.*default loss is 'hinge'"),
+        ({"penalty": "l1", "loss": "log_loss"}, r"pass loss='squared_hinge' \(got loss='log_loss'"),
+        ({"penalty": "l1", "loss": "squared_hinge", "solver": "ocas"}, r"penalty='l1' needs solver 'dcd'.*'ocas'"),
+        ({"penalty": "l1", "loss": "squared_hinge", "kernel": "rbf"}, r"penalty='l1' needs solver 'dcd'.*'smo'"),
+        ({"penalty": "elasticnet"}, "penalty must be 'l2' or 'l1'"),
+        ({"multi_class": "crammer_singer", "solver": "dcd"}, r"multi_class='crammer_singer' needs solver 'ocas'"),
+        ({"multi_class": "crammer_singer", "solver": "cpa"}, r"needs solver 'ocas'.*solver 'cpa'"),
+        ({"multiclass": "crammer_singer", "solver": "smo"}, r"needs solver 'ocas'.*solver 'smo'"),
+        (
+            {"multi_class": "crammer_singer", "kernel": "rbf"},
+            r"trains linear models \(solver 'ocas'\), not kernel='rbf'",
+        ),
+        ({"multi_class": "crammer_singer", "probability": True}, r"no calibrated probabilities: set probability=False"),
+        ({"multi_class": "crammer_singer", "multiclass": "ovr"}, "conflict: they are one setting"),
+        ({"multi_class": "ovr", "multiclass": "ovo", "kernel": "rbf"}, "conflict: they are one setting"),
+        ({"multi_class": "ovo"}, "multi_class must be None, 'ovr' or 'crammer_singer'.*multiclass='ovo'"),
+        ({"multiclass": "one_vs_all"}, "multiclass must be None, 'ovr', 'ovo' or 'crammer_singer'"),
+    ],
+)
+def test_penalty_and_multi_class_the_service_cannot_train_are_refused(params, message):
+    with pytest.raises(ValueError, match=message):
+        HingeClassifier(**params).service_params()
+    X, y = cancer()
+    with pytest.raises(ValueError, match=message):  # at fit, before any request (no service at this url)
+        HingeClassifier(url="http://127.0.0.1:9", **params).fit(X, y)
+
+
 def test_kernel_estimator_is_svc_one_vs_one(service):
     X, y = digits()
     X, y = X[:600], y[:600]
@@ -244,6 +299,7 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "balanced_accuracy"}, "scores by accuracy"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "f1_macro"}, "macro average over more than two"),
         (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier"),
+        (HingeClassifier(multi_class="crammer_singer"), {"C": [1.0]}, {}, "does not run multi_class='crammer_singer'"),
     ],
 )
 def test_what_the_service_search_cannot_run_is_refused_before_any_request(estimator, grid, kwargs, message):

@@ -264,4 +264,5 @@ def test_the_estimators_table_of_built_in_solvers_is_what_the_openapi_document_s
     for name, info in solvers.items():
         assert estimator_params_of(info) == estimators.SOLVER_PARAMS[name], name
         assert ("ovo" in info.multiclass) == (name in estimators.ONE_VS_ONE_SOLVERS), name
+        assert ("crammer_singer" in info.multiclass) == (name in estimators.CRAMMER_SINGER_SOLVERS), name
         assert (not info.kernel) == (name in estimators.LINEAR_SOLVERS), name
