@@ -101,4 +101,44 @@ def test_l1_needs_the_squared_hinge(http, cancer):
     X, y = cancer
     dataset = upload(http, svmlight(X[:50], y[:50])).json()
     response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": {"penalty": "l1"}})
-    assert_error(response, 422, "validation_error", "penalty l1", "squared_hinge")
+    assert_error(response, 422, "validation_error", "penalty l1", "squared_hinge or logistic")
+
+
+@pytest.mark.parametrize("C", [0.05, 1.0])
+@pytest.mark.parametrize("B", [1.0, 0.0])
+def test_l1_logistic_reaches_liblinear_s6_optimum_with_its_sparsity(cancer, C, B):
+    """dcd's penalty l1 with loss logistic (worker/solvers/dcd_l1_logistic.py) against liblinear-official -s 6."""
+    from worker.solvers.dcd_l1_logistic import primal_value as logistic_primal
+    from worker.solvers.dcd_l1_logistic import solve_l1_logistic
+
+    X, y = cancer
+    M = sp.csr_matrix(X)
+    result = solve_l1_logistic(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings())
+    assert result.converged and result.extra["gap_rel"] <= 1e-9  # this certificate is tight
+    official, converged = liblinear_train(X, y, f"-s 6 -c {C} -e 1e-8" + (f" -B {B}" if B else ""))
+    reference = logistic_primal(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, B), B, C, C)
+    assert result.objective <= reference * (1 + 1e-9)
+    if converged:  # measured: equal to 1e-12, the same non-zero weights
+        assert result.objective == pytest.approx(reference, rel=1e-6)
+        w_official = _liblinear_w_full(official, B)[: X.shape[1]]
+        assert np.count_nonzero(result.w) == np.count_nonzero(np.abs(w_official) > 1e-9)
+    assert 0 < np.count_nonzero(result.w) < X.shape[1]
+
+
+def test_service_l1_logistic_has_probabilities_and_exports_as_liblinear_s6(http, cancer):
+    """Through the API: penalty l1 with loss logistic is certified at the defaults (tol_rel 0.01 holds), predicts
+    probabilities with no calibration, and its LIBLINEAR file (L1R_LR) gives liblinear-official's -b 1 probabilities."""
+    X, y = cancer
+    X_train, y_train, X_test, _ = split(X, y)
+    dataset = upload(http, svmlight(X_train, y_train)).json()
+    model = train(http, dataset["id"], "dcd", {"penalty": "l1", "loss": "logistic", "C": 0.5})
+    assert model["params"]["tol"] == 0.01 and model["params"]["tol_rel"] == 0.01 and model["gap_rel"] <= 0.01
+    ours = predict(http, model["id"], X_test, probabilities=True)
+    text = export(http, model["id"], "liblinear")
+    assert text.startswith(b"solver_type L1R_LR\n")
+    loaded = liblinearutil.load_model(saved(text, ".liblinear"))
+    labels, _, probabilities = liblinearutil.predict([], sp.csr_matrix(X_test), loaded, "-b 1 -q")
+    assert labels == ours["labels"]
+    order = [loaded.get_labels().index(label) for label in model["labels"]]
+    assert np.max(np.abs(np.array(probabilities)[:, order] - np.array(ours["probabilities"]))) <= 1e-9
+    assert 0 < np.count_nonzero(export_weights(http, model["id"])) < X.shape[1]

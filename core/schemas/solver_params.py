@@ -52,7 +52,10 @@ class DcdParams(CommonParams):
             "with `tol` LIBLINEAR -s 5's relative rule (a pass's summed violation below tol times the first pass's; "
             "default 0.01 as its -e). Its gap_rel comes from the Fenchel dual point of w scaled to feasibility, a "
             "loose bound (0.9 on a9a at 0.03% from the optimum): `tol_rel` is not required by default then (null), "
-            "only when given. Other losses with `l1` are refused (422)."
+            "only when given. With `logistic`: L1-regularized logistic regression (LIBLINEAR's -s 6, "
+            'LogisticRegression(penalty="l1", solver="liblinear")), the same CDN with the log-loss; its '
+            "certificate (binary entropies) is tight, so `tol_rel` 0.01 holds by default as for the other losses. "
+            "Other losses with `l1` are refused (422)."
         ),
     )
     epsilon: float = Field(
@@ -140,14 +143,16 @@ class DcdParams(CommonParams):
 
     @model_validator(mode="after")
     def _named_tol_rules(self):
-        if self.penalty == "l1" and self.loss != "squared_hinge":
+        if self.penalty == "l1" and self.loss not in ("squared_hinge", "logistic"):
             raise ValueError(
-                f"penalty l1 trains the squared hinge loss (LIBLINEAR -s 5): use loss squared_hinge, not `{self.loss}`"
+                "penalty l1 trains the squared hinge loss (LIBLINEAR -s 5) or the logistic loss (-s 6): use loss "
+                f"squared_hinge or logistic, not `{self.loss}`"
             )
-        if self.penalty == "l1":  # LIBLINEAR -s 5's defaults; its dual certificate is loose (see `penalty`)
+        if self.penalty == "l1":  # LIBLINEAR -s 5's and -s 6's -e
             if "tol" not in self.model_fields_set:
                 self.tol = L1_TOL
-            if "tol_rel" not in self.model_fields_set:
+                self.model_fields_set.discard("tol")  # a default, not the user's tol (``tol_alone_when_named``)
+            if "tol_rel" not in self.model_fields_set and self.loss == "squared_hinge":  # its certificate is loose
                 self.tol_rel = None
         default_epsilon = type(self).model_fields["epsilon"].default
         if self.epsilon != default_epsilon and self.loss not in REGRESSION_LOSSES:  # stored params list the default

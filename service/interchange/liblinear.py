@@ -77,8 +77,8 @@ def solver_type_of(model: ModelDescription) -> str:
         return "L2R_L1LOSS_SVR_DUAL"
     if params.get("loss") == "squared_epsilon_insensitive":
         return "L2R_L2LOSS_SVR_DUAL"
-    if params.get("penalty") == "l1":  # dcd's L1-regularized squared hinge: LIBLINEAR's -s 5
-        return "L1R_L2LOSS_SVC"
+    if params.get("penalty") == "l1":  # dcd's L1-regularized squared hinge and logistic loss: LIBLINEAR's -s 5, -s 6
+        return "L1R_LR" if params.get("loss") == "logistic" else "L1R_L2LOSS_SVC"
     if params.get("loss") == "squared_hinge":  # a solver with LIBLINEAR's -s 1 loss (dcd's squared_hinge)
         return "L2R_L2LOSS_SVC_DUAL"
     if params.get("loss") == "logistic":  # dcd's logistic regression: LIBLINEAR's -s 7

@@ -129,6 +129,7 @@ from worker.solvers.common import (
     rng_state,
 )
 from worker.solvers.dcd_l1 import solve_l1
+from worker.solvers.dcd_l1_logistic import solve_l1_logistic
 from worker.solvers.dcd_logistic import primal_value as logistic_primal
 from worker.solvers.dcd_logistic import solve_logistic
 from worker.solvers.dcd_passes import (
@@ -309,6 +310,8 @@ def solve_dcd(
             raise SolverInputError(f"alpha0 must have shape ({n_rows},), got {start.shape}")
         if not np.all(np.isfinite(start)):
             raise SolverInputError("alpha0 contains NaN or infinite values")
+    if params.penalty == "l1" and params.loss == "logistic":  # primal CDN on |w|_1 + log-loss (dcd_l1_logistic)
+        return solve_l1_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control)
     if params.loss == "logistic":  # the same coordinate descent on the entropy dual (dcd_logistic)
         return solve_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control, start)
     if params.penalty == "l1":  # primal coordinate descent on |w|_1 (dcd_l1); a dual start does not apply
@@ -476,6 +479,6 @@ def warm_up() -> None:
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 if loss in LOSSES:
                     primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
-                if loss == "squared_hinge":  # the L1-regularized one too (dcd_l1)
+                if loss in ("squared_hinge", "logistic"):  # the L1-regularized ones too (dcd_l1, dcd_l1_logistic)
                     settings.penalty = "l1"
                     solve_dcd(*arrays, n_features=2, params=settings)
