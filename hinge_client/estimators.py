@@ -139,10 +139,12 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     loss : dcd's loss: "hinge" (LinearSVC's L1 loss), "squared_hinge" (LinearSVC's default) or "log_loss"
         (logistic regression, LIBLINEAR -s 7 as LogisticRegression(solver="liblinear"): predict_proba with no
         calibration).
-    penalty : the regularizer: "l2" (default, 0.5|w|^2) or "l1" (|w|_1, whose coef_ is sparse: LIBLINEAR -s 5, as
-        LinearSVC(penalty="l1", loss="squared_hinge", dual=False)); "l1" is dcd's only (solver "dcd", or "auto" with
-        no kernel) and trains the squared hinge only: it needs loss="squared_hinge" (the default loss is "hinge").
-        With "l1", tol=None is LIBLINEAR -s 5's 0.01.
+    penalty : the regularizer: "l2" (default, 0.5|w|^2) or "l1" (|w|_1, whose coef_ is sparse): with
+        loss="squared_hinge" LIBLINEAR -s 5, as LinearSVC(penalty="l1", loss="squared_hinge", dual=False); with
+        loss="log_loss" L1-regularized logistic regression, LIBLINEAR -s 6, as LogisticRegression(penalty="l1",
+        solver="liblinear") (predict_proba with no calibration). "l1" is dcd's only (solver "dcd", or "auto" with no
+        kernel) and needs one of those two losses (the default loss is "hinge"). With "l1", tol=None is LIBLINEAR's
+        0.01.
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.
     tol, max_iter : the solver's stopping rule (None: the service's default; ocas reads tol as tol_rel).
     class_weight : {label: factor on C}, or "balanced" (n_samples / (n_classes * count of the label)).
@@ -296,7 +298,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         return scheme
 
     def _check_penalty(self, solver: str, taken: tuple[str, ...]) -> None:
-        """penalty="l1" (dcd's L1-regularized squared hinge) needs a solver that takes it and loss="squared_hinge"."""
+        """penalty="l1" (dcd's L1-regularized squared hinge or logistic regression) needs a solver that takes it and
+        loss="squared_hinge" or "log_loss"."""
         if self.penalty not in ("l2", "l1"):
             raise ValueError(f"penalty must be 'l2' or 'l1', got {self.penalty!r}")
         if self.penalty == "l1" and "penalty" not in taken:
@@ -304,11 +307,11 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 f"penalty='l1' needs solver 'dcd' (or 'auto' with no kernel, which picks dcd); solver {solver!r} "
                 "trains the l2 penalty only"
             )
-        if self.penalty == "l1" and "loss" in taken and self.loss != "squared_hinge":
+        if self.penalty == "l1" and "loss" in taken and self.loss not in ("squared_hinge", "log_loss"):
             raise ValueError(
-                f"penalty='l1' trains the squared hinge only (LIBLINEAR -s 5, LinearSVC(penalty='l1', "
-                f"loss='squared_hinge', dual=False)): pass loss='squared_hinge' (got loss={self.loss!r}; the "
-                "default loss is 'hinge')"
+                f"penalty='l1' trains the squared hinge (LIBLINEAR -s 5, LinearSVC(penalty='l1', "
+                "loss='squared_hinge', dual=False)) or the logistic loss (-s 6): pass loss='squared_hinge' or "
+                f"loss='log_loss' (got loss={self.loss!r}; the default loss is 'hinge')"
             )
 
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
+from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
@@ -287,6 +289,7 @@ def run_checks(estimator, expected: dict) -> None:
         ("probability", lambda url: HingeClassifier(solver="dcd", C=1.0, probability=True, url=url)),
         ("log_loss", lambda url: HingeClassifier(solver="dcd", C=1.0, loss="log_loss", url=url)),
         ("l1", lambda url: HingeClassifier(penalty="l1", loss="squared_hinge", url=url)),
+        ("l1_log_loss", lambda url: HingeClassifier(penalty="l1", loss="log_loss", url=url)),
         ("crammer_singer", lambda url: HingeClassifier(multi_class="crammer_singer", url=url)),
     ],
 )
@@ -403,6 +406,14 @@ def test_penalty_l1_is_linear_svc_l1_with_sparse_coef(service):
     assert np.mean(clf.predict(X) == reference.predict(X)) > 0.97
     default = HingeClassifier(loss="squared_hinge", C=0.1, url=service.base_url).fit(X, y)  # l2: dense, as before
     assert default.model_["params"]["penalty"] == "l2" and np.all(default.coef_ != 0.0)
+    # with log_loss: L1-regularized logistic regression (-s 6), probabilities with no calibration, as scikit-learn's
+    logistic = HingeClassifier(penalty="l1", loss="log_loss", C=0.5, tol=1e-6, url=service.base_url).fit(X, y)
+    assert logistic.model_["params"]["loss"] == "logistic" and 0 < np.sum(logistic.coef_ == 0.0) < logistic.coef_.size
+    sklearn_l1 = OneVsRestClassifier(  # liblinear's one-vs-rest, as ours
+        LogisticRegression(penalty="l1", solver="liblinear", C=0.5, tol=1e-8, max_iter=10_000)
+    ).fit(X, y)
+    assert np.mean(logistic.predict(X) == sklearn_l1.predict(X)) > 0.97
+    assert np.allclose(logistic.predict_proba(X).sum(axis=1), 1.0)
 
 
 def test_crammer_singer_is_one_problem_with_a_weight_vector_per_class(service):

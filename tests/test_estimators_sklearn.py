@@ -135,7 +135,7 @@ def test_penalty_and_multi_class_are_parameters_mapped_to_the_service():
     "params,message",
     [
         ({"penalty": "l1"}, r"pass loss='squared_hinge'.*default loss is 'hinge'"),
-        ({"penalty": "l1", "loss": "log_loss"}, r"pass loss='squared_hinge' \(got loss='log_loss'"),
+        ({"penalty": "l1", "loss": "hinge"}, r"pass loss='squared_hinge' or loss='log_loss' \(got loss='hinge'"),
         ({"penalty": "l1", "loss": "squared_hinge", "solver": "ocas"}, r"penalty='l1' needs solver 'dcd'.*'ocas'"),
         ({"penalty": "l1", "loss": "squared_hinge", "kernel": "rbf"}, r"penalty='l1' needs solver 'dcd'.*'smo'"),
         ({"penalty": "elasticnet"}, "penalty must be 'l2' or 'l1'"),
