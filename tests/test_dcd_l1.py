@@ -107,14 +107,16 @@ def test_l1_needs_the_squared_hinge(http, cancer):
 @pytest.mark.parametrize("C", [0.05, 1.0])
 @pytest.mark.parametrize("B", [1.0, 0.0])
 def test_l1_logistic_reaches_liblinear_s6_optimum_with_its_sparsity(cancer, C, B):
-    """dcd's penalty l1 with loss logistic (worker/solvers/dcd_l1_logistic.py) against liblinear-official -s 6."""
+    """dcd's penalty l1 with loss logistic (worker/solvers/dcd_l1_logistic.py, newGLMNET) against liblinear-official
+    -s 6; a tol_rel below what float64 certifies ends the run (stalled: max_iter) instead of looping."""
     from worker.solvers.dcd_l1_logistic import primal_value as logistic_primal
     from worker.solvers.dcd_l1_logistic import solve_l1_logistic
 
     X, y = cancer
     M = sp.csr_matrix(X)
-    result = solve_l1_logistic(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings())
-    assert result.converged and result.extra["gap_rel"] <= 1e-9  # this certificate is tight
+    settings = _settings(tol_rel=1e-8)  # this certificate is tight, to what float64 allows (~1e-9 here)
+    result = solve_l1_logistic(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, settings)
+    assert result.converged and result.extra["gap_rel"] <= 1e-8
     official, converged = liblinear_train(X, y, f"-s 6 -c {C} -e 1e-8" + (f" -B {B}" if B else ""))
     reference = logistic_primal(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, B), B, C, C)
     assert result.objective <= reference * (1 + 1e-9)
@@ -123,6 +125,11 @@ def test_l1_logistic_reaches_liblinear_s6_optimum_with_its_sparsity(cancer, C, B
         w_official = _liblinear_w_full(official, B)[: X.shape[1]]
         assert np.count_nonzero(result.w) == np.count_nonzero(np.abs(w_official) > 1e-9)
     assert 0 < np.count_nonzero(result.w) < X.shape[1]
+    stalled = solve_l1_logistic(
+        M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings(tol_rel=1e-14)
+    )
+    assert not stalled.converged and stalled.stop_reason.value == "max_iter" and stalled.n_iter < 1000
+    assert stalled.objective == pytest.approx(result.objective, rel=1e-9)
 
 
 def test_service_l1_logistic_has_probabilities_and_exports_as_liblinear_s6(http, cancer):

@@ -361,7 +361,9 @@ class DualRun:
         )
 
 
-def run_dual_passes(one_pass, after_pass, objectives, active_size, params, control: SolverControl) -> DualRun:
+def run_dual_passes(
+    one_pass, after_pass, objectives, active_size, params, control: SolverControl, stalled=None
+) -> DualRun:
     """The outer loop of a dual coordinate descent (dcd's logistic regression, SVR and L1-regularized SVM; dcd's own
     loop has its shrinking woven in): passes until the violation rule holds on every row and the duality gap
     certifies the model (``tol_rel``; when it does not, the threshold is divided by 10 and the passes go on, the gap
@@ -371,7 +373,8 @@ def run_dual_passes(one_pass, after_pass, objectives, active_size, params, contr
     ``one_pass(stop_at)`` runs a pass, or its slice up to the ``time.monotonic()`` instant ``stop_at``: (largest
     violation, done). ``after_pass(violation, threshold)``: whether the rule holds on every row (the solver's
     bookkeeping between passes: shrinking, inner tolerances). ``objectives()``: (primal, dual); ``active_size()``:
-    the rows the passes visit now. ``params``: tol,
+    the rows the passes visit now. ``stalled()`` (optional): whether the solver can make no more progress, which
+    ends the run as ``max_iter`` does. ``params``: tol,
     tol_rel, max_iter, trace_every, trace_budget, as dcd's. Trace points as ``dual_trace_point``."""
     tol_rel = 0.0 if params.tol_rel is None else float(params.tol_rel)
     threshold, max_iter = float(params.tol), params.max_iter
@@ -421,7 +424,7 @@ def run_dual_passes(one_pass, after_pass, objectives, active_size, params, contr
                     threshold = held_threshold
             if converged:
                 stop_reason, finished = StopReason.CONVERGED, True
-        if not finished and iteration >= max_iter:
+        if not finished and (iteration >= max_iter or (stalled is not None and stalled())):
             stop_reason, finished = StopReason.MAX_ITER, True
         if not finished:
             reason = control.check()

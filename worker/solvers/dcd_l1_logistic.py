@@ -1,11 +1,11 @@
-"""L1-regularized logistic regression by coordinate descent with Newton steps (CDN; LIBLINEAR's -s 6 problem).
+"""L1-regularized logistic regression by newGLMNET (LIBLINEAR's -s 6).
 
 Problem
 -------
 Rows x_i, labels y_i in {-1, +1}, per-row costs C_i = C * class_weight(y_i), the bias feature of ``dcd_l1`` (its
 weight regularized too, as LIBLINEAR's -B), in the service's convention:
 
-    min_w  P(w) = |w|_1 + sum_i C_i * log(1 + exp(-y_i w'x_i)).
+    min_w  P(w) = |w|_1 + L(w),   L(w) = sum_i C_i * log(1 + exp(-y_i w'x_i)).
 
 Its Fenchel dual, for the certificate: with the logistic loss's conjugate (a binary entropy),
 
@@ -17,17 +17,27 @@ the certified gap P(w) - D(s alpha).
 
 Algorithm
 ---------
-Yuan, Chang, Hsieh and Lin, JMLR 11 (2010), Section 4.1 (CDN), with the logistic loss (the paper's Section 4.1.1
-applies it to both losses; LIBLINEAR's -s 6 now runs newGLMNET, Yuan, Ho and Lin 2012, on the same problem): the
-passes, random order, Newton direction of the one-variable problem with |w_j + d|, Armijo line search, shrinking and
-stopping rule of ``dcd_l1`` (its docstring), with the logistic loss's derivatives at feature j, t_i = y_i w'x_i and
-tau_i = 1 / (1 + exp(-t_i)):
+Yuan, Ho and Lin, "An improved GLMNET for L1-regularized logistic regression", JMLR 13 (2012) (newGLMNET, what
+LIBLINEAR's -s 6 runs). Each outer iteration is a Newton step on the smooth part: with t_i = y_i w'x_i, tau_i =
+1 / (1 + exp(-t_i)) and D_i = C_i tau_i (1 - tau_i),
 
-    L' = -sum_i C_i (1 - tau_i) y_i x_ij,   L'' = sum_i C_i tau_i (1 - tau_i) x_ij^2   (at least 1e-12),
+    d = argmin_d  q(d) = grad L' d + 0.5 d' (X' D X + nu I) d + |w + d|_1 - |w|_1     (nu = 1e-12),
 
-the line search testing the loss's change summed over column j's rows (no bound: the logistic loss's curvature is
-not bounded by a constant as the squared hinge's is, but at most 1/4, so the test G z + z^2 / 8 sum_i C_i x_ij^2
-accepts a step as safely). The margins t_i are kept and moved with w_j.
+grad_j L = -sum_i C_i (1 - tau_i) y_i x_ij, solved inexactly by coordinate descent over the features (the
+one-variable minimizer of q with |w_j + d_j| in closed form, as CDN's step; the products X d kept per row, so that a
+coordinate costs its column), in a seeded random order, with shrinking (a feature at w_j + d_j = 0 whose
+quadratic's subgradient interval holds 0 by more than the last inner pass's largest violation / n leaves the inner
+passes; all come back for a last check), until the inner passes' summed violation is below inner_tol times the
+first outer iteration's (inner_tol starts at 1 and is divided by 4 whenever the inner loop ends after one pass; at
+most 100 passes). Then a backtracking line search on the step: lambda = 1, 1/2, ... until
+P(w + lambda d) - P(w) <= sigma lambda (grad L' d + |w + d|_1 - |w|_1), sigma = 0.01, at most 20 halvings, which
+costs no pass over the data (the margins move by lambda y_i x_i'd, kept). When no step passes the line search three
+times in a row with the inner problem solved to rounding (a ``tol_rel`` below what float64 certifies), the run stops
+with stop reason max_iter. Outer shrinking, stopping rule (LIBLINEAR's
+-e: the outer iteration's summed minimum-norm subgradient below tol times the first one's; every feature back for a
+last check) and the certified gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses``,
+``common.run_dual_passes``); an outer iteration counts as a pass. Deadline and cancel are seen between outer
+iterations.
 """
 
 from __future__ import annotations
@@ -42,12 +52,11 @@ from worker.solvers.common import (
     RelativeRulePasses,
     SolverControl,
     SolverResult,
-    monotonic_s,
     rng_state,
     run_dual_passes,
     shuffle_prefix,
 )
-from worker.solvers.dcd_l1 import MAX_HALVINGS, SIGMA, _column_squares, columns
+from worker.solvers.dcd_l1 import SIGMA, columns
 
 
 @njit(cache=True, inline="always")
@@ -65,95 +74,171 @@ def _tau(t):
     return e / (1.0 + e)
 
 
+MAX_INNER = 100
+"""Most inner coordinate-descent passes of an outer iteration."""
+MAX_LINE_SEARCH = 20
+STALLED_SEARCHES = 3
+"""Line searches failed in a row, the inner problem solved to rounding, after which the run stops (stop reason
+max_iter: the rule did not hold; the gap says how far it got)."""
+NU = 1e-12
+"""Added to the quadratic's diagonal (its curvature along a feature no row has)."""
+
+
 @njit(cache=True)
-def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, t, w, index, active, shrink_at, n_rows, rng, resume, stop_at):
-    """One pass (or a slice of one) over the features index[:active], as ``dcd_l1._pass`` with the logistic loss;
-    returns (active, largest violation, summed violation, done)."""
-    if resume[0] < 0.0:
-        shuffle_prefix(index, active, rng)
-        s = 0
-        worst = 0.0
-        total = 0.0
-    else:
-        s = int(resume[0])
-        worst = resume[1]
-        total = resume[2]
-    first = s
+def _newton_iteration(
+    col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n_rows, rng, state, work, G, Hd, d, inner
+):
+    """One outer iteration (module docstring) over the features index[:active], outer shrinking against
+    ``shrink_at``: its gradient, violation and shrinking, the inner coordinate descent and the line search.
+    ``state``: [inner_tol, the first iteration's summed violation (-1 before it), line searches failed in a row at
+    an inner_tol below 1e-15 (no step left above rounding)]; ``work``: 3 x n scratch (the
+    loss's gradient factors, D, X d). Returns (active, largest violation, summed violation, True)."""
+    n = t.shape[0]
+    g1 = work[0]
+    D = work[1]
+    u = work[2]
+    for i in range(n):
+        tau = _tau(t[i])
+        g1[i] = -costs[i] * (1.0 - tau)
+        D[i] = costs[i] * tau * (1.0 - tau)
+        u[i] = 0.0
+    for j in range(d.shape[0]):
+        d[j] = 0.0
+    worst = 0.0
+    total = 0.0
+    s = 0
     while s < active:
-        if (s & 255) == 0 and s - first >= 256 and monotonic_s() >= stop_at:
-            resume[0] = s
-            resume[1] = worst
-            resume[2] = total
-            return active, worst, total, False
         j = index[s]
-        start = col_ptr[j]
-        end = col_ptr[j + 1]
-        G = 0.0
-        H = 0.0
-        for p in range(start, end):
+        g = 0.0
+        h = NU
+        for p in range(col_ptr[j], col_ptr[j + 1]):
             i = col_rows[p]
             v = col_vals[p]
-            c = costs[i]
-            tau = _tau(t[i])
-            G -= c * (1.0 - tau) * v
-            H += c * tau * (1.0 - tau) * v * v
-        if H < 1e-12:
-            H = 1e-12
-        Gp = G + 1.0
-        Gn = G - 1.0
+            g += g1[i] * v
+            h += D[i] * v * v
+        G[j] = g
+        Hd[j] = h
         wj = w[j]
         if wj == 0.0:
-            if Gp < 0.0:
-                violation = -Gp
-            elif Gn > 0.0:
-                violation = Gn
+            if g + 1.0 < 0.0:
+                violation = -(g + 1.0)
+            elif g - 1.0 > 0.0:
+                violation = g - 1.0
             else:
                 violation = 0.0
-                if Gp > shrink_at / n_rows and Gn < -shrink_at / n_rows:  # well inside: out of the passes
+                if g + 1.0 > shrink_at / n_rows and g - 1.0 < -shrink_at / n_rows:
                     active -= 1
                     index[s] = index[active]
                     index[active] = j
                     continue
         elif wj > 0.0:
-            violation = abs(Gp)
+            violation = abs(g + 1.0)
         else:
-            violation = abs(Gn)
+            violation = abs(g - 1.0)
         if violation > worst:
             worst = violation
         total += violation
-        if Gp < H * wj:
-            d = -Gp / H
-        elif Gn > H * wj:
-            d = -Gn / H
-        else:
-            d = -wj
-        if abs(d) < 1e-12:
-            s += 1
-            continue
-        delta = abs(wj + d) - abs(wj) + G * d
-        step = 1.0
-        accepted = False
-        for _ in range(MAX_HALVINGS):
-            z = step * d
-            # the loss's curvature is at most 1/4: G z + z^2 / 8 sum_i C_i x_ij^2 bounds its change
-            if abs(wj + z) - abs(wj) + G * z + 0.125 * xj_sq[j] * z * z <= SIGMA * step * delta:
-                accepted = True
-                break
-            change = 0.0
-            for p in range(start, end):
-                i = col_rows[p]
-                change += costs[i] * (_log_loss(t[i] + z * col_vals[p]) - _log_loss(t[i]))
-            if abs(wj + z) - abs(wj) + change <= SIGMA * step * delta:
-                accepted = True
-                break
-            step *= 0.5
-        if accepted:
-            z = step * d
-            w[j] = wj + z
-            for p in range(start, end):
-                t[col_rows[p]] += z * col_vals[p]
         s += 1
-    resume[0] = -1.0
+    if state[1] < 0.0:
+        state[1] = total
+    # ---- the quadratic's minimizer, by coordinate descent over index[:active]
+    inner_tol = state[0]
+    for s in range(active):
+        inner[s] = index[s]
+    inner_active = active
+    largest_old = np.inf
+    passes = 0
+    for _ in range(MAX_INNER):
+        passes += 1
+        shuffle_prefix(inner, inner_active, rng)
+        largest = 0.0
+        summed = 0.0
+        s = 0
+        while s < inner_active:
+            j = inner[s]
+            gq = G[j]
+            for p in range(col_ptr[j], col_ptr[j + 1]):
+                i = col_rows[p]
+                gq += D[i] * col_vals[p] * u[i]
+            h = Hd[j]
+            wpd = w[j] + d[j]
+            if wpd == 0.0:
+                if gq + 1.0 < 0.0:
+                    violation = -(gq + 1.0)
+                elif gq - 1.0 > 0.0:
+                    violation = gq - 1.0
+                else:
+                    violation = 0.0
+                    if gq + 1.0 > largest_old / n_rows and gq - 1.0 < -largest_old / n_rows:
+                        inner_active -= 1
+                        inner[s] = inner[inner_active]
+                        inner[inner_active] = j
+                        continue
+            elif wpd > 0.0:
+                violation = abs(gq + 1.0)
+            else:
+                violation = abs(gq - 1.0)
+            if violation > largest:
+                largest = violation
+            summed += violation
+            to_zero = False
+            if gq + 1.0 <= h * wpd:
+                z = -(gq + 1.0) / h
+            elif gq - 1.0 >= h * wpd:
+                z = -(gq - 1.0) / h
+            else:
+                z = -wpd
+                to_zero = True
+            if abs(z) > 1e-12 or (to_zero and wpd != 0.0):
+                z = min(max(z, -10.0), 10.0)
+                old_d = d[j]
+                # to zero exactly: w_j + d_j == 0 in floating point (a residue would read as a weight's violation)
+                d[j] = -w[j] if to_zero and abs(z) < 10.0 else old_d + z
+                z = d[j] - old_d
+                for p in range(col_ptr[j], col_ptr[j + 1]):
+                    u[col_rows[p]] += z * col_vals[p]
+            s += 1
+        if summed <= inner_tol * state[1]:
+            if inner_active == active:
+                break
+            for s in range(active):  # every feature back for a last inner check
+                inner[s] = index[s]
+            inner_active = active
+            largest_old = np.inf
+            continue
+        largest_old = largest
+    if passes == 1:
+        state[0] = inner_tol * 0.25
+    # ---- the line search on w + lambda d (margins t + lambda u)
+    delta = 0.0
+    for s in range(active):
+        j = index[s]
+        delta += G[j] * d[j] + abs(w[j] + d[j]) - abs(w[j])
+    loss_old = 0.0
+    for i in range(n):
+        loss_old += costs[i] * _log_loss(t[i])
+    step = 1.0
+    for _ in range(MAX_LINE_SEARCH):
+        change = 0.0
+        for s in range(active):
+            j = index[s]
+            change += abs(w[j] + step * d[j]) - abs(w[j])
+        for i in range(n):
+            change += costs[i] * _log_loss(t[i] + step * u[i])
+        if change - loss_old <= SIGMA * step * delta:
+            for s in range(active):
+                j = index[s]
+                w[j] = 0.0 if step == 1.0 and d[j] == -w[j] else w[j] + step * d[j]
+            for i in range(n):
+                t[i] += step * u[i]
+            break
+        step *= 0.5
+    else:  # no step passed: the next quadratic is solved more closely; at rounding's scale, the run has stalled
+        state[0] = inner_tol * 0.25
+        if state[0] < 1e-15:
+            state[2] += 1.0
+        return active, worst, total, True
+    state[2] = 0.0
     return active, worst, total, True
 
 
@@ -196,16 +281,18 @@ def solve_l1_logistic(
     col_vals *= y[col_rows]  # y_i x_ij
     width = col_ptr.shape[0] - 1
     costs = np.where(y > 0, C_pos, C_neg).astype(np.float64)
-    xj_sq = np.zeros(width)
-    _column_squares(col_ptr, col_rows, col_vals, costs, xj_sq)
     t = np.zeros(n)
     w = np.zeros(width)
     index = np.arange(width, dtype=np.int64)
     rng = rng_state(int(params.seed))
+    state = np.array([1.0, -1.0, 0.0])  # inner_tol, the first iteration's summed violation, stalled line searches
+    work = np.zeros((3, n))
+    G, Hd, d = np.zeros(width), np.zeros(width), np.zeros(width)
+    inner = np.zeros(width, dtype=np.int64)
     passes = RelativeRulePasses(
         width,
-        lambda active, shrink_at, resume, stop_at: _pass(
-            col_ptr, col_rows, col_vals, costs, xj_sq, t, w, index, active, shrink_at, n, rng, resume, stop_at
+        lambda active, shrink_at, resume, stop_at: _newton_iteration(
+            col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n, rng, state, work, G, Hd, d, inner
         ),
     )
 
@@ -214,7 +301,10 @@ def solve_l1_logistic(
         return float(primal), float(dual)
 
     setup = time.perf_counter() - started
-    run = run_dual_passes(passes.one_pass, passes.after_pass, objectives, lambda: passes.active, params, control)
+    run = run_dual_passes(
+        passes.one_pass, passes.after_pass, objectives, lambda: passes.active, params, control,
+        stalled=lambda: state[2] >= STALLED_SEARCHES,
+    )  # fmt: skip
     w_full = w if B > 0.0 else np.append(w, 0.0)
     note = "objective minus the Fenchel dual value (binary entropies) of w's dual point scaled to feasibility"
     return run.result(w_full, B, setup, note)
