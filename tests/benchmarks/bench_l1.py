@@ -87,7 +87,7 @@ def main() -> None:
         for _ in range(args.repeats):
             theirs.append(liblinear())
             to_target.append(ours_to(theirs[0][1] * (1 + 1e-9)))
-            result = solve_l1(*arrays, y, X.shape[1], C, C, 1.0, settings(tol_rel=0.01) if logistic else settings())
+            result = solve_l1(*arrays, y, X.shape[1], C, C, 1.0, settings())
             defaults.append((result.solver_seconds, result.objective, result.n_iter, int(np.count_nonzero(result.w))))
         case = {
             "data": name,

@@ -196,15 +196,45 @@ def _objectives(col_ptr, col_rows, col_vals, costs, b, w):
     return l1 + loss, scale * linear - scale * scale * quadratic
 
 
-def columns(indptr, indices, data, n_features: int, B: float):
-    """The CSC arrays of the rows, with the bias feature B as the last column when B > 0."""
-    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features))
+@njit(cache=True)
+def _transpose(indptr, indices, data, n_features, B, col_ptr, col_rows, col_vals):
+    """CSR -> CSC, rows ascending in every column, with the bias column B (when B > 0) last."""
+    n = indptr.shape[0] - 1
+    for p in range(indices.shape[0]):
+        col_ptr[indices[p] + 1] += 1
     if B > 0.0:
-        matrix = sp.hstack([matrix, sp.csr_matrix(np.full((matrix.shape[0], 1), B))], format="csr")
-    csc = matrix.tocsc()
-    csc.sort_indices()
-    rows = np.int32 if matrix.shape[0] < 2**31 else np.int64  # half the index bytes a pass reads
-    return csc.indptr.astype(np.int64), csc.indices.astype(rows), csc.data.astype(np.float64)
+        col_ptr[n_features + 1] = n
+    for j in range(col_ptr.shape[0] - 1):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:-1].copy()
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            q = fill[j]
+            col_rows[q] = i
+            col_vals[q] = data[p]
+            fill[j] = q + 1
+        if B > 0.0:
+            q = fill[n_features]
+            col_rows[q] = i
+            col_vals[q] = B
+            fill[n_features] = q + 1
+
+
+def columns(indptr, indices, data, n_features: int, B: float):
+    """The CSC arrays of the rows, with the bias feature B as the last column when B > 0 (a transposition in one
+    pass: scipy's, with the column stacked on, took 9 ms of a9a's 25 ms to LIBLINEAR -s 6's objective)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n = indptr.shape[0] - 1
+    width = int(n_features) + (1 if B > 0.0 else 0)
+    nnz = int(indptr[-1]) + (n if B > 0.0 else 0)
+    rows = np.int32 if n < 2**31 else np.int64  # half the index bytes a pass reads
+    col_ptr = np.zeros(width + 1, dtype=np.int64)
+    col_rows = np.empty(nnz, dtype=rows)
+    col_vals = np.empty(nnz, dtype=np.float64)
+    _transpose(indptr, np.asarray(indices), np.asarray(data, dtype=np.float64), int(n_features), float(B), col_ptr,
+               col_rows, col_vals)  # fmt: skip
+    return col_ptr, col_rows, col_vals
 
 
 def solve_l1(
