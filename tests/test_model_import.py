@@ -126,7 +126,7 @@ LIBLINEAR_OK = "solver_type L2R_L1LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feat
         (
             "liblinear",
             LIBLINEAR_OK.replace("L2R_L1LOSS_SVC_DUAL", "ONECLASS_SVM"),
-            "line 1: solver_type ONECLASS_SVM is a one-class model",
+            "line 6: the header has no rho line",
         ),
         ("liblinear", LIBLINEAR_OK.replace("\n1\n", "\n"), "line 9: the file ends after 2 weight lines"),
         ("liblinear", LIBLINEAR_OK.replace("-0.25", "-0.25 7"), "line 8: expected 1 weight on this line, found 2"),

@@ -160,3 +160,39 @@ def test_uploads_without_labels_train_a_one_class_svm(http, cancer):
     # a labelled upload whose line starts with a feature says how to send rows without labels
     missing = upload(http, _rows_without_labels(benign[:3]))
     assert missing.status_code == 422 and "labels=none" in missing.json()["error"]["message"]
+
+
+def test_linear_one_class_on_dcd_is_liblinear_s21(http, cancer):
+    """dcd's loss one_class (LIBLINEAR -s 21, worker/solvers/dcd_one_class.py): the optimum of smo's one-class SVM
+    with the linear kernel (the same dual), labels as liblinear-official -s 21 on >= 99.9% of the held-out rows; its
+    LIBLINEAR file (ONECLASS_SVM, rho) labels as liblinear-official reads it and imports back; C and a bias refused."""
+    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
+    inliers, _, X_test, _, benign = cancer
+    linear = {"svm_type": "one_class", "nu": 0.1, "kernel": {"type": "linear"}, "tol": 1e-6, "tol_rel": 1e-9}
+    reference = train(http, inliers["id"], "smo", linear)
+    model = train(http, inliers["id"], "dcd", {"loss": "one_class", "nu": 0.1, "tol": 1e-6, "tol_rel": 1e-9})
+    assert model["task"] == "one_class" and model["kind"] == "linear" and model["gap_rel"] <= 1e-9
+    assert model["params"]["bias"] is None and model["stop_reason"] == "converged"
+    # smo's values come from gradients summed over float32 kernel rows (LIBSVM's Qfloat): 5e-6 off here, 6e-8 relative
+    assert model["objective"] == pytest.approx(reference["objective"], rel=1e-6)
+    official = liblinearutil.train(list(np.ones(len(benign))), sp.csr_matrix(benign), "-s 21 -n 0.1 -e 1e-6 -q")
+    theirs, _, _ = liblinearutil.predict([], sp.csr_matrix(X_test), official, "-q")
+    ours = np.array(predict(http, model["id"], X_test)["labels"])
+    assert np.mean(ours == np.array(theirs)) >= 0.999
+    text = export(http, model["id"], "liblinear")
+    assert text.startswith(b"solver_type ONECLASS_SVM\nnr_class 2\nnr_feature 30\nbias -1\nrho ")
+    loaded = liblinearutil.load_model(saved(text, ".liblinear"))
+    again, _, _ = liblinearutil.predict([], sp.csr_matrix(X_test), loaded, "-q")
+    assert np.array_equal(np.array(again), ours)
+    back = import_model(http, text, "liblinear")
+    assert back.status_code == 201 and back.json()["task"] == "one_class", back.text
+    assert predict(http, back.json()["id"], X_test)["labels"] == ours.tolist()
+    defaults = train(http, inliers["id"], "dcd", {"loss": "one_class"})
+    assert defaults["params"]["tol"] == 0.01 and defaults["gap_rel"] <= 0.01
+    for params, fragment in (({"C": 2.0}, "has no C"), ({"bias": 1.0}, "no bias feature"), ({"nu": 0.2}, "nu is")):
+        body = {
+            "dataset_id": inliers["id"],
+            "solver": "dcd",
+            "params": params if "nu" in params else {"loss": "one_class", **params},
+        }
+        assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", fragment)

@@ -30,7 +30,9 @@ class DcdParams(CommonParams):
         allow_inf_nan=False,
         description="Penalty of the training loss: minimize 0.5*|w|^2 + C * sum_i loss_i.",
     )
-    loss: Literal["hinge", "squared_hinge", "logistic", "epsilon_insensitive", "squared_epsilon_insensitive"] = Field(
+    loss: Literal[
+        "hinge", "squared_hinge", "logistic", "epsilon_insensitive", "squared_epsilon_insensitive", "one_class"
+    ] = Field(
         default="hinge",
         description=(
             "`hinge`: max(0, 1 - y w'x) (L1-SVM, LIBLINEAR -s 3). `squared_hinge`: its square (L2-SVM, LIBLINEAR -s 1). "
@@ -40,8 +42,18 @@ class DcdParams(CommonParams):
             "Regression (`task: regression` of the model; the labels are real-valued targets): "
             "`epsilon_insensitive`: max(0, |w'x - y| - epsilon), linear epsilon-SVR (LIBLINEAR -s 13, scikit-learn's "
             "LinearSVR); `squared_epsilon_insensitive`: its square (LIBLINEAR -s 12); dual coordinate descent of Ho "
-            "and Lin 2012. Their models predict values, not labels."
+            "and Lin 2012. Their models predict values, not labels. `one_class`: the linear one-class SVM (LIBLINEAR "
+            "-s 21; `task: one_class`, labels unused, `nu` the bound on the fraction of rows left out; no C, no bias "
+            "feature: its offset is rho), by dual coordinate descent on pairs of variables, certified by its duality "
+            "gap; `tol` bounds the largest KKT violation (LIBSVM's -e; default 0.01, LIBLINEAR -s 21's)."
         ),
+    )
+    nu: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="`loss: one_class` only: an upper bound on the fraction of training rows left outside and a lower "
+        "bound on the fraction of support vectors (LIBLINEAR's -n, default 0.5 as there).",
     )
     penalty: Literal["l2", "l1"] = Field(
         default="l2",
@@ -138,7 +150,9 @@ class DcdParams(CommonParams):
 
     @property
     def task(self) -> Task:
-        """`regression` for the epsilon-insensitive losses, else `classification`."""
+        """`regression` for the epsilon-insensitive losses, `one_class` for `one_class`, else `classification`."""
+        if self.loss == "one_class":
+            return Task.one_class
         return Task.regression if self.loss in REGRESSION_LOSSES else Task.classification
 
     @model_validator(mode="after")
@@ -154,7 +168,20 @@ class DcdParams(CommonParams):
                 self.model_fields_set.discard("tol")  # a default, not the user's tol (``tol_alone_when_named``)
             if "tol_rel" not in self.model_fields_set:  # their certificates are loose (see `penalty`)
                 self.tol_rel = None
-        default_epsilon = type(self).model_fields["epsilon"].default
+        defaults = type(self).model_fields
+        if self.nu != defaults["nu"].default and self.loss != "one_class":
+            raise ValueError(f"nu is the parameter of `loss: one_class`, not of `{self.loss}`")
+        if self.loss == "one_class":
+            if self.C != defaults["C"].default:  # stored params list C = 1
+                raise ValueError("`loss: one_class` has no C (its box is [0, 1]); nu sets the fraction of outliers")
+            if "bias" in self.model_fields_set and self.bias is not None:
+                raise ValueError("`loss: one_class` has no bias feature (its offset is rho): leave bias out or null")
+            self.bias = None
+            self.model_fields_set.discard("bias")
+            if "tol" not in self.model_fields_set:  # LIBLINEAR -s 21's -e
+                self.tol = L1_TOL
+                self.model_fields_set.discard("tol")
+        default_epsilon = defaults["epsilon"].default
         if self.epsilon != default_epsilon and self.loss not in REGRESSION_LOSSES:  # stored params list the default
             raise ValueError(
                 f"epsilon is the insensitive zone of a regression loss; loss `{self.loss}` classifies "

@@ -20,8 +20,11 @@ same double), so LIBLINEAR computes the same decision values up to summation ord
 Regression models (LIBLINEAR's SVR, dcd's epsilon-insensitive losses) are written and read as LIBLINEAR lays them
 out: ``nr_class 2`` and no ``label`` line, one weight column whose decision value is the prediction.
 
-Reading: every classification and regression solver type is accepted (one-class models are not: their output
-is neither a class nor a value); a two-class file whose first label is the smaller one is stored with
+One-class models (dcd's ``loss: one_class``, LIBLINEAR's -s 21) are written and read as LIBLINEAR lays them out:
+``solver_type ONECLASS_SVM``, ``nr_class 2``, no ``label`` line, ``bias -1``, ``rho R`` and one weight column; the
+decision value is w'x - rho, an inlier (+1) where it is positive, else an outlier (-1).
+
+Reading: every classification, regression and one-class solver type is accepted; a two-class file whose first label is the smaller one is stored with
 the weights negated (Hinge's scores are positive for the larger label; labels are unchanged).
 Logistic-regression models keep their probabilities: P = 1 / (1 + exp(-decision value)), LIBLINEAR's
 ``predict_probability``, stored as a sigmoid with A = -1, B = 0.
@@ -62,7 +65,7 @@ CLASSIFIER_TYPES = (
 )
 LOGISTIC_TYPES = ("L2R_LR", "L1R_LR", "L2R_LR_DUAL")
 REGRESSION_TYPES = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL")
-OTHER_TYPES = ("ONECLASS_SVM",)
+ONE_CLASS_TYPES = ("ONECLASS_SVM",)
 HEADER_FIELDS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 
 
@@ -98,8 +101,13 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
             )
         )
     regression = model.task == Task.regression
+    if model.task == Task.one_class:
+        yield from _write_one_class(model, arrays)
+        return
     if model.task not in (None, Task.classification, Task.regression):
-        raise ExportRefused(f"LIBLINEAR files hold classifiers and regressions; this is a {model.task} model")
+        raise ExportRefused(
+            f"LIBLINEAR files hold classifiers, regressions and one-class models; this is a {model.task} model"
+        )
     labels = [] if regression else integral_labels(model.labels, "LIBLINEAR")
     weights = np.asarray(arrays["weights"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
@@ -133,27 +141,46 @@ def write_liblinear(model: ModelDescription, arrays: dict) -> Iterator[str]:
         yield format_matrix(bias_weights.reshape(1, -1))
 
 
+def _write_one_class(model: ModelDescription, arrays: dict) -> Iterator[str]:
+    """A linear one-class model as LIBLINEAR's ONECLASS_SVM file: no labels, no bias feature, rho = -offset."""
+    weights = np.asarray(arrays["weights"], dtype=np.float64)
+    offset = float(np.asarray(arrays["offsets"], dtype=np.float64)[0])
+    n_features = weights.shape[1]
+    yield f"solver_type ONECLASS_SVM\nnr_class 2\nnr_feature {n_features}\nbias -1\nrho {number(-offset)}\nw\n"
+    for start in range(0, n_features, ROWS_PER_PIECE):
+        yield format_matrix(weights[:, start : start + ROWS_PER_PIECE].T)
+
+
+def _read_one_class(header: Header, lines: Iterator[tuple[int, str]]) -> tuple[ModelDescription, dict]:
+    """A LIBLINEAR one-class (ONECLASS_SVM) file: one weight column and rho; the model predicts 1 where w'x > rho."""
+    where, (token,) = header.field("nr_feature")
+    n_features = parse_int(token, where, "nr_feature")
+    if n_features < 1:
+        raise ModelFileError(where, f"nr_feature must be at least 1, got {n_features}")
+    where, (token,) = header.field("bias")
+    bias = parse_float(token, where, "bias")
+    where, (token,) = header.field("rho")
+    rho = parse_float(token, where, "rho")
+    table = _read_weight_rows(lines, n_features + (1 if bias >= 0 else 0), 1, header.end)
+    model = _linear_model(Task.one_class, [-1.0, 1.0], n_features, bias, "ONECLASS_SVM")
+    offset = -rho + (float(table[n_features, 0]) * bias if bias >= 0 else 0.0)
+    return model, {"weights": np.ascontiguousarray(table[:n_features].T), "offsets": np.array([offset])}
+
+
 def read_liblinear(text: IO[str]) -> tuple[ModelDescription, dict]:
     """(description, arrays) of a LIBLINEAR model file; ModelFileError names the line of anything wrong."""
     lines = numbered_lines(text)
 
-    def refuse(key: str, values: list[str]) -> str | None:
-        if key == "solver_type" and values and values[0] in OTHER_TYPES:
-            return f"solver_type {values[0]} is a one-class model; Hinge imports classifiers and regressions"
-        return None
-
-    header = Header(lines, "w", HEADER_FIELDS, "LIBLINEAR", refuse)
+    header = Header(lines, "w", HEADER_FIELDS, "LIBLINEAR", lambda key, values: None)
     field, last = header.field, header.end
     where, (solver_type,) = field("solver_type")
-    if solver_type in OTHER_TYPES:
-        raise ModelFileError(
-            where, f"solver_type {solver_type} is a one-class model; Hinge imports classifiers and regressions"
-        )
+    if solver_type in ONE_CLASS_TYPES:
+        return _read_one_class(header, lines)
     if solver_type not in CLASSIFIER_TYPES + REGRESSION_TYPES:
         raise ModelFileError(
             where,
-            f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers and regressions: "
-            f"{', '.join(CLASSIFIER_TYPES + REGRESSION_TYPES)})",
+            f"unknown solver_type {solver_type!r} (LIBLINEAR's classifiers, regressions and one-class SVM: "
+            f"{', '.join(CLASSIFIER_TYPES + REGRESSION_TYPES + ONE_CLASS_TYPES)})",
         )
     if solver_type in REGRESSION_TYPES:
         return _read_regression(header, lines, solver_type)

@@ -132,6 +132,7 @@ from worker.solvers.dcd_l1 import solve_l1
 from worker.solvers.dcd_l1_logistic import solve_l1_logistic
 from worker.solvers.dcd_logistic import primal_value as logistic_primal
 from worker.solvers.dcd_logistic import solve_logistic
+from worker.solvers.dcd_one_class import solve_one_class_linear
 from worker.solvers.dcd_passes import (
     DualState,
     Problem,
@@ -200,6 +201,7 @@ class DcdSettings(Protocol):
     loss: str
     penalty: str
     epsilon: float
+    nu: float
     bias: float | None
     tol: float
     tol_rel: float | None
@@ -272,6 +274,8 @@ def solve_dcd(
     ``y`` must be in {-1, +1}. Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables
     (for warm starts).
     """
+    if params.loss == "one_class":  # the linear one-class SVM, labels unused (dcd_one_class)
+        return solve_one_class_linear(indptr, indices, data, n_features, params, control)
     if params.loss in SVR_LOSSES:  # regression: real targets, the SVR dual (dcd_svr)
         return _solve_regression(indptr, indices, data, y, n_features, params, control, alpha0)
     indptr, indices, data, y, n_features, (weight_neg, weight_pos) = _check_args(
@@ -465,6 +469,7 @@ def warm_up() -> None:
                     loss=loss,
                     penalty="l2",
                     epsilon=0.1,
+                    nu=0.5,
                     bias=bias,
                     tol=0.1,
                     tol_rel=0.01,
@@ -481,4 +486,7 @@ def warm_up() -> None:
                     primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
                 if loss in ("squared_hinge", "logistic"):  # the L1-regularized ones too (dcd_l1, dcd_l1_logistic)
                     settings.penalty = "l1"
+                    solve_dcd(*arrays, n_features=2, params=settings)
+                if loss == "hinge" and bias is None:  # the linear one-class SVM (dcd_one_class)
+                    settings.loss = "one_class"
                     solve_dcd(*arrays, n_features=2, params=settings)
