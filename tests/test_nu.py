@@ -135,3 +135,14 @@ def test_refuses_what_nu_does_not_take(http, params, fragments):
     response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "smo", "params": params})
     code = "validation_error"
     assert_error(response, 422, code, *fragments)
+
+
+def test_nu_svc_search_over_gamma_and_its_refused_C(http, cancer):
+    """A nu_svc search scores gamma (its C grid is refused: nu takes C's place); a nu_svr search walks C."""
+    X_train, y_train, _, _ = cancer
+    dataset = upload(http, svmlight(X_train, y_train)).json()
+    body = {"dataset_id": dataset["id"], "solver": "smo", "params": {"svm_type": "nu_svc", "search": {"C": [1, 10]}}}
+    assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "nu_svc has no C")
+    model = train(http, dataset["id"], "smo", {"svm_type": "nu_svc", "nu": 0.3, "search": {"gamma": [0.01, 0.1]}})
+    assert model["task"] == "classification" and model["train_accuracy"] > 0.9
+    assert model["refit_params"]["gamma"] in (0.01, 0.1)

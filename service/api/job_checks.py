@@ -230,6 +230,11 @@ def check_search(body, dataset: DatasetRecord) -> None:
             "params.search.C: a one-class SVM has no C (its box is [0, 1]); search its kernel's gamma",
             ["body", "params", "search", "C"],
         )
+    if getattr(body.params, "svm_type", None) == "nu_svc" and search.C is not None:
+        raise unprocessable(
+            "params.search.C: nu_svc has no C (nu takes its place); search its kernel's gamma",
+            ["body", "params", "search", "C"],
+        )
     if task == Task.one_class and not set(dataset.labels) <= {"-1", "1"}:
         raise unprocessable(
             "params.search: a one-class search scores its folds by the F1 of the outliers, which needs labels -1 "
