@@ -82,12 +82,12 @@ def _outer(indptr, indices, data, sq, w, alpha, G, index, active, tol, scratch, 
     lows = np.empty(active, dtype=np.int64)
     n_up = 0
     n_low = 0
-    for s in range(active):
+    for s in range(active):  # only the variables that violate by more than tol with some partner
         i = index[s]
-        if alpha[i] < 1.0:
+        if alpha[i] < 1.0 and -G[i] > M + tol:
             ups[n_up] = i
             n_up += 1
-        if alpha[i] > 0.0:
+        if alpha[i] > 0.0 and -G[i] < m - tol:
             lows[n_low] = i
             n_low += 1
     up_keys = np.empty(n_up)
