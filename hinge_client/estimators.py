@@ -330,11 +330,6 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 )
         params: dict = {"C": float(self.C), **self._job_params(), "probability": bool(self.probability)}
         scheme = self.multiclass_scheme()  # refuses what the solver does not train
-        if scheme == "crammer_singer" and self.probability:
-            raise ValueError(
-                "multi_class='crammer_singer' has no calibrated probabilities: set probability=False, or "
-                "multi_class='ovr' (or None) with probability=True"
-            )
         if one_vs_one or scheme == "crammer_singer":
             params["multiclass"] = scheme
         if self.decision_function_shape not in ("ovr", "ovo"):

@@ -146,7 +146,6 @@ def test_penalty_and_multi_class_are_parameters_mapped_to_the_service():
             {"multi_class": "crammer_singer", "kernel": "rbf"},
             r"trains linear models \(solver 'ocas'\), not kernel='rbf'",
         ),
-        ({"multi_class": "crammer_singer", "probability": True}, r"no calibrated probabilities: set probability=False"),
         ({"multi_class": "crammer_singer", "multiclass": "ovr"}, "conflict: they are one setting"),
         ({"multi_class": "ovr", "multiclass": "ovo", "kernel": "rbf"}, "conflict: they are one setting"),
         ({"multi_class": "ovo"}, "multi_class must be None, 'ovr' or 'crammer_singer'.*multiclass='ovo'"),

@@ -345,8 +345,9 @@ class OcasParams(CommonParams):
             "max_k (1[k != y_i] + <w_k, x_i> - <w_{y_i}, x_i>) (LIBLINEAR's -s 4, scikit-learn's "
             'LinearSVC(multi_class="crammer_singer"), libocas\'s msvmocas), trained by the same cutting planes '
             "with one weight vector per label; predicted by the largest score too. Its cuts are dense "
-            "(features + 1) x labels matrices. Two labels: one score, the difference of the two vectors. Not with "
-            "`search`, `probability` or `distributed`."
+            "(features + 1) x labels matrices. Two labels: one score, the difference of the two vectors. With "
+            "`probability`, a softmax over its K scores fitted on cross-validated ones (a sigmoid for two labels). "
+            "Not with `search` or `distributed`."
         ),
     )
 
@@ -361,10 +362,6 @@ class OcasParams(CommonParams):
                         f"multiclass crammer_singer trains one problem on one worker; `{name}` is not available with "
                         "it (use multiclass ovr)"
                     )
-            if self.probability:
-                raise ValueError(
-                    "multiclass crammer_singer has no calibrated probabilities (use multiclass ovr with probability)"
-                )
         return self
 
 

@@ -15,6 +15,9 @@ the held-out decision values of all rows:
   rows (the same folds) and gets Platt's sigmoid, coupled at predict time by Wu, Lin and Weng's second
   method (``core.scoring.probability.pairwise_coupling``), method ``pairwise_coupling``, as
   LIBSVM's ``-b 1``;
+- ocas's ``multiclass: crammer_singer``: the one problem over every label is cross-validated whole
+  (``crammer_singer.held_out_scores``), then as two labels (the one score's sigmoid) or as one-vs-rest (the softmax
+  over its K scores);
 - more labels, one-vs-rest: one softmax over the K one-vs-rest scores, P = softmax(W f + c), by multinomial
   logistic regression on the scores (``fit_softmax``), method ``multinomial``. W is K x K so that a
   class's probability can use every class's score; its off-diagonal entries carry a small ridge
@@ -34,7 +37,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from core.schemas.solver_params import SolverParams
+from core.schemas.solver_params import OcasParams, SolverParams
 from core.scoring.models import csr
 from core.scoring.probability import fit_sigmoid
 from core.solvers import spec_of
@@ -42,6 +45,7 @@ from worker.runtime.subtasks import SubtaskContext, run_subtasks
 from worker.solvers.common import SolverControl
 from worker.training import registry
 from worker.training.context import FitContext
+from worker.training.crammer_singer import held_out_scores, uses_crammer_singer
 from worker.training.folds import held_out_decisions, make_folds, subset
 from worker.training.problems import job_problems
 
@@ -128,9 +132,16 @@ def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, 
     seed = int(params.seed)
     folds = make_folds(y, None, min(CV_FOLDS, y.size), seed)
     started = time.perf_counter()
-    values = held_out_decision_values(
-        solver, params, arrays, n_features, problems, weight_pairs, folds, context, members=members
-    )
+    values: list[np.ndarray] | None
+    if isinstance(params, OcasParams) and uses_crammer_singer(params):  # one problem, K scores a row
+        scores = held_out_scores(params, arrays, n_features, folds, context)
+        if scores is None:
+            return None
+        values = [scores] if scores.ndim == 1 else [scores[:, k] for k in range(scores.shape[1])]
+    else:
+        values = held_out_decision_values(
+            solver, params, arrays, n_features, problems, weight_pairs, folds, context, members=members
+        )
     if values is None:
         return None
     if members is not None or len(problems) == 1:

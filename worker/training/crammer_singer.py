@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from core.schemas.solver_params import OcasParams, SolverParams
+from core.scoring.models import csr
 from worker.runtime import core_budget
 from worker.solvers.common import SolverControl, SolverResult
 from worker.training.context import FitContext
@@ -49,7 +50,41 @@ def fit_crammer_singer(
         memory_bytes=context.data_memory,
     )
     result = replace(result, trace=())  # its points reached the job through on_point
-    if labels.size == 2:
+    return labels, [_one_score_for_two(result, labels.size)]
+
+
+def _one_score_for_two(result: SolverResult, n_labels: int) -> SolverResult:
+    """Two labels keep one score: the second class's minus the first's."""
+    if n_labels == 2:
         weights, biases = np.asarray(result.w), np.asarray(result.extra["biases"])
         result = replace(result, w=weights[1] - weights[0], bias=float(biases[1] - biases[0]))
-    return labels, [result]
+    return result
+
+
+def held_out_scores(params: OcasParams, arrays: dict, n_features: int, folds: np.ndarray, context: FitContext):
+    """The scores of every row (n, or n x K for more than two labels) from the Crammer-Singer model fitted on the
+    folds that do not hold it (``worker.training.calibration``'s cross-validated decision values); None when
+    canceled. A class absent from a fold's training rows scores below every other class on its held-out rows."""
+    from worker.solvers.ocas_multiclass import solve_crammer_singer
+    from worker.training.folds import subset
+
+    y = np.asarray(arrays["y"])
+    labels, classes = np.unique(y, return_inverse=True)
+    matrix = csr(arrays, n_features)
+    scores = np.zeros((y.size, labels.size))
+    for fold in range(int(folds.max()) + 1):
+        if context.cancel_requested():
+            return None
+        train_rows, test_rows = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+        present, train_classes = np.unique(classes[train_rows], return_inverse=True)
+        train = subset(arrays, train_rows, n_features)
+        control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested)
+        result = solve_crammer_singer(
+            train["indptr"], train["indices"], np.asarray(train["data"], dtype=np.float64), train_classes,
+            n_classes=max(2, present.size), n_features=n_features, params=params, control=control,
+        )  # fmt: skip
+        held = np.asarray(matrix[test_rows] @ np.asarray(result.w).T) + np.asarray(result.extra["biases"])
+        block = np.full((test_rows.size, labels.size), held.min() - 1.0 if held.size else 0.0)
+        block[:, present] = held[:, : present.size]
+        scores[test_rows] = block
+    return scores[:, 1] - scores[:, 0] if labels.size == 2 else scores
