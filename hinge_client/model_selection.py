@@ -10,8 +10,9 @@ linear, ``gamma`` (numbers); ``cv`` an int (or None: 5); ``scoring`` accuracy (d
 (two classes; f1 of classes_[1]), f1_macro (more). The folds are the service's: stratified by class, each
 class's rows shuffled with ``random_state`` and dealt round robin (as StratifiedKFold(shuffle=True), not
 its exact draw). What the service's search cannot express (another parameter in the grid, a list of grids,
-a splitter object or iterable of folds, another scoring, a callable, an estimator with
-multi_class="crammer_singer") is a ValueError that says so and points to GridSearchCV, which takes them.
+a splitter object or iterable of folds, another scoring, a callable) is a ValueError that says so and points to
+GridSearchCV, which takes them. An estimator with multi_class="crammer_singer" is searched as the service runs it:
+the whole problem fitted per fold and C.
 
     from hinge_client import HingeClassifier, HingeSearchCV
     search = HingeSearchCV(HingeClassifier(kernel="rbf"), {"C": [1, 10], "gamma": [0.001, 0.01]}, cv=3)
@@ -123,11 +124,6 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 f"{type(self.estimator).__name__}: {GRID_SEARCH}"
             )
         grid = _grid(self.param_grid)
-        if self.estimator.requested_multiclass() == "crammer_singer":
-            raise ValueError(
-                "the service's search does not run multi_class='crammer_singer' (one problem on one worker): "
-                f"{GRID_SEARCH}"
-            )
         if "gamma" in grid:
             solver = solver_for(self.estimator.solver, self.estimator.kernel)
             kernel = self.estimator.kernel or ("rbf" if solver in KERNEL_SOLVERS else "linear")

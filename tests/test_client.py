@@ -25,7 +25,16 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
 
-from hinge_client import AsyncClient, Client, HingeClassifier, HingeError, HingeRanker, JobFailed, wait_for_cleanup
+from hinge_client import (
+    AsyncClient,
+    Client,
+    HingeClassifier,
+    HingeError,
+    HingeRanker,
+    HingeSearchCV,
+    JobFailed,
+    wait_for_cleanup,
+)
 from hinge_client.types import SCHEMA_OF
 from service.cli import openapi_document
 
@@ -499,3 +508,13 @@ def test_grid_search_leaves_only_the_final_model(service):
             client.delete_job(job_id)
         gc.collect()
         assert counts(client) == before
+
+
+def test_search_cv_of_a_crammer_singer_classifier(service):
+    """HingeSearchCV over C of HingeClassifier(multi_class="crammer_singer"): the service's search fits the one
+    problem per fold and C; the best estimator keeps a weight vector per class."""
+    X, y = wine()
+    estimator = HingeClassifier(multi_class="crammer_singer", url=service.base_url)
+    search = HingeSearchCV(estimator, {"C": [0.001, 1.0]}, cv=3).fit(X, y)
+    assert search.best_params_["C"] in (0.001, 1.0) and len(search.cv_results_["mean_test_score"]) == 2
+    assert search.best_estimator_.coef_.shape == (3, 13) and search.score(X, y) > 0.9

@@ -131,9 +131,7 @@ def test_service_trains_exports_as_liblinear_s4_and_imports_back(http, digits, w
     assert binary["objective"] == pytest.approx(plain["objective"] / 2, rel=1e-4)
 
 
-@pytest.mark.parametrize(
-    ("extra", "named"), [({"search": {"C": [0.1, 1.0]}}, "`search`"), ({"distributed": {"nodes": 2}}, "`distributed`")]
-)
+@pytest.mark.parametrize(("extra", "named"), [({"distributed": {"nodes": 2}}, "`distributed`")])
 def test_refuses_what_it_does_not_train(http, wine, extra, named):
     X, y = wine
     dataset = upload(http, svmlight(X[:60], y[:60])).json()
@@ -178,3 +176,18 @@ def test_probabilities_from_cross_validated_scores(http, digits, wine):
     assert binary["probability"]["method"] == "platt_ovr"
     P2 = np.array(predict(http, binary["id"], Xw[pair], probabilities=True)["probabilities"])
     assert P2.shape == (int(pair.sum()), 2) and np.allclose(P2.sum(axis=1), 1.0)
+
+
+def test_search_over_C_fits_the_whole_problem_per_fold(http, digits):
+    """A search of C: each fold and setting fits the one Crammer-Singer problem, scored by the argmax of its K
+    scores; the best C is refit on all the rows and is the setting of the best mean."""
+    X, y = digits
+    X_train, y_train, _, _ = split(X, y)
+    dataset = upload(http, svmlight(X_train, y_train)).json()
+    grid = [0.001, 0.1]
+    model = train(http, dataset["id"], "ocas", {"multiclass": "crammer_singer", "search": {"C": grid, "cv_folds": 3}})
+    table = model["search_results"]
+    assert model["refit_params"]["C"] in grid and model["n_iter_per_problem"] == [model["n_iter"]]
+    means = {row["C"]: row["mean"] for row in table["settings"]}
+    assert set(means) == set(grid) and all(0.5 < v <= 1.0 for v in means.values()), table
+    assert model["refit_params"]["C"] == max(grid, key=lambda C: (means[C], -C))

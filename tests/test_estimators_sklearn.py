@@ -298,7 +298,6 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "balanced_accuracy"}, "scores by accuracy"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "f1_macro"}, "macro average over more than two"),
         (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier"),
-        (HingeClassifier(multi_class="crammer_singer"), {"C": [1.0]}, {}, "does not run multi_class='crammer_singer'"),
     ],
 )
 def test_what_the_service_search_cannot_run_is_refused_before_any_request(estimator, grid, kwargs, message):

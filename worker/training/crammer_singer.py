@@ -61,6 +61,26 @@ def _one_score_for_two(result: SolverResult, n_labels: int) -> SolverResult:
     return result
 
 
+def fit_rows(params: OcasParams, rows: dict, labels: np.ndarray, n_features: int, control) -> SolverResult:
+    """The Crammer-Singer problem over ``rows`` (a search fold's training rows) with these ``labels`` (theirs,
+    sorted): its result shaped as the job's (``fit_crammer_singer``)."""
+    from worker.solvers.ocas_multiclass import solve_crammer_singer
+
+    classes = np.searchsorted(labels, np.asarray(rows["y"]))
+    result = solve_crammer_singer(
+        rows["indptr"], rows["indices"], np.asarray(rows["data"], dtype=np.float64), classes,
+        n_classes=max(2, labels.size), n_features=n_features, params=params, control=control,
+    )  # fmt: skip
+    return _one_score_for_two(replace(result, trace=()), labels.size)
+
+
+def scores_of(result: SolverResult, matrix) -> np.ndarray:
+    """Rows' scores under a Crammer-Singer result: n x K, or n for two labels (its one score)."""
+    if np.asarray(result.w).ndim == 2:
+        return np.asarray(matrix @ np.asarray(result.w).T) + np.asarray(result.extra["biases"])
+    return np.asarray(matrix @ result.w).reshape(-1) + result.bias
+
+
 def held_out_scores(params: OcasParams, arrays: dict, n_features: int, folds: np.ndarray, context: FitContext):
     """The scores of every row (n, or n x K for more than two labels) from the Crammer-Singer model fitted on the
     folds that do not hold it (``worker.training.calibration``'s cross-validated decision values); None when

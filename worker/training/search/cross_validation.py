@@ -12,13 +12,15 @@ import numpy as np
 
 from core.schemas.enums import Task
 from core.schemas.search_params import SearchParams
-from core.schemas.solver_params import SolverParams
+from core.schemas.solver_params import OcasParams, SolverParams
 from core.scoring.quality import settled
 from core.solvers import spec_of
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.training import registry
 from worker.training.context import FitContext
+from worker.training.crammer_singer import fit_rows as fit_crammer_singer_rows
+from worker.training.crammer_singer import scores_of, uses_crammer_singer
 from worker.training.fit import resolve_kernel
 from worker.training.folds import held_out_decisions, make_folds, subset
 from worker.training.problems import class_weight_pairs, n_binary_problems, one_vs_one_weight_pairs, uses_one_vs_one
@@ -53,7 +55,9 @@ class Search:
         self.Cs = tuple(sorted(float(c) for c in (search.C or [params.C])))
         kernel = getattr(base_params, "kernel", None)
         self.gammas: list[float | str | None] = list(search.gamma) if search.gamma else [getattr(kernel, "gamma", None)]
-        self.warm = bool(search.warm_start) and spec_of(solver).warm_start is not None
+        self.crammer_singer = isinstance(base_params, OcasParams) and uses_crammer_singer(base_params)
+        """ocas's Crammer-Singer problem: one fit per fold over every label (cold: its warm start is not ocas's)."""
+        self.warm = bool(search.warm_start) and spec_of(solver).warm_start is not None and not self.crammer_singer
         self.measure_cold = bool(search.measure_cold) and self.warm
         y = np.asarray(arrays["y"])
         qid = np.asarray(arrays["qid"]) if self.task == Task.ranking and "qid" in arrays else None
@@ -80,7 +84,7 @@ class Search:
         """Binary problems of a fold: one for two labels (or a pairwise task), else one per label (one-vs-one:
         per pair of labels)."""
         labels = self.fold_labels[fold]
-        if labels is None or labels.size == 2:
+        if labels is None or labels.size == 2 or self.crammer_singer:
             return 1
         return int(labels.size * (labels.size - 1) // 2) if self.one_vs_one else int(labels.size)
 
@@ -159,7 +163,11 @@ class Search:
             began = time.perf_counter()
             score = None
             fit_rows = train  # the rows of the fit (one-vs-one: the pair's)
-            if self.task == Task.classification:
+            if self.crammer_singer:
+                assert isinstance(setting, OcasParams)
+                result = fit_crammer_singer_rows(setting, train, fold_data["labels"], self.n_features, control)
+                ranking = None
+            elif self.task == Task.classification:
                 labels = fold_data["labels"]
                 class_weight = getattr(setting, "class_weight", None)
                 if "members" in fold_data:  # one-vs-one: the pair's rows only
@@ -221,7 +229,9 @@ class Search:
                 values = None
                 if result.w is None and kernel_dict is not None and self.task == Task.classification:
                     values = cache.held_kernel(path.fold, kernel_dict)
-                if values is not None:
+                if self.crammer_singer:
+                    decisions = scores_of(result, fold_data["held_matrix"])
+                elif values is not None:
                     support = np.asarray(result.extra["support_indices"], dtype=np.int64)
                     if "members" in fold_data:  # the pair's rows, numbered among the fold's training rows
                         support = fold_data["members"][path.problem][support]
@@ -234,7 +244,8 @@ class Search:
                 if self.n_problems(path.fold) == 1:
                     # its cell is this fit alone: scored here, so that a number travels back instead of the
                     # held-out rows' decision values (a9a: 52 KB a fit, unpickled by the coordinator)
-                    score = self.score_cell(path.fold, decisions[:, None], ranking)
+                    cell = decisions[:, None] if decisions.ndim == 1 else decisions  # Crammer-Singer: its K scores
+                    score = self.score_cell(path.fold, cell, ranking)
                     decisions = None
             records.append(
                 FitRecord(
