@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import clone, is_outlier_detector
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, make_blobs
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
@@ -35,12 +35,14 @@ def benign_rows():
     return X_train[y_train == 1], X_test, np.where(y_test == 1, 1, -1)
 
 
-def test_hinge_one_class_svm_passes_check_estimator(service):
-    """Every check passes, the outlier detector's (check_outliers_train, check_outliers_fit_predict) among them."""
+@pytest.mark.parametrize("params", [{}, {"solver": "dcd", "kernel": "linear"}], ids=["smo_rbf", "dcd_linear"])
+def test_hinge_one_class_svm_passes_check_estimator(service, params):
+    """Every check passes, the outlier detector's (check_outliers_train, check_outliers_fit_predict) among them: smo's
+    kernel model (the default) and dcd's linear one (LIBLINEAR -s 21)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = check_estimator(
-            HingeOneClassSVM(url=service.base_url), on_fail=None, on_skip=None, expected_failed_checks={}
+            HingeOneClassSVM(url=service.base_url, **params), on_fail=None, on_skip=None, expected_failed_checks={}
         )
     failed = {r["check_name"]: failure(r["exception"]) for r in results if r["status"] == "failed"}
     assert not failed, failed
@@ -87,6 +89,72 @@ def test_labels_and_decision_values_equal_one_class_svm(service, params):
     )
     np.testing.assert_allclose(raw.ravel() + ours.intercept_, decision, atol=1e-10)
     np.testing.assert_array_equal(np.where(decision > 0, 1, -1), predicted)
+
+
+def test_linear_kernel_on_dcd_is_smo_and_one_class_svm(service):
+    """kernel="linear": dcd's linear one-class SVM (LIBLINEAR -s 21; "auto" picks it) and smo's linear-kernel model
+    solve the same dual: the same w (coef_) and rho, the same labels on >= 99% of the held-out rows and on every
+    training row off the boundary (the free support vectors' decision values are within the tolerance of 0 and go
+    either way); both label the held-out rows as OneClassSVM(kernel="linear") on >= 98%. dcd's model is linear:
+    decision_function is X @ coef_.T + intercept_, and it has no support vectors (AttributeError, as scikit-learn's
+    for what a fitted model lacks)."""
+    benign, X_test, _ = benign_rows()
+    params = {"kernel": "linear", "nu": 0.1, "tol": 1e-6, "url": service.base_url}
+    dcd = HingeOneClassSVM(solver="dcd", **params).fit(benign)
+    smo = HingeOneClassSVM(solver="smo", **params).fit(benign)
+    assert (dcd.solver_, smo.solver_) == ("dcd", "smo")
+    assert dcd.model_["task"] == "one_class" and dcd.model_["kind"] == "linear" and dcd.model_["labels"] == [-1.0, 1.0]
+    assert dcd.model_["params"]["loss"] == "one_class" and dcd.model_["params"]["bias"] is None
+    assert smo.model_["kind"] == "kernel"
+    assert dcd.coef_.shape == smo.coef_.shape == (1, benign.shape[1])
+    np.testing.assert_allclose(dcd.coef_, smo.coef_, rtol=0, atol=1e-5 * np.abs(smo.coef_).max())
+    np.testing.assert_allclose(dcd.offset_, smo.offset_, rtol=1e-6)
+    predicted = dcd.predict(X_test)
+    assert predicted.dtype == smo.predict(X_test).dtype and set(predicted.tolist()) == {-1, 1}
+    assert np.mean(predicted == smo.predict(X_test)) >= 0.99
+    off_boundary = np.abs(smo.decision_function(benign)) > 1e-4
+    assert np.mean(off_boundary) >= 0.85
+    np.testing.assert_array_equal(dcd.predict(benign)[off_boundary], smo.predict(benign)[off_boundary])
+    reference = OneClassSVM(kernel="linear", nu=0.1).fit(benign).predict(X_test)
+    assert np.mean(predicted == reference) >= 0.98 and np.mean(smo.predict(X_test) == reference) >= 0.98
+    # the service's scores are w'x + b, b = -rho: intercept_, offset_ and score_samples as OneClassSVM's
+    decision = dcd.decision_function(X_test)
+    np.testing.assert_allclose(decision, smo.decision_function(X_test), rtol=0, atol=1e-5 * np.abs(decision).max())
+    assert dcd.intercept_.shape == dcd.offset_.shape == (1,)
+    np.testing.assert_allclose(dcd.offset_, -dcd.intercept_)
+    np.testing.assert_allclose(X_test @ dcd.coef_.T + dcd.intercept_, decision[:, None], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(dcd.score_samples(X_test), decision + dcd.offset_)
+    np.testing.assert_array_equal(np.where(decision >= 0, 1, -1), predicted)
+    for name in ("dual_coef_", "support_vectors_"):
+        with pytest.raises(AttributeError, match=f"{name} is only available for a kernel model"):
+            getattr(dcd, name)
+        assert not hasattr(dcd, name) and hasattr(smo, name)
+    auto = HingeOneClassSVM(**params).fit(benign)
+    assert auto.solver_ == "dcd"
+    np.testing.assert_array_equal(auto.predict(X_test), predicted)
+
+
+def test_rows_on_dcds_boundary_are_inliers(service):
+    """dcd ends exactly on its free support vectors on low-dimensional data (decision values exactly 0 on scikit-learn's
+    check_outliers_train blobs): predict calls them inliers, as scikit-learn's outlier detectors (decision_function
+    >= 0), where the service's labels (f(x) > 0, LIBLINEAR's) say -1."""
+    X, _ = make_blobs(n_samples=300, random_state=0)
+    detector = HingeOneClassSVM(kernel="linear", url=service.base_url).fit(X)
+    decision = detector.decision_function(X)
+    on_boundary = decision == 0
+    assert on_boundary.any(), "the service no longer ends exactly on the boundary here: this test lost its premise"
+    np.testing.assert_array_equal(detector.predict(X), np.where(decision >= 0, 1, -1))
+    np.testing.assert_array_equal(detector.fit_predict(X)[on_boundary], 1)
+
+
+def test_coef_is_the_linear_kernels_only(service):
+    """coef_ as OneClassSVM's: an AttributeError for a kernel other than linear."""
+    benign, _, _ = benign_rows()
+    detector = HingeOneClassSVM(nu=0.1, gamma=0.05, url=service.base_url).fit(benign)
+    assert detector.solver_ == "smo"
+    with pytest.raises(AttributeError, match="coef_ is only available when using a linear kernel"):
+        detector.coef_  # noqa: B018
+    assert not hasattr(OneClassSVM(gamma=0.05).fit(benign), "coef_")
 
 
 def test_fit_predict_and_outliers_among_the_held_out_rows(service):
@@ -146,14 +214,74 @@ def test_parameters_map_to_the_one_class_job():
     assert is_outlier_detector(detector)
 
 
+def test_parameters_map_to_dcds_linear_one_class_job():
+    """dcd (solver "dcd", or "auto" with the linear kernel): loss one_class, nu, shrinking, tol, max_iter and the
+    seed; no C, no bias (the service refuses both), no kernel; gamma, degree and coef0 are ignored by the linear
+    kernel as with smo (and OneClassSVM), cache_size at its default is not sent."""
+    expected = {"loss": "one_class", "nu": 0.5, "shrinking": True, "seed": 0}
+    assert HingeOneClassSVM(kernel="linear").service_params() == expected
+    assert HingeOneClassSVM(kernel="linear").solver_for() == "dcd"
+    assert HingeOneClassSVM(kernel="linear", solver="smo").service_params()["kernel"] == {"type": "linear"}
+    assert HingeOneClassSVM(kernel="rbf").solver_for() == "smo"
+    detector = HingeOneClassSVM(
+        kernel="linear",
+        solver="dcd",
+        gamma=0.2,
+        degree=5,
+        coef0=1.0,
+        nu=0.05,
+        tol=1e-5,
+        shrinking=False,
+        max_iter=99,
+        random_state=3,
+        max_seconds=4,
+        solver_params={"tol_rel": 1e-6},
+    )
+    assert detector.service_params() == {
+        "loss": "one_class",
+        "nu": 0.05,
+        "shrinking": False,
+        "seed": 3,
+        "max_iter": 99,
+        "max_seconds": 4.0,
+        "tol": 1e-5,
+        "tol_rel": 1e-6,
+    }
+    assert clone(detector).get_params() == detector.get_params()
+
+
 @pytest.mark.parametrize(
     "params,message",
-    [({"kernel": "precomputed"}, "kernel must be one of"), ({"random_state": "seed"}, "random_state must be")],
+    [
+        ({"kernel": "precomputed"}, "kernel must be one of"),
+        ({"random_state": "seed"}, "random_state must be"),
+        (
+            {"solver": "dcd"},
+            r"solver='dcd' trains the linear one-class SVM only: set kernel='linear' \(got kernel='rbf'\)",
+        ),
+        ({"solver": "dcd", "kernel": "poly"}, "set kernel='linear'"),
+        ({"solver": "liblinear"}, "solver must be one of 'auto', 'smo', 'dcd', got 'liblinear'"),
+        ({"solver": None, "kernel": "linear"}, "solver must be one of"),
+        ({"kernel": "linear", "cache_size": 500}, r"cache_size=500 does not apply to solver 'dcd'.*solver='smo'"),
+    ],
+    ids=["precomputed", "seed", "dcd_rbf", "dcd_poly", "unknown_solver", "solver_none", "dcd_cache_size"],
 )
 def test_what_is_not_a_one_class_svm_is_refused_before_any_request(params, message):
     benign, _, _ = benign_rows()
     with pytest.raises(ValueError, match=message):
         HingeOneClassSVM(url="http://127.0.0.1:9", **params).fit(benign)
+
+
+def test_predict_calls_a_row_on_the_boundary_an_inlier():
+    """A decision value of exactly 0 is +1 (scikit-learn's outlier detectors: decision_function >= 0), whatever the
+    service's label; every other row keeps the service's label."""
+    detector = HingeOneClassSVM(url="http://127.0.0.1:9")
+    detector.model_id_, detector.n_features_in_ = "model_x", 1
+    answer = {"labels": [-1, 1, -1, -1], "scores": np.array([0.0, 2.0, -3.0, -0.0]), "probabilities": None}
+    detector._predict_remote = lambda X: answer  # type: ignore[method-assign]
+    predicted = detector.predict(np.zeros((4, 1)))
+    assert predicted.dtype == np.intp
+    np.testing.assert_array_equal(predicted, [1, 1, -1, 1])
 
 
 def test_a_single_row_is_refused_before_any_request():
