@@ -146,3 +146,39 @@ def test_nu_svc_search_over_gamma_and_its_refused_C(http, cancer):
     model = train(http, dataset["id"], "smo", {"svm_type": "nu_svc", "nu": 0.3, "search": {"gamma": [0.01, 0.1]}})
     assert model["task"] == "classification" and model["train_accuracy"] > 0.9
     assert model["refit_params"]["gamma"] in (0.01, 0.1)
+
+
+def test_search_over_nu_and_epsilon(http, cancer, diabetes):
+    """search.nu and search.epsilon: a search of its own per value on the same folds, merged into one table whose
+    settings carry their nu / epsilon; the best over all is refit (refit_params names it); refused where the job
+    has no such parameter, and with distribute."""
+    X_train, y_train, _, _ = cancer
+    classes = upload(http, svmlight(X_train, y_train)).json()
+    search = {"nu": [0.05, 0.3], "gamma": [0.01, 0.1], "cv_folds": 3}
+    model = train(http, classes["id"], "smo", {"svm_type": "nu_svc", "search": search})
+    settings = model["search_results"]["settings"]
+    assert sorted((s["nu"], s["gamma"]) for s in settings) == [(0.05, 0.01), (0.05, 0.1), (0.3, 0.01), (0.3, 0.1)]
+    best = max(settings, key=lambda s: (s["mean"], -s["C"], -s["gamma"], -s["nu"]))
+    assert model["refit_params"]["nu"] == best["nu"] and model["refit_params"]["gamma"] == best["gamma"]
+    assert model["objective"] < 0  # the nu primal of the refit (negative at the optimum)
+
+    X_reg, y_reg, _, _ = diabetes
+    targets = upload(http, svmlight(X_reg, y_reg)).json()
+    svr = train(
+        http, targets["id"], "dcd", {"loss": "epsilon_insensitive", "search": {"epsilon": [0.0, 0.5], "C": [0.1, 1.0]}}
+    )
+    assert sorted((s["epsilon"], s["C"]) for s in svr["search_results"]["settings"]) == [
+        (0.0, 0.1),
+        (0.0, 1.0),
+        (0.5, 0.1),
+        (0.5, 1.0),
+    ]
+    assert svr["refit_params"]["epsilon"] in (0.0, 0.5) and svr["task"] == "regression"
+
+    for solver, params, fragment in (
+        ("smo", {"search": {"nu": [0.1, 0.2]}}, "this job has no nu"),
+        ("smo", {"svm_type": "nu_svc", "search": {"epsilon": [0.1]}}, "this job has no epsilon"),
+        ("smo", {"svm_type": "nu_svc", "search": {"nu": [0.1], "distribute": True}}, "distribute: false"),
+    ):
+        body = {"dataset_id": classes["id"], "solver": solver, "params": params}
+        assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", fragment)

@@ -181,7 +181,8 @@ class JobOut(ResponseModel):
     search_results: dict[str, Any] | None = Field(
         default=None,
         description=(
-            "Model selection: {metric, cv_folds, warm_start, settings: [{C, gamma, mean, std, fold_scores, folds_done, "
+            "Model selection: {metric, cv_folds, warm_start, settings: [{C, gamma, (nu, epsilon when searched), mean, "
+            "std, fold_scores, folds_done, "
             "n_iter, seconds, warm_started_fits, stop_reason (the worst of its fits: max_iter, canceled, deadline, "
             "converged), stop_reasons (fits per reason), cold_n_iter, iterations_saved, iterations_saved_basis}], "
             "best: {C, gamma, mean, std}}; fills while the search runs."

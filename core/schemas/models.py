@@ -154,7 +154,9 @@ class ModelOut(ResponseModel):
         description="Model selection: the cross-validation table and the best setting (see the job's search_results).",
     )
     refit_params: dict[str, Any] | None = Field(
-        default=None, description="Model selection: the C (and gamma) of the best setting, refit on all the data."
+        default=None,
+        description="Model selection: the C (and gamma, nu, epsilon when searched) of the best setting, refit on all "
+        "the data (the job's `params` are those it was submitted with).",
     )
     warnings: list[ResultWarning] = Field(
         default_factory=list,

@@ -22,6 +22,25 @@ class SearchParams(StrictModel):
         max_length=100,
         description="Kernel solvers: values of the kernel's gamma to try (default: the job's kernel gamma only).",
     )
+    nu: list[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description=(
+            "The nu formulations (smo's `nu_svc`, `nu_svr` and `one_class`, dcd's `one_class`): values of nu to try "
+            "(default: the job's nu only). Each value is a search of its own over the C and gamma grid, on the same "
+            "folds; the table lists every setting with its nu, and the best over all is refit. Not with `distribute`."
+        ),
+    )
+    epsilon: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description=(
+            "The epsilon-SVRs (dcd's epsilon-insensitive losses, smo's `epsilon_svr`): values of epsilon to try "
+            "(default: the job's epsilon only), as `nu` does. Not with `distribute`."
+        ),
+    )
     cv_folds: int = Field(
         default=5,
         ge=2,

@@ -207,6 +207,28 @@ def check_search(body, dataset: DatasetRecord) -> None:
             f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",
             ["body", "params", "search", "gamma"],
         )
+    params = body.params
+    nu_form = getattr(params, "svm_type", None) in ("nu_svc", "nu_svr", "one_class") or params.task == Task.one_class
+    epsilon_form = getattr(params, "svm_type", None) == "epsilon_svr" or getattr(params, "loss", None) in (
+        "epsilon_insensitive",
+        "squared_epsilon_insensitive",
+    )
+    for name, applies, which in (
+        ("nu", nu_form, "the nu formulations (smo's nu_svc, nu_svr, one_class; dcd's one_class)"),
+        ("epsilon", epsilon_form, "the epsilon-SVRs (smo's epsilon_svr; dcd's epsilon-insensitive losses)"),
+    ):
+        if getattr(search, name) is None:
+            continue
+        if not applies:
+            raise unprocessable(
+                f"params.search.{name}: this job has no {name}; a grid over {name} applies to {which}",
+                ["body", "params", "search", name],
+            )
+        if search.distribute:
+            raise unprocessable(
+                f"params.search.{name}: a grid over {name} runs on one worker (distribute: false)",
+                ["body", "params", "search", name],
+            )
     task = body.params.task
     allowed = METRICS_BY_TASK[task]
     if search.metric == "neg_log_loss" and getattr(body.params, "loss", None) != "logistic":

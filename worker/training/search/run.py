@@ -1,9 +1,15 @@
 """A search job: cross-validate the grid (``Search``), publishing the table as it fills, then refit the best
-setting (``refit``) under what is left of the job's deadline."""
+setting (``refit``) under what is left of the job's deadline.
+
+A grid over nu or epsilon (``search.nu``, ``search.epsilon``) is a search of its own per value (or pair of values)
+over the C and gamma grid, run one after the other on the same folds, each with its share of the cross-validation's
+time; their tables are merged (every setting carries its nu and epsilon), and the best setting over all is refit.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 
 from core.schemas.solver_params import SolverParams
@@ -13,41 +19,101 @@ from worker.training.context import FitContext
 from worker.training.fit import TrainingOutcome
 from worker.training.search.cross_validation import Search
 from worker.training.search.refit import refit
-from worker.training.search.table import FitCount, table
+from worker.training.search.table import FitCount, search_warnings, table
+
+
+def grid_values(params: SolverParams) -> list[dict]:
+    """The nu and epsilon of each search of the job: [{}] when its search has no grid over them."""
+    search = params.search
+    assert search is not None, "a search job has params.search"
+    axes = {name: values for name in ("nu", "epsilon") if (values := getattr(search, name)) is not None}
+    if not axes:
+        return [{}]
+    names = list(axes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[name] for name in names))]
 
 
 def run_search(
     solver: str, params: SolverParams, arrays: dict, n_features: int, context: FitContext, *, publish
 ) -> TrainingOutcome:
     """Cross-validate the grid, publish the table as it fills, refit the best; see the module docstring."""
-    search = Search(solver, params, arrays, n_features)
-    context = dataclasses.replace(context, n_processes=context.processes(search.params))
+    values = grid_values(params)
+    searches = [Search(solver, params.model_copy(update=fixed), arrays, n_features) for fixed in values]
+    first = searches[0]
+    context = dataclasses.replace(context, n_processes=context.processes(first.params))
     sink = context.progress_sink()
-    search_work = FitCount(len(search.Cs) * len(search.gammas) * search.cv_folds)
+    search_work = FitCount(sum(len(s.Cs) * len(s.gammas) * s.cv_folds for s in searches))
     sink.estimator, sink.base, sink.span = search_work, 0.0, search_work.total / (search_work.total + 1.0)
     sink.set_phase("cross-validating")  # the refit weighs one fit
 
     def on_rows(new_rows: list[dict]) -> None:
         search_work.done += len(new_rows)
 
-    cross_validation = context
+    tables: list[dict] = []
+    cross_validation_end = None
     if context.deadline is not None:
         # the refit gets a share of what is left, as one more fold would (it is one fit on all the rows): cut at
         # the job's deadline, it would return a model of its first iterations
         now = time.monotonic()
-        share = max(0.0, context.deadline - now) * search.cv_folds / (search.cv_folds + 1.0)
-        cross_validation = dataclasses.replace(context, deadline=now + share)
-    rows = search.run(
-        cross_validation,
-        publish=publish,
-        on_rows=on_rows,
-        on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
-        flush=sink.flush,
-    )
+        cross_validation_end = now + max(0.0, context.deadline - now) * first.cv_folds / (first.cv_folds + 1.0)
+    for index, (fixed, search) in enumerate(zip(values, searches)):
+        cross_validation = context
+        if cross_validation_end is not None:  # this search's share of what is left of the cross-validation's time
+            now = time.monotonic()
+            share = max(0.0, cross_validation_end - now) / (len(searches) - index)
+            cross_validation = dataclasses.replace(context, deadline=now + share)
+
+        def publish_merged(partial: dict, counts: dict, fixed=fixed) -> None:
+            publish(_merged([*tables, _tagged(partial, fixed)]), counts)
+
+        rows = search.run(
+            cross_validation,
+            publish=publish_merged if len(searches) > 1 else publish,
+            on_rows=on_rows,
+            on_point=lambda point: sink.add(point, subproblem=point.get("subproblem", 0)),
+            flush=sink.flush,
+        )
+        tables.append(_tagged(table(rows, search.metric, search.search, search.warm), fixed))
+        if context.cancel_requested():
+            break
     sink.flush()
-    results_table = table(rows, search.metric, search.search, search.warm)
+    results_table = _merged(tables)
     if context.cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, ModelDescription(search_results=results_table))
     sink.base, sink.span = sink.span, 1.0 - sink.span
     sink.tags = {"stage": "refit"}
-    return refit(search, results_table, context)
+    if len(searches) == 1:
+        return refit(first, results_table, context)
+    best = results_table["best"]
+    index = next((k for k, t in enumerate(tables) if best is not None and t["best"] == best), 0)
+    outcome = refit(searches[index], tables[index] if best is not None else results_table, context)
+    outcome.model.search_results = results_table
+    outcome.model.refit_params = {**(outcome.model.refit_params or {}), **values[index]}
+    outcome.model.warnings = search_warnings(results_table)
+    return outcome
+
+
+def _tagged(results_table: dict, fixed: dict) -> dict:
+    """A search's table with its nu / epsilon on every setting and on its best."""
+    if not fixed:
+        return results_table
+    settings = [{**setting, **fixed} for setting in results_table["settings"]]
+    best = None if results_table["best"] is None else {**results_table["best"], **fixed}
+    return {**results_table, "settings": settings, "best": best}
+
+
+def _merged(tables: list[dict]) -> dict:
+    """The searches' tables as one: every setting, and the best of their bests (highest mean, then the smaller C,
+    gamma, nu and epsilon)."""
+    if len(tables) == 1:
+        return tables[0]
+    bests = [t["best"] for t in tables if t["best"] is not None]
+
+    def rank(best: dict) -> tuple:
+        return (-best["mean"], best["C"], *(best.get(name) or 0.0 for name in ("gamma", "nu", "epsilon")))
+
+    return {
+        **tables[0],
+        "settings": [setting for t in tables for setting in t["settings"]],
+        "best": min(bests, key=rank) if bests else None,
+    }
