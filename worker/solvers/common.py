@@ -320,6 +320,17 @@ def dual_trace_point(iteration, elapsed, primal, dual, violation, active_size) -
     }
 
 
+GAP_FLOOR = 1e-12
+"""An absolute gap that certifies whatever the objective: at an optimum of value 0 (a one-class SVM whose w is 0 on
+centered data) no relative gap can."""
+
+
+def certifies(objectives: tuple[float, float], tol_rel: float) -> bool:
+    """Whether (primal, dual) certify the primal within ``tol_rel`` of the optimum (or within ``GAP_FLOOR``)."""
+    primal, dual = objectives
+    return primal - dual <= tol_rel * abs(primal) + GAP_FLOOR
+
+
 @dataclass
 class DualRun:
     """What ``run_dual_passes`` ends with: the passes made, why they stopped, the last objectives and violation,
@@ -406,7 +417,7 @@ def run_dual_passes(
             if after_pass(violation, threshold):
                 if tol_rel > 0.0:
                     certified = objectives()
-                    converged = certified[0] - certified[1] <= tol_rel * abs(certified[0])
+                    converged = certifies(certified, tol_rel)
                     if not converged:  # the rule is not enough here: ask for ten times smaller violations
                         held_threshold, held_at = threshold, iteration
                         threshold = min(threshold, violation) / 10.0
@@ -419,7 +430,7 @@ def run_dual_passes(
                 # at 0.1, the rule at 0.01 thousands later)
                 held_at = iteration
                 certified = objectives()
-                converged = certified[0] - certified[1] <= tol_rel * abs(certified[0])
+                converged = certifies(certified, tol_rel)
                 if converged:  # the model reports the rule that held (the tightened one did not)
                     threshold = held_threshold
             if converged:
