@@ -62,6 +62,21 @@ SIGMA = 0.01  # Armijo's constant
 MAX_HALVINGS = 100
 
 
+@njit(cache=True, inline="always")
+def subgradient_violation(g, wj, margin):
+    """The minimum-norm subgradient of |w_j| + L at w_j (``g`` = dL/dw_j), and whether feature j may leave the passes:
+    at w_j = 0 with g + 1 > margin and g - 1 < -margin (0 inside its subgradient interval by more than ``margin``)."""
+    if wj > 0.0:
+        return abs(g + 1.0), False
+    if wj < 0.0:
+        return abs(g - 1.0), False
+    if g + 1.0 < 0.0:
+        return -(g + 1.0), False
+    if g - 1.0 > 0.0:
+        return g - 1.0, False
+    return 0.0, g + 1.0 > margin and g - 1.0 < -margin
+
+
 @njit(cache=True)
 def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink_at, n_rows, rng, resume, stop_at):
     """One pass over the features index[:active] (or a slice of one: ``resume`` = [next position, largest violation,
@@ -99,22 +114,12 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
         Gp = G + 1.0
         Gn = G - 1.0
         wj = w[j]
-        if wj == 0.0:
-            if Gp < 0.0:
-                violation = -Gp
-            elif Gn > 0.0:
-                violation = Gn
-            else:
-                violation = 0.0
-                if Gp > shrink_at / n_rows and Gn < -shrink_at / n_rows:  # well inside: out of the passes
-                    active -= 1
-                    index[s] = index[active]
-                    index[active] = j
-                    continue
-        elif wj > 0.0:
-            violation = abs(Gp)
-        else:
-            violation = abs(Gn)
+        violation, shrinkable = subgradient_violation(G, wj, shrink_at / n_rows)
+        if shrinkable:  # well inside: out of the passes
+            active -= 1
+            index[s] = index[active]
+            index[active] = j
+            continue
         if violation > worst:
             worst = violation
         total += violation
@@ -277,11 +282,14 @@ def solve_l1(
     return run.result(w_full, B, setup, note)
 
 
+def margins(indptr, indices, data, w_full, B: float) -> np.ndarray:
+    """w'x_i + B w_B of every row (``w_full``: the weights, then w_B when B > 0)."""
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, len(w_full) - (1 if B > 0 else 0)))
+    return np.asarray(matrix @ np.asarray(w_full[: matrix.shape[1]])).reshape(-1) + (B * w_full[-1] if B > 0 else 0.0)
+
+
 def primal_value(indptr, indices, data, y, w_full, B: float, C_neg: float, C_pos: float) -> float:
     """P(w) = |w|_1 + sum_i C_i max(0, 1 - y_i w'x_i)^2 (``w_full``: the weights, then w_B when B > 0)."""
-    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, len(w_full) - (1 if B > 0 else 0)))
-    w = np.asarray(w_full[: matrix.shape[1]])
-    margins = np.asarray(matrix @ w).reshape(-1) + (B * w_full[-1] if B > 0 else 0.0)
-    slack = np.maximum(0.0, 1.0 - np.asarray(y) * margins)
+    slack = np.maximum(0.0, 1.0 - np.asarray(y) * margins(indptr, indices, data, w_full, B))
     costs = np.where(np.asarray(y) > 0, C_pos, C_neg)
     return float(np.abs(w_full).sum() + costs @ (slack * slack))

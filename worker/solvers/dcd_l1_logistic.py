@@ -57,7 +57,7 @@ from worker.solvers.common import (
     run_dual_passes,
     shuffle_prefix,
 )
-from worker.solvers.dcd_l1 import SIGMA, columns
+from worker.solvers.dcd_l1 import SIGMA, columns, margins, subgradient_violation
 
 
 @njit(cache=True, inline="always")
@@ -119,23 +119,12 @@ def _newton_iteration(
             h += D[i] * v * v
         G[j] = g
         Hd[j] = h
-        wj = w[j]
-        if wj == 0.0:
-            if g + 1.0 < 0.0:
-                violation = -(g + 1.0)
-            elif g - 1.0 > 0.0:
-                violation = g - 1.0
-            else:
-                violation = 0.0
-                if g + 1.0 > shrink_at / n_rows and g - 1.0 < -shrink_at / n_rows:
-                    active -= 1
-                    index[s] = index[active]
-                    index[active] = j
-                    continue
-        elif wj > 0.0:
-            violation = abs(g + 1.0)
-        else:
-            violation = abs(g - 1.0)
+        violation, shrinkable = subgradient_violation(g, w[j], shrink_at / n_rows)
+        if shrinkable:
+            active -= 1
+            index[s] = index[active]
+            index[active] = j
+            continue
         if violation > worst:
             worst = violation
         total += violation
@@ -163,22 +152,12 @@ def _newton_iteration(
                 gq += D[i] * col_vals[p] * u[i]
             h = Hd[j]
             wpd = w[j] + d[j]
-            if wpd == 0.0:
-                if gq + 1.0 < 0.0:
-                    violation = -(gq + 1.0)
-                elif gq - 1.0 > 0.0:
-                    violation = gq - 1.0
-                else:
-                    violation = 0.0
-                    if gq + 1.0 > largest_old / n_rows and gq - 1.0 < -largest_old / n_rows:
-                        inner_active -= 1
-                        inner[s] = inner[inner_active]
-                        inner[inner_active] = j
-                        continue
-            elif wpd > 0.0:
-                violation = abs(gq + 1.0)
-            else:
-                violation = abs(gq - 1.0)
+            violation, shrinkable = subgradient_violation(gq, wpd, largest_old / n_rows)
+            if shrinkable:
+                inner_active -= 1
+                inner[s] = inner[inner_active]
+                inner[inner_active] = j
+                continue
             if violation > largest:
                 largest = violation
             summed += violation
@@ -313,9 +292,6 @@ def solve_l1_logistic(
 
 def primal_value(indptr, indices, data, y, w_full, B: float, C_neg: float, C_pos: float) -> float:
     """P(w) = |w|_1 + sum_i C_i log(1 + exp(-y_i w'x_i)) (``w_full``: the weights, then w_B when B > 0)."""
-    import scipy.sparse as sp
-
-    matrix = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, len(w_full) - (1 if B > 0 else 0)))
-    margins = np.asarray(matrix @ np.asarray(w_full[: matrix.shape[1]])).reshape(-1) + (B * w_full[-1] if B else 0.0)
     costs = np.where(np.asarray(y) > 0, C_pos, C_neg)
-    return float(np.abs(w_full).sum() + costs @ np.logaddexp(0.0, -np.asarray(y) * margins))
+    values = margins(indptr, indices, data, w_full, B)
+    return float(np.abs(w_full).sum() + costs @ np.logaddexp(0.0, -np.asarray(y) * values))

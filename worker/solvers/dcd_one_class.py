@@ -40,8 +40,8 @@ import time
 import numpy as np
 from numba import njit
 
-from worker.solvers.common import SolverControl, SolverInputError, SolverResult, run_dual_passes
-from worker.solvers.smo.one_class import initial_alpha
+from worker.solvers.common import SolverControl, SolverResult, run_dual_passes
+from worker.solvers.smo.one_class import check_one_class, initial_alpha
 
 
 @njit(cache=True)
@@ -207,11 +207,7 @@ def solve_one_class_linear(indptr, indices, data, n_features: int, params, contr
     started = time.perf_counter()
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
-    nu = float(params.nu)
-    if n < 2:
-        raise SolverInputError("a one-class SVM needs at least 2 rows")
-    if not 0.0 < nu <= 1.0:
-        raise SolverInputError(f"nu must lie in (0, 1], got {nu}")
+    nu = check_one_class(n, params.nu)
     data = np.asarray(data, dtype=np.float64)
     sq = np.bincount(np.repeat(np.arange(n), np.diff(indptr)), weights=data * data, minlength=n).astype(np.float64)
     alpha = initial_alpha(n, nu)
@@ -231,24 +227,6 @@ def solve_one_class_linear(indptr, indices, data, n_features: int, params, contr
     setup = time.perf_counter() - started
     run = run_dual_passes(passes.one_pass, passes.after_pass, objectives, lambda: passes.active, params, control)
     objectives()  # rho of the returned w
-    gap_rel = max(0.0, (run.primal - run.dual) / abs(run.primal)) if run.primal else 0.0
-    return SolverResult(
-        w=w.copy(),
-        bias=-rho[0],
-        n_iter=run.iterations,
-        converged=run.converged,
-        stop_reason=run.stop_reason,
-        objective=run.primal,
-        solver_seconds=setup + run.solver_seconds,
-        trace_seconds=run.trace_seconds,
-        trace=run.trace,
-        extra={
-            "max_violation": run.violation,
-            "tol_used": run.threshold,
-            "dual": run.dual,
-            "gap_rel": gap_rel,
-            "gap_note": "primal minus the dual value of the returned alpha (weak duality), over |primal|",
-            "alpha": alpha.copy(),
-            "rho": rho[0],
-        },
-    )
+    note = "primal minus the dual value of the returned alpha (weak duality), over |primal|"
+    # the offset is -rho: a bias "feature" of value 1 whose weight is -rho
+    return run.result(np.append(w, -rho[0]), 1.0, setup, note, alpha=alpha.copy(), rho=rho[0])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from worker.solvers.smo.scans import TAU, in_low, in_up
+from worker.solvers.smo.scans import TAU, in_low, in_up, support_counts
 from worker.solvers.smo.state import LOWER, NU_SVR, UPPER
 
 
@@ -120,13 +120,7 @@ def nu_parts(y, alpha, G, Cp, status, P, active, n, nu):
     r1, r2 = thresholds(y, G, status, active)
     b = 0.5 * (r2 - r1)
     rho = 0.5 * (r1 + r2)
-    n_sv = 0
-    n_bounded = 0
-    for t in range(n):
-        if status[t] != LOWER:
-            n_sv += 1
-            if status[t] == UPPER:
-                n_bounded += 1
+    n_sv, n_bounded = support_counts(status, n)
     quad = 0.0
     hinge = 0.0
     for t in range(active):

@@ -40,6 +40,17 @@ def initial_alpha(n: int, nu: float) -> np.ndarray:
     return alpha
 
 
+def check_one_class(n: int, nu) -> float:
+    """nu as a float, checked with the rows: a one-class SVM needs nu in (0, 1] and at least 2 rows (its steps pair
+    two variables)."""
+    nu = float(nu)
+    if n < 2:
+        raise SolverInputError("a one-class SVM needs at least 2 rows")
+    if not 0.0 < nu <= 1.0:
+        raise SolverInputError(f"nu must lie in (0, 1], got {nu}")
+    return nu
+
+
 def solve_one_class(
     solve_smo,
     indptr,
@@ -58,11 +69,7 @@ def solve_one_class(
     box is [0, 1]). ``alpha0``/``gradient_bar0``: a warm start (a previous fit's ``extra["alpha"]``, summing to nu n)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
-    nu = float(params.nu)
-    if n < 1:
-        raise SolverInputError("the problem has no rows; at least one is required")
-    if not 0.0 < nu <= 1.0:
-        raise SolverInputError(f"nu must lie in (0, 1], got {nu}")
+    nu = check_one_class(n, params.nu)
     start = initial_alpha(n, nu) if alpha0 is None else np.asarray(alpha0, dtype=np.float64)
     if start.shape != (n,) or abs(float(start.sum()) - nu * n) > 1e-9 * max(1.0, nu * n):
         raise SolverInputError(f"alpha0 of a one-class SVM has {n} values summing to nu n = {nu * n}")

@@ -184,6 +184,19 @@ def select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
 
 
 @njit(cache=True)
+def support_counts(status, n):
+    """(support vectors, those at their upper bound) over the first n positions."""
+    n_sv = 0
+    n_bounded = 0
+    for t in range(n):
+        if status[t] != LOWER:
+            n_sv += 1
+            if status[t] == UPPER:
+                n_bounded += 1
+    return n_sv, n_bounded
+
+
+@njit(cache=True)
 def axpy_chunk(v, a, cache, base, lo, hi):
     """v[t] += a * cache[base + t] for t in [lo, hi) (G_bar's updates; ``smo.team.axpy`` splits it)."""
     vv = v[lo:hi]

@@ -18,7 +18,7 @@ from worker.solvers.common import rng_below
 from worker.solvers.smo.cache import get_row, permute_cached, reslot
 from worker.solvers.smo.nu import extremes_by_sign, nu_parts, select_pair
 from worker.solvers.smo.rows import reorder
-from worker.solvers.smo.scans import TAU, extremes, extremes_threads, in_up, select_j_threads
+from worker.solvers.smo.scans import TAU, extremes, extremes_threads, in_up, select_j_threads, support_counts
 from worker.solvers.smo.state import (
     FREE,
     FS_B,
@@ -521,13 +521,7 @@ def stats(y, alpha, G, Cp, status, P, epsilon, active, n, nu):
         b = M
     else:
         b = 0.0
-    n_sv = 0
-    n_bounded = 0
-    for t in range(n):
-        if status[t] != LOWER:
-            n_sv += 1
-            if status[t] == UPPER:
-                n_bounded += 1
+    n_sv, n_bounded = support_counts(status, n)
     quad = 0.0
     hinge = 0.0
     for t in range(active):
