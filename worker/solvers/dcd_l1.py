@@ -77,6 +77,16 @@ def subgradient_violation(g, wj, margin):
     return 0.0, g + 1.0 > margin and g - 1.0 < -margin
 
 
+@njit(cache=True, inline="always")
+def newton_step(g, h, wj):
+    """The minimizer d of g d + 0.5 h d^2 + |w_j + d| (the paper's eq. (29)), and whether it is the step to 0."""
+    if g + 1.0 <= h * wj:
+        return -(g + 1.0) / h, False
+    if g - 1.0 >= h * wj:
+        return -(g - 1.0) / h, False
+    return -wj, True
+
+
 @njit(cache=True)
 def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink_at, n_rows, rng, resume, stop_at):
     """One pass over the features index[:active] (or a slice of one: ``resume`` = [next position, largest violation,
@@ -111,8 +121,6 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
                 H += 2.0 * c * v * v
         if H < 1e-12:
             H = 1e-12
-        Gp = G + 1.0
-        Gn = G - 1.0
         wj = w[j]
         violation, shrinkable = subgradient_violation(G, wj, shrink_at / n_rows)
         if shrinkable:  # well inside: out of the passes
@@ -123,12 +131,7 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
         if violation > worst:
             worst = violation
         total += violation
-        if Gp < H * wj:
-            d = -Gp / H
-        elif Gn > H * wj:
-            d = -Gn / H
-        else:
-            d = -wj
+        d, _ = newton_step(G, H, wj)
         if abs(d) < 1e-12:
             s += 1
             continue

@@ -57,7 +57,7 @@ from worker.solvers.common import (
     run_dual_passes,
     shuffle_prefix,
 )
-from worker.solvers.dcd_l1 import SIGMA, columns, margins, subgradient_violation
+from worker.solvers.dcd_l1 import SIGMA, columns, margins, newton_step, subgradient_violation
 
 
 @njit(cache=True, inline="always")
@@ -161,14 +161,7 @@ def _newton_iteration(
             if violation > largest:
                 largest = violation
             summed += violation
-            to_zero = False
-            if gq + 1.0 <= h * wpd:
-                z = -(gq + 1.0) / h
-            elif gq - 1.0 >= h * wpd:
-                z = -(gq - 1.0) / h
-            else:
-                z = -wpd
-                to_zero = True
+            z, to_zero = newton_step(gq, h, wpd)
             if abs(z) > 1e-12 or (to_zero and wpd != 0.0):
                 z = min(max(z, -10.0), 10.0)
                 old_d = d[j]
