@@ -47,8 +47,22 @@ class SigmoidKernel(StrictModel):
     coef0: float = Field(default=0.0, allow_inf_nan=False, description="Constant term.")
 
 
-Kernel = Annotated[LinearKernel | RbfKernel | PolyKernel | SigmoidKernel, Field(discriminator="type")]
+class PrecomputedKernel(StrictModel):
+    """K given by the data (LIBSVM's -t 4): each row holds its kernel values against the training rows."""
+
+    type: Literal["precomputed"] = Field(
+        description="`precomputed` (smo only): row x is `0:i` (the training row's serial number i, from 1; any value "
+        "for rows that only get predicted) then `j:K(x, x_j)` for every training row j, LIBSVM's -t 4 layout (upload "
+        "it with zero_based=true or auto: index 0 is the serial). The model keeps its support vectors' serials, so "
+        "rows to predict hold their kernel values against the same numbering."
+    )
+
+
+Kernel = Annotated[
+    LinearKernel | RbfKernel | PolyKernel | SigmoidKernel | PrecomputedKernel, Field(discriminator="type")
+]
 KERNEL_TYPES = tuple(
-    get_args(kind.model_fields["type"].annotation)[0] for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel)
+    get_args(kind.model_fields["type"].annotation)[0]
+    for kind in (LinearKernel, PolyKernel, RbfKernel, SigmoidKernel, PrecomputedKernel)
 )
-"""The kernel `type` names, read from the schemas above: ("linear", "poly", "rbf", "sigmoid")."""
+"""The kernel `type` names, read from the schemas above: ("linear", "poly", "rbf", "sigmoid", "precomputed")."""

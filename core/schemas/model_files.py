@@ -72,8 +72,9 @@ class ModelKernel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["linear", "poly", "rbf", "sigmoid"] = Field(
-        description="K(x, z): <x,z>; (gamma <x,z> + coef0)^degree; exp(-gamma |x-z|^2); tanh(gamma <x,z> + coef0)."
+    type: Literal["linear", "poly", "rbf", "sigmoid", "precomputed"] = Field(
+        description="K(x, z): <x,z>; (gamma <x,z> + coef0)^degree; exp(-gamma |x-z|^2); tanh(gamma <x,z> + coef0); "
+        "precomputed: x's value at the column of z's serial number (z's column 0), LIBSVM's -t 4."
     )
     gamma: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="Scale (poly, rbf, sigmoid).")
     coef0: float | None = Field(default=None, allow_inf_nan=False, description="Constant term (poly, sigmoid).")

@@ -550,6 +550,12 @@ class SampledCutsParams(CommonParams):
         description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.",
     )
 
+    @model_validator(mode="after")
+    def _kernel_it_trains(self):
+        if self.kernel.type == "precomputed":
+            raise ValueError("a precomputed kernel is trained by smo (LIBSVM's -t 4); this solver computes its kernel")
+        return self
+
 
 SolverParams = DcdParams | CpaParams | OcasParams | SmoParams | SampledCutsParams
 """The parameters of a job, as the schema of its built-in solver reads them (for type checking; a solver of

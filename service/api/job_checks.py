@@ -202,6 +202,11 @@ def check_search(body, dataset: DatasetRecord) -> None:
     search = body.params.search
     if search is None:
         return
+    kernel = getattr(body.params, "kernel", None)
+    if search.gamma is not None and kernel is not None and kernel.type == "precomputed":
+        raise unprocessable(
+            "params.search.gamma: a precomputed kernel has no gamma; search C", ["body", "params", "search", "gamma"]
+        )
     if search.gamma is not None and body.solver not in KERNEL_SOLVERS:
         raise unprocessable(
             f"params.search.gamma: solver {body.solver} has no kernel; gamma applies to {', '.join(KERNEL_SOLVERS)}",

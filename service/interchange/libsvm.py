@@ -62,7 +62,13 @@ from service.interchange.common import (
     parse_int,
 )
 
-KERNEL_TYPES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid": "sigmoid"}
+KERNEL_TYPES = {
+    "linear": "linear",
+    "poly": "polynomial",
+    "rbf": "rbf",
+    "sigmoid": "sigmoid",
+    "precomputed": "precomputed",
+}
 SVM_TYPES = ("c_svc", "nu_svc")
 REGRESSION_SVM_TYPES = ("epsilon_svr", "nu_svr")
 SINGLE_SVM_TYPES = (*REGRESSION_SVM_TYPES, "one_class")
@@ -120,6 +126,8 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
+    if kernel.type == "precomputed":
+        support = precomputed_support(support)
     stated = model.libsvm_svm_type or (model.params or {}).get("svm_type")  # an import's, or smo's svm_type
     svm_type = stated if stated in SVM_TYPES + SINGLE_SVM_TYPES else None
     if single:  # one expansion, no labels: rho = -b, each row's coefficient (beta_i; one-class: alpha_i)
@@ -132,6 +140,14 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         yield from _write_binary(model, labels, kernel, support, coef[0], offsets[0], svm_type or "c_svc")
     else:
         yield from _write_one_vs_rest(labels, kernel, support, coef, offsets)
+
+
+def precomputed_support(support: sp.csr_matrix) -> sp.csr_matrix:
+    """A precomputed kernel's support vectors as LIBSVM writes them: each row's serial number alone (column 0),
+    marked so that ``_sv_lines`` writes it as `0:serial`."""
+    serials = support[:, [0]].tocsr()
+    serials.precomputed = True
+    return serials
 
 
 def _header(
@@ -165,14 +181,16 @@ def _header(
 
 
 def _sv_lines(support: sp.csr_matrix, rows: np.ndarray, coefficients: np.ndarray) -> Iterator[str]:
-    """Lines `c_1 ... c_{k-1} index:value ...` for the given rows, with coefficients (len(rows), k - 1)."""
+    """Lines `c_1 ... c_{k-1} index:value ...` for the given rows, with coefficients (len(rows), k - 1); LIBSVM's
+    indices count from 1, except a precomputed kernel's support vectors (``precomputed_support``): `0:serial`."""
     indptr, indices, data = support.indptr, support.indices, support.data
+    first = 0 if getattr(support, "precomputed", False) else 1
     for start in range(0, rows.size, ROWS_PER_PIECE):
         out = []
         for position in range(start, min(rows.size, start + ROWS_PER_PIECE)):
             row = int(rows[position])
             lo, hi = indptr[row], indptr[row + 1]
-            pairs = " ".join(f"{j + 1}:{v!r}" for j, v in zip(indices[lo:hi].tolist(), data[lo:hi].tolist()))
+            pairs = " ".join(f"{j + first}:{v!r}" for j, v in zip(indices[lo:hi].tolist(), data[lo:hi].tolist()))
             out.append(" ".join(map(repr, coefficients[position].tolist())) + " " + pairs + "\n")
         yield "".join(out)
 
@@ -287,7 +305,7 @@ def read_libsvm(text: IO[str], n_features: int | None = None) -> tuple[ModelDesc
         )
 
     coefficients, support, zero_based = _read_support_vectors(lines, total_sv, k - 1, last)
-    n_features = _feature_count(support, n_features)
+    n_features = _feature_count(support, n_features, kernel)
 
     pair_coef = np.zeros((n_pairs, total_sv))
     starts = np.concatenate([[0], np.cumsum(nr_sv)])
@@ -336,7 +354,7 @@ def _read_single(
         if name in header:
             raise ModelFileError(header.field(name, None)[0], f"a {svm_type} model has no {name}")
     coefficients, support, zero_based = _read_support_vectors(lines, total_sv, 1, header.end)
-    n_features = _feature_count(support, n_features)
+    n_features = _feature_count(support, n_features, kernel)
     if svm_type == "one_class":
         model = _kernel_model(Task.one_class, [-1.0, 1.0], n_features, zero_based, kernel, svm_type, total_sv)
     else:
@@ -368,10 +386,14 @@ def _kernel_model(
     return model
 
 
-def _feature_count(support: sp.csr_matrix, n_features: int | None) -> int:
+def _feature_count(support: sp.csr_matrix, n_features: int | None, kernel: dict | None = None) -> int:
     """The model's feature count (default: the largest support vector column + 1), the support matrix resized to
-    it; a ModelFileError when a support vector uses a column past a given count."""
+    it; a ModelFileError when a support vector uses a column past a given count. A precomputed kernel's support
+    vectors are their serial numbers (column 0): the rows it scores hold a column per serial, so the default count is
+    the largest serial + 1."""
     largest = support.shape[1]
+    if kernel is not None and kernel.get("type") == "precomputed" and support.nnz:
+        largest = max(largest, int(support[:, 0].max()) + 1)
     if n_features is None:
         n_features = max(largest, 1)
     elif n_features < largest:
@@ -383,11 +405,6 @@ def _feature_count(support: sp.csr_matrix, n_features: int | None) -> int:
 def _read_kernel(header: Header, field) -> dict:
     where, (name,) = field("kernel_type")
     types = {v: k for k, v in KERNEL_TYPES.items()}
-    if name == "precomputed":
-        raise ModelFileError(
-            where,
-            "kernel_type precomputed: the model holds kernel values, not vectors; Hinge cannot score new rows with it",
-        )
     if name not in types:
         raise ModelFileError(where, f"unknown kernel_type {name!r} (one of {', '.join(types)})")
     kind = types[name]

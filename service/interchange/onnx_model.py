@@ -195,7 +195,11 @@ def _output(nodes: list, produced: str, name: str) -> None:
 
 
 def _kernel_nodes(kernel: ModelKernel, x: str, support: sp.csr_matrix, const, node) -> str:
-    """K(x, s) for every input row and support vector: [N, m] in double."""
+    """K(x, s) for every input row and support vector: [N, m] in double (a precomputed kernel: x's columns at the
+    support vectors' serial numbers, their column 0)."""
+    if kernel.type == "precomputed":
+        serials = np.rint(support[:, 0].toarray().reshape(-1)).astype(np.int64)
+        return node("Gather", [x, const("serials", serials)], axis=1)
     dense = support.toarray()
     dots = node("MatMul", [x, const("support_t", np.ascontiguousarray(dense.T))])
     kind = kernel.type

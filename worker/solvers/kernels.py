@@ -48,11 +48,12 @@ from numba.extending import intrinsic
 
 from worker.solvers.common import SolverInputError, check_int
 
-KERNEL_CODES = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
+KERNEL_CODES = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3, "precomputed": 4}
 KERNEL_LINEAR = 0
 KERNEL_POLY = 1
 KERNEL_RBF = 2
 KERNEL_SIGMOID = 3
+KERNEL_PRECOMPUTED = 4  # K(x_p, x_t) is row p's value at row t's serial number (its column 0): smo.rows gathers it
 
 # the dense transposed copy of a block's right-hand rows is used up to this many float64 entries
 _DENSE_BLOCK_LIMIT = 1 << 22
@@ -92,6 +93,35 @@ def resolve_gamma(gamma, indptr: np.ndarray, data: np.ndarray, n_features: int) 
     return value
 
 
+def precomputed_serials(indptr, indices, data, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """A precomputed kernel's rows (LIBSVM's -t 4): each row's serial number i (its value at column 0, an integer in
+    1..n_features - 1) and K(x_i, x_i), its value at its own serial's column. SolverInputError names a row without."""
+    import scipy.sparse as sp
+
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n = indptr.size - 1
+    first = indptr[:-1]
+    has = indptr[1:] > first
+    at_zero = np.zeros(n, dtype=bool)
+    at_zero[has] = np.asarray(indices)[first[has]] == 0
+    if not np.all(at_zero):
+        row = int(np.flatnonzero(~at_zero)[0])
+        raise SolverInputError(
+            f"precomputed kernel: row {row + 1} has no 0:<serial> entry (LIBSVM's -t 4 layout: 0:i, then j:K(x, x_j); "
+            "upload with zero_based=true or auto)"
+        )
+    serial = np.asarray(data, dtype=np.float64)[first]
+    if np.any(serial != np.rint(serial)) or serial.min() < 1 or serial.max() > n_features - 1:
+        raise SolverInputError(
+            f"precomputed kernel: the serial numbers (column 0) must be integers in 1..{n_features - 1} (the kernel "
+            "columns the rows hold)"
+        )
+    serial = serial.astype(np.int64)
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(n, int(n_features)))
+    diagonal = np.asarray(matrix[np.arange(n), serial]).reshape(-1).astype(np.float64)
+    return serial, diagonal
+
+
 def kernel_params(kernel) -> tuple[int, float, float, int]:
     """Validate a kernel dict and return (code, gamma, coef0, degree) for the numba kernels.
 
@@ -108,12 +138,13 @@ def kernel_params(kernel) -> tuple[int, float, float, int]:
         "rbf": {"type", "gamma"},
         "poly": {"type", "gamma", "coef0", "degree"},
         "sigmoid": {"type", "gamma", "coef0"},
+        "precomputed": {"type"},
     }[kind]
     unknown = set(kernel) - allowed
     if unknown:
         raise SolverInputError(f"kernel type {kind!r} takes only {sorted(allowed)}, got also {sorted(unknown)}")
     code = KERNEL_CODES[kind]
-    if code == KERNEL_LINEAR:
+    if code in (KERNEL_LINEAR, KERNEL_PRECOMPUTED):
         return code, 1.0, 0.0, 1
     gamma = kernel.get("gamma")
     if isinstance(gamma, str) or gamma is None or isinstance(gamma, bool):
@@ -238,7 +269,7 @@ def kernel_from_dot(code, gamma, coef0, degree, dot, sq_a, sq_b):
         if d2 < 0.0:
             d2 = 0.0
         return fast_exp(-gamma * d2)
-    if code == 0:
+    if code == 0 or code == 4:  # linear; precomputed: the "dot" is the gathered kernel value
         return dot
     if code == 1:
         return (gamma * dot + coef0) ** degree

@@ -266,7 +266,9 @@ async def import_model(
             le=100_000_000,
             description=(
                 "libsvm only: the number of features the model reads (default: the largest index of a support vector). "
-                "Rows are cut to it before scoring; for the rbf kernel LIBSVM would count later features in the distance."
+                "Rows are cut to it before scoring; for the rbf kernel LIBSVM would count later features in the distance. "
+                "A precomputed kernel (-t 4): its rows hold a column per training row after the serial, so give the "
+                "training rows + 1 (default: the largest support vector serial + 1)."
             ),
         ),
     ] = None,

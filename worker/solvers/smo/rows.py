@@ -63,12 +63,18 @@ class PositionRows(NamedTuple):
     part_i: np.ndarray
     team: np.ndarray  # the row team's shared slots (``smo.team.T_*``)
     team_coef: np.ndarray  # the team's current order's coefficients (two)
+    serial_rows: np.ndarray  # precomputed kernel: each row's serial number (its column 0), row order; else empty
+    serial: np.ndarray  # the same in position order
+    scratch: np.ndarray  # precomputed kernel: row p spread over its columns (zero between rows); else length 1
 
 
-def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool) -> PositionRows:
+def position_copies(
+    indptr, indices, data, sq, yp, n_features: int, threads: int, dense: bool, serial=None
+) -> PositionRows:
     """Room for the rows in position order (filled by ``reorder``), with the transposed dense copy (``dense``:
     few columns, many stored: contiguous vectorized dot products) or room for the columns (CSC: touch only the
-    rows that share a feature), a row buffer and the per-thread results of the scans."""
+    rows that share a feature), a row buffer and the per-thread results of the scans. ``serial``: a precomputed
+    kernel's serial number of each row (row order); its rows are then gathered, not computed (one thread)."""
     n = indptr.size - 1
     nnz = int(data.size)
     if dense:
@@ -97,6 +103,9 @@ def position_copies(indptr, indices, data, sq, yp, n_features: int, threads: int
         np.empty(threads, dtype=np.int64),
         np.zeros(T_SIZE, dtype=np.int64),
         np.zeros(2),
+        np.zeros(0, dtype=np.int64) if serial is None else np.asarray(serial, dtype=np.int64),
+        np.zeros(0 if serial is None else n, dtype=np.int64),
+        np.zeros(1 if serial is None else n_features),
     )
 
 
@@ -120,6 +129,8 @@ def reorder(orig, X):
             k += 1
         pindptr[p + 1] = k
         psq[p] = sq[r]
+        if X.serial_rows.size:
+            X.serial[p] = X.serial_rows[r]
     if is_dense:
         dense_t[:, :] = 0.0
         for p in range(perm.size):
@@ -157,6 +168,17 @@ def _row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate):
     """
     indptr, indices, data, dense_t, dots = X.indptr, X.indices, X.data, X.dense_t, X.dots
     col_ptr, col_pos, col_val = X.col_ptr, X.col_pos, X.col_val
+    if X.serial.size:  # precomputed: row p's value at each position's serial (one thread: the scratch is shared)
+        scratch, serial = X.scratch, X.serial
+        for e in range(indptr[p], indptr[p + 1]):
+            scratch[indices[e]] = data[e]
+        for t in range(lo, hi):
+            dots[t] = scratch[serial[t]]
+        for e in range(indptr[p], indptr[p + 1]):
+            scratch[indices[e]] = 0.0
+        for b0 in range(lo, hi, _ROW_BLOCK):
+            _row_kernel(p, b0, min(b0 + _ROW_BLOCK, hi), X, kp, out, base, coef, accumulate)
+        return
     # loops run over views from index 0 (numba then knows the index is not negative and LLVM vectorizes
     # them), block by block so that the block of dot products stays in the first-level cache
     if dense_t.shape[1] > 1:

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from worker.solvers.common import SolverControl, SolverInputError, StopReason, rng_state
-from worker.solvers.kernels import kernel_diagonal, row_sq_norms
+from worker.solvers.kernels import KERNEL_PRECOMPUTED, kernel_diagonal, precomputed_serials, row_sq_norms
 from worker.solvers.smo.cache import new_row_cache, reslot
 from worker.solvers.smo.rows import KernelParams, OriginalRows, position_copies, reorder
 from worker.solvers.smo.state import (
@@ -139,17 +139,24 @@ class Run:
         sq = row_sq_norms(indptr, data)
         self.yp = y.copy()  # labels in position order (the solver swaps positions when it shrinks)
         P = -np.ones(n) if linear_term is None else np.array(linear_term, dtype=np.float64)
+        serial = None
+        if code == KERNEL_PRECOMPUTED:  # rows gathered from the data (smo.rows), on one thread
+            serial, diagonal = precomputed_serials(indptr, indices, data, n_features)
+            threads = 1
+        else:
+            diagonal = kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree)
         self.V = Variables(
             np.zeros(n),
             P.copy(),
             np.zeros(n),
             np.where(self.yp > 0, C * w_pos, C * w_neg),
-            kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree),
+            diagonal,
             np.zeros(n, dtype=np.int8),
             P,
         )
         dense = n_features * n * 8 <= _DENSE_T_MAX_BYTES and data.size >= _DENSE_T_MIN_FILL * n * n_features
-        self.X = position_copies(indptr, indices, data, sq, self.yp, n_features, threads, dense)
+        dense = dense and serial is None
+        self.X = position_copies(indptr, indices, data, sq, self.yp, n_features, threads, dense, serial)
         self.orig = OriginalRows(indptr, indices, data, sq, np.arange(n, dtype=np.int64))
         reorder(self.orig, self.X)
         self.budget = int(cache_mb * (1 << 20) / 4)
