@@ -3,13 +3,13 @@
 ``fit`` uploads the rows (as svmlight, features numbered from 1), trains a job remotely and keeps the
 model's id; ``predict``, ``decision_function`` and ``predict_proba`` send the rows to the model's
 predict route. ``get_params`` / ``set_params`` are the solver's parameters (``C``, ``kernel``,
-``gamma``, ``loss``, ``penalty``, ``bias``, ``tol``, ``max_iter``, ``class_weight``, ``multi_class``,
+``gamma``, ``loss``, ``penalty``, ``bias``, ``tol``, ``max_iter``, ``class_weight``, ``multi_class``, ``nu``,
 ``probability``; anything else a solver takes goes in ``solver_params``); ``random_state`` is the job's ``seed``.
 A parameter the chosen solver does not take, set to anything but its default, is an error at ``fit``.
 
 Solver and kernel: ``solver="auto"`` (the default) trains ``dcd`` (a linear model) unless a kernel other
-than linear is asked for, then ``smo``; ``solver_`` says which ran. A linear solver (dcd, cpa, ocas)
-named together with such a kernel is an error that names the kernel solvers. Linear models (and smo
+than linear (or ``nu``: NuSVC) is asked for, then ``smo``; ``solver_`` says which ran. A linear solver (dcd, cpa,
+ocas) named together with such a kernel is an error that names the kernel solvers. Linear models (and smo
 models with the linear kernel) have ``coef_`` and ``intercept_`` in LinearSVC's (or SVC's) shapes and signs.
 
 More than two classes, as scikit-learn: smo trains one-vs-one (SVC's scheme, ``multiclass="ovo"``) and its
@@ -42,6 +42,7 @@ share (connection, upload, training, batched predict, warnings) is ``hinge_clien
     HingeClassifier(penalty="l1", loss="squared_hinge").fit(X_train, y_train).coef_    # dcd, sparse (LIBLINEAR -s 5)
     HingeClassifier(multi_class="crammer_singer").fit(X, wine_y)           # ocas, one problem (LIBLINEAR -s 4)
     HingeClassifier(kernel="rbf", n_jobs=2).fit(X, digits_y).decision_function(X)  # SVC's ovo, ovr-shaped
+    HingeClassifier(nu=0.3, gamma=0.05).fit(X_train, y_train)              # NuSVC(nu=0.3, gamma=0.05): smo, rbf
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hinge_client.cleanup import wait_for_cleanup
+from hinge_client.regressor import check_nu
 from hinge_client.remote_estimator import _RemoteModel, n_processes_of, service_solvers, warn_service_warnings
 from hinge_client.solvers import SolverInfo, estimator_params_of
 
@@ -62,7 +64,7 @@ SOLVER_PARAMS = {
     "dcd": ("C", "loss", "penalty", "bias", "tol", "max_iter", "class_weight"),
     "cpa": ("C", "bias", "tol", "max_iter"),
     "ocas": ("C", "bias", "tol", "max_iter"),
-    "smo": ("C", "kernel", "gamma", "degree", "coef0", "tol", "max_iter", "class_weight"),
+    "smo": ("C", "kernel", "gamma", "degree", "coef0", "tol", "max_iter", "class_weight", "nu"),
     "sampled_cuts": ("C", "kernel", "gamma", "degree", "coef0", "bias", "tol", "max_iter"),
 }
 LINEAR_SOLVERS = ("dcd", "cpa", "ocas")
@@ -89,15 +91,22 @@ DEFAULTS = {
     "gamma": "scale",
     "degree": 3,
     "coef0": 0.0,
+    "nu": None,
 }
 """Defaults of the parameters that only some solvers take: any other value for another solver is an error."""
 
 
 def solver_for(
-    solver: str, kernel: str | None, known: dict[str, SolverInfo] | None = None, *, crammer_singer: bool = False
+    solver: str,
+    kernel: str | None,
+    known: dict[str, SolverInfo] | None = None,
+    *,
+    crammer_singer: bool = False,
+    nu: bool = False,
 ) -> str:
-    """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked, else dcd
-    (ocas when ``crammer_singer``: Crammer and Singer's multi-class problem is asked for).
+    """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked or ``nu``
+    (NuSVC's nu is given), else dcd (ocas when ``crammer_singer``: Crammer and Singer's multi-class problem is asked
+    for).
 
     ``known``: the service's solvers (``service_solvers``), for a solver other than the built-in ones; without it
     such a name is taken as it is (the fit asks the service). A linear solver named together with a kernel other
@@ -111,7 +120,7 @@ def solver_for(
             )
         return "ocas"
     if solver == "auto":
-        return "dcd" if kernel in LINEAR_KERNELS else "smo"
+        return "dcd" if kernel in LINEAR_KERNELS and not nu else "smo"
     if not isinstance(solver, str) or not solver:
         raise ValueError(f"solver must be 'auto' or a solver's name ({', '.join(SOLVER_PARAMS)}, ...), got {solver!r}")
     if solver not in SOLVER_PARAMS and known is not None and solver not in known:
@@ -130,12 +139,18 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
 
     Parameters
     ----------
-    solver : "auto" (default: smo when kernel is "rbf", "poly" or "sigmoid", else dcd), "dcd", "cpa", "ocas"
-        (linear: kernel must be None or "linear"), "smo" or "sampled_cuts" (kernel), or any other solver the service
-        registers (what it takes is read from the service's OpenAPI document). ``solver_`` is the one used.
-    C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i.
+    solver : "auto" (default: smo when kernel is "rbf", "poly" or "sigmoid" or nu is given, else dcd), "dcd", "cpa",
+        "ocas" (linear: kernel must be None or "linear"), "smo" or "sampled_cuts" (kernel), or any other solver the
+        service registers (what it takes is read from the service's OpenAPI document). ``solver_`` is the one used.
+    C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i (left at 1.0 with nu).
     kernel, gamma, degree, coef0 : the kernel ("linear", "rbf", "poly", "sigmoid"; None: linear for the linear
         solvers, rbf for smo and sampled_cuts; gamma a number or "scale").
+    nu : None (default: not used, C-SVC) or a number in (0, 1]: NuSVC (smo's svm_type nu_svc, LIBSVM -s 1), nu in
+        place of C: an upper bound on the fraction of margin errors and a lower bound on the fraction of support
+        vectors. Solver smo only ("auto" picks it, whatever the kernel; kernel None is rbf, as for smo); C must be
+        left at 1.0 and class_weight at None (NuSVC has neither); probability calibrates as for C-SVC; more than two
+        classes one-vs-one by default, as NuSVC. Each binary problem needs nu <= 2 min(rows of a class) / rows (the
+        service refuses a larger nu naming the largest: a ValueError).
     loss : dcd's loss: "hinge" (LinearSVC's L1 loss), "squared_hinge" (LinearSVC's default) or "log_loss"
         (logistic regression, LIBLINEAR -s 7 as LogisticRegression(solver="liblinear"): predict_proba with no
         calibration).
@@ -196,6 +211,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         tol=None,
         max_iter=None,
         class_weight=None,
+        nu=None,
         multiclass=None,
         multi_class=None,
         decision_function_shape="ovr",
@@ -222,6 +238,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         self.tol = tol
         self.max_iter = max_iter
         self.class_weight = class_weight
+        self.nu = nu
         self.multiclass = multiclass
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
@@ -247,11 +264,12 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         built-in table for the five built-in solvers (no request), else from the service's OpenAPI document (a
         solver registered there, ``HINGE_SOLVER_PLUGINS``, needs no client change)."""
         crammer_singer = self.requested_multiclass() == "crammer_singer"
-        solver = solver_for(self.solver, self.kernel, crammer_singer=crammer_singer)
+        nu = self.nu is not None
+        solver = solver_for(self.solver, self.kernel, crammer_singer=crammer_singer, nu=nu)
         if solver in SOLVER_PARAMS:
             return solver, SOLVER_PARAMS[solver], solver in ONE_VS_ONE_SOLVERS
         known = service_solvers(self.url, self.api_key, self.timeout)
-        solver = solver_for(self.solver, self.kernel, known, crammer_singer=crammer_singer)
+        solver = solver_for(self.solver, self.kernel, known, crammer_singer=crammer_singer, nu=nu)
         info = known[solver]
         return solver, estimator_params_of(info), "ovo" in info.multiclass
 
@@ -314,6 +332,24 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 f"loss='log_loss' (got loss={self.loss!r}; the default loss is 'hinge')"
             )
 
+    def _nu_svc(self) -> float | None:
+        """NuSVC's nu (None: C-SVC), checked: a number in (0, 1], with C at its default 1.0 and no class_weight (the
+        service's nu_svc refuses both; LIBSVM's nu-SVC and NuSVC have neither)."""
+        if self.nu is None:
+            return None
+        nu = check_nu(self.nu)
+        if self.C != 1.0:
+            raise ValueError(
+                f"C={self.C!r} with nu={self.nu!r}: NuSVC has no C (nu takes its place); leave C at 1.0, or set "
+                "nu=None for C-SVC"
+            )
+        if self.class_weight is not None:
+            raise ValueError(
+                f"class_weight={self.class_weight!r} with nu={self.nu!r}: NuSVC takes no class_weight (LIBSVM's nu-SVC "
+                "has none); leave it None, or set nu=None for C-SVC"
+            )
+        return nu
+
     def service_params(self, y_encoded: np.ndarray | None = None) -> dict:
         """The job's ``params`` for the solver ``fit`` trains (``solver_for``; what ``fit`` sends)."""
         solver, taken, one_vs_one = self.solver_info()
@@ -325,10 +361,16 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
                 hint = ""
                 if self.solver == "auto" and name in ("gamma", "degree", "coef0"):
                     hint = "; with solver='auto', a kernel other than linear picks smo: set kernel='rbf', 'poly' or 'sigmoid'"
+                if name == "nu":
+                    hint = "; nu is NuSVC's: it needs solver 'smo' (or 'auto', which picks smo when nu is given)"
                 raise ValueError(
                     f"{name}={value!r} does not apply to solver {solver!r} (only to {', '.join(users)}){hint}"
                 )
+        nu = self._nu_svc()
         params: dict = {"C": float(self.C), **self._job_params(), "probability": bool(self.probability)}
+        if nu is not None:  # nu takes C's place: the service's nu_svc has no C
+            del params["C"]
+            params.update(svm_type="nu_svc", nu=nu)
         scheme = self.multiclass_scheme()  # refuses what the solver does not train
         if one_vs_one or scheme == "crammer_singer":
             params["multiclass"] = scheme

@@ -1,4 +1,4 @@
-"""``HingeRegressor``: scikit-learn's LinearSVR and SVR trained by a Hinge service.
+"""``HingeRegressor``: scikit-learn's LinearSVR, SVR and NuSVR trained by a Hinge service.
 
 ``kernel="linear"`` (the default) is LinearSVR: ``fit`` trains solver ``dcd`` with ``loss`` ``"epsilon_insensitive"``
 (LIBLINEAR -s 13, LinearSVR's default) or ``"squared_epsilon_insensitive"`` (-s 12), the intercept a regularized
@@ -6,6 +6,8 @@ constant feature (LIBLINEAR's and LinearSVR's convention). ``kernel`` "rbf", "po
 ``smo`` with ``svm_type: "epsilon_svr"`` (LIBSVM -s 3, the intercept unregularized), with SVR's ``gamma``
 ("scale" by default), ``degree``, ``coef0``, ``cache_size`` (the job's ``cache_mb``) and ``shrinking``;
 ``solver="smo"`` with ``kernel="linear"`` is SVR(kernel="linear") (an unregularized intercept, as LIBSVM's).
+``nu`` given is NuSVR: smo's ``svm_type: "nu_svr"`` (LIBSVM -s 4) with any kernel ("auto" picks smo then, the linear
+kernel included), nu in place of epsilon (the tube's width is learned).
 ``predict`` sends the rows to the model's predict route and returns the predicted values; ``score`` is R²
 (scikit-learn's ``RegressorMixin``). ``coef_`` (n_features,) exists for the linear kernel only (an AttributeError
 otherwise, as SVR's); ``intercept_`` (1,) always; kernel models have SVR's ``dual_coef_`` (1, n_SV) and
@@ -26,6 +28,7 @@ HingeClassifier's (``hinge_client.remote_estimator``): ``url``, ``api_key``, ``t
     reg = HingeRegressor(C=1.0, epsilon=0.0).fit(X_train, y_train)   # LinearSVR(C=1.0)'s problem, on the service
     reg.predict(X_test), reg.score(X_test, y_test), reg.coef_, reg.intercept_
     HingeRegressor(kernel="rbf", C=10.0).fit(X_train, y_train).predict(X_test)   # SVR(C=10.0), on the service
+    HingeRegressor(kernel="rbf", nu=0.5, C=10.0).fit(X_train, y_train)           # NuSVR(nu=0.5, C=10.0)
 """
 
 from __future__ import annotations
@@ -43,24 +46,40 @@ __all__ = ["HingeRegressor", "REGRESSION_LOSSES"]
 
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 """The losses of a regression: dcd's (and LinearSVR's) names; any other would train a classifier."""
+SOLVERS = ("auto", "dcd", "smo")
+"""``solver`` values: "auto" is dcd for the linear kernel without nu, smo otherwise."""
 LINEAR_ONLY = {"loss": "epsilon_insensitive", "fit_intercept": True, "intercept_scaling": 1.0}
 """LinearSVR's parameters that smo's SVR has no counterpart for (its loss is the epsilon-insensitive one, its intercept
 unregularized): any other value with smo is an error."""
 
 
+def check_nu(nu) -> float:
+    """``nu`` as the job's float: a number in (0, 1] (LIBSVM's -n), else a ValueError."""
+    if isinstance(nu, bool) or not isinstance(nu, numbers.Real) or not 0.0 < float(nu) <= 1.0:
+        raise ValueError(f"nu must be a number in (0, 1], got {nu!r}")
+    return float(nu)
+
+
 class HingeRegressor(RegressorMixin, _RemoteModel):
-    """A support vector regression trained by a Hinge service: LinearSVR's (dcd) or, with a kernel, SVR's (smo).
+    """A support vector regression trained by a Hinge service: LinearSVR's (dcd) or, with a kernel or nu, SVR's or
+    NuSVR's (smo).
 
     Parameters
     ----------
     C : penalty of the training loss, LIBLINEAR's and LIBSVM's (and LinearSVR's and SVR's) convention: minimize
         0.5|w|^2 + C sum loss_i.
     kernel : "linear" (default: LinearSVR, solver dcd), or "rbf", "poly", "sigmoid" (SVR, solver smo with
-        svm_type epsilon_svr).
-    solver : "auto" (default: dcd for the linear kernel, else smo), "dcd" (linear kernel only) or "smo" (any kernel;
-        with "linear" it is SVR(kernel="linear"): the intercept unregularized, LIBSVM's). ``solver_`` is the one used.
+        svm_type epsilon_svr); with nu, any kernel is NuSVR's (smo, svm_type nu_svr).
+    solver : "auto" (default: dcd for the linear kernel without nu, else smo), "dcd" (linear kernel only, no nu) or
+        "smo" (any kernel; with "linear" it is SVR(kernel="linear"): the intercept unregularized, LIBSVM's).
+        ``solver_`` is the one used.
     epsilon : half-width of the insensitive zone, in the targets' units (residuals within it cost nothing); None:
-        the service's default, 0.1 as LIBLINEAR's -p and SVR's (LinearSVR's default is 0.0).
+        the service's default, 0.1 as LIBLINEAR's -p and SVR's (LinearSVR's default is 0.0). Not with nu (NuSVR
+        learns it).
+    nu : None (default: not used, epsilon sets the tube) or a number in (0, 1]: NuSVR (smo's svm_type nu_svr, LIBSVM
+        -s 4), whose tube's width epsilon is learned: nu is an upper bound on the fraction of training errors (rows
+        outside the tube) and a lower bound on the fraction of support vectors. Solver smo only ("auto" picks it,
+        whatever the kernel); C is NuSVR's C, sent as usual; epsilon must be left at None.
     gamma, degree, coef0 : SVR's kernel parameters (gamma a number or "scale", 1 / (n_features * X.var())); each is
         used by the kernels that have it, and ignored by the others as SVR ignores it.
     cache_size : smo's cache of kernel rows in MB (SVR's cache_size, the job's cache_mb).
@@ -95,6 +114,7 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         kernel="linear",
         solver="auto",
         epsilon=None,
+        nu=None,
         gamma="scale",
         degree=3,
         coef0=0.0,
@@ -118,6 +138,7 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         self.kernel = kernel
         self.solver = solver
         self.epsilon = epsilon
+        self.nu = nu
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
@@ -144,23 +165,34 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         return tags
 
     def solver_for(self) -> str:
-        """The solver a fit trains: ``solver``, or for "auto" dcd with the linear kernel, else smo; dcd with another
-        kernel is an error."""
+        """The solver a fit trains: ``solver``, or for "auto" dcd with the linear kernel and no nu, else smo; dcd with
+        another kernel, or with nu, is an error."""
         if self.solver == "auto":
-            return "dcd" if self.kernel == "linear" else "smo"
-        if self.solver not in ("dcd", "smo"):
+            return "dcd" if self.kernel == "linear" and self.nu is None else "smo"
+        if self.solver not in SOLVERS:
             raise ValueError(f"solver must be 'auto', 'dcd' or 'smo', got {self.solver!r}")
         if self.solver == "dcd" and self.kernel != "linear":
             raise ValueError(
                 f"kernel={self.kernel!r} needs solver 'smo' (or 'auto', which picks it); dcd trains linear models only"
             )
+        if self.solver == "dcd" and self.nu is not None:
+            raise ValueError(
+                f"nu={self.nu!r} (NuSVR) needs solver 'smo' (or 'auto', which picks it); dcd trains LinearSVR's "
+                "epsilon-insensitive problem only"
+            )
         return self.solver
 
     def service_params(self) -> dict:
         """The params of the job ``fit`` sends (to ``solver_for()``). The loss, the kernel and the intercept are checked
-        here (any other loss would train a classifier); the numbers (C, epsilon, tol, ...) by the service, whose
-        refusal is a ValueError."""
+        here (any other loss would train a classifier), and nu (NuSVR's, smo's nu_svr) with epsilon left unset; the
+        other numbers (C, epsilon, tol, ...) by the service, whose refusal is a ValueError."""
         solver = self.solver_for()
+        if self.nu is not None and self.epsilon is not None:
+            raise ValueError(
+                f"nu={self.nu!r} and epsilon={self.epsilon!r}: NuSVR learns epsilon (nu sets the tube's width); pass "
+                "one or the other"
+            )
+        nu = None if self.nu is None else check_nu(self.nu)
         if self.loss not in REGRESSION_LOSSES:
             raise ValueError(f"loss must be one of {', '.join(map(repr, REGRESSION_LOSSES))}, got {self.loss!r}")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
@@ -184,7 +216,11 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
                         f"{name}={getattr(self, name)!r} applies to the linear kernel's solver dcd (LinearSVR's) only; "
                         f"smo (SVR's) trains the epsilon-insensitive loss with an unregularized intercept"
                     )
-            params.update(svm_type="epsilon_svr", kernel=kernel, shrinking=bool(self.shrinking))
+            params.update(
+                svm_type="epsilon_svr" if nu is None else "nu_svr", kernel=kernel, shrinking=bool(self.shrinking)
+            )
+            if nu is not None:
+                params["nu"] = nu
             params["cache_mb"] = float(self.cache_size)
         params.update(self._job_params())
         if self.epsilon is not None:
@@ -206,8 +242,8 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
         if model.get("task") != "regression":
             raise ValueError(
                 f"{type(self).__name__}: the service trained a {model.get('task')} model of kind {model.get('kind')} "
-                f"(params {params}); a regression needs dcd with loss epsilon_insensitive or squared_epsilon_insensitive"
-                ", or smo with svm_type epsilon_svr"
+                f"(params {params}); a regression needs dcd with loss epsilon_insensitive or "
+                "squared_epsilon_insensitive, or smo with svm_type epsilon_svr or nu_svr"
             )
         document = self._exported()
         self._coef = self._dual = None

@@ -61,7 +61,8 @@ def solvers_in(document: dict) -> dict[str, SolverInfo]:
 
 def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
     """The estimator's parameters a solver takes, from its parameter schema's fields (``tol_rel`` takes ``tol``,
-    ``kernel`` takes gamma, degree and coef0 too; its ``multiclass`` schemes are ``SolverInfo.multiclass``)."""
+    ``kernel`` takes gamma, degree and coef0 too, ``nu`` with an ``svm_type`` NuSVC's nu; its ``multiclass`` schemes are
+    ``SolverInfo.multiclass``)."""
     taken: list[str] = [name for name in ("C", "loss", "penalty") if name in info.fields]
     if info.kernel:
         taken += ["kernel", "gamma", "degree", "coef0"]
@@ -69,4 +70,6 @@ def estimator_params_of(info: SolverInfo) -> tuple[str, ...]:
     if "tol" in info.fields or "tol_rel" in info.fields:
         taken.append("tol")
     taken += [name for name in ("max_iter", "class_weight") if name in info.fields]
+    if "nu" in info.fields and "svm_type" in info.fields:  # NuSVC's nu: an svm_type of its own (dcd's nu is one-class)
+        taken.append("nu")
     return tuple(taken)

@@ -3,13 +3,15 @@
 scikit-learn's ``check_estimator`` passes as it does for HingeClassifier (tests/test_client.py), linear and rbf;
 trained to a tight tolerance, the regressor predicts as LinearSVR run to convergence on scikit-learn's diabetes data
 (targets / 100), both losses, with and without an intercept, and with a kernel as SVR (rbf, poly, and the linear
-kernel through smo); GridSearchCV and cross_val_score score it as they score LinearSVR and leave only the best
-estimator's model. Without a service: the parameters map to the dcd job's params, or smo's epsilon_svr.
+kernel through smo), and with nu as NuSVR (smo's nu_svr); GridSearchCV and cross_val_score score it as they score
+LinearSVR and leave only the best estimator's model. Without a service: the parameters map to the dcd job's params, or
+smo's epsilon_svr or nu_svr.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
 import warnings
 
 import numpy as np
@@ -19,7 +21,7 @@ from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_test_split
-from sklearn.svm import SVR, LinearSVR
+from sklearn.svm import SVR, LinearSVR, NuSVR
 from sklearn.utils.estimator_checks import check_estimator
 
 from hinge_client import Client, HingeRegressor, wait_for_cleanup
@@ -57,8 +59,9 @@ counterpart: a regressor has no probabilities)."""
         lambda url: HingeRegressor(url=url),
         lambda url: HingeRegressor(loss="squared_epsilon_insensitive", epsilon=0.0, fit_intercept=False, url=url),
         lambda url: HingeRegressor(kernel="rbf", url=url),
+        lambda url: HingeRegressor(nu=0.5, url=url),
     ],
-    ids=["epsilon_insensitive", "squared-no-intercept", "rbf"],
+    ids=["epsilon_insensitive", "squared-no-intercept", "rbf", "nu_svr"],
 )
 def test_hinge_regressor_passes_check_estimator(service, make):
     """Every check passes (none expected to fail); three of them (check_fit_idempotent, check_fit_check_is_fitted,
@@ -176,6 +179,31 @@ def test_kernel_predictions_equal_svr(service, params):
         assert not hasattr(ours, "coef_")
 
 
+@pytest.mark.parametrize(
+    "params",
+    [{"kernel": "rbf", "C": 10.0, "gamma": 0.5, "nu": 0.5}, {"kernel": "linear", "C": 10.0, "nu": 0.5}],
+    ids=["rbf", "linear"],
+)
+def test_nu_predictions_equal_nu_svr(service, params):
+    """nu given is NuSVR: smo's nu_svr ("auto" picks smo, the linear kernel included) at tol 1e-6 predicts as NuSVR
+    (LIBSVM -s 4) on held-out rows to 1e-3, with its support vectors (at least nu of the rows: nu bounds their
+    fraction from below) and intercept; C is sent as NuSVR's C, epsilon not at all (nu_svr learns it)."""
+    X_train, X_test, y_train, y_test = diabetes()
+    ours = HingeRegressor(url=service.base_url, **TIGHT, **params).fit(X_train, y_train)
+    reference = NuSVR(tol=1e-6, **params).fit(X_train, y_train)
+    assert ours.solver_ == "smo" and ours.model_["task"] == "regression" and ours.model_["kind"] == "kernel"
+    assert (ours.model_["params"]["svm_type"], ours.model_["params"]["nu"]) == ("nu_svr", 0.5)
+    assert ours.model_["params"]["C"] == 10.0 and ours.model_["params"]["epsilon"] == 0.1  # the default, unused
+    predicted = ours.predict(X_test)
+    assert np.max(np.abs(predicted - reference.predict(X_test))) <= 1e-3
+    assert ours.dual_coef_.shape == reference.dual_coef_.shape
+    assert ours.support_vectors_.shape[0] >= params["nu"] * X_train.shape[0]
+    np.testing.assert_allclose(ours.intercept_, reference.intercept_, atol=1e-3)
+    assert ours.score(X_test, y_test) == pytest.approx(reference.score(X_test, y_test), abs=1e-3)
+    if params["kernel"] == "linear":
+        np.testing.assert_allclose(ours.coef_, reference.coef_[0], atol=1e-3)
+
+
 def test_gamma_scale_is_svr_default(service):
     """SVR's defaults (rbf, gamma "scale", C 1, epsilon 0.1): the service resolves "scale" to SVR's gamma."""
     X_train, X_test, y_train, _ = diabetes()
@@ -257,9 +285,39 @@ def test_kernel_parameters_map_to_the_smo_job():
     assert HingeRegressor(gamma=0.5, cache_size=10).service_params() == HingeRegressor().service_params()  # dcd
 
 
+def test_nu_maps_to_smo_nu_svr():
+    """nu is NuSVR: smo (auto picks it whatever the kernel) with svm_type nu_svr and nu, C as usual, no epsilon; a
+    keyword parameter that get_params, set_params and clone carry (None: not used, the solver as before)."""
+    reg = HingeRegressor(C=3, nu=0.25)
+    assert reg.solver_for() == "smo"
+    assert reg.service_params() == {
+        "C": 3.0,
+        "svm_type": "nu_svr",
+        "kernel": {"type": "linear"},
+        "shrinking": True,
+        "nu": 0.25,
+        "cache_mb": 200.0,
+        "seed": 0,
+    }
+    rbf = HingeRegressor(kernel="rbf", nu=1, gamma=0.5, solver="smo").service_params()
+    assert (rbf["svm_type"], rbf["nu"], rbf["kernel"]) == ("nu_svr", 1.0, {"type": "rbf", "gamma": 0.5})
+    assert HingeRegressor().get_params()["nu"] is None
+    assert clone(reg).get_params() == reg.get_params() and clone(reg).nu == 0.25
+    assert reg.set_params(nu=None).solver_for() == "dcd"
+    assert reg.set_params(nu=0.5, kernel="rbf").service_params()["svm_type"] == "nu_svr"
+    assert inspect.signature(HingeRegressor).parameters["nu"].kind == inspect.Parameter.KEYWORD_ONLY
+
+
 @pytest.mark.parametrize(
     "params,message",
     [
+        ({"nu": 0.5, "solver": "dcd"}, r"nu=0.5 \(NuSVR\) needs solver 'smo'"),
+        ({"nu": 0.5, "epsilon": 0.2}, "NuSVR learns epsilon .*; pass one or the other"),
+        ({"nu": 0.5, "epsilon": 0.1}, "NuSVR learns epsilon"),  # even its default, named: nu_svr has no epsilon
+        ({"nu": 0.0}, r"nu must be a number in \(0, 1\], got 0.0"),
+        ({"nu": 1.5, "kernel": "rbf"}, r"nu must be a number in \(0, 1\]"),
+        ({"nu": True}, r"nu must be a number in \(0, 1\]"),
+        ({"nu": 0.5, "loss": "squared_epsilon_insensitive"}, "applies to the linear kernel's solver dcd"),
         ({"kernel": "rbf", "loss": "squared_epsilon_insensitive"}, "loss='squared_epsilon_insensitive' applies to"),
         ({"kernel": "rbf", "fit_intercept": False}, "fit_intercept=False applies to the linear kernel's solver dcd"),
         ({"kernel": "poly", "intercept_scaling": 2.0}, "intercept_scaling=2.0 applies to"),

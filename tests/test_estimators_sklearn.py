@@ -1,14 +1,16 @@
 """The estimators as scikit-learn users know them: SVC's and LinearSVC's defaults and scores, HingeSearchCV.
 
 Against a real service (the ``service`` fixture): the multi-class schemes and decision-function shapes of
-SVC, cross-validated scores equal to SVC's and LinearSVC's on the same folds, and HingeSearchCV choosing
-what GridSearchCV over the estimator chooses. Without a service: the service's warnings become
-ConvergenceWarnings, and what the service's search cannot run is a ValueError.
+SVC, cross-validated scores equal to SVC's and LinearSVC's on the same folds, NuSVC's predictions with ``nu``, and
+HingeSearchCV choosing what GridSearchCV over the estimator chooses. Without a service: the service's warnings become
+ConvergenceWarnings, nu maps to smo's nu_svc, and what the service's search cannot run (or NuSVC does not take) is a
+ValueError.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
 import warnings
 
 import numpy as np
@@ -18,11 +20,12 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, PredefinedSplit, StratifiedKFold, cross_val_score
 from sklearn.preprocessing import StandardScaler
-from sklearn.svm import SVC, LinearSVC
+from sklearn.svm import SVC, LinearSVC, NuSVC
 from sklearn.utils.multiclass import _ovr_decision_function
 
 from hinge_client import Client, HingeClassifier, HingeError, HingeSearchCV, wait_for_cleanup
 from hinge_client.remote_estimator import warn_service_warnings
+from tests.test_client import wine
 from worker.training.folds import make_folds
 
 BREAST_CANCER_GRID = {"C": [0.001, 0.01, 0.1, 1.0, 10.0]}
@@ -237,6 +240,86 @@ def test_log_loss_is_liblinear_logistic_regression(service):
     del ours
     gc.collect()
     assert wait_for_cleanup()
+
+
+# -- NuSVC: nu ------------------------------------------------------------------------------------------
+
+
+def test_nu_is_nu_svc_on_smo():
+    """nu is NuSVC: smo (auto picks it whatever the kernel; kernel None is rbf, as for smo) with svm_type nu_svc and
+    nu in place of C (no C sent), one-vs-one by default, probability as asked; a keyword parameter that get_params,
+    set_params and clone carry (None: not used, the solver as before)."""
+    clf = HingeClassifier(nu=0.3)
+    assert clf.solver_info()[0] == "smo" and clf.multiclass_scheme() == "ovo"
+    assert clf.service_params() == {
+        "seed": 0,
+        "probability": False,
+        "svm_type": "nu_svc",
+        "nu": 0.3,
+        "multiclass": "ovo",
+        "kernel": {"type": "rbf", "gamma": "scale"},
+    }
+    linear = HingeClassifier(nu=1, kernel="linear", probability=True, multiclass="ovr").service_params()
+    assert (linear["kernel"], linear["nu"], linear["probability"], linear["multiclass"]) == (
+        {"type": "linear"},
+        1.0,
+        True,
+        "ovr",
+    )
+    assert HingeClassifier().get_params()["nu"] is None
+    assert clone(clf).get_params() == clf.get_params() and clone(clf).nu == 0.3
+    assert clf.set_params(nu=None).solver_info()[0] == "dcd"
+    assert clf.set_params(nu=0.5, kernel="poly").service_params()["svm_type"] == "nu_svc"
+    assert inspect.signature(HingeClassifier).parameters["nu"].kind == inspect.Parameter.KEYWORD_ONLY
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"nu": 0.3, "C": 10.0}, r"C=10.0 with nu=0.3: NuSVC has no C"),
+        ({"nu": 0.3, "C": 0.5, "kernel": "rbf"}, "NuSVC has no C"),
+        ({"nu": 0.3, "class_weight": "balanced"}, "NuSVC takes no class_weight"),
+        ({"nu": 0.3, "class_weight": {0: 2.0}}, "NuSVC takes no class_weight"),
+        ({"nu": 0.3, "solver": "dcd"}, r"nu=0.3 does not apply to solver 'dcd' \(only to smo\); nu is NuSVC's"),
+        ({"nu": 0.3, "solver": "sampled_cuts", "kernel": "rbf"}, "nu=0.3 does not apply to solver 'sampled_cuts'"),
+        ({"nu": 0.3, "multi_class": "crammer_singer"}, "nu=0.3 does not apply to solver 'ocas'"),
+        ({"nu": 0.0}, r"nu must be a number in \(0, 1\], got 0.0"),
+        ({"nu": 1.5, "kernel": "rbf"}, r"nu must be a number in \(0, 1\]"),
+        ({"nu": "0.3"}, r"nu must be a number in \(0, 1\]"),
+    ],
+)
+def test_what_nu_svc_does_not_take_is_refused_before_any_request(params, message):
+    with pytest.raises(ValueError, match=message):
+        HingeClassifier(**params).service_params()
+    X, y = cancer()
+    with pytest.raises(ValueError, match=message):  # at fit, before any request (no service at this url)
+        HingeClassifier(url="http://127.0.0.1:9", **params).fit(X, y)
+
+
+def test_nu_predictions_equal_nu_svc(service):
+    """NuSVC(nu=0.3, gamma=0.05) (LIBSVM -s 1) on standardized breast cancer and on wine (three classes, one-vs-one):
+    the same predictions on at least 99.5% of the rows, decision values close (LIBSVM's scaling by 1 / rho); a nu
+    larger than the classes allow is the service's refusal, naming the largest; probability is calibrated."""
+    X, y = cancer()
+    ours = HingeClassifier(nu=0.3, gamma=0.05, url=service.base_url).fit(X, y)
+    reference = NuSVC(nu=0.3, gamma=0.05).fit(X, y)
+    assert ours.solver_ == "smo" and ours.model_["params"]["svm_type"] == "nu_svc"
+    assert ours.model_["params"]["nu"] == 0.3 and ours.model_["params"]["kernel"]["type"] == "rbf"
+    assert np.mean(ours.predict(X) == reference.predict(X)) >= 0.995
+    assert np.max(np.abs(ours.decision_function(X) - reference.decision_function(X))) < 0.01
+    X, y = wine()
+    ours = HingeClassifier(nu=0.3, gamma=0.05, decision_function_shape="ovo", url=service.base_url).fit(X, y)
+    reference = NuSVC(nu=0.3, gamma=0.05, decision_function_shape="ovo").fit(X, y)
+    assert ours.model_["params"]["multiclass"] == "ovo"
+    assert np.mean(ours.predict(X) == reference.predict(X)) >= 0.995
+    assert np.max(np.abs(ours.decision_function(X) - reference.decision_function(X))) < 0.01
+    calibrated = HingeClassifier(nu=0.3, gamma=0.05, probability=True, url=service.base_url).fit(X, y)
+    proba = calibrated.predict_proba(X)
+    assert proba.shape == (X.shape[0], 3) and np.allclose(proba.sum(axis=1), 1.0)
+    assert np.mean(calibrated.classes_[np.argmax(proba, axis=1)] == calibrated.predict(X)) >= 0.95
+    X, y = cancer()  # 212 and 357 rows: nu at most 2 * 212 / 569
+    with pytest.raises(ValueError, match=r"refused the training request: params\.nu: 0.8 is infeasible.*0\.745167"):
+        HingeClassifier(nu=0.8, url=service.base_url).fit(X, y)
 
 
 # -- HingeSearchCV -------------------------------------------------------------------------------------
