@@ -65,6 +65,7 @@ class PositionRows(NamedTuple):
     team_coef: np.ndarray  # the team's current order's coefficients (two)
     serial_rows: np.ndarray  # precomputed kernel: each row's serial number (its column 0), row order; else empty
     serial: np.ndarray  # the same in position order
+    row_of: np.ndarray  # precomputed kernel: the row each position holds (its CSR above is the rows' own, unmoved)
     scratch: np.ndarray  # precomputed kernel: row p spread over its columns (zero between rows); else length 1
 
 
@@ -77,8 +78,8 @@ def position_copies(
     kernel's serial number of each row (row order); its rows are then gathered, not computed (one thread)."""
     n = indptr.size - 1
     nnz = int(data.size)
-    if dense:
-        dense_t = np.zeros((n_features, n))
+    if dense or serial is not None:  # a precomputed kernel's rows are gathered: neither copy is needed
+        dense_t = np.zeros((n_features, n) if serial is None else (1, 1))
         col_ptr, col_pos, col_val = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1)
     else:
         dense_t = np.zeros((1, 1))
@@ -87,10 +88,11 @@ def position_copies(
             np.empty(nnz, dtype=np.int32),
             np.empty(nnz),
         )
+    shared = serial is not None  # a precomputed kernel reads its rows where they are (through row_of)
     return PositionRows(
-        indptr.copy(),
-        indices.copy(),
-        data.copy(),
+        indptr if shared else indptr.copy(),
+        indices if shared else indices.copy(),
+        data if shared else data.copy(),
         sq.copy(),
         yp,
         dense_t,
@@ -104,6 +106,7 @@ def position_copies(
         np.zeros(T_SIZE, dtype=np.int64),
         np.zeros(2),
         np.zeros(0, dtype=np.int64) if serial is None else np.asarray(serial, dtype=np.int64),
+        np.zeros(0 if serial is None else n, dtype=np.int64),
         np.zeros(0 if serial is None else n, dtype=np.int64),
         np.zeros(1 if serial is None else n_features),
     )
@@ -120,6 +123,13 @@ def reorder(orig, X):
     pindptr, pindices, pdata, psq, dense_t = X.indptr, X.indices, X.data, X.sq, X.dense_t
     col_ptr, col_pos, col_val = X.col_ptr, X.col_pos, X.col_val
     is_dense = dense_t.shape[1] > 1
+    if X.serial_rows.size:  # precomputed: the rows stay where they are; positions map to them
+        for p in range(perm.size):
+            r = perm[p]
+            X.row_of[p] = r
+            X.serial[p] = X.serial_rows[r]
+            psq[p] = sq[r]
+        return
     k = 0
     for p in range(perm.size):
         r = perm[p]
@@ -129,14 +139,12 @@ def reorder(orig, X):
             k += 1
         pindptr[p + 1] = k
         psq[p] = sq[r]
-        if X.serial_rows.size:
-            X.serial[p] = X.serial_rows[r]
     if is_dense:
         dense_t[:, :] = 0.0
         for p in range(perm.size):
             for e in range(pindptr[p], pindptr[p + 1]):
                 dense_t[pindices[e], p] += pdata[e]
-    else:
+    elif X.serial_rows.size == 0:  # (a precomputed kernel gathers its rows: no columns)
         # counting sort by column; positions come out ascending within each column
         n_cols = col_ptr.size - 1
         for c in range(n_cols + 1):
@@ -169,12 +177,12 @@ def _row_chunk(p, lo, hi, X, kp, out, base, coef, accumulate):
     indptr, indices, data, dense_t, dots = X.indptr, X.indices, X.data, X.dense_t, X.dots
     col_ptr, col_pos, col_val = X.col_ptr, X.col_pos, X.col_val
     if X.serial.size:  # precomputed: row p's value at each position's serial (one thread: the scratch is shared)
-        scratch, serial = X.scratch, X.serial
-        for e in range(indptr[p], indptr[p + 1]):
+        scratch, serial, r = X.scratch, X.serial, X.row_of[p]
+        for e in range(indptr[r], indptr[r + 1]):
             scratch[indices[e]] = data[e]
         for t in range(lo, hi):
             dots[t] = scratch[serial[t]]
-        for e in range(indptr[p], indptr[p + 1]):
+        for e in range(indptr[r], indptr[r + 1]):
             scratch[indices[e]] = 0.0
         for b0 in range(lo, hi, _ROW_BLOCK):
             _row_kernel(p, b0, min(b0 + _ROW_BLOCK, hi), X, kp, out, base, coef, accumulate)

@@ -136,7 +136,7 @@ class Run:
         n = self.n = y.size
         code, gamma, coef0, degree = kp
         self.kp = KernelParams(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree))
-        sq = row_sq_norms(indptr, data)
+        sq = row_sq_norms(indptr, data) if code != KERNEL_PRECOMPUTED else np.zeros(y.size)  # rbf's only
         self.yp = y.copy()  # labels in position order (the solver swaps positions when it shrinks)
         P = -np.ones(n) if linear_term is None else np.array(linear_term, dtype=np.float64)
         serial = None
