@@ -125,7 +125,7 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             )
         grid = _grid(self.param_grid)
         if "gamma" in grid:
-            solver = solver_for(self.estimator.solver, self.estimator.kernel)
+            solver = solver_for(self.estimator.solver, self.estimator.kernel, nu=self.estimator.nu is not None)
             kernel = self.estimator.kernel or ("rbf" if solver in KERNEL_SOLVERS else "linear")
             if solver not in KERNEL_SOLVERS or kernel == "linear":
                 raise ValueError(

@@ -387,3 +387,11 @@ def test_what_the_service_search_cannot_run_is_refused_before_any_request(estima
     X, y = cancer()
     with pytest.raises(ValueError, match=message):
         HingeSearchCV(estimator, grid, **kwargs).fit(X, y)
+
+
+def test_search_cv_of_a_nu_classifier_varies_gamma():
+    """HingeSearchCV over gamma of HingeClassifier(nu=...) with no kernel: smo (NuSVC's) with rbf, its search's
+    gamma accepted (no request: the params the service would get)."""
+    search = HingeSearchCV(HingeClassifier(nu=0.3), {"gamma": [0.01, 0.1]}, cv=3)
+    sent = search.search_params(2)
+    assert sent["gamma"] == [0.01, 0.1]
