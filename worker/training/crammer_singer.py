@@ -2,7 +2,9 @@
 result shaped as the one-vs-rest models' (a weight vector and an offset per label, predicted by the largest score).
 
 With two labels the model keeps one score, the difference of the two classes' scores (positive for the larger
-label), as every two-label model here."""
+label), as every two-label model here. The job's fit (``fit_crammer_singer``), a search's fold fits (``fit_rows``,
+scored by ``scores_of``: the argmax of the K scores) and the calibration's cross-validated scores
+(``held_out_scores``, for ``probability``) all fit this one problem; none of them runs one problem per label."""
 
 from __future__ import annotations
 
