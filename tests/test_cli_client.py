@@ -329,9 +329,9 @@ def test_train_penalty_l1_and_crammer_singer_pass_through_p(service, files):
     l1 = out.strip()
 
     code, _, err = hingectl(
-        url, "train", dataset, "--solver", "ocas", "-p", "multiclass=crammer_singer", "-p", "search.C=[1,10]"
+        url, "train", dataset, "--solver", "ocas", "-p", "multiclass=crammer_singer", "-p", "distributed.nodes=2"
     )
-    assert code == 6 and "crammer_singer" in err and "search" in err, err
+    assert code == 6 and "crammer_singer" in err and "distributed" in err, err
     code, out, err = hingectl(url, "train", dataset, "--solver", "ocas", "-p", "multiclass=crammer_singer", "--watch")
     assert code == 0 and "succeeded" in err, err
     crammer_singer = out.strip()
