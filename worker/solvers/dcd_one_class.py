@@ -38,9 +38,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from worker.solvers.common import SolverControl, SolverResult, run_dual_passes
+from worker.solvers.kernels import row_sq_norms
 from worker.solvers.smo.one_class import check_one_class, initial_alpha
 
 
@@ -209,11 +211,9 @@ def solve_one_class_linear(indptr, indices, data, n_features: int, params, contr
     n = indptr.size - 1
     nu = check_one_class(n, params.nu)
     data = np.asarray(data, dtype=np.float64)
-    sq = np.bincount(np.repeat(np.arange(n), np.diff(indptr)), weights=data * data, minlength=n).astype(np.float64)
+    sq = row_sq_norms(indptr, data)
     alpha = initial_alpha(n, nu)
-    w = np.zeros(int(n_features))
-    for i in np.flatnonzero(alpha):
-        w[indices[indptr[i] : indptr[i + 1]]] += alpha[i] * data[indptr[i] : indptr[i + 1]]
+    w = np.asarray(sp.csr_matrix((data, indices, indptr), shape=(n, int(n_features))).T @ alpha).reshape(-1)
     arrays = (indptr, np.asarray(indices), data, sq)
     passes = _Passes(arrays, w, alpha, bool(params.shrinking))
     passes.tol = float(params.tol)
