@@ -126,14 +126,14 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         )
         coef = np.asarray(arrays["coef"], dtype=np.float64)
     offsets = np.asarray(arrays["offsets"], dtype=np.float64)
-    if kernel.type == "precomputed":
-        support = precomputed_support(support)
+    if kernel.type == "precomputed":  # LIBSVM writes a support vector as its serial alone (column 0)
+        support = support[:, [0]].tocsr()
     stated = model.libsvm_svm_type or (model.params or {}).get("svm_type")  # an import's, or smo's svm_type
     svm_type = stated if stated in SVM_TYPES + SINGLE_SVM_TYPES else None
     if single:  # one expansion, no labels: rho = -b, each row's coefficient (beta_i; one-class: alpha_i)
         default_type = "one_class" if model.task == Task.one_class else "epsilon_svr"
         yield _header(kernel, [], [support.shape[0]], [-offsets[0]], svm_type=svm_type or default_type)
-        yield from _sv_lines(support, np.arange(support.shape[0]), coef[0].reshape(-1, 1))
+        yield from _sv_lines(support, np.arange(support.shape[0]), coef[0].reshape(-1, 1), first_index(kernel))
     elif model.one_vs_one:
         yield from _write_one_vs_one(model, kernel, support, coef, offsets, svm_type or "c_svc")
     elif coef.shape[0] == 1:
@@ -142,12 +142,10 @@ def write_libsvm(model: ModelDescription, arrays: dict) -> Iterator[str]:
         yield from _write_one_vs_rest(labels, kernel, support, coef, offsets)
 
 
-def precomputed_support(support: sp.csr_matrix) -> sp.csr_matrix:
-    """A precomputed kernel's support vectors as LIBSVM writes them: each row's serial number alone (column 0),
-    marked so that ``_sv_lines`` writes it as `0:serial`."""
-    serials = support[:, [0]].tocsr()
-    serials.precomputed = True
-    return serials
+def first_index(kernel: ModelKernel) -> int:
+    """The index a support vector line's first column is written as: 1 (LIBSVM's), or 0 for a precomputed kernel,
+    whose support vectors are their serial numbers, `0:serial`."""
+    return 0 if kernel.type == "precomputed" else 1
 
 
 def _header(
@@ -180,11 +178,10 @@ def _header(
     return "\n".join(lines) + "\n"
 
 
-def _sv_lines(support: sp.csr_matrix, rows: np.ndarray, coefficients: np.ndarray) -> Iterator[str]:
-    """Lines `c_1 ... c_{k-1} index:value ...` for the given rows, with coefficients (len(rows), k - 1); LIBSVM's
-    indices count from 1, except a precomputed kernel's support vectors (``precomputed_support``): `0:serial`."""
+def _sv_lines(support: sp.csr_matrix, rows: np.ndarray, coefficients: np.ndarray, first: int = 1) -> Iterator[str]:
+    """Lines `c_1 ... c_{k-1} index:value ...` for the given rows, with coefficients (len(rows), k - 1); indices count
+    from ``first``: LIBSVM's from 1, a precomputed kernel's `0:serial` from 0 (``first_index``)."""
     indptr, indices, data = support.indptr, support.indices, support.data
-    first = 0 if getattr(support, "precomputed", False) else 1
     for start in range(0, rows.size, ROWS_PER_PIECE):
         out = []
         for position in range(start, min(rows.size, start + ROWS_PER_PIECE)):
@@ -213,7 +210,7 @@ def _write_binary(
         prob = ([calibration.A[0]], [calibration.B[0]])
     yield _header(kernel, [labels[1], labels[0]], [first.size, second.size], [-offset], prob, svm_type)
     ordered = np.concatenate([first, second])
-    yield from _sv_lines(support, ordered, coef[ordered].reshape(-1, 1))
+    yield from _sv_lines(support, ordered, coef[ordered].reshape(-1, 1), first_index(kernel))
 
 
 def _write_one_vs_rest(
@@ -226,7 +223,7 @@ def _write_one_vs_rest(
     for c, rows in enumerate(groups):
         # the line's entry for another class j: +c_k where k comes first in the pair (j > c), -c_k where second
         signs = np.array([1.0 if j > c else -1.0 for j in range(k) if j != c])
-        yield from _sv_lines(support, rows, coef[c, rows].reshape(-1, 1) * signs.reshape(1, -1))
+        yield from _sv_lines(support, rows, coef[c, rows].reshape(-1, 1) * signs.reshape(1, -1), first_index(kernel))
 
 
 def _write_one_vs_one(
@@ -253,7 +250,7 @@ def _write_one_vs_one(
     for c, count in enumerate(n_sv):
         rows = np.arange(start, start + count)
         columns = np.array([pair_index[(min(c, j), max(c, j))] for j in range(k) if j != c], dtype=np.int64)
-        yield from _sv_lines(support, rows, coef[np.ix_(columns, rows)].T)
+        yield from _sv_lines(support, rows, coef[np.ix_(columns, rows)].T, first_index(kernel))
         start += count
 
 

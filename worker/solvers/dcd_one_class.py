@@ -42,16 +42,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from worker.solvers.common import SolverControl, SolverResult, run_dual_passes
-from worker.solvers.kernels import row_sq_norms
+from worker.solvers.kernels import clear_row, gather_dot, row_sq_norms, scatter_row
 from worker.solvers.smo.one_class import check_one_class, initial_alpha
-
-
-@njit(cache=True)
-def _gradient(indptr, indices, data, w, i):
-    g = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        g += data[p] * w[indices[p]]
-    return g
 
 
 @njit(cache=True)
@@ -61,7 +53,7 @@ def _outer(indptr, indices, data, sq, w, alpha, G, index, active, tol, scratch, 
     M = np.inf
     for s in range(active):
         i = index[s]
-        g = _gradient(indptr, indices, data, w, i)
+        g = gather_dot(indptr, indices, data, i, w)
         G[i] = g
         if alpha[i] < 1.0 and -g > m:
             m = -g
@@ -107,17 +99,13 @@ def _outer(indptr, indices, data, sq, w, alpha, G, index, active, tol, scratch, 
             break
         if i == j:
             continue
-        gi = _gradient(indptr, indices, data, w, i)
-        gj = _gradient(indptr, indices, data, w, j)
+        gi = gather_dot(indptr, indices, data, i, w)
+        gj = gather_dot(indptr, indices, data, j, w)
         if gj - gi <= 0.0:
             continue
-        for p in range(indptr[i], indptr[i + 1]):
-            scratch[indices[p]] = data[p]
-        dot = 0.0
-        for p in range(indptr[j], indptr[j + 1]):
-            dot += data[p] * scratch[indices[p]]
-        for p in range(indptr[i], indptr[i + 1]):
-            scratch[indices[p]] = 0.0
+        scatter_row(indptr, indices, data, i, scratch)
+        dot = gather_dot(indptr, indices, data, j, scratch)  # x_i'x_j
+        clear_row(indptr, indices, i, scratch)
         eta = sq[i] + sq[j] - 2.0 * dot
         eta = eta if eta > 1e-12 else 1e-12
         d = (gj - gi) / eta
@@ -143,7 +131,7 @@ def _objectives(indptr, indices, data, w, alpha, nu_n):
     high = np.inf  # min G at alpha = 0
     G = np.empty(n)
     for i in range(n):
-        g = _gradient(indptr, indices, data, w, i)
+        g = gather_dot(indptr, indices, data, i, w)
         G[i] = g
         if alpha[i] >= 1.0:
             low = max(low, g)
