@@ -30,29 +30,14 @@ def fit_crammer_singer(
     """The sorted labels and the one result of the job's Crammer-Singer problem: ``w`` a (labels, n_features)
     matrix and ``extra["biases"]`` the offsets (two labels: one vector and ``bias``, the second class's score minus
     the first's). ``on_point(0, point)`` receives the trace."""
-    from worker.solvers.ocas_multiclass import solve_crammer_singer
-
-    y = np.asarray(arrays["y"])
-    labels, classes = np.unique(y, return_inverse=True)
+    labels = np.unique(np.asarray(arrays["y"]))
     control = SolverControl(
         deadline=context.deadline,
         cancel_requested=context.cancel_requested,
         on_point=lambda point: on_point(0, point),
         cores=core_budget.follow(),
     )
-    result = solve_crammer_singer(
-        np.asarray(arrays["indptr"]),
-        np.asarray(arrays["indices"]),
-        np.asarray(arrays["data"], dtype=np.float64),
-        classes,
-        n_classes=labels.size,
-        n_features=n_features,
-        params=params,
-        control=control,
-        memory_bytes=context.data_memory,
-    )
-    result = replace(result, trace=())  # its points reached the job through on_point
-    return labels, [_one_score_for_two(result, labels.size)]
+    return labels, [fit_rows(params, arrays, labels, n_features, control, memory_bytes=context.data_memory)]
 
 
 def _one_score_for_two(result: SolverResult, n_labels: int) -> SolverResult:
@@ -63,17 +48,20 @@ def _one_score_for_two(result: SolverResult, n_labels: int) -> SolverResult:
     return result
 
 
-def fit_rows(params: OcasParams, rows: dict, labels: np.ndarray, n_features: int, control) -> SolverResult:
-    """The Crammer-Singer problem over ``rows`` (a search fold's training rows) with these ``labels`` (theirs,
-    sorted): its result shaped as the job's (``fit_crammer_singer``)."""
+def fit_rows(
+    params: OcasParams, rows: dict, labels: np.ndarray, n_features: int, control, memory_bytes: int | None = None
+) -> SolverResult:
+    """The Crammer-Singer problem over ``rows`` (the job's, or a search fold's training rows) with these ``labels``
+    (theirs, sorted), its trace through ``control``: its result shaped as the job's (``fit_crammer_singer``)."""
     from worker.solvers.ocas_multiclass import solve_crammer_singer
 
     classes = np.searchsorted(labels, np.asarray(rows["y"]))
     result = solve_crammer_singer(
         rows["indptr"], rows["indices"], np.asarray(rows["data"], dtype=np.float64), classes,
         n_classes=max(2, labels.size), n_features=n_features, params=params, control=control,
+        memory_bytes=memory_bytes,
     )  # fmt: skip
-    return _one_score_for_two(replace(result, trace=()), labels.size)
+    return _one_score_for_two(replace(result, trace=()), labels.size)  # its points went through the control
 
 
 def scores_of(result: SolverResult, matrix) -> np.ndarray:
