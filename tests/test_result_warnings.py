@@ -304,3 +304,20 @@ def test_a_gamma_the_data_cannot_use_is_trained_with_a_warning(http):
     body["params"]["kernel"]["gamma"] = "scale"
     done = wait_job(http, http.post("/v1/jobs", json=body).json()["id"], timeout=120)
     assert done["status"] == "succeeded" and done["warnings"] == [], done
+
+
+@pytest.mark.parametrize(
+    ("task", "params", "names_c"),
+    [
+        ("classification", {"C": 1.0}, True),
+        ("one_class", {"nu": 0.5}, False),
+        ("classification", {"svm_type": "nu_svc"}, False),
+    ],
+)
+def test_max_iter_advice_names_C_only_where_there_is_one(task, params, names_c):
+    """A model at its iteration limit is told to raise max_iter, and to check C only when it has one (a one-class
+    SVM's and nu-SVC's nu takes C's place)."""
+    model = ModelDescription(stop_reason="max_iter", gap_rel=0.5, task=task)
+    (found,) = model_warnings(model, None, params)
+    assert found["code"] == "max_iter" and "raise max_iter" in found["message"]
+    assert ("check that C" in found["message"]) is names_c

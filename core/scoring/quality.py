@@ -58,12 +58,14 @@ def model_warnings(
     if stop_reason == "max_iter":
         rule = model.stopping
         limit = rule.values.get("max_iter") if rule is not None and rule.values else None
+        settings = params if params is not None else model.params or {}
+        has_c = model.task != Task.one_class and settings.get("svm_type") != "nu_svc"  # nu takes C's place there
+        advice = "raise max_iter, or check that C is not far larger than the data needs" if has_c else "raise max_iter"
         found.append(
             warning(
                 WarningCode.max_iter,
                 f"training stopped at its iteration limit (max_iter {limit}) before its stopping rule held "
-                f"({gap_text}); the model may be far from the optimum: raise max_iter, or check that C is not far "
-                "larger than the data needs",
+                f"({gap_text}); the model may be far from the optimum: {advice}",
             )
         )
     elif stop_reason in ("deadline", "canceled", "interrupted", "node_lost") and not settled(stop_reason, gap_rel):
