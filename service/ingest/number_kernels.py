@@ -16,8 +16,8 @@ Stored values (``vmode``). ``VAL_F64``: ``data`` is float64 and holds float(toke
 (asked for): ``data`` is float32 and holds the float32 nearest to the decimal text (rounded once,
 from the text: a double that lies exactly halfway between two float32 is sent to the slow path,
 where Python rounds the exact decimal). ``VAL_AUTO``: float32 as long as every value is *recoverable*
-from its float32: the text has at most 7 significant digits and rounding the float32 to 7
-significant digits gives back the text's value (checked with a safety margin, see ``_f32_value``);
+from its float32: the text has at most 7 significant digits and rounding the float32 to as many
+significant digits as the text has gives back the text's value (checked with a safety margin, see ``_f32_value``);
 the first value that is not makes the chunk kernel stop with ``ST_WIDEN`` and the caller parses again
 into float64. Labels are always float64.
 """
@@ -53,6 +53,7 @@ N_BAD = 2
 N_NONFINITE = 3
 
 _TWO53 = 9007199254740992
+_F32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32: subnormals go to float64
 _POW10_F = np.array([10.0**k for k in range(23)], dtype=np.float64)  # all exact doubles
 _POW10_I = np.array([10**k for k in range(19)], dtype=np.int64)
 _POW10_MIN_E = -60  # _POW10_ANY[e - _POW10_MIN_E] = 10**e (to within 1e-16) for e in [-60, 40]
@@ -176,8 +177,10 @@ def _f32_value(val, nd, k, vmode):
     The float32 nearest to ``val`` is the float32 nearest to the text unless ``val`` lies exactly
     halfway between two float32 (rounding twice could then go the wrong way): V_SLOW, Python rounds
     the text. VAL_AUTO also asks for recoverability: nd <= 7 and |f - text| < half a unit of the
-    7th significant digit of f's decade (a value 10**E whose float32 falls below it is judged on
-    the finer grid of the decade below). The test runs on doubles: |f - val| is exact (Sterbenz),
+    text's nd-th (last) significant digit in f's decade (a value 10**E whose float32 falls below it is
+    judged on the finer grid of the decade below). A text of 6 digits or fewer always passes away from
+    float32's edges (FLT_DIG = 6: 0.000977133, which a TF-IDF vectorizer's ``%g`` writes, does; judged at
+    7 digits it would not, float32's spacing there being 1.2e-10). The test runs on doubles: |f - val| is exact (Sterbenz),
     |val - text| <= 2**-53 |text| is below 3e-9 of the half unit, and the half unit 5 * 10**(E-7)
     is computed to about 1e-15; the margin AUTO_MARGIN covers both, so a value passes only if it
     truly is recoverable (some values just inside the bound are refused: they go to float64).
@@ -195,9 +198,9 @@ def _f32_value(val, nd, k, vmode):
         if nd > AUTO_MAX_DIGITS:
             return f, V_WIDEN
         E = nd - 1 + k
-        if E < _POW10_MIN_E + 7 or E > _POW10_MAX_E:
-            return f, V_WIDEN  # beyond float32's normal range anyway
-        half = 5.0 * _POW10_ANY[E - 7 - _POW10_MIN_E]
+        if E < _POW10_MIN_E + 7 or E > _POW10_MAX_E or abs(fd) < _F32_TINY:
+            return f, V_WIDEN  # beyond float32's normal range
+        half = 5.0 * _POW10_ANY[E - nd - _POW10_MIN_E]  # half a unit of the text's last significant digit
         if abs(fd) < _POW10_ANY[E - _POW10_MIN_E]:
             half *= 0.1
         if not abs(fd - val) < half * (1.0 - AUTO_MARGIN):

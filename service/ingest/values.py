@@ -11,6 +11,7 @@ import numpy as np
 from service.ingest.number_kernels import AUTO_MAX_DIGITS
 
 _F32_MAX = float(np.finfo(np.float32).max)
+_F32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 
 
 def nearest_float32(text: bytes | str) -> float:
@@ -39,14 +40,15 @@ def _odd_mantissa(value: float) -> int:
 
 def recoverable_float32(text: bytes | str, single: float) -> bool:
     """True when the float32 ``single`` gives back the decimal ``text`` exactly: the text has at most
-    7 significant digits and ``single`` rounded to 7 significant digits is the text's value."""
+    7 significant digits and ``single`` rounded to as many significant digits as the text has is the text's
+    value."""
     raw = text.decode() if isinstance(text, bytes) else text
     exact = Fraction(raw)
     if exact == 0:
         return single == 0.0
-    if not math.isfinite(single):
+    if not math.isfinite(single) or abs(single) < _F32_TINY:  # beyond float32's range, or subnormal
         return False
     mantissa = raw.lower().split("e")[0].lstrip("+-").replace(".", "").lstrip("0").rstrip("0")
     if len(mantissa) > AUTO_MAX_DIGITS:
         return False
-    return Fraction(format(single, f".{AUTO_MAX_DIGITS}g")) == exact
+    return Fraction(format(single, f".{len(mantissa)}g")) == exact

@@ -131,7 +131,8 @@ async def upload_dataset(
         ValueDtype,
         Query(
             description="How feature values are stored. `auto`: float32 when every value has at most 7 significant "
-            "digits and rounding its float32 to 7 significant digits gives back the text exactly (half the memory; "
+            "digits and rounding its float32 to as many significant digits as its text has gives back the text exactly "
+            "(every value of 6 digits or fewer, outside float32's subnormal range; half the memory; "
             "training then sees each value as that float32 widened to float64), else float64. `float32`: the float32 "
             "nearest to each value, always (422 for a value beyond float32's range). `float64`: the double nearest "
             "to each value."
