@@ -101,10 +101,12 @@ class Settings(BaseSettings):
         description="The secret key (also read from AWS_SECRET_ACCESS_KEY); never logged nor shown.",
     )
     shard_bytes: int = Field(
-        default=64 * MiB,
+        default=16 * MiB,
         ge=4096,
         description="An uploaded data set is stored as shards of whole rows of about this many bytes of arrays "
-        "(before their compact encoding); a worker fetches them once per machine.",
+        "(before their compact encoding); a worker fetches them once per machine. Shards are encoded and stored "
+        "while the rest of the upload is parsed: 16 MiB rather than 64 took a 122 MB TF-IDF upload from 194 to "
+        "229 MB/s (its one 64 MiB shard was encoded after the parse).",
     )
     model_object_bytes: int = Field(
         default=8 * MiB,

@@ -63,15 +63,32 @@ class ShardEntry:
         return cls(**{name: document[name] for name in cls.__dataclass_fields__ if name in document})
 
 
+NORM_BLOCK = 1 << 16
+"""Non-zeros squared at a time by ``max_row_norm_sq`` (a buffer that stays in the cache)."""
+
+
 def max_row_norm_sq(indptr: np.ndarray, data: np.ndarray) -> float:
     """The largest squared Euclidean norm of the CSR rows ``(indptr, data)`` (0 for no non-zeros): the scale the
     numerical range of C is judged by (``core.scoring.quality.c_limit``)."""
     indptr = np.asarray(indptr)
     if data.size == 0:
         return 0.0
-    starts = indptr[:-1][indptr[1:] > indptr[:-1]]  # the rows that have a non-zero (reduceat needs them)
-    sums = np.add.reduceat(np.square(data, dtype=np.float64), starts)
-    return float(sums.max())
+    largest = 0.0
+    squares = np.empty(min(int(data.size), NORM_BLOCK), dtype=np.float64)  # reused: no fresh pages per block
+    first = 0
+    while first < indptr.size - 1:
+        # the rows from ``first`` whose non-zeros fit the block (at least one row, however long)
+        last = max(first + 1, int(np.searchsorted(indptr, indptr[first] + NORM_BLOCK, side="right")) - 1)
+        last = min(last, indptr.size - 1)
+        lo, hi = int(indptr[first]), int(indptr[last])
+        if hi > lo:
+            block = squares[: hi - lo] if hi - lo <= squares.size else np.empty(hi - lo, dtype=np.float64)
+            np.square(data[lo:hi], out=block, dtype=np.float64)
+            bounds = indptr[first:last] - lo
+            starts = bounds[bounds < np.append(bounds[1:], hi - lo)]  # rows with a non-zero (reduceat needs them)
+            largest = max(largest, float(np.add.reduceat(block, starts).max()))
+        first = last
+    return largest
 
 
 def shard_entries(documents: list[dict] | None) -> list[ShardEntry]:
