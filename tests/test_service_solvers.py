@@ -28,7 +28,7 @@ def train(http, dataset_id, solver, params=None, timeout=300):
     response = http.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": solver, "params": params or {}})
     assert response.status_code == 202, response.text
     job = wait_job(http, response.json()["id"], timeout=timeout)
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", job.get("error") or job
     return job, http.get(f"/v1/models/{job['model_id']}").json()
 
 
@@ -66,6 +66,12 @@ def test_kernel_solvers_train_and_predict(http, cancer):
     _, cuts = train(http, dataset["id"], "sampled_cuts", {"C": 1.0, "kernel": {"type": "rbf"}, "sample_size": 100})
     assert cuts["kind"] == "kernel" and isinstance(cuts["kernel"]["gamma"], float)
     assert cuts["train_accuracy"] > 0.9
+    params = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.05}, "variant": "subspace", "sample_size": 200}
+    job, subspace = train(http, dataset["id"], "sampled_cuts", params)
+    assert subspace["n_support"] == 200 and subspace["train_accuracy"] > 0.97
+    assert subspace["gap_rel"] is not None and "duality gap" in subspace["stopping_rule"]["text"]
+    answer = http.post(f"/v1/models/{subspace['id']}/predict", json={"instances": X[:40].tolist()}).json()
+    assert np.mean(np.array(answer["labels"]) == y[:40]) >= 0.95
 
 
 def test_multiclass_kernel_one_vs_rest(http):
@@ -123,8 +129,20 @@ def test_solver_params_are_validated(http, cancer):
         ("cpa", {"objective": "regression"}, "objective"),
         ("sampled_cuts", {"variant": "quadratic"}, "variant"),
         ("sampled_cuts", {"sample_size": 0}, "sample_size"),
+        ("sampled_cuts", {"variant": "subspace", "pool_size": 100}, "pool_size"),
     ]
     for solver, params, field in bad:
         response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": params})
         assert response.status_code == 422, (solver, params, response.text)
         assert field in response.json()["error"]["message"], response.json()
+
+
+def test_rows_whose_scores_overflow_are_refused_by_row(http, cancer):
+    # found by schemathesis: values near float64's largest make w'x infinite, which JSON cannot carry (was a 500)
+    dataset, X, _ = cancer
+    _, model = train(http, dataset["id"], "dcd", {"C": 1.0})
+    huge = np.full(X.shape[1], 1.7976931348623155e308)
+    response = http.post(f"/v1/models/{model['id']}/predict", json={"instances": [X[0].tolist(), huge.tolist()]})
+    assert response.status_code == 422, response.text
+    assert "instances[1]" in response.json()["error"]["message"]
+    assert http.post(f"/v1/models/{model['id']}/predict", json={"instances": [X[0].tolist()]}).status_code == 200

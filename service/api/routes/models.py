@@ -6,6 +6,7 @@ import functools
 import time
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -198,7 +199,26 @@ def score(
         instances, model.n_features, record.zero_based, ignore_unknown, reupload=reupload_hint(record)
     )
     labels, scores = model.predict(matrix, pairwise)
+    _check_finite_scores(np.asarray(scores, dtype=np.float64), "score")
     answer = {"labels": labels, "scores": scores, "probabilities": None}
     if probabilities:
-        answer["probabilities"] = model.probabilities(matrix).tolist()
+        chances = model.probabilities(matrix)
+        _check_finite_scores(chances, "probability")
+        answer["probabilities"] = chances.tolist()
     return answer
+
+
+def _check_finite_scores(values: np.ndarray, what: str) -> None:
+    """A 422 naming the first row whose score (or probability) is not a finite number: its values are so large
+    that the model's arithmetic overflows float64 (JSON has no infinity)."""
+    finite = np.isfinite(values)
+    if finite.all():
+        return
+    row = int(np.argwhere(~finite)[0][0])
+    raise ApiError(
+        422,
+        "validation_error",
+        f"instances[{row}]: its {what} overflows float64 (its values are too large for this model: scale the "
+        "rows as the training data was)",
+        [{"loc": ["body", "instances", row], "msg": f"the {what} is not a finite number", "type": "value_error"}],
+    )
