@@ -137,7 +137,10 @@ def cpa_measure(params, point: dict) -> tuple[float | None, float | None]:
 
 
 def cut_measure(params, point: dict) -> tuple[float | None, float | None]:
-    """sampled_cuts: the new cut's value minus the slack, against tol."""
+    """sampled_cuts: the new cut's value minus the slack, against tol (the subspace variant: its duality gap per
+    example and C, against tol)."""
+    if point.get("gap_per_example") is not None:
+        return max(float(point["gap_per_example"]), FLOOR), getattr(params, "tol", None)
     value, xi = point.get("cut_value"), point.get("xi")
     if value is None or xi is None:
         return None, None
@@ -208,7 +211,14 @@ def ocas_stopping(params, extra: dict) -> StoppingRule:
 
 
 def cut_stopping(params, extra: dict) -> StoppingRule:
-    """sampled_cuts: no sampled cut violated by more than tol."""
+    """sampled_cuts: no sampled cut violated by more than tol (the subspace variant: its duality gap)."""
+    if getattr(params, "variant", None) == "subspace":
+        return StoppingRule(
+            rule="tol",
+            values={"tol": params.tol},
+            text=f"the duality gap of the model restricted to its basis rows <= tol {fmt_value(params.tol)} x C x "
+            f"rows ({_gap_text(extra)})",
+        )
     return StoppingRule(
         rule="tol",
         values={"tol": params.tol},

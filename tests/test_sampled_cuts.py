@@ -53,7 +53,7 @@ def large():
     return X, y, X_test, y_test, _test_error(smo, X, X_test, y_test)
 
 
-@pytest.mark.parametrize("variant", ["linear", "constant"])
+@pytest.mark.parametrize("variant", ["linear", "constant", "subspace"])
 def test_test_error_within_half_a_point_of_smo(large, variant):
     # paper 003, Table 1: with r = 400 both algorithms stay within ~0.5 points of the exact solver
     X, y, X_test, y_test, smo_error = large
@@ -342,3 +342,35 @@ def test_decision_values_at_rows_match_a_dense_reference(single, kernel, n_featu
     scale = np.abs(coef) @ np.abs(K)
     float32_used = single and kernel["type"] == "rbf" and n_features * targets.size <= 1 << 22
     np.testing.assert_array_less(np.abs(out - expected), (1e-6 if float32_used else 1e-12) * scale + 1e-300)
+
+
+def test_subspace_on_every_row_is_the_exact_problem(small):
+    # the span of all the rows holds the optimum (representer theorem): the restricted problem is the full one
+    X, y, K, optimum = small
+    result = solve_sampled_cuts(
+        *_csr(X),
+        y,
+        n_features=2,
+        params=SampledCutsParams(C=1.0, kernel=KERNEL, variant="subspace", sample_size=y.size, tol=1e-7),
+    )
+    assert result.converged and result.stop_reason == StopReason.CONVERGED
+    assert result.extra["gap"] <= 1e-7 * y.size  # the certificate: tol * C * N
+    # measured 1.8e-7 (the projected rows are float32)
+    assert _primal_of(result, K, y) == pytest.approx(optimum, rel=1e-6)
+    assert result.objective == pytest.approx(optimum, rel=1e-6)
+    assert result.extra["n_sv"] == y.size and result.extra["variant"] == "subspace"
+
+
+def test_subspace_stops_and_refuses_what_it_cannot_do(small):
+    X, y, _, _ = small
+    args = {"n_features": 2, "C": 1.0, "kernel": KERNEL, "variant": "subspace", "sample_size": 50}
+    capped = solve_sampled_cuts(*_csr(X), y, **with_params(SampledCutsParams, {**args, "max_iter": 2, "tol": 1e-9}))
+    assert capped.stop_reason == StopReason.MAX_ITER and capped.n_iter == 2 and capped.extra["gap"] > 0
+    late = solve_sampled_cuts(
+        *_csr(X), y, control=SolverControl(deadline=time.monotonic() - 1), **with_params(SampledCutsParams, args)
+    )
+    assert late.stop_reason == StopReason.DEADLINE and late.n_iter == 0  # stopped while projecting the rows
+    with pytest.raises(SolverInputError, match="sample_size"):
+        solve_sampled_cuts(*_csr(X), y, **with_params(SampledCutsParams, {**args, "sample_size": y.size + 1}))
+    with pytest.raises(ValueError, match="pool_size, sampling: settings of the cutting-plane variants"):
+        SampledCutsParams(variant="subspace", pool_size=100, sampling="uniform")

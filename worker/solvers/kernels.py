@@ -374,13 +374,14 @@ def _kernel_block(
             clear_row(indptr_a, indices_a, a, xbuf)
 
 
-def kernel_block(indptr, indices, data, rows_a, rows_b, *, n_features, kernel) -> np.ndarray:
-    """K(x_{rows_a[i]}, x_{rows_b[j]}) as a dense (len(rows_a), len(rows_b)) float64 array (one matrix)."""
+def kernel_block(indptr, indices, data, rows_a, rows_b, *, n_features, kernel, sq=None, out=None) -> np.ndarray:
+    """K(x_{rows_a[i]}, x_{rows_b[j]}) as a dense (len(rows_a), len(rows_b)) float64 array (one matrix); ``sq``:
+    the rows' squared norms when known, ``out``: the array to fill."""
     code, gamma, coef0, degree = kernel_params(kernel)
-    sq = row_sq_norms(indptr, data)
+    sq = row_sq_norms(indptr, data) if sq is None else sq
     rows_a = np.ascontiguousarray(rows_a, dtype=np.int64)
     rows_b = np.ascontiguousarray(rows_b, dtype=np.int64)
-    out = np.empty((rows_a.size, rows_b.size), dtype=np.float64)
+    out = np.empty((rows_a.size, rows_b.size), dtype=np.float64) if out is None else out
     _kernel_block(
         indptr,
         indices,
