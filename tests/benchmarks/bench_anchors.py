@@ -4,6 +4,7 @@
         [--repeats 3] [--solvers ocas,cpa,dcd] [--threads N] [--optimum-by ocas|dcd]
         [--big]          # --big adds the 2,000,000 x 10^6 synthetic set (10^8 non-zeros)
         [--sector-all [--sector-all-Cs 0.1,1,10,100]]   # sector.scale, 105 classes one-vs-rest
+        [--ovr news20 [--ovr-Cs 1,10]]   # real text: 20 Newsgroups uni+bigram TF-IDF, 20 classes one-vs-rest
 
 Anchors (``tests/benchmarks/anchors.py``, built by ../shared/tools/build-anchors.sh): libocas
 ``svmocas`` (TolRel 0.01, its default), SVMperf ``svm_perf_learn -w 9 -e 0.01`` (C_perf = C n / 100),
@@ -49,7 +50,7 @@ import time
 from pathlib import Path
 
 from core.schemas.solver_params import CpaParams, DcdParams, OcasParams
-from tests.benchmarks import anchors, synthetic
+from tests.benchmarks import anchors, synthetic, text_corpus
 from tests.benchmarks.environment import DATA_DIR, machine
 from tests.helpers import with_params
 
@@ -74,7 +75,7 @@ def _write_binary(src_gz: Path, dest: Path, positive: str | None = None) -> None
     two labels with the larger one positive)."""
     if dest.exists():
         return
-    with gzip.open(src_gz, "rt") as f:
+    with gzip.open(src_gz, "rt") if src_gz.suffix == ".gz" else open(src_gz) as f:
         lines = f.read().splitlines()
     labels = [line.split(None, 1)[0] for line in lines]
     if positive is None:
@@ -161,7 +162,7 @@ def _ours(solver: str, arrays, n_features: int, C: float, threads: int, **params
 PAIRS = {
     "ocas": ("svmocas", {"tol_rel": 1e-4}, "primal"),
     "cpa": ("svm_perf", {"tol_rel": 1e-4}, "best_primal"),
-    "dcd": ("liblinear", {"tol": 1e-4, "tol_rel": 1e-5}, "primal"),
+    "dcd": ("liblinear", {"tol": 1e-4, "tol_rel": 1e-5, "trace_budget": None}, "primal"),
 }
 
 
@@ -308,49 +309,62 @@ SECTOR_ALL_PAIRS = (("ours_ocas", "ocas", "svmocas"), ("ours_cpa", "cpa", "svm_p
 """(our key, our solver, the anchor) of the one-vs-rest comparison."""
 
 
-def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
-    """sector.scale, all 105 classes one-vs-rest at C: per-class binary problems for svmocas, SVMperf and
-    ours (summed solver seconds, ``threads`` threads each), LIBLINEAR's own one-vs-rest in one run; the
-    precision of each summed objective against the summed certified optima; and, at equal precision,
-    the sum over classes of the seconds our 1-thread run at a tight tolerance took to reach the
-    anchor's objective of that class (``PAIRS``; a class whose objective it never reached counts its
-    whole run, and is counted in ``not_reached``)."""
-    from worker.solvers.ocas import solve_ocas
+OVR_SETS = {"sector": 105, "news20": 20}
+"""The multi-class sets of the one-vs-rest comparison and their classes (labels 1..k): sector.scale and 20
+Newsgroups as uni+bigram TF-IDF (``text_corpus``: 11,314 posts, 1.18·10^6 features, real text, issue 36)."""
 
-    classes = [str(k) for k in range(1, 106)]
-    problems = {}
-    for k in classes:
-        path = prepare(f"sector_class{k}")
-        problems[k] = (path, load(path))
+
+def _ovr_file(data_name: str) -> Path:
+    """The plain multi-class svmlight file of a one-vs-rest set (written once under WORK)."""
+    if data_name == "news20":
+        return text_corpus.build(WORK / "text")[0]
     multi = WORK / "sector_all.svm"
     if not multi.exists():
         with gzip.open(DATA_DIR / "sector.scale.svm.gz", "rt") as f, open(multi, "w") as out:
             out.write(f.read())
-    seconds: dict[str, list] = {
-        key: [] for key in ("svmocas", "ours_ocas", "svm_perf", "ours_cpa", "liblinear", "ours_dcd")
-    }
-    to_anchor: dict[str, list] = {ours: [] for ours, _, _ in SECTOR_ALL_PAIRS}
-    not_reached = {ours: 0 for ours, _, _ in SECTOR_ALL_PAIRS}
+    return multi
+
+
+def bench_ovr(
+    repeats: int, C: float = 1.0, threads: int = 1, data_name: str = "sector", solvers=("ocas", "cpa", "dcd")
+) -> dict:
+    """A multi-class set (``OVR_SETS``), every class one-vs-rest at C: per-class binary problems for svmocas,
+    SVMperf and ours (summed solver seconds, ``threads`` threads each), LIBLINEAR's own one-vs-rest in one run;
+    the precision of each summed objective against the summed certified optima; and, at equal precision, the
+    sum over classes of the seconds our 1-thread run at a tight tolerance took to reach the anchor's objective
+    of that class (``PAIRS``, with a trace point at every dcd pass; a class whose objective it never reached
+    counts its whole run, and is counted in ``not_reached``)."""
+    from worker.solvers.ocas import solve_ocas
+
+    multi = _ovr_file(data_name)
+    classes = [str(k) for k in range(1, OVR_SETS[data_name] + 1)]
+    problems = {}
+    for k in classes:
+        path = WORK / f"{data_name}_class{k}.svm"
+        _write_binary(multi, path, positive=k)
+        problems[k] = (path, load(path))
+    pairs = tuple(p for p in SECTOR_ALL_PAIRS if p[1] in solvers)
+    seconds: dict[str, list] = {key: [] for _, solver, theirs in pairs for key in (f"ours_{solver}", theirs)}
+    to_anchor: dict[str, list] = {ours: [] for ours, _, _ in pairs}
+    not_reached = {ours: 0 for ours, _, _ in pairs}
     objective = {key: 0.0 for key in seconds}
     optimum = 0.0
     for rep in range(repeats):
         sums = {key: 0.0 for key in seconds}
         reach = {key: 0.0 for key in to_anchor}
-        lib = anchors.liblinear(str(multi), C, problems["1"][1][4])
-        sums["liblinear"] = lib["seconds"]
+        lib = anchors.liblinear(str(multi), C, problems["1"][1][4]) if "dcd" in solvers else None
+        if lib is not None:
+            sums["liblinear"] = lib["seconds"]
         for k in classes:
             path, (indptr, indices, data, y, n_features) = problems[k]
             args = (indptr, indices, data, y)
-            anchor_objective = {
-                "liblinear": anchors.objective(*args, *lib["per_class"][k], C),
-                "svmocas": None,
-                "svm_perf": None,
-            }
-            for theirs in ("svmocas", "svm_perf"):
-                out = _anchor(theirs, path, C, len(y), n_features)
-                sums[theirs] += out["seconds"]
-                anchor_objective[theirs] = anchors.objective(*args, out["w"], out["w_bias"], C)
-            for ours, solver, theirs in SECTOR_ALL_PAIRS:
+            anchor_objective = {"liblinear": anchors.objective(*args, *lib["per_class"][k], C) if lib else None}
+            for _, _, theirs in pairs:
+                if theirs != "liblinear":
+                    out = _anchor(theirs, path, C, len(y), n_features)
+                    sums[theirs] += out["seconds"]
+                    anchor_objective[theirs] = anchors.objective(*args, out["w"], out["w_bias"], C)
+            for ours, solver, theirs in pairs:
                 default = _ours(solver, args, n_features, C, threads)
                 sums[ours] += default.solver_seconds
                 _, tight, key = PAIRS[solver]
@@ -361,7 +375,7 @@ def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
                     objective[ours] += default.objective
                     not_reached[ours] += reached is None
             if rep == 0:
-                for theirs in ("svmocas", "svm_perf", "liblinear"):
+                for _, _, theirs in pairs:
                     objective[theirs] += anchor_objective[theirs]
                 optimum += solve_ocas(
                     *args, n_features=n_features, params=OcasParams(C=C, tol_rel=1e-6), n_processes=2
@@ -372,29 +386,25 @@ def bench_sector_all(repeats: int, C: float = 1.0, threads: int = 1) -> dict:
             to_anchor[key].append(value)
         print(
             json.dumps(
-                {"sector_all_rep": rep, **{k: round(v, 3) for k, v in sums.items()}, "to_anchor": reach}, default=float
+                {f"{data_name}_ovr_rep": rep, **{k: round(v, 3) for k, v in sums.items()}, "to_anchor": reach},
+                default=float,
             ),
             flush=True,
         )
     median = {k: statistics.median(v) for k, v in seconds.items()}
     to_anchor_median = {k: statistics.median(v) for k, v in to_anchor.items()}
     return {
-        "data": "sector_all_ovr",
+        "data": f"{data_name}_all_ovr",
         "C": C,
         "classes": len(classes),
         "threads": threads,
         "seconds_median": median,
         "runs": seconds,
-        "ratios": {
-            "ocas_to_svmocas": median["ours_ocas"] / median["svmocas"],
-            "cpa_to_svm_perf": median["ours_cpa"] / median["svm_perf"],
-            "dcd_to_liblinear": median["ours_dcd"] / median["liblinear"],
-        },
+        "ratios": {f"{solver}_to_{theirs}": median[ours] / median[theirs] for ours, solver, theirs in pairs},
         "seconds_to_anchor_objective_median": to_anchor_median,
         "seconds_to_anchor_objective_runs": to_anchor,
         "ratios_at_equal_precision": {
-            f"{solver}_to_{theirs}": to_anchor_median[ours] / median[theirs]
-            for ours, solver, theirs in SECTOR_ALL_PAIRS
+            f"{solver}_to_{theirs}": to_anchor_median[ours] / median[theirs] for ours, solver, theirs in pairs
         },
         "not_reached": not_reached,
         "precision_of_summed_objective": {k: (v - optimum) / optimum for k, v in objective.items()},
@@ -443,12 +453,14 @@ def report(result: dict) -> str:
                 f"| {same['0.001']['ours']} / {same['0.001']['libocas']} |"
             )
     out = lines + iters
-    for C, block in (result.get("sector_all") or {}).items():
+    blocks = [("sector", C, block) for C, block in (result.get("sector_all") or {}).items()]
+    blocks += [(name, C, block) for name, by_C in (result.get("ovr") or {}).items() for C, block in by_C.items()]
+    for name, C, block in blocks:
         m = block["seconds_median"]
         p = block["precision_of_summed_objective"]
         out += [
             "",
-            f"sector.scale, 105 classes one-vs-rest, C = {C} (summed solver seconds, precision of the summed "
+            f"{name}, {block['classes']} classes one-vs-rest, C = {C} (summed solver seconds, precision of the summed "
             "objective):",
             "",
             "| pair | anchor | ours default (1 thread) | ratio | ours to the anchor's objective, per class | ratio |",
@@ -456,6 +468,8 @@ def report(result: dict) -> str:
         ]
         reach = block.get("seconds_to_anchor_objective_median", {})
         for ours, _, theirs in SECTOR_ALL_PAIRS:
+            if ours not in m:
+                continue
             out.append(
                 f"| {ours[5:]} / {theirs} | {_fmt(m[theirs])} s ({_fmt(100 * p[theirs], 2)}%) "
                 f"| {_fmt(m[ours])} s ({_fmt(100 * p[ours], 2)}%) | {_fmt(m[ours] / m[theirs], 2)} "
@@ -490,6 +504,8 @@ def main(argv=None) -> int:
     parser.add_argument("--big", action="store_true", help="add the 2,000,000-row synthetic set")
     parser.add_argument("--sector-all", action="store_true", help="add sector.scale one-vs-rest, 105 classes")
     parser.add_argument("--sector-all-Cs", default="1", help="C values of the one-vs-rest runs")
+    parser.add_argument("--ovr", default="", help="one-vs-rest sets (sector, news20): every class, summed")
+    parser.add_argument("--ovr-Cs", default="1", help="C values of the --ovr runs")
     parser.add_argument("--report", action="store_true", help="print the tables of the last results and exit")
     args = parser.parse_args(argv)
     if args.report:
@@ -524,8 +540,13 @@ def main(argv=None) -> int:
     result = {"machine": machine(), "load_average_start": load_start, "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
         result["sector_all"] = {
-            str(C): bench_sector_all(args.repeats, C, threads)
+            str(C): bench_ovr(args.repeats, C, threads, "sector", solvers)
             for C in [float(c) for c in args.sector_all_Cs.split(",")]
+        }
+    for name in [x for x in args.ovr.split(",") if x]:
+        result.setdefault("ovr", {})[name] = {
+            str(C): bench_ovr(args.repeats, C, threads, name, solvers)
+            for C in [float(c) for c in args.ovr_Cs.split(",")]
         }
     result["load_average_end"] = os.getloadavg()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -538,6 +559,11 @@ def main(argv=None) -> int:
     result["sector_all"] = {**previous.get("sector_all", {}), **result.get("sector_all", {})}
     if not result["sector_all"]:
         del result["sector_all"]
+    ovr = previous.get("ovr", {})
+    for name, by_C in result.get("ovr", {}).items():
+        ovr[name] = {**ovr.get(name, {}), **by_C}
+    if ovr:
+        result["ovr"] = ovr
     RESULTS.write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {RESULTS}")
     return 0

@@ -1,7 +1,9 @@
 """Uploads end to end through a real ``hinge serve``: MB/s of text, plain and gzip, per inflater (issue 22, item 4).
 
-Two files: a9a-like (a9a itself repeated to about 300 MB) and TF-IDF-like (``tests.benchmarks.synthetic``
-with 300 non-zeros a row over 10^6 features and values with 6 significant digits, about 290 MB), each plain
+Three files: a9a-like (a9a itself repeated to about 300 MB), TF-IDF-like (``tests.benchmarks.synthetic``
+with 300 non-zeros a row over 10^6 features and values with 6 significant digits, about 290 MB) and real
+TF-IDF text (20 Newsgroups' training and test posts as uni+bigram TF-IDF, ``tests.benchmarks.text_corpus``:
+18,846 rows, 1.18·10^6 features, 29-14,059 non-zeros a row, 122 MB), each plain
 and gzip (``gzip -6``, one member). One ``hinge serve --workers 0`` runs per inflater (``HINGE_GZIP_INFLATER``
 = zlib, isal, zlib-ng), all at once on neighbouring ports, and every repeat uploads every file to every
 service in turn (curl, multipart, streamed), so the ratios come from the same minutes of the same machine.
@@ -11,7 +13,7 @@ The parser alone (a fresh process, arrays dropped as produced, no HTTP, no Redis
 every inflater in the same run.
 
     python -m tests.benchmarks.bench_upload [--workdir /tmp/hinge-upload] [--repeats 3] [--port 8410]
-        [--inflaters zlib,isal,zlib-ng] [--batch-nice N]
+        [--inflaters zlib,isal,zlib-ng] [--batch-nice N] [--kinds a9a,tfidf,news20] [--text-source PATH]
 
 writes ``results/bench_upload.json``; rates are medians over the repeats.
 """
@@ -32,15 +34,20 @@ from pathlib import Path
 
 import httpx
 
+from tests.benchmarks import text_corpus
 from tests.benchmarks.bench_scale import ROOT, cpu_seconds, process_tree, role, stop_serve
 from tests.benchmarks.environment import DATA_DIR, machine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_upload.json"
 INFLATERS = ("zlib", "isal", "zlib-ng")
+KINDS = ("a9a", "tfidf", "news20")
+"""The files: a9a repeated, generated TF-IDF-like text, and real TF-IDF text (20 Newsgroups, ``text_corpus``)."""
 
 
-def ensure_files(workdir: Path, a9a_copies: int, tfidf_rows: int) -> dict[str, Path]:
-    """The plain and gzip files of both kinds under ``workdir`` (made once)."""
+def ensure_files(
+    workdir: Path, a9a_copies: int, tfidf_rows: int, text_source: Path | None = None, kinds: tuple[str, ...] = KINDS
+) -> dict[str, Path]:
+    """The plain and gzip files of the ``kinds`` under ``workdir`` (made once)."""
     workdir.mkdir(parents=True, exist_ok=True)
     a9a = workdir / f"a9a-x{a9a_copies}.svm"
     if not a9a.exists():
@@ -59,8 +66,17 @@ def ensure_files(workdir: Path, a9a_copies: int, tfidf_rows: int) -> dict[str, P
             check=True,
         )
         os.rename(str(tfidf) + ".part", tfidf)
+    news20 = workdir / "news20-all.svm"
+    if "news20" in kinds and not news20.exists():
+        parts = text_corpus.build(workdir / "text", text_source)
+        with open(str(news20) + ".part", "wb") as out:
+            for part in parts:
+                out.write(part.read_bytes())
+        os.rename(str(news20) + ".part", news20)
     files = {}
-    for kind, plain in (("a9a", a9a), ("tfidf", tfidf)):
+    for kind, plain in (("a9a", a9a), ("tfidf", tfidf), ("news20", news20)):
+        if kind not in kinds:
+            continue
         packed = Path(str(plain) + ".gz")
         if not packed.exists():
             with open(plain, "rb") as src, open(str(packed) + ".part", "wb") as dst:
@@ -197,11 +213,14 @@ def main(argv=None) -> int:
     ap.add_argument("--tfidf-rows", type=int, default=60_000)
     ap.add_argument("--batch-nice", type=int, default=None, help="HINGE_BATCH_NICE of the services (default: theirs)")
     ap.add_argument("--skip-parser-alone", action="store_true")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="which files: a9a, tfidf, news20")
+    ap.add_argument("--text-source", type=Path, default=None, help="20news-bydate.tar.gz or its folder (text_corpus)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the services on the way out
     inflaters = [x for x in args.inflaters.split(",") if x]
-    files = ensure_files(args.workdir, args.a9a_copies, args.tfidf_rows)
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    files = ensure_files(args.workdir, args.a9a_copies, args.tfidf_rows, args.text_source, kinds)
     result: dict = {"machine": machine(), "files": {k: p.stat().st_size for k, p in files.items()}, "load_before": None}
     result["load_before"] = os.getloadavg()
     services = {
@@ -211,7 +230,7 @@ def main(argv=None) -> int:
     uploads: dict[str, list[dict]] = {}
     try:
         sample = args.workdir / "warm-up.svm.gz"
-        with open(files["a9a plain"], "rb") as src:
+        with open(next(p for k, p in files.items() if k.endswith(" plain")), "rb") as src:
             head = src.read(1 << 20)
             sample.write_bytes(gzip.compress(head[: head.rfind(b"\n") + 1]))
         for i, name in enumerate(inflaters):
