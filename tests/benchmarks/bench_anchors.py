@@ -4,7 +4,7 @@
         [--repeats 3] [--solvers ocas,cpa,dcd] [--threads N] [--optimum-by ocas|dcd]
         [--big]          # --big adds the 2,000,000 x 10^6 synthetic set (10^8 non-zeros)
         [--sector-all [--sector-all-Cs 0.1,1,10,100]]   # sector.scale, 105 classes one-vs-rest
-        [--ovr news20 [--ovr-Cs 1,10]]   # real text: 20 Newsgroups uni+bigram TF-IDF, 20 classes one-vs-rest
+        [--ovr news20 [--ovr-Cs 1,10] [--text-source PATH]]   # real text: 20 Newsgroups uni+bigram TF-IDF, 20 classes one-vs-rest
 
 Anchors (``tests/benchmarks/anchors.py``, built by ../shared/tools/build-anchors.sh): libocas
 ``svmocas`` (TolRel 0.01, its default), SVMperf ``svm_perf_learn -w 9 -e 0.01`` (C_perf = C n / 100),
@@ -309,6 +309,10 @@ SECTOR_ALL_PAIRS = (("ours_ocas", "ocas", "svmocas"), ("ours_cpa", "cpa", "svm_p
 """(our key, our solver, the anchor) of the one-vs-rest comparison."""
 
 
+OVR_CERTIFY_TOL_REL = [1e-6]
+"""``--ovr-certify-tol-rel``: how tightly the one-vs-rest runs certify each class's optimum."""
+TEXT_SOURCE: list[Path | None] = [None]
+"""``--text-source``: a copy of 20news-bydate (``text_corpus``), else it is downloaded."""
 OVR_SETS = {"sector": 105, "news20": 20}
 """The multi-class sets of the one-vs-rest comparison and their classes (labels 1..k): sector.scale and 20
 Newsgroups as uni+bigram TF-IDF (``text_corpus``: 11,314 posts, 1.18·10^6 features, real text, issue 36)."""
@@ -317,7 +321,7 @@ Newsgroups as uni+bigram TF-IDF (``text_corpus``: 11,314 posts, 1.18·10^6 featu
 def _ovr_file(data_name: str) -> Path:
     """The plain multi-class svmlight file of a one-vs-rest set (written once under WORK)."""
     if data_name == "news20":
-        return text_corpus.build(WORK / "text")[0]
+        return text_corpus.build(WORK / "text", TEXT_SOURCE[0])[0]
     multi = WORK / "sector_all.svm"
     if not multi.exists():
         with gzip.open(DATA_DIR / "sector.scale.svm.gz", "rt") as f, open(multi, "w") as out:
@@ -326,7 +330,12 @@ def _ovr_file(data_name: str) -> Path:
 
 
 def bench_ovr(
-    repeats: int, C: float = 1.0, threads: int = 1, data_name: str = "sector", solvers=("ocas", "cpa", "dcd")
+    repeats: int,
+    C: float = 1.0,
+    threads: int = 1,
+    data_name: str = "sector",
+    solvers=("ocas", "cpa", "dcd"),
+    optimum_by: str = "ocas",
 ) -> dict:
     """A multi-class set (``OVR_SETS``), every class one-vs-rest at C: per-class binary problems for svmocas,
     SVMperf and ours (summed solver seconds, ``threads`` threads each), LIBLINEAR's own one-vs-rest in one run;
@@ -334,8 +343,6 @@ def bench_ovr(
     sum over classes of the seconds our 1-thread run at a tight tolerance took to reach the anchor's objective
     of that class (``PAIRS``, with a trace point at every dcd pass; a class whose objective it never reached
     counts its whole run, and is counted in ``not_reached``)."""
-    from worker.solvers.ocas import solve_ocas
-
     multi = _ovr_file(data_name)
     classes = [str(k) for k in range(1, OVR_SETS[data_name] + 1)]
     problems = {}
@@ -377,9 +384,7 @@ def bench_ovr(
             if rep == 0:
                 for _, _, theirs in pairs:
                     objective[theirs] += anchor_objective[theirs]
-                optimum += solve_ocas(
-                    *args, n_features=n_features, params=OcasParams(C=C, tol_rel=1e-6), n_processes=2
-                ).objective
+                optimum += _optimum(optimum_by, args, n_features, C, 2, OVR_CERTIFY_TOL_REL[0])[0]
         for key, value in sums.items():
             seconds[key].append(value)
         for key, value in reach.items():
@@ -506,8 +511,30 @@ def main(argv=None) -> int:
     parser.add_argument("--sector-all-Cs", default="1", help="C values of the one-vs-rest runs")
     parser.add_argument("--ovr", default="", help="one-vs-rest sets (sector, news20): every class, summed")
     parser.add_argument("--ovr-Cs", default="1", help="C values of the --ovr runs")
+    parser.add_argument("--text-source", type=Path, default=None, help="20news-bydate.tar.gz or its folder")
+    parser.add_argument(
+        "--dcd-tight-tol",
+        type=float,
+        default=1e-4,
+        help="tol of the dcd runs read for the time to LIBLINEAR's objective (their trace has a point at every pass)",
+    )
+    parser.add_argument(
+        "--ovr-certify-tol-rel", type=float, default=1e-6, help="tol_rel of the --ovr runs' certified optima"
+    )
+    parser.add_argument(
+        "--tight-tol-rel",
+        type=float,
+        default=1e-4,
+        help="tol_rel of the ocas and cpa runs read for the time to the anchor's objective (1e-3 reaches the anchors' "
+        "1%% on text in a fraction of 1e-4's passes)",
+    )
     parser.add_argument("--report", action="store_true", help="print the tables of the last results and exit")
     args = parser.parse_args(argv)
+    TEXT_SOURCE[0] = args.text_source
+    for solver in ("ocas", "cpa"):
+        PAIRS[solver][1]["tol_rel"] = args.tight_tol_rel
+    PAIRS["dcd"][1]["tol"] = args.dcd_tight_tol
+    OVR_CERTIFY_TOL_REL[0] = args.ovr_certify_tol_rel
     if args.report:
         print(report(json.loads(RESULTS.read_text())))
         return 0
@@ -561,7 +588,12 @@ def main(argv=None) -> int:
         del result["sector_all"]
     ovr = previous.get("ovr", {})
     for name, by_C in result.get("ovr", {}).items():
-        ovr[name] = {**ovr.get(name, {}), **by_C}
+        for C, block in by_C.items():  # a run of some pairs (--solvers) keeps the other pairs' earlier figures
+            merged = dict(ovr.setdefault(name, {}).get(C, {}))
+            for key, value in block.items():
+                both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+                merged[key] = {**merged[key], **value} if both else value
+            ovr[name][C] = merged
     if ovr:
         result["ovr"] = ovr
     RESULTS.write_text(json.dumps(result, indent=1, default=float) + "\n")

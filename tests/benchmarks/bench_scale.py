@@ -362,11 +362,12 @@ def parser_alone(path: Path, value_dtype: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def write_checkers(path: Path, rows: int, seed: int) -> None:
-    """Paper 003's Checkers (``bench_sampled_cuts_accuracy.checkers``) as svmlight text, 6 decimals."""
-    from tests.benchmarks.bench_sampled_cuts_accuracy import checkers
+def write_checkers(path: Path, rows: int, seed: int, data: str = "checkers") -> None:
+    """Paper 003's Checkers (``bench_sampled_cuts_accuracy.checkers``), or issue 36's noisy board (``board`` with
+    2% of the labels flipped), as svmlight text, 6 decimals."""
+    from tests.benchmarks.bench_sampled_cuts_accuracy import board, checkers
 
-    X, y = checkers(rows, seed)
+    X, y = checkers(rows, seed) if data == "checkers" else board(rows, seed, flipped=0.02)
     with open(path, "w") as out:
         for start in range(0, rows, 100_000):
             block = slice(start, min(rows, start + 100_000))
@@ -377,11 +378,11 @@ def write_checkers(path: Path, rows: int, seed: int) -> None:
 
 def ensure_data(workdir: Path, rows: int, test_rows: int, data: str = "synthetic") -> tuple[Path, Path]:
     workdir.mkdir(parents=True, exist_ok=True)
-    if data == "checkers":
-        train_path, test_path = workdir / f"checkers-{rows}.svm", workdir / f"checkers-{test_rows}-test.svm"
+    if data in ("checkers", "board"):
+        train_path, test_path = workdir / f"{data}-{rows}.svm", workdir / f"{data}-{test_rows}-test.svm"
         for path, n, seed in ((train_path, rows, 0), (test_path, test_rows, 10_000)):
             if not path.exists():
-                write_checkers(Path(str(path) + ".part"), n, seed)
+                write_checkers(Path(str(path) + ".part"), n, seed, data)
                 os.rename(str(path) + ".part", path)
         return train_path, test_path
     train_path = workdir / f"synthetic-{rows}.svm"
@@ -416,8 +417,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--data",
         default="synthetic",
-        choices=("synthetic", "checkers"),
-        help="synthetic: sparse text-like rows; checkers: paper 003's Checkers (2 features)",
+        choices=("synthetic", "checkers", "board"),
+        help="synthetic: sparse text-like rows; checkers: paper 003's Checkers (2 features); board: issue 36's "
+        "noisy 4 x 4 checkerboard (2% of the labels flipped)",
     )
     ap.add_argument("--params", default="{}", help="JSON merged into every training request's params")
     ap.add_argument("--value-dtype", default=None, help="upload option value_dtype (default: the server's default)")
