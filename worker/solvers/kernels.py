@@ -321,7 +321,7 @@ def _kernel_row(indptr, indices, data, sq, a, rows, start, stop, code, gamma, co
     clear_row(indptr, indices, a, xbuf)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: threads of the subspace variant compute blocks of rows at once
 def _kernel_block(
     indptr_a,
     indices_a,

@@ -258,7 +258,7 @@ def solve_sampled_cuts(
     if variant == "subspace":
         basis, beta, passes, converged, stop_reason, primal, dual, computed = solve_subspace(
             indptr, indices, data, y, n_features=n_features, C=C, kernel=kernel, shift=shift, tol=tol, m=r,
-            max_iter=max_iter, seed=seed, control=control, record=record,
+            max_iter=max_iter, seed=seed, control=control, record=record, threads=threads,
         )  # fmt: skip
         return SolverResult(
             w=None,

@@ -36,11 +36,14 @@ decides (paper 003 found the method's accuracy "depends crucially on the number 
 ``max_iter`` bounds the passes; a deadline or cancel is checked after every pass.
 
 Costs: N m kernel values once (``kernels._kernel_block``), N m^2 / 2 for the projection (a triangular solve
-by blocks of rows, BLAS), then 2 N m a pass, fewer with shrinking. On a noisy 10^6-row checkerboard with m = 500:
+by blocks of rows, BLAS), both by blocks of rows on the job's threads; then 2 N m a pass, fewer with shrinking
+(the passes are sequential). On a noisy 10^6-row checkerboard with m = 500:
 2 GB of projected rows, a 2.7% test error (smo on 50,000 rows: 4.4%).
 """
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -87,22 +90,30 @@ def _cholesky(K: np.ndarray) -> np.ndarray:
     raise SolverInputError("the basis rows' kernel matrix is not positive definite (is the kernel one?)")
 
 
-def project(indptr, indices, data, basis, kernel, n_features, shift, L, control: SolverControl):
-    """z_i = L^{-1} (K(x_basis, x_i) + shift) for every row, float32 (N x m); None when stopped meanwhile."""
+def project(indptr, indices, data, basis, kernel, n_features, shift, L, control: SolverControl, threads: int = 1):
+    """z_i = L^{-1} (K(x_basis, x_i) + shift) for every row, float32 (N x m), blocks of rows on ``threads`` threads
+    (the kernel values and the triangular solves release the GIL); None when stopped meanwhile."""
     n, m = indptr.size - 1, basis.size
     sq = row_sq_norms(indptr, data)
     Z = np.empty((n, m), dtype=np.float32)
-    block = np.empty((min(n, BLOCK_ROWS), m), dtype=np.float64)
-    for start in range(0, n, BLOCK_ROWS):
+    threads = max(1, min(int(threads), -(-n // BLOCK_ROWS)))
+    buffers = [np.empty((min(n, BLOCK_ROWS), m), dtype=np.float64) for _ in range(threads)]
+
+    def one_block(start: int, buffer: np.ndarray) -> None:
         stop = min(n, start + BLOCK_ROWS)
         rows = np.arange(start, stop, dtype=np.int64)
         out = kernel_block(
-            indptr, indices, data, rows, basis, n_features=n_features, kernel=kernel, sq=sq, out=block[: stop - start]
+            indptr, indices, data, rows, basis, n_features=n_features, kernel=kernel, sq=sq, out=buffer[: stop - start]
         )
         out += shift
         Z[start:stop] = scipy.linalg.solve_triangular(L, out.T, lower=True, check_finite=False).T
-        if control.check() is not None:
-            return None
+
+    starts = list(range(0, n, BLOCK_ROWS))
+    with ThreadPoolExecutor(threads) as pool:
+        for first in range(0, len(starts), threads):  # a round of one block a thread, then the control check
+            list(pool.map(one_block, starts[first : first + threads], buffers))
+            if control.check() is not None:
+                return None
     return Z
 
 
@@ -193,10 +204,13 @@ def _objectives(Z, y, C, alpha, v):
     return 0.5 * v_sq + C * hinge, alpha.sum() - 0.5 * v_sq
 
 
-def solve_subspace(indptr, indices, data, y, *, n_features, C, kernel, shift, tol, m, max_iter, seed, control, record):
+def solve_subspace(
+    indptr, indices, data, y, *, n_features, C, kernel, shift, tol, m, max_iter, seed, control, record, threads=1
+):
     """The subspace variant (module docstring): returns (basis rows, beta, passes, converged, stop reason, primal,
     dual, kernel values computed). ``kernel``: the kernel's fields, gamma a number; ``shift``: B^2 (0 without
-    the bias feature); ``record(point)`` adds a trace point."""
+    the bias feature); ``record(point)`` adds a trace point; ``threads``: for the projection (the passes are
+    sequential)."""
     n = indptr.size - 1
     if m > n:
         raise SolverInputError(f"sample_size ({m}) is the subspace variant's basis: at most the {n} rows")
@@ -211,7 +225,7 @@ def solve_subspace(indptr, indices, data, y, *, n_features, C, kernel, shift, to
     basis = _basis(int(seed), n, m)
     K = kernel_block(indptr, indices, data, basis, basis, n_features=n_features, kernel=kernel)
     L = _cholesky(K + shift)
-    Z = project(indptr, indices, data, basis, kernel, n_features, shift, L, control)
+    Z = project(indptr, indices, data, basis, kernel, n_features, shift, L, control, threads)
     computed = m * m + n * m
     alpha = np.zeros(n)
     v = np.zeros(m)
