@@ -116,9 +116,11 @@ scaled otherwise).
 
 Stopping rule in the user's terms: training stops when the largest KKT violation m - M over ALL
 examples is below ``tol`` (LIBSVM's -e, default 1e-3) and the duality gap of the returned model is at
-most ``tol_rel`` of its objective (default 0.01; (P - D) / P with D the dual value of the returned alpha,
+most ``tol_rel`` of its objective (default 0.01; (P - D) / |P| with D the dual value of the returned alpha,
 a lower bound of the optimum: when ``tol`` alone leaves a larger gap, as on hard problems at large C,
-``tol`` is divided by 10 and the steps go on, down to 1e-9; ``tol_rel`` None: ``tol`` alone), or after ``max_iter`` two-variable steps
+``tol`` is divided by 10 and the steps go on, down to 1e-9; ``tol_rel`` None: ``tol`` alone; the
+offset forms, nu-SVC, nu-SVR and one-class, divide by the larger of |P| and 1% of the dual objective at their start,
+as their optimum can be zero: ``_gap_scale``), or after ``max_iter`` two-variable steps
 (default max(10^7, 100 n), LIBSVM's cap), or at a deadline or cancel (checked between slices of at
 most ~0.1 s of numba work, so a cancel is honoured within a fraction of a second).
 
@@ -278,15 +280,29 @@ def _check_args(indptr, indices, data, y, n_features, class_weight, one_class: b
 
 TOL_FLOOR = 1e-9  # tol_rel tightens tol down to this
 
+GAP_FLOOR_OF_START = 0.01
+"""The offset forms (nu-SVC, nu-SVR, one-class) measure their gap against at least this fraction of the dual
+objective at their start (``_gap_scale``)."""
 
-def _gap_rel(run: Run) -> float | None:
-    """(P - D) / P of the current alpha when the gradient is complete (None while shrunk)."""
+
+def _gap_scale(primal: float, floor: float) -> float:
+    """What a relative gap is relative to: |P|, or ``floor`` when larger. The offset forms' optimum can be zero:
+    a nu-SVC whose classes' reduced convex hulls meet (overlapping classes, duplicate rows of both labels) has
+    0.5 alpha' Q alpha -> 0, so (P - D) / |P| would ask for a vanishing absolute gap and the steps would crawl to
+    TOL_FLOOR (LIBSVM stops such a problem at its -e); their floor is GAP_FLOOR_OF_START times the dual objective
+    at LIBSVM's start, which bounds the optimum's size (0 for the C-SVC and SVR, whose P is not near zero)."""
+    return max(abs(primal), floor)
+
+
+def _gap_rel(run: Run, floor: float) -> float | None:
+    """(P - D) / max(|P|, floor) of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
     _m, _M, b, _n_sv, _n_bounded, quad, hinge, rho = run.stats()
     primal = run.primal(quad, hinge, b, rho)
     dual = -float(0.5 * quad + run.V.P @ run.V.alpha)
-    return max(primal - dual, 0.0) / abs(primal) if primal != 0 else None
+    scale = _gap_scale(primal, floor)
+    return max(primal - dual, 0.0) / scale if scale != 0 else None
 
 
 def solve_smo(
@@ -376,6 +392,8 @@ def solve_smo(
         nu_form,
     )
     istate, n = run.istate, run.n
+    offset_form = nu_form != NU_NONE or one_class_nu is not None
+    gap_floor = GAP_FLOOR_OF_START * abs(float(run.fstate[FS_F])) if offset_form else 0.0
 
     # split scans are handed out chunk by chunk to whichever thread is free (numba's setting, this thread only)
     chunk_size = numba.set_parallel_chunksize(1) if threads > 1 else None
@@ -391,7 +409,7 @@ def solve_smo(
             if run_code == RUN_BUDGET and took > 0:
                 work_budget = next_budget(work_budget, took)
             if run_code == RUN_CONVERGED:
-                gap_rel = _gap_rel(run) if tol_rel is not None else None
+                gap_rel = _gap_rel(run, gap_floor) if tol_rel is not None else None
                 if gap_rel is not None and tol_rel is not None and gap_rel > tol_rel and tol > TOL_FLOOR:
                     tol = max(tol / 10.0, TOL_FLOOR)  # the gap is not certified yet: tighten and go on
                     run.restart_full_check()
@@ -462,7 +480,11 @@ def solve_smo(
         "dual_objective": dual_value,
         "primal_complete": complete,
         # weak duality: the dual value of any feasible alpha is <= the optimum <= the primal at (alpha, b)
-        "gap_rel": (max(objective - dual_value, 0.0) / abs(objective)) if complete and objective != 0 else None,
+        "gap_rel": (
+            max(objective - dual_value, 0.0) / _gap_scale(objective, gap_floor)
+            if complete and _gap_scale(objective, gap_floor) != 0
+            else None
+        ),
         "gap_note": (
             "primal minus the dual objective of the returned alpha (weak duality)"
             if complete
