@@ -326,6 +326,10 @@ def test_logs_are_json_with_request_id_and_job_id(cluster, tmp_path):
             base + "/v1/datasets", headers={"X-Request-ID": "trace-me-42", "Authorization": "Bearer key-bob"}
         )
         assert answer.headers["x-request-id"] == "trace-me-42"
+        # without one, each answer gets a new id of 16 hex digits
+        made = {httpx.get(base + "/v1/datasets", headers={"Authorization": "Bearer key-bob"}).headers["x-request-id"]
+                for _ in range(3)}  # fmt: skip
+        assert len(made) == 3 and all(len(rid) == 16 and int(rid, 16) >= 0 for rid in made), made
     finally:
         _terminate(proc)
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import itertools
 import logging
 import uuid
 
@@ -127,6 +129,25 @@ class BodyTimeoutMiddleware:
         return await self.app(scope, timed_receive, send)
 
 
+_REQUEST_ID_PREFIX = uuid.uuid4().hex[:8]
+_request_numbers = itertools.count(1)
+
+
+def new_request_id() -> str:
+    """A request id unique to this API process's life: a random prefix drawn at start and a counter (16 hex digits,
+    as a uuid4's first 16 were; no system call per request: os.urandom showed in the event loop's profile)."""
+    return f"{_REQUEST_ID_PREFIX}{next(_request_numbers) & 0xFFFFFFFF:08x}"
+
+
+def settle_garbage_collector() -> None:
+    """Once the application has started: collect, then freeze what is alive (the app, its routes, schemas and
+    clients) out of the cyclic collector's reach, so that its full collections while serving walk only what requests
+    made. Measured under bench_load's default mix: full collections of the API took up to 90-96 ms, each one holding
+    every request in flight."""
+    gc.collect()
+    gc.freeze()
+
+
 class RequestIdMiddleware:
     """Gives every request an id (the caller's `X-Request-ID`, or a new one) and echoes it in the answer."""
 
@@ -141,7 +162,7 @@ class RequestIdMiddleware:
             if name == b"x-request-id":
                 rid = value.decode("latin-1")[:64]
                 break
-        rid = rid or uuid.uuid4().hex[:16]
+        rid = rid or new_request_id()
         scope.setdefault("state", {})["request_id"] = rid
         header = (b"x-request-id", rid.encode("latin-1"))
 
@@ -181,6 +202,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await app.state.ingest.ready()
         app.state.model_cache = ModelCache(settings.model_cache_size)
         app.state.key_digests = key_digests_from(settings)
+        settle_garbage_collector()
         try:
             yield
         finally:
