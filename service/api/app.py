@@ -29,6 +29,7 @@ from service.api.deps import key_digests_from, reject_unknown_query
 from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
 from service.api.predict import ModelCache
+from service.api.predict_path import PredictPath
 from service.api.routes import datasets, evaluation, health, job_events, jobs, model_files, models, plots
 from service.api.routes.ui import install_ui
 from service.ingest.pool import IngestPool
@@ -273,6 +274,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             500, "internal_error", f"internal error; the request did not complete (request id {request_id})"
         )
 
+    app.add_middleware(PredictPath, application=app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_json_body_bytes)
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_timeout_s, min_rate=settings.body_min_rate)
     app.add_middleware(RequestIdMiddleware)

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from core.config import Settings
 from core.schemas.base import ErrorResponse
 from core.schemas.jobs import JobStatus, TraceOut
 from core.schemas.models import ModelList, ModelOut, PredictOut, PredictRequest
@@ -135,6 +136,14 @@ async def predict(
 ) -> JSONResponse:
     """Score rows with a model: labels and decision values."""
     raw = await read_body_limited(request, settings.max_predict_body_bytes, "max_predict_body_bytes")
+    return await predict_answer(request, model_id, raw, settings, store, tenant)
+
+
+async def predict_answer(
+    request: Request, model_id: str, raw: bytes, settings: Settings, store: RecordStore[ModelRecord], tenant: str
+) -> JSONResponse:
+    """The answer to a predict request whose body is ``raw`` (the route's work once its inputs are known; also run by
+    ``service.api.predict_path``, which answers the route without the framework's layers)."""
     body = parse_body(PredictRequest, raw)
     if len(body.instances) > settings.max_predict_instances:
         raise ApiError(
