@@ -321,3 +321,13 @@ def test_max_iter_advice_names_C_only_where_there_is_one(task, params, names_c):
     (found,) = model_warnings(model, None, params)
     assert found["code"] == "max_iter" and "raise max_iter" in found["message"]
     assert ("check that C" in found["message"]) is names_c
+
+
+def test_max_iter_with_a_certified_gap_says_how_close_not_may_be_far():
+    """A fit at its iteration limit whose certified gap is within 1% (dcd on features near 100: 10^5 passes, gap 0.12%)
+    is not "far from the optimum": the warning says how close the gap puts it, and that its own rule did not hold."""
+    (close,) = model_warnings(ModelDescription(stop_reason="max_iter", gap_rel=0.0012), None, {"C": 1.0})
+    assert close["code"] == "max_iter" and "within 0.12% of the optimum" in close["message"], close
+    assert "may be far" not in close["message"] and "raise max_iter" in close["message"]
+    (far,) = model_warnings(ModelDescription(stop_reason="max_iter", gap_rel=0.2), None, {"C": 1.0})
+    assert "may be far from the optimum" in far["message"]

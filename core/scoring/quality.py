@@ -61,11 +61,18 @@ def model_warnings(
         settings = params if params is not None else model.params or {}
         has_c = model.task != Task.one_class and settings.get("svm_type") != "nu_svc"  # nu takes C's place there
         advice = "raise max_iter, or check that C is not far larger than the data needs" if has_c else "raise max_iter"
+        # a certified gap within SETTLED_GAP_REL bounds how far it is: say so rather than "may be far"
+        how_far = (
+            f"the gap puts it within {gap_rel:.2%} of the optimum, but its own rule (the optimality conditions) did "
+            f"not hold: {advice} for the rule"
+            if settled("max_iter", gap_rel)
+            else f"the model may be far from the optimum: {advice}"
+        )
         found.append(
             warning(
                 WarningCode.max_iter,
                 f"training stopped at its iteration limit (max_iter {limit}) before its stopping rule held "
-                f"({gap_text}); the model may be far from the optimum: {advice}",
+                f"({gap_text}); {how_far}",
             )
         )
     elif stop_reason in ("deadline", "canceled", "interrupted", "node_lost") and not settled(stop_reason, gap_rel):
