@@ -500,12 +500,12 @@ def main(argv=None) -> int:
     result = {"machine": machine(), "load_average_start": load_start, "warm_up_s": warm_s, "rows": rows}
     if args.sector_all:
         result["sector_all"] = {
-            str(C): bench_ovr(args.repeats, C, threads, "sector", solvers)
+            str(C): bench_ovr(args.repeats, C, threads, "sector", solvers, args.optimum_by)
             for C in [float(c) for c in args.sector_all_Cs.split(",")]
         }
     for name in [x for x in args.ovr.split(",") if x]:
         result.setdefault("ovr", {})[name] = {
-            str(C): bench_ovr(args.repeats, C, threads, name, solvers)
+            str(C): bench_ovr(args.repeats, C, threads, name, solvers, args.optimum_by)
             for C in [float(c) for c in args.ovr_Cs.split(",")]
         }
     result["load_average_end"] = os.getloadavg()
