@@ -86,6 +86,12 @@ async def tenant_dep(request: Request, credentials: HTTPAuthorizationCredentials
     return tenant
 
 
+async def request_tenant(request: Request) -> str:
+    """``tenant_dep`` outside FastAPI's dependency solving: the caller's tenant from the request's own
+    `Authorization` header, read by the same ``HTTPBearer`` (``service.api.predict_path``)."""
+    return await tenant_dep(request, await _bearer(request))
+
+
 _ACTIVE_CACHE_S = 2.0
 
 

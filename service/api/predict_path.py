@@ -51,15 +51,14 @@ class PredictPath:
             return await self.app(scope, replay, send)
         scope["route"] = self.route  # what the metrics label the request by, as the router would
         scope["path_params"] = {"model_id": match.group(1)}
-        request = Request(scope, replay, send)
         state = self.application.state
-        settings = state.settings
         raw = first.get("body", b"")
+        if len(raw) > state.settings.max_predict_body_bytes:  # the route's 413
+            return await self.app(scope, replay, send)
+        request = Request(scope, replay, send)  # (its body is never read from it: ``raw`` is passed on)
         try:
-            if len(raw) > settings.max_predict_body_bytes:
-                raise ValueError("over max_predict_body_bytes: the route refuses it")
-            tenant = await deps.tenant_dep(request, await deps._bearer(request))
-            response = await models.predict_answer(request, match.group(1), raw, settings, state.models, tenant)
+            tenant = await deps.request_tenant(request)
+            response = await models.predict_answer(request, match.group(1), raw, state.settings, state.models, tenant)
         except Exception:  # a refusal or a failure: the route itself answers (the same body replayed)
             return await self.app(scope, _replaying(first, receive), send)
         await response(scope, replay, send)

@@ -120,7 +120,7 @@ most ``tol_rel`` of its objective (default 0.01; (P - D) / |P| with D the dual v
 a lower bound of the optimum: when ``tol`` alone leaves a larger gap, as on hard problems at large C,
 ``tol`` is divided by 10 and the steps go on, down to 1e-9; ``tol_rel`` None: ``tol`` alone; the
 offset forms, nu-SVC, nu-SVR and one-class, divide by the larger of |P| and 1% of the dual objective at their start,
-as their optimum can be zero: ``_gap_scale``), or after ``max_iter`` two-variable steps
+as their optimum can be zero: ``_relative_gap``), or after ``max_iter`` two-variable steps
 (default max(10^7, 100 n), LIBSVM's cap), or at a deadline or cancel (checked between slices of at
 most ~0.1 s of numba work, so a cancel is honoured within a fraction of a second).
 
@@ -282,27 +282,25 @@ TOL_FLOOR = 1e-9  # tol_rel tightens tol down to this
 
 GAP_FLOOR_OF_START = 0.01
 """The offset forms (nu-SVC, nu-SVR, one-class) measure their gap against at least this fraction of the dual
-objective at their start (``_gap_scale``)."""
+objective at their start (``_relative_gap``)."""
 
 
-def _gap_scale(primal: float, floor: float) -> float:
-    """What a relative gap is relative to: |P|, or ``floor`` when larger. The offset forms' optimum can be zero:
-    a nu-SVC whose classes' reduced convex hulls meet (overlapping classes, duplicate rows of both labels) has
+def _relative_gap(primal: float, dual: float, floor: float) -> float | None:
+    """(P - D) / max(|P|, floor), None when that is 0. ``floor`` is 0 but for the offset forms, whose optimum can be
+    zero: a nu-SVC whose classes' reduced convex hulls meet (overlapping classes, duplicate rows of both labels) has
     0.5 alpha' Q alpha -> 0, so (P - D) / |P| would ask for a vanishing absolute gap and the steps would crawl to
     TOL_FLOOR (LIBSVM stops such a problem at its -e); their floor is GAP_FLOOR_OF_START times the dual objective
-    at LIBSVM's start, which bounds the optimum's size (0 for the C-SVC and SVR, whose P is not near zero)."""
-    return max(abs(primal), floor)
+    at LIBSVM's start, which bounds the optimum's size."""
+    scale = max(abs(primal), floor)
+    return max(primal - dual, 0.0) / scale if scale != 0 else None
 
 
 def _gap_rel(run: Run, floor: float) -> float | None:
-    """(P - D) / max(|P|, floor) of the current alpha when the gradient is complete (None while shrunk)."""
+    """``_relative_gap`` of the current alpha when the gradient is complete (None while shrunk)."""
     if int(run.istate[IS_ACTIVE]) < run.n:
         return None
     _m, _M, b, _n_sv, _n_bounded, quad, hinge, rho = run.stats()
-    primal = run.primal(quad, hinge, b, rho)
-    dual = -float(0.5 * quad + run.V.P @ run.V.alpha)
-    scale = _gap_scale(primal, floor)
-    return max(primal - dual, 0.0) / scale if scale != 0 else None
+    return _relative_gap(run.primal(quad, hinge, b, rho), -float(0.5 * quad + run.V.P @ run.V.alpha), floor)
 
 
 def solve_smo(
@@ -480,11 +478,7 @@ def solve_smo(
         "dual_objective": dual_value,
         "primal_complete": complete,
         # weak duality: the dual value of any feasible alpha is <= the optimum <= the primal at (alpha, b)
-        "gap_rel": (
-            max(objective - dual_value, 0.0) / _gap_scale(objective, gap_floor)
-            if complete and _gap_scale(objective, gap_floor) != 0
-            else None
-        ),
+        "gap_rel": _relative_gap(objective, dual_value, gap_floor) if complete else None,
         "gap_note": (
             "primal minus the dual objective of the returned alpha (weak duality)"
             if complete
