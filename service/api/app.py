@@ -25,6 +25,7 @@ from core.storage.garbage import start_collector_thread
 from core.storage.jobs import JobStore
 from core.storage.objects import StoreError, StoreRefused, StoreUnavailable, object_store
 from core.storage.records import dataset_store, model_store
+from service.api import job_wait
 from service.api.deps import key_digests_from, reject_unknown_query
 from service.api.errors import BodyTimeout, BodyTooLarge, error_response, install_handlers
 from service.api.metrics import MetricsMiddleware, build_registry
@@ -211,6 +212,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             collector_stop.set()
             reaper.join(5)
             app.state.ingest.close(wait=True)  # no upload is in flight any more: their processes exit at once
+            job_wait.stop_watcher(app)
             client.close()
 
     app = FastAPI(

@@ -56,6 +56,12 @@ class JobEndWatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: threading.Thread | None = None
         self._last_waiter = time.monotonic()
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """The API is stopping (its Redis connections close next): the listener leaves at its next message or error
+        instead of subscribing again."""
+        self._stopping.set()
 
     async def wait(self, request: Request, job_id: str, until: float) -> None:
         """Return once the job has ended or is gone, at ``until`` (``time.monotonic()``), or when the client
@@ -104,7 +110,9 @@ class JobEndWatcher:
         """The listener thread: hand every id published on the channel to the event loop, until idle."""
         pubsub = None
         try:
-            while self._waiting or time.monotonic() - self._last_waiter < LISTEN_IDLE_S:
+            while not self._stopping.is_set() and (
+                self._waiting or time.monotonic() - self._last_waiter < LISTEN_IDLE_S
+            ):
                 try:
                     if pubsub is None:
                         pubsub = self.jobs.client.pubsub(ignore_subscribe_messages=True)
@@ -112,7 +120,7 @@ class JobEndWatcher:
                     message = pubsub.get_message(timeout=_LISTEN_TIMEOUT_S)
                 except Exception as exc:  # Redis away (or the app closing its connections as it stops): the
                     # statuses read every CHECK_S still answer the waiters, and warn if Redis stays away
-                    if self._loop is not None and self._loop.is_closed():
+                    if self._stopping.is_set() or (self._loop is not None and self._loop.is_closed()):
                         return  # the API has stopped: nobody waits, and "it subscribes again" would be untrue
                     log.info(
                         "the job-end listener lost its subscription (%s: %s); it subscribes again",
@@ -152,6 +160,13 @@ class JobEndWatcher:
             for job_id, (status, _rq_job_id) in zip(job_ids, found):
                 if status is None or status in _FINAL_STATUSES:
                     self._ended(job_id)
+
+
+def stop_watcher(app) -> None:
+    """Tell the API process's watcher, if it has one, that the API is stopping (its lifespan, before Redis closes)."""
+    current = getattr(app.state, "job_end_watcher", None)
+    if current is not None:
+        current.stop()
 
 
 def watcher(request: Request) -> JobEndWatcher:
