@@ -565,6 +565,7 @@ def test_a_nu_svc_whose_classes_overlap_stops_where_libsvm_does_not_at_its_itera
     result = solve_nu_svc(solve_smo, indptr, indices, data, y, n_features=3, params=params)
     assert result.stop_reason is StopReason.CONVERGED and result.n_iter < 1_000, (result.stop_reason, result.n_iter)
     assert result.extra["gap_rel"] <= 0.01
+    assert "1% of the dual objective at the start" in result.extra["gap_note"]  # the model says what gap_rel means
     # (libsvm stops after 21 steps here; its model and this one both sit at rho ~ 0, where the zero rows' labels are
     # a matter of rounding, so the predictions are not compared: the objective is, by the certified gap above)
     dual = result.extra["dual_objective"]

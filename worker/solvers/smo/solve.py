@@ -481,6 +481,12 @@ def solve_smo(
         "gap_rel": _relative_gap(objective, dual_value, gap_floor) if complete else None,
         "gap_note": (
             "primal minus the dual objective of the returned alpha (weak duality)"
+            + (
+                ", relative to the larger of |primal| and 1% of the dual objective at the start (the optimum of a "
+                "nu or one-class problem can be zero)"
+                if offset_form
+                else ""
+            )
             if complete
             else "stopped while shrunk: the primal of the returned model was not computed, so no gap"
         ),
