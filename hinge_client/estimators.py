@@ -55,7 +55,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hinge_client.cleanup import wait_for_cleanup
 from hinge_client.regressor import check_nu
-from hinge_client.remote_estimator import _RemoteModel, n_processes_of, service_solvers, warn_service_warnings
+from hinge_client.remote_estimator import (
+    _RemoteModel,
+    kernel_params,
+    n_processes_of,
+    service_solvers,
+    warn_service_warnings,
+)
 from hinge_client.solvers import SolverInfo, estimator_params_of
 
 __all__ = ["HingeClassifier", "HingeRanker", "wait_for_cleanup", "warn_service_warnings"]
@@ -144,7 +150,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         service registers (what it takes is read from the service's OpenAPI document). ``solver_`` is the one used.
     C : penalty of the training loss, LIBLINEAR's convention: minimize 0.5|w|^2 + C sum loss_i (left at 1.0 with nu).
     kernel, gamma, degree, coef0 : the kernel ("linear", "rbf", "poly", "sigmoid"; None: linear for the linear
-        solvers, rbf for smo and sampled_cuts; gamma a number or "scale").
+        solvers, rbf for smo and sampled_cuts; gamma a number or "scale"), or "precomputed" (smo, SVC's): X is the
+        kernel matrix, (n_samples, n_samples) to fit and (n, n_samples of the fit) to predict.
     nu : None (default: not used, C-SVC) or a number in (0, 1]: NuSVC (smo's svm_type nu_svc, LIBSVM -s 1), nu in
         place of C: an upper bound on the fraction of margin errors and a lower bound on the fraction of support
         vectors. Solver smo only ("auto" picks it, whatever the kernel; kernel None is rbf, as for smo); C must be
@@ -388,15 +395,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         if self.tol is not None and "tol" in taken:
             params["tol_rel" if solver == "ocas" else "tol"] = float(self.tol)
         if "kernel" in taken:
-            kernel_type = self.kernel or "rbf"
-            kernel: dict = {"type": kernel_type}
-            if kernel_type != "linear":
-                kernel["gamma"] = self.gamma if isinstance(self.gamma, str) else float(self.gamma)
-            if kernel_type in ("poly", "sigmoid"):
-                kernel["coef0"] = float(self.coef0)
-            if kernel_type == "poly":
-                kernel["degree"] = int(self.degree)
-            params["kernel"] = kernel
+            params["kernel"] = kernel_params(self.kernel or "rbf", self.gamma, self.degree, self.coef0)
         if self.class_weight is not None and "class_weight" in taken:
             params["class_weight"] = self._class_weight(y_encoded)
         params.update(self.solver_params or {})

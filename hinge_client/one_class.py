@@ -70,6 +70,8 @@ class HingeOneClassSVM(OutlierMixin, _RemoteModel):
     ----------
     kernel, gamma, degree, coef0 : the kernel ("linear", "rbf" (default), "poly", "sigmoid"; gamma a number or
         "scale", 1 / (n_features * X.var())); each parameter is used by the kernels that have it, ignored by the others.
+        "precomputed" (smo, OneClassSVM's): X is the kernel matrix, (n_samples, n_samples) to fit and (n, n_samples
+        of the fit) to predict.
     solver : "auto" (default: "dcd" for kernel="linear", else "smo"), "smo" (any kernel: a kernel model with
         support vectors) or "dcd" (kernel="linear" only: the linear one-class SVM, LIBLINEAR -s 21, by dual
         coordinate descent with w kept; the same problem as smo's with the linear kernel, much cheaper on large

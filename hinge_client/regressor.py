@@ -69,7 +69,8 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
     C : penalty of the training loss, LIBLINEAR's and LIBSVM's (and LinearSVR's and SVR's) convention: minimize
         0.5|w|^2 + C sum loss_i.
     kernel : "linear" (default: LinearSVR, solver dcd), or "rbf", "poly", "sigmoid" (SVR, solver smo with
-        svm_type epsilon_svr); with nu, any kernel is NuSVR's (smo, svm_type nu_svr).
+        svm_type epsilon_svr); with nu, any kernel is NuSVR's (smo, svm_type nu_svr). "precomputed" (smo, SVR's): X
+        is the kernel matrix, (n_samples, n_samples) to fit and (n, n_samples of the fit) to predict.
     solver : "auto" (default: dcd for the linear kernel without nu, else smo), "dcd" (linear kernel only, no nu) or
         "smo" (any kernel; with "linear" it is SVR(kernel="linear"): the intercept unregularized, LIBSVM's).
         ``solver_`` is the one used.

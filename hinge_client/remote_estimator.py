@@ -76,8 +76,11 @@ def n_processes_of(n_jobs) -> int | None:
     )
 
 
-KERNELS = ("linear", "rbf", "poly", "sigmoid")
-"""The kernels of the service's smo (and scikit-learn's SVC, SVR and OneClassSVM, but for "precomputed")."""
+PRECOMPUTED = "precomputed"
+"""``kernel="precomputed"``: X is a kernel matrix, (n_samples, n_samples) to fit and (n, n_samples of the fit) to
+predict, as scikit-learn's SVC, SVR and OneClassSVM take it; smo trains it as LIBSVM's -t 4 (``precomputed_rows``)."""
+KERNELS = ("linear", "rbf", "poly", "sigmoid", PRECOMPUTED)
+"""The kernels of the service's smo (and scikit-learn's SVC, SVR and OneClassSVM)."""
 
 
 def kernel_params(kernel: str, gamma, degree, coef0) -> dict:
@@ -86,6 +89,8 @@ def kernel_params(kernel: str, gamma, degree, coef0) -> dict:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     params: dict = {"type": kernel}
+    if kernel == PRECOMPUTED:
+        return params
     if kernel != "linear":
         params["gamma"] = gamma if isinstance(gamma, str) else float(gamma)
     if kernel in ("poly", "sigmoid"):
@@ -146,6 +151,10 @@ def support_vectors(document: dict, n_features: int) -> tuple[np.ndarray, np.nda
     dual_coef @ K(support_vectors, x) + intercept (for a one-class model intercept is -rho); else None."""
     if document["kind"] != "kernel" or len(document["offsets"]) != 1:
         return None
+    coef = np.asarray(document["coef"], dtype=np.float64).reshape(1, -1)
+    offsets = np.asarray(document["offsets"], dtype=np.float64).reshape(1)
+    if (document.get("kernel") or {}).get("type") == PRECOMPUTED:  # no vectors, only serials: (0, 0) as SVR's
+        return coef, np.empty((0, 0)), offsets
     vectors = document["support_vectors"]
     indptr = np.asarray(vectors["indptr"], dtype=np.int64)
     indices = np.asarray(vectors["indices"], dtype=np.int64)
@@ -154,8 +163,21 @@ def support_vectors(document: dict, n_features: int) -> tuple[np.ndarray, np.nda
     dense = np.zeros((indptr.size - 1, n_features))
     rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
     dense[rows[keep], indices[keep]] = data[keep]
-    coef = np.asarray(document["coef"], dtype=np.float64).reshape(1, -1)
-    return coef, dense, np.asarray(document["offsets"], dtype=np.float64).reshape(1)
+    return coef, dense, offsets
+
+
+def precomputed_rows(K, serials: bool):
+    """A kernel matrix's rows in the layout smo reads (LIBSVM's -t 4): column 0 the row's serial number (1..n for the
+    n rows of a fit, whose kernel values K[i, j] = k(x_i, x_j) follow; 0 for rows to predict, whose K[i, j] =
+    k(x_i, x_j of the fit)), then the kernel values, so that column j + 1 holds the values against training row j."""
+    first = np.arange(1.0, K.shape[0] + 1.0) if serials else np.zeros(K.shape[0])
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scikit-learn needs scipy
+        sp = None
+    if sp is not None and sp.issparse(K):
+        return sp.hstack([sp.csr_matrix(first.reshape(-1, 1)), K], format="csr")
+    return np.hstack([first.reshape(-1, 1), np.asarray(K, dtype=np.float64)])
 
 
 class _RemoteModel(BaseEstimator):
@@ -173,6 +195,15 @@ class _RemoteModel(BaseEstimator):
         if self.max_seconds is not None:
             params["max_seconds"] = float(self.max_seconds)
         return params
+
+    def _precomputed(self) -> bool:
+        """Whether X is a kernel matrix (``kernel="precomputed"``)."""
+        return getattr(self, "kernel", None) == PRECOMPUTED
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
 
     def _adopt(self, model: Model) -> None:
         """Keep a fit's model: ``model_id_``, ``model_`` (its record) and ``n_iter_`` (at least 1)."""
@@ -192,6 +223,13 @@ class _RemoteModel(BaseEstimator):
         """Upload, train, and own what the fit left (deleted with this estimator unless keep_model); the job's
         and the model's warnings are issued as ConvergenceWarning."""
         client = self._client()
+        if self._precomputed():
+            if X.shape[0] != X.shape[1]:
+                raise ValueError(
+                    f"kernel='precomputed' fits a square kernel matrix, K[i, j] = k(x_i, x_j) for the n training "
+                    f"samples; X is {X.shape[0]}x{X.shape[1]}"
+                )
+            X = precomputed_rows(X, serials=True)
         dataset_id = client.upload_arrays(X, y, qid=qid)["id"]
         try:
             job = client.wait_job(client.submit_job(dataset_id, solver, params)["id"], timeout=self.timeout)
@@ -236,6 +274,8 @@ class _RemoteModel(BaseEstimator):
 
     def _predict_remote(self, X, probabilities: bool = False, decision_function_shape: str = "ovr") -> dict:
         """Labels, scores (and probabilities) of the rows, in batches."""
+        if self._precomputed():
+            X = precomputed_rows(X, serials=False)
         width = max(1, X.shape[1])
         batch = max(1, min(MAX_ROWS_PER_REQUEST, MAX_VALUES_PER_REQUEST // width))
         labels: list = []

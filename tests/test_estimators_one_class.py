@@ -253,7 +253,7 @@ def test_parameters_map_to_dcds_linear_one_class_job():
 @pytest.mark.parametrize(
     "params,message",
     [
-        ({"kernel": "precomputed"}, "kernel must be one of"),
+        ({"kernel": "cosine"}, "kernel must be one of"),
         ({"random_state": "seed"}, "random_state must be"),
         (
             {"solver": "dcd"},
@@ -264,7 +264,7 @@ def test_parameters_map_to_dcds_linear_one_class_job():
         ({"solver": None, "kernel": "linear"}, "solver must be one of"),
         ({"kernel": "linear", "cache_size": 500}, r"cache_size=500 does not apply to solver 'dcd'.*solver='smo'"),
     ],
-    ids=["precomputed", "seed", "dcd_rbf", "dcd_poly", "unknown_solver", "solver_none", "dcd_cache_size"],
+    ids=["unknown_kernel", "seed", "dcd_rbf", "dcd_poly", "unknown_solver", "solver_none", "dcd_cache_size"],
 )
 def test_what_is_not_a_one_class_svm_is_refused_before_any_request(params, message):
     benign, _, _ = benign_rows()

@@ -322,7 +322,7 @@ def test_nu_maps_to_smo_nu_svr():
         ({"kernel": "rbf", "fit_intercept": False}, "fit_intercept=False applies to the linear kernel's solver dcd"),
         ({"kernel": "poly", "intercept_scaling": 2.0}, "intercept_scaling=2.0 applies to"),
         ({"kernel": "rbf", "solver": "dcd"}, "kernel='rbf' needs solver 'smo'"),
-        ({"kernel": "precomputed"}, "kernel must be one of 'linear', 'rbf', 'poly', 'sigmoid'"),
+        ({"kernel": "cosine"}, "kernel must be one of 'linear', 'rbf', 'poly', 'sigmoid', 'precomputed'"),
         ({"solver": "ocas"}, "solver must be 'auto', 'dcd' or 'smo'"),
         ({"loss": "hinge"}, "loss must be one of 'epsilon_insensitive', 'squared_epsilon_insensitive'"),
         ({"loss": "squared_loss"}, "loss must be one of"),
