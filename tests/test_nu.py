@@ -14,7 +14,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import NuSVC
 
-from tests.helpers import assert_error, upload
+from tests.helpers import assert_error, upload, wait_job
 from tests.model_files import export, import_model, predict, saved, split, svmlight, train
 
 svmutil = pytest.importorskip("libsvm.svmutil")
@@ -151,7 +151,7 @@ def test_nu_svc_search_over_gamma_and_its_refused_C(http, cancer):
 def test_search_over_nu_and_epsilon(http, cancer, diabetes):
     """search.nu and search.epsilon: a search of its own per value on the same folds, merged into one table whose
     settings carry their nu / epsilon; the best over all is refit (refit_params names it); refused where the job
-    has no such parameter, and with distribute."""
+    has no such parameter."""
     X_train, y_train, _, _ = cancer
     classes = upload(http, svmlight(X_train, y_train)).json()
     search = {"nu": [0.05, 0.3], "gamma": [0.01, 0.1], "cv_folds": 3}
@@ -178,7 +178,39 @@ def test_search_over_nu_and_epsilon(http, cancer, diabetes):
     for solver, params, fragment in (
         ("smo", {"search": {"nu": [0.1, 0.2]}}, "this job has no nu"),
         ("smo", {"svm_type": "nu_svc", "search": {"epsilon": [0.1]}}, "this job has no epsilon"),
-        ("smo", {"svm_type": "nu_svc", "search": {"nu": [0.1], "distribute": True}}, "distribute: false"),
     ):
         body = {"dataset_id": classes["id"], "solver": solver, "params": params}
         assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", fragment)
+
+
+def test_a_distributed_search_over_nu_scores_and_refits_as_the_search_on_one_worker(service, http, cancer):
+    """search.nu with distribute: each (nu, fold, gamma) is an RQ job of its own, taken by any worker; the table
+    (every setting with its nu, the same folds) and the refit equal those of the search run on one worker."""
+    service.wait_workers_idle()
+    X_train, y_train, _, _ = cancer
+    dataset = upload(http, svmlight(X_train, y_train)).json()
+    search = {"nu": [0.05, 0.3], "gamma": [0.01, 0.1], "cv_folds": 3}
+    body = {"dataset_id": dataset["id"], "solver": "smo", "params": {"svm_type": "nu_svc", "search": search}}
+    spread = wait_job(http, http.post("/v1/jobs", json=_with_search(body, distribute=True)).json()["id"], timeout=300)
+    local = wait_job(http, http.post("/v1/jobs", json=body).json()["id"], timeout=300)
+    assert spread["status"] == local["status"] == "succeeded", (spread, local)
+    table = spread["search_results"]
+    assert table["distributed"] is True and len(table["workers"]) >= 1
+    assert spread["progress"]["subtasks_done"] == spread["progress"]["subtasks_total"] == 2 * 3 * 2
+    keys = ("nu", "C", "gamma", "mean", "fold_scores", "folds_done")
+    assert sorted([s[k] for k in keys] for s in table["settings"]) == sorted(
+        [s[k] for k in keys] for s in local["search_results"]["settings"]
+    )
+    assert table["best"] == local["search_results"]["best"] and table["best"]["nu"] in (0.05, 0.3)
+    models = [http.get(f"/v1/models/{job['model_id']}").json() for job in (spread, local)]
+    assert (
+        models[0]["refit_params"] == models[1]["refit_params"]
+        and models[0]["refit_params"]["nu"] == table["best"]["nu"]
+    )
+    assert abs(models[0]["objective"] - models[1]["objective"]) <= 1e-9 * abs(models[1]["objective"])
+
+
+def _with_search(body: dict, **search) -> dict:
+    """``body`` with ``search`` merged into its params.search."""
+    params = dict(body["params"], search=dict(body["params"]["search"], **search))
+    return dict(body, params=params)

@@ -29,7 +29,8 @@ class SearchParams(StrictModel):
         description=(
             "The nu formulations (smo's `nu_svc`, `nu_svr` and `one_class`, dcd's `one_class`): values of nu to try "
             "(default: the job's nu only). Each value is a search of its own over the C and gamma grid, on the same "
-            "folds; the table lists every setting with its nu, and the best over all is refit. Not with `distribute`."
+            "folds; the table lists every setting with its nu, and the best over all is refit. With `distribute`, each "
+            "(nu, fold, gamma) is a setting of its own."
         ),
     )
     epsilon: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
@@ -38,7 +39,7 @@ class SearchParams(StrictModel):
         max_length=20,
         description=(
             "The epsilon-SVRs (dcd's epsilon-insensitive losses, smo's `epsilon_svr`): values of epsilon to try "
-            "(default: the job's epsilon only), as `nu` does. Not with `distribute`."
+            "(default: the job's epsilon only), as `nu` does (with `distribute` too)."
         ),
     )
     cv_folds: int = Field(

@@ -229,11 +229,6 @@ def check_search(body, dataset: DatasetRecord) -> None:
                 f"params.search.{name}: this job has no {name}; a grid over {name} applies to {which}",
                 ["body", "params", "search", name],
             )
-        if search.distribute:
-            raise unprocessable(
-                f"params.search.{name}: a grid over {name} runs on one worker (distribute: false)",
-                ["body", "params", "search", name],
-            )
     task = body.params.task
     allowed = METRICS_BY_TASK[task]
     if search.metric == "neg_log_loss" and getattr(body.params, "loss", None) != "logistic":

@@ -1,14 +1,15 @@
 """Distributed model selection (``params.search.distribute``): every setting of the grid is its own RQ job.
 
-The job's own RQ job (``worker.runtime.jobs.train``) only plans: it enqueues one RQ job per (fold, gamma)
+The job's own RQ job (``worker.runtime.jobs.train``) only plans: it enqueues one RQ job per (fold, gamma) of each nu /
+epsilon value of the search (``search.nu``, ``search.epsilon``: one value, the job's own, without them)
 (``run_setting``: the paths of that fold along the C grid, warm-started as in an in-process search,
 see ``worker.training.search``) into the tenant's queue, then a final RQ job
 (``finish``) that depends on all of them through RQ's dependencies (``allow_failure``, so it also
 runs when a setting failed). Any worker of the deployment takes settings, so a compose deployment
 with N workers spreads the search over all N. Each setting appends its fold results to a Redis list
-and republishes the job's table (``search_results``, ``subtasks`` done/total). ``finish`` builds the
-final table, fails the job if a setting is missing, else refits the best setting on all the data
-and stores the model like any job. Cancel and the deadline reach every setting (the deadline is the
+and republishes the job's table (``search_results``, ``subtasks`` done/total; with a nu / epsilon grid, each value's
+table tagged and merged as in-process). ``finish`` builds the final table, fails the job if a setting is missing, else
+refits the best setting (with its nu / epsilon) on all the data and stores the model like any job. Cancel and the deadline reach every setting (the deadline is the
 job's wall-clock start plus ``max_seconds``).
 
 While settings run, no single worker owns the job, so its ``worker`` field is cleared and the
@@ -56,10 +57,18 @@ def _search_of(params: SolverParams) -> SearchParams:
 
 
 def grid_of(params: SolverParams) -> list[tuple[float, float | None]]:
-    """The (C, gamma) settings of a search, in a fixed order."""
+    """The (C, gamma) settings of each nu / epsilon value's search, in a fixed order."""
     search = _search_of(params)
     Cs = sorted(search.C or [params.C])
     return [(C, gamma) for gamma, C in itertools.product(_gammas(search), Cs)]
+
+
+def _searches(job: JobRecord, params: SolverParams, arrays: dict, n_features: int) -> list:
+    """A ``Search`` per nu / epsilon value of the job's search (``grid_values``), on the same folds."""
+    return [
+        search_module.Search(job.solver, params.model_copy(update=fixed), arrays, n_features)
+        for fixed in search_module.grid_values(params)
+    ]
 
 
 def _gammas(search: SearchParams) -> list[float | None]:
@@ -67,10 +76,11 @@ def _gammas(search: SearchParams) -> list[float | None]:
     return list(search.gamma) if search.gamma else [None]
 
 
-def units_of(params: SolverParams) -> list[tuple[int, int]]:
-    """The (fold, gamma index) units of a distributed search, one RQ job each."""
+def units_of(params: SolverParams) -> list[tuple[int, int, int]]:
+    """The (nu / epsilon value index, fold, gamma index) units of a distributed search, one RQ job each."""
     search = _search_of(params)
-    return [(fold, g) for fold in range(search.cv_folds) for g in range(len(_gammas(search)))]
+    values = range(len(search_module.grid_values(params)))
+    return [(v, fold, g) for v in values for fold in range(search.cv_folds) for g in range(len(_gammas(search)))]
 
 
 def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
@@ -80,10 +90,12 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     params = job_params(job)
     units = units_of(params)
     gammas = _gammas(_search_of(params))
+    values = search_module.grid_values(params)
     queue = JobQueue(client, settings).tenant_queue(job.tenant)
     client.delete(keys.job_search_rows(job_id))
     children = []
-    for index, (fold, g) in enumerate(units):
+    for index, (v, fold, g) in enumerate(units):
+        value = "".join(f" {name}={number}" for name, number in values[v].items())
         children.append(
             queue.enqueue(
                 "worker.runtime.search_dist.run_setting",
@@ -94,7 +106,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
                 job_timeout=settings.job_timeout_s,
                 result_ttl=3600,
                 failure_ttl=7 * 24 * 3600,
-                description=f"search {job_id}: fold {fold} gamma={gammas[g]}",
+                description=f"search {job_id}: fold {fold} gamma={gammas[g]}{value}",
             )
         )
     queue.enqueue(
@@ -110,7 +122,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     )
     jobs.update(job_id, subtasks={"done": 0, "total": len(units)})
     jobs.clear(job_id, "worker")
-    log.info("search distributed over %d (fold, gamma) units", len(units))
+    log.info("search distributed over %d (value, fold, gamma) units", len(units))
     return {"status": "distributed", "units": len(units)}
 
 
@@ -135,17 +147,18 @@ def _current(jobs: JobStore, job_id: str, run: int) -> JobRecord | None:
 
 @reaping
 def run_setting(job_id: str, run: int, index: int) -> dict:
-    """The paths of one (fold, gamma) unit; its rows go to the job's list and the table is republished."""
+    """The paths of one (value, fold, gamma) unit; its rows go to the job's list and the table is republished."""
     client = redis_client()
     jobs = JobStore(client)
     job = _current(jobs, job_id, run)
     if job is None:
         return {"skipped": "the job is no longer running this search"}
     params = job_params(job)
-    fold, gamma_index = units_of(params)[index]
+    value, fold, gamma_index = units_of(params)[index]
     warmup.ensure_solver(job.solver)  # the first run on a machine: compiled, or waited for, here
     dataset, arrays = _load(client, job)
-    search = search_module.Search(job.solver, params, arrays, dataset.n_features)
+    searches = _searches(job, params, arrays, dataset.n_features)
+    search = searches[value]
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
     processes = params.n_processes or 1
@@ -163,7 +176,8 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         )
     if rows:
         client.rpush(
-            keys.job_search_rows(job_id), *[json.dumps(dict(row, setting=index, worker=worker_id())) for row in rows]
+            keys.job_search_rows(job_id),
+            *[json.dumps(dict(row, setting=index, value=value, worker=worker_id())) for row in rows],
         )
     _publish(jobs, client, job, search.metric)
     return {"unit": index, "rows": len(rows)}
@@ -173,17 +187,19 @@ def _rows(client, job_id: str) -> list[dict]:
     return [json.loads(raw) for raw in client.lrange(keys.job_search_rows(job_id), 0, -1)]
 
 
-def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> dict:
+def _publish(jobs: JobStore, client, job: JobRecord, metric: str) -> tuple[list[dict], dict]:
+    """Each nu / epsilon value's table and the job's (merged, ``distributed``, the workers that took part), published."""
     rows = _rows(client, job.id)
     params = job_params(job)
     search = _search_of(params)
     warm = bool(search.warm_start) and spec_of(job.solver).warm_start is not None
-    results_table = search_module.table(rows, metric, search, warm)
+    tables = search_module.tables_by_value(rows, search_module.grid_values(params), metric, search, warm)
+    results_table = dict(search_module.merged(tables))
     results_table["distributed"] = True
     results_table["workers"] = sorted({row.get("worker") for row in rows if row.get("worker")})
     done = len({row["setting"] for row in rows})
     jobs.update(job.id, search_results=results_table, subtasks={"done": done, "total": len(units_of(params))})
-    return results_table
+    return tables, results_table
 
 
 @reaping
@@ -203,13 +219,18 @@ def finish(job_id: str, run: int) -> dict:
     try:
         warmup.ensure_solver(job.solver)
         dataset, arrays = _load(client, job)
-        search = search_module.Search(job.solver, params, arrays, dataset.n_features)
-        results_table = _publish(jobs, client, job, search.metric)
+        searches = _searches(job, params, arrays, dataset.n_features)
+        tables, results_table = _publish(jobs, client, job, searches[0].metric)
         if jobs.cancel_requested(job_id):
             return cancel(jobs, job_id, mine)
-        grid = grid_of(params)
-        scored = {(row["C"], row["gamma"]): row["folds_done"] for row in results_table["settings"]}
-        missing = [f"C={C} gamma={gamma}" for C, gamma in grid if scored.get((C, gamma), 0) < cv_folds]
+        values = search_module.grid_values(params)
+        missing = []
+        for fixed, value_table in zip(values, tables):
+            scored = {(row["C"], row["gamma"]): row["folds_done"] for row in value_table["settings"]}
+            value = "".join(f" {name}={number}" for name, number in fixed.items())
+            missing += [
+                f"C={C} gamma={gamma}{value}" for C, gamma in grid_of(params) if scored.get((C, gamma), 0) < cv_folds
+            ]
         if missing:
             return fail(
                 jobs,
@@ -220,7 +241,7 @@ def finish(job_id: str, run: int) -> dict:
             )
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, 1 if len(dataset.labels) == 2 else len(dataset.labels))
         sink.run = run
-        n_fits = len(grid) * cv_folds
+        n_fits = len(grid_of(params)) * len(values) * cv_folds
         sink.base, sink.span, sink.tags = n_fits / (n_fits + 1.0), 1.0 / (n_fits + 1.0), {"stage": "refit"}
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
         y = np.asarray(arrays["y"])
@@ -236,7 +257,7 @@ def finish(job_id: str, run: int) -> dict:
                 params.n_processes or available_cores(),
                 memory_budget.data_memory_bytes(settings.job_memory),
             )
-            outcome = search_module.refit(search, results_table, context)
+            outcome = search_module.refit_best(searches, tables, values, results_table, context)
         return record_outcome(jobs, client, job, dataset, outcome, mine, run, arrays=arrays)
     except cache.DatasetMissing:
         return fail(

@@ -63,7 +63,7 @@ search gives.
 
 from worker.training.search.cross_validation import Search
 from worker.training.search.refit import refit
-from worker.training.search.run import run_search
+from worker.training.search.run import grid_values, merged, refit_best, run_search, tables_by_value
 from worker.training.search.table import (
     SearchIncomplete,
     incomplete_message,
@@ -75,10 +75,14 @@ from worker.training.search.table import (
 __all__ = [
     "Search",
     "SearchIncomplete",
+    "grid_values",
     "incomplete_message",
     "largest_c_ruled_out",
+    "merged",
     "refit",
+    "refit_best",
     "run_search",
     "search_warnings",
     "table",
+    "tables_by_value",
 ]

@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 import time
 
+from core.schemas.search_params import SearchParams
 from core.schemas.solver_params import SolverParams
 from core.storage.documents import ModelDescription
 from worker.solvers.common import StopReason
@@ -64,7 +65,7 @@ def run_search(
             cross_validation = dataclasses.replace(context, deadline=now + share)
 
         def publish_merged(partial: dict, counts: dict, fixed=fixed) -> None:
-            publish(_merged([*tables, _tagged(partial, fixed)]), counts)
+            publish(merged([*tables, _tagged(partial, fixed)]), counts)
 
         rows = search.run(
             cross_validation,
@@ -77,13 +78,22 @@ def run_search(
         if context.cancel_requested():
             break
     sink.flush()
-    results_table = _merged(tables)
+    results_table = merged(tables)
     if context.cancel_requested():
         return TrainingOutcome(StopReason.CANCELED, None, ModelDescription(search_results=results_table))
     sink.base, sink.span = sink.span, 1.0 - sink.span
     sink.tags = {"stage": "refit"}
+    return refit_best(searches, tables, values, results_table, context)
+
+
+def refit_best(
+    searches: list[Search], tables: list[dict], values: list[dict], results_table: dict, context: FitContext
+) -> TrainingOutcome:
+    """Refit the best setting of ``results_table`` (the searches' ``tables`` merged) with the search of its nu /
+    epsilon (``values``, as ``grid_values`` gives them); the model keeps the merged table and names its nu /
+    epsilon in ``refit_params``."""
     if len(searches) == 1:
-        return refit(first, results_table, context)
+        return refit(searches[0], results_table, context)
     best = results_table["best"]
     index = next((k for k, t in enumerate(tables) if best is not None and t["best"] == best), 0)
     outcome = refit(searches[index], tables[index] if best is not None else results_table, context)
@@ -91,6 +101,15 @@ def run_search(
     outcome.model.refit_params = {**(outcome.model.refit_params or {}), **values[index]}
     outcome.model.warnings = search_warnings(results_table)
     return outcome
+
+
+def tables_by_value(rows: list[dict], values: list[dict], metric: str, search: SearchParams, warm: bool) -> list[dict]:
+    """The table of each nu / epsilon value's search from rows that carry its index in ``values`` (``value``; a
+    row without one is the first value's), tagged with the value."""
+    return [
+        _tagged(table([row for row in rows if row.get("value", 0) == k], metric, search, warm), fixed)
+        for k, fixed in enumerate(values)
+    ]
 
 
 def _tagged(results_table: dict, fixed: dict) -> dict:
@@ -102,7 +121,7 @@ def _tagged(results_table: dict, fixed: dict) -> dict:
     return {**results_table, "settings": settings, "best": best}
 
 
-def _merged(tables: list[dict]) -> dict:
+def merged(tables: list[dict]) -> dict:
     """The searches' tables as one: every setting, and the best of their bests (highest mean, then the smaller C,
     gamma, nu and epsilon)."""
     if len(tables) == 1:
