@@ -461,6 +461,13 @@ def run_dual_passes(
     )  # fmt: skip
 
 
+def l1_rule_scale(y: np.ndarray) -> float:
+    """The factor LIBLINEAR's -s 5 and -s 6 put on their -e: max(min(positives, negatives), 1) / rows (its usage
+    text: |f'(w)|_1 <= eps * min(pos, neg) / l * |f'(w0)|_1), so that a class of a few rows is not stopped early."""
+    positives = int(np.count_nonzero(y > 0))
+    return max(min(positives, y.shape[0] - positives), 1) / max(y.shape[0], 1)
+
+
 class RelativeRulePasses:
     """The bookkeeping between the passes of a coordinate descent that shrinks and stops by LIBLINEAR's relative rule
     (dcd's SVR, -s 12/13, and its L1-regularized SVM, -s 5): ``one_pass`` and ``after_pass`` for
@@ -470,11 +477,14 @@ class RelativeRulePasses:
     slice (``resume``: [next position, largest violation, summed violation], position < 0 for a new pass), shrinking
     against ``shrink_at`` (inf: none), and returns (active, largest violation, summed violation, done). A pass's
     violation, as ``run_dual_passes`` sees it, is its summed violation over the first pass's; the next pass shrinks
-    against this one's largest; the rule on shrunk coordinates brings them all back for a pass without shrinking."""
+    against this one's largest; the rule on shrunk coordinates brings them all back for a pass without shrinking.
+    ``rule_scale`` multiplies the first pass's summed violation in the rule: LIBLINEAR -s 5 and -s 6 stop at tol times
+    min(positives, negatives) / rows times it (``l1_rule_scale``), -s 12/13 and -s 21 at tol times it (1)."""
 
-    def __init__(self, size: int, run_pass) -> None:
+    def __init__(self, size: int, run_pass, rule_scale: float = 1.0) -> None:
         self.size = size
         self.run_pass = run_pass
+        self.rule_scale = rule_scale
         self.resume = np.array([-1.0, 0.0, 0.0])
         self.active = size  # the coordinates the passes visit
         self.shrink_at = math.inf  # none in the first pass, nor in the pass after every coordinate came back
@@ -490,7 +500,7 @@ class RelativeRulePasses:
         if not done:
             return total, False
         if self.initial < 0.0:
-            self.initial = total
+            self.initial = total * self.rule_scale
         return (total / self.initial if self.initial > 0.0 else 0.0), True
 
     def after_pass(self, ratio: float, threshold: float) -> bool:

@@ -34,8 +34,8 @@ P(w + lambda d) - P(w) <= sigma lambda (grad L' d + |w + d|_1 - |w|_1), sigma = 
 costs no pass over the data (the margins move by lambda y_i x_i'd, kept). When no step passes the line search three
 times in a row with the inner problem solved to rounding (a ``tol_rel`` below what float64 certifies), the run stops
 with stop reason max_iter. Outer shrinking, stopping rule (LIBLINEAR's
--e: the outer iteration's summed minimum-norm subgradient below tol times the first one's; every feature back for a
-last check) and the certified gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses``,
+-e: the outer iteration's summed minimum-norm subgradient below tol * min(positives, negatives) / n times the first
+one's, ``common.l1_rule_scale``; every feature back for a last check) and the certified gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses``,
 ``common.run_dual_passes``); an outer iteration counts as a pass. The certificate is loose away from the optimum
 (0.87 on a9a at 0.25% above it, LIBLINEAR's default stop): the schema requires ``tol_rel`` only when given. Deadline and cancel are seen between outer
 iterations.
@@ -53,6 +53,7 @@ from worker.solvers.common import (
     RelativeRulePasses,
     SolverControl,
     SolverResult,
+    l1_rule_scale,
     rng_state,
     run_dual_passes,
     shuffle_prefix,
@@ -267,6 +268,7 @@ def solve_l1_logistic(
         lambda active, shrink_at, resume, stop_at: _newton_iteration(
             col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n, rng, state, work, G, Hd, d, inner
         ),
+        rule_scale=l1_rule_scale(y),
     )
 
     def objectives():
