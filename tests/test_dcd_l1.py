@@ -179,3 +179,26 @@ def test_the_default_stop_is_liblinears_rule_with_its_class_factor(loss):
     optimum = solve(*arrays, y, X.shape[1], 1.0, 1.0, 1.0, _settings()).objective
     assert ours.objective <= theirs * (1 + 1e-9), (ours.objective, theirs, optimum)
     assert ours.objective - optimum <= 0.02 * optimum, (ours.objective, optimum)
+
+
+def test_shrunk_passes_see_every_coordinate_again_once_their_violation_fell_a_hundredfold():
+    """``common.RelativeRulePasses``: the passes after a full one shrink; once a shrunk pass's violation is below
+    RECHECK_SHRUNK (0.01) times the last full pass's, the next pass is over every coordinate again (a coordinate
+    shrunk wrongly comes back then, not after the shrunk problem is solved to tol), and shrinking resumes after it."""
+    from worker.solvers.common import RECHECK_SHRUNK, RelativeRulePasses
+
+    totals = iter([100.0, 10.0, 5.0, 0.5, 0.09, 0.05, 0.04])  # summed violations of successive passes
+    seen: list[int] = []
+
+    def run_pass(active, shrink_at, resume, stop_at):
+        seen.append(active)
+        return (max(active - 4, 2) if shrink_at < np.inf else active), 1.0, next(totals), True
+
+    passes = RelativeRulePasses(10, run_pass)
+    for _ in range(7):
+        ratio, done = passes.one_pass(0.0)
+        assert done and not passes.after_pass(ratio, 1e-9)
+    assert RECHECK_SHRUNK == 0.01
+    # the first pass and the second (which shrinks 10 -> 6) start full; the shrunk ones go on until 0.09 / 100 is
+    # below 0.01 times the second's 10 / 100: then every coordinate again (no shrinking), then shrinking again
+    assert seen == [10, 10, 6, 2, 2, 10, 10], seen
