@@ -1,4 +1,4 @@
-"""``HingeSearchCV``: GridSearchCV over C (and gamma) run as one job of the service's own search.
+"""``HingeSearchCV``: GridSearchCV over C (and gamma, and NuSVC's nu) run as one job of the service's own search.
 
 GridSearchCV over a ``HingeClassifier`` makes a round trip per fit (upload, job, wait, predict, delete):
 25 of them for 5 values of C x 5 folds. ``HingeSearchCV`` uploads once and sends one job whose
@@ -6,7 +6,7 @@ GridSearchCV over a ``HingeClassifier`` makes a round trip per fit (upload, job,
 refits the best setting on all the data; ``best_estimator_`` is a ``HingeClassifier`` on that model.
 
 What it takes: a ``HingeClassifier``; a grid over ``C`` and, for the kernel solvers with a kernel other than
-linear, ``gamma`` (numbers); ``cv`` an int (or None: 5); ``scoring`` accuracy (default), roc_auc or f1
+linear, ``gamma`` (numbers); or over ``nu`` (in (0, 1]; NuSVC's, smo's nu_svc, which has no C) and gamma; ``cv`` an int (or None: 5); ``scoring`` accuracy (default), roc_auc or f1
 (two classes; f1 of classes_[1]), f1_macro (more). The folds are the service's: stratified by class, each
 class's rows shuffled with ``random_state`` and dealt round robin (as StratifiedKFold(shuffle=True), not
 its exact draw). What the service's search cannot express (another parameter in the grid, a list of grids,
@@ -35,8 +35,8 @@ from hinge_client.estimators import LINEAR_SOLVERS, SOLVER_PARAMS, HingeClassifi
 
 __all__ = ["HingeSearchCV"]
 
-SEARCHED = ("C", "gamma")
-"""The parameters the service's search varies (``params.search.C`` and ``params.search.gamma``)."""
+SEARCHED = ("C", "gamma", "nu")
+"""The parameters the service's search varies (``params.search.C``, ``.gamma`` and ``.nu``)."""
 KERNEL_SOLVERS = tuple(name for name in SOLVER_PARAMS if name not in LINEAR_SOLVERS)
 """Solvers whose grid may hold gamma (the estimators' lists, checked against the service's registry by a test)."""
 SCORINGS = {"accuracy": ("accuracy", None), "roc_auc": ("roc_auc", 2), "f1": ("f1", 2), "f1_macro": ("f1", 3)}
@@ -58,7 +58,7 @@ def _grid(param_grid) -> dict[str, list[float]]:
     other = sorted(set(param_grid) - set(SEARCHED))
     if other:
         raise ValueError(
-            f"param_grid: the service's search varies C and gamma only, not {', '.join(other)}: {GRID_SEARCH}, "
+            f"param_grid: the service's search varies C, gamma and nu only, not {', '.join(other)}: {GRID_SEARCH}, "
             "or fix them in the estimator"
         )
     grid: dict[str, list[float]] = {}
@@ -78,6 +78,8 @@ def _grid(param_grid) -> dict[str, list[float]]:
                         else ""
                     )
                 )
+        if name == "nu" and any(value > 1 for value in values):
+            raise ValueError(f"param_grid['nu']: nu is a fraction in (0, 1], got {values}")
         if len(set(values)) != len(values):
             raise ValueError(f"param_grid[{name!r}] lists a value twice: {values}")
         grid[name] = [float(v) for v in values]
@@ -91,7 +93,9 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     ----------
     estimator : a HingeClassifier; its other parameters (solver, kernel, loss, n_jobs, url, ...) are every fit's.
     param_grid : {"C": [...], "gamma": [...]} (either may be left out: the estimator's value), numbers > 0; gamma
-        needs a kernel solver with kernel "rbf", "poly" or "sigmoid". A list holding one such dict is accepted.
+        needs a kernel solver with kernel "rbf", "poly" or "sigmoid". Or {"nu": [...], "gamma": [...]}: NuSVC's nu
+        in (0, 1] (the fit trains smo's nu_svc, which has no C, whatever the estimator's nu). A list holding one such
+        dict is accepted.
     scoring : None or "accuracy" (default), "roc_auc" or "f1" (two classes; positive: classes_[1]), "f1_macro"
         (more than two classes).
     cv : number of folds (None: 5), stratified by class and drawn by the service with ``random_state``.
@@ -102,7 +106,7 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     best_params_, best_score_, best_index_, best_estimator_ (refit=True), cv_results_ (params, param_C /
-    param_gamma, split<k>_test_score, mean_test_score, std_test_score, rank_test_score, mean_fit_time: the
+    param_gamma / param_nu, split<k>_test_score, mean_test_score, std_test_score, rank_test_score, mean_fit_time: the
     service's seconds per fold), n_splits_, classes_, search_results_ (the service's table), model_id_.
     Ties go to the smaller C, then the smaller gamma, as GridSearchCV's first best in a grid listed in ascending
     order.
@@ -124,8 +128,17 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 f"{type(self.estimator).__name__}: {GRID_SEARCH}"
             )
         grid = _grid(self.param_grid)
+        if "nu" in grid and "C" in grid:
+            raise ValueError(
+                "param_grid: nu makes the estimator NuSVC, which has no C (nu takes its place): search nu (and gamma)"
+            )
+        if "C" in grid and self.estimator.nu is not None:
+            raise ValueError(
+                f"param_grid['C']: the estimator is NuSVC (nu={self.estimator.nu!r}), which has no C: search nu instead"
+            )
         if "gamma" in grid:
-            solver = solver_for(self.estimator.solver, self.estimator.kernel, nu=self.estimator.nu is not None)
+            nu = self.estimator.nu is not None or "nu" in grid
+            solver = solver_for(self.estimator.solver, self.estimator.kernel, nu=nu)
             kernel = self.estimator.kernel or ("rbf" if solver in KERNEL_SOLVERS else "linear")
             if solver not in KERNEL_SOLVERS or kernel == "linear":
                 raise ValueError(
@@ -162,6 +175,8 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         search = self.search_params(n_classes)
         grid = {name: search[name] for name in SEARCHED if name in search}
         fitted = clone(self.estimator)
+        if "nu" in grid and fitted.nu is None:  # a grid over nu trains NuSVC: the estimator takes its first value
+            fitted.set_params(nu=grid["nu"][0])
         fitted._fit(X, y, search=search)  # the job's model is the best setting refitted on all the data
         table = fitted.model_["search_results"]
         chosen = fitted.model_.get("refit_params") or table["best"]
@@ -189,17 +204,23 @@ class HingeSearchCV(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     @staticmethod
     def _cv_results(table: dict, grid: dict[str, list[float]]) -> dict:
         """scikit-learn's cv_results_ from the service's table, settings in ParameterGrid's order."""
-        rows = {(float(s["C"]), None if s.get("gamma") is None else float(s["gamma"])): s for s in table["settings"]}
+
+        def key(setting: dict) -> tuple:
+            return tuple(None if setting.get(name) is None else float(setting[name]) for name in SEARCHED)
+
+        rows = {key(s): s for s in table["settings"]}
         params = list(ParameterGrid(grid)) if grid else [{}]
         n_folds = int(table["cv_folds"])
-        only_C = {C for C, _ in rows}
+        only_C = {C for C, _, _ in rows}
         results: dict = {"params": params}
         scores = np.full((len(params), n_folds), np.nan)
         fit_time = np.full(len(params), np.nan)
         for i, setting in enumerate(params):
             C = setting.get("C", next(iter(only_C)) if len(only_C) == 1 else None)
-            gamma = setting.get("gamma")
-            row = rows.get((C, gamma)) or next((r for (c, _), r in rows.items() if c == C and gamma is None), None)
+            gamma, nu = setting.get("gamma"), setting.get("nu")
+            row = rows.get((C, gamma, nu)) or next(
+                (r for (c, g, n), r in rows.items() if c == C and (gamma is None or g == gamma) and n == nu), None
+            )
             if row is None:
                 continue
             folds = [np.nan if v is None else v for v in row["fold_scores"]]

@@ -373,7 +373,10 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
 @pytest.mark.parametrize(
     "estimator,grid,kwargs,message",
     [
-        (HingeClassifier(), {"loss": ["hinge", "squared_hinge"]}, {}, "varies C and gamma only, not loss"),
+        (HingeClassifier(), {"loss": ["hinge", "squared_hinge"]}, {}, "varies C, gamma and nu only, not loss"),
+        (HingeClassifier(), {"nu": [0.1, 0.5], "C": [1.0]}, {}, "NuSVC, which has no C"),
+        (HingeClassifier(nu=0.3), {"C": [1.0, 10.0]}, {}, r"is NuSVC \(nu=0.3\), which has no C: search nu"),
+        (HingeClassifier(), {"nu": [0.5, 1.5]}, {}, r"nu is a fraction in \(0, 1\]"),
         (HingeClassifier(), [{"C": [1.0]}, {"C": [2.0]}], {}, "a list of 2 grids"),
         (HingeClassifier(), {"C": [1.0], "gamma": [0.1]}, {}, "gamma applies to a kernel solver"),
         (HingeClassifier(kernel="rbf"), {"gamma": ["scale", 0.1]}, {}, "finite numbers > 0"),
@@ -395,3 +398,23 @@ def test_search_cv_of_a_nu_classifier_varies_gamma():
     search = HingeSearchCV(HingeClassifier(nu=0.3), {"gamma": [0.01, 0.1]}, cv=3)
     sent = search.search_params(2)
     assert sent["gamma"] == [0.01, 0.1]
+
+
+def test_hinge_search_cv_over_nu_scores_as_grid_search_on_the_same_folds(service):
+    """A grid over NuSVC's nu (and gamma) runs as one job (smo's nu_svc, a search per nu on the same folds): the
+    same best setting and scores as GridSearchCV over HingeClassifier(nu=...) on the service's folds; the best
+    estimator is NuSVC at the chosen nu."""
+    X, y = cancer()
+    grid = {"nu": [0.1, 0.3, 0.5], "gamma": [0.01, 0.05]}
+    search = HingeSearchCV(HingeClassifier(url=service.base_url), grid, cv=3).fit(X, y)
+    assert set(search.best_params_) == {"nu", "gamma"} and search.best_params_["nu"] in grid["nu"]
+    assert search.best_estimator_.nu == search.best_params_["nu"]
+    assert search.best_estimator_.model_["params"]["svm_type"] == "nu_svc"
+    assert list(search.cv_results_["param_nu"]) == [p["nu"] for p in search.cv_results_["params"]]
+    same_folds = PredefinedSplit(make_folds(np.unique(y, return_inverse=True)[1], None, 3, 0))
+    reference = GridSearchCV(HingeClassifier(nu=0.5, url=service.base_url), grid, cv=same_folds).fit(X, y)
+    assert search.cv_results_["params"] == reference.cv_results_["params"]
+    np.testing.assert_allclose(
+        search.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], atol=0.005
+    )
+    assert search.best_params_ == reference.best_params_
