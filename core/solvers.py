@@ -91,6 +91,10 @@ class SolverSpec:
     """Trains data larger than the job's memory (``HINGE_JOB_MEMORY``) by reading it from the worker cache's files
     in passes (keyword ``memory_bytes``; ``worker.solvers.streamed_data``); the others need the data in memory and
     fail such a job with `data_exceeds_memory`."""
+    memory_bound: bool = False
+    """Keeps memory that grows with the data besides the data itself (sampled_cuts' subspace variant: every row
+    projected on its basis) and gets ``memory_bytes``, what the training may hold (``HINGE_JOB_MEMORY``), to refuse a
+    setting that would not fit before it allocates."""
     split_solve: str | None = None
     """``module:function`` that trains one binary problem with its rows split over the nodes of a Dask cluster
     (``params.distributed``; ``worker.training.split``): solve(nodes, *, n_features, params, control). None: the
@@ -294,6 +298,7 @@ BUILT_IN = (
         compile_units=("common", "kernels"),
         compile_s=14.4,
         threads="n_threads",
+        memory_bound=True,
     ),
 )
 

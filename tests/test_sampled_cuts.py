@@ -374,3 +374,19 @@ def test_subspace_stops_and_refuses_what_it_cannot_do(small):
         solve_sampled_cuts(*_csr(X), y, **with_params(SampledCutsParams, {**args, "sample_size": y.size + 1}))
     with pytest.raises(ValueError, match="pool_size, sampling: settings of the cutting-plane variants"):
         SampledCutsParams(variant="subspace", pool_size=100, sampling="uniform")
+
+
+def test_subspace_refuses_projections_over_the_jobs_memory_before_allocating_them(small):
+    """The projected rows (N x sample_size x 4 bytes) and the data must fit in what the job's training may hold
+    (``memory_bytes``, from HINGE_JOB_MEMORY, which the registry gives sampled_cuts: its spec is memory_bound), not
+    only in the machine's available memory; refused with the sizes and what to do, trained when they fit."""
+    from worker.training.registry import fit
+
+    X, y, _, _ = small
+    params = SampledCutsParams(C=1.0, kernel=KERNEL, variant="subspace", sample_size=50)
+    indptr, indices, data = _csr(X)
+    needed = y.size * 50 * 4 + indices.nbytes + np.asarray(data, dtype=np.float64).nbytes
+    common = dict(n_features=2, params=params, class_weight=(1.0, 1.0), control=SolverControl())
+    with pytest.raises(SolverInputError, match=r"sample_size 50 x 4 bytes.*over the .* HINGE_JOB_MEMORY"):
+        fit("sampled_cuts", indptr, indices, data, y, memory_bytes=needed - 1, **common)
+    assert fit("sampled_cuts", indptr, indices, data, y, memory_bytes=needed, **common).extra["n_sv"] == 50

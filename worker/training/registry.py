@@ -7,7 +7,8 @@ params as validated by the solver's schema (``params=``): the solver reads its f
 defaults and checks are the schema's alone. What is not a field of the schema, or is one the dispatcher
 turns into something else, goes as a keyword: ``class_weight`` as the (negative, positive) factors of the
 problem, the spec's ``threads`` keyword gets the threads one problem may use, and a solver whose spec
-``streams`` gets ``memory_bytes``, what the data may take in memory (out of core past it). The fields the
+``streams`` (or is ``memory_bound``) gets ``memory_bytes``, what the data may take in memory (out of core past it;
+or refused). The fields the
 dispatcher itself uses (``SERVICE_FIELDS``) are not the solver's to read; tests/test_params_contract.py
 checks that every other field is. Solver modules are imported lazily, so importing the registry is cheap.
 """
@@ -49,7 +50,7 @@ def solve_arguments(
 ) -> dict:
     """The keyword arguments the solve function gets besides the data (see the module docstring)."""
     arguments: dict = {"params": params}
-    if spec.streams and memory_bytes is not None:
+    if (spec.streams or spec.memory_bound) and memory_bytes is not None:
         arguments["memory_bytes"] = memory_bytes
     if "class_weight" in type(params).model_fields:
         arguments["class_weight"] = class_weight

@@ -194,11 +194,22 @@ def _check_args(indptr, indices, data, y, n_features):
 
 
 def solve_sampled_cuts(
-    indptr, indices, data, y, *, n_features, params: SampledCutsSettings, trace_every=1, n_threads=None, control=None
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    params: SampledCutsSettings,
+    trace_every=1,
+    n_threads=None,
+    control=None,
+    memory_bytes=None,
 ) -> SolverResult:
     """Train a kernel SVM by the sampled-cut cutting-plane algorithms (see the module docstring). ``params``:
     the job's parameters (``SampledCutsSettings``); ``trace_every``: record a trace point every this many
-    iterations (not a job parameter)."""
+    iterations (not a job parameter); ``memory_bytes``: what the training may hold (the job's memory budget; None:
+    the machine's available memory only), which the subspace variant's projected rows must fit in."""
     y = _check_args(indptr, indices, data, y, n_features)
     check_int("trace_every", trace_every, 1)
     C, tol, variant, sampling, p = float(params.C), float(params.tol), params.variant, params.sampling, params.p
@@ -258,7 +269,7 @@ def solve_sampled_cuts(
     if variant == "subspace":
         basis, beta, passes, converged, stop_reason, primal, dual, computed = solve_subspace(
             indptr, indices, data, y, n_features=n_features, C=C, kernel=kernel, shift=shift, tol=tol, m=r,
-            max_iter=max_iter, seed=seed, control=control, record=record, threads=threads,
+            max_iter=max_iter, seed=seed, control=control, record=record, threads=threads, memory_bytes=memory_bytes,
         )  # fmt: skip
         return SolverResult(
             w=None,

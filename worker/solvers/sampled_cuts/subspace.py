@@ -205,12 +205,28 @@ def _objectives(Z, y, C, alpha, v):
 
 
 def solve_subspace(
-    indptr, indices, data, y, *, n_features, C, kernel, shift, tol, m, max_iter, seed, control, record, threads=1
+    indptr,
+    indices,
+    data,
+    y,
+    *,
+    n_features,
+    C,
+    kernel,
+    shift,
+    tol,
+    m,
+    max_iter,
+    seed,
+    control,
+    record,
+    threads=1,
+    memory_bytes=None,
 ):
     """The subspace variant (module docstring): returns (basis rows, beta, passes, converged, stop reason, primal,
     dual, kernel values computed). ``kernel``: the kernel's fields, gamma a number; ``shift``: B^2 (0 without
     the bias feature); ``record(point)`` adds a trace point; ``threads``: for the projection (the passes are
-    sequential)."""
+    sequential); ``memory_bytes``: what the training may hold, the data included (the job's budget, None: none)."""
     n = indptr.size - 1
     if m > n:
         raise SolverInputError(f"sample_size ({m}) is the subspace variant's basis: at most the {n} rows")
@@ -221,6 +237,14 @@ def solve_subspace(
             f"the subspace variant keeps every row projected on its basis: {n} rows x sample_size {m} x 4 bytes = "
             f"{needed / 2**30:.1f} GiB, over {MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB available; "
             "lower sample_size, or train with the linear or constant variant"
+        )
+    data_bytes = int(indices.nbytes + data.nbytes)
+    if memory_bytes is not None and data_bytes + needed > memory_bytes:
+        raise SolverInputError(
+            f"the subspace variant keeps every row projected on its basis: {n} rows x sample_size {m} x 4 bytes = "
+            f"{needed:,} bytes, which with the data's {data_bytes:,} bytes is over the {memory_bytes:,} bytes this "
+            "job's training may hold (70% of HINGE_JOB_MEMORY after the worker process); lower sample_size, "
+            "give the workers more memory, or train with the linear or constant variant"
         )
     basis = _basis(int(seed), n, m)
     K = kernel_block(indptr, indices, data, basis, basis, n_features=n_features, kernel=kernel)
