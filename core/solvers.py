@@ -93,8 +93,9 @@ class SolverSpec:
     fail such a job with `data_exceeds_memory`."""
     memory_bound: bool = False
     """Keeps memory that grows with the data besides the data itself (sampled_cuts' subspace variant: every row
-    projected on its basis) and gets ``memory_bytes``, what the training may hold (``HINGE_JOB_MEMORY``), to refuse a
-    setting that would not fit before it allocates."""
+    projected on its basis; dcd: a copy of wide data with its features renumbered) and gets ``memory_bytes``, what the
+    training may hold (``HINGE_JOB_MEMORY``), to refuse a setting that would not fit (or do without the copy)
+    before it allocates."""
     split_solve: str | None = None
     """``module:function`` that trains one binary problem with its rows split over the nodes of a Dask cluster
     (``params.distributed``; ``worker.training.split``): solve(nodes, *, n_features, params, control). None: the
@@ -244,6 +245,7 @@ BUILT_IN = (
         compile_s=4.4,
         float32_input=True,
         warm_start="dual",
+        memory_bound=True,
     ),
     SolverSpec(
         name="cpa",

@@ -512,3 +512,34 @@ def test_read_only_and_strided_inputs_give_the_same_result(cancer):
         result = solve_dcd(*args, n_features=X.shape[1], params=DcdParams(C=1.0, tol=1e-4))
         np.testing.assert_array_equal(result.w, reference.w)
         assert result.bias == reference.bias
+
+
+def test_wide_data_is_solved_with_its_features_renumbered_by_frequency_to_the_same_model(monkeypatch):
+    """Past feature_order.MIN_FEATURES dcd solves a copy whose features are numbered by frequency (the frequent
+    entries of w share cache lines): the same passes, objective and w (in the data's numbering) as in the data's own
+    numbering, LIBLINEAR's objective at a tight tol; without room for the copy (memory_bytes) it does without."""
+    from worker.solvers import dcd as dcd_module
+    from worker.solvers.feature_order import MIN_FEATURES
+
+    rng = np.random.default_rng(7)
+    n_rows, n_features = 3000, MIN_FEATURES + 50_000
+    per_row = rng.integers(10, 40, size=n_rows)
+    rows = np.repeat(np.arange(n_rows), per_row)
+    cols = np.minimum(rng.zipf(1.3, size=rows.size) * 7919 % n_features, n_features - 1)  # frequent ones scattered
+    X = sp.csr_matrix((rng.random(rows.size), (rows, cols)), shape=(n_rows, n_features))
+    X.sum_duplicates()
+    X.sort_indices()
+    y = np.where(X @ rng.normal(size=n_features) + rng.normal(scale=0.5, size=n_rows) > 0, 1.0, -1.0)
+    arrays = (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data)
+    params = DcdParams(C=1.0, tol=1e-6, max_iter=10**5, trace_every=1)
+    renumbered = solve_dcd(*arrays, y, n_features=n_features, params=params)
+    assert renumbered.extra["features_renumbered"] and renumbered.converged
+    no_room = solve_dcd(*arrays, y, n_features=n_features, params=params, memory_bytes=X.data.nbytes)
+    monkeypatch.setattr(dcd_module, "MIN_FEATURES", 10**12)
+    plain = solve_dcd(*arrays, y, n_features=n_features, params=params)
+    assert not plain.extra["features_renumbered"] and not no_room.extra["features_renumbered"]
+    assert renumbered.n_iter == plain.n_iter
+    assert renumbered.objective == pytest.approx(plain.objective, rel=1e-9)
+    np.testing.assert_allclose(renumbered.w, plain.w, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(no_room.w, plain.w, rtol=1e-12, atol=1e-15)
+    _assert_matches_reference(renumbered.objective, X, y, C=1.0, loss="hinge", bias=1.0)
