@@ -297,13 +297,16 @@ def test_a_training_under_a_data_memory_streams_one_vs_rest(small_blocks):
         assert abs(a - b) <= 0.01 * max(a, b)
 
 
-def test_dcd_params_are_not_given_memory_bytes():
+def test_dcd_does_not_stream_and_gets_memory_bytes_only_to_size_its_renumbered_copy():
+    """dcd needs its data in memory (no ``streams``); it is given ``memory_bytes`` because it is ``memory_bound``: its
+    copy of wide data with the features renumbered is made only when data and copy fit (tests/test_dcd.py)."""
     from core.solvers import spec_of
     from worker.training.registry import solve_arguments
 
-    assert "memory_bytes" not in solve_arguments(
-        spec_of("dcd"), DcdParams(), class_weight=(1.0, 1.0), parallel=None, memory_bytes=10
-    )
+    spec = spec_of("dcd")
+    assert not spec.streams and spec.memory_bound
+    arguments = solve_arguments(spec, DcdParams(), class_weight=(1.0, 1.0), parallel=None, memory_bytes=10)
+    assert arguments["memory_bytes"] == 10
     assert (
         solve_arguments(spec_of("ocas"), OcasParams(), class_weight=(1.0, 1.0), parallel=None, memory_bytes=10)[
             "memory_bytes"

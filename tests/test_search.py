@@ -398,11 +398,12 @@ def test_the_refit_path_runs_with_the_search_and_gives_the_same_model(monkeypatc
         # ran only in the second, once the search had scored it
         assert outcome.model.refit_path["C"] == ([0.001, 0.01, 0.1] if len(grid) == 4 else grid)
         assert outcome.model.refit_path["fits_beyond_best"] == 0, "walked only up to the best C"
-    # not ruled out: with 2 processes the fit at the largest C runs with the search (speculatively in the first
-    # grid, where it loses), the model stays the same
+    # not ruled out: with 2 processes the fit at the largest C may run with the search (speculatively in the first
+    # grid, where it loses: whether it starts before the search's scores are in depends on the two processes'
+    # timing, and a loaded machine's CI once had the scores first), the model stays the same
     monkeypatch.setattr(search_module, "largest_c_ruled_out", lambda rows, cv_folds: False)
     outcome, _ = run(2)
-    assert outcome.model.refit_path["fits_beyond_best"] == (1 if len(grid) == 4 else 0)
+    assert outcome.model.refit_path["fits_beyond_best"] in ((0, 1) if len(grid) == 4 else (0,))
     np.testing.assert_array_equal(outcome.arrays["weights"], after.arrays["weights"])
 
 
