@@ -170,12 +170,10 @@ def precomputed_rows(K, serials: bool):
     """A kernel matrix's rows in the layout smo reads (LIBSVM's -t 4): column 0 the row's serial number (1..n for the
     n rows of a fit, whose kernel values K[i, j] = k(x_i, x_j) follow; 0 for rows to predict, whose K[i, j] =
     k(x_i, x_j of the fit)), then the kernel values, so that column j + 1 holds the values against training row j."""
+    import scipy.sparse as sp  # scikit-learn's own dependency, as the estimators are
+
     first = np.arange(1.0, K.shape[0] + 1.0) if serials else np.zeros(K.shape[0])
-    try:
-        import scipy.sparse as sp
-    except ImportError:  # pragma: no cover - scikit-learn needs scipy
-        sp = None
-    if sp is not None and sp.issparse(K):
+    if sp.issparse(K):
         return sp.hstack([sp.csr_matrix(first.reshape(-1, 1)), K], format="csr")
     return np.hstack([first.reshape(-1, 1), np.asarray(K, dtype=np.float64)])
 

@@ -71,6 +71,11 @@ def _searches(job: JobRecord, params: SolverParams, arrays: dict, n_features: in
     ]
 
 
+def _value_label(fixed: dict) -> str:
+    """A nu / epsilon value as it is named in descriptions and messages (" nu=0.1"; "" without a grid over them)."""
+    return "".join(f" {name}={number}" for name, number in fixed.items())
+
+
 def _gammas(search: SearchParams) -> list[float | None]:
     """The search's gamma values, or one None (the job's own kernel, or no kernel)."""
     return list(search.gamma) if search.gamma else [None]
@@ -95,7 +100,6 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
     client.delete(keys.job_search_rows(job_id))
     children = []
     for index, (v, fold, g) in enumerate(units):
-        value = "".join(f" {name}={number}" for name, number in values[v].items())
         children.append(
             queue.enqueue(
                 "worker.runtime.search_dist.run_setting",
@@ -106,7 +110,7 @@ def start(jobs: JobStore, client, job: JobRecord, run: int) -> dict:
                 job_timeout=settings.job_timeout_s,
                 result_ttl=3600,
                 failure_ttl=7 * 24 * 3600,
-                description=f"search {job_id}: fold {fold} gamma={gammas[g]}{value}",
+                description=f"search {job_id}: fold {fold} gamma={gammas[g]}{_value_label(values[v])}",
             )
         )
     queue.enqueue(
@@ -157,8 +161,8 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
     value, fold, gamma_index = units_of(params)[index]
     warmup.ensure_solver(job.solver)  # the first run on a machine: compiled, or waited for, here
     dataset, arrays = _load(client, job)
-    searches = _searches(job, params, arrays, dataset.n_features)
-    search = searches[value]
+    fixed = search_module.grid_values(params)[value]
+    search = search_module.Search(job.solver, params.model_copy(update=fixed), arrays, dataset.n_features)
     poller = CancelPoller(jobs, job_id, get_settings().cancel_poll_s)
     # one process unless the job asks for more: the deployment's other workers take the other units
     processes = params.n_processes or 1
@@ -227,9 +231,10 @@ def finish(job_id: str, run: int) -> dict:
         missing = []
         for fixed, value_table in zip(values, tables):
             scored = {(row["C"], row["gamma"]): row["folds_done"] for row in value_table["settings"]}
-            value = "".join(f" {name}={number}" for name, number in fixed.items())
             missing += [
-                f"C={C} gamma={gamma}{value}" for C, gamma in grid_of(params) if scored.get((C, gamma), 0) < cv_folds
+                f"C={C} gamma={gamma}{_value_label(fixed)}"
+                for C, gamma in grid_of(params)
+                if scored.get((C, gamma), 0) < cv_folds
             ]
         if missing:
             return fail(

@@ -278,8 +278,8 @@ def solve_dcd(
     parameters (``DcdSettings``); ``class_weight``: this problem's factors on C for y = -1 and y = +1.
     ``y`` must be in {-1, +1}. Returns a SolverResult; ``extra["alpha"]`` holds the final dual variables
     (for warm starts). Data wider than ``feature_order.MIN_FEATURES`` is solved on a copy with its features
-    renumbered by frequency (``worker.solvers.feature_order``; counted in the solver's time) when the copy fits in
-    ``memory_bytes`` (what the training may hold besides the data; None: no limit); w comes back in the data's
+    renumbered by frequency (``worker.solvers.feature_order``; counted in the solver's time) when the data and the
+    copy fit in ``memory_bytes`` (what the training's data may take, ``memory_budget``; None: no limit); w comes back in the data's
     numbering.
     """
     if params.loss == "one_class":  # the linear one-class SVM, labels unused (dcd_one_class)
