@@ -100,6 +100,11 @@ class SolverSpec:
     """``module:function`` that trains one binary problem with its rows split over the nodes of a Dask cluster
     (``params.distributed``; ``worker.training.split``): solve(nodes, *, n_features, params, control). None: the
     solver trains on one machine only."""
+    crammer_singer: str | None = None
+    """``module:function`` that trains Crammer and Singer's multi-class problem (``multiclass: crammer_singer``, one
+    problem over every label; ``worker.training.crammer_singer``): solve(indptr, indices, data, classes, *, n_classes,
+    n_features, params, control), with ``memory_bytes`` when it streams and ``n_threads`` when that is its threads'
+    keyword. None: one-vs-rest only."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True
@@ -275,6 +280,7 @@ BUILT_IN = (
         threads="n_processes",
         streams=True,
         split_solve="worker.solvers.distributed_ocas:solve_ocas_split",
+        crammer_singer="worker.solvers.ocas_multiclass:solve_crammer_singer",
     ),
     SolverSpec(
         name="smo",
@@ -294,6 +300,7 @@ BUILT_IN = (
         summary="Train a kernel SVM with the sampled-cut cutting-plane algorithm (`sampled_cuts`).",
         params=SampledCutsParams,
         solve="worker.solvers.sampled_cuts.solve:solve_sampled_cuts",
+        crammer_singer="worker.solvers.sampled_cuts.multiclass:solve_sampled_cuts_crammer_singer",
         progress=cut_measure,
         stopping=cut_stopping,
         model_kind="kernel",

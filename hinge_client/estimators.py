@@ -79,7 +79,7 @@ SERVICE_LOSSES = {"log_loss": "logistic"}
 ``log_loss`` is dcd's ``logistic``); the others go as they are."""
 ONE_VS_ONE_SOLVERS = ("smo",)
 """Solvers that train one problem per pair of labels (``multiclass="ovo"``, their default, as SVC's)."""
-CRAMMER_SINGER_SOLVERS = ("ocas",)
+CRAMMER_SINGER_SOLVERS = ("ocas", "sampled_cuts")
 """Solvers that train Crammer and Singer's one problem over all classes (``multi_class="crammer_singer"``)."""
 MULTI_CLASS = (None, "ovr", "crammer_singer")
 """``multi_class`` values: LinearSVC's names (None: ``multiclass``'s scheme, else the solver's default)."""
@@ -111,20 +111,20 @@ def solver_for(
     nu: bool = False,
 ) -> str:
     """The solver a fit trains: ``solver``, or for "auto" smo when a kernel other than linear is asked or ``nu``
-    (NuSVC's nu is given), else dcd (ocas when ``crammer_singer``: Crammer and Singer's multi-class problem is asked
-    for).
+    (NuSVC's nu is given), else dcd (when ``crammer_singer``, Crammer and Singer's multi-class problem: ocas, or
+    sampled_cuts with a kernel other than linear).
 
     ``known``: the service's solvers (``service_solvers``), for a solver other than the built-in ones; without it
     such a name is taken as it is (the fit asks the service). A linear solver named together with a kernel other
     than linear is an error naming the kernel solvers.
     """
     if solver == "auto" and crammer_singer:
-        if kernel not in LINEAR_KERNELS:
+        if kernel == "precomputed":
             raise ValueError(
-                f"multi_class='crammer_singer' trains linear models (solver 'ocas'), not kernel={kernel!r}: set "
-                "kernel=None (or 'linear'), or multi_class='ovr' for a kernel model"
+                "multi_class='crammer_singer' is trained by ocas (linear) or sampled_cuts (a kernel it computes), not "
+                "kernel='precomputed': set multi_class='ovr' or None for a precomputed kernel"
             )
-        return "ocas"
+        return "ocas" if kernel in LINEAR_KERNELS else "sampled_cuts"
     if solver == "auto":
         return "dcd" if kernel in LINEAR_KERNELS and not nu else "smo"
     if not isinstance(solver, str) or not solver:
@@ -176,7 +176,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     multi_class : LinearSVC's name and values: None (default: as multiclass), "ovr" (one-vs-rest) or
         "crammer_singer": one problem over all classes, Crammer and Singer's multi-class hinge with one weight
         vector per class, predicted by the largest score (LIBLINEAR -s 4, LinearSVC(multi_class="crammer_singer")).
-        Solver ocas only ("auto" picks it then); not with probability=True (nor HingeSearchCV). Setting both
+        Solver ocas, or sampled_cuts with a kernel ("auto" picks by the kernel: Crammer and Singer's problem in the
+        kernel's feature space); not with probability=True (nor HingeSearchCV). Setting both
         multi_class and multiclass is an error unless they agree.
     decision_function_shape : "ovr" (default, as SVC): decision_function gives one score per class, for a
         one-vs-one model SVC's votes plus squashed summed pairwise values; "ovo": one score per pair of classes
@@ -317,7 +318,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
             )
         if scheme == "crammer_singer" and not self._takes_crammer_singer(solver):
             raise ValueError(
-                f"multi_class='crammer_singer' needs solver 'ocas' (or 'auto', which picks ocas then); solver "
+                f"multi_class='crammer_singer' needs solver 'ocas', 'sampled_cuts' with a kernel, or 'auto' (which picks "
+                f"one of them by the kernel); solver "
                 f"{solver!r} does not train Crammer and Singer's problem (set multi_class='ovr' or None)"
             )
         return scheme

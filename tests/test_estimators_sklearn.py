@@ -124,7 +124,8 @@ def test_penalty_and_multi_class_are_parameters_mapped_to_the_service():
     assert (sent["penalty"], sent["loss"]) == ("l1", "squared_hinge")
     assert "penalty" not in HingeClassifier().service_params()  # l2: the service's default, as before
     crammer_singer = HingeClassifier(multi_class="crammer_singer")
-    assert crammer_singer.solver_info()[0] == "ocas"  # "auto" picks ocas
+    assert crammer_singer.solver_info()[0] == "ocas"  # "auto" picks ocas, and sampled_cuts for a kernel
+    assert HingeClassifier(multi_class="crammer_singer", kernel="rbf").solver_info()[0] == "sampled_cuts"
     assert crammer_singer.service_params()["multiclass"] == "crammer_singer"
     for synonym in (
         HingeClassifier(solver="ocas", multiclass="crammer_singer"),
@@ -146,8 +147,8 @@ def test_penalty_and_multi_class_are_parameters_mapped_to_the_service():
         ({"multi_class": "crammer_singer", "solver": "cpa"}, r"needs solver 'ocas'.*solver 'cpa'"),
         ({"multiclass": "crammer_singer", "solver": "smo"}, r"needs solver 'ocas'.*solver 'smo'"),
         (
-            {"multi_class": "crammer_singer", "kernel": "rbf"},
-            r"trains linear models \(solver 'ocas'\), not kernel='rbf'",
+            {"multi_class": "crammer_singer", "kernel": "precomputed"},
+            r"trained by ocas \(linear\) or sampled_cuts.*not kernel='precomputed'",
         ),
         ({"multi_class": "crammer_singer", "multiclass": "ovr"}, "conflict: they are one setting"),
         ({"multi_class": "ovr", "multiclass": "ovo", "kernel": "rbf"}, "conflict: they are one setting"),

@@ -5,6 +5,8 @@ as the old adapters allowed, fails here); the schema alone validates them and ho
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
@@ -247,6 +249,10 @@ def test_tol_rel_means_one_thing_for_every_solver():
         solver_params("ocas", {"tol_rel": None})
     for name, spec in SOLVERS.items():  # what n_processes does, said per solver
         assert "a single" in spec.params.model_fields["n_processes"].description, name
+    for name, spec in SOLVERS.items():  # a spec's Crammer-Singer function iff its schema offers the problem
+        field = spec.params.model_fields.get("multiclass")
+        offered = field is not None and "crammer_singer" in typing.get_args(field.annotation)
+        assert offered == (spec.crammer_singer is not None), name
 
 
 def test_the_estimators_table_of_built_in_solvers_is_what_the_openapi_document_says():

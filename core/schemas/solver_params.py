@@ -555,10 +555,29 @@ class SampledCutsParams(CommonParams):
         description="Value of a constant feature added to the kernel's feature space (regularized offset). Null: none.",
     )
 
+    multiclass: Literal["ovr", "crammer_singer"] = Field(
+        default="ovr",
+        description=(
+            "More than two labels. `ovr`: one binary problem per label against the rest, predicted by the largest "
+            "score. `crammer_singer`: one problem over all labels with a kernel, Crammer and Singer's multi-class "
+            "hinge max_k (1[k != y_i] + f_k(x_i) - f_{y_i}(x_i)) with one kernel expansion f_k per label (paper "
+            "003's structural case: the argmax over the labels in every cut; LIBLINEAR's -s 4 objective in the "
+            "kernel's feature space, which no LIBSVM or LIBLINEAR solver trains), predicted by the largest score. "
+            "Variants `linear` (K cached values per row and cut: N x K x 8 bytes a cut) and `constant`; not "
+            "`subspace`. Two labels: one score, the difference of the two expansions. For linear Crammer-Singer "
+            "use ocas."
+        ),
+    )
+
     @model_validator(mode="after")
     def _kernel_it_trains(self):
         if self.kernel.type == "precomputed":
             raise ValueError("a precomputed kernel is trained by smo (LIBSVM's -t 4); this solver computes its kernel")
+        if self.multiclass == "crammer_singer" and self.variant == "subspace":
+            raise ValueError(
+                "multiclass crammer_singer is trained by the cutting-plane variants (linear, constant); the subspace "
+                "variant has no cuts"
+            )
         return self
 
     @model_validator(mode="after")

@@ -87,7 +87,14 @@ def _parent_model(root: list[type[BaseModel]], path: list) -> type[BaseModel] | 
     return model
 
 
-CRAMMER_SINGER = 'Crammer-Singer (one problem over every label) is solver ocas with "multiclass": "crammer_singer"'
+CRAMMER_SINGER = (
+    'Crammer-Singer (one problem over every label) is "multiclass": "crammer_singer" on solver '
+    + " or ".join(
+        f"{name} ({'with a kernel' if spec.model_kind == 'kernel' else 'linear'})"
+        for name, spec in SOLVERS.items()
+        if spec.crammer_singer
+    )
+)
 """Where Crammer and Singer's multi-class SVM is, for a request that asks another solver for it."""
 
 SKLEARN_NAMES = {

@@ -169,16 +169,21 @@ def kernel_model_arrays(
     one_vs_one_labels: np.ndarray | None = None,
 ) -> dict:
     """The arrays of a kernel model: the union of the problems' expansion rows, with one coefficient row per
-    problem (its kind and support counts set on ``model``).
+    problem (a Crammer-Singer problem's one result: a row per label; its kind and support counts set on ``model``).
 
     One-vs-one models (``one_vs_one_labels``: the sorted labels) keep their rows grouped by label, in
     the order of the labels, with the count per label (``nr_sv``), as a LIBSVM model file lists them.
     """
     supports = [np.asarray(r.extra["support_indices"], dtype=np.int64) for r in results]
     rows = np.unique(np.concatenate(supports)) if supports else np.zeros(0, dtype=np.int64)
-    coef = np.zeros((len(results), rows.size), dtype=np.float64)
-    for k, (result, support) in enumerate(zip(results, supports)):
-        coef[k, np.searchsorted(rows, support)] = np.asarray(result.extra["dual_coef"], dtype=np.float64)
+    offsets = np.array([r.bias for r in results], dtype=np.float64)
+    if len(results) == 1 and np.ndim(results[0].extra["dual_coef"]) == 2:  # Crammer-Singer: an expansion per label
+        coef = np.asarray(results[0].extra["dual_coef"], dtype=np.float64)[:, np.argsort(supports[0])]
+        offsets = np.asarray(results[0].extra["biases"], dtype=np.float64)
+    else:
+        coef = np.zeros((len(results), rows.size), dtype=np.float64)
+        for k, (result, support) in enumerate(zip(results, supports)):
+            coef[k, np.searchsorted(rows, support)] = np.asarray(result.extra["dual_coef"], dtype=np.float64)
     label_of_row = None
     if one_vs_one_labels is not None:
         label_of_row = np.searchsorted(one_vs_one_labels, np.asarray(arrays["y"])[rows])
@@ -190,7 +195,7 @@ def kernel_model_arrays(
         "sv_indices": matrix.indices.astype(np.int32),
         "sv_data": matrix.data.astype(np.float64),
         "coef": coef,
-        "offsets": np.array([r.bias for r in results], dtype=np.float64),
+        "offsets": offsets,
     }
     model.kind = ModelKind.kernel.value
     model.n_support = int(rows.size)

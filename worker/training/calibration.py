@@ -37,7 +37,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from core.schemas.solver_params import OcasParams, SolverParams
+from core.schemas.solver_params import SolverParams
 from core.scoring.models import csr
 from core.scoring.probability import fit_sigmoid
 from core.solvers import spec_of
@@ -133,7 +133,7 @@ def calibrate(solver: str, params: SolverParams, arrays: dict, n_features: int, 
     folds = make_folds(y, None, min(CV_FOLDS, y.size), seed)
     started = time.perf_counter()
     values: list[np.ndarray] | None
-    if isinstance(params, OcasParams) and uses_crammer_singer(params):  # one problem, K scores a row
+    if uses_crammer_singer(params):  # one problem, K scores a row
         scores = held_out_scores(params, arrays, n_features, folds, context)
         if scores is None:
             return None

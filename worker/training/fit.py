@@ -33,7 +33,7 @@ import numpy as np
 
 from core.schemas.enums import ModelKind, Task
 from core.schemas.kernel_params import PolyKernel, RbfKernel, SigmoidKernel
-from core.schemas.solver_params import OcasParams, SolverParams
+from core.schemas.solver_params import SolverParams
 from core.scoring.metrics import pairwise_accuracy, regression_report, roc_auc
 from core.scoring.models import Scorer, csr
 from core.scoring.probability import logistic_calibration
@@ -329,7 +329,7 @@ def train_model(
             stage_model(staged)
 
     results: list[SolverResult | None]
-    if isinstance(params, OcasParams) and uses_crammer_singer(params):
+    if uses_crammer_singer(params):
         labels, fitted_one = fit_crammer_singer(params, arrays, n_features, context, on_point)
         estimator.problem_done(0)
         fitted(fitted_one)

@@ -232,6 +232,54 @@ def _sampled_cuts_expansion(X, kernel, expansion, targets, start, stop, out, spl
         _sampled_cuts_expansion_range(X, kernel, expansion, inner, targets, start, stop, out)
 
 
+class ClassExpansion(NamedTuple):
+    """A multi-class expansion (Crammer-Singer): for each class c, sum over the entries e of class c of
+    coef[e] * K'(x_rows[v(e)], .). ``rows`` unique (int64, ascending); row v's entries are ptr[v]:ptr[v + 1] of
+    ``classes`` (int64) and ``coef``."""
+
+    rows: np.ndarray
+    ptr: np.ndarray
+    classes: np.ndarray
+    coef: np.ndarray
+
+
+@njit(cache=True)
+def _class_expansion_range(X, kernel, expansion, inner, targets, start, stop, out):
+    m = inner.rows.size
+    ptr, classes, coef = expansion.ptr, expansion.classes, expansion.coef
+    xbuf = np.zeros(X.n_features if not inner.use_dense else 1)
+    kvals = np.empty(m)
+    for t in range(start, stop):
+        _sampled_cuts_kvals(targets[t], X, inner, kernel, 0, m, xbuf, kvals)
+        for c in range(out.shape[1]):
+            out[t, c] = 0.0
+        for v in range(m):
+            kv = kvals[v]
+            for e in range(ptr[v], ptr[v + 1]):
+                out[t, classes[e]] += coef[e] * kv
+
+
+@njit(cache=True, parallel=True)
+def _class_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, n_chunks, out):
+    for c in prange(n_chunks):
+        lo = start + (stop - start) * c // n_chunks
+        hi = start + (stop - start) * (c + 1) // n_chunks
+        _class_expansion_range(X, kernel, expansion, inner, targets, lo, hi, out)
+
+
+@njit(cache=True)
+def _sampled_cuts_class_expansion(X, kernel, expansion, targets, start, stop, out, split):
+    """out[t, c] = the class-c part of the multi-class ``expansion`` at x_targets[t], for t in [start, stop): each
+    kernel value of a row and a target computed once, whatever classes the row's entries have (targets split
+    between the threads as in ``_sampled_cuts_expansion``)."""
+    m = expansion.rows.size
+    inner = _sampled_cuts_inner(X, expansion.rows, False)
+    if split.threads > 1 and (stop - start) * m >= split.par_min:
+        _class_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, split.threads, out)
+    else:
+        _class_expansion_range(X, kernel, expansion, inner, targets, start, stop, out)
+
+
 @njit(cache=True)
 def _sampled_cuts_f_at_rbf32(X, gamma32, expansion, inner, lo, hi, out):
     """out[lo:hi] += sum_u coef[u] * exp(-gamma |x_rows[u] - x_t|^2) over the targets t in [lo, hi), in

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts.blocks import _entries_group, _entries_keep, _entries_merge
+from worker.solvers.sampled_cuts.master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
+
+QP_MAX_STEPS = 1_000_000
+"""Steps of the SMO fallback of one master solve."""
 
 
 class Cuts:
@@ -110,6 +115,30 @@ class Cuts:
         self.coef = [self.coef[k] for k in keep]
         self.c = [self.c[k] for k in keep]
         self.inactive[:m] = self.inactive[idx]
+
+    def solve_master(self, C_paper: float, qp_tol: float, max_inactive: int) -> tuple[float, float, bool]:
+        """SOLVE_QP(J) (line 7 of Algorithms 2 and 3): OP2 in its dual from the current alpha, by the active-set
+        method (SMO finishing from the same alpha on a numerically singular face), then the cuts inactive for
+        ``max_inactive`` solves dropped (Section 6.1: 20 in the paper). Returns (xi, the master's dual value,
+        whether SMO finished it)."""
+        t = self.t
+        h = np.asarray(self.c + [0.0] * (self.H.shape[0] - t))
+        status = ACTIVE_SET_FAILED
+        xi = master_dual = 0.0
+        if self.n_free < 0:
+            self.n_free = master_refactor(self.H, self.alpha, t, self.L, self.free)
+        if self.n_free >= 0:
+            status, self.n_free, _changes, master_dual, _gap, xi = master_active_set(
+                self.H, h, self.alpha, t, C_paper, qp_tol, self.L, self.free, self.n_free, 10 * t + 100, self.grad
+            )
+        fell_back = status != ACTIVE_SET_OK
+        if fell_back:  # numerically singular face or no progress: SMO finishes from this alpha
+            _steps, master_dual, _gap, xi = reduced_dual_smo(
+                self.H, h, self.alpha, t, C_paper, qp_tol, QP_MAX_STEPS, self.grad
+            )
+            self.n_free = -1
+        self.drop_inactive(max_inactive)
+        return float(xi), float(master_dual), fell_back
 
     def grouped_basis(self):
         """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and

@@ -128,7 +128,6 @@ from worker.solvers.common import (
     solver_threads,
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
-from worker.solvers.reduced_qp import reduced_dual_smo
 from worker.solvers.sampled_cuts.blocks import (
     Expansion,
     Kernel,
@@ -141,7 +140,7 @@ from worker.solvers.sampled_cuts.blocks import (
     _sampled_cuts_f_at,
 )
 from worker.solvers.sampled_cuts.cuts import Cuts
-from worker.solvers.sampled_cuts.master import ACTIVE_SET_FAILED, ACTIVE_SET_OK, master_active_set, master_refactor
+from worker.solvers.sampled_cuts.master import master_refactor
 from worker.solvers.sampled_cuts.sampling import calibrated_cut, default_pool_size, pooled_cut, uniform_cut
 from worker.solvers.sampled_cuts.subspace import solve_subspace
 
@@ -246,7 +245,6 @@ def solve_sampled_cuts(
     pool = r if linear else max(r, int(pool_size))  # rows whose f the constant variant evaluates
     draw = np.empty(pool, dtype=np.int64)
     qp_tol = tol * 1e-3  # the master's duality gap (see the module docstring)
-    qp_max_steps = 1_000_000
     computed = 0
     qp_fallbacks = 0
     xi = 0.0
@@ -297,25 +295,10 @@ def solve_sampled_cuts(
         )
 
     def solve_master() -> None:
-        """SOLVE_QP(J) (line 7 of Algorithms 2 and 3): OP2 in its dual, then the cuts inactive for
-        max_inactive iterations dropped (Section 6.1: 20 in the paper)."""
+        """SOLVE_QP(J) (line 7 of Algorithms 2 and 3), then the cuts inactive for max_inactive iterations dropped."""
         nonlocal xi, master_dual, qp_fallbacks
-        t = cuts.t
-        h = np.asarray(cuts.c + [0.0] * (cuts.H.shape[0] - t))
-        status = ACTIVE_SET_FAILED
-        if cuts.n_free < 0:
-            cuts.n_free = master_refactor(cuts.H, cuts.alpha, t, cuts.L, cuts.free)
-        if cuts.n_free >= 0:
-            status, cuts.n_free, _changes, master_dual, _gap, xi = master_active_set(
-                cuts.H, h, cuts.alpha, t, C_paper, qp_tol, cuts.L, cuts.free, cuts.n_free, 10 * t + 100, cuts.grad
-            )
-        if status != ACTIVE_SET_OK:  # numerically singular face or no progress: SMO finishes from this alpha
-            qp_fallbacks += 1
-            _steps, master_dual, _gap, xi = reduced_dual_smo(
-                cuts.H, h, cuts.alpha, t, C_paper, qp_tol, qp_max_steps, cuts.grad
-            )
-            cuts.n_free = -1
-        cuts.drop_inactive(int(max_inactive))
+        xi, master_dual, fell_back = cuts.solve_master(C_paper, qp_tol, int(max_inactive))
+        qp_fallbacks += int(fell_back)
 
     while iteration < max_iter:
         iteration += 1
@@ -476,7 +459,8 @@ def solve_sampled_cuts(
 
 def warm_up() -> None:
     """Compile every kernel of this module on tiny problems: both variants, rows dense (sgemm) and sparse
-    relative to n_features, cuts dropped (max_inactive 1), and the master's refactoring."""
+    relative to n_features, cuts dropped (max_inactive 1), the master's refactoring, and Crammer and Singer's
+    problem (``sampled_cuts.multiclass``)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -510,3 +494,6 @@ def warm_up() -> None:
             )
     H = np.eye(2)
     master_refactor(H, np.ones(2), 2, np.zeros((2, 2)), np.zeros(2, dtype=np.int64))
+    from worker.solvers.sampled_cuts.multiclass import warm_up as warm_up_crammer_singer
+
+    warm_up_crammer_singer()

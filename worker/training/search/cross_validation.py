@@ -12,7 +12,7 @@ import numpy as np
 
 from core.schemas.enums import Task
 from core.schemas.search_params import SearchParams
-from core.schemas.solver_params import OcasParams, SolverParams
+from core.schemas.solver_params import SolverParams
 from core.scoring.quality import settled
 from core.solvers import spec_of
 from worker.runtime.subtasks import SharedRows, SubtaskContext, run_task_graph
@@ -55,7 +55,7 @@ class Search:
         self.Cs = tuple(sorted(float(c) for c in (search.C or [params.C])))
         kernel = getattr(base_params, "kernel", None)
         self.gammas: list[float | str | None] = list(search.gamma) if search.gamma else [getattr(kernel, "gamma", None)]
-        self.crammer_singer = isinstance(base_params, OcasParams) and uses_crammer_singer(base_params)
+        self.crammer_singer = uses_crammer_singer(base_params)
         """ocas's Crammer-Singer problem: one fit per fold over every label (cold: its warm start is not ocas's)."""
         self.warm = bool(search.warm_start) and spec_of(solver).warm_start is not None and not self.crammer_singer
         self.measure_cold = bool(search.measure_cold) and self.warm
@@ -164,7 +164,7 @@ class Search:
             score = None
             fit_rows = train  # the rows of the fit (one-vs-one: the pair's)
             if self.crammer_singer:
-                assert isinstance(setting, OcasParams)
+                assert uses_crammer_singer(setting)
                 result = fit_crammer_singer_rows(setting, train, fold_data["labels"], self.n_features, control)
                 ranking = None
             elif self.task == Task.classification:
@@ -230,7 +230,14 @@ class Search:
                 if result.w is None and kernel_dict is not None and self.task == Task.classification:
                     values = cache.held_kernel(path.fold, kernel_dict)
                 if self.crammer_singer:
-                    decisions = scores_of(result, fold_data["held_matrix"])
+                    decisions = scores_of(
+                        result,
+                        fold_data["held_matrix"],
+                        values,
+                        train=train,
+                        params=setting,
+                        n_features=self.n_features,
+                    )
                 elif values is not None:
                     support = np.asarray(result.extra["support_indices"], dtype=np.int64)
                     if "members" in fold_data:  # the pair's rows, numbered among the fold's training rows
