@@ -519,7 +519,7 @@ class SampledCutsParams(CommonParams):
         default=None,
         ge=1,
         le=1_000_000,
-        description="r: examples sampled per cut; the model is an expansion over the sampled basis (`subspace`: the basis itself, the rows whose span holds the model). Null: 1000 for the `linear` variant, 400 for `constant` (Yu and Joachims, KDD 2008, Table 1), 500 for `subspace`.",
+        description="r: examples sampled per cut; the model is an expansion over the sampled basis (`subspace`: the basis itself, the rows whose span holds the model). Null: 1000 for the `linear` variant, 400 for `constant` (Yu and Joachims, KDD 2008, Table 1), 500 for `subspace`; with `multiclass: crammer_singer`, 10000 for `linear` (its cuts hold every loss row, exact, while there are no more: sampled multi-class cuts converge far more slowly).",
     )
     pool_size: int | None = Field(
         default=None,
@@ -563,9 +563,11 @@ class SampledCutsParams(CommonParams):
             "hinge max_k (1[k != y_i] + f_k(x_i) - f_{y_i}(x_i)) with one kernel expansion f_k per label (paper "
             "003's structural case: the argmax over the labels in every cut; LIBLINEAR's -s 4 objective in the "
             "kernel's feature space, which no LIBSVM or LIBLINEAR solver trains), predicted by the largest score. "
-            "Variants `linear` (K cached values per row and cut: N x K x 8 bytes a cut) and `constant`; not "
-            "`subspace`. Two labels: one score, the difference of the two expansions. For linear Crammer-Singer "
-            "use ocas."
+            "Variants `linear` (K cached values per row and cut: N x K x 8 bytes a cut; N x |loss rows| kernel "
+            "values an iteration, about 70 iterations at tol 0.001 on pendigits) and `constant` (estimates; for "
+            "sets too large for `linear`); not `subspace`. Two labels: one score, the difference of the two "
+            "expansions. For linear Crammer-Singer use ocas; one-vs-one smo is faster at equal accuracy on small "
+            "sets (tests/benchmarks/README.md)."
         ),
     )
 

@@ -32,8 +32,9 @@ Algorithms
 ----------
 * ``variant="linear"``, Algorithm 3 with the cached values of Section 4.2.1: A_k holds <g_k, Psi(x_i, c)> for every
   row and class (K numbers per row and cut, the paper's "m numbers for multi-class classification"), so f at every
-  row is sum_k alpha_k A_k with no kernel values; the exact cut's value decides stopping (<= xi + tol). The new
-  cut's rows: ``sampling="calibrated"`` (the default) r loss rows at equal steps of margin, their weights calibrated
+  row is sum_k alpha_k A_k with no kernel values; the exact cut's value decides stopping (<= xi + tol). When the
+  loss rows are no more than r the new cut is the exact one (weights 1/N: Algorithm 1; r defaults to 10,000 here,
+  ``CRAMMER_SINGER_SAMPLE_SIZE``); else ``sampling="calibrated"`` (the default) takes r loss rows at equal steps of margin, their weights calibrated
   so that the cut's inner products with every cut of the working set equal the exact cut's
   (``sampling.calibrate``, from A); ``"uniform"`` the paper's draw (lines 17-20), r rows uniformly from the loss
   rows with weights |I| / (N r), drawn again until the cut is violated (after 50 draws the single most violating
@@ -100,6 +101,12 @@ from worker.solvers.sampled_cuts.sampling import (
     systematic_rows,
 )
 from worker.solvers.sampled_cuts.solve import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
+
+CRAMMER_SINGER_SAMPLE_SIZE = {**DEFAULT_SAMPLE_SIZE, "linear": 10_000}
+"""r when ``sample_size`` is None: the linear variant's cut holds every loss row up to 10,000 of them (the exact cut).
+Sampled multi-class cuts converge far more slowly than binary ones: on pendigits (7,494 rows, 10 labels, rbf gamma
+0.5, C = 1) exact cuts reach tol 1e-3 in 69 iterations (19 s); r = 1000 calibrated cuts were still 3% above that
+objective after 400 iterations (45 s), r = 3000 0.1% after 400 (146 s). The constant variant keeps the binary's."""
 
 
 def class_margins(scores: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +178,7 @@ def solve_sampled_cuts_crammer_singer(
     bias = None if params.bias is None else float(params.bias)
     kernel: dict[str, Any] = dict(params.kernel)
     code, gamma, coef0, degree = kernel_params(kernel)
-    r = int(DEFAULT_SAMPLE_SIZE[variant] if params.sample_size is None else params.sample_size)
+    r = int(CRAMMER_SINGER_SAMPLE_SIZE[variant] if params.sample_size is None else params.sample_size)
     n = classes.size
     linear = variant == "linear"
     pool = r if linear else max(r, int(default_pool_size(n, r) if params.pool_size is None else params.pool_size))
@@ -231,7 +238,10 @@ def solve_sampled_cuts_crammer_singer(
                 converged, stop_reason = True, StopReason.CONVERGED
                 break
             frac = violators.size / n
-            if sampling == "calibrated":
+            if violators.size <= r:  # every loss row fits in the cut: the exact cut (Algorithm 1's)
+                weights = np.full(violators.size, 1.0 / n)
+                pairs, coef = class_terms(violators, classes[violators], rivals[violators], weights, K)
+            elif sampling == "calibrated":
                 picked = systematic_rows(rng, violators, margins[violators], r)
                 pairs, coef = class_terms(picked, classes[picked], rivals[picked], np.full(r, frac / r), K)
                 if t:
