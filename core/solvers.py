@@ -229,6 +229,13 @@ def cut_stopping(params, extra: dict) -> StoppingRule:
             text=f"the duality gap of the model restricted to its basis rows <= tol {fmt_value(params.tol)} x C x "
             f"rows ({_gap_text(extra)})",
         )
+    if getattr(params, "multiclass", None) == "crammer_singer" and params.variant == "linear":
+        return StoppingRule(
+            rule="tol",
+            values={"tol": params.tol},
+            text=f"the best point's objective within tol {fmt_value(params.tol)} x C x rows of the master problem's "
+            f"value ({_gap_text(extra)})",
+        )
     return StoppingRule(
         rule="tol",
         values={"tol": params.tol},
@@ -304,7 +311,7 @@ BUILT_IN = (
         progress=cut_measure,
         stopping=cut_stopping,
         model_kind="kernel",
-        compile_units=("common", "kernels"),
+        compile_units=("common", "kernels", "line_search", "ocas_multiclass"),
         compile_s=14.4,
         threads="n_threads",
         memory_bound=True,

@@ -95,7 +95,7 @@ def _risk(yc, cost, O):
 
 
 @njit(cache=True)
-def _line_prepare(yc, cost, C, O_b, O_t, keys, wts):
+def line_breakpoints(yc, cost, C, O_b, O_t, keys, wts):
     """Each row's upper envelope of its K lines a_m + k s_m over k >= 0 (module docstring): the right derivative of
     the risk term at 0 and the breakpoints (key, slope gained) in keys/wts; returns (slope at 0, count), count -1
     when keys is too short."""
@@ -318,7 +318,7 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
         A0 = float(np.vdot(diff, diff))
         B0 = float(np.vdot(W_b, diff))
         while True:
-            slope0, m = _line_prepare(yc, cost, C, O_b, O_t, keys, wts)
+            slope0, m = line_breakpoints(yc, cost, C, O_b, O_t, keys, wts)
             if m >= 0:
                 break
             keys = np.zeros(2 * keys.size)

@@ -30,11 +30,18 @@ each class the row has an entry in).
 
 Algorithms
 ----------
-* ``variant="linear"``, Algorithm 3 with the cached values of Section 4.2.1: A_k holds <g_k, Psi(x_i, c)> for every
-  row and class (K numbers per row and cut, the paper's "m numbers for multi-class classification"), so f at every
-  row is sum_k alpha_k A_k with no kernel values; the exact cut's value decides stopping (<= xi + tol). When the
-  loss rows are no more than r the new cut is the exact one (weights 1/N: Algorithm 1; r defaults to 10,000 here,
-  ``CRAMMER_SINGER_SAMPLE_SIZE``); else ``sampling="calibrated"`` (the default) takes r loss rows at equal steps of margin, their weights calibrated
+* ``variant="linear"``, Algorithm 3 with the cached values of Section 4.2.1, stabilized by paper 000's (OCAS) line
+  search: A_k holds <g_k, Psi(x_i, c)> for every row and class (K numbers per row and cut, the paper's "m numbers
+  for multi-class classification"), so the master's solution w_t = sum_k alpha_k (-g_k) has its scores at every row
+  with no kernel values. A best point w_b is kept by its scores, its norm and its expansion over pairs; each
+  iteration moves it to the minimum of P on the segment [w_b, w_t] (paper 000, Algorithm 1, line 4: the exact line
+  search over the rows' K-line envelopes, ``ocas_multiclass.line_breakpoints`` and ``line_search.minimize``) and
+  takes the new cut at (1 - lambda) w_b + lambda w_t (its (8), lambda 0.1). Without it the plain cutting planes
+  zigzag on many classes: letter (15,000 rows, 26 labels, rbf gamma 1, C = 1) was 24% above its master's bound
+  after 300 iterations, against 2.5% after 113 with it; on pendigits, where the plain method is quick (25-69
+  iterations), it takes 1.1-2.3x its iterations. The model is w_b, its objective P(w_b) exactly. When the loss
+  rows at the cut point are no more than r the cut is the exact one (weights 1/N: Algorithm 1; r defaults to 10,000
+  here, ``CRAMMER_SINGER_SAMPLE_SIZE``); else ``sampling="calibrated"`` (the default) takes r loss rows at equal steps of margin, their weights calibrated
   so that the cut's inner products with every cut of the working set equal the exact cut's
   (``sampling.calibrate``, from A); ``"uniform"`` the paper's draw (lines 17-20), r rows uniformly from the loss
   rows with weights |I| / (N r), drawn again until the cut is violated (after 50 draws the single most violating
@@ -48,8 +55,9 @@ Algorithms
 * Cuts whose alpha has been 0 for ``max_inactive`` consecutive iterations are removed.
 
 Stopping rule in the user's terms: ``tol`` in units of the mean multi-class hinge; the linear variant stops when
-the exact mean hinge at w exceeds the model's slack xi by at most tol, the constant one when p sampled estimates
-in a row do; both after ``max_iter`` iterations, at a deadline or a cancel (checked after every iteration and
+P(w_b) exceeds the master's value by at most C * N * tol (paper 000's rule (9); with exact cuts the master's value
+bounds the optimum, so P(w_b) is then within C * N * tol of it), the constant one when p sampled cuts in a row are
+not violated by more than tol; both after ``max_iter`` iterations, at a deadline or a cancel (checked after every iteration and
 between chunks of the linear variant's A row).
 
 Inputs and outputs
@@ -58,7 +66,8 @@ Inputs and outputs
 variant's estimate from its last p samples, ``extra["objective_is_estimate"]``). ``extra``: "support_indices" (the
 rows of the expansion, ascending), "dual_coef" (K x rows: f_c(x) = sum_u dual_coef[c, u] K(x_u, x) + biases[c]),
 "biases" (B^2 times each class's coefficient sum), "n_sv", "n_cuts", "C_paper", "xi", "master_dual", the kernel,
-the variant and the kernel values computed. Trace points: as the binary solver's (iteration, elapsed_s, primal,
+the variant and the kernel values computed; when every cut of the linear variant was exact, the certified gap
+(``certified_gap``: the master's dual value is then a lower bound on the optimum), else a note saying why none is. Trace points: as the binary solver's (iteration, elapsed_s, primal,
 dual, gap, xi, cut_value, n_cuts, basis_size).
 
 What runs in parallel: the kernel blocks, split by target rows over ``n_threads`` (numba prange), every sum in the
@@ -77,12 +86,15 @@ from worker.solvers.common import (
     SolverInputError,
     SolverResult,
     StopReason,
+    certified_gap,
     check_csr,
     check_int,
     rng_state,
     solver_threads,
 )
 from worker.solvers.kernels import kernel_params, row_sq_norms
+from worker.solvers.line_search import minimize
+from worker.solvers.ocas_multiclass import line_breakpoints
 from worker.solvers.sampled_cuts.blocks import (
     ClassExpansion,
     Kernel,
@@ -102,6 +114,8 @@ from worker.solvers.sampled_cuts.sampling import (
 )
 from worker.solvers.sampled_cuts.solve import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
 
+CUT_POINT = 0.1
+"""lambda of paper 000's (8): the linear variant's cut is taken at (1 - lambda) w_b + lambda w_t (ocas's default)."""
 CRAMMER_SINGER_SAMPLE_SIZE = {**DEFAULT_SAMPLE_SIZE, "linear": 10_000}
 """r when ``sample_size`` is None: the linear variant's cut holds every loss row up to 10,000 of them (the exact cut).
 Sampled multi-class cuts converge far more slowly than binary ones: on pendigits (7,494 rows, 10 labels, rbf gamma
@@ -207,6 +221,12 @@ def solve_sampled_cuts_crammer_singer(
     converged = False
     stop_reason = StopReason.MAX_ITER
     point: dict = {}
+    O_b = np.zeros((n, K))  # the linear variant's best point w_b: its scores, |w_b|^2 and expansion over pairs
+    wb_sq = 0.0
+    b_pairs, b_coef = np.zeros(0, dtype=np.int64), np.zeros(0)
+    exact_cuts = True  # whether every cut so far held all its loss rows
+    ones = np.ones(n)  # the rows' factors on C in the line search
+    keys, wts = np.zeros(2 * n + 16), np.zeros(2 * n + 16)  # its breakpoints
 
     def record(point: dict) -> None:
         nonlocal trace_seconds
@@ -227,17 +247,51 @@ def solve_sampled_cuts_crammer_singer(
         alpha = cuts.alpha[:t]
         w_sq = float(alpha @ cuts.H[:t, :t] @ alpha) if t else 0.0
         if linear:
-            scores = (alpha @ cuts.A[:t]).reshape(n, K) if t else np.zeros((n, K))
-            margins, rivals = class_margins(scores, classes)
-            violators = np.flatnonzero(margins < 1.0)
-            exact_value = float(np.sum(1.0 - margins[violators])) / n
-            primal = 0.5 * w_sq + C_paper * exact_value
+            # paper 000's line search from the best point w_b toward the master's solution w_t = sum_k alpha_k (-g_k):
+            # both points' scores at every row are known (w_t's from the cached A, w_b's kept), and so are
+            # |w_t|^2 = alpha' H alpha, |w_b|^2 and <w_b, w_t> = sum_k alpha_k <w_b, -g_k> (from w_b's scores at the
+            # cuts' pairs)
+            O_t = (alpha @ cuts.A[:t]).reshape(n, K) if t else np.zeros((n, K))
+            wb_wt = 0.0
+            if t:
+                at_pairs = cuts.e_coef * O_b.reshape(-1)[cuts.e_rows]
+                wb_wt = float(alpha @ np.bincount(cuts.e_cut, weights=at_pairs, minlength=t))
+            A0 = w_sq - 2.0 * wb_wt + wb_sq
+            B0 = wb_wt - wb_sq
+            while True:
+                slope0, m = line_breakpoints(classes, ones, C, O_b, O_t, keys, wts)
+                if m >= 0:
+                    break
+                keys, wts = np.zeros(2 * keys.size), np.zeros(2 * wts.size)
+            S = B0 + slope0
+            k_star = float(minimize(keys, wts, m, A0, S)) if A0 > 0.0 and S < 0.0 else 0.0
+            if k_star > 0.0:  # w_b <- w_b + k (w_t - w_b): its scores, norm and expansion over pairs
+                O_b += k_star * (O_t - O_b)
+                wb_sq = wb_sq + 2.0 * k_star * B0 + k_star * k_star * A0
+                t_pairs, t_coef = cuts.expansion()
+                union = np.union1d(b_pairs, t_pairs)
+                merged = np.zeros(union.size)
+                merged[np.searchsorted(union, b_pairs)] += (1.0 - k_star) * b_coef
+                merged[np.searchsorted(union, t_pairs)] += k_star * t_coef
+                keep = merged != 0.0
+                b_pairs, b_coef = union[keep], merged[keep]
+            hinge_b = float(np.sum(np.maximum(0.0, 1.0 - class_margins(O_b, classes)[0]))) / n
+            primal = 0.5 * wb_sq + C_paper * hinge_b
             point = {"iteration": iteration, "primal": primal, "dual": master_dual, "gap": primal - master_dual,
-                     "xi": xi, "cut_value": exact_value, "n_cuts": t}  # fmt: skip
-            if exact_value <= xi + tol:  # Algorithm 3, line 4
+                     "gap_per_example": (primal - master_dual) / C_paper, "xi": xi, "cut_value": hinge_b,
+                     "n_cuts": t, "step": k_star}  # fmt: skip
+            if t and primal - master_dual <= C_paper * tol:  # paper 000's rule (9) in the mean hinge's units
                 converged, stop_reason = True, StopReason.CONVERGED
                 break
+            # the new cut at w_c = (1 - lambda) w_b + lambda w_t (paper 000's (8)); at w_t if w_c has no loss row
+            O_c = (1.0 - CUT_POINT) * O_b + CUT_POINT * O_t
+            margins, rivals = class_margins(O_c, classes)
+            violators = np.flatnonzero(margins < 1.0)
+            if violators.size == 0:
+                margins, rivals = class_margins(O_t, classes)
+                violators = np.flatnonzero(margins < 1.0)
             frac = violators.size / n
+            exact_cuts = exact_cuts and violators.size <= r
             if violators.size <= r:  # every loss row fits in the cut: the exact cut (Algorithm 1's)
                 weights = np.full(violators.size, 1.0 / n)
                 pairs, coef = class_terms(violators, classes[violators], rivals[violators], weights, K)
@@ -318,12 +372,17 @@ def solve_sampled_cuts_crammer_singer(
     t = cuts.t
     alpha = cuts.alpha[:t]
     w_sq = float(alpha @ cuts.H[:t, :t] @ alpha) if t else 0.0
-    if linear:
-        scores = (alpha @ cuts.A[:t]).reshape(n, K) if t else np.zeros((n, K))
-        objective = 0.5 * w_sq + C * float(np.sum(np.maximum(0.0, 1.0 - class_margins(scores, classes)[0])))
+    if linear:  # the model is the best point w_b, its scores afresh from its expansion
+        scores = scores_at(all_rows, class_expansion(b_pairs, b_coef, K))
+        objective = 0.5 * wb_sq + C * float(np.sum(np.maximum(0.0, 1.0 - class_margins(scores, classes)[0])))
     else:
         objective = 0.5 * w_sq + C_paper * (float(np.mean(recent_hinge)) if recent_hinge else 1.0)
-    pairs, gamma_pairs = cuts.expansion()
+    pairs, gamma_pairs = (b_pairs, b_coef) if linear else cuts.expansion()
+    if linear and exact_cuts:  # every cut a subgradient cut of the risk: the master's dual value bounds the optimum
+        gap = certified_gap(objective, master_dual, "the master problem's dual value over exact cuts (every loss row)")
+    else:
+        gap = {"gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
+               "approximation, not the optimum"}  # fmt: skip
     rows, position = np.unique(pairs // K, return_inverse=True)
     dual_coef = np.zeros((K, rows.size))
     np.add.at(dual_coef, (pairs % K, position), gamma_pairs)
@@ -348,8 +407,7 @@ def solve_sampled_cuts_crammer_singer(
             "xi": xi,
             "master_dual": master_dual,
             "objective_is_estimate": not linear,
-            "gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
-            "approximation, not the optimum",
+            **gap,
             "kernel": kernel,
             "bias_feature": bias,
             "variant": variant,
