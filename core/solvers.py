@@ -103,8 +103,8 @@ class SolverSpec:
     crammer_singer: str | None = None
     """``module:function`` that trains Crammer and Singer's multi-class problem (``multiclass: crammer_singer``, one
     problem over every label; ``worker.training.crammer_singer``): solve(indptr, indices, data, classes, *, n_classes,
-    n_features, params, control), with ``memory_bytes`` when it streams and ``n_threads`` when that is its threads'
-    keyword. None: one-vs-rest only."""
+    n_features, params, control), with ``memory_bytes`` when it streams or is memory-bound and ``n_threads`` when that
+    is its threads' keyword. None: one-vs-rest only."""
     exports: tuple[str, ...] = ("json", "liblinear", "libsvm", "onnx")
     """Formats its models export to (a format also refuses models it cannot hold, e.g. kernels in liblinear)."""
     calibration: bool = True

@@ -107,7 +107,7 @@ def test_threads_uniform_draws_and_refusals(digits):
     """With cuts sampled (r = 150 of more loss rows), one and two threads give the same model, calibrated and the
     paper's uniform draw reach the exact cuts' objective (the default r holds every loss row here) within 5% (tol 1e-3 allows C N tol =
     2% of it); the
-    subspace variant and classes outside [0, K) are refused by name."""
+    subspace variant, classes outside [0, K) and a memory budget too small for 8 cuts are refused by name."""
     X, y = digits
     rows = np.arange(0, len(y), 3)
     M = csr_arrays(X[rows])
@@ -127,6 +127,10 @@ def test_threads_uniform_draws_and_refusals(digits):
     )
     for sampled in (one, uniform):
         assert sampled.converged and sampled.objective == pytest.approx(exact.objective, rel=0.05)
+    with pytest.raises(SolverInputError, match=r"8 cuts do not fit the 0 MiB the job may use; use variant constant"):
+        solve_sampled_cuts_crammer_singer(
+            *M, classes, n_classes=10, n_features=64, params=rbf, memory_bytes=8 * classes.size * 10 * 8 - 1
+        )
     with pytest.raises(SolverInputError, match="subspace variant has no cuts"):
         solve_sampled_cuts_crammer_singer(*M, classes, n_classes=10, n_features=64, params=settings(variant="subspace"))
     with pytest.raises(SolverInputError, match=r"classes must be whole numbers in \[0, 8\]"):

@@ -40,7 +40,7 @@ def _solve(params: CrammerSingerParams, rows: dict, classes, n_classes: int, n_f
     assert spec.crammer_singer is not None
     module, name = spec.crammer_singer.split(":")
     arguments: dict = {"params": params, "control": control}
-    if spec.streams and memory_bytes is not None:
+    if (spec.streams or spec.memory_bound) and memory_bytes is not None:
         arguments["memory_bytes"] = memory_bytes
     if spec.threads == "n_threads":
         arguments["n_threads"] = params.n_processes

@@ -114,6 +114,8 @@ from worker.solvers.sampled_cuts.sampling import (
 )
 from worker.solvers.sampled_cuts.solve import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
 
+MIN_CUTS_IN_MEMORY = 8
+"""The fewest cuts whose cached scores the job's memory must hold for the linear variant to start."""
 CUT_POINT = 0.1
 """lambda of paper 000's (8): the linear variant's cut is taken at (1 - lambda) w_b + lambda w_t (ocas's default)."""
 CRAMMER_SINGER_SAMPLE_SIZE = {**DEFAULT_SAMPLE_SIZE, "linear": 10_000}
@@ -183,9 +185,12 @@ def solve_sampled_cuts_crammer_singer(
     trace_every: int = 1,
     n_threads: int | None = None,
     control: SolverControl | None = None,
+    memory_bytes: int | None = None,
 ) -> SolverResult:
     """Train Crammer and Singer's multi-class SVM with a kernel by sampled cuts (see the module docstring).
-    ``classes``: each row's class in [0, n_classes); ``params``: the job's sampled_cuts parameters."""
+    ``classes``: each row's class in [0, n_classes); ``params``: the job's sampled_cuts parameters;
+    ``memory_bytes``: what the training may hold (the job's memory budget; None: no check), which the linear
+    variant's cached scores of ``MIN_CUTS_IN_MEMORY`` cuts must fit in."""
     classes, K = _check_args(indptr, indices, data, classes, n_classes, n_features, params.variant)
     check_int("trace_every", trace_every, 1)
     C, tol, variant, sampling, p = float(params.C), float(params.tol), params.variant, params.sampling, int(params.p)
@@ -195,6 +200,13 @@ def solve_sampled_cuts_crammer_singer(
     r = int(CRAMMER_SINGER_SAMPLE_SIZE[variant] if params.sample_size is None else params.sample_size)
     n = classes.size
     linear = variant == "linear"
+    cut_bytes = n * K * 8  # a cut's cached scores (linear variant)
+    if linear and memory_bytes is not None and MIN_CUTS_IN_MEMORY * cut_bytes > memory_bytes:
+        raise SolverInputError(
+            f"the linear variant keeps {K} scores per row and cut ({cut_bytes / 2**20:.1f} MiB a cut): "
+            f"{MIN_CUTS_IN_MEMORY} cuts do not fit the {memory_bytes / 2**20:.0f} MiB the job may use; use variant "
+            "constant, or multiclass ovr"
+        )
     pool = r if linear else max(r, int(default_pool_size(n, r) if params.pool_size is None else params.pool_size))
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     data = np.ascontiguousarray(data, dtype=np.float64)
