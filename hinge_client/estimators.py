@@ -177,7 +177,7 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
         "crammer_singer": one problem over all classes, Crammer and Singer's multi-class hinge with one weight
         vector per class, predicted by the largest score (LIBLINEAR -s 4, LinearSVC(multi_class="crammer_singer")).
         Solver ocas, or sampled_cuts with a kernel ("auto" picks by the kernel: Crammer and Singer's problem in the
-        kernel's feature space); not with probability=True (nor HingeSearchCV). Setting both
+        kernel's feature space); probability=True gives a softmax over the K scores. Setting both
         multi_class and multiclass is an error unless they agree.
     decision_function_shape : "ovr" (default, as SVC): decision_function gives one score per class, for a
         one-vs-one model SVC's votes plus squashed summed pairwise values; "ovo": one score per pair of classes

@@ -205,3 +205,19 @@ def test_refuses_what_it_does_not_train(http, wine):
     assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "crammer_singer", "subspace")
     body["params"] = {"multiclass": "crammer_singer", "kernel": {"type": "precomputed"}}
     assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "precomputed")
+
+
+def test_estimator_with_a_kernel_picks_sampled_cuts(service, wine):
+    """HingeClassifier(multi_class="crammer_singer", kernel="rbf"): "auto" trains sampled_cuts' Crammer-Singer
+    problem; decision_function is the K scores, predict their argmax, predict_proba a softmax over them."""
+    from hinge_client import HingeClassifier
+
+    X, y = wine
+    clf = HingeClassifier(multi_class="crammer_singer", kernel="rbf", gamma=0.1, probability=True, url=service.base_url)
+    clf.fit(X, y)
+    assert clf.solver_ == "sampled_cuts" and clf.model_["params"]["multiclass"] == "crammer_singer"
+    scores = clf.decision_function(X)
+    assert scores.shape == (len(y), 3) and np.array_equal(clf.predict(X), clf.classes_[np.argmax(scores, axis=1)])
+    assert np.mean(clf.predict(X) == y) > 0.97
+    P = clf.predict_proba(X)
+    assert P.shape == (len(y), 3) and np.allclose(P.sum(axis=1), 1.0)
