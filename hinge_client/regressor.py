@@ -234,8 +234,15 @@ class HingeRegressor(RegressorMixin, _RemoteModel):
     def fit(self, X, y):
         """Upload X and the targets y, train the regression on the service (dcd or smo), keep the model's id and
         its weights (linear) or support vectors (kernel)."""
+        return self._fit(X, y)
+
+    def _fit(self, X, y, search: dict | None = None):
+        """``fit``; with ``search`` (the job's ``params.search``) the service's search picks the setting
+        (``HingeSearchCV``)."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True)
         params = self.service_params()
+        if search is not None:
+            params["search"] = search
         solver = self.solver_for()
         model = self._train(X, y, solver, params)
         self._adopt(model)

@@ -20,12 +20,13 @@ from sklearn.base import clone
 from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_test_split
+from sklearn.model_selection import GridSearchCV, KFold, PredefinedSplit, cross_val_score, train_test_split
 from sklearn.svm import SVR, LinearSVR, NuSVR
 from sklearn.utils.estimator_checks import check_estimator
 
-from hinge_client import Client, HingeRegressor, wait_for_cleanup
+from hinge_client import Client, HingeRegressor, HingeSearchCV, wait_for_cleanup
 from tests.test_client import SKIPPED_BY_SCIKIT_LEARN, counts, failure
+from worker.training.folds import make_folds
 
 TIGHT = {"tol": 1e-6, "solver_params": {"tol_rel": 1e-9}}
 """A tolerance at which dcd's SVR reaches LinearSVR's converged optimum (tests/test_regression.py)."""
@@ -337,3 +338,54 @@ def test_what_is_not_a_regression_is_refused_before_any_request(params, message)
     X, _, y, _ = diabetes()
     with pytest.raises(ValueError, match=message):
         HingeRegressor(url="http://127.0.0.1:9", **params).fit(X, y)
+
+
+# -- HingeSearchCV over a regressor ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("estimator", "grid", "scoring"),
+    [
+        ({"kernel": "rbf", "gamma": 0.5}, {"C": [1.0, 10.0], "epsilon": [0.0, 0.3]}, None),  # SVR's, r2
+        ({}, {"C": [0.1, 1.0], "epsilon": [0.0, 0.5]}, "neg_mean_squared_error"),  # LinearSVR's (dcd)
+        ({"kernel": "rbf", "gamma": 0.5}, {"C": [1.0, 10.0], "nu": [0.2, 0.6]}, None),  # NuSVR's
+    ],
+    ids=["svr-epsilon", "linear_svr-mse", "nu_svr"],
+)
+def test_hinge_search_cv_over_a_regressor_scores_as_grid_search_on_the_same_folds(service, estimator, grid, scoring):
+    """HingeSearchCV(HingeRegressor(...)): one job of the service's search over C and epsilon (or NuSVR's nu), the
+    same best setting and mean scores as GridSearchCV over the estimator on the service's folds (drawn at random for
+    a regression); a regressor's tags and R² score."""
+    X, _, y, _ = diabetes()
+    search = HingeSearchCV(HingeRegressor(url=service.base_url, **TIGHT, **estimator), grid, cv=3, scoring=scoring)
+    search.fit(X, y)
+    assert search.__sklearn_tags__().estimator_type == "regressor" and not hasattr(search, "classes_")
+    assert (
+        set(search.best_params_) == set(grid) and search.best_estimator_.get_params()["C"] == search.best_params_["C"]
+    )
+    same_folds = PredefinedSplit(make_folds(y, None, 3, 0, stratified=False))
+    base = HingeRegressor(url=service.base_url, **TIGHT, **estimator, **({"nu": 0.5} if "nu" in grid else {}))
+    reference = GridSearchCV(base, grid, cv=same_folds, scoring=scoring).fit(X, y)
+    assert search.cv_results_["params"] == reference.cv_results_["params"]
+    np.testing.assert_allclose(
+        search.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], rtol=1e-3, atol=1e-4
+    )
+    assert search.best_params_ == reference.best_params_
+    assert search.score(X, y) == pytest.approx(r2_score(y, search.predict(X)))
+
+
+@pytest.mark.parametrize(
+    ("estimator", "grid", "kwargs", "message"),
+    [
+        (HingeRegressor(nu=0.3), {"epsilon": [0.1]}, {}, "NuSVR \\(nu\\) learns epsilon"),
+        (HingeRegressor(), {"nu": [0.3], "epsilon": [0.1]}, {}, "NuSVR \\(nu\\) learns epsilon"),
+        (HingeRegressor(epsilon=0.2), {"nu": [0.3]}, {}, "leave epsilon=None to search nu"),
+        (HingeRegressor(), {"gamma": [0.1]}, {}, "gamma applies to kernel 'rbf'"),
+        (HingeRegressor(), {"epsilon": [-0.1]}, {}, "finite numbers >= 0"),
+        (HingeRegressor(), {"C": [1.0]}, {"scoring": "accuracy"}, "scores a regression by r2"),
+    ],
+)
+def test_a_regressor_search_the_service_cannot_run_is_refused(estimator, grid, kwargs, message):
+    X, _, y, _ = diabetes()
+    with pytest.raises(ValueError, match=message):
+        HingeSearchCV(estimator, grid, **kwargs).fit(X, y)

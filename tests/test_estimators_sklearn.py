@@ -374,7 +374,7 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
 @pytest.mark.parametrize(
     "estimator,grid,kwargs,message",
     [
-        (HingeClassifier(), {"loss": ["hinge", "squared_hinge"]}, {}, "varies C, gamma and nu only, not loss"),
+        (HingeClassifier(), {"loss": ["hinge", "squared_hinge"]}, {}, "varies C, gamma, nu and epsilon only, not loss"),
         (HingeClassifier(), {"nu": [0.1, 0.5], "C": [1.0]}, {}, "NuSVC, which has no C"),
         (HingeClassifier(nu=0.3), {"C": [1.0, 10.0]}, {}, r"is NuSVC \(nu=0.3\), which has no C: search nu"),
         (HingeClassifier(), {"nu": [0.5, 1.5]}, {}, r"nu is a fraction in \(0, 1\]"),
@@ -384,7 +384,8 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
         (HingeClassifier(), {"C": [1.0]}, {"cv": KFold(3)}, "cv must be a number of folds"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "balanced_accuracy"}, "scores by accuracy"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "f1_macro"}, "macro average over more than two"),
-        (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier"),
+        (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier or a HingeRegressor"),
+        (HingeClassifier(), {"epsilon": [0.1]}, {}, "epsilon is a regression's"),
     ],
 )
 def test_what_the_service_search_cannot_run_is_refused_before_any_request(estimator, grid, kwargs, message):
