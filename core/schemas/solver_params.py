@@ -519,7 +519,7 @@ class SampledCutsParams(CommonParams):
         default=None,
         ge=1,
         le=1_000_000,
-        description="r: examples sampled per cut; the model is an expansion over the sampled basis (`subspace`: the basis itself, the rows whose span holds the model). Null: 1000 for the `linear` variant, 400 for `constant` (Yu and Joachims, KDD 2008, Table 1), 500 for `subspace`; with `multiclass: crammer_singer`, 10000 for `linear` (its cuts hold every loss row, exact, while there are no more: sampled multi-class cuts converge far more slowly).",
+        description="r: examples sampled per cut; the model is an expansion over the sampled basis (`subspace`: the basis itself, the rows whose span holds the model). Null: 1000 for the `linear` variant, 400 for `constant` (Yu and Joachims, KDD 2008, Table 1), 500 for `subspace`; with `multiclass: crammer_singer`, 10000 for `linear` (its cuts hold every loss row, exact, while there are no more: robust where sampled multi-class cuts converge slowly; 1000 about halves the time where the boundary needs few rows).",
     )
     pool_size: int | None = Field(
         default=None,
