@@ -127,6 +127,11 @@ def test_threads_uniform_draws_and_refusals(digits):
     )
     for sampled in (one, uniform):
         assert sampled.converged and sampled.objective == pytest.approx(exact.objective, rel=0.05)
+    # a certified bound (the master's weighted cuts all exact) lies below every model's objective
+    assert exact.extra["gap_rel"] is not None
+    for model in (one, uniform, exact):
+        if model.extra.get("lower_bound") is not None:
+            assert model.extra["lower_bound"] <= min(one.objective, uniform.objective, exact.objective) * (1 + 1e-9)
     with pytest.raises(SolverInputError, match=r"8 cuts do not fit the 0 MiB the job may use; use variant constant"):
         solve_sampled_cuts_crammer_singer(
             *M, classes, n_classes=10, n_features=64, params=rbf, memory_bytes=8 * classes.size * 10 * 8 - 1

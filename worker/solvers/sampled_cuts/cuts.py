@@ -26,6 +26,7 @@ class Cuts:
         self.e_coef = np.zeros(0)
         self.coef: list[np.ndarray] = []
         self.c: list[float] = []
+        self.exact: list[bool] = []  # whether each cut is a subgradient cut of the risk (all its loss rows)
         self.inactive = np.zeros(16, dtype=np.int64)  # consecutive solves with alpha_k = 0, per cut
         self.H = np.zeros((16, 16))
         self.alpha = np.zeros(16)
@@ -77,6 +78,7 @@ class Cuts:
         column: np.ndarray,
         self_dot: float,
         a_row: np.ndarray | None,
+        exact: bool = False,
     ) -> None:
         self._grow()
         t = self.t
@@ -90,6 +92,7 @@ class Cuts:
         self.rows.append(rows)
         self.coef.append(coef)
         self.c.append(float(c))
+        self.exact.append(bool(exact))
         self.inactive[t] = 0
 
     def drop_inactive(self, max_inactive: int) -> None:
@@ -114,6 +117,7 @@ class Cuts:
         self.rows = [self.rows[k] for k in keep]
         self.coef = [self.coef[k] for k in keep]
         self.c = [self.c[k] for k in keep]
+        self.exact = [self.exact[k] for k in keep]
         self.inactive[:m] = self.inactive[idx]
 
     def solve_master(self, C_paper: float, qp_tol: float, max_inactive: int) -> tuple[float, float, bool]:
@@ -139,6 +143,11 @@ class Cuts:
             self.n_free = -1
         self.drop_inactive(max_inactive)
         return float(xi), float(master_dual), fell_back
+
+    def bound_is_certified(self) -> bool:
+        """Whether the master's dual value bounds the true optimum: every cut with alpha > 0 is exact (the others do
+        not enter the dual's value)."""
+        return all(exact for exact, a in zip(self.exact, self.alpha[: self.t]) if a > 0.0)
 
     def grouped_basis(self):
         """Unique basis rows (ascending) with CSR-like ranges over the (cut, coef) entries, and

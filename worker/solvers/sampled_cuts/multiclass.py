@@ -66,8 +66,9 @@ Inputs and outputs
 variant's estimate from its last p samples, ``extra["objective_is_estimate"]``). ``extra``: "support_indices" (the
 rows of the expansion, ascending), "dual_coef" (K x rows: f_c(x) = sum_u dual_coef[c, u] K(x_u, x) + biases[c]),
 "biases" (B^2 times each class's coefficient sum), "n_sv", "n_cuts", "C_paper", "xi", "master_dual", the kernel,
-the variant and the kernel values computed; when every cut of the linear variant was exact, the certified gap
-(``certified_gap``: the master's dual value is then a lower bound on the optimum), else a note saying why none is. Trace points: as the binary solver's (iteration, elapsed_s, primal,
+the variant and the kernel values computed; when every cut of the linear variant's final master with alpha > 0 is
+exact, the certified gap (``certified_gap``: the master's dual value is then a lower bound on the optimum; cuts
+with alpha = 0 do not enter it), else a note saying why none is. Trace points: as the binary solver's (iteration, elapsed_s, primal,
 dual, gap, xi, cut_value, n_cuts, basis_size).
 
 What runs in parallel: the kernel blocks, split by target rows over ``n_threads`` (numba prange), every sum in the
@@ -239,7 +240,6 @@ def solve_sampled_cuts_crammer_singer(
     O_b = np.zeros((n, K))  # the linear variant's best point w_b: its scores, |w_b|^2 and expansion over pairs
     wb_sq = 0.0
     b_pairs, b_coef = np.zeros(0, dtype=np.int64), np.zeros(0)
-    exact_cuts = True  # whether every cut so far held all its loss rows
     ones = np.ones(n)  # the rows' factors on C in the line search
     keys, wts = np.zeros(2 * n + 16), np.zeros(2 * n + 16)  # its breakpoints
 
@@ -306,7 +306,6 @@ def solve_sampled_cuts_crammer_singer(
                 margins, rivals = class_margins(O_t, classes)
                 violators = np.flatnonzero(margins < 1.0)
             frac = violators.size / n
-            exact_cuts = exact_cuts and violators.size <= r
             if violators.size <= r:  # every loss row fits in the cut: the exact cut (Algorithm 1's)
                 weights = np.full(violators.size, 1.0 / n)
                 pairs, coef = class_terms(violators, classes[violators], rivals[violators], weights, K)
@@ -335,7 +334,9 @@ def solve_sampled_cuts_crammer_singer(
                 break
             a_row = a_block.reshape(n * K)
             column = cuts.A[:t, pairs] @ coef if t else np.zeros(0)
-            cuts.add(pairs, coef, frac, column, float(a_row[pairs] @ coef), a_row)  # Algorithm 3, lines 5-6
+            cuts.add(
+                pairs, coef, frac, column, float(a_row[pairs] @ coef), a_row, exact=violators.size <= r
+            )  # Algorithm 3, lines 5-6
             xi, master_dual, fell_back = cuts.solve_master(C_paper, qp_tol, int(params.max_inactive))
             qp_fallbacks += int(fell_back)
         else:
@@ -393,8 +394,10 @@ def solve_sampled_cuts_crammer_singer(
     else:
         objective = 0.5 * w_sq + C_paper * (float(np.mean(recent_hinge)) if recent_hinge else 1.0)
     pairs, gamma_pairs = (b_pairs, b_coef) if linear else cuts.expansion()
-    if linear and exact_cuts:  # every cut a subgradient cut of the risk: the master's dual value bounds the optimum
-        gap = certified_gap(objective, master_dual, "the master problem's dual value over exact cuts (every loss row)")
+    if linear and cuts.bound_is_certified():  # the master's dual value bounds the optimum
+        gap = certified_gap(
+            objective, master_dual, "the master problem's dual value, its weighted cuts exact (every loss row)"
+        )
     else:
         gap = {"gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
                "approximation, not the optimum"}  # fmt: skip
