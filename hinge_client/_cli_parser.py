@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="A solver parameter (repeat), e.g. -p C=10, -p kernel.gamma=0.5, -p penalty=l1 -p loss=squared_hinge "
-        "(dcd, sparse weights), -p multiclass=crammer_singer (ocas, one problem over all classes).",
+        "(dcd, sparse weights), -p multiclass=crammer_singer (ocas, or sampled_cuts with a kernel: one problem over "
+        "all classes).",
     )
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")
     train.add_argument("--watch", action="store_true", help="Follow the job to its end; print the model id.")
