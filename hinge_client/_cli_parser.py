@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="A solver parameter (repeat), e.g. -p C=10, -p kernel.gamma=0.5, -p penalty=l1 -p loss=squared_hinge "
-        "(dcd, sparse weights), -p multiclass=crammer_singer (ocas, or sampled_cuts with a kernel: one problem over "
+        "(dcd, sparse weights), -p multiclass=crammer_singer (ocas, or the sampled-cut solver with a kernel: one problem over "
         "all classes).",
     )
     train.add_argument("--params-json", help="All parameters as one JSON object (-p values win).")

@@ -558,16 +558,13 @@ class SampledCutsParams(CommonParams):
     multiclass: Literal["ovr", "crammer_singer"] = Field(
         default="ovr",
         description=(
-            "More than two labels. `ovr`: one binary problem per label against the rest, predicted by the largest "
-            "score. `crammer_singer`: one problem over all labels with a kernel, Crammer and Singer's multi-class "
-            "hinge max_k (1[k != y_i] + f_k(x_i) - f_{y_i}(x_i)) with one kernel expansion f_k per label (paper "
-            "003's structural case: the argmax over the labels in every cut; LIBLINEAR's -s 4 objective in the "
-            "kernel's feature space, which no LIBSVM or LIBLINEAR solver trains), predicted by the largest score. "
-            "Variants `linear` (K cached values per row and cut: N x K x 8 bytes a cut; N x |loss rows| kernel "
-            "values an iteration, about 70 iterations at tol 0.001 on pendigits) and `constant` (estimates; for "
-            "sets too large for `linear`); not `subspace`. Two labels: one score, the difference of the two "
-            "expansions. For linear Crammer-Singer use ocas; one-vs-one smo is faster at equal accuracy on small "
-            "sets (tests/benchmarks/README.md)."
+            "More than two labels. `ovr`: one binary problem per label. `crammer_singer`: one problem over all "
+            "labels with a kernel, Crammer and Singer's hinge max_k (1[k != y_i] + f_k(x_i) - f_{y_i}(x_i)), one "
+            "kernel expansion f_k per label (paper 003's structural case; LIBLINEAR's -s 4 objective in the kernel's "
+            "feature space), predicted by the largest score; variants `linear` (N x K x 8 bytes a cut, OCAS's line "
+            "search, a certified gap when its cuts are exact) and `constant` (estimates), not `subspace`; two labels "
+            "keep one score. Linear Crammer-Singer: ocas. smo's one-vs-one is far faster at equal accuracy on sets "
+            "of 10^4 rows (tests/benchmarks/README.md)."
         ),
     )
 

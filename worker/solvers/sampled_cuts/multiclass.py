@@ -113,7 +113,7 @@ from worker.solvers.sampled_cuts.sampling import (
     default_pool_size,
     systematic_rows,
 )
-from worker.solvers.sampled_cuts.solve import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
+from worker.solvers.sampled_cuts.settings import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
 
 MIN_CUTS_IN_MEMORY = 8
 """The fewest cuts whose cached scores the job's memory must hold for the linear variant to start."""
