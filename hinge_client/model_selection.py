@@ -15,7 +15,9 @@ a splitter object or iterable of folds, another scoring, a callable) is a ValueE
 GridSearchCV, which takes them. An estimator with multi_class="crammer_singer" is searched as the service runs it:
 the whole problem fitted per fold and C.
 
-Over a ``HingeRegressor`` the search is a regressor: the grid holds C, gamma (a kernel other than linear) and
+Over a ``HingeOneClassSVM`` the grid holds nu and gamma, ``y`` labels the rows 1 (inlier) or -1 (outlier) (the training
+ignores them), and the folds are scored by the F1 of the outliers (``score`` too). Over a ``HingeRegressor`` the
+search is a regressor: the grid holds C, gamma (a kernel other than linear) and
 epsilon (numbers >= 0: SVR's and LinearSVR's tube) or NuSVR's nu (with C); ``scoring`` r2 (default) or
 neg_mean_squared_error; the service deals the folds at random (KFold(shuffle=True)'s way, not its exact draw).
 
@@ -37,6 +39,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from hinge_client.estimators import LINEAR_SOLVERS, SOLVER_PARAMS, HingeClassifier, solver_for
+from hinge_client.one_class import HingeOneClassSVM
 from hinge_client.regressor import HingeRegressor
 
 __all__ = ["HingeSearchCV"]
@@ -144,14 +147,16 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
     def search_params(self, n_classes: int) -> dict:
         """The job's ``params.search`` for this grid (ValueError for what the service's search cannot run);
         ``n_classes``: the labels' count (a regressor's: ignored)."""
-        if not isinstance(self.estimator, (HingeClassifier, HingeRegressor)):
+        if not isinstance(self.estimator, (HingeClassifier, HingeRegressor, HingeOneClassSVM)):
             raise ValueError(
-                f"estimator must be a HingeClassifier or a HingeRegressor (the service's search cross-validates "
-                f"its own models), got {type(self.estimator).__name__}: {GRID_SEARCH}"
+                f"estimator must be a HingeClassifier, a HingeRegressor or a HingeOneClassSVM (the service's search "
+                f"cross-validates its own models), got {type(self.estimator).__name__}: {GRID_SEARCH}"
             )
         grid = _grid(self.param_grid)
         if isinstance(self.estimator, HingeRegressor):
             self._check_regression_grid(grid)
+        elif isinstance(self.estimator, HingeOneClassSVM):
+            self._check_one_class_grid(grid)
         else:
             self._check_classification_grid(grid)
         cv = 5 if self.cv is None else self.cv
@@ -164,6 +169,13 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"cv: the service's search takes 2 to 50 folds, got {cv}")
         if isinstance(self.estimator, HingeRegressor):
             metric = self._regression_metric()
+        elif isinstance(self.estimator, HingeOneClassSVM):
+            if self.scoring not in (None, "f1"):
+                raise ValueError(
+                    f"scoring: the service's one-class search scores by the F1 of the outliers (label -1): None or "
+                    f"'f1', got {self.scoring!r}: {GRID_SEARCH}"
+                )
+            metric = "f1"
         else:
             metric = self._classification_metric(n_classes)
         if not isinstance(self.random_state, numbers.Integral) or self.random_state < 0:
@@ -216,6 +228,18 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
                     f"'rbf', 'poly' or 'sigmoid'; the estimator trains {solver} with the {kernel} kernel"
                 )
 
+    def _check_one_class_grid(self, grid: dict[str, list[float]]) -> None:
+        """What a HingeOneClassSVM's grid may hold: nu, and gamma with a kernel other than linear (no C, no
+        epsilon)."""
+        for name in ("C", "epsilon"):
+            if name in grid:
+                raise ValueError(f"param_grid[{name!r}]: a one-class SVM has no {name} (nu takes C's place)")
+        if "gamma" in grid and self.estimator.kernel in ("linear", "precomputed"):
+            raise ValueError(
+                f"param_grid['gamma']: gamma applies to kernel 'rbf', 'poly' or 'sigmoid'; the estimator's is "
+                f"{self.estimator.kernel!r}"
+            )
+
     def _check_regression_grid(self, grid: dict[str, list[float]]) -> None:
         """What a HingeRegressor's grid may hold: C, gamma with a kernel other than linear, and epsilon (SVR,
         LinearSVR) or nu (NuSVR) as the estimator's own formulation allows."""
@@ -238,6 +262,9 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
     def _regression(self) -> bool:
         return isinstance(self.estimator, HingeRegressor)
 
+    def _one_class(self) -> bool:
+        return isinstance(self.estimator, HingeOneClassSVM)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         inner = self.estimator.__sklearn_tags__()
@@ -248,19 +275,29 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
         return tags
 
     def score(self, X, y, sample_weight=None):
-        """best_estimator_'s score: accuracy for a classifier, R² for a regressor (scikit-learn's defaults)."""
+        """best_estimator_'s score: accuracy for a classifier, R² for a regressor (scikit-learn's defaults); for a
+        one-class SVM the search's own measure, the F1 of the outliers (label -1) it predicts."""
         check_is_fitted(self, "best_estimator_")
+        if self._one_class():
+            from sklearn.metrics import f1_score
+
+            return float(f1_score(y, self.best_estimator_.predict(X), pos_label=-1, sample_weight=sample_weight))
         return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     def fit(self, X, y):
         """Upload X and y once, run the grid as one job of the service's search, keep the best setting's model."""
         n_classes = 0 if self._regression() else np.unique(np.asarray(y)).size
         search = self.search_params(n_classes)
+        if self._one_class() and not set(np.unique(np.asarray(y, dtype=float)).tolist()) <= {-1.0, 1.0}:
+            raise ValueError(
+                "y: a one-class search scores its folds by the F1 of the outliers, which needs labels -1 (outlier) "
+                f"and 1 (inlier); got {np.unique(np.asarray(y))[:5].tolist()}"
+            )
         grid = {name: search[name] for name in SEARCHED if name in search}
         fitted = clone(self.estimator)
         if "nu" in grid and fitted.nu is None:  # a grid over nu trains NuSVC: the estimator takes its first value
             fitted.set_params(nu=grid["nu"][0])
-        fitted._fit(X, y, search=search)  # the job's model is the best setting refitted on all the data
+        fitted._fit(X, np.asarray(y, dtype=float) if self._one_class() else y, search=search)  # the best, refitted
         table = fitted.model_["search_results"]
         chosen = fitted.model_.get("refit_params") or table["best"]
         best_params = {name: float(chosen[name]) for name in grid}
@@ -273,9 +310,10 @@ class HingeSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.best_params_ = best_params
         self.best_score_ = float(table["best"]["mean"])
         self.n_splits_ = int(table["cv_folds"])
-        self.scorer_ = ("r2" if self._regression() else "accuracy") if self.scoring is None else self.scoring
+        default_scoring = "r2" if self._regression() else "f1" if self._one_class() else "accuracy"
+        self.scorer_ = default_scoring if self.scoring is None else self.scoring
         self.multimetric_ = False
-        if not self._regression():
+        if not self._regression() and not self._one_class():
             self.classes_ = fitted.classes_
         self.n_features_in_ = fitted.n_features_in_
         self.model_id_ = fitted.model_id_

@@ -191,15 +191,22 @@ class HingeOneClassSVM(OutlierMixin, _RemoteModel):
     def fit(self, X, y=None):
         """Upload X (every row labelled 1; y is ignored, as OneClassSVM's), train the one-class SVM on the service
         (smo or dcd), keep the model's id, its weights (linear kernel) and support vectors (smo)."""
+        return self._fit(X)
+
+    def _fit(self, X, labels=None, search: dict | None = None):
+        """``fit``; ``labels`` (1 inlier, -1 outlier) go with the rows, which the training ignores and a search
+        (``search``, the job's ``params.search``: ``HingeSearchCV``) scores its folds by."""
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64)
         params = self.service_params()
+        if search is not None:
+            params["search"] = search
         solver = self.solver_for()
         if X.shape[0] < MIN_SAMPLES:
             raise ValueError(
                 f"{type(self).__name__} needs at least {MIN_SAMPLES} samples to describe their support; got "
                 f"{X.shape[0]} sample"
             )
-        model = self._train(X, np.ones(X.shape[0]), solver, params)
+        model = self._train(X, np.ones(X.shape[0]) if labels is None else labels, solver, params)
         self._adopt(model)
         self.solver_ = solver
         document = self._exported()

@@ -295,3 +295,36 @@ def test_the_service_refuses_what_its_schema_does_not_take(service):
     benign, _, _ = benign_rows()
     with pytest.raises(ValueError, match=r"refused the training request: params\.nu"):
         HingeOneClassSVM(nu=1.5, url=service.base_url).fit(benign)
+
+
+def test_hinge_search_cv_over_nu_and_gamma_scores_outlier_f1_as_grid_search(service):
+    """HingeSearchCV(HingeOneClassSVM()) with labels (1 inlier, -1 outlier): one job of the service's one-class search,
+    the folds scored by the F1 of the outliers; the same best setting and mean scores as GridSearchCV over the
+    estimator on the service's folds with that scorer (the training ignores the labels in both)."""
+    from sklearn.metrics import f1_score, make_scorer
+    from sklearn.model_selection import GridSearchCV, PredefinedSplit
+
+    from hinge_client import HingeSearchCV
+    from worker.training.folds import make_folds
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    labels = np.where(y == 1, 1.0, -1.0)  # benign the inliers, malignant the outliers
+    grid = {"nu": [0.2, 0.4], "gamma": [0.005, 0.05]}
+    estimator = HingeOneClassSVM(url=service.base_url)
+    search = HingeSearchCV(estimator, grid, cv=3).fit(X, labels)
+    assert search.__sklearn_tags__().estimator_type == "outlier_detector" and not hasattr(search, "classes_")
+    assert set(search.best_params_) == {"nu", "gamma"} and search.best_estimator_.nu == search.best_params_["nu"]
+    same_folds = PredefinedSplit(make_folds(np.where(labels > 0, 1, 0), None, 3, 0))
+    outlier_f1 = make_scorer(f1_score, pos_label=-1)
+    reference = GridSearchCV(estimator, grid, cv=same_folds, scoring=outlier_f1).fit(X, labels)
+    assert search.cv_results_["params"] == reference.cv_results_["params"]
+    np.testing.assert_allclose(
+        search.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], atol=1e-3
+    )
+    assert search.best_params_ == reference.best_params_
+    assert search.score(X, labels) == pytest.approx(f1_score(labels, search.predict(X), pos_label=-1))
+    with pytest.raises(ValueError, match="a one-class SVM has no C"):
+        HingeSearchCV(estimator, {"C": [1.0]}).fit(X, labels)
+    with pytest.raises(ValueError, match=r"needs labels -1 \(outlier\) and 1 \(inlier\)"):
+        HingeSearchCV(estimator, {"nu": [0.2]}).fit(X, y)

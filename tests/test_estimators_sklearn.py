@@ -384,7 +384,7 @@ def test_hinge_search_cv_without_refit_leaves_nothing(service):
         (HingeClassifier(), {"C": [1.0]}, {"cv": KFold(3)}, "cv must be a number of folds"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "balanced_accuracy"}, "scores by accuracy"),
         (HingeClassifier(), {"C": [1.0]}, {"scoring": "f1_macro"}, "macro average over more than two"),
-        (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier or a HingeRegressor"),
+        (SVC(), {"C": [1.0]}, {}, "must be a HingeClassifier, a HingeRegressor or a HingeOneClassSVM"),
         (HingeClassifier(), {"epsilon": [0.1]}, {}, "epsilon is a regression's"),
     ],
 )
