@@ -77,7 +77,6 @@ same order whatever the split (1 and 2 threads give the same model).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -107,13 +106,20 @@ from worker.solvers.sampled_cuts.blocks import (
 )
 from worker.solvers.sampled_cuts.cuts import Cuts
 from worker.solvers.sampled_cuts.sampling import (
-    _MAX_REDRAWS,
     calibrate,
     combine_rows,
     default_pool_size,
     systematic_rows,
+    uniform_rows,
 )
-from worker.solvers.sampled_cuts.settings import DEFAULT_SAMPLE_SIZE, PAR_MIN_VALUES, SLICE_VALUES, SampledCutsSettings
+from worker.solvers.sampled_cuts.settings import (
+    DEFAULT_SAMPLE_SIZE,
+    PAR_MIN_VALUES,
+    SAMPLED_GAP_NOTE,
+    SLICE_VALUES,
+    SampledCutsSettings,
+    TraceClock,
+)
 
 MIN_CUTS_IN_MEMORY = 8
 """The fewest cuts whose cached scores the job's memory must hold for the linear variant to start."""
@@ -215,8 +221,7 @@ def solve_sampled_cuts_crammer_singer(
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
-    started = time.perf_counter()
-    trace_seconds = 0.0
+    clock = TraceClock(control)
     C_paper = C * n
     shift = 0.0 if bias is None else bias * bias
     kernel_spec = Kernel(np.int64(code), np.float64(gamma), np.float64(coef0), np.int64(degree), np.float64(shift))
@@ -242,13 +247,6 @@ def solve_sampled_cuts_crammer_singer(
     b_pairs, b_coef = np.zeros(0, dtype=np.int64), np.zeros(0)
     ones = np.ones(n)  # the rows' factors on C in the line search
     keys, wts = np.zeros(2 * n + 16), np.zeros(2 * n + 16)  # its breakpoints
-
-    def record(point: dict) -> None:
-        nonlocal trace_seconds
-        t0 = time.perf_counter()
-        point["elapsed_s"] = t0 - started - trace_seconds
-        control.record(point)
-        trace_seconds += time.perf_counter() - t0
 
     def scores_at(targets: np.ndarray, expansion: ClassExpansion) -> np.ndarray:
         out = np.zeros((targets.size, K))
@@ -317,7 +315,8 @@ def solve_sampled_cuts_crammer_singer(
                     targets = (cuts.A[:t, own].sum(axis=1) - cuts.A[:t, rival].sum(axis=1)) / n
                     coef = calibrate(coef, np.ascontiguousarray(cuts.A[:t, pairs].T), targets)
             else:
-                pairs, coef = _uniform_pairs(rng, violators, margins, classes, rivals, frac, r, xi + tol, draw, K)
+                picked, weight = uniform_rows(rng, violators, margins, frac, r, xi + tol, draw)
+                pairs, coef = class_terms(picked, classes[picked], rivals[picked], np.full(picked.size, weight), K)
             expansion = class_expansion(pairs, coef, K)
             a_block = np.zeros((n, K))
             chunk = max(1, SLICE_VALUES // max(1, expansion.rows.size))
@@ -376,14 +375,14 @@ def solve_sampled_cuts_crammer_singer(
                 qp_fallbacks += int(fell_back)
         point["basis_size"] = cuts.basis_size
         if iteration % int(trace_every) == 0:
-            record(point)
+            clock.record(point)
         reason = control.check()
         if reason is not None:
             stop_reason = reason
             break
     if converged:
         point["basis_size"] = cuts.basis_size
-        record(point)
+        clock.record(point)
 
     t = cuts.t
     alpha = cuts.alpha[:t]
@@ -399,8 +398,7 @@ def solve_sampled_cuts_crammer_singer(
             objective, master_dual, "the master problem's dual value, its weighted cuts exact (every loss row)"
         )
     else:
-        gap = {"gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
-               "approximation, not the optimum"}  # fmt: skip
+        gap = {"gap_note": SAMPLED_GAP_NOTE}
     rows, position = np.unique(pairs // K, return_inverse=True)
     dual_coef = np.zeros((K, rows.size))
     np.add.at(dual_coef, (pairs % K, position), gamma_pairs)
@@ -411,8 +409,8 @@ def solve_sampled_cuts_crammer_singer(
         converged=converged,
         stop_reason=stop_reason,
         objective=float(objective),
-        solver_seconds=time.perf_counter() - started - trace_seconds,
-        trace_seconds=trace_seconds,
+        solver_seconds=clock.solver_seconds(),
+        trace_seconds=clock.trace_seconds,
         trace=tuple(control.points),
         extra={
             "support_indices": rows.astype(np.int64),
@@ -435,18 +433,6 @@ def solve_sampled_cuts_crammer_singer(
             "master_smo_fallbacks": qp_fallbacks,
         },
     )
-
-
-def _uniform_pairs(rng, violators, margins, classes, rivals, frac, r, threshold, draw, n_classes):
-    """Algorithm 3, lines 17-20 as written: r loss rows drawn uniformly, weights |I| / (N r), drawn again until the
-    cut's value exceeds ``threshold``; after _MAX_REDRAWS draws the single most violating row."""
-    for _attempt in range(_MAX_REDRAWS):
-        _sampled_cuts_draw(rng, violators, violators.size, r, draw[:r])
-        picked = draw[:r]
-        if frac * float(np.mean(1.0 - margins[picked])) > threshold:
-            return class_terms(picked, classes[picked], rivals[picked], np.full(r, frac / r), n_classes)
-    worst = violators[np.argmin(margins[violators])]
-    return class_terms(np.array([worst]), classes[[worst]], rivals[[worst]], np.array([frac]), n_classes)
 
 
 def warm_up() -> None:

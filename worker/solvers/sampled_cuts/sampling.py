@@ -133,13 +133,20 @@ def default_pool_size(n_rows: int, sample_size: int) -> int:
     return int(min(POOL_MAX, max(sample_size, n_rows // POOL_FRACTION_INVERSE)))
 
 
-def uniform_cut(rng, violators, margins, y, frac, r, threshold, draw):
-    """Algorithm 3, lines 17-20 as written: r rows drawn uniformly from I, weights |I| / (N r), drawn again
-    until the cut's value exceeds ``threshold`` (xi + tol); after _MAX_REDRAWS draws the cut made of the
-    single most violating row, violated whenever the exact cut is (the proof of Corollary 2)."""
+def uniform_rows(rng, violators, margins, frac, r, threshold, draw) -> tuple[np.ndarray, float]:
+    """Algorithm 3, lines 17-20 as written: r rows drawn uniformly from I with weights |I| / (N r) (``frac`` =
+    |I| / N), drawn again until the cut's value exceeds ``threshold`` (xi + tol); after _MAX_REDRAWS draws the single
+    most violating row with weight ``frac``, violated whenever the exact cut is (the proof of Corollary 2). Returns
+    (the rows, possibly repeated, a view of ``draw`` or a new array; their common weight)."""
+    picked = draw[:r]
     for _attempt in range(_MAX_REDRAWS):
-        _sampled_cuts_draw(rng, violators, violators.size, r, draw)
-        if frac * float(np.mean(1.0 - margins[draw])) > threshold:
-            return combine_rows(draw, y[draw] * (frac / r))
-    worst = violators[np.argmin(margins[violators])]
-    return np.array([worst], dtype=np.int64), np.array([frac * y[worst]])
+        _sampled_cuts_draw(rng, violators, violators.size, r, picked)
+        if frac * float(np.mean(1.0 - margins[picked])) > threshold:
+            return picked, frac / r
+    return np.array([violators[np.argmin(margins[violators])]], dtype=np.int64), frac
+
+
+def uniform_cut(rng, violators, margins, y, frac, r, threshold, draw):
+    """The binary cut of ``uniform_rows``' rows: (unique rows ascending, coefficients y * weight summed)."""
+    rows, weight = uniform_rows(rng, violators, margins, frac, r, threshold, draw)
+    return combine_rows(rows, y[rows] * weight)

@@ -1,9 +1,10 @@
 """What the sampled-cut solvers (``sampled_cuts.solve``, binary; ``sampled_cuts.multiclass``, Crammer and Singer's)
-share of a job's settings: the fields they read (``SampledCutsSettings``), the variants and their default sample
-sizes, and how their kernel blocks are split."""
+share: the fields of a job's settings they read (``SampledCutsSettings``), the variants and their default sample
+sizes, how their kernel blocks are split, their clock and what they say of a gap they cannot certify."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 VARIANTS = ("linear", "constant", "subspace")
@@ -14,6 +15,31 @@ error on ijcnn1, where r = 400 was 0.2 above; constant r = 400, its Checkers row
 PAR_MIN_VALUES = 100_000
 """Kernel values below which a block is computed on one thread (read at each call, so tests can lower it)."""
 SLICE_VALUES = 4_000_000  # kernel values per chunk of the linear variant's A row
+SAMPLED_GAP_NOTE = (
+    "none certified: the cuts are sampled, so the master problem's value bounds the sampled approximation, not the "
+    "optimum"
+)
+"""The gap note of a model whose master problem holds sampled cuts."""
+
+
+class TraceClock:
+    """A solver's clock: seconds since it started, less those spent recording trace points (``record``)."""
+
+    def __init__(self, control) -> None:
+        self.control = control
+        self.started = time.perf_counter()
+        self.trace_seconds = 0.0
+
+    def record(self, point: dict) -> None:
+        """Stamp ``point`` with the solving time so far (``elapsed_s``) and hand it to the control."""
+        t0 = time.perf_counter()
+        point["elapsed_s"] = t0 - self.started - self.trace_seconds
+        self.control.record(point)
+        self.trace_seconds += time.perf_counter() - t0
+
+    def solver_seconds(self) -> float:
+        """The solving time so far, trace points excluded."""
+        return time.perf_counter() - self.started - self.trace_seconds
 
 
 class SampledCutsSettings(Protocol):

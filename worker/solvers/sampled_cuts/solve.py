@@ -109,7 +109,6 @@ about 1e-8 relative in the objective rather than exactly (measured: 3610.70358 b
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -144,9 +143,11 @@ from worker.solvers.sampled_cuts.sampling import calibrated_cut, default_pool_si
 from worker.solvers.sampled_cuts.settings import (
     DEFAULT_SAMPLE_SIZE,
     PAR_MIN_VALUES,
+    SAMPLED_GAP_NOTE,
     SLICE_VALUES,
     VARIANTS,
     SampledCutsSettings,
+    TraceClock,
 )
 from worker.solvers.sampled_cuts.subspace import solve_subspace
 
@@ -199,8 +200,7 @@ def solve_sampled_cuts(
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     data = np.ascontiguousarray(data, dtype=np.float64)
     control = control if control is not None else SolverControl()
-    started = time.perf_counter()
-    trace_seconds = 0.0
+    clock = TraceClock(control)
     n = y.size
     n_features = int(n_features)
     r = int(sample_size)
@@ -233,17 +233,10 @@ def solve_sampled_cuts(
     converged = False
     stop_reason = StopReason.MAX_ITER
 
-    def record(point: dict) -> None:
-        nonlocal trace_seconds
-        t0 = time.perf_counter()
-        point["elapsed_s"] = t0 - started - trace_seconds
-        control.record(point)
-        trace_seconds += time.perf_counter() - t0
-
     if variant == "subspace":
         basis, beta, passes, converged, stop_reason, primal, dual, computed = solve_subspace(
             indptr, indices, data, y, n_features=n_features, C=C, kernel=kernel, shift=shift, tol=tol, m=r,
-            max_iter=max_iter, seed=seed, control=control, record=record, threads=threads, memory_bytes=memory_bytes,
+            max_iter=max_iter, seed=seed, control=control, record=clock.record, threads=threads, memory_bytes=memory_bytes,
         )  # fmt: skip
         return SolverResult(
             w=None,
@@ -252,8 +245,8 @@ def solve_sampled_cuts(
             converged=converged,
             stop_reason=stop_reason,
             objective=primal,
-            solver_seconds=time.perf_counter() - started - trace_seconds,
-            trace_seconds=trace_seconds,
+            solver_seconds=clock.solver_seconds(),
+            trace_seconds=clock.trace_seconds,
             trace=tuple(control.points),
             extra={
                 "support_indices": basis,
@@ -301,7 +294,7 @@ def solve_sampled_cuts(
                 converged = True
                 stop_reason = StopReason.CONVERGED
                 point["basis_size"] = cuts.basis_size
-                record(point)
+                clock.record(point)
                 break
             frac = violators.size / n
             if sampling == "calibrated":  # the cut agrees with the exact one on the working set's span
@@ -360,7 +353,7 @@ def solve_sampled_cuts(
                     converged = True
                     stop_reason = StopReason.CONVERGED
                     point["basis_size"] = cuts.basis_size
-                    record(point)
+                    clock.record(point)
                     break
             else:
                 quiet = 0
@@ -378,7 +371,7 @@ def solve_sampled_cuts(
                 solve_master()
         point["basis_size"] = cuts.basis_size
         if iteration % int(trace_every) == 0:
-            record(point)
+            clock.record(point)
         reason = control.check()
         if reason is not None:
             stop_reason = reason
@@ -397,7 +390,7 @@ def solve_sampled_cuts(
         is_estimate = True
     rows, gamma_coef = cuts.expansion()
     b = shift * float(gamma_coef.sum())
-    solver_seconds = time.perf_counter() - started - trace_seconds
+    solver_seconds = clock.solver_seconds()
     extra = {
         "support_indices": rows,
         "dual_coef": gamma_coef,
@@ -409,8 +402,7 @@ def solve_sampled_cuts(
         "xi": xi,
         "master_dual": master_dual,
         "objective_is_estimate": is_estimate,
-        "gap_note": "none certified: the cuts are sampled, so the master problem's value bounds the sampled "
-        "approximation, not the optimum",
+        "gap_note": SAMPLED_GAP_NOTE,
         "kernel": dict(kernel),
         "bias_feature": bias,
         "variant": variant,
@@ -427,7 +419,7 @@ def solve_sampled_cuts(
         stop_reason=stop_reason,
         objective=float(objective),
         solver_seconds=solver_seconds,
-        trace_seconds=trace_seconds,
+        trace_seconds=clock.trace_seconds,
         trace=tuple(control.points),
         extra=extra,
     )
