@@ -10,6 +10,9 @@ constant variant at their defaults (tol 1e-3), each stopped at ``--max-seconds``
 tests/benchmarks/results/bench_crammer_singer_kernel.json.
 
     .venv/bin/python -m tests.benchmarks.bench_crammer_singer_kernel --data dna.scale,pendigits,letter.scale
+
+``--C``, ``--gamma`` and ``--sample-size`` replace the settings for every data set given, ``--variants`` picks ours,
+``--out`` names the JSON (for the sample-size comparisons of tests/benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ def scores(result, X_train, X, gamma: float) -> np.ndarray:
     return np.asarray(expansion.decision_function(X.indptr, X.indices, X.data)).reshape(X.shape[0], -1)
 
 
-def ours(X_train, classes, n_classes, X_test, test_classes, C, gamma, variant, max_seconds) -> dict:
+def ours(X_train, classes, n_classes, X_test, test_classes, C, gamma, variant, max_seconds, sample_size=None) -> dict:
     params = SimpleNamespace(
-        C=C, kernel={"type": "rbf", "gamma": gamma}, variant=variant, sampling="calibrated", sample_size=None,
+        C=C, kernel={"type": "rbf", "gamma": gamma}, variant=variant, sampling="calibrated", sample_size=sample_size,
         pool_size=None, p=4, tol=1e-3, max_inactive=20, max_iter=10000, bias=1.0, seed=0,
     )  # fmt: skip
     started = time.perf_counter()
@@ -80,11 +83,18 @@ def main() -> None:
     parser.add_argument("--data", default="dna.scale,pendigits,letter.scale")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=300.0, help="each of our runs stops there (a deadline)")
+    parser.add_argument("--C", type=float, help="C for every data set (default: SETTINGS')")
+    parser.add_argument("--gamma", type=float, help="gamma for every data set (default: SETTINGS')")
+    parser.add_argument("--sample-size", type=int, help="our sample_size (default: the service's, None)")
+    parser.add_argument("--variants", default="linear,constant", help="our variants to run")
+    parser.add_argument("--out", default=str(RESULTS / "bench_crammer_singer_kernel.json"))
     args = parser.parse_args()
     warm_up()
     out: dict = {"note": __doc__.split("\n\n")[0], "data": {}}
     for name in args.data.split(","):
         C, gamma = SETTINGS[name]
+        C = C if args.C is None else args.C
+        gamma = gamma if args.gamma is None else args.gamma
         train_path, test_path = DATA_DIR / f"{name}.svm.gz", DATA_DIR / f"{name}.t.svm.gz"
         X_train, y_train = load_svmlight_file(str(train_path))
         X_test, y_test = load_svmlight_file(str(test_path), n_features=X_train.shape[1])
@@ -93,12 +103,24 @@ def main() -> None:
         with tempfile.NamedTemporaryFile(suffix=".svm") as plain:
             plain.write(gzip.decompress(train_path.read_bytes()))
             plain.flush()
-            runs: dict[str, list[dict]] = {"libsvm_ovo": [], "linear": [], "constant": []}
+            variants = args.variants.split(",")
+            runs: dict[str, list[dict]] = {"libsvm_ovo": [], **{variant: [] for variant in variants}}
             for _ in range(args.repeats):
                 runs["libsvm_ovo"].append(libsvm(plain.name, X_train, y_train, X_test, y_test, C, gamma))
-                for variant in ("linear", "constant"):
+                for variant in variants:
                     runs[variant].append(
-                        ours(X_train, classes, labels.size, X_test, test_classes, C, gamma, variant, args.max_seconds)
+                        ours(
+                            X_train,
+                            classes,
+                            labels.size,
+                            X_test,
+                            test_classes,
+                            C,
+                            gamma,
+                            variant,
+                            args.max_seconds,
+                            args.sample_size,
+                        )
                     )
         summary = {
             key: {field: statistics.median(r[field] for r in rows) if isinstance(rows[0][field], float) else rows[0][field]
@@ -108,8 +130,8 @@ def main() -> None:
         out["data"][name] = {"C": C, "gamma": gamma, "rows": int(X_train.shape[0]), "classes": int(labels.size),
                              **summary}  # fmt: skip
         print(name, json.dumps(out["data"][name]), flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_crammer_singer_kernel.json").write_text(json.dumps(out, indent=1))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
