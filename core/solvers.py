@@ -312,7 +312,7 @@ BUILT_IN = (
         stopping=cut_stopping,
         model_kind="kernel",
         compile_units=("common", "kernels", "line_search", "ocas_multiclass"),
-        compile_s=14.4,
+        compile_s=18.4,
         threads="n_threads",
         memory_bound=True,
     ),
