@@ -194,8 +194,8 @@ def test_a_job_says_how_many_cores_it_got_and_why(http):
 
     dataset = upload(http, to_svmlight(*sparse_problem(400, 30, 5, seed=3))).json()
 
-    def run(params: dict) -> dict:
-        response = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd", "params": params})
+    def run(params: dict, data: dict = dataset) -> dict:
+        response = http.post("/v1/jobs", json={"dataset_id": data["id"], "solver": "dcd", "params": params})
         assert response.status_code == 202, response.text
         job = wait_job(http, response.json()["id"])
         assert job["status"] == "succeeded", job
@@ -212,3 +212,27 @@ def test_a_job_says_how_many_cores_it_got_and_why(http):
 
     capped = run({"search": {"C": [0.1, 1.0], "cv_folds": 3}, "n_processes": 1})
     assert capped["wanted"] == 1 and capped["cores"] == 1 and "n_processes 1 requested" in capped["reason"]
+
+    # one-vs-rest on 400 rows fits its problems in the job's own process; on 1,200 rows side by side
+    few = upload(http, to_svmlight(*sparse_problem(400, 30, 5, seed=3, n_classes=3))).json()
+    many = upload(http, to_svmlight(*sparse_problem(1200, 30, 5, seed=3, n_classes=3))).json()
+    small = run({"C": 1.0}, few)
+    assert small["wanted"] == 1 and "400 rows, too few to gain from a process per problem" in small["reason"]
+    side_by_side = run({"C": 1.0}, many)
+    assert side_by_side["wanted"] == min(machine, 3) and "3 binary problems side by side" in side_by_side["reason"]
+
+
+def test_small_data_wants_one_core_unless_processes_are_asked_for():
+    from core.solvers import solver_params
+
+    def wanted(params: dict, rows: int, nonzeros: int, problems: int = 3) -> int:
+        return core_budget.wanted_cores("dcd", solver_params("dcd", params), problems, 4, rows=rows, nonzeros=nonzeros)[
+            0
+        ]
+
+    assert wanted({}, 150, 600) == 1  # iris: a fork per class would cost more than the three fits
+    assert wanted({"probability": True}, 150, 600, problems=1) == 1
+    assert wanted({}, 999, 19_999) == 1
+    assert wanted({}, 1_000, 600) == 3 and wanted({}, 150, 20_000) == 3  # not small: a process per problem
+    assert wanted({"n_processes": 2}, 150, 600) == 2  # asked for: given
+    assert wanted({"search": {"C": [0.1, 1.0]}}, 150, 600) == 4  # a search shares its processes over many fits

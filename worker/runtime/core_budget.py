@@ -18,8 +18,9 @@ drops the entries of workers whose heartbeat key is gone (a worker killed while 
 jobs no longer running (a work horse killed while its job held cores: the worker lives on, idle).
 
 * **Lease.** A job asks, when it starts, for the cores it can use (``wanted_cores``: 1 for one dcd
-  problem; every core for a search, one-vs-rest, probability or a problem whose solver has threads; at
-  most its ``n_processes`` and ``HINGE_WORKER_CORES`` when set) and gets the free ones. With none free it
+  problem, and for one-vs-rest or probability on a few hundred rows; every core for a search, one-vs-rest,
+  probability or a problem whose solver has threads; at most its ``n_processes`` and ``HINGE_WORKER_CORES``
+  when set) and gets the free ones. With none free it
   waits (progress phase ``waiting for a core``), asking again every ``WAIT_POLL_S``, and is listed as
   waiting.
 * **Follow.** While it runs it asks again (``CoreLease.allowed``, at most every ``REFRESH_S``, or at
@@ -124,10 +125,26 @@ def machine_id() -> str:
         return socket.gethostname()
 
 
-def wanted_cores(solver: str, params, n_problems: int, machine_cores: int) -> tuple[int, str]:
-    """The cores a job can use, and why: its parallel pieces, capped by ``n_processes`` and ``HINGE_WORKER_CORES``."""
+SMALL_JOB_ROWS = 1_000
+"""A job on fewer rows than this and fewer than ``SMALL_JOB_NONZEROS`` stored values runs on one core (unless its
+``n_processes`` asks for more, or it is a search): side by side, each of its problems or calibration folds would
+start a process (a fork of the worker, with its memory: about 3 ms of its CPU, then the result sent back), more
+than such a problem takes to fit (iris, 3 classes: 38 -> 22 ms of the worker's CPU per job on one core). A search
+still runs its fits side by side: it has many to share the processes' cost."""
+SMALL_JOB_NONZEROS = 20_000
+"""See ``SMALL_JOB_ROWS``."""
+
+
+def wanted_cores(
+    solver: str, params, n_problems: int, machine_cores: int, *, rows: int | None = None, nonzeros: int | None = None
+) -> tuple[int, str]:
+    """The cores a job can use, and why: its parallel pieces, capped by ``n_processes`` and ``HINGE_WORKER_CORES``;
+    one core for data too small to gain from processes (``rows`` and ``nonzeros``, when given: ``SMALL_JOB_ROWS``)."""
+    small = rows is not None and nonzeros is not None and rows < SMALL_JOB_ROWS and nonzeros < SMALL_JOB_NONZEROS
     if params.search is not None:
         useful, why = machine_cores, "a search runs its fits side by side"
+    elif small and params.n_processes is None and (n_problems > 1 or params.probability):
+        useful, why = 1, f"{rows} rows, too few to gain from a process per problem"
     elif n_problems > 1:
         useful, why = min(machine_cores, n_problems), f"{n_problems} binary problems side by side"
     elif params.probability:

@@ -202,7 +202,14 @@ def _train_and_record(
         sink = TraceSink(jobs, job_id, settings.trace_flush_s, n_problems)
         sink.run = run
         poller = CancelPoller(jobs, job_id, settings.cancel_poll_s)
-        wanted, why = core_budget.wanted_cores(job.solver, params, n_problems, usable_cores())
+        wanted, why = core_budget.wanted_cores(
+            job.solver,
+            params,
+            n_problems,
+            usable_cores(),
+            rows=int(np.asarray(arrays["indptr"]).size) - 1,
+            nonzeros=int(np.asarray(arrays["data"]).size),
+        )
         with core_budget.leased(client, jobs, job_id, worker_id(), wanted, why, poller) as granted:
             if not granted:
                 return no_core(jobs, client, job, run, mine, "the job")

@@ -120,6 +120,11 @@ class SolverControl:
 
 def _json_number(value: Any) -> Any:
     """Turn numpy scalars into Python numbers and non-finite floats into None (JSON has no inf)."""
+    kind = type(value)
+    if kind is int or kind is bool or kind is str or value is None:  # most of a point: nothing to turn
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (float, np.floating)):
@@ -448,9 +453,9 @@ def run_dual_passes(
             trace_seconds, elapsed,
         ):  # fmt: skip
             last = certified if certified is not None else objectives()
-            trace_seconds += time.perf_counter() - trace_clock
             point = dual_trace_point(iteration, elapsed, last[0], last[1], violation, active_size())
-            control.record(point)
+            control.record(point)  # (its time counts in the budget: on a few hundred rows it is the point's cost)
+            trace_seconds += time.perf_counter() - trace_clock
             trace.append(dict(point))
         if finished:
             break
