@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -23,47 +23,25 @@ from sklearn.datasets import load_iris, make_blobs
 
 from hinge_client import HingeClassifier
 from service.embedded_redis import free_port
-from tests.benchmarks.bench_scale import start_serve, stop_serve, wait_ready
+from tests.benchmarks.bench_scale import CLOCK_TICKS, process_tree, role, start_serve, stop_serve, wait_ready
 from tests.benchmarks.environment import machine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_small_jobs.json"
 
 
-def _descendants(pid: int) -> list[int]:
-    """The pid and every process below it."""
-    found, frontier = [pid], [pid]
-    while frontier:
-        parent = frontier.pop()
-        try:
-            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-        except OSError:
-            continue
-        found.extend(int(child) for child in children)
-        frontier.extend(int(child) for child in children)
-    return found
-
-
 def _cpu_by_role(root: int) -> dict[str, float]:
-    """CPU seconds (user + system, waited-for children included) of the service's processes, by role."""
-    tick = os.sysconf("SC_CLK_TCK")
-    roles: dict[str, float] = {}
-    for pid in _descendants(root):
+    """CPU seconds (user + system, waited-for children included: the subtask processes a job forked) of the
+    service's processes, by ``bench_scale.role``."""
+    roles: dict[int, str] = {}
+    seconds: dict[str, float] = {}
+    for pid in process_tree(root):  # parents before their children, as role() needs
+        name = roles[pid] = role(pid, roles)
         try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        role = (
-            "worker"
-            if "-m worker" in command
-            else "api"
-            if " api " in command
-            else "redis"
-            if "redis" in command
-            else "other"
-        )
-        roles[role] = roles.get(role, 0.0) + sum(int(value) for value in fields[11:15]) / tick
-    return roles
+        seconds[name] = seconds.get(name, 0.0) + sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
+    return seconds
 
 
 def main() -> None:
@@ -75,7 +53,8 @@ def main() -> None:
     X_iris, y_iris = load_iris(return_X_y=True)
     X_blobs, y_blobs = make_blobs(n_samples=30, random_state=0, n_features=2, centers=2)
     port = free_port()
-    serve = start_serve(port, 1, Path(f"/tmp/hinge-bench-small-jobs-{port}"))
+    data_dir = Path(f"/tmp/hinge-bench-small-jobs-{port}")
+    serve = start_serve(port, 1, data_dir)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, all_kernels=True)
@@ -91,12 +70,13 @@ def main() -> None:
         seconds, after = time.perf_counter() - began, _cpu_by_role(serve.pid)
     finally:
         stop_serve(serve)
+        shutil.rmtree(data_dir, ignore_errors=True)
     n = 2 * args.fits
     report = {
         "machine": machine(),
         "fits": n,
         "wall_ms_per_fit": round(1000 * seconds / n, 2),
-        "cpu_ms_per_fit": {role: round(1000 * (after[role] - before.get(role, 0.0)) / n, 2) for role in sorted(after)},
+        "cpu_ms_per_fit": {name: round(1000 * (after[name] - before.get(name, 0.0)) / n, 2) for name in sorted(after)},
     }
     print(json.dumps(report, indent=1))
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
