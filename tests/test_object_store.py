@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 import time
 
@@ -444,3 +445,31 @@ def test_no_credentials_at_all_is_said_in_those_words(s3_server, monkeypatch):
     store = s3_server.store(access_key_id=None, secret_access_key=None, retry_s=1.0)
     with pytest.raises(StoreRefused, match="no credentials.*HINGE_S3_ACCESS_KEY_ID"):
         store.ping()
+
+
+def test_the_cache_evicts_the_least_recently_used_copies_to_fit_its_budget(client, objects, tmp_path):
+    """A budget for about two copies: fetching a third removes the copy used longest ago, keeps the one just used;
+    a copy another process removed meanwhile is neither counted nor removed again."""
+    root = tmp_path / "cache"
+    ids = ["ds_one", "ds_two", "ds_three", "ds_four"]
+    for dataset_id in ids:
+        (tmp_path / dataset_id).mkdir()
+        store, _ = store_dataset(client, objects, tmp_path / dataset_id, dataset_id=dataset_id, n_rows=600)
+    folder_bytes = []
+    for dataset_id in ids[:2]:
+        cache.load(store, dataset_id, "public", root, 1 << 30)
+        folder_bytes.append(sum(f.stat().st_size for f in (root / "datasets" / dataset_id).iterdir()))
+        time.sleep(0.05)  # the markers' times order the copies
+    budget = int(2.5 * max(folder_bytes))
+    cache.load(store, "ds_one", "public", root, budget)  # used again: ds_two is now the oldest
+    time.sleep(0.05)
+    cache.load(store, "ds_three", "public", root, budget)
+    assert sorted(p.name for p in (root / "datasets").iterdir() if not p.name.startswith(".")) == ["ds_one", "ds_three"]
+    shutil.rmtree(root / "datasets" / "ds_one")  # another process sharing the cache evicted it
+    time.sleep(0.05)
+    _, arrays = cache.load(store, "ds_four", "public", root, budget)
+    assert sorted(p.name for p in (root / "datasets").iterdir() if not p.name.startswith(".")) == [
+        "ds_four",
+        "ds_three",
+    ]
+    assert arrays["indptr"].size == 601
