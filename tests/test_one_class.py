@@ -196,3 +196,27 @@ def test_linear_one_class_on_dcd_is_liblinear_s21(http, cancer):
             "params": params if "nu" in params else {"loss": "one_class", **params},
         }
         assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", fragment)
+
+
+@pytest.mark.parametrize("pattern", ["random", "sorted", "reversed", "few values", "all equal", "sawtooth"])
+def test_the_linear_one_class_pairs_the_most_violating_candidates_whatever_their_order(pattern):
+    """dcd's one-class pass steps on the most violating candidates only (worker/solvers/dcd_one_class.py,
+    ``_most_violating``): the count smallest keys, in ascending order, with their ids, for keys in any order and with
+    ties (a sorted or reversed order once made its splits lopsided; pivots come from a sample)."""
+    from worker.solvers.dcd_one_class import _most_violating
+
+    rng = np.random.default_rng(5)
+    n = 5000
+    keys = {
+        "random": rng.random(n),
+        "sorted": np.sort(rng.random(n)),
+        "reversed": np.sort(rng.random(n))[::-1].copy(),
+        "few values": rng.integers(0, 7, n).astype(float),
+        "all equal": np.ones(n),
+        "sawtooth": (np.arange(n) % 63).astype(float),
+    }[pattern]
+    for count in (1, 2, 499, 2500, n - 1, n):
+        work_keys, ids = keys.copy(), np.arange(n, dtype=np.int64)
+        _most_violating(ids, work_keys, count, np.empty(n, dtype=np.int64), np.empty(n))
+        assert np.array_equal(work_keys[:count], np.sort(keys)[:count])
+        assert np.array_equal(keys[ids], work_keys) and np.array_equal(np.sort(ids), np.arange(n))
