@@ -492,12 +492,15 @@ class RelativeRulePasses:
     violation, as ``run_dual_passes`` sees it, is its summed violation over the first pass's; the next pass shrinks
     against this one's largest; the rule on shrunk coordinates brings them all back for a pass without shrinking.
     ``rule_scale`` multiplies the first pass's summed violation in the rule: LIBLINEAR -s 5 and -s 6 stop at tol times
-    min(positives, negatives) / rows times it (``l1_rule_scale``), -s 12/13 and -s 21 at tol times it (1)."""
+    min(positives, negatives) / rows times it (``l1_rule_scale``), -s 12/13 and -s 21 at tol times it (1).
+    ``every_pass_full``: every pass starts with every coordinate and shrinks within itself only (newGLMNET's outer
+    iterations, whose gradient covers every feature anyway), so that the rule is checked on all of them each pass."""
 
-    def __init__(self, size: int, run_pass, rule_scale: float = 1.0) -> None:
+    def __init__(self, size: int, run_pass, rule_scale: float = 1.0, every_pass_full: bool = False) -> None:
         self.size = size
         self.run_pass = run_pass
         self.rule_scale = rule_scale
+        self.every_pass_full = every_pass_full
         self.resume = np.array([-1.0, 0.0, 0.0])
         self.active = size  # the coordinates the passes visit
         self.shrink_at = math.inf  # none in the first pass, nor in the pass after every coordinate came back
@@ -509,6 +512,8 @@ class RelativeRulePasses:
     def one_pass(self, stop_at: float) -> tuple[float, bool]:
         """A pass, or its slice up to ``stop_at``: (summed violation over the first pass's, done)."""
         if self.resume[0] < 0.0:
+            if self.every_pass_full:
+                self.active = self.size
             self.full = self.active == self.size
         self.active, self.worst, total, done = self.run_pass(self.active, self.shrink_at, self.resume, stop_at)
         if not done:
@@ -523,14 +528,14 @@ class RelativeRulePasses:
     def after_pass(self, ratio: float, threshold: float) -> bool:
         """Whether the rule holds on every coordinate (else the next pass's shrinking threshold, or all back)."""
         if ratio >= threshold:
-            if not self.full and ratio < RECHECK_SHRUNK * self.full_ratio:
+            if not self.full and not self.every_pass_full and ratio < RECHECK_SHRUNK * self.full_ratio:
                 # the shrunk problem's violation fell a hundredfold since every coordinate was last seen: see them all
                 # again, so that one shrunk wrongly comes back now, not once the shrunk problem is solved to tol
                 self.active, self.shrink_at = self.size, math.inf
                 return False
             self.shrink_at = self.worst if self.worst > 0.0 else math.inf
             return False
-        if not (self.full and self.active == self.size):
+        if not (self.full and (self.active == self.size or self.every_pass_full)):
             self.active, self.shrink_at = self.size, math.inf
             return False
         return True
