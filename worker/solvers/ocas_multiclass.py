@@ -57,14 +57,31 @@ from worker.solvers.reduced_qp import ReducedProblem
 
 MIN_CUTS_IN_MEMORY = 8
 """The fewest cuts the memory ceiling must hold for a Crammer-Singer ocas to start."""
+CLASS_MAJOR_MAX_K = 4
+"""Up to this many classes, a pass over the rows computes one class's outputs at a time (``_outputs``)."""
 
 
 @njit(cache=True)
 def _outputs(indptr, indices, data, B, W, O):
-    """O[i, :] = <x_i, W> over the augmented rows (W: (n_features + 1) x K, the last row the bias feature's)."""
+    """O[i, :] = <x_i, W> over the augmented rows (W: (n_features + 1) x K, the last row the bias feature's), each
+    sum in the row's entry order. Up to ``CLASS_MAJOR_MAX_K`` classes, one sparse pass per class over a transposed
+    copy of W (dna, 91,000 entries: 146 / 238 / 290 us for K = 2 / 3 / 4 against 280-300 us for the classes inside
+    each entry's loop); with more classes, the classes inside (flat in K up to about 8; letter's 26 classes take a
+    quarter of the time of 26 passes)."""
     n = indptr.shape[0] - 1
     K = W.shape[1]
     d = W.shape[0] - 1
+    if K <= CLASS_MAJOR_MAX_K:
+        W_by_class = np.ascontiguousarray(W.T)
+        for k in range(K):
+            w = W_by_class[k]
+            start = B * w[d]
+            for i in range(n):
+                acc = start
+                for p in range(indptr[i], indptr[i + 1]):
+                    acc += data[p] * w[indices[p]]
+                O[i, k] = acc
+        return
     for i in range(n):
         o = O[i]
         for k in range(K):
@@ -171,6 +188,34 @@ def _update(yc, cost, O_b, O_t, k_step, lam, violator):
         if arg_c >= 0:
             offset += cost[i]
     return risk, offset
+
+
+@njit(cache=True)
+def _inner_products(cuts, held, Z):
+    """<cuts[held[j]], Z> (Frobenius) for each j: the new cut's row of the reduced problem's Gram matrix (read in
+    place: the held cuts are not gathered into a copy)."""
+    out = np.empty(held.shape[0])
+    z = Z.reshape(-1)
+    for j in range(held.shape[0]):
+        c = cuts[held[j]].reshape(-1)
+        acc = 0.0
+        for e in range(z.shape[0]):
+            acc += c[e] * z[e]
+        out[j] = acc
+    return out
+
+
+@njit(cache=True)
+def _combination(cuts, held, alpha, W):
+    """W = sum_j alpha_j cuts[held[j]], over the cuts with alpha_j != 0, in place."""
+    w = W.reshape(-1)
+    w[:] = 0.0
+    for j in range(held.shape[0]):
+        a = alpha[j]
+        if a != 0.0:
+            c = cuts[held[j]].reshape(-1)
+            for e in range(w.shape[0]):
+                w[e] += a * c[e]
 
 
 @njit(cache=True)
@@ -292,18 +337,16 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
         slot = free.pop()
         Z = cuts[slot]
         _cut(indptr, indices, data, B, yc, cost, violator, Z)
-        flat = Z.reshape(-1)
         held = rp.slot[: rp.t]
-        h_row = cuts[held].reshape(held.size, -1) @ flat if held.size else np.zeros(0)
-        rp.add_cut(h_row, float(flat @ flat), pending, slot)
+        h_row = _inner_products(cuts, held, Z)
+        rp.add_cut(h_row, float(np.vdot(Z, Z)), pending, slot)
         for dropped in rp.drop_inactive(int(params.max_inactive)):
             free.append(int(dropped))
         t1 = time.perf_counter()
         qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
         dual, _, _ = rp.solve(qp_tol)
         lower = max(lower, dual)
-        held = rp.slot[: rp.t]
-        W_t = np.tensordot(rp.alpha[: rp.t], cuts[held], axes=1) if rp.t else np.zeros((D, K))
+        _combination(cuts, rp.slot[: rp.t], rp.alpha[: rp.t], W_t)
         t2 = time.perf_counter()
         _outputs(indptr, indices, data, B, W_t, O_t)
         stopped = control.check()
