@@ -201,7 +201,7 @@ def _outer(indptr, indices, data, sq, w, alpha, G, index, active, tol, scratch, 
     for k in range(pairs):
         i = ups[k]
         j = lows[k]
-        if -G[i] + G[j] <= tol:  # the pairs left violate less than tol (by their gradients at the pass)
+        if -up_keys[k] - low_keys[k] <= tol:  # -G_i + G_j: the pairs left violate less than tol (at the pass)
             break
         if i == j:
             continue
