@@ -65,6 +65,7 @@ from worker.solvers.common import (
     shuffle_prefix,
 )
 from worker.solvers.dcd_l1 import SIGMA, columns, margins, newton_step, subgradient_violation
+from worker.solvers.kernels import fast_exp
 
 
 @njit(cache=True, inline="always")
@@ -94,7 +95,7 @@ NU = 1e-12
 
 @njit(cache=True)
 def _newton_iteration(
-    col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n_rows, rng, state, work, G, Hd, d, inner
+    col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n_rows, rng, state, work, Dx, G, Hd, d, inner
 ):
     """One outer iteration (module docstring) over the features index[:active], outer shrinking against
     ``shrink_at``: its gradient, violation and shrinking, the inner coordinate descent and the line search.
@@ -102,7 +103,8 @@ def _newton_iteration(
     an inner_tol below 1e-15 (no step left above rounding), the loss at t]; ``work``: 5 x n scratch (the loss's
     gradient factors, D, X d, exp(-|t|), the line search's exp(-|t + lambda X d|)): each row's one exponential
     and one logarithm a line search's try are all the transcendental work of an iteration (the next one's tau and
-    loss come from them). Returns (active, largest violation, summed violation, True)."""
+    loss come from them); ``Dx``: D_i x_ij per stored entry (written with the gradient, read by the inner passes
+    in column order instead of D at random rows). Returns (active, largest violation, summed violation, True)."""
     n = t.shape[0]
     g1 = work[0]
     D = work[1]
@@ -127,7 +129,9 @@ def _newton_iteration(
             i = col_rows[p]
             v = col_vals[p]
             g += g1[i] * v
-            h += D[i] * v * v
+            dv = D[i] * v
+            Dx[p] = dv
+            h += dv * v
         G[j] = g
         Hd[j] = h
         violation, shrinkable = subgradient_violation(g, w[j], shrink_at / n_rows)
@@ -160,7 +164,7 @@ def _newton_iteration(
             gq = G[j]
             for p in range(col_ptr[j], col_ptr[j + 1]):
                 i = col_rows[p]
-                gq += D[i] * col_vals[p] * u[i]
+                gq += Dx[p] * u[i]
             h = Hd[j]
             wpd = w[j] + d[j]
             violation, shrinkable = subgradient_violation(gq, wpd, largest_old / n_rows)
@@ -205,11 +209,11 @@ def _newton_iteration(
         for s in range(active):
             j = index[s]
             change += abs(w[j] + step * d[j]) - abs(w[j])
+        for i in range(n):  # (a loop of its own: fast_exp vectorizes)
+            e_try[i] = fast_exp(-abs(t[i] + step * u[i]))
         loss = 0.0
-        for i in range(n):
-            margin = t[i] + step * u[i]
-            e_try[i] = math.exp(-abs(margin))  # log(1 + exp(-m)) = log1p(exp(-|m|)) + max(-m, 0)
-            loss += costs[i] * (math.log1p(e_try[i]) + max(-margin, 0.0))
+        for i in range(n):  # log(1 + exp(-m)) = log1p(exp(-|m|)) + max(-m, 0)
+            loss += costs[i] * (math.log1p(e_try[i]) + max(-(t[i] + step * u[i]), 0.0))
         if change + loss - loss_old <= SIGMA * step * delta:
             for s in range(active):
                 j = index[s]
@@ -275,13 +279,14 @@ def solve_l1_logistic(
     # inner_tol, the first iteration's summed violation, stalled line searches, the loss at t = 0
     state = np.array([1.0, -1.0, 0.0, float(costs.sum()) * math.log(2.0)])
     work = np.zeros((5, n))
+    Dx = np.empty(col_vals.size)  # D_i x_ij per stored entry, column order: the inner passes read it in order
     work[3] = 1.0  # exp(-|t|) at t = 0
     G, Hd, d = np.zeros(width), np.zeros(width), np.zeros(width)
     inner = np.zeros(width, dtype=np.int64)
     passes = RelativeRulePasses(
         width,
         lambda active, shrink_at, resume, stop_at: _newton_iteration(
-            col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n, rng, state, work, G, Hd, d, inner
+            col_ptr, col_rows, col_vals, costs, t, w, index, active, shrink_at, n, rng, state, work, Dx, G, Hd, d, inner
         ),
         rule_scale=l1_rule_scale(y),
         every_pass_full=True,
