@@ -115,7 +115,7 @@ def get_row(p, length, X, kp, ca, istate):
     fill = slot_fill[s]
     if fill < length:
         istate[IS_MISSES] += 1
-        kernel_row(p, fill, length, X, kp, cache, base, 0.0, False, istate)
+        kernel_row(p, fill, length, X, kp, cache, base, 0.0, np.bool_(False), istate)
         slot_fill[s] = length
         istate[IS_COMPUTED] += length - fill
     else:

@@ -84,7 +84,7 @@ def _extremes_parallel(y, G, status, active, n_chunks, part_f, part_g, part_i):
 @njit(cache=True)
 def extremes(y, G, status, active):
     """(m, M, i_max) over the active variables: m = max_{I_up} F, M = min_{I_low} F."""
-    return _extremes_range(y, G, status, 0, active)
+    return _extremes_range(y, G, status, np.int64(0), active)
 
 
 @njit(cache=True)
@@ -93,7 +93,7 @@ def extremes_threads(X, G, status, active, istate):
     threads = istate[IS_THREADS]
     y = X.y
     if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
-        return _extremes_range(y, G, status, 0, active)
+        return _extremes_range(y, G, status, np.int64(0), active)
     part_f, part_g, part_i = X.part_f, X.part_g, X.part_i
     _extremes_parallel(y, G, status, active, threads, part_f, part_g, part_i)
     m = -np.inf
@@ -162,7 +162,7 @@ def _select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, n_chunks, 
 @njit(cache=True)
 def select_j(i, m, base_i, y, G, QD, status, cache, active):
     """Second-order choice of j given i (F_i = m): argmax (m - F_t)^2 / eta_it over I_low with F_t < m."""
-    return _select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+    return _select_j_range(i, m, base_i, y, G, QD, status, cache, np.int64(0), active)[0]
 
 
 @njit(cache=True)
@@ -171,7 +171,7 @@ def select_j_threads(i, m, base_i, X, G, QD, status, cache, active, istate):
     threads = istate[IS_THREADS]
     y = X.y
     if threads <= 1 or active < istate[IS_PAR_MIN_SCAN]:
-        return _select_j_range(i, m, base_i, y, G, QD, status, cache, 0, active)[0]
+        return _select_j_range(i, m, base_i, y, G, QD, status, cache, np.int64(0), active)[0]
     part_f, part_i = X.part_f, X.part_i
     _select_j_parallel(i, m, base_i, y, G, QD, status, cache, active, threads, part_f, part_i)
     j = -1

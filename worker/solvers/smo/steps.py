@@ -122,7 +122,7 @@ def _gbar_row(p, coef, n, X, kp, ca, istate, G_bar):
     base = get_row(p, lim, X, kp, ca, istate)
     axpy(G_bar, coef, cache, base, 0, lim, X, istate)
     if lim < n:
-        kernel_row(p, lim, n, X, kp, G_bar, 0, coef, True, istate)
+        kernel_row(p, lim, n, X, kp, G_bar, np.int64(0), coef, np.bool_(True), istate)
         istate[IS_COMPUTED] += n - lim
         istate[IS_UNCACHED] += n - lim
 
@@ -254,7 +254,7 @@ def shrink(n, budget, X, orig, ca, V, istate, swap_p, swap_q, tol):
         if active < n:
             return RUN_RECONSTRUCT
     n_swaps = 0
-    i = 0
+    i = np.int64(0)
     a = active
     while i < a:
         if _shrinkable(i, mp, Mp, mn, Mn, y, G, status):
@@ -363,7 +363,7 @@ def _platt_examine(i2, n, X, kp, ca, V, istate, fstate, rng, eps):
     if not ((r2 < -eps and st != UPPER) or (r2 > eps and st != LOWER)):
         return 0
     base2 = get_row(i2, active, X, kp, ca, istate)
-    best = -1
+    best = np.int64(-1)  # (a constant -1 would compile a copy of the whole step chain for p = -1)
     best_v = -1.0
     n_free = 0
     for t in range(active):
@@ -467,7 +467,7 @@ def start_from(alpha, gradient, gradient_bar, X, kp, V, istate, n):
         need_bar = not given_bar and V.status[j] == UPPER
         if not (need_g or need_bar):
             continue
-        kernel_row(j, 0, n, X, kp, row, 0, 1.0, False, istate)
+        kernel_row(j, np.int64(0), n, X, kp, row, np.int64(0), 1.0, np.bool_(False), istate)
         if need_g:
             for t in range(n):
                 V.G[t] += a * row[t]

@@ -164,7 +164,7 @@ def team_row(p, lo, hi, X, kp, out, base, coef, accumulate):
     team = X.team
     team[T_P] = p
     X.team_coef[0] = coef
-    seq, n_chunks = _publish(team, TEAM_ROW, lo, hi, out, base, accumulate)
+    seq, n_chunks = _publish(team, np.int64(TEAM_ROW), lo, hi, out, base, accumulate)
     _take_row_chunks(seq, team, p, lo, hi, n_chunks, X, kp, out, base, coef, accumulate)
     _wait_done(team, n_chunks)
 
@@ -177,7 +177,7 @@ def _team_update(kind, v, a_i, a_j, cache, base_i, base_j, lo, hi, X):
     team[T_BASE_J] = base_j
     X.team_coef[0] = a_i
     X.team_coef[1] = a_j
-    seq, n_chunks = _publish(team, kind, lo, hi, v, base_i, False)
+    seq, n_chunks = _publish(team, kind, lo, hi, v, base_i, np.bool_(False))
     _take_update_chunks(seq, team, kind, lo, hi, n_chunks, v, cache, base_i, base_j, a_i, a_j)
     _wait_done(team, n_chunks)
 
@@ -200,7 +200,7 @@ def kernel_row(p, lo, hi, X, kp, out, base, coef, accumulate, istate):
 def axpy(v, a, cache, base, lo, hi, X, istate):
     """v[t] += a * cache[base + t] for t in [lo, hi) (``smo.scans.axpy_chunk``), split over the team when long."""
     if _team_takes(X, hi - lo, istate) and cache.itemsize == 4 and v.itemsize == 8:
-        _team_update(TEAM_AXPY, v, a, 0.0, cache, base, base, lo, hi, X)
+        _team_update(np.int64(TEAM_AXPY), v, a, 0.0, cache, base, base, lo, hi, X)
     else:
         axpy_chunk(v, a, cache, base, lo, hi)
 
@@ -210,9 +210,9 @@ def update_gradient(G, cache, base_i, base_j, di, dj, active, X, istate):
     """G[t] += Q[i, t] di + Q[j, t] dj for the active t (``smo.scans.update_g_chunk``), split over the team
     when long."""
     if _team_takes(X, active, istate) and cache.itemsize == 4 and G.itemsize == 8:
-        _team_update(TEAM_UPDATE_G, G, di, dj, cache, base_i, base_j, 0, active, X)
+        _team_update(np.int64(TEAM_UPDATE_G), G, di, dj, cache, base_i, base_j, np.int64(0), active, X)
     else:
-        update_g_chunk(G, cache, base_i, base_j, di, dj, 0, active)
+        update_g_chunk(G, cache, base_i, base_j, di, dj, np.int64(0), active)
 
 
 @njit(cache=True)
@@ -224,7 +224,7 @@ def inactive_gradient(X, kp, alpha, free_pos, start, stop, active, n, istate, ou
     """
     for idx in range(start, stop):
         j = free_pos[idx]
-        kernel_row(j, active, n, X, kp, out, -active, alpha[j], True, istate)
+        kernel_row(j, active, n, X, kp, out, -active, alpha[j], np.bool_(True), istate)
 
 
 @njit(cache=True)
