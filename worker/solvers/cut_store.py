@@ -92,7 +92,7 @@ def _dense_dots(Z, slots, k0, k1, new, out):
 def _dense_gram_row(Z, slots, t, new, out, n_parts):
     """out[k] = <Z[slots[k]], Z[new]> for k < t; the cuts split into n_parts groups (1: serial)."""
     if n_parts <= 1:
-        _dense_dots(Z, slots, 0, t, new, out)
+        _dense_dots(Z, slots, np.int64(0), t, new, out)
     else:
         for p in prange(n_parts):
             _dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)

@@ -114,7 +114,7 @@ def _most_violating(ids, keys, count, tmp_ids, tmp_keys):
     """Put the ``count`` ids of smallest key first, in ascending key order, in place (a selection by splits around
     pivots from a sample, then a sort of those): ``ids`` and ``keys`` are the caller's work arrays, ``tmp_*`` room
     as long."""
-    lo, hi = 0, ids.size
+    lo, hi = np.int64(0), ids.size  # (np.int64: a constant 0 would compile the helpers once more for it)
     rounds = 0
     while hi - lo > 1 and lo < count < hi:  # the count-th smallest lies in [lo, hi); all before lo are smaller
         rounds += 1
@@ -122,17 +122,17 @@ def _most_violating(ids, keys, count, tmp_ids, tmp_keys):
             _sort(ids, keys, lo, hi, tmp_ids, tmp_keys)
             break
         pivot = _pivot(keys, lo, hi, count - 1 - lo)
-        below = _split(ids, keys, lo, hi, pivot, True, tmp_ids, tmp_keys)
+        below = _split(ids, keys, lo, hi, pivot, np.bool_(True), tmp_ids, tmp_keys)
         if count <= below:
             hi = below
         elif below > lo:
             lo = below
         else:  # the pivot is the range's smallest key: split off its ties (never empty)
-            at = _split(ids, keys, below, hi, pivot, False, tmp_ids, tmp_keys)
+            at = _split(ids, keys, below, hi, pivot, np.bool_(False), tmp_ids, tmp_keys)
             if count <= at:
                 break
             lo = at
-    _sort(ids, keys, 0, count, tmp_ids, tmp_keys)
+    _sort(ids, keys, np.int64(0), count, tmp_ids, tmp_keys)
 
 
 @njit(cache=True)

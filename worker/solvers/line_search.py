@@ -88,7 +88,7 @@ def _sweep_sorted(keys, wts, lo, hi, A0, S):
 def minimize(keys, wts, m, A0, S):
     """argmin_{k >= 0} of G given m breakpoints in keys/wts[:m] (reordered in place), A0 > 0 and the
     right derivative at 0, S < 0."""
-    lo = 0
+    lo = np.int64(0)  # (a constant would compile _sweep_sorted again for lo = 0)
     hi = m
     rounds = 0
     limit = 2 * int(math.log2(m + 1)) + 16

@@ -198,7 +198,7 @@ def _sampled_cuts_expansion_range(X, kernel, expansion, inner, targets, start, s
     xbuf = np.zeros(X.n_features if not inner.use_dense else 1)
     kvals = np.empty(m)
     for t in range(start, stop):
-        _sampled_cuts_kvals(targets[t], X, inner, kernel, 0, m, xbuf, kvals)
+        _sampled_cuts_kvals(targets[t], X, inner, kernel, np.int64(0), m, xbuf, kvals)
         acc = 0.0
         for v in range(m):
             acc += coef[v] * kvals[v]
@@ -225,7 +225,7 @@ def _sampled_cuts_expansion(X, kernel, expansion, targets, start, stop, out, spl
     """out[t] = sum_v coef[v] * K'(x_rows[v], x_targets[t]) for t in [start, stop), of the ``expansion`` (rows,
     coef) (targets split between the threads)."""
     m = expansion.rows.size
-    inner = _sampled_cuts_inner(X, expansion.rows, False)
+    inner = _sampled_cuts_inner(X, expansion.rows, np.bool_(False))
     if split.threads > 1 and (stop - start) * m >= split.par_min:
         _sampled_cuts_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, split.threads, out)
     else:
@@ -250,7 +250,7 @@ def _class_expansion_range(X, kernel, expansion, inner, targets, start, stop, ou
     xbuf = np.zeros(X.n_features if not inner.use_dense else 1)
     kvals = np.empty(m)
     for t in range(start, stop):
-        _sampled_cuts_kvals(targets[t], X, inner, kernel, 0, m, xbuf, kvals)
+        _sampled_cuts_kvals(targets[t], X, inner, kernel, np.int64(0), m, xbuf, kvals)
         for c in range(out.shape[1]):
             out[t, c] = 0.0
         for v in range(m):
@@ -273,7 +273,7 @@ def _sampled_cuts_class_expansion(X, kernel, expansion, targets, start, stop, ou
     kernel value of a row and a target computed once, whatever classes the row's entries have (targets split
     between the threads as in ``_sampled_cuts_expansion``)."""
     m = expansion.rows.size
-    inner = _sampled_cuts_inner(X, expansion.rows, False)
+    inner = _sampled_cuts_inner(X, expansion.rows, np.bool_(False))
     if split.threads > 1 and (stop - start) * m >= split.par_min:
         _class_expansion_parallel(X, kernel, expansion, inner, targets, start, stop, split.threads, out)
     else:
@@ -437,7 +437,7 @@ def _sampled_cuts_f_at(X, kernel, expansion, targets, out, split, single):
     if split.threads > 1 and coef.size * m >= split.par_min:
         _sampled_cuts_f_at_parallel(X, unshifted, expansion, inner, single, split.threads, out)
     else:
-        _sampled_cuts_f_at_range(X, unshifted, expansion, inner, single, 0, m, out)
+        _sampled_cuts_f_at_range(X, unshifted, expansion, inner, single, np.int64(0), m, out)
 
 
 # ---------------------------------------------------------------------------------------------

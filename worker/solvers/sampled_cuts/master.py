@@ -103,7 +103,7 @@ def _chol_delete(L, m, p):
 @njit(cache=True)
 def master_refactor(H, alpha, t, L, free):
     """Factor H_FF from scratch for F = {k < t : alpha_k > 0}; returns |F|, or -1 if H_FF is singular."""
-    m = 0
+    m = np.int64(0)  # (a constant would compile _chol_append again for m = 0)
     for k in range(t):
         if alpha[k] > 0.0:
             if not _chol_append(L, m, H, free, k):

@@ -120,7 +120,7 @@ def _gbar_row(p, coef, n, X, kp, ca, istate, G_bar):
     lim = min(n, L)
     istate[IS_FULL_ROWS] += 1
     base = get_row(p, lim, X, kp, ca, istate)
-    axpy(G_bar, coef, cache, base, 0, lim, X, istate)
+    axpy(G_bar, coef, cache, base, np.int64(0), lim, X, istate)
     if lim < n:
         kernel_row(p, lim, n, X, kp, G_bar, np.int64(0), coef, np.bool_(True), istate)
         istate[IS_COMPUTED] += n - lim
