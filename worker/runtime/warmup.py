@@ -69,7 +69,7 @@ def _solver_unit(spec) -> CompileUnit:
 
 def _build_order() -> tuple[CompileUnit, ...]:
     """Every unit, in build order: dcd first (most jobs use it), then the solvers by their compile seconds,
-    longest first, each after the units it requires. smo, the longest by far (40% of the whole compile),
+    longest first, each after the units it requires. smo, the longest (30% of the whole compile),
     started early on one builder while the others take the rest: every solver is ready sooner."""
     solvers = [SOLVER_SPECS[name] for name in WARM_UP_ORDER if SOLVER_SPECS[name].compile_s is not None]
     solvers.sort(key=lambda spec: (spec.name != FIRST, -(spec.compile_s or 0.0)))
