@@ -47,7 +47,7 @@ SHARED_UNITS = (
     _unit("cut_store", (), 6.0),
     _unit("ranking", (), 1.8),
     _unit("line_search", ("data_passes",), 1.4),
-    _unit("ocas_multiclass", ("reduced_qp", "line_search"), 0.9),
+    _unit("ocas_multiclass", ("reduced_qp", "line_search", "cut_store"), 0.9),
 )
 """The units of modules several solvers call; ``requires`` names the units whose kernels a unit's warm-up also
 compiles. reference_s: cold compile seconds measured on a quiet 2-core machine (the estimate before any is

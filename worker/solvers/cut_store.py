@@ -73,7 +73,7 @@ stored cut's block streams past it, so a Gram row or a combination reads each st
 
 
 @njit(cache=True)
-def _dense_dots(Z, slots, k0, k1, new, out):
+def dense_dots(Z, slots, k0, k1, new, out):
     """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features."""
     d = Z.shape[1]
     for k in range(k0, k1):
@@ -92,10 +92,10 @@ def _dense_dots(Z, slots, k0, k1, new, out):
 def _dense_gram_row(Z, slots, t, new, out, n_parts):
     """out[k] = <Z[slots[k]], Z[new]> for k < t; the cuts split into n_parts groups (1: serial)."""
     if n_parts <= 1:
-        _dense_dots(Z, slots, np.int64(0), t, new, out)
+        dense_dots(Z, slots, np.int64(0), t, new, out)
     else:
         for p in prange(n_parts):
-            _dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)
+            dense_dots(Z, slots, t * p // n_parts, t * (p + 1) // n_parts, new, out)
 
 
 @njit(cache=True)
@@ -144,7 +144,7 @@ def _combine_chunk(table, slots, weights, t, i0, i1, base, c):
 
 
 @njit(cache=True, parallel=True)
-def _combine_rows(table, slots, weights, t, chunks, base, c, serial):
+def combine_rows(table, slots, weights, t, chunks, base, c, serial):
     """c[i] = base[i] + sum_k weights[k] table[slots[k], i] (weights 0 skipped; k in order), by row chunks.
 
     With ``table`` the cuts' outputs this gives the outputs of w = sum_k weights_k z_k; with the
@@ -256,7 +256,7 @@ class DenseCuts:
     def update_wt(self) -> np.ndarray:
         """w_t = sum_k alpha_k z_k (after a solve of the reduced problem); returns it."""
         rp = self.rp
-        _combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
+        combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
         return self.w_t
 
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
@@ -404,7 +404,7 @@ class OutputCuts:
     def outputs_of_wt(self, o_t: np.ndarray) -> None:
         """o_t = sum_k alpha_k X_aug z_k: no pass over the data."""
         rp = self.rp
-        _combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
+        combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
 
     def sq_norm_t(self) -> float:
         """|w_t|^2 = alpha^T H alpha."""
@@ -458,7 +458,7 @@ class OutputCuts:
             return False
         rp = self.rp
         weights = self.beta[rp.slot[: rp.t]].copy()
-        _combine_rows(self.outs, rp.slot, weights, rp.t, self.X.chunks, self._zero_n, out, self.X.serial)
+        combine_rows(self.outs, rp.slot, weights, rp.t, self.X.chunks, self._zero_n, out, self.X.serial)
         return True
 
     def best_weights(self) -> np.ndarray:
@@ -467,7 +467,7 @@ class OutputCuts:
         base = self.rho if self.rho.shape[0] else self._zero_n
         coef = np.empty(self.X.n)
         weights = self.beta[rp.slot[: rp.t]].copy()
-        _combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef, self.X.serial)
+        combine_rows(self.coefs, rp.slot, weights, rp.t, self.X.chunks, base, coef, self.X.serial)
         w = self.X.weights(coef)
         if self.w0 is not None and self.s0 != 0.0:
             w += self.s0 * self.w0
@@ -478,7 +478,7 @@ class OutputCuts:
     def keep_t(self) -> None:
         """Remember the current w_t as the best iterate (its row coefficients, O(n t_a))."""
         rp = self.rp
-        _combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef, self.X.serial)
+        combine_rows(self.coefs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, self._best_coef, self.X.serial)
 
     def kept_weights(self) -> np.ndarray:
         """The remembered iterate as a dense vector (d + 1 entries): one scatter pass."""
@@ -508,4 +508,4 @@ def warm_up() -> None:
             _output_gram_row(Z, slots, 3, gamma, rows, 2, out, serial)
             _dot_rows(gamma, rows, 2, Z[0])
         for table in (Z, Z.astype(np.int8)):
-            _combine_rows(table, slots, weights, 3, chunks, np.zeros(3), np.zeros(3), serial)
+            combine_rows(table, slots, weights, 3, chunks, np.zeros(3), np.zeros(3), serial)

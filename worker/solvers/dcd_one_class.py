@@ -273,8 +273,15 @@ class _Passes:
         self.active = self.n
         self.G = np.zeros(self.n)
         self.scratch = np.zeros(w.size)
-        ids, keys = (lambda: np.empty(self.n, dtype=np.int64)), (lambda: np.empty(self.n))
-        self.work = (ids(), ids(), keys(), keys(), ids(), keys())
+        n = self.n  # the candidates' ids and keys (up, down) and room to split them: ``_outer``'s ``work``
+        self.work = (
+            np.empty(n, np.int64),
+            np.empty(n, np.int64),
+            np.empty(n),
+            np.empty(n),
+            np.empty(n, np.int64),
+            np.empty(n),
+        )
         self.shrinking = shrinking
         self.tol = 0.0
         self.full = True

@@ -52,6 +52,7 @@ from numba import njit
 from worker.solvers import line_search
 from worker.solvers.common import SolverControl, SolverInputError, SolverResult, StopReason, certified_gap
 from worker.solvers.cpa import QP_REL
+from worker.solvers.cut_store import combine_rows, dense_dots
 from worker.solvers.ocas import OCAS_GAP_NOTE, OcasSettings, trace_point
 from worker.solvers.reduced_qp import ReducedProblem
 
@@ -191,34 +192,6 @@ def _update(yc, cost, O_b, O_t, k_step, lam, violator):
 
 
 @njit(cache=True)
-def _inner_products(cuts, held, Z):
-    """<cuts[held[j]], Z> (Frobenius) for each j: the new cut's row of the reduced problem's Gram matrix (read in
-    place: the held cuts are not gathered into a copy)."""
-    out = np.empty(held.shape[0])
-    z = Z.reshape(-1)
-    for j in range(held.shape[0]):
-        c = cuts[held[j]].reshape(-1)
-        acc = 0.0
-        for e in range(z.shape[0]):
-            acc += c[e] * z[e]
-        out[j] = acc
-    return out
-
-
-@njit(cache=True)
-def _combination(cuts, held, alpha, W):
-    """W = sum_j alpha_j cuts[held[j]], over the cuts with alpha_j != 0, in place."""
-    w = W.reshape(-1)
-    w[:] = 0.0
-    for j in range(held.shape[0]):
-        a = alpha[j]
-        if a != 0.0:
-            c = cuts[held[j]].reshape(-1)
-            for e in range(w.shape[0]):
-                w[e] += a * c[e]
-
-
-@njit(cache=True)
 def _cut(indptr, indices, data, B, yc, cost, violator, Z):
     """Z = sum over violators of c_i x_i (e_{y_i} - e_{k*_i}) (augmented rows), written over Z."""
     Z[:] = 0.0
@@ -314,6 +287,7 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
     cuts = np.zeros((16, D, K))
     free = list(range(16))
     W_t = np.zeros((D, K))
+    whole, zero = np.array([0, D * K], dtype=np.int64), np.zeros(D * K)  # W_t in one chunk, from zero
     lower = 0.0
     converged = False
     stop_reason = StopReason.MAX_ITER
@@ -338,7 +312,9 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
         Z = cuts[slot]
         _cut(indptr, indices, data, B, yc, cost, violator, Z)
         held = rp.slot[: rp.t]
-        h_row = _inner_products(cuts, held, Z)
+        table = cuts.reshape(cuts.shape[0], D * K)  # the cuts as flat rows, read in place (cut_store's kernels)
+        h_row = np.empty(held.size)
+        dense_dots(table, held, np.int64(0), held.size, slot, h_row)
         rp.add_cut(h_row, float(np.vdot(Z, Z)), pending, slot)
         for dropped in rp.drop_inactive(int(params.max_inactive)):
             free.append(int(dropped))
@@ -346,7 +322,7 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
         qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
         dual, _, _ = rp.solve(qp_tol)
         lower = max(lower, dual)
-        _combination(cuts, rp.slot[: rp.t], rp.alpha[: rp.t], W_t)
+        combine_rows(table, rp.slot, rp.alpha, rp.t, whole, zero, W_t.reshape(-1), True)
         t2 = time.perf_counter()
         _outputs(indptr, indices, data, B, W_t, O_t)
         stopped = control.check()
