@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,31 @@ def test_a_change_to_a_callee_recompiles_its_callers_and_nothing_else(tmp_path):
     by_unit = {r["unit"]: r for r in records(log)}
     assert by_unit["caller"]["misses"] == 1 and by_unit["caller"]["value"] == 22, "the caller runs the new callee"
     assert by_unit["alone"]["misses"] == 0, "a module that does not import the callee keeps its kernels"
+
+
+def test_an_index_naming_a_type_the_code_no_longer_has_is_a_miss_not_a_crash(tmp_path):
+    """An upgrade removed a type that a cached kernel's signature used: numba unpickles the old index before it
+    looks at its stamp, and used to raise from every first call of the kernel (a builder that died, a service
+    saying "compiling" forever, every job of the solver failing). The index now reads as empty: the kernel
+    compiles again and its index is written anew."""
+    import numba
+
+    folder = make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
+    (index,) = (cache / "kpkg").glob("alone.h-*.nbi")
+    # what pickle writes for an instance of a class, here one the package no longer defines
+    vanished = b"ckpkg.alone\nTypeRemovedByAnUpgrade\n)\x81."
+    index.write_bytes(pickle.dumps(numba.__version__) + vanished)
+    (folder / "alone.py").write_text(PACKAGE["alone.py"].replace("x - 1", "x - 2"))  # the upgrade
+    log.unlink()
+    assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
+    by_unit = {r["unit"]: r for r in records(log)}
+    assert by_unit["alone"]["misses"] == 1 and by_unit["alone"]["value"] == -1, "compiled again, the new code"
+    assert by_unit["caller"]["misses"] == 0, "the other units keep their kernels"
+    log.unlink()
+    assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
+    assert [r["misses"] for r in records(log)] == [0, 0], "the index was written anew: the next start loads it"
 
 
 def test_the_cache_is_found_wherever_the_code_is_installed(tmp_path):
