@@ -39,9 +39,7 @@ import functools
 import hashlib
 import importlib
 import json
-import logging
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -49,6 +47,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from core.numba_index import read_unreadable_indexes_as_empty
 
 CPU_ENV = "HINGE_KERNEL_CPU"
 """Environment variable: ``host`` (default: kernels for this machine's CPU) or ``generic`` (any x86-64; numba's
@@ -62,8 +62,6 @@ SEED_DIR_ENV = "HINGE_KERNEL_SEED_DIR"
 """Environment variable: a read-only kernel cache (same layout) whose valid units are copied in at start."""
 IN_TREE_NAME = "hinge-kernels"
 """The cache's folder inside a writable ``__pycache__`` next to the sources (a checkout)."""
-
-log = logging.getLogger("hinge.kernels")
 
 _packages: dict[str, Path] = {}
 """Registered packages: dotted name -> folder of their sources."""
@@ -244,35 +242,6 @@ def _locator_class():
     return HingeKernelLocator
 
 
-UNREADABLE_INDEX_ERRORS = (AttributeError, ImportError, EOFError, TypeError, ValueError, pickle.UnpicklingError)
-"""What unpickling an index written by other code raises: a type of its kernels' signatures that this code no longer
-has (a class renamed or removed), a truncated file."""
-
-
-def _read_unreadable_indexes_as_empty(caching) -> None:
-    """Make numba read a cache index it cannot unpickle as an empty one (a miss: the kernel compiles again and its
-    index is written anew) instead of raising from the first call of the kernel.
-
-    numba unpickles an index's overloads before it compares the index's source stamp, so an index left by an older
-    version of a module fails to load when a type in one of its signatures is gone, however stale the stamp says
-    it is: every process using that kernel (the builder, every job of its solver) would fail until someone deleted
-    the file by hand."""
-    cls = caching.IndexDataCacheFile
-    if getattr(cls._load_index, "reads_unreadable_as_empty", False):
-        return
-    load_index = cls._load_index
-
-    def load_index_or_nothing(self):
-        try:
-            return load_index(self)
-        except UNREADABLE_INDEX_ERRORS as error:
-            log.warning("kernel cache index %s unreadable (%r): compiling its kernel again", self._index_path, error)
-            return {}
-
-    load_index_or_nothing.reads_unreadable_as_empty = True  # type: ignore[attr-defined]
-    cls._load_index = load_index_or_nothing
-
-
 def install(package: str, source_dir: Path | str) -> None:
     """Register ``package`` and put Hinge's locator first in numba's list (call before its kernels are defined)."""
     register(package, source_dir)
@@ -282,7 +251,7 @@ def install(package: str, source_dir: Path | str) -> None:
     locator = _locator_class()
     if locator not in impl._locator_classes:
         impl._locator_classes.insert(0, locator)
-    _read_unreadable_indexes_as_empty(caching)
+    read_unreadable_indexes_as_empty(caching)
 
 
 @functools.lru_cache(maxsize=1)
