@@ -39,6 +39,7 @@ import functools
 import hashlib
 import importlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -49,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.numba_index import read_unreadable_indexes_as_empty
+
+log = logging.getLogger("hinge.kernels")
 
 CPU_ENV = "HINGE_KERNEL_CPU"
 """Environment variable: ``host`` (default: kernels for this machine's CPU) or ``generic`` (any x86-64; numba's
@@ -479,13 +482,20 @@ class CompileUnits:
     ) -> None:
         """Compile every unit the cache lacks, sharing the work with other processes doing the same: take the
         first unit, in order, that nobody holds and whose requirements are built; when every one left is
-        held elsewhere, wait. Returns when the cache holds every unit (or ``should_stop()``)."""
+        held elsewhere, wait. Returns when the cache holds every unit (or ``should_stop()``). A unit whose
+        compilation fails is logged with its error and left (with the units that require it) for the processes
+        that need it, which meet the error themselves: the others are still built."""
+        failed: set[str] = set()
         while True:
-            pending = self.missing()
+            pending = [unit for unit in self.missing() if unit.name not in failed]
             if not pending or (should_stop is not None and should_stop()):
                 return
             took = False
             for unit in pending:
+                if any(name in failed for name in unit.requires):
+                    failed.add(unit.name)
+                    took = True
+                    break
                 if not all(self.built(self.unit(name)) for name in unit.requires):
                     continue
                 with file_lock(unit.lock_path(), wait=False) as free:
@@ -493,7 +503,13 @@ class CompileUnits:
                         continue
                     took = True
                     if not self.built(unit):
-                        for seconds in self._warm(unit).values():
+                        try:
+                            warmed = self._warm(unit)
+                        except Exception:
+                            log.exception("compiling %s failed; the builder goes on with the other units", unit.name)
+                            failed.add(unit.name)
+                            break
+                        for seconds in warmed.values():
                             if on_built is not None:
                                 on_built(unit, seconds)
                 break

@@ -38,6 +38,8 @@ PACKAGE = {
                                       "hits": sum(dispatcher.stats.cache_hits.values()), "value": value}) + "\\n")
 
         def warm_caller():
+            if os.environ.get("KPKG_FAIL") == "caller":
+                raise RuntimeError("caller cannot compile here")
             from kpkg.caller import f
             time.sleep(float(os.environ.get("KPKG_SLOW", "0")))
             _record("caller", f, f(1))
@@ -139,6 +141,23 @@ def test_an_index_naming_a_type_the_code_no_longer_has_is_a_miss_not_a_crash(tmp
     log.unlink()
     assert run(tmp_path / "src", cache, ENSURE_ALL, log).wait(120) == 0
     assert [r["misses"] for r in records(log)] == [0, 0], "the index was written anew: the next start loads it"
+
+
+def test_a_unit_that_fails_to_compile_leaves_the_builder_building_the_others(tmp_path):
+    """The background builder met an error in one unit: it says which and builds the rest (it used to die there,
+    leaving every later unit to the jobs)."""
+    make_package(tmp_path / "src")
+    cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
+    code = "import logging; logging.basicConfig(); from kpkg.units import KERNELS; KERNELS.build_missing()"
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{ROOT}", HINGE_KERNEL_CACHE_DIR=str(cache))
+        env.update(KPKG_LOG=str(log), KPKG_FAIL="caller", NUMBA_THREADING_LAYER="workqueue")
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path / "src", stderr=stderr, timeout=120)
+    assert done.returncode == 0, err.read_text()
+    assert "compiling caller failed" in err.read_text() and "caller cannot compile here" in err.read_text()
+    assert [r["unit"] for r in records(log)] == ["alone"], "the unit after the failing one is built"
+    assert sorted(p.name.split(".")[0] for p in (cache / "kpkg" / "built").iterdir()) == ["alone"]
 
 
 def test_the_cache_is_found_wherever_the_code_is_installed(tmp_path):
