@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.browser import ARTIFACTS, offline_page
+from tests.browser import ARTIFACTS, offline_page, record_error_answers
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
 
 
@@ -39,8 +39,7 @@ def open_dashboard(browser, service, width: int = 1400):
     """The dashboard, with the error answers it gets recorded on the page."""
     page, refused = offline_page(browser, service.base_url)
     page.set_viewport_size({"width": width, "height": 1000})
-    page.failed = []
-    page.on("response", lambda r: page.failed.append((r.status, r.url)) if r.status >= 400 else None)
+    record_error_answers(page)
     page.goto(service.base_url + "/ui/")
     page.wait_for_selector("#datasets tbody tr")
     return page, refused
@@ -228,7 +227,8 @@ def test_delete_asks_first(service, browser):
     page.close()
 
 
-def test_upload_chooses_or_says_the_index_base(service, browser):
+def test_upload_chooses_or_says_the_index_base(service, browser, made):
+    # (made: the dashboard is opened once its list shows a data set; alone, this test would have none)
     zero_based = b"1 1:0.5 3:1\n-1 2:1\n1 3:2\n"  # zero-based, and column 0 always zero: never written
     page, refused = open_dashboard(browser, service)
     assert page.input_value("#upload-zero-based") == "auto"

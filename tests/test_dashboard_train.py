@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.browser import ARTIFACTS, offline_page
+from tests.browser import ARTIFACTS, offline_page, record_error_answers
 from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
 
 
@@ -35,9 +35,8 @@ def open_dashboard(browser, service):  # noqa: F811
     """The dashboard, with the requests it sends and the error answers it gets recorded on the page."""
     page, refused = offline_page(browser, service.base_url)
     page.posts = []
-    page.failed = []
     page.on("request", lambda r: page.posts.append(r) if r.method == "POST" else None)
-    page.on("response", lambda r: page.failed.append((r.status, r.url)) if r.status >= 400 else None)
+    record_error_answers(page)
     page.goto(service.base_url + "/ui/")
     page.wait_for_selector("#datasets tbody tr")
     return page, refused
