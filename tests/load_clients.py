@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 
@@ -205,6 +206,13 @@ def client_process(role: str, count: int, base: str, setup: dict, seconds: float
         if role == "poll":
             return poller(base, until, tally)
         raise ValueError(f"unknown client role {role!r}")
+
+    if role == "predict" and setup.get("predictor_nice") is not None:
+        # a diagnostic (bench_load --predictor-nice): the predicting clients in a session of their own, whose
+        # niceness orders it against the service's sessions (Linux autogroups; below 0 needs the privilege)
+        os.setsid()
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(setup["predictor_nice"]))
 
     async def main() -> None:
         await asyncio.sleep(max(0.0, start_at - time.time()))

@@ -61,6 +61,13 @@ def main() -> None:
     parser.add_argument("--mix", choices=["uploads"], default=None, help="A preset mix (overrides the counts).")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--api-processes", type=int, default=1)
+    parser.add_argument(
+        "--predictor-nice",
+        type=int,
+        default=None,
+        help="A diagnostic: the predicting clients' process in a session of its own at this autogroup niceness "
+        "(-10: the load generator's predictions get the cores first, as clients on other machines would).",
+    )
     parser.add_argument("--label", default="")
     parser.add_argument("--root", default=None, help="Run the service from this checkout (compare a former version).")
     parser.add_argument(
@@ -94,6 +101,7 @@ def main() -> None:
                 http.post(f"/v1/models/{state['model_id']}/predict", json={"instances": [row]})
         memory = service_memory(run)
         setup = {"model_id": state["model_id"], "row": row, "dataset_id": dataset["id"], "content": content}
+        setup["predictor_nice"] = args.predictor_nice
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         start_at = time.time() + 3.0
@@ -112,6 +120,7 @@ def main() -> None:
         tallies = dict(out.get(timeout=args.seconds + 600) for _ in procs)
         for proc in procs:
             proc.join(60)
+        server_side = predict_server_side(httpx.get(f"{run.base_url}/metrics", timeout=30).text)
         run.snapshot()
         run.stop_by("sigterm_supervisor")  # (a version from before issue 9 stops cleanly only this way)
         run.wait_gone(timeout=60)
@@ -146,6 +155,7 @@ def main() -> None:
         "statuses": statuses,
         "jobs": jobs,
         "predict_one_row": percentiles(tallies.get("predict", {}).get("predict_ms", [])),
+        "predict_server_side": server_side,
         "service_memory_mib": memory,
         "errors": [e for t in tallies.values() for e in t["errors"]][:20],
         "load_average": os.getloadavg(),
@@ -173,6 +183,28 @@ def main() -> None:
     runs.append(result)
     path.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
     print(f"wrote {path}")
+
+
+def predict_server_side(metrics: str) -> dict:
+    """The API's own timing of its successful predictions (its ``/metrics`` histogram, every API process's alike
+    behind one port: the one that answered): the share answered within each bucket's bound, in ms, and the
+    smallest bound holding 99% of them. It starts when the request has reached the application and ends with
+    its answer; the rest of what a client measures is the sockets and the client's own process waiting for a
+    core."""
+    counts: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if not line.startswith("hinge_http_request_duration_seconds_bucket{"):
+            continue
+        labels, value = line[line.index("{") + 1 : line.rindex("}")], line.rsplit(" ", 1)[1]
+        if 'route="/v1/models/{model_id}/predict"' in labels and 'status="200"' in labels:
+            bound = labels.split('le="', 1)[1].split('"', 1)[0]
+            counts[bound] = counts.get(bound, 0.0) + float(value)
+    total = counts.pop("+Inf", 0.0)
+    if not total:
+        return {}
+    within = {f"{float(bound) * 1000:g}": round(count / total, 4) for bound, count in counts.items()}
+    p99 = min((float(bound) for bound, share in within.items() if share >= 0.99), default=None)
+    return {"count": int(total), "share_within_ms": within, "p99_at_most_ms": p99}
 
 
 def service_memory(run: ServeRun) -> dict:
