@@ -41,17 +41,18 @@ def _unit(name: str, requires: tuple[str, ...], reference_s: float) -> CompileUn
 
 SHARED_UNITS = (
     _unit("common", (), 0.5),
-    _unit("kernels", (), 2.1),
-    _unit("reduced_qp", (), 0.7),
-    _unit("data_passes", (), 9.9),
-    _unit("cut_store", (), 6.0),
-    _unit("ranking", (), 1.8),
-    _unit("line_search", ("data_passes",), 1.4),
-    _unit("ocas_multiclass", ("reduced_qp", "line_search", "cut_store"), 0.9),
+    _unit("kernels", (), 2.4),
+    _unit("reduced_qp", (), 0.8),
+    _unit("data_passes", (), 14.8),
+    _unit("cut_store", (), 6.8),
+    _unit("ranking", (), 0.7),
+    _unit("line_search", ("data_passes",), 2.3),
+    _unit("ocas_multiclass", ("reduced_qp", "line_search", "cut_store"), 1.6),
 )
 """The units of modules several solvers call; ``requires`` names the units whose kernels a unit's warm-up also
 compiles. reference_s: cold compile seconds measured on a quiet 2-core machine (the estimate before any is
-measured)."""
+measured; last measured 2026-11-30, one builder, 128 s for every unit: `python -m worker.runtime.warmup --build` on an
+empty `HINGE_KERNEL_CACHE_DIR`)."""
 
 WARM_UP_ORDER = tuple(SOLVER_SPECS)
 """Solver names (``core.solvers``), in the order a worker makes them warm."""
