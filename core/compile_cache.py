@@ -316,6 +316,10 @@ class CompileUnit:
         latest = max((r for r in records if r and r.get("seconds")), key=lambda r: r.get("built_at", 0), default=None)
         return float(latest["seconds"]) if latest else None
 
+    def failed_path(self, fingerprint: str | None = None) -> Path:
+        """The file that says a builder failed to compile this code of the unit, and why (gone once it is built)."""
+        return self.cache_dir() / "failed" / f"{self.name}.{fingerprint or self.fingerprint()}.json"
+
     def building_path(self) -> Path:
         """The file that says since when a process compiles the unit (present only while it does)."""
         return self.cache_dir() / "building" / f"{self.name}.json"
@@ -472,6 +476,7 @@ class CompileUnits:
             return {}
         record = {"unit": unit.name, "seconds": round(seconds, 2), "built_at": time.time(), "host": os.uname().nodename}
         _write_atomically(unit.marker(fingerprint), json.dumps(record) + "\n")
+        unit.failed_path(fingerprint).unlink(missing_ok=True)
         return {unit.name: seconds}
 
     def build_missing(
@@ -505,9 +510,12 @@ class CompileUnits:
                     if not self.built(unit):
                         try:
                             warmed = self._warm(unit)
-                        except Exception:
+                        except Exception as error:
                             log.exception("compiling %s failed; the builder goes on with the other units", unit.name)
                             failed.add(unit.name)
+                            why = {"unit": unit.name, "error": repr(error)[:500], "failed_at": time.time()}
+                            with contextlib.suppress(OSError):
+                                _write_atomically(unit.failed_path(), json.dumps(why) + "\n")
                             break
                         for seconds in warmed.values():
                             if on_built is not None:
@@ -556,43 +564,3 @@ class CompileUnits:
             record = read_marker(unit.marker()) if self.built(unit) else None
             out[unit.name] = {"built": record is not None, "seconds": (record or {}).get("seconds")}
         return out
-
-
-# -- `hinge compile` ---------------------------------------------------------------------------------
-
-
-def describe(sets: dict[str, CompileUnits]) -> dict:
-    """The state of the kernel sets in this machine's cache: compile target, cache folders, units."""
-    state: dict = {"target": json.loads(target_key()), "caches": {}, "units": {}}
-    for package, kernel_set in sets.items():
-        state["caches"][package] = str(kernel_set.units[0].cache_dir())
-        state["units"].update(zip((unit.name for unit in kernel_set.units), kernel_set.status().values()))
-    return state
-
-
-def show(state: dict) -> None:
-    """Print a state of ``describe`` (plus ``solvers_ready``) for a person."""
-    target = state["target"]
-    print(f"compile target: numba {target[0]}, Python {'.'.join(map(str, target[1]))}, CPU {target[2][1]}")
-    for package, folder in state["caches"].items():
-        print(f"cache of {package}: {folder}")
-    for name, info in state["units"].items():
-        how = f"{info['seconds']:.1f} s to compile" if info["seconds"] is not None else ""
-        print(f"  {name:<14} {'built' if info['built'] else 'missing':<8} {how}")
-    if "solvers_ready" in state:
-        print(f"solvers ready: {', '.join(state['solvers_ready']) or 'none'}")
-
-
-def run_command(sets: dict[str, CompileUnits], build: bool, extra: Callable[[], dict] | None = None) -> dict:
-    """The body of `hinge compile` for these sets: seed and compile what is missing when ``build``, then the
-    state (with ``extra()`` merged in)."""
-    if build:
-        for kernel_set in sets.values():
-            kernel_set.seed()
-            kernel_set.build_missing(
-                on_built=lambda unit, seconds: print(f"compiled {unit.name} in {seconds:.1f} s", file=sys.stderr)
-            )
-    state = describe(sets)
-    if extra is not None:
-        state.update(extra())
-    return state

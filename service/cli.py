@@ -247,7 +247,7 @@ def cmd_compile(rest: list[str], prog: str = "hinge compile") -> int:
     earlier name, still accepted."""
     import subprocess
 
-    from core.compile_cache import run_command, show
+    from core.compile_command import run_command, show
     from service.ingest.entry import PARSER_UNITS
 
     parser = argparse.ArgumentParser(

@@ -440,7 +440,13 @@ class Readiness:
             )
         if self.ready and not left and beats and not self.complete:
             self.complete = True
-            if self.announced:
+            failed = sorted({name for b in beats.values() for name in b.get("solvers_failed", [])} - set(ready_solvers))
+            if failed:
+                self._say(
+                    f"compiling {', '.join(failed)} failed ({elapsed:.0f} s after start; the workers' log says why): "
+                    "their jobs compile it again and fail with the error if it fails again; every other solver is ready"
+                )
+            elif self.announced:
                 self._say(f"every solver ready ({elapsed:.0f} s after start)")
             if self._client is not None:
                 self._client.close()

@@ -158,6 +158,13 @@ def test_a_unit_that_fails_to_compile_leaves_the_builder_building_the_others(tmp
     assert "compiling caller failed" in err.read_text() and "caller cannot compile here" in err.read_text()
     assert [r["unit"] for r in records(log)] == ["alone"], "the unit after the failing one is built"
     assert sorted(p.name.split(".")[0] for p in (cache / "kpkg" / "built").iterdir()) == ["alone"]
+    (failed,) = (cache / "kpkg" / "failed").iterdir()  # what the heartbeat reads (kernel_state's "failed")
+    assert failed.name.startswith("caller.") and "caller cannot compile here" in json.loads(failed.read_text())["error"]
+    log.unlink()
+    env.pop("KPKG_FAIL")  # the cause gone
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path / "src", timeout=120)
+    assert done.returncode == 0 and [r["unit"] for r in records(log)] == ["caller"]
+    assert list((cache / "kpkg" / "failed").iterdir()) == [], "built: no longer said failed"
 
 
 def test_the_cache_is_found_wherever_the_code_is_installed(tmp_path):
@@ -299,4 +306,44 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     assert abs(kernel_state(plan, cores=2, builders=2, since=since)["eta_s"] - 20.0) < 1.0  # d alone
     Path(path("built", "d")).write_text(json.dumps({"seconds": 20.0, "built_at": since + 29}))
     done = kernel_state(plan, cores=2, builders=2, since=since)
-    assert done["eta_s"] == 0.0 and done["left"] == []
+    assert done["eta_s"] == 0.0 and done["left"] == [] and done["failed"] == []
+
+
+def test_a_unit_a_builder_failed_to_compile_is_said_failed_not_compiling(tmp_path):
+    """kernel_state: a solver one of whose units a builder failed to compile (its failed marker, for this code) is
+    in ``failed``, neither ``left`` nor in the estimate, until someone compiles it again (its building marker: left
+    again) or it is built."""
+    import time
+
+    from worker.runtime.warmup import kernel_state
+
+    def path(kind, name):
+        return str(tmp_path / kind / f"{name}.json")
+
+    units = (("a", 4.0), ("s", 30.0), ("t", 5.0))
+    plan = {
+        "units": {
+            name: {
+                "marker": path("built", name),
+                "building": path("building", name),
+                "failed": path("failed", name),
+                "reference_s": ref,
+            }
+            for name, ref in units
+        },
+        "solvers": {"first": ["a"], "smo": ["a", "s"], "other": ["t"]},
+        "past_slowdown": 1.0,
+    }
+    for kind in ("built", "building", "failed"):
+        (tmp_path / kind).mkdir()
+    Path(path("built", "a")).write_text(json.dumps({"seconds": 4.0, "built_at": 0.0}))
+    Path(path("failed", "s")).write_text(json.dumps({"unit": "s", "error": "AttributeError('gone')"}))
+    state = kernel_state(plan, cores=1, builders=1, since=time.time())
+    assert state["ready"] == ["first"] and state["failed"] == ["smo"] and state["left"] == ["other"], state
+    assert abs(state["eta_s"] - 5.0) < 0.5, "only t is still to compile"
+    Path(path("building", "s")).write_text(json.dumps({"started_at": time.time()}))  # a job compiles it again
+    again = kernel_state(plan, cores=1, builders=1, since=time.time())
+    assert again["failed"] == [] and again["left"] == ["smo", "other"], again
+    Path(path("building", "s")).unlink()
+    Path(path("built", "s")).write_text(json.dumps({"seconds": 30.0, "built_at": 0.0}))
+    assert kernel_state(plan, cores=1, builders=1, since=time.time())["failed"] == []

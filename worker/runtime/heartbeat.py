@@ -156,7 +156,7 @@ def run(
     while not gone():
         now = time.monotonic()
         state = kernels.look(now)
-        said = (bool(accepting.value), tuple(state.get("ready", ())), tuple(state.get("left", ())))
+        said = (bool(accepting.value), *(tuple(state.get(part, ())) for part in ("ready", "left", "failed")))
         if now >= next_beat or said != last_said:  # a worker taking jobs, a solver ready: published at once
             beat = {
                 "pid": parent_pid,
@@ -167,6 +167,8 @@ def run(
             }
             if state:
                 beat["solvers"] = state["ready"]
+                if state.get("failed"):
+                    beat["solvers_failed"] = state["failed"]
                 if state["left"]:
                     beat["warming"] = {key: state[key] for key in ("done", "left", "eta_s")}
             last_said = said

@@ -156,6 +156,7 @@ def kernel_plan() -> dict:
             unit.name: {
                 "marker": str(unit.marker()),
                 "building": str(unit.building_path()),
+                "failed": str(unit.failed_path()),
                 "reference_s": unit.reference_s,
             }
             for unit in UNITS
@@ -166,7 +167,9 @@ def kernel_plan() -> dict:
 
 
 def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
-    """From the markers: ``{"ready": [solvers], "left": [solvers], "done": {unit: seconds}, "eta_s"}``.
+    """From the markers: ``{"ready": [solvers], "left": [solvers], "failed": [solvers], "done": {unit: seconds},
+    "eta_s"}``; ``failed``: solvers a unit of which a builder failed to compile (for this code), nobody compiling it
+    now (they are not ``left``, nor in the estimate).
 
     The estimate: each unit left takes its reference compile seconds times this machine's slowdown, which
     is measured over reference seconds of the units compiled since ``since`` (a time.time() instant: when
@@ -185,7 +188,13 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
             if float(record.get("built_at") or 0.0) >= since and done[name] > 0.5:
                 measured.append((done[name], unit["reference_s"]))
     ready = [solver for solver, units in plan["solvers"].items() if all(name in done for name in units)]
-    left = [solver for solver in plan["solvers"] if solver not in ready]
+    broken = {  # a builder failed to compile it, and nobody compiles it again now
+        name
+        for name, unit in plan["units"].items()
+        if name not in done and read_marker(unit.get("failed", "")) and not read_marker(unit.get("building", ""))
+    }
+    failed = [solver for solver, units in plan["solvers"].items() if solver not in ready and broken.intersection(units)]
+    left = [solver for solver in plan["solvers"] if solver not in ready and solver not in failed]
     if measured:
         slowdown = sum(s for s, _ in measured) / sum(r for _, r in measured)
     elif plan.get("past_slowdown"):
@@ -201,6 +210,8 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
             continue
         expected = unit["reference_s"] * slowdown
         started = (read_marker(unit["building"]) or {}).get("started_at") if unit.get("building") else None
+        if name in broken:
+            continue  # a job of its solver will try again, and say why if it fails again
         if started is not None:
             running.append(max(0.1 * expected, expected - (now - float(started))))
         else:
@@ -214,7 +225,7 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
         lanes.sort()
         lanes[0] += expected
     eta = max(lanes) if left or pending else 0.0
-    return {"ready": ready, "left": left, "done": done, "eta_s": round(eta, 1)}
+    return {"ready": ready, "left": left, "failed": failed, "done": done, "eta_s": round(eta, 1)}
 
 
 # -- the builder process -------------------------------------------------------------------------------
@@ -267,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from core.compile_cache import run_command, show
+    from core.compile_command import run_command, show
 
     parser = argparse.ArgumentParser(prog="python -m worker.runtime.warmup", description=main.__doc__)
     parser.add_argument("--build", action="store_true", help="Compile every missing unit, then show the cache.")

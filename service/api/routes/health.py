@@ -41,6 +41,12 @@ class Health(BaseModel):
         description="Readiness: estimated seconds until every solver's code is compiled (0 when it is); null on "
         "/healthz.",
     )
+    solvers_failed: list[str] | None = Field(
+        default=None,
+        description="Readiness: solvers whose code a machine's background compile failed to build (the worker's "
+        "log says why); a job of theirs compiles it again and fails with the error if it fails again. Empty when "
+        "none; null on /healthz.",
+    )
     kernels_eta_s: float | None = Field(
         default=None,
         description="Deprecated: the same as `compile_eta_s`, its earlier name, kept for one more version.",
@@ -96,6 +102,7 @@ def readyz(request: Request) -> Health | JSONResponse:
     warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
     left = sorted({name for state in warming for name in state.get("left", [])})
     ready = sorted({name for beat in beats.values() for name in beat.get("solvers", [])} - set(left))
+    failed = sorted({name for beat in beats.values() for name in beat.get("solvers_failed", [])} - set(ready))
     eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
     if workers < 1 and warming:
         detail = (
@@ -115,6 +122,7 @@ def readyz(request: Request) -> Health | JSONResponse:
         solvers_ready=ready,
         solvers_compiling=left,
         compile_eta_s=eta,
+        solvers_failed=failed,
         kernels_eta_s=eta,
         object_store=store,
     )
