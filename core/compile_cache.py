@@ -497,7 +497,7 @@ class CompileUnits:
                 return
             took = False
             for unit in pending:
-                if any(name in failed for name in unit.requires):
+                if failed.intersection(unit.requires):
                     failed.add(unit.name)
                     took = True
                     break

@@ -57,6 +57,18 @@ from core.storage.jobs import JobStore, utc_now
 log = logging.getLogger("hinge.lifecycle")
 
 
+def solver_readiness(beats: dict[str, dict]) -> dict:
+    """What the workers' heartbeats say of the solvers, together: ``ready`` (some worker's machine has their code,
+    in the beats' order), ``left`` (still compiling somewhere), ``failed`` (a background compile failed and no
+    machine has them), ``eta_s`` (the longest estimate) and ``warming`` (how many workers are compiling)."""
+    warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
+    left = sorted({name for state in warming for name in state.get("left", [])})
+    ready = list(dict.fromkeys(name for beat in beats.values() for name in beat.get("solvers", []) if name not in left))
+    failed = sorted({name for beat in beats.values() for name in beat.get("solvers_failed", [])} - set(ready))
+    eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
+    return {"ready": ready, "left": left, "failed": failed, "eta_s": eta, "warming": len(warming)}
+
+
 def worker_beats(client: redis.Redis) -> dict[str, dict]:
     """The liveness record of every worker whose key exists (and prune the dead from the worker set)."""
     ids = [text(raw) for raw in client.smembers(keys.workers())]

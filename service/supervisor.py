@@ -407,13 +407,13 @@ class Readiness:
         """Look once; print what changed."""
         if self.ready and self.complete:
             return
+        from core.lifecycle import solver_readiness
+
         wanted = len(self.supervisor.workers)
         beats = self._beats() if wanted else {}
         elapsed = time.monotonic() - self.started
-        warming = [b["warming"] for b in beats.values() if b.get("warming")]
-        left = sorted({name for state in warming for name in state.get("left", [])})
-        ready_solvers = [name for b in beats.values() for name in b.get("solvers", []) if name not in left]
-        eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
+        solvers = solver_readiness(beats)
+        left, ready_solvers, eta = solvers["left"], solvers["ready"], solvers["eta_s"]
         if left and not self.announced:
             self.announced = True
             eta = self.steady_eta(eta)
@@ -422,7 +422,7 @@ class Readiness:
                 f"on {usable_cores()} core(s) at this load; dcd first, the others in the background)"
             )
         if self.announced:
-            for name in dict.fromkeys(ready_solvers):
+            for name in ready_solvers:
                 if name not in self.reported:
                     self.reported.add(name)
                     self._say(f"  {name} compiled ({elapsed:.0f} s)")
@@ -440,10 +440,9 @@ class Readiness:
             )
         if self.ready and not left and beats and not self.complete:
             self.complete = True
-            failed = sorted({name for b in beats.values() for name in b.get("solvers_failed", [])} - set(ready_solvers))
-            if failed:
+            if solvers["failed"]:
                 self._say(
-                    f"compiling {', '.join(failed)} failed ({elapsed:.0f} s after start; the workers' log says why): "
+                    f"compiling {', '.join(solvers['failed'])} failed ({elapsed:.0f} s after start; the workers' log says why): "
                     "their jobs compile it again and fail with the error if it fails again; every other solver is ready"
                 )
             elif self.announced:

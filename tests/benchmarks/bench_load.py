@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from service.embedded_redis import free_port
 from tests.benchmarks.environment import DATA_DIR, machine
@@ -192,13 +193,15 @@ def predict_server_side(metrics: str) -> dict:
     its answer; the rest of what a client measures is the sockets and the client's own process waiting for a
     core."""
     counts: dict[str, float] = {}
-    for line in metrics.splitlines():
-        if not line.startswith("hinge_http_request_duration_seconds_bucket{"):
-            continue
-        labels, value = line[line.index("{") + 1 : line.rindex("}")], line.rsplit(" ", 1)[1]
-        if 'route="/v1/models/{model_id}/predict"' in labels and 'status="200"' in labels:
-            bound = labels.split('le="', 1)[1].split('"', 1)[0]
-            counts[bound] = counts.get(bound, 0.0) + float(value)
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            labels = sample.labels
+            if (
+                sample.name == "hinge_http_request_duration_seconds_bucket"
+                and labels.get("route") == "/v1/models/{model_id}/predict"
+                and labels.get("status") == "200"
+            ):
+                counts[labels["le"]] = counts.get(labels["le"], 0.0) + sample.value
     total = counts.pop("+Inf", 0.0)
     if not total:
         return {}

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from core.lifecycle import live_worker_count, worker_beats
+from core.lifecycle import live_worker_count, solver_readiness, worker_beats
 from core.schemas.base import ErrorResponse, ReadinessDetails
 from core.storage import keys
 from core.storage.objects import ObjectStore, StoreError, StoreRefused
@@ -99,18 +99,15 @@ def readyz(request: Request) -> Health | JSONResponse:
     if store.startswith("refused"):
         return _not_ready(f"the object store {store}", status="unavailable", redis=True, object_store=store)
     workers = sum(1 for beat in beats.values() if beat.get("ready", True))
-    warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
-    left = sorted({name for state in warming for name in state.get("left", [])})
-    ready = sorted({name for beat in beats.values() for name in beat.get("solvers", [])} - set(left))
-    failed = sorted({name for beat in beats.values() for name in beat.get("solvers_failed", [])} - set(ready))
-    eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
-    if workers < 1 and warming:
+    solvers = solver_readiness(beats)
+    left, ready, failed, eta = solvers["left"], sorted(solvers["ready"]), solvers["failed"], solvers["eta_s"]
+    if workers < 1 and solvers["warming"]:
         detail = (
-            f"{len(warming)} worker(s) compiling solver code (first run only; cached afterwards): "
+            f"{solvers['warming']} worker(s) compiling solver code (first run only; cached afterwards): "
             f"{', '.join(left) or 'finishing'} left, about {eta:.0f} s"
         )
         compiling = {"solvers_compiling": left, "compile_eta_s": eta, "kernels_left": left, "kernels_eta_s": eta}
-        return _not_ready(detail, status="warming", redis=True, workers=0, warming=len(warming), **compiling)
+        return _not_ready(detail, status="warming", redis=True, workers=0, warming=solvers["warming"], **compiling)
     if workers < 1:
         starting = sum(1 for beat in beats.values() if not beat.get("ready", True))
         detail = f"{starting} worker(s) starting" if starting else "no worker is running (start one: hinge worker)"
