@@ -202,8 +202,8 @@ class Settings(BaseSettings):
         default=60.0,
         gt=0,
         description="Seconds a node of a split training may take to answer a call beyond 10 times its slowest answer so "
-        "far; past that it counts as lost (a hung machine or process: the job ends with its best model, "
-        "`node_lost`), as a node that died does at once.",
+        "far; past that it counts as lost (a hung machine or process), as a node that died does at once: the job "
+        "regroups on the nodes left or ends with its best model (`params.distributed.on_node_lost`).",
     )
     job_memory: int = Field(
         default=0,

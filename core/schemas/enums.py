@@ -33,6 +33,13 @@ class Multiclass(str, Enum):
     ovo = "ovo"
 
 
+class NodeLoss(str, Enum):
+    """What a training split over nodes does when one of them is lost (``params.distributed.on_node_lost``)."""
+
+    regroup = "regroup"
+    stop = "stop"
+
+
 class ExportFormat(str, Enum):
     """A format a model can be exported in."""
 
@@ -66,3 +73,4 @@ class WarningCode(str, Enum):
     search_incomplete = "search_incomplete"
     parameter_out_of_range = "parameter_out_of_range"
     fewer_nodes = "fewer_nodes"
+    nodes_lost = "nodes_lost"

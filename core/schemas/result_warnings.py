@@ -18,7 +18,8 @@ class ResultWarning(ResponseModel):
             "(its training accuracy is no better than always answering the most frequent label), "
             "`search_incomplete` (settings of a model selection that could not be evaluated in time), "
             "`parameter_out_of_range` (a C or gamma at the edge of what the data can use numerically), "
-            "`fewer_nodes` (a training split over nodes used fewer than asked: the data set has fewer shards)."
+            "`fewer_nodes` (a training split over nodes used fewer than asked: the data set has fewer shards), "
+            "`nodes_lost` (a node of a split training was lost and the training went on over the nodes left)."
         )
     )
     message: str = Field(description="What happened, with the figures, and what to change, in a sentence or two.")

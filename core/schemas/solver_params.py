@@ -10,10 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
-from core.schemas.base import StrictModel
 from core.schemas.common_params import RELATIVE_GAP, CommonParams, n_processes_field, tol_alone_when_named
 from core.schemas.enums import Task
 from core.schemas.kernel_params import Kernel, RbfKernel
+from core.schemas.split_training import SplitTraining
 
 PositiveFactor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A factor on C: a finite number > 0 (declared in the schema as exclusiveMinimum 0)."""
@@ -273,17 +273,6 @@ class CpaParams(CommonParams):
                 "tol_rel and tol are both null: give tol_rel (a certified relative gap) or the paper's tol"
             )
         return self
-
-
-class SplitTraining(StrictModel):
-    """One model trained with its rows split over several nodes of the deployment's Dask cluster."""
-
-    nodes: int = Field(
-        ge=1,
-        le=256,
-        description="Nodes that hold the rows (each a `dask worker`, consecutive shards of the data set each): the "
-        "same model as on one machine, up to rounding. Needs HINGE_DASK_SCHEDULER on the workers.",
-    )
 
 
 class OcasParams(CommonParams):

@@ -56,3 +56,9 @@ class DataAccess(ResponseModel):
         description="Split: the nodes that held rows. A node holds whole shards, so a data set of fewer shards than "
         "the nodes asked uses fewer (a `fewer_nodes` warning says so).",
     )
+    nodes_lost: int | None = Field(
+        default=None,
+        description="Split: nodes lost during the training, after each of which the rows were shared again over the "
+        "nodes left and the training went on (`params.distributed.on_node_lost` `regroup`); `nodes` counts those "
+        "at the end. Null when none was lost.",
+    )

@@ -10,6 +10,7 @@ Hinge says so in the job and the model, as ``warnings``: ``[{"code", "message"}]
 - ``no_better_than_majority``: its training accuracy is no better than always answering the most frequent
   label of the training data (a classification model that learned nothing usable);
 - ``fewer_nodes``: a training split over nodes (``distributed``) used fewer than asked (fewer shards than nodes);
+- ``nodes_lost``: a node of such a training was lost and the training went on over the nodes left (``regroup``);
 - ``search_incomplete`` and ``parameter_out_of_range`` come from the search (``worker.training.search``) and from the
   numerical range of C (``c_limit``).
 """
@@ -91,7 +92,17 @@ def model_warnings(
         )
     access = model.data_access or {}
     asked = ((params if params is not None else model.params or {}).get("distributed") or {}).get("nodes")
-    if access.get("form") == "split" and isinstance(asked, int) and int(access.get("nodes") or asked) < asked:
+    lost = int(access.get("nodes_lost") or 0)
+    if lost:
+        found.append(
+            warning(
+                WarningCode.nodes_lost,
+                f"{lost} node(s) of the split training were lost (dead, or silent past HINGE_NODE_TIMEOUT): the rows "
+                f"were shared again over the {access.get('nodes')} left and the training went on, so the model is the "
+                "one its stopping rule and gap say; the cluster's scheduler log says which node and why",
+            )
+        )
+    elif access.get("form") == "split" and isinstance(asked, int) and int(access.get("nodes") or asked) < asked:
         used = int(access["nodes"])
         found.append(
             warning(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 
 import numpy as np
 
@@ -106,7 +107,19 @@ class NodeRows:
 class DaskNodes:
     """The driver's handle on ``n_nodes`` nodes holding a data set's rows (module docstring); a context manager."""
 
-    def __init__(self, address: str, n_nodes: int, record, n_features: int, B: float, n_threads: int = 0) -> None:
+    def __init__(
+        self,
+        address: str,
+        n_nodes: int,
+        record,
+        n_features: int,
+        B: float,
+        n_threads: int = 0,
+        *,
+        exclude: Collection[str] = (),
+    ) -> None:
+        """``exclude``: workers (addresses) of nodes lost earlier in the job; when given (a regroup), the nodes left
+        are used even if they are fewer than ``n_nodes`` (a ``ClusterError`` when none is left)."""
         from distributed import Client
 
         if record.shards is None:
@@ -114,6 +127,8 @@ class DaskNodes:
         self.node_timeout = float(get_settings().node_timeout)
         self.slowest_call = 0.0
         self.interrupt = None
+        self.lost: str | None = None
+        """The worker (address) of the node whose call failed or went unanswered, once ``NodeLost`` was raised."""
         """The solver's ``control.check`` (set by ``distributed_ocas._Timed``): a stop seen while a call waits."""
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -122,9 +137,14 @@ class DaskNodes:
                 f"the Dask scheduler at {address} (HINGE_DASK_SCHEDULER) does not answer: {exc}"
             ) from exc
         try:
-            workers = sorted(self.client.scheduler_info()["workers"])
-            if len(workers) < n_nodes:
-                raise ClusterError(f"the job asks for {n_nodes} nodes and the cluster at {address} has {len(workers)}")
+            workers = sorted(set(self.client.scheduler_info()["workers"]) - set(exclude))
+            if exclude and workers:
+                n_nodes = min(n_nodes, len(workers))
+            if len(workers) < n_nodes or not workers:
+                left = " left (the others were lost)" if exclude else ""
+                raise ClusterError(
+                    f"the job asks for {n_nodes} nodes and the cluster at {address} has {len(workers)}{left}"
+                )
             entries = shards.shard_entries(record.shards)
             groups = shards.shard_groups(entries, n_nodes)
             futures = [
@@ -159,14 +179,23 @@ class DaskNodes:
         """Every node's answer to ``method(*args)``, the calls made at once."""
         started = time.monotonic()
         limit = self.node_timeout + HUNG_FACTOR * self.slowest_call
+        answers = []
         try:
             with self.client.as_current():  # the actors' handles reach their nodes through this client
                 pending = [getattr(actor, method)(*args) for actor in self.actors]
-                answers = [self._answer(future, method, started + limit) for future in pending]
-        except (NodeLost, CallStopped):
+                for node, future in enumerate(pending):
+                    self.lost = self.workers[node]  # named lost if this answer does not come
+                    answers.append(self._answer(future, method, started + limit))
+                self.lost = None
+        except CallStopped:
+            self.lost = None
+            raise
+        except NodeLost:
             raise
         except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
-            raise NodeLost(f"a node of the split training failed during {method}: {type(exc).__name__}: {exc}") from exc
+            raise NodeLost(
+                f"a node of the split training ({self.lost}) failed during {method}: {type(exc).__name__}: {exc}"
+            ) from exc
         self.slowest_call = max(self.slowest_call, time.monotonic() - started)
         return answers
 
@@ -184,7 +213,7 @@ class DaskNodes:
                 raise CallStopped(reason)
             if time.monotonic() >= give_up_at:  # no answer: a hung node, or one cut off with its connection open
                 raise NodeLost(
-                    f"a node of the split training did not answer {method} within HINGE_NODE_TIMEOUT "
+                    f"a node of the split training ({self.lost}) did not answer {method} within HINGE_NODE_TIMEOUT "
                     f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far ({self.slowest_call:.2f} s)"
                 )
 

@@ -101,7 +101,10 @@ def data_access(results: list[SolverResult]) -> dict | None:
     had it in memory."""
     split = [r.extra["data"] for r in results if (r.extra.get("data") or {}).get("form") == "split"]
     if split:
-        return {"form": "split", "nodes": max(int(s["nodes"]) for s in split)}
+        lost = max(int(s.get("nodes_lost") or 0) for s in split)  # counted over the job: the last problem's count
+        if not lost:
+            return {"form": "split", "nodes": max(int(s["nodes"]) for s in split)}
+        return {"form": "split", "nodes": int(split[-1]["nodes"]), "nodes_lost": lost}
     streamed = [r.extra["data"] for r in results if (r.extra.get("data") or {}).get("form") == "streamed"]
     if not streamed:
         return None

@@ -44,9 +44,10 @@ class FitContext:
     data_memory: int | None = None
     """Bytes the data may take in this training's memory (``worker.runtime.memory_budget``), shared by its
     processes; past them, the solvers that stream read the data from its files in passes. None: no limit."""
-    open_nodes: Callable[[float], SplitNodes] | None = None
+    open_nodes: Callable[..., SplitNodes] | None = None
     """The job's data set on the nodes of a split training (``params.distributed``): called with the bias feature's
-    value, it returns the nodes' handle (a context manager: ``worker.runtime.cluster.DaskNodes``); None: one machine."""
+    value (and ``exclude``, the nodes lost so far, when it regroups), it returns the nodes' handle (a context manager:
+    ``worker.runtime.cluster.DaskNodes``); None: one machine."""
 
     def processes(self, params: SolverParams) -> int:
         """The processes this training uses (``n_processes``, resolved)."""

@@ -5,23 +5,78 @@ run one after another over the same nodes, each by the solver's ``split_solve`` 
 ``worker.solvers.distributed_ocas``, cpa: ``worker.solvers.distributed_cpa``) from this process, which holds the
 cuts and the reduced problem. Deadline and cancel are the job's, checked by the driver
 between the calls of every iteration (each call to the nodes is a fraction of an iteration): a stop reaches
-every node at once, since nothing runs on them between calls. A node lost: a two-label model ends with the best
-point so far (stop reason ``node_lost``); one-vs-rest, whose other problems would have no model, fails the job
-(`node_lost`).
+every node at once, since nothing runs on them between calls.
+
+A node lost (``params.distributed.on_node_lost``):
+
+- ``regroup`` (the default): the nodes are released, the data set's shards shared again over the nodes left (the
+  lost one excluded: a hung node may still be connected) and the binary problem goes on, ocas from its best point
+  so far (``w0``), cpa from its start (its cutting planes need their first iterate at 0); the problems already
+  done keep their models. Its trace goes on with the iterations and seconds counted from the problem's start, and
+  the model counts the nodes lost (``data_access.nodes_lost``, a ``nodes_lost`` warning). At most as many regroups
+  as nodes were asked; once none is left it ends as ``stop`` does.
+- ``stop``: a two-label model ends with the best point so far (stop reason ``node_lost``); one-vs-rest, whose
+  other problems would have no model, fails the job (``node_lost``).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
+import logging
+import time
 from dataclasses import replace
 
 import numpy as np
 
+from core.schemas.enums import NodeLoss
 from core.solvers import spec_of
+from worker.runtime.cluster import ClusterError
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.solvers.distributed_ocas import NodeLost
 from worker.training.context import FitContext
+
+log = logging.getLogger("hinge.split")
+
+
+class _Group:
+    """The nodes a split training uses now, opened again without a lost one (``regroup``)."""
+
+    def __init__(self, context: FitContext, bias: float, asked: int) -> None:
+        assert context.open_nodes is not None
+        self.open = context.open_nodes
+        self.bias = bias
+        self.regroups_left = asked
+        self.lost: list[str] = []
+        self.nodes = self.open(bias)
+
+    def regroup(self, where: str) -> bool:
+        """Release the nodes and open the data set on those left, the lost one excluded; False when none is left
+        (or the regroups are used up). ``where``: when it was lost, for the log."""
+        lost = getattr(self.nodes, "lost", None)
+        self.lost.append(str(lost) if lost is not None else "a node")
+        why = f"node {self.lost[-1]} lost {where}"
+        self.nodes.close()
+        while self.regroups_left > 0:
+            self.regroups_left -= 1
+            try:
+                self.nodes = self.open(self.bias, exclude=[name for name in self.lost if name != "a node"])
+                log.warning("split training: %s; regrouped over %d node(s)", why, self.nodes.n_nodes)
+                return True
+            except (ClusterError, NodeLost) as exc:
+                log.warning("split training: %s; no regroup: %s", why, exc)
+                if isinstance(exc, ClusterError):
+                    break
+        return False
+
+    def close(self) -> None:
+        self.nodes.close()
+
+
+def _starting_point(solver: str, result: SolverResult, bias: float) -> dict:
+    """The solve's arguments that start it at ``result``'s weights (ocas), or none (cpa starts again)."""
+    if solver != "ocas" or result.w is None:
+        return {}
+    return {"w0": np.append(result.w, result.bias) if bias else result.w}
 
 
 def fit_split(
@@ -37,31 +92,82 @@ def fit_split(
 ) -> list[SolverResult | None]:
     """One result per binary problem of ``labels`` (two labels: one problem, the larger label positive; more:
     one-vs-rest); a problem never started because of a cancel is None."""
-    assert context.open_nodes is not None
     module, name = str(spec_of(solver).split_solve).split(":")
     solve = getattr(importlib.import_module(module), name)
     bias = 0.0 if params.bias is None else float(params.bias)
+    regroup = params.distributed.on_node_lost == NodeLoss.regroup
     positives = [labels[1]] if labels.size == 2 else list(labels)
     results: list[SolverResult | None] = [None] * len(positives)
-    with context.open_nodes(bias) as nodes:
+    group = _Group(context, bias, int(params.distributed.nodes))
+    try:
         for k, positive in enumerate(positives):
-            nodes.begin(float(positive))
-            control = SolverControl(
-                deadline=context.deadline,
-                cancel_requested=context.cancel_requested,
-                on_point=functools.partial(on_point, k),
-            )
-            result = solve(nodes, n_features=n_features, params=params, control=control)
-            results[k] = replace(result, trace=())
+            result = _fit_problem(solve, solver, params, n_features, context, group, k, float(positive), on_point)
+            if result.stop_reason is StopReason.NODE_LOST and not regroup and len(positives) > 1:
+                raise NodeLost(
+                    f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest, "
+                    "on_node_lost stop): no model; the cluster's scheduler log says which node"
+                )
+            if result.stop_reason is StopReason.NODE_LOST and len(positives) > 1:
+                raise NodeLost(
+                    f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest) and no node "
+                    f"was left to regroup on (lost: {', '.join(group.lost)}): no model"
+                )
+            results[k] = result
             if on_problem_done is not None:
                 on_problem_done(k)
             if on_subtask_done is not None and len(positives) > 1:
                 on_subtask_done(k + 1, len(positives))
-            if result.stop_reason is StopReason.NODE_LOST and len(positives) > 1:
-                raise NodeLost(
-                    f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest): no model; "
-                    "the cluster's scheduler log says which node"
-                )
             if result.stop_reason in (StopReason.CANCELED, StopReason.DEADLINE, StopReason.NODE_LOST):
                 break
+    finally:
+        group.close()
     return results
+
+
+def _fit_problem(solve, solver, params, n_features, context, group, k, positive, on_point) -> SolverResult:
+    """Binary problem ``k`` (``positive`` against the rest) over the group's nodes, regrouped and continued after each
+    node lost when ``on_node_lost`` is ``regroup``; its result counts every attempt's iterations and seconds."""
+    regroup = params.distributed.on_node_lost == NodeLoss.regroup
+    started = time.perf_counter()
+    offset = {"iteration": 0, "elapsed_s": 0.0}
+    spent = {"n_iter": 0, "solver_seconds": 0.0, "trace_seconds": 0.0}
+    start: dict = {}
+    result: SolverResult | None = None
+
+    def record(point: dict) -> None:
+        on_point(k, {**point, **{key: point[key] + offset[key] for key in offset if key in point}})
+
+    while True:
+        try:
+            group.nodes.begin(positive)
+        except NodeLost:
+            if not (regroup and group.regroup(f"as problem {k + 1} began")):
+                raise
+            continue
+        control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=record)
+        attempt = solve(group.nodes, n_features=n_features, params=params, control=control, **start)
+        result = replace(
+            attempt,
+            trace=(),
+            n_iter=attempt.n_iter + spent["n_iter"],
+            solver_seconds=attempt.solver_seconds + spent["solver_seconds"],
+            trace_seconds=attempt.trace_seconds + spent["trace_seconds"],
+        )
+        data = dict(result.extra.get("data") or {})
+        if group.lost:
+            data["nodes_lost"] = len(group.lost)
+        result = replace(result, extra={**result.extra, "data": data})
+        if attempt.stop_reason is not StopReason.NODE_LOST or not regroup:
+            return result
+        regrouped = group.regroup(f"after iteration {result.n_iter} of problem {k + 1}")
+        result = replace(result, extra={**result.extra, "data": {**data, "nodes_lost": len(group.lost)}})
+        if not regrouped:
+            return result
+        spent = {
+            "n_iter": result.n_iter,
+            "solver_seconds": result.solver_seconds,
+            "trace_seconds": result.trace_seconds,
+        }
+        offset = {"iteration": result.n_iter, "elapsed_s": time.perf_counter() - started}
+        if attempt.n_iter > 0:  # ocas goes on from its best point (an iterate of the cutting planes is a model)
+            start = _starting_point(solver, attempt, float(params.bias or 0.0))
