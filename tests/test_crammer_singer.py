@@ -131,14 +131,6 @@ def test_service_trains_exports_as_liblinear_s4_and_imports_back(http, digits, w
     assert binary["objective"] == pytest.approx(plain["objective"] / 2, rel=1e-4)
 
 
-@pytest.mark.parametrize(("extra", "named"), [({"distributed": {"nodes": 2}}, "`distributed`")])
-def test_refuses_what_it_does_not_train(http, wine, extra, named):
-    X, y = wine
-    dataset = upload(http, svmlight(X[:60], y[:60])).json()
-    body = {"dataset_id": dataset["id"], "solver": "ocas", "params": {"multiclass": "crammer_singer", **extra}}
-    assert_error(http.post("/v1/jobs", json=body), 422, "validation_error", "crammer_singer", named)
-
-
 @pytest.mark.parametrize(
     ("solver", "params"),
     [

@@ -206,6 +206,14 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
         _, alone, _ = train(common)
         _, split, trace = train({**common, "distributed": {"nodes": 2}})
         _, cpa_split, cpa_trace = train({**common, "distributed": {"nodes": 2}}, solver="cpa")
+        # Crammer and Singer's one problem over the three labels, its rows' classes on the nodes
+        crammer_singer = {**common, "multiclass": "crammer_singer"}
+        _, cs_alone, _ = train(crammer_singer)
+        _, cs_split, cs_trace = train({**crammer_singer, "distributed": {"nodes": 2}})
+        assert cs_split["stop_reason"] == cs_alone["stop_reason"] == "converged"
+        assert cs_split["data_access"]["nodes"] == 2 and all("comm_s" in point for point in cs_trace)
+        assert len(cs_split["objectives"]) == 1  # both within 1e-4 of the optimum
+        assert abs(cs_split["objectives"][0] - cs_alone["objectives"][0]) <= 2e-4 * cs_alone["objectives"][0]
         assert cpa_split["solver"] == "cpa" and cpa_split["stop_reason"] == "converged"
         assert all("comm_s" in point for point in cpa_trace)
         for a, b in zip(cpa_split["objectives"], alone["objectives"], strict=True):  # both within 1e-4 of the optimum

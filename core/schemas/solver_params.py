@@ -336,7 +336,8 @@ class OcasParams(CommonParams):
             "with one weight vector per label; predicted by the largest score too. Its cuts are dense "
             "(features + 1) x labels matrices. Two labels: one score, the difference of the two vectors. With "
             "`probability`, a softmax over its K scores fitted on cross-validated ones (a sigmoid for two labels). "
-            "A `search` fits the whole problem per fold and setting (cold starts). Not with `distributed`."
+            "A `search` fits the whole problem per fold and setting (cold starts). With `distributed`, its rows are "
+            "split over the nodes as one-vs-rest's are (each node holds its rows' classes)."
         ),
     )
 
@@ -344,11 +345,6 @@ class OcasParams(CommonParams):
     def _some_stopping_rule(self):
         if self.tol_rel is None and self.tol_abs == 0:
             raise ValueError("tol_rel is null and tol_abs is 0: give tol_rel, or tol_abs > 0")
-        if self.multiclass == "crammer_singer" and self.distributed is not None:
-            raise ValueError(
-                "multiclass crammer_singer trains one problem on one worker; `distributed` is not available with it "
-                "(use multiclass ovr)"
-            )
         return self
 
 

@@ -175,8 +175,8 @@ def check_distributed(body, dataset: DatasetRecord, settings: Settings) -> None:
     ):
         if active:
             raise unprocessable(
-                f"params.distributed: a split training fits one model (one-vs-rest over its labels); it does not "
-                f"run with {name}",
+                f"params.distributed: a split training fits one model (one-vs-rest over its labels, or Crammer and "
+                f"Singer's one problem); it does not run with {name}",
                 ["body", "params", name],
             )
 

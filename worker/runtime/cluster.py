@@ -10,7 +10,8 @@ own scatter / submit / gather does.
 * ``NodeRows`` is a Dask actor, one per node (a ``dask worker`` started with Hinge's code and settings, so
   that it reaches the object store as the workers do): it fetches its consecutive shards of the data set
   from the object store (``core.storage.shards.load_rows``), holds them in memory across the iterations and
-  the binary problems, and answers the driver through a ``RowPart`` for the current problem.
+  the binary problems, and answers the driver through a ``RowPart`` for the current problem (a ``ClassRowPart`` for
+  Crammer and Singer's one problem over every label).
 * ``DaskNodes`` is the driver's handle (in the job's process): it connects to the scheduler, places one actor
   on each of ``n_nodes`` workers with its share of the shards, calls them all at once (``call_all``), and
   closes the connection, which releases the actors and their memory.
@@ -27,6 +28,7 @@ import numpy as np
 from core.config import get_settings
 from core.storage import shards
 from core.storage.objects import object_store
+from worker.solvers.class_row_part import ClassRowPart
 from worker.solvers.distributed_ocas import CallStopped, NodeLost
 from worker.solvers.row_part import RowPart
 
@@ -57,7 +59,7 @@ class NodeRows:
         self.n_features = int(n_features)
         self.B = float(B)
         self.n_threads = int(n_threads)
-        self.part: RowPart | None = None
+        self.part: RowPart | ClassRowPart | None = None
         self.load_seconds = time.perf_counter() - started
 
     def describe(self) -> tuple[int, int, float, float]:
@@ -74,7 +76,16 @@ class NodeRows:
         self.part = RowPart(a["indptr"], a["indices"], a["data"], signs, self.n_features, self.B, self.n_threads)
         return (time.perf_counter() - started,)
 
-    def _part(self) -> RowPart:
+    def begin_classes(self, labels) -> tuple[float]:
+        """Start a Crammer-Singer problem over every label: each row's class is its label's index in ``labels``
+        (sorted, the job's)."""
+        started = time.perf_counter()
+        a = self.arrays
+        classes = np.searchsorted(np.asarray(labels), a["y"])
+        self.part = ClassRowPart(a["indptr"], a["indices"], a["data"], classes, len(labels), self.n_features, self.B)
+        return (time.perf_counter() - started,)
+
+    def _part(self) -> RowPart | ClassRowPart:
         if self.part is None:
             raise RuntimeError("begin() first")
         return self.part
@@ -98,7 +109,9 @@ class NodeRows:
         return self._part().step_update(k, lam)
 
     def step_cpa(self, w_t):
-        return self._part().step_cpa(w_t)
+        part = self._part()
+        assert isinstance(part, RowPart)
+        return part.step_cpa(w_t)
 
     def loss(self, w):
         return self._part().loss(w)
@@ -220,6 +233,10 @@ class DaskNodes:
     def begin(self, positive: float | None) -> None:
         """Start the next binary problem on every node."""
         self.call_all("begin", positive)
+
+    def begin_classes(self, labels) -> None:
+        """Start a Crammer-Singer problem over ``labels`` (sorted) on every node."""
+        self.call_all("begin_classes", [float(label) for label in labels])
 
     def close(self) -> None:
         """Release the actors (and their rows) and the connection."""

@@ -210,6 +210,91 @@ def _cut(indptr, indices, data, B, yc, cost, violator, Z):
         Z[d, k] -= c * B
 
 
+class ClassCuts:
+    """The cuts (dense (n_features + 1) x K matrices, in a table that grows by doubling), the reduced problem over
+    them and its solution W_t: what the driver of a Crammer-Singer ocas holds (here, and split over nodes in
+    ``distributed_ocas_multiclass``)."""
+
+    def __init__(self, C: float, D: int, K: int, max_inactive: int) -> None:
+        self.rp = ReducedProblem(C)
+        self.cuts = np.zeros((16, D, K))
+        self.free = list(range(16))
+        self.W_t = np.zeros((D, K))
+        self.whole, self.zero = np.array([0, D * K], dtype=np.int64), np.zeros(D * K)  # W_t in one chunk, from zero
+        self.max_inactive = int(max_inactive)
+
+    def add(self, write, offset: float) -> None:
+        """Algorithm 1, line 5: a new cut, written by ``write(Z)`` into its slot, with its offset; the cuts inactive
+        for ``max_inactive`` iterations dropped."""
+        D, K = self.W_t.shape
+        if len(self.free) == 0:
+            grown = np.zeros((2 * self.cuts.shape[0], D, K))
+            grown[: self.cuts.shape[0]] = self.cuts
+            self.free = list(range(self.cuts.shape[0], grown.shape[0]))
+            self.cuts = grown
+        slot = self.free.pop()
+        Z = self.cuts[slot]
+        write(Z)
+        held = self.rp.slot[: self.rp.t]
+        table = self.cuts.reshape(self.cuts.shape[0], D * K)  # the cuts as flat rows, read in place
+        h_row = np.empty(held.size)
+        dense_dots(table, held, np.int64(0), held.size, slot, h_row)
+        self.rp.add_cut(h_row, float(np.vdot(Z, Z)), offset, slot)
+        for dropped in self.rp.drop_inactive(self.max_inactive):
+            self.free.append(int(dropped))
+
+    def solve(self, F_b: float, lower: float) -> float:
+        """Algorithm 1, line 3: the reduced problem solved to a precision relative to the gap, W_t its solution;
+        returns the lower bound (the best dual value so far)."""
+        rp = self.rp
+        qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
+        dual, _, _ = rp.solve(qp_tol)
+        D, K = self.W_t.shape
+        table = self.cuts.reshape(self.cuts.shape[0], D * K)
+        combine_rows(table, rp.slot, rp.alpha, rp.t, self.whole, self.zero, self.W_t.reshape(-1), True)
+        return max(lower, dual)
+
+
+def crammer_singer_result(W_b, B: float, cuts: ClassCuts, lower: float, outcome: dict, extra: dict) -> SolverResult:
+    """A Crammer-Singer solve's result: ``w`` (K, n_features), ``extra["biases"]`` the K offsets, the certified gap
+    of ``outcome["objective"]`` against ``lower``; ``outcome``: n_iter, converged, stop_reason, objective,
+    solver_seconds, trace_seconds, trace; ``extra``: what the solve adds (its seconds, its data's form)."""
+    D = W_b.shape[0]
+    objective = outcome["objective"]
+    return SolverResult(
+        w=np.ascontiguousarray(W_b[: D - 1].T),
+        bias=0.0,
+        **outcome,
+        extra={
+            **certified_gap(objective, lower, OCAS_GAP_NOTE),
+            "biases": B * W_b[D - 1].copy(),
+            "n_cuts": cuts.rp.t,
+            "qp_steps": cuts.rp.total_steps,
+            "threads": 1,
+            "cut_form": "dense",
+            **extra,
+        },
+    )
+
+
+def starting_weights(w0, n_classes: int, n_features: int, B: float) -> np.ndarray:
+    """W_b, (n_features + 1) x K, from ``w0``: (K, n_features), or (K, n_features + 1) with the bias terms last
+    (None: zeros)."""
+    K, D = int(n_classes), int(n_features) + 1
+    W_b = np.zeros((D, K))
+    if w0 is None:
+        return W_b
+    start = np.asarray(w0, dtype=np.float64)
+    if start.ndim != 2 or start.shape[0] != K or start.shape[1] not in (D - 1, D) or not np.all(np.isfinite(start)):
+        raise SolverInputError(f"w0 must be a finite ({K}, {D - 1}) or ({K}, {D}) matrix, got {start.shape}")
+    W_b[: D - 1] = start[:, : D - 1].T
+    if start.shape[1] == D and np.any(start[:, -1]):
+        if B == 0.0:
+            raise SolverInputError("w0 has bias terms but bias is None")
+        W_b[D - 1] = start[:, -1] / B
+    return W_b
+
+
 def solve_crammer_singer(
     indptr,
     indices,
@@ -255,16 +340,7 @@ def solve_crammer_singer(
             f"a Crammer-Singer cut is a dense {D} x {K} matrix ({cut_bytes / 2**20:.1f} MiB): {MIN_CUTS_IN_MEMORY} of "
             f"them do not fit the {memory_bytes / 2**20:.0f} MiB the job may use; use multiclass ovr, or fewer features"
         )
-    W_b = np.zeros((D, K))
-    if w0 is not None:
-        start = np.asarray(w0, dtype=np.float64)
-        if start.ndim != 2 or start.shape[0] != K or start.shape[1] not in (D - 1, D) or not np.all(np.isfinite(start)):
-            raise SolverInputError(f"w0 must be a finite ({K}, {D - 1}) or ({K}, {D}) matrix, got {start.shape}")
-        W_b[: D - 1] = start[:, : D - 1].T
-        if start.shape[1] == D and np.any(start[:, -1]):
-            if B == 0.0:
-                raise SolverInputError("w0 has bias terms but bias is None")
-            W_b[D - 1] = start[:, -1] / B
+    W_b = starting_weights(w0, K, D - 1, B)
     control = control if control is not None else SolverControl()
     cost = costs[yc]
     return _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, W_b, control, memory_bytes)
@@ -283,11 +359,8 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
     if np.any(W_b):
         _outputs(indptr, indices, data, B, W_b, O_b)
     F_b = 0.5 * float(np.vdot(W_b, W_b)) + C * _risk(yc, cost, O_b)
-    rp = ReducedProblem(C)
-    cuts = np.zeros((16, D, K))
-    free = list(range(16))
-    W_t = np.zeros((D, K))
-    whole, zero = np.array([0, D * K], dtype=np.int64), np.zeros(D * K)  # W_t in one chunk, from zero
+    cuts = ClassCuts(C, D, K, int(params.max_inactive))
+    rp, W_t = cuts.rp, cuts.W_t
     lower = 0.0
     converged = False
     stop_reason = StopReason.MAX_ITER
@@ -303,26 +376,9 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
         n_iter = it + 1
         t0 = time.perf_counter()
         # Algorithm 1, line 5 (the cut of the previous iteration) and line 3 (the reduced problem)
-        if len(free) == 0:
-            grown = np.zeros((2 * cuts.shape[0], D, K))
-            grown[: cuts.shape[0]] = cuts
-            free = list(range(cuts.shape[0], grown.shape[0]))
-            cuts = grown
-        slot = free.pop()
-        Z = cuts[slot]
-        _cut(indptr, indices, data, B, yc, cost, violator, Z)
-        held = rp.slot[: rp.t]
-        table = cuts.reshape(cuts.shape[0], D * K)  # the cuts as flat rows, read in place (cut_store's kernels)
-        h_row = np.empty(held.size)
-        dense_dots(table, held, np.int64(0), held.size, slot, h_row)
-        rp.add_cut(h_row, float(np.vdot(Z, Z)), pending, slot)
-        for dropped in rp.drop_inactive(int(params.max_inactive)):
-            free.append(int(dropped))
+        cuts.add(lambda Z: _cut(indptr, indices, data, B, yc, cost, violator, Z), pending)
         t1 = time.perf_counter()
-        qp_tol = max(QP_REL * max(F_b - lower, 0.0), 1e-13 * max(1.0, F_b))
-        dual, _, _ = rp.solve(qp_tol)
-        lower = max(lower, dual)
-        combine_rows(table, rp.slot, rp.alpha, rp.t, whole, zero, W_t.reshape(-1), True)
+        lower = cuts.solve(F_b, lower)
         t2 = time.perf_counter()
         _outputs(indptr, indices, data, B, W_t, O_t)
         stopped = control.check()
@@ -369,26 +425,16 @@ def _loop(indptr, indices, data, B, yc, cost, C, tol_rel, tol_abs, lam, params, 
     if stop_reason not in (StopReason.CANCELED, StopReason.DEADLINE):
         _outputs(indptr, indices, data, B, W_b, O_t)  # fresh outputs, not the running convex combinations
         objective = 0.5 * float(np.vdot(W_b, W_b)) + C * _risk(yc, cost, O_t)
-    return SolverResult(
-        w=np.ascontiguousarray(W_b[: D - 1].T),
-        bias=0.0,
-        n_iter=n_iter,
-        converged=converged,
-        stop_reason=stop_reason,
-        objective=objective,
-        solver_seconds=time.perf_counter() - start - trace_time,
-        trace_seconds=trace_time,
-        trace=tuple(points),
-        extra={
-            **certified_gap(objective, lower, OCAS_GAP_NOTE),
-            "biases": B * W_b[D - 1].copy(),
-            "n_cuts": rp.t,
-            "qp_steps": rp.total_steps,
-            "threads": 1,
-            "cut_form": "dense",
-            "seconds": totals,
-        },
-    )
+    outcome = {
+        "n_iter": n_iter,
+        "converged": converged,
+        "stop_reason": stop_reason,
+        "objective": objective,
+        "solver_seconds": time.perf_counter() - start - trace_time,
+        "trace_seconds": trace_time,
+        "trace": tuple(points),
+    }
+    return crammer_singer_result(W_b, B, cuts, lower, outcome, {"seconds": totals})
 
 
 def cut_memory_bytes(n_features: int, n_classes: int) -> int:

@@ -39,67 +39,19 @@ PIVOTS = 63
 """Pivots per round of ``split_minimize``: each node's breakpoints in the bracket at evenly spaced ranks."""
 
 
-class RowPart:
-    """A node's rows and their state across the iterations of a split ocas training (module docstring)."""
+class SortedBreakpoints:
+    """A node's breakpoints of the line search, sorted, with the running sums of their weights: what ``line_count``,
+    ``line_evaluate`` and ``line_gather`` answer ``split_minimize`` from (ocas's ``RowPart``, Crammer-Singer's
+    ``worker.solvers.class_row_part.ClassRowPart``)."""
 
-    def __init__(self, indptr, indices, data, y, n_features: int, B: float, n_threads: int = 1) -> None:
-        self.X = prepare_data(indptr, indices, data, int(n_features), float(B), int(n_threads))
-        self.y = binary_signs(y).copy()
-        n = self.X.n
-        self.n = n
-        self.o_b = np.zeros(n)
-        self.o_t = np.zeros(n)
-        self.gamma = np.zeros(n)
-        self.rows = np.zeros(n, dtype=np.int64)
-        self.keys = np.zeros(n)
-        self.wts = np.zeros(n)
-        nc = self.X.chunks.shape[0] - 1
-        self.slope_parts = np.zeros(nc)
-        self.count_parts = np.zeros(nc, dtype=np.int64)
-        self.loss_parts = np.zeros(nc)
-        self.gsum_parts = np.zeros(nc)
-        self.current = CurrentCut(self.X)
-        self.sorted_keys = np.zeros(0)
-        self.cum_wts = np.zeros(1)
+    sorted_keys: np.ndarray = np.zeros(0)
+    cum_wts: np.ndarray = np.zeros(1)
 
-    def _threads(self):
-        return threads(self.X.n_threads)
-
-    def start(self, w_b: np.ndarray) -> tuple[float, float]:
-        """The outputs of the starting point w_b (kept) and its hinge loss here; (loss, seconds)."""
-        started = time.perf_counter()
-        with self._threads():
-            if np.any(w_b):
-                self.X.outputs(w_b, self.o_b)
-            hinge_parts(self.y, self.o_b, self.X.chunks, self.loss_parts, self.X.serial)
-        return float(np.sum(self.loss_parts)), time.perf_counter() - started
-
-    def step_outputs(self, w_t: np.ndarray, C: float, n_pivots: int) -> tuple[float, int, int, np.ndarray, float]:
-        """An iteration's first call: o_t = X w_t for the rows here (kept), this node's part of the line search's
-        G'(0+) and its breakpoints (kept, sorted), and ``line_count(0, inf, n_pivots)``; (slope, breakpoints,
-        count, pivots, seconds)."""
-        started = time.perf_counter()
-        X = self.X
-        with self._threads():
-            X.outputs(w_t, self.o_t)
-            line_search.prepare(
-                self.y,
-                self.o_b,
-                self.o_t,
-                C,
-                X.chunks,
-                self.slope_parts,
-                self.count_parts,
-                self.keys,
-                self.wts,
-                X.serial,
-            )
-        m = line_search.compact(X.chunks, self.count_parts, self.keys, self.wts)
-        order = np.argsort(self.keys[:m], kind="stable")
-        self.sorted_keys = self.keys[:m][order]
-        self.cum_wts = np.concatenate(([0.0], np.cumsum(self.wts[:m][order])))
-        count, pivots, _ = self.line_count(0.0, math.inf, n_pivots)
-        return float(np.sum(self.slope_parts)), int(m), count, pivots, time.perf_counter() - started
+    def keep_sorted(self, keys: np.ndarray, wts: np.ndarray) -> None:
+        """Keep these breakpoints (key, weight), sorted by key (ties in their order)."""
+        order = np.argsort(keys, kind="stable")
+        self.sorted_keys = keys[order]
+        self.cum_wts = np.concatenate(([0.0], np.cumsum(wts[order])))
 
     def _range(self, lo: float, hi: float) -> tuple[int, int]:
         """The sorted breakpoints in the open interval (lo, hi): [a, b)."""
@@ -134,6 +86,65 @@ class RowPart:
         a, b = self._range(lo, hi)
         weights = np.diff(self.cum_wts[a : b + 1])
         return self.sorted_keys[a:b].copy(), weights, time.perf_counter() - started
+
+
+class RowPart(SortedBreakpoints):
+    """A node's rows and their state across the iterations of a split ocas training (module docstring)."""
+
+    def __init__(self, indptr, indices, data, y, n_features: int, B: float, n_threads: int = 1) -> None:
+        self.X = prepare_data(indptr, indices, data, int(n_features), float(B), int(n_threads))
+        self.y = binary_signs(y).copy()
+        n = self.X.n
+        self.n = n
+        self.o_b = np.zeros(n)
+        self.o_t = np.zeros(n)
+        self.gamma = np.zeros(n)
+        self.rows = np.zeros(n, dtype=np.int64)
+        self.keys = np.zeros(n)
+        self.wts = np.zeros(n)
+        nc = self.X.chunks.shape[0] - 1
+        self.slope_parts = np.zeros(nc)
+        self.count_parts = np.zeros(nc, dtype=np.int64)
+        self.loss_parts = np.zeros(nc)
+        self.gsum_parts = np.zeros(nc)
+        self.current = CurrentCut(self.X)
+
+    def _threads(self):
+        return threads(self.X.n_threads)
+
+    def start(self, w_b: np.ndarray) -> tuple[float, float]:
+        """The outputs of the starting point w_b (kept) and its hinge loss here; (loss, seconds)."""
+        started = time.perf_counter()
+        with self._threads():
+            if np.any(w_b):
+                self.X.outputs(w_b, self.o_b)
+            hinge_parts(self.y, self.o_b, self.X.chunks, self.loss_parts, self.X.serial)
+        return float(np.sum(self.loss_parts)), time.perf_counter() - started
+
+    def step_outputs(self, w_t: np.ndarray, C: float, n_pivots: int) -> tuple[float, int, int, np.ndarray, float]:
+        """An iteration's first call: o_t = X w_t for the rows here (kept), this node's part of the line search's
+        G'(0+) and its breakpoints (kept, sorted), and ``line_count(0, inf, n_pivots)``; (slope, breakpoints,
+        count, pivots, seconds)."""
+        started = time.perf_counter()
+        X = self.X
+        with self._threads():
+            X.outputs(w_t, self.o_t)
+            line_search.prepare(
+                self.y,
+                self.o_b,
+                self.o_t,
+                C,
+                X.chunks,
+                self.slope_parts,
+                self.count_parts,
+                self.keys,
+                self.wts,
+                X.serial,
+            )
+        m = line_search.compact(X.chunks, self.count_parts, self.keys, self.wts)
+        self.keep_sorted(self.keys[:m], self.wts[:m])
+        count, pivots, _ = self.line_count(0.0, math.inf, n_pivots)
+        return float(np.sum(self.slope_parts)), int(m), count, pivots, time.perf_counter() - started
 
     def step_update(self, k: float, lam: float) -> tuple[float, int, float, np.ndarray, float]:
         """An iteration's last call: o_b <- (1 - k) o_b + k o_t, the cut's rows at w_c = (1 - lam) w_b + lam w_t,

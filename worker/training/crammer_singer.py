@@ -22,6 +22,7 @@ from core.solvers import SOLVERS
 from worker.runtime import core_budget
 from worker.solvers.common import SolverControl, SolverResult
 from worker.training.context import FitContext
+from worker.training.split import fit_split_crammer_singer
 
 CrammerSingerParams = OcasParams | SampledCutsParams
 """The solvers that train Crammer and Singer's problem."""
@@ -56,8 +57,12 @@ def fit_crammer_singer(
     """The sorted labels and the one result of the job's Crammer-Singer problem: ``w`` a (labels, n_features)
     matrix (a kernel's: ``extra["dual_coef"]`` a (labels, support rows) matrix) and ``extra["biases"]`` the offsets
     (two labels: one vector and ``bias``, the second class's score minus the first's). ``on_point(0, point)``
-    receives the trace."""
+    receives the trace. With ``context.open_nodes`` (ocas's ``distributed``) the rows are split over the nodes of
+    a cluster (``worker.training.split.fit_split_crammer_singer``)."""
     labels = np.unique(np.asarray(arrays["y"]))
+    if context.open_nodes is not None:
+        result = fit_split_crammer_singer(params, labels, n_features, context, on_point)
+        return labels, [_one_score_for_two(replace(result, trace=()), labels.size)]
     control = SolverControl(
         deadline=context.deadline,
         cancel_requested=context.cancel_requested,

@@ -17,10 +17,15 @@ A node lost (``params.distributed.on_node_lost``):
   as nodes were asked; once none is left it ends as ``stop`` does.
 - ``stop``: a two-label model ends with the best point so far (stop reason ``node_lost``); one-vs-rest, whose
   other problems would have no model, fails the job (``node_lost``).
+
+Crammer and Singer's one problem over every label (ocas's ``multiclass: crammer_singer``,
+``fit_split_crammer_singer``) runs the same way, as one problem: its nodes hold each row's class
+(``worker.solvers.class_row_part``), and it regroups from its best point as ocas's binary problems do.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import time
@@ -72,7 +77,7 @@ class _Group:
         self.nodes.close()
 
 
-def _starting_point(solver: str, result: SolverResult, bias: float) -> dict:
+def _starting_point(solver: str, result: SolverResult, *, bias: float) -> dict:
     """The solve's arguments that start it at ``result``'s weights (ocas), or none (cpa starts again)."""
     if solver != "ocas" or result.w is None:
         return {}
@@ -101,7 +106,16 @@ def fit_split(
     group = _Group(context, bias, int(params.distributed.nodes))
     try:
         for k, positive in enumerate(positives):
-            result = _fit_problem(solve, solver, params, n_features, context, group, k, float(positive), on_point)
+            result = _fit_problem(
+                functools.partial(solve, n_features=n_features, params=params),
+                lambda nodes, positive=float(positive): nodes.begin(positive),
+                functools.partial(_starting_point, solver, bias=bias),
+                params,
+                context,
+                group,
+                k,
+                on_point,
+            )
             if result.stop_reason is StopReason.NODE_LOST and not regroup and len(positives) > 1:
                 raise NodeLost(
                     f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest, "
@@ -124,9 +138,37 @@ def fit_split(
     return results
 
 
-def _fit_problem(solve, solver, params, n_features, context, group, k, positive, on_point) -> SolverResult:
-    """Binary problem ``k`` (``positive`` against the rest) over the group's nodes, regrouped and continued after each
-    node lost when ``on_node_lost`` is ``regroup``; its result counts every attempt's iterations and seconds."""
+def fit_split_crammer_singer(
+    params, labels: np.ndarray, n_features: int, context: FitContext, on_point
+) -> SolverResult:
+    """Crammer and Singer's one problem over every label (ocas's ``multiclass: crammer_singer``) with its rows split
+    over the nodes (``worker.solvers.distributed_ocas_multiclass``), regrouped as a binary problem is; its result
+    shaped as ``ocas_multiclass.solve_crammer_singer``'s."""
+    from worker.solvers.distributed_ocas_multiclass import solve_crammer_singer_split
+
+    bias = 0.0 if params.bias is None else float(params.bias)
+    group = _Group(context, bias, int(params.distributed.nodes))
+    n_classes = max(2, labels.size)
+    try:
+        return _fit_problem(
+            functools.partial(solve_crammer_singer_split, n_classes=n_classes, n_features=n_features, params=params),
+            lambda nodes: nodes.begin_classes(labels),
+            lambda result: {"w0": np.column_stack([result.w, result.extra["biases"]])},
+            params,
+            context,
+            group,
+            0,
+            on_point,
+        )
+    finally:
+        group.close()
+
+
+def _fit_problem(solve, begin, starting_point, params, context, group, k, on_point) -> SolverResult:
+    """Problem ``k`` over the group's nodes (``begin(nodes)`` starts it there, ``solve(nodes, control=, **start)``
+    trains it), regrouped and continued after each node lost when ``on_node_lost`` is ``regroup`` (from
+    ``starting_point(result)``, the arguments that start the solve where the lost attempt was); its result counts
+    every attempt's iterations and seconds."""
     regroup = params.distributed.on_node_lost == NodeLoss.regroup
     started = time.perf_counter()
     offset = {"iteration": 0, "elapsed_s": 0.0}
@@ -139,13 +181,13 @@ def _fit_problem(solve, solver, params, n_features, context, group, k, positive,
 
     while True:
         try:
-            group.nodes.begin(positive)
+            begin(group.nodes)
         except NodeLost:
             if not (regroup and group.regroup(f"as problem {k + 1} began")):
                 raise
             continue
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=record)
-        attempt = solve(group.nodes, n_features=n_features, params=params, control=control, **start)
+        attempt = solve(group.nodes, control=control, **start)
         result = replace(
             attempt,
             trace=(),
@@ -170,4 +212,4 @@ def _fit_problem(solve, solver, params, n_features, context, group, k, positive,
         }
         offset = {"iteration": result.n_iter, "elapsed_s": time.perf_counter() - started}
         if attempt.n_iter > 0:  # ocas goes on from its best point (an iterate of the cutting planes is a model)
-            start = _starting_point(solver, attempt, float(params.bias or 0.0))
+            start = starting_point(attempt)
