@@ -81,9 +81,9 @@ def main() -> None:
             labels = np.unique(y)
             classes = np.searchsorted(labels, y)
             d = X.shape[1]
-            # shards small enough that both nodes hold some: half the arrays' bytes each, about
-            half = (indices.nbytes + data.nbytes + y.nbytes + indptr.nbytes) // 2 + 1
-            record = write_shards(store, Path(path).name.split(".")[0], indptr, indices, data, y, max(half, 1 << 16))
+            # shards small enough that both nodes hold some: a third of the arrays' bytes each, about
+            third = (indices.nbytes + data.nbytes + y.nbytes + indptr.nbytes) // 3 + 1
+            record = write_shards(store, Path(path).name.split(".")[0], indptr, indices, data, y, third)
             params = OcasParams(C=args.C, multiclass="crammer_singer")
             runs: dict[str, list] = {"split": [], "one": []}
             for _ in range(args.repeats):
