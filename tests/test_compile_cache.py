@@ -284,7 +284,7 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
             for name, ref in (("a", 4.0), ("b", 6.0), ("c", 20.0), ("d", 10.0))
         },
         "solvers": {"first": ["a"], "both": ["a", "b"], "big": ["c"], "last": ["d"]},
-        "past_slowdown": None,
+        "past_slowdown": 2.0,  # an earlier compile's, agreeing with this one's
     }
     (tmp_path / "built").mkdir()
     (tmp_path / "building").mkdir()
@@ -307,6 +307,37 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     Path(path("built", "d")).write_text(json.dumps({"seconds": 20.0, "built_at": since + 29}))
     done = kernel_state(plan, cores=2, builders=2, since=since)
     assert done["eta_s"] == 0.0 and done["left"] == [] and done["failed"] == []
+
+
+def test_a_small_unit_compiled_slowly_does_not_make_the_estimate_jump(tmp_path):
+    """The slowdown of the first units measured is weighed against the prior (an earlier compile's on this machine):
+    a 0.5 s unit compiled in 3 s (6x, while every process started) moves it little; a large unit measured at 2x
+    moves it most of the way."""
+    import time
+
+    from worker.runtime.warmup import PRIOR_REFERENCE_S, kernel_state
+
+    def path(kind, name):
+        return str(tmp_path / kind / f"{name}.json")
+
+    plan = {
+        "units": {
+            name: {"marker": path("built", name), "building": path("building", name), "reference_s": ref}
+            for name, ref in (("small", 0.5), ("large", 40.0), ("rest", 100.0))
+        },
+        "solvers": {"one": ["small", "large"], "two": ["rest"]},
+        "past_slowdown": 1.0,
+    }
+    (tmp_path / "built").mkdir()
+    (tmp_path / "building").mkdir()
+    since = time.time() - 60.0
+    assert abs(kernel_state(plan, cores=1, builders=1, since=since)["eta_s"] - 140.5) < 0.5  # the prior alone
+    Path(path("built", "small")).write_text(json.dumps({"seconds": 3.0, "built_at": since + 3}))
+    slowdown = (3.0 + PRIOR_REFERENCE_S) / (0.5 + PRIOR_REFERENCE_S)
+    assert slowdown < 1.15 and abs(kernel_state(plan, 1, 1, since)["eta_s"] - 140.0 * slowdown) < 0.5
+    Path(path("built", "large")).write_text(json.dumps({"seconds": 80.0, "built_at": since + 50}))
+    slowdown = (83.0 + PRIOR_REFERENCE_S) / (40.5 + PRIOR_REFERENCE_S)
+    assert slowdown > 1.65 and abs(kernel_state(plan, 1, 1, since)["eta_s"] - 100.0 * slowdown) < 0.5
 
 
 def test_a_unit_a_builder_failed_to_compile_is_said_failed_not_compiling(tmp_path):

@@ -166,6 +166,13 @@ def kernel_plan() -> dict:
     }
 
 
+PRIOR_REFERENCE_S = 20.0
+"""The weight, in reference compile seconds, of the prior slowdown against those measured (``kernel_state``). A first
+run printed "about 64 s", then 128, 256 and 32 s as small units (common, 0.5 reference seconds, compiled in 2-3 s
+while the API and the workers started) set the slowdown alone; with this weight the first large unit (dcd, 24 s)
+moves the estimate most of the way to what it measures."""
+
+
 def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     """From the markers: ``{"ready": [solvers], "left": [solvers], "failed": [solvers], "done": {unit: seconds},
     "eta_s"}``; ``failed``: solvers a unit of which a builder failed to compile (for this code), nobody compiling it
@@ -174,7 +181,8 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     The estimate: each unit left takes its reference compile seconds times this machine's slowdown, which
     is measured over reference seconds of the units compiled since ``since`` (a time.time() instant: when
     the worker started; they ran beside each other, so the slowdown includes the load and the sharing of
-    the cores), else that of an earlier compile on this machine, else the load per core (at least 1).
+    the cores), weighed against a prior (that of an earlier compile on this machine, else the load per core,
+    at least 1) counted as ``PRIOR_REFERENCE_S`` seconds of units.
     The units left are laid out on as many lanes as compiles run at once (those running now, at least the
     builders the cores can run): those being compiled first, less the time they have been at it, then the
     others in build order, each on the lane free first; the estimate is when the last lane ends."""
@@ -195,15 +203,17 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     }
     failed = [solver for solver, units in plan["solvers"].items() if solver not in ready and broken.intersection(units)]
     left = [solver for solver in plan["solvers"] if solver not in ready and solver not in failed]
-    if measured:
-        slowdown = sum(s for s, _ in measured) / sum(r for _, r in measured)
-    elif plan.get("past_slowdown"):
-        slowdown = float(plan["past_slowdown"])
+    if plan.get("past_slowdown"):
+        prior = float(plan["past_slowdown"])
     else:
         try:
-            slowdown = max(1.0, os.getloadavg()[0] / max(1, cores))
+            prior = max(1.0, os.getloadavg()[0] / max(1, cores))
         except OSError:
-            slowdown = 1.0
+            prior = 1.0
+    # the units measured since the start, with the prior counted as PRIOR_REFERENCE_S of them: the first units
+    # built are small ones, compiled while every process starts, and alone they made the estimate jump fourfold
+    measured_s, reference_s = sum(s for s, _ in measured), sum(r for _, r in measured)
+    slowdown = (measured_s + PRIOR_REFERENCE_S * prior) / (reference_s + PRIOR_REFERENCE_S)
     running, pending = [], []
     for name, unit in plan["units"].items():
         if name in done:
