@@ -38,6 +38,7 @@ from core.solvers import spec_of
 from worker.runtime.cluster import ClusterError
 from worker.solvers.common import SolverControl, SolverResult, StopReason
 from worker.solvers.distributed_ocas import NodeLost
+from worker.solvers.distributed_ocas_multiclass import solve_crammer_singer_split
 from worker.training.context import FitContext
 
 log = logging.getLogger("hinge.split")
@@ -144,8 +145,6 @@ def fit_split_crammer_singer(
     """Crammer and Singer's one problem over every label (ocas's ``multiclass: crammer_singer``) with its rows split
     over the nodes (``worker.solvers.distributed_ocas_multiclass``), regrouped as a binary problem is; its result
     shaped as ``ocas_multiclass.solve_crammer_singer``'s."""
-    from worker.solvers.distributed_ocas_multiclass import solve_crammer_singer_split
-
     bias = 0.0 if params.bias is None else float(params.bias)
     group = _Group(context, bias, int(params.distributed.nodes))
     n_classes = max(2, labels.size)
