@@ -276,8 +276,12 @@ def test_every_operation_refuses_another_tenants_ids(cluster):
 # -- observability ------------------------------------------------------------------------------------
 
 
-def test_metrics_report_requests_jobs_queue_workers_solver_seconds_and_datasets(cluster):
+def test_metrics_report_requests_jobs_queue_workers_solver_seconds_and_datasets(cluster, slow_ids):
+    """What it reads comes from its own data sets (``slow_ids``: one a tenant, and one more) and job: the module's
+    other tests may have run on another pytest worker, with another cluster."""
     with cluster.http("key-alice") as alice:
+        small = upload(alice, to_svmlight(*sparse_problem(200, 20, 5, seed=1)), name="small").json()["id"]
+        assert wait_job(alice, submit(alice, small).json()["id"])["status"] == "succeeded"
         alice.get("/v1/jobs/job_nope")
         text = alice.get("/metrics").text
 
