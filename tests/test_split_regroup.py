@@ -14,7 +14,7 @@ from tests.test_out_of_core import random_csr
 from tests.test_split_training import row_parts
 from worker.runtime.cluster import ClusterError
 from worker.solvers.common import StopReason
-from worker.solvers.distributed_ocas import LocalNodes, NodeLost
+from worker.solvers.distributed_ocas import CallStopped, LocalNodes, NodeLost
 from worker.training.context import FitContext
 from worker.training.split import fit_split
 
@@ -54,13 +54,18 @@ class Cluster:
     """``FitContext.open_nodes``: the first group loses a node at its ``lose_at``-th call; the next groups (over
     the nodes not excluded) answer, unless ``none_left``."""
 
-    def __init__(self, csr, n_nodes: int, lose_at: int, none_left: bool = False) -> None:
+    def __init__(self, csr, n_nodes: int, lose_at: int, none_left: bool = False, load_s: int = 0) -> None:
         self.csr, self.n_nodes, self.lose_at, self.none_left = csr, n_nodes, lose_at, none_left
+        self.load_s_left = load_s
         self.opened: list[tuple[list[str], Nodes]] = []
 
-    def __call__(self, bias: float, exclude=()) -> Nodes:
+    def __call__(self, bias: float, exclude=(), stop=None) -> Nodes:
         if exclude and self.none_left:
             raise ClusterError("the job asks for 3 nodes and the cluster has 0 left (the others were lost)")
+        while exclude and self.load_s_left > 0:  # the nodes left loading the rows, the job's stop looked at
+            if stop is not None and (reason := stop()) is not None:
+                raise CallStopped(reason)
+            self.load_s_left -= 1
         n = self.n_nodes - len(exclude)
         bounds = np.linspace(0, self.csr[0].size - 1, n + 1).astype(int)
         nodes = Nodes(self.csr, bounds, self.lose_at if not self.opened else None)
@@ -76,7 +81,7 @@ def _three_labels(csr):
     return indptr, indices, data, labels
 
 
-def _fit(solver, params, csr, cluster):
+def _fit(solver, params, csr, cluster, cancel_requested=lambda: False):
     points: list[tuple[int, dict]] = []
     labels = np.unique(csr[3])
     results = fit_split(
@@ -84,7 +89,7 @@ def _fit(solver, params, csr, cluster):
         params,
         labels,
         int(csr[1].max()) + 1,
-        FitContext(open_nodes=cluster),
+        FitContext(open_nodes=cluster, cancel_requested=cancel_requested),
         on_point=lambda k, point: points.append((k, point)),
     )
     return results, points
@@ -158,3 +163,37 @@ def test_on_node_lost_stop_ends_with_the_best_point():
     three = _three_labels(csr)
     with pytest.raises(NodeLost, match="on_node_lost stop"):
         _fit("ocas", params, three, Cluster(three, 3, lose_at=14))
+
+
+def test_a_cancel_while_the_nodes_left_load_the_rows_ends_with_the_best_point():
+    """A regroup's load is waited for in slices, the job's stop looked at between them: a cancel then ends the job
+    with the best point so far (stop reason ``canceled``), not after the load."""
+    csr = random_csr(3000, 120, 15, seed=25)
+    params = OcasParams(C=1.0, tol_rel=1e-6, distributed={"nodes": 3})
+    cluster = Cluster(csr, 3, lose_at=14, load_s=10**6)
+    asked = []
+    [result], _ = _fit("ocas", params, csr, cluster, cancel_requested=lambda: bool(asked.append(1)) or len(asked) > 20)
+    assert result.stop_reason is StopReason.CANCELED and not result.converged and result.n_iter >= 2
+    assert cluster.load_s_left > 10**6 - 100 and result.extra["data"]["nodes_lost"] == 1
+    assert 0 < result.extra["gap_rel"] < 1
+
+
+def test_the_nodes_load_is_waited_for_in_slices_that_look_at_the_stop(monkeypatch):
+    """``DaskNodes._placed``: an actor's future waited for WAIT_SLICE_S at a time; a stop reason between two slices
+    raises ``CallStopped``."""
+    from worker.runtime import cluster as cluster_module
+
+    class Pending:
+        waits = 0
+
+        def result(self, timeout=None):
+            self.waits += 1
+            raise TimeoutError
+
+    nodes = object.__new__(cluster_module.DaskNodes)
+    stops = iter([None, None, StopReason.DEADLINE])
+    nodes.stop = lambda: next(stops)
+    future = Pending()
+    with pytest.raises(CallStopped) as stopped:
+        nodes._placed(future)
+    assert stopped.value.reason is StopReason.DEADLINE and future.waits == 3

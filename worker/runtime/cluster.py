@@ -130,9 +130,12 @@ class DaskNodes:
         n_threads: int = 0,
         *,
         exclude: Collection[str] = (),
+        stop=None,
     ) -> None:
         """``exclude``: workers (addresses) of nodes lost earlier in the job; when given (a regroup), the nodes left
-        are used even if they are fewer than ``n_nodes`` (a ``ClusterError`` when none is left)."""
+        are used even if they are fewer than ``n_nodes`` (a ``ClusterError`` when none is left). ``stop``: a
+        callable giving the job's stop reason (a cancel, its deadline) or None, looked at every ``WAIT_SLICE_S``
+        while the nodes load their shards (``CallStopped`` then)."""
         from distributed import Client
 
         if record.shards is None:
@@ -141,6 +144,7 @@ class DaskNodes:
         self.slowest_call = 0.0
         self.interrupt = None
         self.lost: str | None = None
+        self.stop = stop
         """The worker (address) of the node whose call failed or went unanswered, once ``NodeLost`` was raised."""
         """The solver's ``control.check`` (set by ``distributed_ocas._Timed``): a stop seen while a call waits."""
         try:
@@ -176,7 +180,7 @@ class DaskNodes:
                 for worker, group in zip(workers, groups, strict=False)
             ]
             self._futures = futures
-            self.actors = [future.result() for future in futures]
+            self.actors = [self._placed(future) for future in futures]
             self.workers = workers[: len(self.actors)]
             self.n_nodes = len(self.actors)
             self.data_bytes = sum(int(np.dtype(record.arrays[n]["dtype"]).itemsize) for n in ("indices", "data")) * int(
@@ -187,6 +191,16 @@ class DaskNodes:
         except BaseException:
             self.client.close()
             raise
+
+    def _placed(self, future):
+        """An actor once its node has loaded its shards, waited for in slices between which ``stop`` is looked at."""
+        while True:
+            try:
+                return future.result(timeout=WAIT_SLICE_S)
+            except TimeoutError:
+                reason = self.stop() if self.stop is not None else None
+                if reason is not None:
+                    raise CallStopped(reason) from None
 
     def call_all(self, method: str, *args) -> list:
         """Every node's answer to ``method(*args)``, the calls made at once."""

@@ -37,7 +37,7 @@ from core.schemas.enums import NodeLoss
 from core.solvers import spec_of
 from worker.runtime.cluster import ClusterError
 from worker.solvers.common import SolverControl, SolverResult, StopReason
-from worker.solvers.distributed_ocas import NodeLost
+from worker.solvers.distributed_ocas import CallStopped, NodeLost
 from worker.solvers.distributed_ocas_multiclass import solve_crammer_singer_split
 from worker.training.context import FitContext
 
@@ -53,6 +53,9 @@ class _Group:
         self.bias = bias
         self.regroups_left = asked
         self.lost: list[str] = []
+        self.stopped: StopReason | None = None
+        """Why a regroup ended without nodes: the job's cancel or deadline while the nodes left loaded the shards."""
+        self.stop = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested).check
         self.nodes = self.open(bias)
 
     def regroup(self, where: str) -> bool:
@@ -65,9 +68,14 @@ class _Group:
         while self.regroups_left > 0:
             self.regroups_left -= 1
             try:
-                self.nodes = self.open(self.bias, exclude=[name for name in self.lost if name != "a node"])
+                self.nodes = self.open(
+                    self.bias, exclude=[name for name in self.lost if name != "a node"], stop=self.stop
+                )
                 log.warning("split training: %s; regrouped over %d node(s)", why, self.nodes.n_nodes)
                 return True
+            except CallStopped as stopped:  # canceled, or past its deadline, while the nodes left loaded the rows
+                self.stopped = stopped.reason
+                return False
             except (ClusterError, NodeLost) as exc:
                 log.warning("split training: %s; no regroup: %s", why, exc)
                 if isinstance(exc, ClusterError):
@@ -75,6 +83,7 @@ class _Group:
         return False
 
     def close(self) -> None:
+        """Release the nodes (again, after a regroup that found none: a closed handle closes as a no-op)."""
         self.nodes.close()
 
 
@@ -202,8 +211,8 @@ def _fit_problem(solve, begin, starting_point, params, context, group, k, on_poi
             return result
         regrouped = group.regroup(f"after iteration {result.n_iter} of problem {k + 1}")
         result = replace(result, extra={**result.extra, "data": {**data, "nodes_lost": len(group.lost)}})
-        if not regrouped:
-            return result
+        if not regrouped:  # the best point so far; stopped by the job if it was, else by the node lost
+            return replace(result, stop_reason=group.stopped or result.stop_reason)
         spent = {
             "n_iter": result.n_iter,
             "solver_seconds": result.solver_seconds,
