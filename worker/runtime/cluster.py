@@ -143,10 +143,10 @@ class DaskNodes:
         self.node_timeout = float(get_settings().node_timeout)
         self.slowest_call = 0.0
         self.interrupt = None
-        self.lost: str | None = None
-        self.stop = stop
-        """The worker (address) of the node whose call failed or went unanswered, once ``NodeLost`` was raised."""
         """The solver's ``control.check`` (set by ``distributed_ocas._Timed``): a stop seen while a call waits."""
+        self.lost: str | None = None
+        """The worker (address) of the node whose call failed or went unanswered, once ``NodeLost`` was raised."""
+        self.stop = stop
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except OSError as exc:
