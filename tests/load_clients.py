@@ -95,8 +95,11 @@ async def run_job(
     until: float,
     cancel_after: float | None = None,
     poll_s: float = 0.05,
+    long_poll: bool = False,
 ) -> str | None:
-    """Submit a job and poll it to its end (cancel it after ``cancel_after`` s); returns its final status."""
+    """Submit a job and poll it to its end (cancel it after ``cancel_after`` s); returns its final status.
+    ``long_poll``: wait as the product's Python client does, ``GET /v1/jobs/{id}?wait_s=30`` (answered once the job
+    ends), instead of a plain GET every ``poll_s``."""
     response = await call(tally, client, "POST", "/v1/jobs", json=body)
     if response is None or response.status_code != 202:
         tally.jobs["refused"] = tally.jobs.get("refused", 0) + 1
@@ -107,11 +110,12 @@ async def run_job(
     canceled = False
     status = "queued"
     while time.monotonic() < until + 120:
-        await asyncio.sleep(poll_s)
+        if not long_poll:
+            await asyncio.sleep(poll_s)
         if cancel_after is not None and not canceled and time.monotonic() - started > cancel_after:
             await call(tally, client, "POST", f"/v1/jobs/{job_id}/cancel")
             canceled = True
-        got = await call(tally, client, "GET", f"/v1/jobs/{job_id}")
+        got = await call(tally, client, "GET", f"/v1/jobs/{job_id}", params={"wait_s": 30} if long_poll else None)
         if got is None or got.status_code != 200:
             continue
         status = got.json()["status"]
@@ -121,10 +125,11 @@ async def run_job(
     return job_id
 
 
-async def trainer(base: str, dataset_id: str, until: float, tally: Tally) -> None:
+async def trainer(base: str, dataset_id: str, until: float, tally: Tally, long_poll: bool = False) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        body = {"dataset_id": dataset_id, "solver": "dcd", "params": {"C": 1.0}}
         while time.monotonic() < until:
-            await run_job(client, tally, {"dataset_id": dataset_id, "solver": "dcd", "params": {"C": 1.0}}, until)
+            await run_job(client, tally, body, until, long_poll=long_poll)
 
 
 async def uploader(base: str, content: bytes, until: float, tally: Tally) -> None:
@@ -196,7 +201,7 @@ def client_process(role: str, count: int, base: str, setup: dict, seconds: float
         if role == "predict":
             return predictor(base, setup["model_id"], setup["row"], until, tally)
         if role == "train":
-            return trainer(base, setup["dataset_id"], until, tally)
+            return trainer(base, setup["dataset_id"], until, tally, long_poll=bool(setup.get("long_poll")))
         if role == "train_all":
             return all_solvers_trainer(base, setup.get("offset", 0) + i, until, tally)
         if role == "cancel":

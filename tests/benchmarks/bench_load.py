@@ -69,6 +69,13 @@ def main() -> None:
         help="A diagnostic: the predicting clients' process in a session of its own at this autogroup niceness "
         "(-10: the load generator's predictions get the cores first, as clients on other machines would).",
     )
+    parser.add_argument(
+        "--trainer-wait",
+        choices=["poll", "long"],
+        default="poll",
+        help="How the trainers wait for their jobs: `poll` (a GET every 50 ms, as the issue's mix) or `long` "
+        "(GET ?wait_s=30, as the Python client's wait_job and the dashboard do).",
+    )
     parser.add_argument("--label", default="")
     parser.add_argument("--root", default=None, help="Run the service from this checkout (compare a former version).")
     parser.add_argument(
@@ -103,6 +110,7 @@ def main() -> None:
         memory = service_memory(run)
         setup = {"model_id": state["model_id"], "row": row, "dataset_id": dataset["id"], "content": content}
         setup["predictor_nice"] = args.predictor_nice
+        setup["long_poll"] = args.trainer_wait == "long"
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         start_at = time.time() + 3.0
@@ -143,6 +151,7 @@ def main() -> None:
             "seconds": args.seconds,
             "predictors": args.predictors,
             "trainers": args.trainers,
+            "trainer_wait": args.trainer_wait,
             "uploaders": args.uploaders,
             "pollers": args.pollers,
             "mix": args.mix,
