@@ -197,3 +197,28 @@ def test_the_nodes_load_is_waited_for_in_slices_that_look_at_the_stop(monkeypatc
     with pytest.raises(CallStopped) as stopped:
         nodes._placed(future)
     assert stopped.value.reason is StopReason.DEADLINE and future.waits == 3
+
+
+def test_a_stop_seen_while_the_nodes_begin_a_later_problem_leaves_it_unstarted():
+    """The nodes' wait looks at the job's stop (the previous problem's control): a cancel seen while they begin the
+    second label's problem leaves it and the third unstarted (None: the job then stores no model and says so)."""
+    csr = _three_labels(random_csr(2000, 80, 10, seed=26))
+    params = OcasParams(C=1.0, tol_rel=1e-3, distributed={"nodes": 2})
+
+    class StoppedAtBegin(Nodes):
+        begun = 0
+
+        def begin(self, positive: float) -> None:
+            StoppedAtBegin.begun += 1
+            if StoppedAtBegin.begun == 2:
+                raise CallStopped(StopReason.CANCELED)
+            super().begin(positive)
+
+    class Opens(Cluster):
+        def __call__(self, bias: float, exclude=(), stop=None) -> Nodes:
+            nodes = StoppedAtBegin(self.csr, np.linspace(0, self.csr[0].size - 1, 3).astype(int))
+            self.opened.append((list(exclude), nodes))
+            return nodes
+
+    results, _ = _fit("ocas", params, csr, Opens(csr, 2, lose_at=10**9))
+    assert results[0] is not None and results[0].converged and results[1:] == [None, None]

@@ -126,6 +126,8 @@ def fit_split(
                 k,
                 on_point,
             )
+            if result is None:  # stopped (canceled, or its deadline) while the nodes began it: never started
+                break
             if result.stop_reason is StopReason.NODE_LOST and not regroup and len(positives) > 1:
                 raise NodeLost(
                     f"a node was lost during binary problem {k + 1} of {len(positives)} (one-vs-rest, "
@@ -158,7 +160,7 @@ def fit_split_crammer_singer(
     group = _Group(context, bias, int(params.distributed.nodes))
     n_classes = max(2, labels.size)
     try:
-        return _fit_problem(
+        result = _fit_problem(
             functools.partial(solve_crammer_singer_split, n_classes=n_classes, n_features=n_features, params=params),
             lambda nodes: nodes.begin_classes(labels),
             lambda result: {"w0": np.column_stack([result.w, result.extra["biases"]])},
@@ -168,15 +170,17 @@ def fit_split_crammer_singer(
             0,
             on_point,
         )
+        assert result is not None  # its nodes are fresh: their first wait does not look at the job's stop
+        return result
     finally:
         group.close()
 
 
-def _fit_problem(solve, begin, starting_point, params, context, group, k, on_point) -> SolverResult:
+def _fit_problem(solve, begin, starting_point, params, context, group, k, on_point) -> SolverResult | None:
     """Problem ``k`` over the group's nodes (``begin(nodes)`` starts it there, ``solve(nodes, control=, **start)``
     trains it), regrouped and continued after each node lost when ``on_node_lost`` is ``regroup`` (from
     ``starting_point(result)``, the arguments that start the solve where the lost attempt was); its result counts
-    every attempt's iterations and seconds."""
+    every attempt's iterations and seconds; None when the job was stopped while its nodes began it."""
     regroup = params.distributed.on_node_lost == NodeLoss.regroup
     started = time.perf_counter()
     offset = {"iteration": 0, "elapsed_s": 0.0}
@@ -190,6 +194,8 @@ def _fit_problem(solve, begin, starting_point, params, context, group, k, on_poi
     while True:
         try:
             begin(group.nodes)
+        except CallStopped:  # a wait on nodes that served an earlier problem looks at the job's stop
+            return result
         except NodeLost:
             if not (regroup and group.regroup(f"as problem {k + 1} began")):
                 raise
