@@ -57,11 +57,16 @@ class Cluster:
     def __init__(self, csr, n_nodes: int, lose_at: int, none_left: bool = False, load_s: int = 0) -> None:
         self.csr, self.n_nodes, self.lose_at, self.none_left = csr, n_nodes, lose_at, none_left
         self.load_s_left = load_s
+        self.first_load_s_left = 0
         self.opened: list[tuple[list[str], Nodes]] = []
 
     def __call__(self, bias: float, exclude=(), stop=None) -> Nodes:
         if exclude and self.none_left:
             raise ClusterError("the job asks for 3 nodes and the cluster has 0 left (the others were lost)")
+        while not self.opened and self.first_load_s_left > 0:  # the job's first load, its stop looked at
+            if stop is not None and (reason := stop()) is not None:
+                raise CallStopped(reason)
+            self.first_load_s_left -= 1
         while exclude and self.load_s_left > 0:  # the nodes left loading the rows, the job's stop looked at
             if stop is not None and (reason := stop()) is not None:
                 raise CallStopped(reason)
@@ -222,3 +227,21 @@ def test_a_stop_seen_while_the_nodes_begin_a_later_problem_leaves_it_unstarted()
 
     results, _ = _fit("ocas", params, csr, Opens(csr, 2, lose_at=10**9))
     assert results[0] is not None and results[0].converged and results[1:] == [None, None]
+
+
+def test_a_cancel_during_the_first_load_starts_nothing():
+    """The job's first load of the shards looks at a cancel too: one-vs-rest's problems and Crammer-Singer's one
+    come back unstarted (None: the job says it was canceled with no model), without waiting for the load."""
+    from worker.training.split import fit_split_crammer_singer
+
+    csr = _three_labels(random_csr(2000, 80, 10, seed=27))
+    cluster = Cluster(csr, 2, lose_at=10**9)
+    cluster.first_load_s_left = 10**6
+    asked = []
+    canceled = lambda: bool(asked.append(1)) or len(asked) > 5  # noqa: E731
+    results, _ = _fit("ocas", OcasParams(distributed={"nodes": 2}), csr, cluster, cancel_requested=canceled)
+    assert results == [None, None, None] and cluster.first_load_s_left > 10**6 - 100 and not cluster.opened
+    cluster.first_load_s_left, asked[:] = 10**6, []
+    params = OcasParams(multiclass="crammer_singer", distributed={"nodes": 2})
+    context = FitContext(open_nodes=cluster, cancel_requested=canceled)
+    assert fit_split_crammer_singer(params, np.unique(csr[3]), 80, context, lambda k, p: None) is None

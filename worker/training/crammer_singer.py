@@ -53,15 +53,18 @@ def _solve(params: CrammerSingerParams, rows: dict, classes, n_classes: int, n_f
 
 def fit_crammer_singer(
     params: CrammerSingerParams, arrays: dict, n_features: int, context: FitContext, on_point
-) -> tuple[np.ndarray, list[SolverResult]]:
+) -> tuple[np.ndarray, list[SolverResult | None]]:
     """The sorted labels and the one result of the job's Crammer-Singer problem: ``w`` a (labels, n_features)
     matrix (a kernel's: ``extra["dual_coef"]`` a (labels, support rows) matrix) and ``extra["biases"]`` the offsets
     (two labels: one vector and ``bias``, the second class's score minus the first's). ``on_point(0, point)``
     receives the trace. With ``context.open_nodes`` (ocas's ``distributed``) the rows are split over the nodes of
-    a cluster (``worker.training.split.fit_split_crammer_singer``)."""
+    a cluster (``worker.training.split.fit_split_crammer_singer``); the one result is None when the job was
+    canceled before the nodes had loaded the rows."""
     labels = np.unique(np.asarray(arrays["y"]))
     if context.open_nodes is not None:
         result = fit_split_crammer_singer(params, labels, n_features, context, on_point)
+        if result is None:  # canceled while its nodes loaded the rows: never started
+            return labels, [None]
         return labels, [_one_score_for_two(replace(result, trace=()), labels.size)]
     control = SolverControl(
         deadline=context.deadline,

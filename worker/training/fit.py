@@ -332,7 +332,9 @@ def train_model(
     if uses_crammer_singer(params):
         labels, fitted_one = fit_crammer_singer(params, arrays, n_features, context, on_point)
         estimator.problem_done(0)
-        fitted(fitted_one)
+        ready = [result for result in fitted_one if result is not None]
+        if len(ready) == len(fitted_one):  # else canceled before it started: no model (below)
+            fitted(ready)
         results = list(fitted_one)
     else:
         labels, results = fit_problems(
@@ -355,6 +357,8 @@ def train_model(
         why = (
             f"canceled after {len(done)} of {len(results)} binary problems ({kind}): a model needs every one of "
             "them, so none was stored"
+            if not uses_crammer_singer(params)
+            else "canceled before its one problem over every label started (its nodes were loading the rows): no model"
         )
         return TrainingOutcome(
             StopReason.CANCELED, None, ModelDescription(n_iter=sum(r.n_iter for r in done)), no_model=why

@@ -56,7 +56,8 @@ class _Group:
         self.stopped: StopReason | None = None
         """Why a regroup ended without nodes: the job's cancel or deadline while the nodes left loaded the shards."""
         self.stop = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested).check
-        self.nodes = self.open(bias)
+        # the first load looks at a cancel only (CallStopped: nothing started); a deadline is the first iteration's
+        self.nodes = self.open(bias, stop=lambda: StopReason.CANCELED if context.cancel_requested() else None)
 
     def regroup(self, where: str) -> bool:
         """Release the nodes and open the data set on those left, the lost one excluded; False when none is left
@@ -113,7 +114,10 @@ def fit_split(
     regroup = params.distributed.on_node_lost == NodeLoss.regroup
     positives = [labels[1]] if labels.size == 2 else list(labels)
     results: list[SolverResult | None] = [None] * len(positives)
-    group = _Group(context, bias, int(params.distributed.nodes))
+    try:
+        group = _Group(context, bias, int(params.distributed.nodes))
+    except CallStopped:  # canceled while the nodes loaded the shards: no problem started
+        return results
     try:
         for k, positive in enumerate(positives):
             result = _fit_problem(
@@ -152,12 +156,15 @@ def fit_split(
 
 def fit_split_crammer_singer(
     params, labels: np.ndarray, n_features: int, context: FitContext, on_point
-) -> SolverResult:
+) -> SolverResult | None:
     """Crammer and Singer's one problem over every label (ocas's ``multiclass: crammer_singer``) with its rows split
     over the nodes (``worker.solvers.distributed_ocas_multiclass``), regrouped as a binary problem is; its result
-    shaped as ``ocas_multiclass.solve_crammer_singer``'s."""
+    shaped as ``ocas_multiclass.solve_crammer_singer``'s; None when canceled while the nodes loaded the shards."""
     bias = 0.0 if params.bias is None else float(params.bias)
-    group = _Group(context, bias, int(params.distributed.nodes))
+    try:
+        group = _Group(context, bias, int(params.distributed.nodes))
+    except CallStopped:
+        return None
     n_classes = max(2, labels.size)
     try:
         result = _fit_problem(
