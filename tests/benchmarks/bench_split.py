@@ -81,14 +81,22 @@ def stop_cluster(procs: list[subprocess.Popen]) -> None:
             pass
 
 
-def write_shards(store, n: int, d: int, per_row: int, seed: int):
-    """A random sparse data set as shards of about 64 MB; returns (record, arrays for one machine)."""
-    from core.storage.shards import ShardWriter
-    from tests.test_out_of_core import random_csr
+def cluster_env(prefix: str) -> dict:
+    """The environment of the cluster's processes and of this one: a local object store in a new folder."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HINGE_OBJECT_STORE_DIR=str(folder / "objects"),
+               NUMBA_THREADING_LAYER="workqueue")  # fmt: skip
+    os.environ.update(HINGE_OBJECT_STORE_DIR=env["HINGE_OBJECT_STORE_DIR"])
+    return env
 
-    indptr, indices, data, y = random_csr(n, d, per_row, seed=seed)
-    writer = ShardWriter(store, f"bench-{d}", 64 << 20)
-    step = 50_000
+
+def shard_record(store, name: str, indptr, indices, data, y, shard_bytes: int, step: int = 50_000):
+    """The rows written as shards of about ``shard_bytes``, ``step`` rows at a time; the record ``DaskNodes``
+    reads."""
+    from core.storage.shards import ShardWriter
+
+    writer = ShardWriter(store, name, shard_bytes)
+    n = indptr.size - 1
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
         writer.append("indptr", indptr[r0 : r1 + 1] if r0 == 0 else indptr[r0 + 1 : r1 + 1])
@@ -97,8 +105,15 @@ def write_shards(store, n: int, d: int, per_row: int, seed: int):
         writer.append("y", y[r0:r1])
     arrays, shards = writer.manifest()
     writer.close()
-    record = SimpleNamespace(shards=[s.to_document() for s in shards], arrays=arrays, nnz=int(indptr[-1]))
-    return record, (indptr, indices, data, y)
+    return SimpleNamespace(shards=[s.to_document() for s in shards], arrays=arrays, nnz=int(indptr[-1]))
+
+
+def write_shards(store, n: int, d: int, per_row: int, seed: int):
+    """A random sparse data set as shards of about 64 MB; returns (record, arrays for one machine)."""
+    from tests.test_out_of_core import random_csr
+
+    indptr, indices, data, y = random_csr(n, d, per_row, seed=seed)
+    return shard_record(store, f"bench-{d}", indptr, indices, data, y, 64 << 20), (indptr, indices, data, y)
 
 
 def engine_round_trip(address: str, d: int, rounds: int) -> float:
@@ -132,10 +147,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS / "split.json")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="hinge-split-"))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HINGE_OBJECT_STORE_DIR=str(folder / "objects"),
-               NUMBA_THREADING_LAYER="workqueue")  # fmt: skip
-    os.environ.update(HINGE_OBJECT_STORE_DIR=env["HINGE_OBJECT_STORE_DIR"])
+    env = cluster_env("hinge-split-")
     from core.config import get_settings
     from core.schemas.solver_params import OcasParams
     from core.storage.objects import object_store

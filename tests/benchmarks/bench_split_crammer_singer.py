@@ -18,10 +18,8 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,25 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 RESULTS = Path(__file__).resolve().parent / "results"
 
-from tests.benchmarks.bench_split import start_cluster, stop_cluster  # noqa: E402
-
-
-def write_shards(store, name: str, indptr, indices, data, y, shard_bytes: int):
-    """The rows as shards of about ``shard_bytes``; the record ``DaskNodes`` reads."""
-    from core.storage.shards import ShardWriter
-
-    writer = ShardWriter(store, name, shard_bytes)
-    n = indptr.size - 1
-    step = 2_000
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        writer.append("indptr", indptr[r0 : r1 + 1] if r0 == 0 else indptr[r0 + 1 : r1 + 1])
-        writer.append("indices", indices[indptr[r0] : indptr[r1]])
-        writer.append("data", data[indptr[r0] : indptr[r1]])
-        writer.append("y", y[r0:r1])
-    arrays, shards = writer.manifest()
-    writer.close()
-    return SimpleNamespace(shards=[s.to_document() for s in shards], arrays=arrays, nnz=int(indptr[-1]))
+from tests.benchmarks.bench_split import cluster_env, shard_record, start_cluster, stop_cluster  # noqa: E402
 
 
 def main() -> None:
@@ -57,10 +37,7 @@ def main() -> None:
     parser.add_argument("--C", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "bench_split_crammer_singer.json")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="hinge-split-cs-"))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HINGE_OBJECT_STORE_DIR=str(folder / "objects"),
-               NUMBA_THREADING_LAYER="workqueue")  # fmt: skip
-    os.environ.update(HINGE_OBJECT_STORE_DIR=env["HINGE_OBJECT_STORE_DIR"])
+    env = cluster_env("hinge-split-cs-")
     from sklearn.datasets import load_svmlight_file
 
     from core.config import get_settings
@@ -83,7 +60,8 @@ def main() -> None:
             d = X.shape[1]
             # shards small enough that both nodes hold some: a third of the arrays' bytes each, about
             third = (indices.nbytes + data.nbytes + y.nbytes + indptr.nbytes) // 3 + 1
-            record = write_shards(store, Path(path).name.split(".")[0], indptr, indices, data, y, third)
+            name = Path(path).name.split(".")[0]
+            record = shard_record(store, name, indptr, indices, data, y, third, step=2_000)
             params = OcasParams(C=args.C, multiclass="crammer_singer")
             runs: dict[str, list] = {"split": [], "one": []}
             for _ in range(args.repeats):
