@@ -221,7 +221,8 @@ class DaskNodes:
             raise
         except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
             raise NodeLost(
-                f"a node of the split training ({self.lost}) failed during {method}: {type(exc).__name__}: {exc}"
+                f"a node of the split training ({self.lost}) failed during {method}: {type(exc).__name__}: {exc}",
+                node=self.lost,
             ) from exc
         self.slowest_call = max(self.slowest_call, time.monotonic() - started)
         return answers
@@ -241,7 +242,8 @@ class DaskNodes:
             if time.monotonic() >= give_up_at:  # no answer: a hung node, or one cut off with its connection open
                 raise NodeLost(
                     f"a node of the split training ({self.lost}) did not answer {method} within HINGE_NODE_TIMEOUT "
-                    f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far ({self.slowest_call:.2f} s)"
+                    f"{self.node_timeout:g} s + {HUNG_FACTOR:g} x its slowest answer so far ({self.slowest_call:.2f} s)",
+                    node=self.lost,
                 )
 
     def begin(self, positive: float | None) -> None:

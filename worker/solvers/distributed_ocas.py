@@ -46,7 +46,12 @@ from worker.solvers.row_part import PIVOTS, RowPart, split_minimize
 
 
 class NodeLost(Exception):
-    """A node stopped answering during a split training (its process, its machine or the network gone)."""
+    """A node stopped answering during a split training (its process, its machine or the network gone); ``node``:
+    which, when the caller knows (a Dask worker's address)."""
+
+    def __init__(self, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 class CallStopped(Exception):

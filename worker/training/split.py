@@ -77,10 +77,12 @@ class _Group:
             except CallStopped as stopped:  # canceled, or past its deadline, while the nodes left loaded the rows
                 self.stopped = stopped.reason
                 return False
-            except (ClusterError, NodeLost) as exc:
+            except NodeLost as exc:  # one of the nodes left lost while loading: left out of the next try
                 log.warning("split training: %s; no regroup: %s", why, exc)
-                if isinstance(exc, ClusterError):
-                    break
+                self.lost.append(exc.node or "a node")
+            except ClusterError as exc:
+                log.warning("split training: %s; no regroup: %s", why, exc)
+                break
         return False
 
     def close(self) -> None:
@@ -190,10 +192,9 @@ def _fit_problem(solve, begin, starting_point, params, context, group, k, on_poi
     every attempt's iterations and seconds; None when the job was stopped while its nodes began it."""
     regroup = params.distributed.on_node_lost == NodeLoss.regroup
     started = time.perf_counter()
-    offset = {"iteration": 0, "elapsed_s": 0.0}
-    spent = {"n_iter": 0, "solver_seconds": 0.0, "trace_seconds": 0.0}
+    offset = {"iteration": 0, "elapsed_s": 0.0}  # where the attempt's trace goes on from
     start: dict = {}
-    result: SolverResult | None = None
+    result: SolverResult | None = None  # the attempts so far, added up
 
     def record(point: dict) -> None:
         on_point(k, {**point, **{key: point[key] + offset[key] for key in offset if key in point}})
@@ -209,28 +210,22 @@ def _fit_problem(solve, begin, starting_point, params, context, group, k, on_poi
             continue
         control = SolverControl(deadline=context.deadline, cancel_requested=context.cancel_requested, on_point=record)
         attempt = solve(group.nodes, control=control, **start)
+        n_iter = attempt.n_iter + (result.n_iter if result else 0)
+        lost = attempt.stop_reason is StopReason.NODE_LOST and regroup
+        regrouped = lost and group.regroup(f"after iteration {n_iter} of problem {k + 1}")
+        data = dict(attempt.extra.get("data") or {})
+        if group.lost:
+            data["nodes_lost"] = len(group.lost)
         result = replace(
             attempt,
             trace=(),
-            n_iter=attempt.n_iter + spent["n_iter"],
-            solver_seconds=attempt.solver_seconds + spent["solver_seconds"],
-            trace_seconds=attempt.trace_seconds + spent["trace_seconds"],
+            n_iter=n_iter,
+            solver_seconds=attempt.solver_seconds + (result.solver_seconds if result else 0.0),
+            trace_seconds=attempt.trace_seconds + (result.trace_seconds if result else 0.0),
+            extra={**attempt.extra, "data": data},
         )
-        data = dict(result.extra.get("data") or {})
-        if group.lost:
-            data["nodes_lost"] = len(group.lost)
-        result = replace(result, extra={**result.extra, "data": data})
-        if attempt.stop_reason is not StopReason.NODE_LOST or not regroup:
-            return result
-        regrouped = group.regroup(f"after iteration {result.n_iter} of problem {k + 1}")
-        result = replace(result, extra={**result.extra, "data": {**data, "nodes_lost": len(group.lost)}})
-        if not regrouped:  # the best point so far; stopped by the job if it was, else by the node lost
-            return replace(result, stop_reason=group.stopped or result.stop_reason)
-        spent = {
-            "n_iter": result.n_iter,
-            "solver_seconds": result.solver_seconds,
-            "trace_seconds": result.trace_seconds,
-        }
-        offset = {"iteration": result.n_iter, "elapsed_s": time.perf_counter() - started}
+        if not regrouped:  # done; or the best point so far, stopped by the job if it was, else by the node lost
+            return replace(result, stop_reason=group.stopped or result.stop_reason) if lost else result
+        offset = {"iteration": n_iter, "elapsed_s": time.perf_counter() - started}
         if attempt.n_iter > 0:  # ocas goes on from its best point (an iterate of the cutting planes is a model)
             start = starting_point(attempt)
