@@ -249,7 +249,8 @@ def cut_store_cores():
 def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
     """Dense cuts and cuts kept as outputs are two bookkeepings of one algorithm: with the reduced
     problems solved precisely (a loose solve lets rounding pick other SMO paths), the same iterates
-    up to rounding, on a problem where either form could be chosen."""
+    up to rounding, on a problem where either form could be chosen. (To tol_rel 5e-4: about 300 iterations,
+    2 s a form; the last hundred iterations to 1e-4 cost 10 s a form, as the reduced problem at 1e-12 grows.)"""
     X, y = problems["sparse"]
     args = _csr(X)
     monkeypatch.setattr("worker.solvers.ocas.QP_REL", 1e-12)
@@ -257,7 +258,7 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
     for form in (cut_store.DenseCuts, cut_store.OutputCuts):
         monkeypatch.setattr(cut_store, "choose", lambda data, C, coef_dtype=np.int8, form=form: form(data, C))
         monkeypatch.setattr("worker.solvers.ocas.choose", cut_store.choose)
-        runs[form.kind] = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=1e-4))
+        runs[form.kind] = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=5e-4))
     dense, outputs = runs["dense"], runs["outputs"]
     assert dense.extra["cut_form"] == "dense" and outputs.extra["cut_form"] == "outputs"
     for p, q in zip(dense.trace[:60], outputs.trace[:60]):
