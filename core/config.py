@@ -261,6 +261,12 @@ class Settings(BaseSettings):
         description="On SIGTERM a worker stops its running solver and stores the best model (`checkpoint`, "
         "stop_reason `interrupted`) or puts the job back in the queue (`requeue`).",
     )
+    preload_kernels: bool = Field(
+        default=True,
+        description="A worker loads every solver's compiled kernels before its first job and while idle (about 1.5 "
+        "CPU-s and 100 MB once, on 2 cores); false loads a solver's kernels with its first job (which then starts up "
+        "to a second later): for short-lived workers, or many on a small machine, that train few solvers.",
+    )
     dequeue_poll_s: float = Field(
         default=1.0, gt=0, description="An idle worker re-reads the list of tenant queues at least this often."
     )

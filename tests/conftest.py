@@ -112,6 +112,9 @@ def private_service_env(redis_url: str, database: int, data_dir, **extra: str) -
         HINGE_LOG_LEVEL="WARNING",
         HINGE_DATA_DIR=str(data_dir),
         NUMBA_THREADING_LAYER="workqueue",
+        # a test's own service runs few jobs of few solvers: each worker loads a solver's kernels with its first
+        # job instead of all five at its start (1.5 CPU-s a worker; the suite's shared service keeps the default)
+        HINGE_PRELOAD_KERNELS="false",
         **extra,
     )
 

@@ -97,9 +97,10 @@ def make_worker_class(base: type) -> Any:
                 self.connection.zadd(keys.fair_served(settings.queue_name), {tenant: time.time()})
 
         def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-            poll = get_settings().dequeue_poll_s
+            settings = get_settings()
+            poll, preload = settings.dequeue_poll_s, settings.preload_kernels
             while True:
-                if len(warmup.loaded_solvers()) < len(warmup.WARM_UP_ORDER):
+                if preload and len(warmup.loaded_solvers()) < len(warmup.WARM_UP_ORDER):
                     warmup.load_built()  # idle: load what the builders finished, so no job waits for it
                 self.refresh_queues()
                 if timeout is None:  # burst: one non-blocking look
@@ -244,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("the heartbeat process did not start (is Redis reachable?)")
         beat.stop()
         return 1
-    warmup.load_built()  # a warm cache: every solver loads in about a second
+    if settings.preload_kernels:
+        warmup.load_built()  # a warm cache: every solver loads in about a second
     beat.accepting.value = True  # from now on the worker counts as ready (/readyz)
     import redis
 
