@@ -30,6 +30,7 @@ FAST = {
     "HINGE_DEQUEUE_POLL_S": "0.5",
     "HINGE_REDIS_RETRY_S": "30",
     "HINGE_TRACE_FLUSH_S": "0.1",
+    "HINGE_PRELOAD_KERNELS": "false",  # a solver's kernels load with its first job (README: settings)
 }
 
 
