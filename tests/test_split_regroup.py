@@ -245,3 +245,25 @@ def test_a_cancel_during_the_first_load_starts_nothing():
     params = OcasParams(multiclass="crammer_singer", distributed={"nodes": 2})
     context = FitContext(open_nodes=cluster, cancel_requested=canceled)
     assert fit_split_crammer_singer(params, np.unique(csr[3]), 80, context, lambda k, p: None) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "gone"),
+    [
+        (OSError("Unable to contact Actor's worker"), True),
+        (TimeoutError("timed out"), True),
+        (RuntimeError("Worker holding Actor was lost.  Status: lost"), True),
+        (RuntimeError("begin() first"), False),
+        (ValueError("shapes (3,) and (4,) not aligned"), False),
+        (MemoryError(), False),
+    ],
+)
+def test_a_node_is_gone_when_its_call_fails_in_the_network_not_in_its_own_code(exc, gone):
+    """What counts as a lost node (regrouped) and what as the node's own exception (the job fails with it)."""
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    from worker.runtime.cluster import is_node_gone
+
+    assert is_node_gone(exc) is gone
+    assert is_node_gone(CommClosedError("in <TCP ...>: Stream is closed")) and is_node_gone(KilledWorker("k", None, 3))

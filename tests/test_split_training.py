@@ -356,6 +356,38 @@ def test_a_cancel_reaches_a_job_waiting_on_a_hung_node(split_service):
             assert http.get(f"/v1/models/{done['model_id']}").json()["stop_reason"] == "canceled"
 
 
+def test_an_exception_of_a_nodes_own_code_loses_no_node(split_service):
+    """A node that answers with an exception of its own code (here: a call before ``begin``) has not gone: the
+    driver raises NodeCodeError naming the node, the method and the exception, counts no node lost, and the same
+    nodes answer the next calls (a regroup would only have run the same code on the other nodes)."""
+    import json
+
+    import redis
+
+    from core.storage import keys
+    from core.storage.documents import DatasetRecord
+    from worker.runtime.cluster import DaskNodes, NodeCodeError
+
+    with httpx.Client(base_url=split_service.base, timeout=60) as http:
+        content = to_svmlight(*sparse_problem(3000, 40, 8, seed=21))
+        dataset = http.post("/v1/datasets", files={"file": ("own-code.svm", content)}).json()["id"]
+    client = redis.Redis.from_url(split_service.env["REDIS_URL"])
+    try:
+        record = DatasetRecord.from_document(json.loads(client.get(keys.dataset(dataset))))
+    finally:
+        client.close()
+    d = record.n_features
+    _wait_for_nodes(split_service.address, 2)  # a node killed and started again by an earlier test is back
+    with DaskNodes(split_service.address, 2, record, d, 1.0) as nodes:
+        assert nodes.n_nodes == 2
+        with pytest.raises(NodeCodeError, match=r"\(tcp://127\.0\.0\.\d:\d+\) raised RuntimeError during start: begin"):
+            nodes.call_all("start", np.zeros(d + 1))
+        assert nodes.lost is None
+        nodes.begin(float(max(record.labels, key=float)))
+        answers = nodes.call_all("loss", np.zeros(d + 1))
+    assert len(answers) == 2
+
+
 def test_a_split_job_without_a_cluster_is_refused(http):
     content = to_svmlight(*sparse_problem(200, 10, 4, seed=1))
     dataset = http.post("/v1/datasets", files={"file": ("plain.svm", content)}).json()["id"]

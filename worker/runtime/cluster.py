@@ -49,6 +49,24 @@ class ClusterError(Exception):
     """The cluster cannot run this training: no scheduler, too few nodes, a node lost."""
 
 
+class NodeCodeError(Exception):
+    """A node's own code raised during a split training (the node answered: it is not lost). The job fails with
+    the node's exception (``solver_error``), as a training on one machine would, instead of trying the other nodes
+    with the same code."""
+
+
+def is_node_gone(exc: BaseException) -> bool:
+    """Whether a failed call to a node's actor means the node is gone (its connection closed or refused, its worker
+    or its actor lost, the call cancelled with it) rather than an exception of the node's own code."""
+    from concurrent.futures import CancelledError
+
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(exc, OSError | TimeoutError | CancelledError | KilledWorker):  # CommClosedError is an OSError
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith("Worker holding Actor was lost")
+
+
 class NodeRows:
     """A node's rows of a data set, and the ``RowPart`` of the binary problem being trained (a Dask actor)."""
 
@@ -219,7 +237,12 @@ class DaskNodes:
             raise
         except NodeLost:
             raise
-        except Exception as exc:  # a node gone: its connection closed, its actor or its worker lost
+        except Exception as exc:
+            if not is_node_gone(exc):  # the node answered, with its own code's exception: a bug, not a lost node
+                failed, self.lost = self.lost, None
+                raise NodeCodeError(
+                    f"a node of the split training ({failed}) raised {type(exc).__name__} during {method}: {exc}"
+                ) from exc
             raise NodeLost(
                 f"a node of the split training ({self.lost}) failed during {method}: {type(exc).__name__}: {exc}",
                 node=self.lost,
