@@ -3,6 +3,7 @@ and a real S3 server (SeaweedFS, started by the ``s3_server`` fixture)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -473,3 +474,23 @@ def test_the_cache_evicts_the_least_recently_used_copies_to_fit_its_budget(clien
         "ds_three",
     ]
     assert arrays["indptr"].size == 601
+
+
+def test_a_copy_being_fetched_is_left_to_the_sweep(client, objects, tmp_path):
+    """``forget`` never waits on a copy another process fetches or checks (it would hold an API request): it leaves
+    it, and ``sweep`` removes it once its data set is gone and nobody holds it; a data set still there is kept."""
+    root = tmp_path / "cache"
+    for dataset_id in ("ds_kept", "ds_held"):
+        (tmp_path / dataset_id).mkdir()
+        store, _ = store_dataset(client, objects, tmp_path / dataset_id, dataset_id=dataset_id, n_rows=300)
+        cache.load(store, dataset_id, "public", root, 1 << 30)
+    assert store.delete("ds_held", "public")
+    with open(root / "datasets" / ".locks" / "ds_held", "a+b") as other:  # another process's lock
+        fcntl.flock(other, fcntl.LOCK_EX)
+        assert cache.forget(root, "ds_held") is False
+        assert cache.sweep(store, root) == []
+        fcntl.flock(other, fcntl.LOCK_UN)
+    assert (root / "datasets" / "ds_held").is_dir()
+    assert cache.sweep(store, root) == ["ds_held"]
+    assert sorted(p.name for p in (root / "datasets").iterdir() if not p.name.startswith(".")) == ["ds_kept"]
+    assert cache.forget(root, "ds_absent") is False and cache.sweep(store, tmp_path / "no-cache") == []

@@ -21,6 +21,11 @@ the network (it reads the record from Redis, a few hundred bytes).
   allocated whole before a byte is written, and ENOSPC while writing), every other copy is removed and the
   fetch tried once more; if it still does not fit, ``CacheDiskFull`` says how much was needed and how much
   was free, nothing half-written stays, and the caller goes on with other work.
+- **Gone with its data set.** Deleting a data set removes the copy of the machine whose API deleted it at once
+  (``forget``; a copy being fetched or checked right then is left to the sweep), and each idle worker removes, at
+  most every ``SWEEP_S``, the copies whose data set no longer exists (``sweep``: one pipelined round trip for all
+  of them), so that a deleted data set leaves no copy on any machine's disk. A job training on a copy keeps its
+  memory maps (the files go with the last of them).
 - **Patient with the store.** While the object store does not answer, a fetch is retried for up to
   ``patience_s`` (``on_wait`` is told once, so a job can say it waits); the store's other errors (refused,
   an object missing, a shard that does not match its checksum twice) are raised as they are.
@@ -49,6 +54,8 @@ from core.storage.documents import DatasetRecord
 from core.storage.objects import StoreUnavailable, wait_until
 from core.storage.records import RecordStore
 
+SWEEP_S = 60.0
+"""How often at most an idle worker looks for copies of deleted data sets (``sweep``)."""
 DISK_MARGIN_BYTES = 16 * 1024 * 1024
 """Free disk the cache leaves for everything else on it (logs, the spool of uploads)."""
 FETCH_THREADS = 3
@@ -359,6 +366,44 @@ def _evict(root: Path, budget_bytes: int, keep: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             _copy_bytes.pop(path, None)
         total -= size
+
+
+def forget(cache_dir: Path, dataset_id: str) -> bool:
+    """Remove this machine's copy of a deleted data set and its lock file; True when a copy was removed. A copy
+    another process fetches or checks right now is left (False) for ``sweep``."""
+    root = cache_dir / "datasets"
+    if not (root / dataset_id).exists():
+        return False
+    with _locked(root, dataset_id, wait=False) as mine:
+        if not mine:
+            return False
+        folder = root / dataset_id
+        shutil.rmtree(folder, ignore_errors=True)
+        _copy_bytes.pop(str(folder), None)
+        with contextlib.suppress(FileNotFoundError):  # nobody fetches a data set without a record: no new locker
+            (root / ".locks" / dataset_id).unlink()
+    return True
+
+
+def sweep(store: RecordStore[DatasetRecord], cache_dir: Path) -> list[str]:
+    """Remove the copies whose data set no longer exists (``forget`` each); returns their ids."""
+    root = cache_dir / "datasets"
+    try:
+        with os.scandir(root) as found:
+            ids = [e.name for e in found if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+    if not ids:
+        return []
+    with store.client.pipeline(transaction=False) as pipe:
+        for dataset_id in ids:
+            pipe.exists(store.key_of(dataset_id))
+        present = pipe.execute()
+    return [
+        dataset_id
+        for dataset_id, there in zip(ids, present, strict=True)
+        if not there and forget(cache_dir, dataset_id)
+    ]
 
 
 def touch_time() -> float:

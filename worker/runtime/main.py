@@ -56,13 +56,15 @@ def make_worker_class(base: type) -> Any:
     from core.lifecycle import release_lost_job
     from core.queueing import JobQueue
     from core.schemas.jobs import JobStatus
-    from core.storage import keys
+    from core.storage import cache, keys
     from core.storage.jobs import JobStore
     from worker.runtime import warmup
     from worker.runtime.progress import INTERRUPT
+    from worker.runtime.runs import sweep_deleted_copies
 
     class HingeWorker(base):
         hinge_queue: JobQueue
+        sweep_due = 0.0  # time.monotonic() of the next sweep of deleted data sets' copies (the first: at once)
 
         # -- fair dequeue ------------------------------------------------------------------
 
@@ -102,6 +104,9 @@ def make_worker_class(base: type) -> Any:
             while True:
                 if preload and len(warmup.loaded_solvers()) < len(warmup.WARM_UP_ORDER):
                     warmup.load_built()  # idle: load what the builders finished, so no job waits for it
+                if time.monotonic() >= self.sweep_due:  # idle: the copies of deleted data sets go
+                    self.sweep_due = time.monotonic() + cache.SWEEP_S
+                    sweep_deleted_copies(self.connection)
                 self.refresh_queues()
                 if timeout is None:  # burst: one non-blocking look
                     return super().dequeue_job_and_maintain_ttl(None, max_idle_time)

@@ -230,6 +230,20 @@ def load_dataset(jobs: JobStore, client: redis.Redis, job: JobRecord) -> tuple:
     return loaded
 
 
+def sweep_deleted_copies(client: redis.Redis) -> list[str]:
+    """Remove this machine's cached copies of data sets deleted since (``core.storage.cache.sweep``), an idle
+    worker's chore; returns their ids. Redis or the disk failing only postpones it (logged)."""
+    settings = get_settings()
+    try:
+        gone = cache.sweep(dataset_store(client, settings), cache_root(settings))
+    except (redis.exceptions.RedisError, OSError) as exc:
+        log.warning("the sweep of deleted data sets' copies failed (tried again later): %s", exc)
+        return []
+    if gone:
+        log.info("removed the cached copies of %d deleted data sets", len(gone))
+    return gone
+
+
 def store_failure(error: StoreError, waited_s: float) -> str:
     """Why a job failed on the object store, in words a user can act on."""
     if isinstance(error, StoreUnavailable):

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from core.config import cache_root
 from core.schemas.base import ErrorResponse
 from core.schemas.datasets import DatasetFormat, DatasetLabels, DatasetList, DatasetOut, ValueDtype, ZeroBased
+from core.storage import cache
 from core.storage.documents import DatasetRecord
 from core.storage.jobs import utc_now
 from core.storage.keys import new_id
@@ -256,8 +258,12 @@ async def get_dataset(record: DatasetDep) -> DatasetOut:
 
 
 @router.delete("/{dataset_id}", status_code=204, summary="Delete a data set", responses=ERRORS)
-def delete_dataset(dataset_id: DatasetIdPath, store: DatasetStoreDep, tenant: TenantDep) -> Response:
-    """Delete a data set (models trained on it stay; queued jobs on it will fail with dataset_not_found)."""
+def delete_dataset(
+    dataset_id: DatasetIdPath, store: DatasetStoreDep, tenant: TenantDep, settings: SettingsDep
+) -> Response:
+    """Delete a data set (models trained on it stay; queued jobs on it will fail with dataset_not_found), and this
+    machine's cached copy of it (the other machines' workers remove theirs when idle: ``core.storage.cache``)."""
     if not store.delete(dataset_id, tenant):
         raise not_found("dataset", dataset_id)
+    cache.forget(cache_root(settings), dataset_id)
     return Response(status_code=204)
