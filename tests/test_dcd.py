@@ -543,3 +543,34 @@ def test_wide_data_is_solved_with_its_features_renumbered_by_frequency_to_the_sa
     np.testing.assert_allclose(renumbered.w, plain.w, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(no_room.w, plain.w, rtol=1e-12, atol=1e-15)
     _assert_matches_reference(renumbered.objective, X, y, C=1.0, loss="hinge", bias=1.0)
+
+
+def test_one_vs_rest_problems_share_one_renumbered_copy(tmp_path):
+    """The renumbered copy is made once for the arrays it comes from, whatever views of them a problem gets (the
+    memory-mapped cache's arrays, read-only views), read-only, the same as a fresh one; other arrays get their own;
+    it is dropped when its data goes."""
+    import gc
+
+    from worker.solvers import feature_order
+
+    rng = np.random.default_rng(5)
+    X = sp.random(200, 5000, density=0.01, format="csr", random_state=rng)
+    X.sort_indices()
+    for name, array in (("indptr", X.indptr.astype(np.int64)), ("indices", X.indices), ("data", X.data)):
+        np.save(tmp_path / f"{name}.npy", array)
+    mapped = [np.load(tmp_path / f"{name}.npy", mmap_mode="c") for name in ("indptr", "indices", "data")]
+    first = feature_order.renumbered_once(*mapped, 5000)
+    views = [a[:] for a in mapped]
+    for view in views:
+        view.setflags(write=False)
+    assert feature_order.renumbered_once(*views, 5000) is first  # another problem on the same rows: no copy
+    fresh = feature_order.renumbered(*mapped, 5000)
+    for made, anew in zip(first, fresh, strict=True):
+        np.testing.assert_array_equal(made, anew)
+        assert not made.flags.writeable
+    other = [a.copy() for a in mapped]
+    assert feature_order.renumbered_once(*other, 5000) is not first  # other arrays (equal values): their own copy
+    assert feature_order.renumbered_once(*other, 4999 + 1) is feature_order.renumbered_once(*other, 5000)
+    del other
+    gc.collect()
+    assert feature_order._last == {}  # the data gone, its copy with it

@@ -147,7 +147,7 @@ from worker.solvers.dcd_passes import (
 )
 from worker.solvers.dcd_svr import LOSSES as SVR_LOSSES
 from worker.solvers.dcd_svr import solve_svr
-from worker.solvers.feature_order import MIN_FEATURES, renumbered
+from worker.solvers.feature_order import MIN_FEATURES, renumbered, renumbered_once
 
 LOSSES = ("hinge", "squared_hinge", "logistic")
 
@@ -353,7 +353,7 @@ def solve_dcd(
     new_id = None  # the features renumbered by frequency (feature_order), where w is wider than a core's cache
     with_copy = 2 * (indices.nbytes + data.nbytes)  # the copy, beside the data it is made from
     if n_features >= MIN_FEATURES and (memory_bytes is None or with_copy <= memory_bytes):
-        indices, data, new_id = renumbered(indptr, indices, data, n_features)
+        indices, data, new_id = renumbered_once(indptr, indices, data, n_features)  # one-vs-rest: made once
         indices, data = _read_only(indices, data)
     trace_seconds = 0.0
     w = np.zeros(n_features + 1, dtype=np.float64)  # last slot: w_B
