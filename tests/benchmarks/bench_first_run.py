@@ -28,7 +28,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import httpx
 
+from service.embedded_redis import free_port
 from tests.benchmarks.environment import machine
 
 HERE = Path(__file__).resolve().parent
@@ -50,12 +50,6 @@ SOLVER_PARAMS = {
     "smo": {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}},
     "sampled_cuts": {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def demo_file(path: Path, rows: int = 400) -> None:

@@ -31,17 +31,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from service.embedded_redis import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_cluster(env: dict) -> tuple[str, list[subprocess.Popen]]:
