@@ -1,40 +1,40 @@
-"""A pytest plugin: the machine's busy CPU seconds (/proc/stat) and the wall seconds around every test, to JSON.
+"""A pytest plugin: every test's CPU, system-wide (its services, subprocesses and Redis included), from the busy
+jiffies of /proc/stat around the test's whole protocol (setup, call, teardown). Meaningful in a serial run:
 
-    CPU_PER_TEST_OUT=/tmp/cpu.json .venv/bin/python -m pytest -p no:xdist -p tests.benchmarks.cpu_per_test
+    PYTHONPATH=tests/benchmarks .venv/bin/python -m pytest -p cpu_per_test -n 0 -q
+    CPU_PER_TEST_OUT=path.json ...                     # default: tests/benchmarks/results/cpu_per_test.json
 
-Run the suite in one process with nothing else on the machine: a test's figure is then its own, its service's
-processes' and its subprocesses' CPU. The file holds [test id, wall seconds, CPU seconds] per test; the per-file
-and per-test tables of tests/benchmarks/README.md ("Where the suite's time goes") come from it.
-"""
+Writes [[test id, CPU seconds, wall seconds], ...] in the order the tests ran (where the suite's CPU goes: the
+benchmarks README, "suite" row)."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
-_ROWS: list[tuple[str, float, float]] = []
+_rows: list[tuple[str, float, float]] = []
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _busy_seconds() -> float:
-    """CPU seconds the machine has been busy (user, nice, system, irq, softirq, steal), all cores."""
-    with open("/proc/stat") as f:
-        ticks = [int(value) for value in f.readline().split()[1:]]
-    return (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(values) - values[3] - values[4]) / _TICKS  # all but idle and iowait
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Time one test, setup and teardown included."""
-    busy, began = _busy_seconds(), time.perf_counter()
+    """Time one test's protocol."""
+    cpu, wall = _busy_seconds(), time.monotonic()
     yield
-    _ROWS.append((item.nodeid, time.perf_counter() - began, _busy_seconds() - busy))
+    _rows.append((item.nodeid, round(_busy_seconds() - cpu, 2), round(time.monotonic() - wall, 2)))
 
 
 def pytest_sessionfinish(session):
-    """Write the rows (``CPU_PER_TEST_OUT``, default tests/benchmarks/results/cpu_per_test.json)."""
-    default = os.path.join(os.path.dirname(__file__), "results", "cpu_per_test.json")
-    with open(os.environ.get("CPU_PER_TEST_OUT", default), "w") as f:
-        json.dump(_ROWS, f)
+    """Write the rows."""
+    default = Path(__file__).resolve().parent / "results" / "cpu_per_test.json"
+    Path(os.environ.get("CPU_PER_TEST_OUT", default)).write_text(json.dumps(_rows, indent=0))
