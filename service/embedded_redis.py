@@ -20,7 +20,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from core.processes import die_with_parent
+from core.processes import die_with_parent, in_own_process_group
 
 
 def redis_server_binary() -> str:
@@ -74,6 +74,7 @@ def _prepare_child() -> None:
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     die_with_parent(signal.SIGINT)
+    in_own_process_group()
 
 
 class EmbeddedRedis:
@@ -138,12 +139,11 @@ class EmbeddedRedis:
             "--rdbcompression",
             "no",
         ]
-        # A session of its own: a Ctrl-C or SIGHUP meant for the terminal's process group does not
+        # A process group of its own: a Ctrl-C or SIGHUP meant for the terminal's process group does not
         # reach Redis, which must outlive everything that writes to it; whoever started it stops it
-        # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies.
-        self.process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child, start_new_session=True
-        )
+        # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies. Its
+        # starter's session, not one of its own: see service.supervisor (the CPU share of a session).
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child, process_group=0)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         end = time.monotonic() + timeout
         while True:

@@ -1,10 +1,15 @@
 """`hinge serve`'s supervisor: starts embedded Redis, the API and the workers, and stops them in order.
 
-Process arrangement. The supervisor is the only process of `hinge serve` left in the process group
-(and session) it was started in. Redis, the API and every worker run in sessions of their own
-(``start_new_session``), so a Ctrl-C (SIGINT to the terminal's foreground process group), the SIGHUP
-of a closing terminal and a SIGTERM to the process group (``kill -- -PGID``) reach the supervisor
-alone, and it stops the others one after the other. Leaving them in the terminal's group would let
+Process arrangement. The supervisor is the only process of `hinge serve` left in the process group it
+was started in. Redis, the API and every worker run in process groups of their own (``process_group=0``),
+so a Ctrl-C (SIGINT to the terminal's foreground process group), the SIGHUP of a closing terminal and a
+SIGTERM to the process group (``kill -- -PGID``) reach the supervisor alone, and it stops the others one
+after the other. They stay in the supervisor's session: Linux's scheduler (autogroups, the default of most
+distributions) shares the cores between sessions first, so children in sessions of their own would each
+weigh as much as any other program the user runs (five or more shares against one for, say, the clients of
+the service on the same machine), and the workers' lower priority (``HINGE_BATCH_NICE``) would order them
+behind nothing; in one session the service weighs as one program, and within it the API's requests go
+before the workers' training. Leaving them in the terminal's group would let
 every process act on the signal at the same moment: Redis would exit first and the workers could
 not store the jobs they were checkpointing (what happened before this design). Every child asks the
 kernel for a signal when the supervisor dies (PR_SET_PDEATHSIG), so even a SIGKILL of the
@@ -43,7 +48,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.processes import usable_cores
+from core.processes import in_own_process_group, usable_cores
 
 if TYPE_CHECKING:
     import redis
@@ -116,7 +121,9 @@ class Supervisor:
     # -- start --------------------------------------------------------------------------------
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(argv, env=self.env, start_new_session=True, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            argv, env=self.env, process_group=0, preexec_fn=in_own_process_group, stdin=subprocess.DEVNULL
+        )
 
     def _spawn_worker(self) -> subprocess.Popen:
         return self._spawn([sys.executable, "-m", "worker", "--die-with-parent", "--log-level", self.args.log_level])

@@ -10,7 +10,10 @@ tests/benchmarks/bench_shutdown.py (figures in tests/README.md), not asserted he
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -91,6 +94,8 @@ def check_orderly_stop(run: ServeRun, data_dir, gone: dict) -> None:
 @pytest.mark.parametrize("how", ["ctrl_c", "sigterm_group", "sigint_group", "sigterm_supervisor", "sighup"])
 def test_every_way_of_stopping_checkpoints_the_running_job(data_dir, how):
     run, job = start_with_running_job(data_dir)
+    if how == "ctrl_c":  # how the supervisor arranges its children (service/supervisor.py), once
+        check_children_share_the_session_in_groups_of_their_own(run)
     stop_and_check(run, data_dir, how)
     record = stored_job(data_dir / "redis", job["id"])
     assert record["status"] == "succeeded" and record["stop_reason"] == "interrupted", record
@@ -103,6 +108,20 @@ def test_every_way_of_stopping_checkpoints_the_running_job(data_dir, how):
             lines
         )
         assert any("stopping Redis last" in line for line in lines), lines
+
+
+def check_children_share_the_session_in_groups_of_their_own(run: ServeRun) -> None:
+    """Redis, the API and the worker each lead a process group of their own (the terminal's signals reach the
+    supervisor alone) inside the supervisor's session (one share of the cores for the whole service, and the
+    workers' niceness ordering them behind the API), and ignore SIGTTOU (a `tostop` terminal never stops them)."""
+    supervisor = run.proc.pid
+    children = {pid: name for pid, name in run.family.items() if pid != supervisor and "child" not in name}
+    assert {"redis", "api", "worker"} <= set(children.values()), run.family
+    for pid, name in children.items():
+        assert os.getsid(pid) == os.getsid(supervisor), (name, "in a session of its own")
+        assert os.getpgid(pid) == pid != os.getpgid(supervisor), (name, "not leading its own process group")
+        ignored = int(Path(f"/proc/{pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
+        assert ignored & (1 << (signal.SIGTTOU - 1)), (name, "SIGTTOU not ignored")
 
 
 def test_the_terminal_log_has_no_rq_lines_and_says_the_running_job_stops(data_dir):
