@@ -481,7 +481,7 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group the child leads (its own session: nothing else is in it)."""
+    """SIGKILL the process group the child leads (a group of its own: no other child of the service is in it)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
