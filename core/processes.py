@@ -1,8 +1,8 @@
 """Process helpers that the service and the workers share: standard library only, cheap to import.
 
 ``die_with_parent`` is what keeps a killed supervisor, API or worker from leaving orphans (the
-kernel signals the child when its parent dies); ``in_own_process_group`` prepares a child that `hinge serve`
-keeps out of the terminal's signals; ``lower_priority`` puts batch work (parsing, training) behind the API's
+kernel signals the child when its parent dies); ``in_own_process_group`` keeps a child of `hinge serve` out of the
+terminal's signals; ``lower_priority`` puts batch work (parsing, training) behind the API's
 requests; ``usable_cores`` is the one count of the cores a process may
 run on (``hinge serve`` divides it among its workers, a worker caps it with ``worker_cores``).
 """
@@ -31,10 +31,11 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
 
 def in_own_process_group() -> None:
-    """Run in a child before it execs, when its parent started it with ``process_group=0`` (a process group of
-    its own, in the parent's session): SIGTTOU ignored, so that its log lines to the terminal never stop it
-    (a background process group writing to a terminal set to ``tostop`` is stopped; an ignored SIGTTOU stays
-    ignored across exec and the write goes through)."""
+    """Run in a child before it execs (``preexec_fn``): it leads a process group of its own, in its parent's
+    session, out of reach of the terminal's signals to the parent's group; and it ignores SIGTTOU, so that its
+    log lines to the terminal never stop it (a background process group writing to a terminal set to ``tostop``
+    is stopped; an ignored SIGTTOU stays ignored across exec and the write goes through)."""
+    os.setpgid(0, 0)
     signal.signal(signal.SIGTTOU, signal.SIG_IGN)
 
 

@@ -65,7 +65,8 @@ def free_port() -> int:
 
 
 def _prepare_child() -> None:
-    """Run in the child before redis-server starts: SIGTERM blocked, SIGINT when the parent dies.
+    """Run in the child before redis-server starts: SIGTERM blocked, SIGINT when the parent dies, a process
+    group of its own (``in_own_process_group``).
 
     A blocked signal stays blocked across exec, and Redis does not unblock it: a SIGTERM sent to every
     process of the service at once (systemd's KillMode=control-group) then waits, pending, while the
@@ -143,7 +144,7 @@ class EmbeddedRedis:
         # reach Redis, which must outlive everything that writes to it; whoever started it stops it
         # (last), and it gets SIGINT (see _prepare_child) from the kernel if that process dies. Its
         # starter's session, not one of its own: see service.supervisor (the CPU share of a session).
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child, process_group=0)
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_prepare_child)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         end = time.monotonic() + timeout
         while True:

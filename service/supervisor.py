@@ -1,7 +1,7 @@
 """`hinge serve`'s supervisor: starts embedded Redis, the API and the workers, and stops them in order.
 
 Process arrangement. The supervisor is the only process of `hinge serve` left in the process group it
-was started in. Redis, the API and every worker run in process groups of their own (``process_group=0``),
+was started in. Redis, the API and every worker run in process groups of their own (``in_own_process_group``),
 so a Ctrl-C (SIGINT to the terminal's foreground process group), the SIGHUP of a closing terminal and a
 SIGTERM to the process group (``kill -- -PGID``) reach the supervisor alone, and it stops the others one
 after the other. They stay in the supervisor's session: Linux's scheduler (autogroups, the default of most
@@ -121,9 +121,7 @@ class Supervisor:
     # -- start --------------------------------------------------------------------------------
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(
-            argv, env=self.env, process_group=0, preexec_fn=in_own_process_group, stdin=subprocess.DEVNULL
-        )
+        return subprocess.Popen(argv, env=self.env, preexec_fn=in_own_process_group, stdin=subprocess.DEVNULL)
 
     def _spawn_worker(self) -> subprocess.Popen:
         return self._spawn([sys.executable, "-m", "worker", "--die-with-parent", "--log-level", self.args.log_level])
