@@ -210,6 +210,7 @@ def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent
     liblinear-official -s 6's) in a fraction of the Newton steps the paper's inner rule alone takes. The Hessian
     itself is X'DX, from the rows made of the columns."""
     from worker.solvers import dcd_l1_logistic
+    from worker.solvers.data_passes import column_copy, column_counts
     from worker.solvers.dcd_l1 import columns
 
     rng = np.random.default_rng(3)
@@ -220,7 +221,9 @@ def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent
     col_ptr, col_rows, col_vals = columns(M.indptr, M.indices, M.data, 8, 1.0)
     rows, H, _, after = dcd_l1_logistic._dense_room(col_ptr, col_rows, 4000, 9)
     assert H.shape == (9, 9) and after >= 1
-    dcd_l1_logistic._rows_of(col_ptr, col_rows, col_vals, 4000, *rows)
+    counts = np.empty(4001, np.int64)
+    column_counts(col_rows, 4000, counts)
+    assert column_copy(col_ptr, col_rows, col_vals, counts, 4000, *rows)  # the rows, as the solver makes them
     D = rng.random(4000)
     dcd_l1_logistic._dense_hessian(*rows, D, H)
     with_bias = np.hstack([X, np.ones((4000, 1))])

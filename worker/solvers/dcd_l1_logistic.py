@@ -72,6 +72,7 @@ from worker.solvers.common import (
     run_dual_passes,
     shuffle_prefix,
 )
+from worker.solvers.data_passes import column_copy, column_counts
 from worker.solvers.dcd_l1 import SIGMA, columns, margins, newton_step, subgradient_violation
 from worker.solvers.kernels import fast_exp
 
@@ -111,24 +112,6 @@ quadratic's Hessian X'DX, formed once (``_dense_hessian``): a coordinate then co
 DENSE_HESSIAN_VALUES = 1 << 24
 """Up to this many stored values (the bias's included): forming H reads the rows, a copy of the columns made when
 first needed (12 bytes a value, 200 MB at most)."""
-
-
-@njit(cache=True)
-def _rows_of(col_ptr, col_rows, col_vals, n, row_ptr, row_cols, row_vals):
-    """The rows of the columns (y_i x_ij, the bias's included), columns ascending in every row."""
-    row_ptr[:] = 0
-    for p in range(col_rows.shape[0]):
-        row_ptr[col_rows[p] + 1] += 1
-    for i in range(n):
-        row_ptr[i + 1] += row_ptr[i]
-    fill = row_ptr[:-1].copy()
-    for j in range(col_ptr.shape[0] - 1):
-        for p in range(col_ptr[j], col_ptr[j + 1]):
-            i = col_rows[p]
-            q = fill[i]
-            row_cols[q] = j
-            row_vals[q] = col_vals[p]
-            fill[i] = q + 1
 
 
 @njit(cache=True)
@@ -228,8 +211,10 @@ def _newton_iteration(
             affordable = col_rows.shape[0] // max(1, active * H.shape[0])
             most = passes + min(MAX_INNER_ON_HESSIAN, max(MAX_INNER - passes, affordable))
             row_ptr, row_cols, row_vals = rows
-            if row_ptr[-1] == 0:
-                _rows_of(col_ptr, col_rows, col_vals, n, row_ptr, row_cols, row_vals)
+            if row_ptr[-1] == 0:  # the rows of the columns (y_i x_ij, the bias's included), columns ascending
+                row_counts = np.empty(n + 1, np.int64)
+                column_counts(col_rows, n, row_counts)
+                column_copy(col_ptr, col_rows, col_vals, row_counts, n, row_ptr, row_cols, row_vals)
             _dense_hessian(row_ptr, row_cols, row_vals, D, H)
             for j in range(H.shape[0]):
                 acc = 0.0
