@@ -29,19 +29,41 @@ def _settings(**changes):
     )
 
 
+def solve_l1_logistic(*arguments, **keywords):
+    """dcd_l1_glmnet's solver with the logistic loss (LIBLINEAR -s 6)."""
+    from worker.solvers.dcd_l1_glmnet import solve_l1_glmnet
+
+    return solve_l1_glmnet(*arguments[:9], "logistic", *arguments[9:], **keywords)
+
+
+def solve_l1_glmnet_squared(*arguments, **keywords):
+    """dcd_l1_glmnet's solver with the squared hinge (LIBLINEAR -s 5's problem; dcd runs it with few features)."""
+    from worker.solvers.dcd_l1_glmnet import solve_l1_glmnet
+
+    return solve_l1_glmnet(*arguments[:9], "squared_hinge", *arguments[9:], **keywords)
+
+
+L1_SQUARED_HINGE = {"cdn": solve_l1, "glmnet": solve_l1_glmnet_squared}
+
+
 def _liblinear_w_full(model, B):
     w, b = model.get_decfun(0)
     sign = 1.0 if model.get_labels()[0] == 1 else -1.0
     return sign * (np.append(np.asarray(w), b / B) if B else np.asarray(w))
 
 
+@pytest.mark.parametrize("method", sorted(L1_SQUARED_HINGE))
 @pytest.mark.parametrize("C", [0.05, 1.0])
 @pytest.mark.parametrize("B", [1.0, 0.0])
-def test_reaches_liblinear_s5_optimum_with_its_sparsity(cancer, C, B):
+def test_reaches_liblinear_s5_optimum_with_its_sparsity(cancer, C, B, method):
+    """The L1-regularized squared hinge, by CDN (worker/solvers/dcd_l1.py, dcd's with many features) and by newGLMNET
+    (dcd_l1_glmnet.py, with few), against liblinear-official -s 5: its optimum, its non-zero weights."""
     X, y = cancer
     M = sp.csr_matrix(X)
-    result = solve_l1(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings())
-    assert result.converged and result.extra["gap_rel"] <= 1e-9
+    solve = L1_SQUARED_HINGE[method]
+    tol_rel = 1e-9 if method == "cdn" else 1e-8  # (newGLMNET's margins, kept by updates, certify to about 1e-9)
+    result = solve(M.indptr.astype(np.int64), M.indices, M.data, y, X.shape[1], C, C, B, _settings(tol_rel=tol_rel))
+    assert result.converged and result.extra["gap_rel"] <= tol_rel
     official, converged = liblinear_train(X, y, f"-s 5 -c {C} -e 1e-8" + (f" -B {B}" if B else ""))
     reference = primal_value(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, B), B, C, C)
     assert result.objective <= reference * (1 + 1e-9)
@@ -107,10 +129,9 @@ def test_l1_needs_the_squared_hinge(http, cancer):
 @pytest.mark.parametrize("C", [0.05, 1.0])
 @pytest.mark.parametrize("B", [1.0, 0.0])
 def test_l1_logistic_reaches_liblinear_s6_optimum_with_its_sparsity(cancer, C, B):
-    """dcd's penalty l1 with loss logistic (worker/solvers/dcd_l1_logistic.py, newGLMNET) against liblinear-official
+    """dcd's penalty l1 with loss logistic (worker/solvers/dcd_l1_glmnet.py, newGLMNET) against liblinear-official
     -s 6; a tol_rel below what float64 certifies ends the run (stalled: max_iter) instead of looping."""
-    from worker.solvers.dcd_l1_logistic import primal_value as logistic_primal
-    from worker.solvers.dcd_l1_logistic import solve_l1_logistic
+    from worker.solvers.dcd_l1_glmnet import primal_value as logistic_primal
 
     X, y = cancer
     M = sp.csr_matrix(X)
@@ -154,7 +175,7 @@ def test_service_l1_logistic_has_probabilities_and_exports_as_liblinear_s6(http,
     assert 0 < np.count_nonzero(export_weights(http, model["id"])) < X.shape[1]
 
 
-@pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
+@pytest.mark.parametrize("loss", ["squared_hinge cdn", "squared_hinge glmnet", "logistic"])
 def test_the_default_stop_is_liblinears_rule_with_its_class_factor(loss):
     """LIBLINEAR's -s 5 and -s 6 stop at |f'(w)|_1 <= eps * min(pos, neg) / l * |f'(w0)|_1 (its usage text). On
     digits' zeros against the rest (178 of 1,797 rows: a factor of 0.099), at the default -e 0.01, ours ends at or
@@ -162,16 +183,16 @@ def test_the_default_stop_is_liblinears_rule_with_its_class_factor(loss):
     against 18.99 and 49.21 against 48.65: 16% and 6% above the optimum)."""
     from sklearn.datasets import load_digits
 
-    from worker.solvers.dcd_l1_logistic import primal_value as logistic_primal
-    from worker.solvers.dcd_l1_logistic import solve_l1_logistic
+    from worker.solvers.dcd_l1_glmnet import primal_value as logistic_primal
 
     X, digits = load_digits(return_X_y=True)
     X = X / 16.0
     y = np.where(digits == 0, 1.0, -1.0)
     M = sp.csr_matrix(X)
-    solve, value, s = (
-        (solve_l1, primal_value, 5) if loss == "squared_hinge" else (solve_l1_logistic, logistic_primal, 6)
-    )
+    if loss == "logistic":
+        solve, value, s = solve_l1_logistic, logistic_primal, 6
+    else:
+        solve, value, s = L1_SQUARED_HINGE[loss.split()[1]], primal_value, 5
     arrays = (M.indptr.astype(np.int64), M.indices, M.data)
     ours = solve(*arrays, y, X.shape[1], 1.0, 1.0, 1.0, _settings(tol=0.01, tol_rel=None))
     official, _ = liblinear_train(X, y, f"-s {s} -c 1 -B 1")
@@ -205,11 +226,11 @@ def test_shrunk_passes_see_every_coordinate_again_once_their_violation_fell_a_hu
 
 
 def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent_crawls(monkeypatch):
-    """dcd's L1 logistic regression (worker/solvers/dcd_l1_logistic.py) with few, correlated features: an inner loop
+    """dcd's L1 logistic regression (worker/solvers/dcd_l1_glmnet.py) with few, correlated features: an inner loop
     that has run as many passes as forming X'DX costs goes on over it, solved closely; the same optimum (and
     liblinear-official -s 6's) in a fraction of the Newton steps the paper's inner rule alone takes. The Hessian
     itself is X'DX, from the rows made of the columns."""
-    from worker.solvers import dcd_l1_logistic
+    from worker.solvers import dcd_l1_glmnet
     from worker.solvers.data_passes import column_copy, column_counts
     from worker.solvers.dcd_l1 import columns
 
@@ -219,30 +240,28 @@ def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent
     y = np.where(z[:, 0] + 0.5 * rng.normal(size=4000) > 0, 1.0, -1.0)
     M = sp.csr_matrix(X)
     col_ptr, col_rows, col_vals = columns(M.indptr, M.indices, M.data, 8, 1.0)
-    rows, H, _, after = dcd_l1_logistic._dense_room(col_ptr, col_rows, 4000, 9)
+    rows, H, _, after = dcd_l1_glmnet._dense_room(col_ptr, col_rows, 4000, 9)
     assert H.shape == (9, 9) and after >= 1
     counts = np.empty(4001, np.int64)
     column_counts(col_rows, 4000, counts)
     assert column_copy(col_ptr, col_rows, col_vals, counts, 4000, *rows)  # the rows, as the solver makes them
     D = rng.random(4000)
-    dcd_l1_logistic._dense_hessian(*rows, D, H)
+    dcd_l1_glmnet._dense_hessian(*rows, D, H)
     with_bias = np.hstack([X, np.ones((4000, 1))])
     assert np.allclose(H, with_bias.T @ (D[:, None] * with_bias), rtol=1e-12)
 
     def solve(seed):
-        return dcd_l1_logistic.solve_l1_logistic(
+        return solve_l1_logistic(
             M.indptr.astype(np.int64), M.indices, M.data, y, 8, 1.0, 1.0, 1.0, _settings(tol_rel=1e-8, seed=seed)
         )
 
     on_hessian = [solve(seed) for seed in range(3)]
-    monkeypatch.setattr(dcd_l1_logistic, "DENSE_HESSIAN_FEATURES", 0)  # the paper's inner rule alone
+    monkeypatch.setattr(dcd_l1_glmnet, "DENSE_HESSIAN_FEATURES", 0)  # the paper's inner rule alone
     on_columns = [solve(seed) for seed in range(3)]
     for fast, slow in zip(on_hessian, on_columns, strict=True):
         assert fast.converged and slow.converged
         assert fast.objective == pytest.approx(slow.objective, rel=1e-9)
         assert fast.n_iter * 3 <= slow.n_iter  # measured: 28-35 against 141-143
     official, _ = liblinear_train(X, y, "-s 6 -e 1e-8 -B 1")
-    reference = dcd_l1_logistic.primal_value(
-        M.indptr, M.indices, M.data, y, _liblinear_w_full(official, 1.0), 1.0, 1, 1
-    )
+    reference = dcd_l1_glmnet.primal_value(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, 1.0), 1.0, 1, 1)
     assert on_hessian[0].objective <= reference * (1 + 1e-9)

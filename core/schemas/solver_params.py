@@ -60,9 +60,11 @@ class DcdParams(CommonParams):
         description=(
             "The regularizer. `l2`: 0.5*|w|^2 (every loss above, by dual coordinate descent). `l1`: |w|_1, whose "
             "models are sparse: with `squared_hinge` LIBLINEAR's -s 5 (scikit-learn's LinearSVC(penalty=\"l1\", "
-            "dual=False)), by coordinate descent with Newton steps (CDN, Yuan, Chang, Hsieh and Lin, JMLR 2010), "
-            "with `tol` LIBLINEAR -s 5's relative rule (a pass's summed violation below tol * min(positives, negatives) "
-            "/ rows times the first pass's, as its usage states; default 0.01 as its -e). Its gap_rel comes from the Fenchel dual point of w scaled to feasibility, a "
+            "dual=False)), by newGLMNET (Yuan, Ho and Lin, JMLR 2012) with the squared hinge's generalized Hessian "
+            "where the data have few features (a dense Hessian fits), else by coordinate descent with Newton steps "
+            "(CDN, Yuan, Chang, Hsieh and Lin, JMLR 2010, as LIBLINEAR), with `tol` LIBLINEAR -s 5's relative rule "
+            "(a pass's summed violation below tol * min(positives, negatives) / rows times the first pass's, as its "
+            "usage states, a tenth of that on newGLMNET's steps; default 0.01 as its -e). Its gap_rel comes from the Fenchel dual point of w scaled to feasibility, a "
             "loose bound (0.9 on a9a at 0.03% from the optimum): `tol_rel` is not required by default then (null), "
             "only when given. With `logistic`: L1-regularized logistic regression (LIBLINEAR's -s 6, "
             'LogisticRegression(penalty="l1", solver="liblinear")) by newGLMNET (Yuan, Ho and Lin, JMLR 2012, as '

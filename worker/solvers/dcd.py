@@ -117,6 +117,7 @@ from typing import Protocol
 
 import numpy as np
 
+from worker.solvers import dcd_l1_glmnet
 from worker.solvers.common import (
     SLICE_SECONDS,
     SolverControl,
@@ -132,7 +133,6 @@ from worker.solvers.common import (
     rng_state,
 )
 from worker.solvers.dcd_l1 import solve_l1
-from worker.solvers.dcd_l1_logistic import solve_l1_logistic
 from worker.solvers.dcd_logistic import primal_value as logistic_primal
 from worker.solvers.dcd_logistic import solve_logistic
 from worker.solvers.dcd_one_class import solve_one_class_linear
@@ -338,11 +338,15 @@ def solve_dcd(
             raise SolverInputError(f"alpha0 must have shape ({n_rows},), got {start.shape}")
         if not np.all(np.isfinite(start)):
             raise SolverInputError("alpha0 contains NaN or infinite values")
-    if params.penalty == "l1" and params.loss == "logistic":  # primal CDN on |w|_1 + log-loss (dcd_l1_logistic)
-        return solve_l1_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control)
+    if params.penalty == "l1" and (
+        params.loss == "logistic" or dcd_l1_glmnet.suits(n_features, int(indptr[-1]) + (n_rows if B > 0.0 else 0), B)
+    ):  # newGLMNET on |w|_1 + the loss (dcd_l1_glmnet): the logistic loss, and the squared hinge with few features
+        return dcd_l1_glmnet.solve_l1_glmnet(
+            indptr, indices, data, y, n_features, C_neg, C_pos, B, params, params.loss, control
+        )
     if params.loss == "logistic":  # the same coordinate descent on the entropy dual (dcd_logistic)
         return solve_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control, start)
-    if params.penalty == "l1":  # primal coordinate descent on |w|_1 (dcd_l1); a dual start does not apply
+    if params.penalty == "l1":  # the squared hinge with many features: CDN on |w|_1 (dcd_l1); no dual start
         return solve_l1(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control)
     if start is not None:
         upper = np.where(y > 0, U_pos, U_neg)
@@ -515,9 +519,11 @@ def warm_up() -> None:
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
                 if loss in LOSSES:
                     primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
-                if loss in ("squared_hinge", "logistic"):  # the L1-regularized ones too (dcd_l1, dcd_l1_logistic)
+                if loss in ("squared_hinge", "logistic"):  # the L1-regularized ones too (dcd_l1_glmnet)
                     settings.penalty = "l1"
                     solve_dcd(*arrays, n_features=2, params=settings)
+                if loss == "squared_hinge":  # and CDN, which the squared hinge takes with many features (dcd_l1)
+                    solve_l1(*arrays, n_features=2, C_neg=1.0, C_pos=1.0, B=bias or 0.0, params=settings)
                 if loss == "hinge" and bias is None:  # the linear one-class SVM (dcd_one_class)
                     settings.loss = "one_class"
                     solve_dcd(*arrays, n_features=2, params=settings)
