@@ -265,3 +265,16 @@ def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent
     official, _ = liblinear_train(X, y, "-s 6 -e 1e-8 -B 1")
     reference = dcd_l1_glmnet.primal_value(M.indptr, M.indices, M.data, y, _liblinear_w_full(official, 1.0), 1.0, 1, 1)
     assert on_hessian[0].objective <= reference * (1 + 1e-9)
+
+
+def test_the_squared_hinge_takes_newglmnet_only_where_the_dense_hessian_fits():
+    """dcd runs the L1 squared hinge by newGLMNET (dcd_l1_glmnet) where its dense Hessian fits: few features, not too
+    many stored values, and room for the data, its columns and rows within the training's memory; CDN (dcd_l1)
+    elsewhere, which needs neither the rows nor H."""
+    from worker.solvers.dcd_l1_glmnet import DENSE_HESSIAN_FEATURES, DENSE_HESSIAN_VALUES, suits
+
+    assert suits(30, 5000, 1.0) and suits(DENSE_HESSIAN_FEATURES - 1, 10, 1.0)
+    assert not suits(DENSE_HESSIAN_FEATURES, 10, 1.0) and suits(DENSE_HESSIAN_FEATURES, 10, 0.0)
+    assert not suits(30, DENSE_HESSIAN_VALUES + 1, 1.0) and not suits(30, 0, 1.0)
+    assert suits(30, 5000, 1.0, memory_bytes=36 * 5000 + 8 * 31 * 31)
+    assert not suits(30, 5000, 1.0, memory_bytes=36 * 5000)  # (H's 31 x 31 too)

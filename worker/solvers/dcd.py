@@ -338,11 +338,12 @@ def solve_dcd(
             raise SolverInputError(f"alpha0 must have shape ({n_rows},), got {start.shape}")
         if not np.all(np.isfinite(start)):
             raise SolverInputError("alpha0 contains NaN or infinite values")
+    stored_values = int(indptr[-1]) + (n_rows if B > 0.0 else 0)
     if params.penalty == "l1" and (
-        params.loss == "logistic" or dcd_l1_glmnet.suits(n_features, int(indptr[-1]) + (n_rows if B > 0.0 else 0), B)
+        params.loss == "logistic" or dcd_l1_glmnet.suits(n_features, stored_values, B, memory_bytes)
     ):  # newGLMNET on |w|_1 + the loss (dcd_l1_glmnet): the logistic loss, and the squared hinge with few features
         return dcd_l1_glmnet.solve_l1_glmnet(
-            indptr, indices, data, y, n_features, C_neg, C_pos, B, params, params.loss, control
+            indptr, indices, data, y, n_features, C_neg, C_pos, B, params, params.loss, control, memory_bytes
         )
     if params.loss == "logistic":  # the same coordinate descent on the entropy dual (dcd_logistic)
         return solve_logistic(indptr, indices, data, y, n_features, C_neg, C_pos, B, params, control, start)

@@ -375,12 +375,12 @@ def _objectives(col_ptr, col_rows, col_vals, costs, t, w):
     return l1 + loss, dual
 
 
-def _dense_room(col_ptr, col_rows, n: int, width: int):
+def _dense_room(col_ptr, col_rows, n: int, width: int, memory_bytes: int | None = None):
     """``_newton_iteration``'s ``dense``: room for the rows, H and H d, and the inner passes after which forming H
     costs no more than the passes so far did (a pass reads every stored value twice, H each row's pairs, the rows
-    once); sized 0 and never, past ``DENSE_HESSIAN_FEATURES`` or ``DENSE_HESSIAN_VALUES``."""
+    once); sized 0 and never, where ``dense_hessian_fits`` says no."""
     nnz = int(col_ptr[-1])
-    if width > DENSE_HESSIAN_FEATURES or nnz == 0 or nnz > DENSE_HESSIAN_VALUES:
+    if not dense_hessian_fits(width, nnz, memory_bytes):
         rows = (np.zeros(1, np.int64), np.empty(0, col_rows.dtype), np.empty(0))
         return rows, np.empty((0, 0)), np.empty(0), 0
     rows = (np.zeros(n + 1, np.int64), np.empty(nnz, col_rows.dtype), np.empty(nnz))  # (filled when first needed)
@@ -388,19 +388,28 @@ def _dense_room(col_ptr, col_rows, n: int, width: int):
     return rows, np.empty((width, width)), np.empty(width), max(1, math.ceil((pairs + 2.0 * nnz) / (2.0 * nnz)))
 
 
-def suits(n_features: int, stored_values: int, B: float) -> bool:
-    """Whether the squared hinge trains here rather than by ``dcd_l1``'s CDN: where the dense Hessian fits
-    (``DENSE_HESSIAN_FEATURES`` features with the bias's, ``DENSE_HESSIAN_VALUES`` stored values with its column)."""
-    width = int(n_features) + (1 if B > 0.0 else 0)
+def dense_hessian_fits(width: int, stored_values: int, memory_bytes: int | None = None) -> bool:
+    """Whether the dense Hessian path may run: ``DENSE_HESSIAN_FEATURES`` features with the bias's,
+    ``DENSE_HESSIAN_VALUES`` stored values with its column and, given what the training may hold (``memory_bytes``),
+    room for the data, its columns and the rows H is formed from (12 bytes a stored value each) and H."""
+    if memory_bytes is not None and 3 * 12 * stored_values + 8 * width * width > memory_bytes:
+        return False
     return width <= DENSE_HESSIAN_FEATURES and 0 < stored_values <= DENSE_HESSIAN_VALUES
 
 
+def suits(n_features: int, stored_values: int, B: float, memory_bytes: int | None = None) -> bool:
+    """Whether the squared hinge trains here rather than by ``dcd_l1``'s CDN: where the dense Hessian fits
+    (``dense_hessian_fits``; CDN needs neither the rows nor H)."""
+    return dense_hessian_fits(int(n_features) + (1 if B > 0.0 else 0), stored_values, memory_bytes)
+
+
 def solve_l1_glmnet(
-    indptr, indices, data, y, n_features: int, C_neg: float, C_pos: float, B: float, params, loss: str, control=None
-) -> SolverResult:
+    indptr, indices, data, y, n_features: int, C_neg: float, C_pos: float, B: float, params, loss: str, control=None,
+    memory_bytes: int | None = None,
+) -> SolverResult:  # fmt: skip
     """Train the L1-regularized ``loss`` (``logistic`` or ``squared_hinge``; module docstring); arguments and result
-    as ``dcd_l1.solve_l1``'s. With the logistic loss the decision value w'x + b is the log-odds of the positive
-    label."""
+    as ``dcd_l1.solve_l1``'s; ``memory_bytes``: what the training may hold (None: no limit), which the dense Hessian
+    path must fit in. With the logistic loss the decision value w'x + b is the log-odds of the positive label."""
     control = control or SolverControl()
     started = time.perf_counter()
     squared = loss == "squared_hinge"
@@ -423,7 +432,7 @@ def solve_l1_glmnet(
     work[3] = 1.0  # exp(-|t|) at t = 0
     G, Hd, d = np.zeros(width), np.zeros(width), np.zeros(width)
     inner = np.zeros(width, dtype=np.int64)
-    dense = _dense_room(col_ptr, col_rows, n, width)
+    dense = _dense_room(col_ptr, col_rows, n, width, memory_bytes)
     arrays = (col_ptr, col_rows, col_vals, costs, t, w, index)
     room = (n, rng, state, work, Dx, G, Hd, d, inner, dense, squared)
     passes = RelativeRulePasses(
