@@ -90,7 +90,7 @@ def main() -> None:
         def ours_to(target, seed):
             run = settings(tol=1e-9, tol_rel=1e-12, trace_budget=None, seed=seed)
             started = time.perf_counter()  # the solver's setup (the CSC copy of the rows), which its trace omits
-            dcd_l1.columns(*arrays, X.shape[1], 1.0)
+            dcd_l1.columns(*arrays, X.shape[1], 1.0, y)
             setup = time.perf_counter() - started
             seconds, passes = time_to(target, lambda control: solve_l1(*arrays, y, X.shape[1], C, C, 1.0, run, control))
             return seconds + setup, passes

@@ -415,8 +415,7 @@ def solve_l1_glmnet(
     squared = loss == "squared_hinge"
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = y.shape[0]
-    col_ptr, col_rows, col_vals = columns(indptr, indices, data, n_features, B)
-    col_vals *= y[col_rows]  # y_i x_ij
+    col_ptr, col_rows, col_vals = columns(indptr, indices, data, n_features, B, y)  # y_i x_ij
     width = col_ptr.shape[0] - 1
     costs = np.where(y > 0, C_pos, C_neg).astype(np.float64)
     t = np.zeros(n)
