@@ -49,18 +49,18 @@ Then a backtracking line search on the step: lambda = 1, 1/2, ... until
 P(w + lambda d) - P(w) <= sigma lambda (grad L' d + |w + d|_1 - |w|_1), sigma = 0.01, at most 20 halvings, which
 costs no pass over the data (the margins move by lambda y_i x_i'd, kept; for the logistic loss a try's exp(-|t_i|)
 and loss are kept too, so that a row's exponential and logarithm in the try are the iteration's only transcendental
-work: the next iteration's tau_i and the loss before its line search come from them). When no step passes the line search three
-times in a row with the inner problem solved to rounding (a ``tol_rel`` below what float64 certifies), the run stops
-with stop reason max_iter. Every outer iteration starts with every feature (its gradient covers them all anyway) and
-shrinks within itself those at w_j = 0 inside their interval by more than the last iteration's largest violation /
-n, as the paper and LIBLINEAR do (keeping them out across iterations, as ``dcd_l1``'s passes do, made the later
-Newton steps slower: w8a reached LIBLINEAR's objective at step 11 instead of 10). The stopping rule (LIBLINEAR's -e:
+work: the next iteration's tau_i and the loss before its line search come from them). When no step passes the line
+search three times in a row with the inner problem solved to rounding (a ``tol_rel`` below what float64 certifies),
+the run stops with stop reason max_iter. Every outer iteration starts with every feature (its gradient covers them
+all anyway) and shrinks within itself those at w_j = 0 inside their interval by more than the last iteration's
+largest violation / n, as the paper and LIBLINEAR do (keeping them out across iterations, as ``dcd_l1``'s passes
+do, made the later Newton steps slower: w8a reached LIBLINEAR's objective at step 11 instead of 10). The stopping rule (LIBLINEAR's -e:
 the outer iteration's summed minimum-norm subgradient below tol * min(positives, negatives) / n times the first
-one's, ``common.l1_rule_scale``; for the squared hinge a tenth of that, ``SQUARED_HINGE_RULE``) and the certified gap required by ``tol_rel`` as ``dcd_l1``'s
-(``common.RelativeRulePasses`` with ``every_pass_full``, ``common.run_dual_passes``); an outer iteration counts as a
-pass. The certificate is loose away from the optimum
-(0.87 on a9a at 0.25% above it, LIBLINEAR's default stop): the schema requires ``tol_rel`` only when given. Deadline and cancel are seen between outer
-iterations.
+one's, ``common.l1_rule_scale``; for the squared hinge a tenth of that, ``SQUARED_HINGE_RULE``) and the certified
+gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses`` with ``every_pass_full``,
+``common.run_dual_passes``); an outer iteration counts as a pass. The certificate is loose away from the optimum
+(0.87 on a9a at 0.25% above it, LIBLINEAR's default stop): the schema requires ``tol_rel`` only when given.
+Deadline and cancel are seen between outer iterations.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from worker.solvers.common import (
     run_dual_passes,
     shuffle_prefix,
 )
-from worker.solvers.data_passes import column_copy, column_counts
+from worker.solvers.data_passes import column_copy, column_counts, gather_columns
 from worker.solvers.dcd_l1 import (
     SIGMA,
     SQUARED_HINGE_GAP_NOTE,
@@ -164,8 +164,9 @@ def _newton_iteration(
     ``shrink_at``: its gradient, violation and shrinking, the inner coordinate descent and the line search; the
     squared hinge if ``squared``, else the logistic loss.
     ``state``: [inner_tol, the first iteration's summed violation (-1 before it), line searches failed in a row at
-    an inner_tol below 1e-15 (no step left above rounding), the loss at t, the last inner loop's passes on H]; ``work``: 5 x n scratch (the loss's
-    gradient factors, D, X d, exp(-|t|), the line search's exp(-|t + lambda X d|)): each row's one exponential
+    an inner_tol below 1e-15 (no step left above rounding), the loss at t, the last inner loop's passes on H];
+    ``work``: 5 x n scratch (the loss's gradient factors, D, X d, exp(-|t|), the line search's
+    exp(-|t + lambda X d|)): each row's one exponential
     and one logarithm a line search's try are all the transcendental work of an iteration (the next one's tau and
     loss come from them); ``Dx``: D_i x_ij per stored entry (written with the gradient, read by the inner passes
     in column order instead of D at random rows); ``dense``: (the rows, made once when first needed; H; H d; the
@@ -299,12 +300,7 @@ def _newton_iteration(
         largest_old = largest
     state[4] = passes - hessian_from if on_hessian else 0.0
     if on_hessian:  # the margins' change X d, which the passes on the Hessian did not keep
-        for i in range(n):
-            u[i] = 0.0
-        for j in range(d.shape[0]):
-            if d[j] != 0.0:
-                for p in range(col_ptr[j], col_ptr[j + 1]):
-                    u[col_rows[p]] += d[j] * col_vals[p]
+        gather_columns(col_ptr, col_rows, col_vals, d, d.shape[0], 0.0, u)
     if passes == 1:
         state[0] = inner_tol * 0.25
     # ---- the line search on w + lambda d (margins t + lambda u)

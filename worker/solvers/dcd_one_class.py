@@ -209,6 +209,18 @@ def _start(indptr, indices, data, nu_n, alpha, sq, w, keys_all, work):
 
 
 @njit(cache=True)
+def _keep_below(ids, keys, count, bound):
+    """Keep, in order at the front, the first ``count`` candidates whose key is below ``bound``; returns how many
+    (without branches on the keys: each is written and the end moves on only for the kept)."""
+    kept = 0
+    for t in range(count):
+        ids[kept] = ids[t]
+        keys[kept] = keys[t]
+        kept += np.int64(keys[t] < bound)
+    return kept
+
+
+@njit(cache=True)
 def _snapped(a):
     """alpha within 1e-12 of a bound, at the bound (so that shrinking sees it there)."""
     return 0.0 if a <= 1e-12 else (1.0 if a >= 1.0 - 1e-12 else a)
@@ -259,18 +271,8 @@ def _outer(indptr, indices, data, sq, w, alpha, G, index, active, tol, scratch, 
     # only a candidate that violates by more than tol with some other can be in a pair that steps: up with
     # -G_i > M + tol, down with -G_j < m - tol (the k-th pair, ranked, violates by more than tol only if both do);
     # near the optimum few do, and the selection then costs little
-    kept = 0
-    for t in range(n_up):
-        ups[kept] = ups[t]
-        up_keys[kept] = up_keys[t]
-        kept += np.int64(-up_keys[t] > M + tol)
-    n_up = kept
-    kept = 0
-    for t in range(n_low):
-        lows[kept] = lows[t]
-        low_keys[kept] = low_keys[t]
-        kept += np.int64(low_keys[t] < m - tol)
-    n_low = kept
+    n_up = _keep_below(ups, up_keys, n_up, -(M + tol))  # (up's key is G: -G_i > M + tol)
+    n_low = _keep_below(lows, low_keys, n_low, m - tol)
     # the most violating of the candidates (those shrunk just now are the least violating: never chosen before
     # the others)
     pairs = min(n_up, n_low, max(active // PAIRS_PER_ACTIVE, 1))
