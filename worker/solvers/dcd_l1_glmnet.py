@@ -53,14 +53,14 @@ work: the next iteration's tau_i and the loss before its line search come from t
 search three times in a row with the inner problem solved to rounding (a ``tol_rel`` below what float64 certifies),
 the run stops with stop reason max_iter. Every outer iteration starts with every feature (its gradient covers them
 all anyway) and shrinks within itself those at w_j = 0 inside their interval by more than the last iteration's
-largest violation / n, as the paper and LIBLINEAR do (keeping them out across iterations, as ``dcd_l1``'s passes
-do, made the later Newton steps slower: w8a reached LIBLINEAR's objective at step 11 instead of 10). The stopping
-rule (LIBLINEAR's -e: the outer iteration's summed minimum-norm subgradient below tol * min(positives, negatives) / n times the first
-one's, ``common.l1_rule_scale``; for the squared hinge a tenth of that, ``SQUARED_HINGE_RULE``) and the certified
-gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses`` with ``every_pass_full``,
+largest violation / n, as the paper and LIBLINEAR do (keeping them out across iterations, as ``dcd_l1``'s passes do,
+made the later Newton steps slower: w8a reached LIBLINEAR's objective at step 11 instead of 10). The stopping rule
+(LIBLINEAR's -e: the outer iteration's summed minimum-norm subgradient below tol * min(positives, negatives) / n
+times the first one's, ``common.l1_rule_scale``; for the squared hinge a tenth of that, ``SQUARED_HINGE_RULE``) and
+the certified gap required by ``tol_rel`` as ``dcd_l1``'s (``common.RelativeRulePasses`` with ``every_pass_full``,
 ``common.run_dual_passes``); an outer iteration counts as a pass. The certificate is loose away from the optimum
-(0.87 on a9a at 0.25% above it, LIBLINEAR's default stop): the schema requires ``tol_rel`` only when given.
-Deadline and cancel are seen between outer iterations.
+(0.87 on a9a at 0.25% above it, LIBLINEAR's default stop): the schema requires ``tol_rel`` only when given. Deadline
+and cancel are seen between outer iterations.
 """
 
 from __future__ import annotations
