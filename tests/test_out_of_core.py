@@ -11,6 +11,7 @@ from worker.runtime import memory_budget
 from worker.solvers import cut_data, data_files, data_passes, streamed_data
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.cut_data import prepare_data
+from worker.solvers.data_passes import available_cores
 from worker.solvers.ocas import solve_ocas
 from worker.training.context import FitContext
 from worker.training.fit import train_model
@@ -66,6 +67,45 @@ def test_ocas_out_of_core_is_the_in_memory_solve_bit_for_bit(tmp_path, small_blo
     assert streamed.n_iter == in_memory.n_iter
     assert streamed.objective == in_memory.objective
     assert np.array_equal(streamed.w, in_memory.w) and streamed.bias == in_memory.bias
+
+
+@pytest.mark.parametrize("step_error", [0.0, 0.3], ids=["last_step", "wrong_step"])
+def test_ocas_out_of_core_guesses_its_next_cut_in_the_pass_for_the_outputs(tmp_path, monkeypatch, step_error):
+    """The pass for the outputs of w_t also moves the current cut to the one the last step would give (row by row,
+    as the outputs come); the cut's
+    own scatter then reads only the rows the guess got wrong. Whatever the guess (the last step, or a step 0.3
+    away from it: many rows wrong), the cuts are those of the solve without a guess, with fewer bytes read."""
+    monkeypatch.setattr(streamed_data, "BLOCK_NNZ", 4000)  # 15 blocks, each read whole (no row read alone)
+    n, d = 3000, 200
+    indptr, indices, data, y = random_csr(n, d, 20, seed=2)
+    params = OcasParams(C=1.0, tol_rel=1e-4)
+    mapped_indices, mapped_data = mapped(tmp_path, indices, data)
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1000)  # two threads: a partial cut each
+    memory = streamed_data.state_bytes(n, d) + 2 * 4000 * 8 + 2 * 8 * (d + 1) + 30 * 8 * (d + 1)  # rows on disk
+    guess_cut = cut_data.CurrentCut.guess
+    steps: list[float] = []
+
+    def guess_at(self, y, o_b, k, lam):
+        steps.append(k)
+        return guess_cut(self, y, o_b, k + step_error, lam)
+
+    monkeypatch.setattr(cut_data.CurrentCut, "guess", guess_at)
+    runs = {}
+    for guess in (False, True):
+        monkeypatch.setattr(cut_data.CurrentCut, "GUESS", guess)
+        runs[guess] = solve_ocas(
+            indptr, mapped_indices, mapped_data, y, n_features=d, params=params, n_processes=2, memory_bytes=memory
+        )
+    plain, guessed = runs[False], runs[True]
+    assert plain.extra["data"]["pinned_rows"] == 0 and guessed.extra["data"]["pinned_rows"] == 0
+    assert guessed.extra["threads"] == 2 or available_cores() == 1
+    assert len(set(steps)) > 5  # guessed at the last step of each iteration
+    assert guessed.n_iter == plain.n_iter and guessed.converged
+    assert guessed.objective == pytest.approx(plain.objective, rel=1e-12)
+    assert np.allclose(guessed.w, plain.w, rtol=0, atol=1e-9 * np.abs(plain.w).max())
+    if step_error == 0.0:  # a pass an iteration and a few rows, not two passes
+        read = guessed.extra["data"]["read_bytes"] / plain.extra["data"]["read_bytes"]
+        assert read < 0.75, read
 
 
 def test_ocas_with_its_cuts_taking_back_pinned_rows_reaches_the_same_optimum(tmp_path, small_blocks):
@@ -150,7 +190,8 @@ def test_streamed_passes_give_the_in_memory_sums(tmp_path, small_blocks, monkeyp
     X = prepare_data(indptr, indices, data, 50, 1.0, 1)
     block_nnz = [990] * 7 + [270]  # blocks of 110 rows (997 non-zeros at most), the last of 30
     gap_ptrs = streamed_data.GAP_PTR_BYTES * (800 + 8) if pack else 0  # 8 blocks of 110 rows or fewer
-    memory = streamed_data.state_bytes(800, 50) + 2 * 990 * 8 + gap_ptrs + 9000  # one block, two cuts of slack
+    parts = 8 * 51  # a partial sum of a cut guessed in a gather, for the one thread
+    memory = streamed_data.state_bytes(800, 50) + 2 * 990 * 8 + gap_ptrs + parts + 9000  # one block, two cuts of slack
     S = prepare_data(indptr, mapped_indices, mapped_data, 50, 1.0, 1, memory_bytes=memory)
     try:
         assert S.kind == "streamed" and S._indices.from_file  # read from the file, not through the map

@@ -14,7 +14,8 @@ of them flipped. Each run is a process of its own:
   ``memory_bytes`` what ``worker.runtime.memory_budget`` gives a job under that limit
   (``HINGE_JOB_MEMORY`` unset: the cgroup's limit is found by the worker itself).
 
-The two kinds alternate ``--repeats`` times; the JSON has every run (seconds, objective, iterations, gap, bytes
+The two kinds alternate ``--repeats`` times, each run's trace points written as they come to
+``<folder>/<solver>-<kind>.log``; the JSON has every run (seconds, objective, iterations, gap, bytes
 read from disk, the cgroup's peak memory) and the medians' ratio. Needs root for the cgroup (else the
 out-of-core runs go without a limit, which the JSON says).
 
@@ -126,8 +127,11 @@ import numpy as np
 folder, solver, kind, C, tol_rel = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
 from core.schemas.solver_params import CpaParams, OcasParams
 from worker.runtime.memory_budget import data_memory_bytes, job_memory_bytes
+from worker.solvers.common import SolverControl
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.ocas import solve_ocas
+def progress(point):  # every iteration's trace point on stderr: the run's log (``--log``)
+    print(json.dumps(point), file=sys.stderr, flush=True)
 mode = None if kind == "memory" else "c"
 arrays = {name: np.load(f"{folder}/{name}.npy", mmap_mode=mode) for name in ("indptr", "indices", "data", "y")}
 memory_bytes = None if kind == "memory" else data_memory_bytes(0)
@@ -137,7 +141,8 @@ else:
     params, solve = CpaParams(C=C, tol_rel=tol_rel), solve_cpa
 started = time.perf_counter()
 result = solve(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"], n_features=int(sys.argv[6]),
-               params=params, n_processes=None, memory_bytes=memory_bytes)
+               params=params, n_processes=None, memory_bytes=memory_bytes,
+               control=SolverControl(on_point=progress))
 seconds = time.perf_counter() - started
 print(json.dumps({"seconds": seconds, "solver_seconds": result.solver_seconds, "objective": result.objective,
                   "n_iter": result.n_iter, "gap_rel": result.extra["gap_rel"], "data": result.extra["data"],
@@ -173,10 +178,12 @@ def run(folder: Path, solver: str, kind: str, args, csr: int) -> dict:
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_THREADING_LAYER="workqueue")
     env.pop("HINGE_JOB_MEMORY", None)
+    log = folder / f"{solver}-{kind}.log"  # the trace points as they come (a long run can be followed, or stopped)
     try:
-        out = subprocess.run(command, env=env, capture_output=True, text=True, preexec_fn=preexec, check=False)
+        with log.open("w") as stderr:
+            out = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, preexec_fn=preexec)
         if out.returncode != 0:
-            return {"kind": kind, "error": out.stderr[-2000:], "returncode": out.returncode}
+            return {"kind": kind, "error": log.read_text()[-2000:], "returncode": out.returncode}
         row = json.loads(out.stdout.strip().splitlines()[-1])
         row.update(kind=kind, solver=solver)
         if cgroup is not None:

@@ -6,6 +6,8 @@ there are two are in ``worker.solvers.cut_store``'s docstring.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -284,6 +286,25 @@ class _Slots:
         self.free.append(int(slot))
 
 
+class CutGuess(NamedTuple):
+    """OCAS's next cut guessed in a gather (``CurrentCut.guess``, ``data_passes.scatter_guess``)."""
+
+    y: np.ndarray
+    """The labels (+-1)."""
+    o_b: np.ndarray
+    """The outputs of the best-so-far point w_b."""
+    k: float
+    """The step of the line search the cut is guessed at (the last iteration's)."""
+    lam: float
+    """Where OCAS takes its cut between w_b and w_t (its ``lam``)."""
+    previous: np.ndarray
+    """The current cut's coefficients, set to the guessed ones as the rows pass."""
+    rebuild: bool
+    """Whether the cut is summed from zero (``z`` cleared) rather than from the previous one."""
+    z: np.ndarray
+    """The cut's vector, moved to the guessed cut."""
+
+
 class CurrentCut:
     """The newest cut as a dense vector z = X_aug^T gamma, updated by the rows whose coefficient changed.
 
@@ -296,6 +317,8 @@ class CurrentCut:
     """
 
     REFRESH = 64
+    GUESS = True
+    """Out of core, whether OCAS's next cut is guessed in its pass for the outputs of w_t (``guess``)."""
 
     def __init__(self, X: RowData) -> None:
         self.X = X
@@ -319,6 +342,18 @@ class CurrentCut:
             self.since_refresh += 1
         self.z[X.d] = X.B * gsum
         return self.z
+
+    def guess(self, y, o_b, k, lam) -> CutGuess:
+        """What ``StreamedData.outputs`` needs to move this cut, in its pass for o_t = X w_t (OCAS out of core), to
+        the one OCAS would add if its line search chose the step k (its last one), each row as its output comes:
+        ``update`` with the cut the line search then gives reads only the rows where the guess was wrong, not every
+        changed row again (see ``ocas``). The vector is the same sum up to rounding (in another order); a rebuild
+        that is due is done by the guess."""
+        rebuild = self.since_refresh >= self.REFRESH
+        if rebuild:
+            fill(self.z, 0.0, self._parts)
+            self.since_refresh = 0
+        return CutGuess(y, o_b, float(k), float(lam), self.previous, rebuild, self.z)
 
     def update_changed(self, gamma, changed, n_changed, gsum) -> np.ndarray:
         """As ``update``, for coefficients gamma that differ from the previous ones at most at the rows

@@ -259,10 +259,15 @@ class DenseCuts:
         combine_rows(self.Z, rp.slot, rp.alpha, rp.t, self._fparts, self._zero_d, self.w_t, self.X.serial)
         return self.w_t
 
-    def outputs_of_wt(self, o_t: np.ndarray) -> None:
-        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t."""
+    def outputs_of_wt(self, o_t: np.ndarray, guess=None) -> None:
+        """w_t = sum_k alpha_k z_k, and o_t = X_aug w_t. ``guess``: (y, o_b, k, lam) of an OCAS iteration, whose next
+        cut is then guessed in the same pass when the data are streamed (``CurrentCut.guess``)."""
         assert not isinstance(self.X, FeatureSpace), "rows here"
-        self.X.outputs(self.update_wt(), o_t)
+        w_t = self.update_wt()
+        if guess is not None and self.current is not None and self.X.kind == "streamed" and CurrentCut.GUESS:
+            self.X.outputs(w_t, o_t, self.current.guess(*guess))
+        else:
+            self.X.outputs(w_t, o_t)
 
     def prepare_cut(self, gamma, changed, n_changed, gsum) -> np.ndarray:
         """The vector z of the cut with coefficients gamma (as ``add_cut`` would store it), without
@@ -401,8 +406,8 @@ class OutputCuts:
 
     # -- w_t ---------------------------------------------------------------------------------------
 
-    def outputs_of_wt(self, o_t: np.ndarray) -> None:
-        """o_t = sum_k alpha_k X_aug z_k: no pass over the data."""
+    def outputs_of_wt(self, o_t: np.ndarray, guess=None) -> None:
+        """o_t = sum_k alpha_k X_aug z_k: no pass over the data (``guess`` unused: no pass to guess the cut in)."""
         rp = self.rp
         combine_rows(self.outs, rp.slot, rp.alpha, rp.t, self.X.chunks, self._zero_n, o_t, self.X.serial)
 

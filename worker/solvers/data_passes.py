@@ -276,6 +276,62 @@ def scatter_packed(indptr, gap_ptr, gaps, data, coef, rows, n_rows, z):
             z[j] += c * data[k]
 
 
+# ---------------------------------------------------------------------------------------------
+# a cut guessed after a gather: OCAS out of core (``streamed_data``, ``cut_data.CurrentCut.guess``)
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _guessed_change(o, y, o_b, previous, i, k, lam, rebuild):
+    """OCAS's cut coefficient of row i at the step k, from its output o = <x_i, w_t> (as ``ocas._update_chunk``
+    picks it: y_i where y_i <o_c> <= 1, o_c the output of w_c at that step), minus the previous one (0 if
+    ``rebuild``); previous[i] set to it."""
+    ob = (1.0 - k) * o_b[i] + k * o
+    oc = (1.0 - lam) * ob + lam * o
+    g = y[i] if y[i] * oc <= 1.0 else 0.0
+    before = 0.0 if rebuild else previous[i]
+    previous[i] = g
+    return g - before
+
+
+@njit(cache=True)
+def _scatter_guess_packed(indptr, gap_ptr, gaps, data, i0, i1, out, k, lam, y, o_b, previous, rebuild, z):
+    for i in range(i0, i1):
+        c = _guessed_change(out[i], y, o_b, previous, i, k, lam, rebuild)
+        if c != 0.0:
+            p = gap_ptr[i]
+            j = np.int64(-1)
+            for e in range(indptr[i], indptr[i + 1]):
+                j, p = _next_index(gaps, p, j)
+                z[j] += c * data[e]
+
+
+@njit(cache=True)
+def _scatter_guess_plain(indptr, indices, data, i0, i1, out, k, lam, y, o_b, previous, rebuild, z):
+    for i in range(i0, i1):
+        c = _guessed_change(out[i], y, o_b, previous, i, k, lam, rebuild)
+        if c != 0.0:
+            for e in range(indptr[i], indptr[i + 1]):
+                z[indices[e]] += c * data[e]
+
+
+@njit(cache=True, parallel=True)
+def scatter_guess(indptr, indices, data, gap_ptr, gaps, chunks, out, k, lam, y, o_b, previous, rebuild, parts):
+    """After a gather of a block's outputs ``out`` (rows as stored: ``gaps`` empty; packed: ``indices`` empty),
+    each row's coefficient in OCAS's next cut at the step k: where it changed from ``previous`` (0 if
+    ``rebuild``), the row times the change is added to parts[q], the partial cut of the q-th share of the
+    chunks (one share a thread; the caller adds the parts to the cut)."""
+    n_chunks = chunks.shape[0] - 1
+    n_parts = parts.shape[0]
+    for q in prange(n_parts):
+        i0 = chunks[n_chunks * q // n_parts]
+        i1 = chunks[n_chunks * (q + 1) // n_parts]
+        if gaps.shape[0]:
+            _scatter_guess_packed(indptr, gap_ptr, gaps, data, i0, i1, out, k, lam, y, o_b, previous, rebuild, parts[q])
+        else:
+            _scatter_guess_plain(indptr, indices, data, i0, i1, out, k, lam, y, o_b, previous, rebuild, parts[q])
+
+
 @njit(cache=True, parallel=True)
 def fill(x, value, n_parts):
     """x[:] = value, in n_parts contiguous parts (serially when n_parts is 1)."""
@@ -354,6 +410,11 @@ def warm_up() -> None:
         for serial in (True, False):
             gather_packed(indptr, gap_ptr, gaps, data, w, 0.1, chunks, np.zeros(3), serial)
         scatter_packed(indptr, gap_ptr, gaps, data, np.ones(3), rows, 3, w)
+        y, o_b, previous, no_indices = np.ones(3), np.zeros(3), np.zeros(3), np.zeros(0, dtype=np.int32)
+        for parts in (np.zeros((1, 70_001)), np.zeros((2, 70_001))):
+            scatter_guess(
+                indptr, no_indices, data, gap_ptr, gaps, chunks, np.zeros(3), 0.5, 0.1, y, o_b, previous, False, parts
+            )
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)

@@ -23,6 +23,10 @@ Paper: Algorithm 1 of paper 000 (Section 3), in its parts:
         pi_i = [y_i <w_c, x_i> <= 1],  R(w) >= sum_i pi_i - <sum_i pi_i y_i x_i, w>   (cut (5));
   * outputs <x_i, w> of w_b and w_c are never recomputed: o_b and o_c are the same convex
     combinations of the outputs of w_b and w_t, so each iteration makes one pass for <x_i, w_t>.
+    Out of core, where a pass is a read of the data from disk, that pass also guesses the cut's rows
+    pi_i at the last iteration's step k* (``cut_data.CurrentCut.guess``): a row's pi_i changes with k*
+    only where the line search's breakpoint k_i lies between the two steps, so the cut's own scatter
+    then reads a few rows, not the data again (the same cut, its sum taken in another order).
 
 Stopping rule (9) in the user's terms: stop when F(w_b) - D_t <= max(tol_abs, tol_rel * F(w_b)),
 i.e. the returned objective is certified within tol_abs absolutely or tol_rel relatively of the
@@ -48,7 +52,8 @@ cores of this process; None: all of them) share every pass: the output computati
 split by fixed row chunks, the line-search preparation by the same chunks (the selection of k*
 itself is O(m) and serial, see ``worker.solvers.line_search``), the cut sum by feature ranges
 (``worker.solvers.data_passes``), the Gram row by cuts. Row sums are taken per chunk and added in
-chunk order, so one thread and several give bit-identical results.
+chunk order, so one thread and several give bit-identical results (out of core, the guessed cut is
+summed in one part a thread: there the same threads give the same results).
 
 Trace point per iteration: iteration, elapsed_s, primal = F(w_b), lower_bound = D_t, gap, gap_rel
 = gap / primal, n_cuts, n_active_cuts (alpha > 0), step k*, and the seconds of the phases: qp_s
@@ -269,7 +274,8 @@ def _ocas_loop(
         lower = max(lower, D)
         t1 = time.perf_counter()
 
-        store.outputs_of_wt(o_t)  # <x_i, w_t>: Section 3.1's output computation
+        # <x_i, w_t>: Section 3.1's output computation (out of core, with the next cut guessed at the last step)
+        store.outputs_of_wt(o_t, guess=(y, o_b, k_star, lam))
         stopped = control.check()  # each phase is a pass over the data: look between them (issue 9)
         if stopped is not None:  # w_b and F_b are still the best point's
             stop_reason = stopped

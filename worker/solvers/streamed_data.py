@@ -23,9 +23,11 @@ by holding what it can and reading the rest, block by block, from the worker cac
 
 The sums are the in-memory ones bit for bit: a gather's row sums do not depend on the order of the rows,
 and a scatter adds the rows in the order listed, block after block, as ``scatter_rows`` does over the whole
-data. What it costs: every streamed byte read from disk once per pass (two passes an iteration for ocas),
-at the disk's sequential speed, and the packing's one read and write when the solve starts;
-tests/benchmarks/README.md ("Out of core") has the figures.
+data. What it costs: every streamed byte read from disk once per pass, at the disk's sequential speed, and the
+packing's one read and write when the solve starts. An ocas iteration is one pass and a few rows: its next cut
+is guessed during the pass for the outputs of w_t (a gather's ``block_done``, ``cut_data.CurrentCut.guess``),
+so that the cut's own scatter reads only the rows the guess got wrong (up to rounding, the cut's sum is then
+taken in another order); tests/benchmarks/README.md ("Out of core") has the figures.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from worker.solvers.data_passes import (
     gather_packed,
     pack_rows,
     row_chunks,
+    scatter_guess,
     scatter_packed,
     scatter_rows,
 )
@@ -146,7 +149,14 @@ class StreamedData:
         self.memory_limit = int(memory_bytes)
         self.reserved = state_bytes(self.n, self.d) + 2 * biggest * per_nnz
         self.cut_bytes = 0
-        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz
+        # OCAS's cut guessed in a gather (``outputs``): a partial sum over the features for each thread
+        self._parts: np.ndarray | None = None
+        parts_bytes = 8 * (self.d + 1) * max(1, self.n_threads)
+        self.reserved += parts_bytes
+        self._no_indices = np.zeros(0, dtype=self._index_dtype)
+        self._no_gaps = np.zeros(0, dtype=np.uint16)
+        self._no_indptr = np.zeros(0, dtype=np.int64)
+        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz - parts_bytes
         self.pinned: list[tuple[np.ndarray, np.ndarray]] = []
         self.packed: PackedRows | None = None
         if PACK_INDICES and self._indices.from_file and self._data.from_file and self.d < 2**32:
@@ -304,22 +314,59 @@ class StreamedData:
 
     # -- the passes ----------------------------------------------------------------------------------
 
-    def outputs(self, w: np.ndarray, out: np.ndarray) -> None:
-        """out = X_aug w for w of length d + 1 (last entry: the bias weight)."""
+    def outputs(self, w: np.ndarray, out: np.ndarray, guess=None) -> None:
+        """out = X_aug w for w of length d + 1 (last entry: the bias weight). ``guess`` (a ``cut_data.CutGuess``):
+        OCAS's next cut guessed in the same pass, from each block's outputs (``data_passes.scatter_guess``)."""
         w_bias = self.B * float(w[self.d])
         n_pinned = len(self.pinned)
         streamed = range(n_pinned, self.n_blocks) if self._forward else range(self.n_blocks - 1, n_pinned - 1, -1)
         self._forward = not self._forward
         self.passes += 1
+        if guess is not None:
+            if self._parts is None:
+                self._parts = np.zeros((max(1, self.n_threads), self.d + 1))
+            else:
+                self._parts.fill(0.0)
         for b, idx, val in self._blocks([*range(n_pinned), *streamed]):
             r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
-            if self.packed is not None:
-                gap_ptr = self.packed.gap_ptr[b]
+            gap_ptr = self.packed.gap_ptr[b] if self.packed is not None else None
+            if gap_ptr is not None:
                 gather_packed(
                     self.block_indptr[b], gap_ptr, idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial
                 )
             else:
                 gather_outputs(self.block_indptr[b], idx, val, w, w_bias, self.block_chunks[b], out[r0:r1], self.serial)
+            if guess is not None:
+                if gap_ptr is not None:
+                    rows = (self._no_indices, val, gap_ptr, idx)  # (indices, values, gap_ptr, gaps)
+                else:
+                    rows = (idx, val, self._no_indptr, self._no_gaps)
+                span = slice(r0, r1)
+                scatter_guess(
+                    self.block_indptr[b],
+                    *rows,
+                    self.block_chunks[b],
+                    out[span],
+                    guess.k,
+                    guess.lam,
+                    guess.y[span],
+                    guess.o_b[span],
+                    guess.previous[span],
+                    guess.rebuild,
+                    self._parts,
+                )
+        if guess is not None:
+            z = guess.z
+            for part in self._parts:  # in order: the same sums for the same threads
+                z += part
+
+    def scatter_block(self, b: int, idx, val, coef, local, n_local: int, z) -> None:
+        """z[f] += sum_q coef[local[q]] * x_{local[q], f} over q < n_local, for rows of block b (``local``: their
+        numbers in the block; ``coef``: the block's rows'), from the block's rows in hand (as a pass yields them)."""
+        if self.packed is not None:
+            scatter_packed(self.block_indptr[b], self.packed.gap_ptr[b], idx, val, coef, local, n_local, z)
+        else:
+            scatter_rows(self.block_indptr[b], idx, val, coef, local, n_local, z)
 
     def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug z (no column copy out of core: the row-wise gather)."""
@@ -346,12 +393,7 @@ class StreamedData:
                 continue
             got, idx, val = next(blocks)
             assert got == b
-            if self.packed is not None:
-                scatter_packed(
-                    self.block_indptr[b], self.packed.gap_ptr[b], idx, val, coef[r0:r1], local, local.shape[0], z
-                )
-            else:
-                scatter_rows(self.block_indptr[b], idx, val, coef[r0:r1], local, local.shape[0], z)
+            self.scatter_block(b, idx, val, coef[r0:r1], local, local.shape[0], z)
         blocks.close()
 
     def _few_rows(self, b: int, rows: np.ndarray) -> bool:
