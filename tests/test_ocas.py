@@ -256,7 +256,9 @@ def test_both_forms_of_the_cuts_follow_the_same_path(problems, monkeypatch):
     monkeypatch.setattr("worker.solvers.ocas.QP_REL", 1e-12)
     runs = {}
     for form in (cut_store.DenseCuts, cut_store.OutputCuts):
-        monkeypatch.setattr(cut_store, "choose", lambda data, C, coef_dtype=np.int8, form=form: form(data, C))
+        monkeypatch.setattr(
+            cut_store, "choose", lambda data, C, coef_dtype=np.int8, risk_at_zero=None, form=form: form(data, C)
+        )
         monkeypatch.setattr("worker.solvers.ocas.choose", cut_store.choose)
         runs[form.kind] = solve_ocas(*args, y, n_features=X.shape[1], params=OcasParams(C=1.0, tol_rel=5e-4))
     dense, outputs = runs["dense"], runs["outputs"]

@@ -43,9 +43,20 @@ of the cuts it drops. The stored cuts may use a quarter of the data's own bytes 
 least 32 cuts): at 2,000,000 rows x 10^6 features a dense cut is 8 MB, so past the budget the cuts with
 alpha = 0 go first (this never lowers the lower bound), and the store grows only when every cut is
 active.
+
+Out of core (``streamed_data``) the memory may hold fewer dense cuts than OCAS keeps active (2·10^6 rows x 10^6
+features under 1.6 GB: 77 of 8 MB, where 169 are active at the end). There, below ROUNDED_BELOW cuts, OCAS's
+cuts are stored as float32, twice as many, and each stays a valid cut of what is stored: with z the cut's vector
+and z' its rounding, R(w) >= b - <z, w> = b - <z', w> - <z - z', w> >= (b - |z - z'| U) - <z', w> for every w
+with |w| <= U, and U = sqrt(2 C R(0)) bounds |w*| (0.5 |w*|^2 <= F(w*) <= F(0) = C R(0)). So the cut enters the
+reduced problem as z' with its offset lowered by |z - z'| U (about 1e-7 of b here), its Gram entries summed from
+the stored values in float64, and the lower bound D_t <= F_t(w*) <= F(w*) holds: the gap stays certified. The
+iterates are then not those of the float64 solve (an aggregate is rounded too, with its own offset).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -67,6 +78,8 @@ from worker.solvers.reduced_qp import ReducedProblem
 # ---------------------------------------------------------------------------------------------
 
 
+ROUNDED_BELOW = 256
+"""Out of core, OCAS's dense cuts are stored as float32 when the job's memory holds fewer than this many in float64."""
 DENSE_BLOCK = 4096
 """Features per block of the dense kernels: a block of the new cut (or of w) stays in cache while every
 stored cut's block streams past it, so a Gram row or a combination reads each stored cut once."""
@@ -74,7 +87,7 @@ stored cut's block streams past it, so a Gram row or a combination reads each st
 
 @njit(cache=True)
 def dense_dots(Z, slots, k0, k1, new, out):
-    """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features."""
+    """out[k] = <Z[slots[k]], Z[new]> for k in [k0, k1), blockwise over the features, summed in float64."""
     d = Z.shape[1]
     for k in range(k0, k1):
         out[k] = 0.0
@@ -84,7 +97,7 @@ def dense_dots(Z, slots, k0, k1, new, out):
             s = slots[k]
             acc = 0.0
             for f in range(f0, f1):
-                acc += Z[s, f] * Z[new, f]
+                acc += np.float64(Z[s, f]) * np.float64(Z[new, f])  # float32 cuts: exact products
             out[k] += acc
 
 
@@ -163,11 +176,14 @@ def combine_rows(table, slots, weights, t, chunks, base, c, serial):
 
 
 class DenseCuts:
-    """Cuts as dense vectors over the d + 1 weights; w_t and w_b as dense vectors too."""
+    """Cuts as dense vectors over the d + 1 weights; w_t and w_b as dense vectors too.
+
+    ``risk_at_zero`` (OCAS: R(0) = n) allows the cuts to be stored as float32 out of core, when the memory holds
+    fewer than ROUNDED_BELOW of them in float64 (module docstring: twice as many, each still a valid cut)."""
 
     kind = "dense"
 
-    def __init__(self, X: CutData, C: float, capacity: int = 32) -> None:
+    def __init__(self, X: CutData, C: float, capacity: int = 32, risk_at_zero: float | None = None) -> None:
         self.X = X
         self.rp = ReducedProblem(C)
         self.d1 = X.d + 1
@@ -177,13 +193,23 @@ class DenseCuts:
         kernel's zero page until a cut is written there), so that the store never grows by a copy (which holds
         the old and the new array at once: half the cuts); the memory counted against the job is that of the
         slots written so far (``touched``). Past it, two cuts are aggregated into one."""
+        self.rounded = False
+        """Whether the cuts are stored as float32 (out of core, memory for few cuts; module docstring)."""
+        self.norm_bound = 0.0
+        """A bound on |w*| (sqrt(2 C R(0)), as 0.5 |w*|^2 <= F(w*) <= F(0)), by which rounded cuts are lowered."""
+        dtype = np.float64
         if self.bounded:
             capacity = max(2, X.cut_memory // (8 * self.d1))
+            if risk_at_zero is not None and capacity < ROUNDED_BELOW:
+                self.rounded, dtype = True, np.float32
+                self.norm_bound = math.sqrt(2.0 * C * float(risk_at_zero))
+                capacity = max(2, X.cut_memory // (4 * self.d1))
             self.slots = _Slots(capacity, capacity)
         else:
             self.slots = _Slots(capacity, self.budget)
             X.make_room(self.slots.capacity * 8 * self.d1)
-        self.Z = np.zeros((self.slots.capacity, self.d1))
+        self.cut_bytes = np.dtype(dtype).itemsize * self.d1
+        self.Z = np.zeros((self.slots.capacity, self.d1), dtype=dtype)
         self.touched = 0
         self.w_t = np.zeros(self.d1)
         self.w_b = np.zeros(self.d1)
@@ -214,7 +240,7 @@ class DenseCuts:
         slot, grew = self.slots.take()
         if self.bounded and slot >= self.touched:
             self.touched = slot + 1
-            self.X.make_room(self.touched * 8 * self.d1)
+            self.X.make_room(self.touched * self.cut_bytes)
         if grew:
             self.X.make_room((self.Z.shape[0] + self.slots.capacity) * 8 * self.d1)  # both, while copied
             Z = np.zeros((self.slots.capacity, self.d1))
@@ -224,11 +250,14 @@ class DenseCuts:
         X = self.X
         z = self.Z[slot]
         z[:] = vector
+        if self.rounded:  # a valid cut for the stored vector: b lowered by |z - stored| |w*| (module docstring)
+            b -= self.norm_bound * float(np.linalg.norm(vector - z))
         t = self.rp.t
         if self._row.shape[0] < t + 1:
             self._row = np.zeros(2 * (t + 1))
         _dense_gram_row(self.Z, self.rp.slot, t, slot, self._row, 1 if X.serial else X.n_threads)
-        self.rp.add_cut(self._row, float(z @ z), b, slot)
+        stored = z.astype(np.float64) if self.rounded else z
+        self.rp.add_cut(self._row, float(stored @ stored), b, slot)
 
     def drop_inactive(self, max_inactive: int) -> int:
         """Drop the cuts inactive for more than max_inactive solves; free their slots."""
@@ -246,8 +275,15 @@ class DenseCuts:
         i, j = (int(k) for k in sorted(order[:2]))
         slot_i = int(rp.slot[i])
         wi, wj, freed = rp.aggregate(i, j)
-        self.Z[slot_i] *= wi
-        self.Z[slot_i] += wj * self.Z[freed]
+        if self.rounded:  # the aggregate in float64, stored rounded: its Gram row and offset for what is stored
+            aggregate = wi * self.Z[slot_i].astype(np.float64) + wj * self.Z[freed]
+            self.Z[slot_i] = aggregate
+            _dense_gram_row(self.Z, rp.slot, rp.t, slot_i, self._row, 1 if self.X.serial else self.X.n_threads)
+            slack = self.norm_bound * float(np.linalg.norm(aggregate - self.Z[slot_i]))
+            rp.replace(i, self._row, float(rp.b[i]) - slack)  # i < j: still at i
+        else:
+            self.Z[slot_i] *= wi
+            self.Z[slot_i] += wj * self.Z[freed]
         self.slots.give(freed)
         self.aggregated += 1
 
@@ -490,11 +526,12 @@ class OutputCuts:
         return self.X.weights(self._best_coef)
 
 
-def choose(X: RowData, C: float, coef_dtype=np.int8):
-    """The cut form for this data: OutputCuts when n <= d + 1, else DenseCuts (module docstring)."""
+def choose(X: RowData, C: float, coef_dtype=np.int8, risk_at_zero: float | None = None):
+    """The cut form for this data: OutputCuts when n <= d + 1, else DenseCuts (module docstring; ``risk_at_zero``:
+    see DenseCuts)."""
     if X.n <= X.d + 1:
         return OutputCuts(X, C, coef_dtype=coef_dtype)
-    return DenseCuts(X, C)
+    return DenseCuts(X, C, risk_at_zero=risk_at_zero)
 
 
 def warm_up() -> None:

@@ -220,7 +220,7 @@ def solve_ocas(
     start = time.perf_counter()
     X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes)
     try:
-        store = choose(X, C)
+        store = choose(X, C, risk_at_zero=float(X.n))  # R(0) = n: rounded cuts' bound (cut_store)
         with threads(X.n_threads) as used:
             return _ocas_loop(
                 X, store, y, C, tol_rel, tol_abs, lam, max_iter, max_inactive, w_start, control, start, used

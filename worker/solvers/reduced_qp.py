@@ -303,6 +303,15 @@ class ReducedProblem:
         self.h_alpha[: self.t] = h_alpha
         return wi, wj, freed
 
+    def replace(self, i: int, h_row: np.ndarray, b: float) -> None:
+        """Cut i becomes another cut with the same alpha: ``h_row[k] = <z_new, z_k>`` for the t cuts (its own
+        entry included), offset b (``cut_store.DenseCuts``: an aggregate as stored, rounded)."""
+        t = self.t
+        self.H[i, :t] = h_row[:t]
+        self.H[:t, i] = h_row[:t]
+        self.b[i] = b
+        _rqp_h_alpha(self.H, self.alpha, t, self.h_alpha)
+
     def drop_inactive(self, max_inactive: int) -> np.ndarray:
         """Drop cuts whose alpha has been 0 for more than max_inactive solves; return their slots."""
         t = self.t
