@@ -176,7 +176,8 @@ def run(folder: Path, solver: str, kind: str, args, csr: int) -> dict:
             def preexec() -> None:
                 procs.write_text(str(os.getpid()))
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_THREADING_LAYER="workqueue")
+    # as a worker runs a job (worker.runtime.main): numba's workqueue, one BLAS thread
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_THREADING_LAYER="workqueue", OPENBLAS_NUM_THREADS="1")
     env.pop("HINGE_JOB_MEMORY", None)
     log = folder / f"{solver}-{kind}.log"  # the trace points as they come (a long run can be followed, or stopped)
     try:

@@ -72,6 +72,7 @@ from worker.solvers.cut_data import (
     cut_budget,
 )
 from worker.solvers.reduced_qp import ReducedProblem
+from worker.solvers.streamed_data import StreamedData
 
 # ---------------------------------------------------------------------------------------------
 # kernels
@@ -197,7 +198,7 @@ class DenseCuts:
         """Whether the cuts are stored as float32 (out of core, memory for few cuts; module docstring)."""
         self.norm_bound = 0.0
         """A bound on |w*| (sqrt(2 C R(0)), as 0.5 |w*|^2 <= F(w*) <= F(0)), by which rounded cuts are lowered."""
-        dtype = np.float64
+        dtype: type[np.floating] = np.float64
         if self.bounded:
             capacity = max(2, X.cut_memory // (8 * self.d1))
             if risk_at_zero is not None and capacity < ROUNDED_BELOW:
@@ -300,7 +301,7 @@ class DenseCuts:
         cut is then guessed in the same pass when the data are streamed (``CurrentCut.guess``)."""
         assert not isinstance(self.X, FeatureSpace), "rows here"
         w_t = self.update_wt()
-        if guess is not None and self.current is not None and self.X.kind == "streamed" and CurrentCut.GUESS:
+        if guess is not None and self.current is not None and isinstance(self.X, StreamedData) and CurrentCut.GUESS:
             self.X.outputs(w_t, o_t, self.current.guess(*guess))
         else:
             self.X.outputs(w_t, o_t)

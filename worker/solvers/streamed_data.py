@@ -322,11 +322,12 @@ class StreamedData:
         streamed = range(n_pinned, self.n_blocks) if self._forward else range(self.n_blocks - 1, n_pinned - 1, -1)
         self._forward = not self._forward
         self.passes += 1
+        parts = self._parts
         if guess is not None:
-            if self._parts is None:
-                self._parts = np.zeros((max(1, self.n_threads), self.d + 1))
+            if parts is None:
+                self._parts = parts = np.zeros((max(1, self.n_threads), self.d + 1))
             else:
-                self._parts.fill(0.0)
+                parts.fill(0.0)
         for b, idx, val in self._blocks([*range(n_pinned), *streamed]):
             r0, r1 = int(self.block_starts[b]), int(self.block_starts[b + 1])
             gap_ptr = self.packed.gap_ptr[b] if self.packed is not None else None
@@ -353,11 +354,11 @@ class StreamedData:
                     guess.o_b[span],
                     guess.previous[span],
                     guess.rebuild,
-                    self._parts,
+                    parts,
                 )
-        if guess is not None:
+        if guess is not None and parts is not None:
             z = guess.z
-            for part in self._parts:  # in order: the same sums for the same threads
+            for part in parts:  # in order: the same sums for the same threads
                 z += part
 
     def scatter_block(self, b: int, idx, val, coef, local, n_local: int, z) -> None:
