@@ -13,7 +13,7 @@ from worker.solvers.common import SolverControl
 from worker.solvers.cpa import solve_cpa
 from worker.solvers.cut_data import prepare_data
 from worker.solvers.data_passes import available_cores
-from worker.solvers.ocas import solve_ocas
+from worker.solvers.ocas import OCAS_ROW_BYTES, solve_ocas
 from worker.training.context import FitContext
 from worker.training.fit import train_model
 
@@ -58,7 +58,7 @@ def test_ocas_out_of_core_is_the_in_memory_solve_bit_for_bit(tmp_path, small_blo
     in_memory = solve_ocas(indptr, indices, data, y, n_features=d, params=params)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
     # the solve's vectors, room for 400 cuts, and about half of the data: the rest streamed
-    memory = -streamed_data.memory_room(n, d, 0) + indices.size * 4
+    memory = -streamed_data.memory_room(n, d, 0, OCAS_ROW_BYTES) + indices.size * 4
     streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=d, params=params, memory_bytes=memory)
     report = streamed.extra["data"]
     assert in_memory.extra["data"] == {"form": "memory"}
@@ -82,7 +82,7 @@ def test_ocas_out_of_core_guesses_its_next_cut_in_the_pass_for_the_outputs(tmp_p
     params = OcasParams(C=1.0, tol_rel=1e-4)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
     monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1000)  # two threads: a partial cut each
-    memory = streamed_data.state_bytes(n, d) + 2 * 4000 * 8 + 2 * 8 * (d + 1) + 30 * 8 * (d + 1)  # rows on disk
+    memory = streamed_data.state_bytes(n, d, OCAS_ROW_BYTES) + 2 * 4000 * 8 + 2 * 8 * (d + 1) + 30 * 8 * (d + 1)
     guess_cut = cut_data.CurrentCut.guess
     steps: list[float] = []
 
@@ -114,7 +114,9 @@ def test_ocas_with_its_cuts_taking_back_pinned_rows_reaches_the_same_optimum(tmp
     params = OcasParams(C=1.0, tol_rel=1e-4)
     in_memory = solve_ocas(indptr, indices, data, y, n_features=200, params=params)
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
-    memory = streamed_data.state_bytes(3000, 200) + 2 * 997 * 8 + 300 * 8 * 201  # the vectors, buffers and cuts
+    memory = (
+        streamed_data.state_bytes(3000, 200, OCAS_ROW_BYTES) + 2 * 997 * 8 + 300 * 8 * 201
+    )  # vectors, buffers, cuts
     streamed = solve_ocas(indptr, mapped_indices, mapped_data, y, n_features=200, params=params, memory_bytes=memory)
     report = streamed.extra["data"]
     assert report["pinned_rows"] < 3000 and report["streamed_bytes"] > 0
@@ -137,7 +139,7 @@ def test_cuts_past_the_memory_are_aggregated_and_the_optimum_is_reached(tmp_path
     optimum = solve_ocas(indptr, indices, data, y, n_features=200, params=OcasParams(C=10.0, tol_rel=1e-9)).objective
     mapped_indices, mapped_data = mapped(tmp_path, indices, data)
     parts = 8 * 201  # a partial sum of a cut guessed in a gather, for the one thread
-    memory = streamed_data.state_bytes(3000, 200) + 2 * 20_000 * 8 + parts + 40 * 8 * 201
+    memory = streamed_data.state_bytes(3000, 200, OCAS_ROW_BYTES) + 2 * 20_000 * 8 + parts + 40 * 8 * 201
     asked: list[tuple[int, int]] = []  # (bytes the cut store was to hold, what the solve may hold besides)
     make_room = streamed_data.StreamedData.make_room
 

@@ -22,7 +22,7 @@ from worker.solvers.data_passes import (
     row_chunks,
     scatter_rows,
 )
-from worker.solvers.streamed_data import StreamedData, csr_bytes, memory_room
+from worker.solvers.streamed_data import ROW_STATE_BYTES, StreamedData, csr_bytes, memory_room
 
 
 @njit(cache=True)
@@ -196,17 +196,26 @@ threads were slower than one."""
 
 
 def prepare_data(
-    indptr, indices, data, n_features: int, B: float, n_processes: int, memory_bytes: int | None = None
+    indptr,
+    indices,
+    data,
+    n_features: int,
+    B: float,
+    n_processes: int,
+    memory_bytes: int | None = None,
+    row_bytes: int = ROW_STATE_BYTES,
 ) -> RowData:
     """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
     process, and one per PARALLEL_NNZ non-zeros. ``memory_bytes`` (None: no limit) is what the solve may hold:
-    data whose indices and values take more than that leaves for them, after the solve's vectors and room for a
-    few cuts (``streamed_data.memory_room``), is read from its files in passes (``streamed_data.StreamedData``)."""
+    data whose indices and values take more than that leaves for them, after the solve's vectors (``row_bytes``
+    a row) and room for a few cuts (``streamed_data.memory_room``), is read from its files in passes
+    (``streamed_data.StreamedData``)."""
     n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
     if memory_bytes is not None and csr_bytes(indices, data) > memory_room(
-        indptr.shape[0] - 1, n_features, memory_bytes
+        indptr.shape[0] - 1, n_features, memory_bytes, row_bytes
     ):
-        return StreamedData(indptr, indices, data, n_features, B, row_chunks(indptr), n_threads, memory_bytes)
+        chunks = row_chunks(indptr)
+        return StreamedData(indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, row_bytes=row_bytes)
     index_bytes = indices.itemsize
     if int(n_features) <= NARROW_MAX_D and indices.itemsize > 2 and 0 < int(indptr[-1]) <= NARROW_MAX_NNZ:
         indices = indices.astype(np.uint16)  # check_csr has seen every index below n_features

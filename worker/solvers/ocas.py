@@ -135,6 +135,11 @@ def _ocas_update(y, o_b, o_t, k, lam, chunks, gamma, rows, hinge_parts, count_pa
             _update_chunk(y, o_b, o_t, k, lam, c, chunks, gamma, rows, hinge_parts, count_parts, gsum_parts)
 
 
+OCAS_ROW_BYTES = 96
+"""Memory ocas takes per row besides the data (out of core, ``streamed_data``): the outputs of w_b and w_t, the cut's
+coefficients and rows, the line search's breakpoints and weights, the incremental cut's previous coefficients,
+changes and changed rows, the labels, the blocks' row pointers, and one number to spare: 12 numbers."""
+
 OCAS_GAP_NOTE = "objective minus the cutting-plane lower bound D_t (paper 000, rule (9))"
 """How an ocas result's gap is certified (``extra["gap_note"]``)."""
 
@@ -218,7 +223,7 @@ def solve_ocas(
     control = control if control is not None else SolverControl()
 
     start = time.perf_counter()
-    X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes)
+    X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes, OCAS_ROW_BYTES)
     try:
         store = choose(X, C, risk_at_zero=float(X.n))  # R(0) = n: rounded cuts' bound (cut_store)
         with threads(X.n_threads) as used:

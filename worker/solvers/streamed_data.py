@@ -60,8 +60,9 @@ from worker.solvers.data_passes import (
 BLOCK_NNZ = 4_194_304
 """Non-zeros per streamed block (at most; a longer row is a block of its own): 32-48 MB a buffer."""
 ROW_STATE_BYTES = 128
-"""Memory a solve takes per row besides the data (ocas: outputs of w_b and w_t, the cut's coefficients and rows,
-the line search's breakpoints, the incremental cut's rows: about 12 numbers)."""
+"""Memory a solve takes per row besides the data, unless it says its own (``row_bytes``; ocas: ``OCAS_ROW_BYTES``):
+cpa's outputs, cut coefficients and rows, its pairs' counts, the incremental cut's rows and the listed rows'
+copies, the labels, the blocks' row pointers: about 16 numbers."""
 FEATURE_STATE_BYTES = 64
 """Memory a solve takes per feature besides the cuts (w_t, w_b, the newest cut, temporaries: about 8 numbers)."""
 MIN_CUT_ROOM = 16
@@ -83,14 +84,14 @@ def csr_bytes(indices: np.ndarray, data: np.ndarray) -> int:
     return int(indices.shape[0]) * (indices.itemsize + data.itemsize)
 
 
-def state_bytes(n: int, d: int) -> int:
-    """Memory a solve over n rows and d features takes besides the data and the cuts."""
-    return ROW_STATE_BYTES * n + FEATURE_STATE_BYTES * (d + 1)
+def state_bytes(n: int, d: int, row_bytes: int = ROW_STATE_BYTES) -> int:
+    """Memory a solve over n rows and d features takes besides the data and the cuts (``row_bytes`` a row)."""
+    return row_bytes * n + FEATURE_STATE_BYTES * (d + 1)
 
 
-def memory_room(n: int, d: int, memory_bytes: int) -> int:
+def memory_room(n: int, d: int, memory_bytes: int, row_bytes: int = ROW_STATE_BYTES) -> int:
     """What is left of ``memory_bytes`` for the data, once the solve's vectors and MIN_CUT_ROOM cuts are counted."""
-    return int(memory_bytes) - state_bytes(n, d) - MIN_CUT_ROOM * min(8 * (d + 1), 9 * n)
+    return int(memory_bytes) - state_bytes(n, d, row_bytes) - MIN_CUT_ROOM * min(8 * (d + 1), 9 * n)
 
 
 class StreamedData:
@@ -99,7 +100,9 @@ class StreamedData:
 
     kind = "streamed"
 
-    def __init__(self, indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, block_nnz=None):
+    def __init__(
+        self, indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, block_nnz=None, row_bytes=None
+    ):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.n = self.indptr.shape[0] - 1
         self.d = int(n_features)
@@ -147,7 +150,8 @@ class StreamedData:
         # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
         # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
         self.memory_limit = int(memory_bytes)
-        self.reserved = state_bytes(self.n, self.d) + 2 * biggest * per_nnz
+        row_bytes = ROW_STATE_BYTES if row_bytes is None else int(row_bytes)
+        self.reserved = state_bytes(self.n, self.d, row_bytes) + 2 * biggest * per_nnz
         self.cut_bytes = 0
         # OCAS's cut guessed in a gather (``outputs``): a partial sum over the features for each thread
         self._parts: np.ndarray | None = None
@@ -156,7 +160,7 @@ class StreamedData:
         self._no_indices = np.zeros(0, dtype=self._index_dtype)
         self._no_gaps = np.zeros(0, dtype=np.uint16)
         self._no_indptr = np.zeros(0, dtype=np.int64)
-        room = memory_room(self.n, self.d, self.memory_limit) - 2 * biggest * per_nnz - parts_bytes
+        room = memory_room(self.n, self.d, self.memory_limit, row_bytes) - 2 * biggest * per_nnz - parts_bytes
         self.pinned: list[tuple[np.ndarray, np.ndarray]] = []
         self.packed: PackedRows | None = None
         if PACK_INDICES and self._indices.from_file and self._data.from_file and self.d < 2**32:
