@@ -381,7 +381,9 @@ def solver_csr_variants(indptr, indices, data):
 
 
 def warm_up() -> None:
-    """Compile every kernel of this module for the array types of ``solver_csr_variants``."""
+    """Compile every kernel of this module for the array types of ``solver_csr_variants``, but ``scatter_guess``:
+    only an ocas job out of core uses it, and compiles it (a few seconds against its minutes) rather than every
+    worker's start."""
     chunks = np.array([0, 3], dtype=np.int64)
     rows = np.arange(3, dtype=np.int64)
     for indptr, indices, data in solver_csr_variants([0, 2, 3, 4], [0, 1, 1, 0], [1.0, -1.0, 2.0, 0.5]):
@@ -410,11 +412,6 @@ def warm_up() -> None:
         for serial in (True, False):
             gather_packed(indptr, gap_ptr, gaps, data, w, 0.1, chunks, np.zeros(3), serial)
         scatter_packed(indptr, gap_ptr, gaps, data, np.ones(3), rows, 3, w)
-        y, o_b, previous, no_indices = np.ones(3), np.zeros(3), np.zeros(3), np.zeros(0, dtype=np.int32)
-        for parts in (np.zeros((1, 70_001)), np.zeros((2, 70_001))):
-            scatter_guess(
-                indptr, no_indices, data, gap_ptr, gaps, chunks, np.zeros(3), 0.5, 0.1, y, o_b, previous, False, parts
-            )
     fill(np.zeros(4), 0.0, 2)
     fill(np.zeros(4), 0.0, 1)
     counts = np.array([1, 1], dtype=np.int64)
