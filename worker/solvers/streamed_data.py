@@ -25,7 +25,7 @@ The sums are the in-memory ones bit for bit: a gather's row sums do not depend o
 and a scatter adds the rows in the order listed, block after block, as ``scatter_rows`` does over the whole
 data. What it costs: every streamed byte read from disk once per pass, at the disk's sequential speed, and the
 packing's one read and write when the solve starts. An ocas iteration is one pass and a few rows: its next cut
-is guessed during the pass for the outputs of w_t (a gather's ``block_done``, ``cut_data.CurrentCut.guess``),
+is guessed during the pass for the outputs of w_t (``outputs``' guess, ``cut_data.CurrentCut.guess``),
 so that the cut's own scatter reads only the rows the guess got wrong (up to rounding, the cut's sum is then
 taken in another order); tests/benchmarks/README.md ("Out of core") has the figures.
 """
@@ -101,7 +101,17 @@ class StreamedData:
     kind = "streamed"
 
     def __init__(
-        self, indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, block_nnz=None, row_bytes=None
+        self,
+        indptr,
+        indices,
+        data,
+        n_features,
+        B,
+        chunks,
+        n_threads,
+        memory_bytes,
+        block_nnz=None,
+        row_bytes: int = ROW_STATE_BYTES,
     ):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.n = self.indptr.shape[0] - 1
@@ -150,7 +160,6 @@ class StreamedData:
         # what the solve may hold: memory_bytes, less its vectors over the rows and the features and the two
         # buffers; the first blocks that fit are pinned (copied into memory), the cuts take the rest
         self.memory_limit = int(memory_bytes)
-        row_bytes = ROW_STATE_BYTES if row_bytes is None else int(row_bytes)
         self.reserved = state_bytes(self.n, self.d, row_bytes) + 2 * biggest * per_nnz
         self.cut_bytes = 0
         # OCAS's cut guessed in a gather (``outputs``): a partial sum over the features for each thread
@@ -365,14 +374,6 @@ class StreamedData:
             for part in parts:  # in order: the same sums for the same threads
                 z += part
 
-    def scatter_block(self, b: int, idx, val, coef, local, n_local: int, z) -> None:
-        """z[f] += sum_q coef[local[q]] * x_{local[q], f} over q < n_local, for rows of block b (``local``: their
-        numbers in the block; ``coef``: the block's rows'), from the block's rows in hand (as a pass yields them)."""
-        if self.packed is not None:
-            scatter_packed(self.block_indptr[b], self.packed.gap_ptr[b], idx, val, coef, local, n_local, z)
-        else:
-            scatter_rows(self.block_indptr[b], idx, val, coef, local, n_local, z)
-
     def cut_outputs(self, z: np.ndarray, out: np.ndarray) -> None:
         """out = X_aug z (no column copy out of core: the row-wise gather)."""
         self.outputs(z, out)
@@ -398,7 +399,12 @@ class StreamedData:
                 continue
             got, idx, val = next(blocks)
             assert got == b
-            self.scatter_block(b, idx, val, coef[r0:r1], local, local.shape[0], z)
+            if self.packed is not None:
+                scatter_packed(
+                    self.block_indptr[b], self.packed.gap_ptr[b], idx, val, coef[r0:r1], local, local.shape[0], z
+                )
+            else:
+                scatter_rows(self.block_indptr[b], idx, val, coef[r0:r1], local, local.shape[0], z)
         blocks.close()
 
     def _few_rows(self, b: int, rows: np.ndarray) -> bool:
