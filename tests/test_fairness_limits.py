@@ -338,6 +338,11 @@ def test_logs_are_json_with_request_id_and_job_id(cluster, tmp_path):
         _terminate(proc)
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("request_id") == "trace-me-42" for line in lines), lines[-5:]
+    # a job of this test's own: the module's other tests may run on another pytest worker (another cluster)
+    with cluster.http("key-bob") as http:
+        dataset = upload(http, to_svmlight(*sparse_problem(50, 5, 2, seed=4)), name="logged").json()["id"]
+        job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd"}).json()
+        assert wait_job(http, job["id"])["status"] == "succeeded"
     worker_lines = [
         json.loads(line)
         for proc in cluster.workers
