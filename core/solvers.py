@@ -76,6 +76,13 @@ class SolverSpec:
     """None: no numba kernels. Else its kernels are a warm-up unit of its own (worker/runtime/warmup.py), named after it:
     the ``warm_up`` of its solve function's module, under ``worker.solvers``; the number is that unit's cold
     compile seconds on a quiet 2-core machine (the estimate before this machine has measured one)."""
+    formulation_units: tuple[str, ...] = ()
+    """Warm-up units of the formulations few of its jobs use (``worker.runtime.warmup.SHARED_UNITS``), compiled after
+    its own unit: a worker takes its other jobs meanwhile (dcd's first C-SVC model on a machine's first run does not
+    wait for the kernels of logistic regression, SVR, one-class and L1). The solver counts as ready once they are
+    built too."""
+    uses_formulation_units: Callable[[Any], bool] | None = None
+    """Whether a job with these params (the model of ``params``) needs ``formulation_units``."""
     float32_input: bool = False
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
@@ -167,6 +174,12 @@ def _gap_text(extra: dict) -> str:
     return f"certified gap {fmt_value(gap)}" if gap is not None else "gap not certified"
 
 
+def _dcd_uses_formulations(params: Any) -> bool:
+    """dcd's C-SVC (the hinge or squared hinge with the L2 penalty) is its own unit; every other loss or the L1
+    penalty needs ``dcd_formulations``."""
+    return params.loss not in ("hinge", "squared_hinge") or params.penalty != "l2"
+
+
 def _tol_then_gap(measure: str) -> Stopping:
     """dcd and smo: the violation below tol, and the certified gap below tol_rel when it is set."""
 
@@ -254,7 +267,9 @@ BUILT_IN = (
         progress=violation_measure,
         stopping=_tol_then_gap("projected-gradient spread"),
         compile_units=("common",),
-        compile_s=24.0,
+        compile_s=6.0,
+        formulation_units=("dcd_formulations",),
+        uses_formulation_units=_dcd_uses_formulations,
         float32_input=True,
         warm_start="dual",
         memory_bound=True,

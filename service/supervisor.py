@@ -349,6 +349,12 @@ class Supervisor:
             log(f"job {job_id} handed back to the queue")
 
 
+def _still_compiling(left: list[str]) -> list[str]:
+    """The solvers still compiling, as the readiness lines name them: the workers take dcd's C-SVC jobs first, so
+    dcd left means its other formulations (``dcd_formulations``, ``worker.runtime.warmup``)."""
+    return ["dcd's logistic, SVR, one-class and L1" if name == "dcd" else name for name in left]
+
+
 class Readiness:
     """Tells the person at the terminal what `hinge serve` is doing until every solver can train.
 
@@ -433,12 +439,16 @@ class Readiness:
                     self._say(f"  {name} compiled ({elapsed:.0f} s)")
             if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
                 eta = self.steady_eta(eta)
-                self._say(f"  still compiling {', '.join(left)} ({elapsed:.0f} s so far, about {eta:.0f} s left)")
+                self._say(
+                    f"  still compiling {', '.join(_still_compiling(left))} ({elapsed:.0f} s so far, about {eta:.0f} s left)"
+                )
         taking_jobs = sum(1 for b in beats.values() if b.get("ready"))
         if not self.ready and beats and taking_jobs >= wanted and self._api_up():
             self.ready = True
             url = self.supervisor.api_url
-            later = f"; {', '.join(left)} still compiling (their jobs wait in the queue)" if left else ""
+            later = (
+                f"; {', '.join(_still_compiling(left))} still compiling (their jobs wait in the queue)" if left else ""
+            )
             self._say(
                 f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "
                 f"(dashboard {url}/ui/, API docs {url}/docs; started in {elapsed:.0f} s){later}; Ctrl-C stops"

@@ -264,7 +264,7 @@ def test_a_second_start_of_the_solvers_compiles_nothing(tmp_path):
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout.strip().splitlines()[-1])
     assert result["misses"] == {}, "a kernel was compiled again"
-    assert len(result["loaded"]) == 13  # the 8 shared units and the 5 solvers
+    assert len(result["loaded"]) == 14  # the 9 shared units (dcd_formulations one of them) and the 5 solvers
 
 
 def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):

@@ -473,12 +473,18 @@ def test_input_errors_name_the_parameter(cancer):
         solve_dcd(indptr, indices, data, y[:-1], **with_params(DcdParams, base))
 
 
-def test_warm_up_leaves_nothing_for_a_job_to_compile():
-    """After warm_up, training on every array type a worker hands over (int32 or int64 indices, float64 or
-    float32 values, writable or read-only: a data set mapped from the worker's cache) compiles nothing."""
-    use = """
+@pytest.mark.parametrize(
+    ("warm_ups", "losses"),
+    [("warm_up()", "C_SVC_LOSSES"), ("warm_up(); warm_up_formulations()", "LOSSES")],
+    ids=["c_svc", "with_formulations"],
+)
+def test_warm_up_leaves_nothing_for_a_job_to_compile(warm_ups, losses):
+    """After warm_up (dcd's own unit), training C-SVC on every array type a worker hands over (int32 or int64
+    indices, float64 or float32 values, writable or read-only: a data set mapped from the worker's cache) compiles
+    nothing; after warm_up_formulations too (the unit dcd_formulations), nor does logistic regression."""
+    use = f"""
 from core.schemas.solver_params import DcdParams
-from worker.solvers.dcd import LOSSES, primal_objective, solve_dcd
+from worker.solvers.dcd import {losses} as LOSSES, primal_objective, solve_dcd
 for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int32, np.float64, False),
                                            (np.int32, np.float32, True), (np.int32, np.float32, False),
                                            (np.int64, np.float64, True)):
@@ -494,7 +500,7 @@ for index_dtype, value_dtype, writable in ((np.int32, np.float64, True), (np.int
 """
     missed = kernels_compiled_after_warm_up(
         ["worker.solvers.dcd", "worker.solvers.dcd_logistic", "worker.solvers.data_passes"],
-        "from worker.solvers.dcd import warm_up; warm_up()",
+        f"from worker.solvers.dcd import warm_up, warm_up_formulations; {warm_ups}",
         use,
     )
     assert missed == []

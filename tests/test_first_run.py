@@ -333,3 +333,55 @@ def test_the_api_listens_once_the_upload_parser_is_ready(redis_server, tmp_path)
     listening = text.find("Uvicorn running on")
     assert 0 <= compiling < ready, text
     assert listening == -1 or ready < listening, text  # no banner before the parser is ready
+
+
+def test_dcd_c_svc_jobs_run_while_its_other_formulations_compile(redis_server, tmp_path):
+    """dcd's C-SVC kernels are a unit of their own, the one a worker waits for before its first job; logistic
+    regression, SVR, one-class and L1 are the unit ``dcd_formulations``, built after it: while another process
+    compiles that one (the test holds its lock, as a builder would), the worker takes jobs and a hinge job trains; a
+    logistic one waits, saying for which unit, and trains once the unit is there."""
+    from core.compile_cache import file_lock
+    from worker.runtime.warmup import KERNELS
+
+    env = private_service_env(redis_server.url, 5, tmp_path)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = start_api(env, port)
+    worker = None
+    rows = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n" for i in range(60)).encode()
+
+    def ended(http, job_id: str) -> dict:
+        return wait_for(
+            lambda: (j := http.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed") and j,
+            timeout=120,
+            message=f"job {job_id} to end",
+        )
+
+    try:
+        with file_lock(KERNELS.unit("dcd_formulations").lock_path()) as held:
+            assert held
+            worker = start_worker(env)
+            wait_ready(base, api)
+            with httpx.Client(base_url=base, timeout=30) as http:
+                dataset = http.post("/v1/datasets", files={"file": ("d.svm", rows)}).json()["id"]
+                hinge = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()
+                assert ended(http, hinge["id"])["status"] == "succeeded"
+                logistic = http.post(
+                    "/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {"loss": "logistic"}}
+                ).json()["id"]
+                job = wait_for(
+                    lambda: (
+                        (j := http.get(f"/v1/jobs/{logistic}").json())["progress"]["phase"] == "waiting for compilation"
+                        and j
+                    ),
+                    timeout=60,
+                    message="the logistic job waiting for its kernels",
+                )
+                assert job["progress"]["compiling"] == "dcd_formulations"
+        with httpx.Client(base_url=base, timeout=30) as http:  # the lock is released: the job trains
+            done = ended(http, logistic)
+            assert done["status"] == "succeeded" and done["model_id"], done
+    finally:
+        if worker is not None:
+            _terminate(worker)
+        _terminate(api)

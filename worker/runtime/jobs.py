@@ -142,7 +142,7 @@ def _train(job_id: str) -> dict:
             log.exception("job %s: distributing the search failed", job_id)
             return fail(jobs, job_id, mine, "search_error", f"{type(exc).__name__}: {exc}")
     try:
-        stopped = _warm_solver(jobs, job, settings.cancel_poll_s)
+        stopped = _warm_solver(jobs, job, params, settings.cancel_poll_s)
     except Exception as exc:  # a unit that does not compile: the job fails with why, the worker goes on
         log.exception("job %s: the compiled code of %s could not be made ready", job_id, job.solver)
         return fail(
@@ -259,9 +259,9 @@ def _c_out_of_range(job: JobRecord, dataset, arrays: dict) -> str | None:
     return None if found is None else found[1]
 
 
-def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | None:
-    """Make the job's solver warm in this worker (``worker.runtime.warmup``); while another process compiles its
-    code the job's progress says ``waiting for compilation``. Returns None, or why the wait was given up:
+def _warm_solver(jobs: JobStore, job: JobRecord, params: SolverParams, cancel_poll_s: float) -> str | None:
+    """Make the kernels the job needs (its solver's, and its formulation's: ``warmup.ensure_solver``) warm in this
+    worker; while another process compiles them the job's progress says ``waiting for compilation``. Returns None, or why the wait was given up:
     ``canceled`` (a cancel request) or ``interrupted`` (the worker is stopping)."""
     poller = CancelPoller(jobs, job.id, cancel_poll_s)
 
@@ -271,7 +271,7 @@ def _warm_solver(jobs: JobStore, job: JobRecord, cancel_poll_s: float) -> str | 
         jobs.update(job.id, progress=waiting)
 
     try:
-        warmup.ensure_solver(job.solver, should_stop=poller, on_wait=waiting)
+        warmup.ensure_solver(job.solver, params, should_stop=poller, on_wait=waiting)
     except UnitsStopped:
         return "interrupted" if INTERRUPT.is_set() else "canceled"
     return None

@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     builder = warmup.start_builder()  # compiles what the machine's cache lacks, at the lowest priority
     if builder is not None:
         log.info("compiling the solvers' code this machine lacks in the background: %s first", warmup.FIRST)
-    warmup.ensure_solver(warmup.FIRST)
+    warmup.ensure_first()
     import worker.runtime.jobs  # noqa: F401  (imported once here, so every forked work horse has it loaded)
 
     log.info("%s compiled and loaded in %.2f s; taking jobs", warmup.FIRST, time.perf_counter() - begin)

@@ -159,7 +159,7 @@ def run_setting(job_id: str, run: int, index: int) -> dict:
         return {"skipped": "the job is no longer running this search"}
     params = job_params(job)
     value, fold, gamma_index = units_of(params)[index]
-    warmup.ensure_solver(job.solver)  # the first run on a machine: compiled, or waited for, here
+    warmup.ensure_solver(job.solver, params)  # the first run on a machine: compiled, or waited for, here
     dataset, arrays = _load(client, job)
     fixed = search_module.grid_values(params)[value]
     search = search_module.Search(job.solver, params.model_copy(update=fixed), arrays, dataset.n_features)
@@ -221,7 +221,7 @@ def finish(job_id: str, run: int) -> dict:
     jobs.update(job_id, worker=worker_id(), started_ts=time.time())
     heartbeat.current_job(job_id)
     try:
-        warmup.ensure_solver(job.solver)
+        warmup.ensure_solver(job.solver, params)
         dataset, arrays = _load(client, job)
         searches = _searches(job, params, arrays, dataset.n_features)
         tables, results_table = _publish(jobs, client, job, searches[0].metric)

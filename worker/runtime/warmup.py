@@ -3,13 +3,15 @@
 Compiling every solver's kernels cold takes about 90 s of one core (smo alone about 40 s); loading
 them from the cache takes under a second. So a worker does not wait for all of them:
 
-1. It compiles (or loads) ``dcd``, what most jobs use, then takes jobs.
+1. It compiles (or loads) ``dcd``'s own unit, C-SVC, what most jobs use (``first_units``), then takes jobs;
+   dcd's other formulations (logistic regression, SVR, one-class, L1: three quarters of its compile) are the
+   unit ``dcd_formulations``, built in the background like the other solvers' (``SolverSpec.formulation_units``).
 2. A builder process (``run_builder``, at the lowest CPU priority, so jobs and requests go first)
    compiles the units the machine's cache lacks, sharing them with the other workers' builders through
    the cache's unit locks (``core.compile_cache``): two workers on two cores compile two units at a
    time and never the same one.
-3. A job whose solver is not warm in the worker yet makes it warm before training
-   (``ensure_solver``): loaded from the cache if it was built, compiled there if nobody has started it
+3. A job whose solver (or formulation) is not warm in the worker yet makes it warm before training
+   (``ensure_solver``, with the job's params): loaded from the cache if it was built, compiled there if nobody has started it
    (the job's solver goes first: the order follows what the queue holds), or waited for while another
    process compiles it; the job says ``waiting for compilation`` in ``progress.phase`` meanwhile.
 4. An idle worker loads every solver the cache holds (``load_built``), so a job rarely waits at all.
@@ -48,6 +50,7 @@ SHARED_UNITS = (
     _unit("ranking", (), 0.7),
     _unit("line_search", ("data_passes",), 2.3),
     _unit("ocas_multiclass", ("reduced_qp", "line_search", "cut_store"), 1.6),
+    CompileUnit("dcd_formulations", PACKAGE, "dcd", f"{PACKAGE}.dcd:warm_up_formulations", ("dcd",), 21.0),
 )
 """The units of modules several solvers call; ``requires`` names the units whose kernels a unit's warm-up also
 compiles. reference_s: cold compile seconds measured on a quiet 2-core machine (the estimate before any is
@@ -69,13 +72,16 @@ def _solver_unit(spec) -> CompileUnit:
 
 
 def _build_order() -> tuple[CompileUnit, ...]:
-    """Every unit, in build order: dcd first (most jobs use it), then the solvers by their compile seconds,
-    longest first, each after the units it requires. smo, the longest (30% of the whole compile),
-    started early on one builder while the others take the rest: every solver is ready sooner."""
+    """Every unit, in build order: dcd's own first (most jobs use it), then the solvers' units and their
+    formulations' (``SolverSpec.formulation_units``) by their compile seconds, longest first, each after the units
+    it requires. smo, the longest (30% of the whole compile), started early on one builder while the others take
+    the rest: every solver is ready sooner."""
     solvers = [SOLVER_SPECS[name] for name in WARM_UP_ORDER if SOLVER_SPECS[name].compile_s is not None]
-    solvers.sort(key=lambda spec: (spec.name != FIRST, -(spec.compile_s or 0.0)))
     every = CompileUnits((*SHARED_UNITS, *(_solver_unit(spec) for spec in solvers)))
-    return tuple(every.closure([spec.name for spec in solvers] + [unit.name for unit in SHARED_UNITS]))
+    largest = [every.unit(spec.name) for spec in solvers]
+    largest += [every.unit(name) for spec in solvers for name in spec.formulation_units]
+    largest.sort(key=lambda unit: (unit.name != FIRST, -unit.reference_s))
+    return tuple(every.closure([unit.name for unit in largest] + [unit.name for unit in SHARED_UNITS]))
 
 
 UNITS = _build_order()
@@ -90,17 +96,44 @@ def _own(solver: str) -> list[str]:
     return [solver] if SOLVER_SPECS[solver].compile_s is not None else []
 
 
+def _needed(solver: str, params=None) -> list[str]:
+    """The units a job of ``solver`` with ``params`` (the model of its params schema) needs beyond the shared
+    ones: its own, and its formulations' when the spec says the job uses them; ``params`` None: every one."""
+    spec = SOLVER_SPECS[solver]
+    uses = params is None or (spec.uses_formulation_units is not None and spec.uses_formulation_units(params))
+    return _own(solver) + (list(spec.formulation_units) if uses else [])
+
+
 def solver_units(solver: str) -> list[CompileUnit]:
-    """The units a solver needs (its own and its spec's ``compile_units``), requirements first."""
-    return KERNELS.closure(_own(solver))
+    """Every unit a solver's jobs may need (its own, its spec's ``compile_units`` and ``formulation_units``),
+    requirements first: the solver is ready once they are all built."""
+    return KERNELS.closure(_needed(solver))
+
+
+def first_units() -> list[CompileUnit]:
+    """The units a worker makes warm before it takes jobs: ``FIRST``'s own (dcd's C-SVC), not its formulations."""
+    return KERNELS.closure(_own(FIRST))
 
 
 def ensure_solver(
-    solver: str, *, should_stop: Callable[[], bool] | None = None, on_wait: Callable[[CompileUnit], None] | None = None
+    solver: str,
+    params=None,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    on_wait: Callable[[CompileUnit], None] | None = None,
 ) -> dict[str, float]:
-    """Make ``solver``'s kernels warm in this process (see the module docstring); returns the units
-    compiled here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
-    compiled = KERNELS.ensure(_own(solver), should_stop=should_stop, on_wait=on_wait)
+    """Make the kernels of ``solver`` warm in this process (see the module docstring): those a job with ``params``
+    (the model of the solver's params schema) needs, every formulation's when None; returns the units compiled
+    here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
+    compiled = KERNELS.ensure(_needed(solver, params), should_stop=should_stop, on_wait=on_wait)
+    for name, seconds in compiled.items():
+        log.info("compiled %s in %.1f s", name, seconds)
+    return compiled
+
+
+def ensure_first() -> dict[str, float]:
+    """Make ``first_units`` warm in this process (a worker, before it takes jobs); as ``ensure_solver``."""
+    compiled = KERNELS.ensure([unit.name for unit in first_units()])
     for name, seconds in compiled.items():
         log.info("compiled %s in %.1f s", name, seconds)
     return compiled
@@ -267,7 +300,7 @@ def run_builder(parent_pid: int) -> None:
     def orphaned() -> bool:
         return os.getppid() != parent_pid
 
-    first = solver_units(FIRST)
+    first = first_units()
     while not all(KERNELS.built(unit) for unit in first):
         if orphaned():
             return

@@ -112,6 +112,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Protocol
 
@@ -484,47 +485,60 @@ def solve_dcd(
     )
 
 
-def warm_up() -> None:
-    """Compile (or load from the numba cache) every kernel on a tiny problem.
+C_SVC_LOSSES = ("hinge", "squared_hinge")
+"""The losses of dcd's own warm-up unit (C-SVC with the L2 penalty); the others are ``warm_up_formulations``'s."""
 
-    Covers the array types of ``data_passes.csr_variants``: writable and read-only arrays (numba
-    compiles one specialization for each; data that a worker maps from its cache is read-only),
-    float64 and float32 values.
-    """
+
+def _warm_up_settings(loss: str, bias: float | None) -> SimpleNamespace:
+    """A job's parameters for a warm-up's tiny problem (three iterations at most)."""
+    return SimpleNamespace(
+        C=1.0, loss=loss, penalty="l2", epsilon=0.1, nu=0.5, bias=bias, tol=0.1, tol_rel=0.01, max_iter=3,
+        shrinking=True, seed=0, trace_every=1, trace_budget=0.1,
+    )  # fmt: skip
+
+
+def _warm_up_problems() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The tiny problem in every array type of ``data_passes.csr_variants`` (writable and read-only arrays: numba
+    compiles one specialization for each, and data a worker maps from its cache is read-only; float64 and float32
+    values), as (indptr, indices, data, y)."""
     from worker.solvers.data_passes import csr_variants
 
     for indptr, indices, data in csr_variants([0, 2, 3, 3], [0, 1, 1], [1.0, -0.5, 2.0]):
-        renumbered(indptr, indices, data, 2)  # wide data's copy (feature_order), in every array type
         y = np.array([1.0, -1.0, 1.0])
         y.flags.writeable = indices.flags.writeable
-        arrays = (indptr, indices, data, y)
-        for loss in LOSSES + SVR_LOSSES:
+        yield indptr, indices, data, y
+
+
+def warm_up() -> None:
+    """Compile (or load from the numba cache) the kernels of C-SVC (``C_SVC_LOSSES``, the L2 penalty) on a tiny
+    problem in every array type: dcd's own unit, the one a worker waits for before it takes its first job."""
+    for arrays in _warm_up_problems():
+        renumbered(*arrays[:3], 2)  # wide data's copy (feature_order), in every array type
+        for loss in C_SVC_LOSSES:
             for bias in (1.0, None):
-                settings = SimpleNamespace(
-                    C=1.0,
-                    loss=loss,
-                    penalty="l2",
-                    epsilon=0.1,
-                    nu=0.5,
-                    bias=bias,
-                    tol=0.1,
-                    tol_rel=0.01,
-                    max_iter=3,
-                    shrinking=True,
-                    seed=0,
-                    trace_every=1,
-                    trace_budget=0.1,
-                )
-                result = solve_dcd(*arrays, n_features=2, params=settings, alpha0=np.full(3, 0.1))
+                result = solve_dcd(*arrays, n_features=2, params=_warm_up_settings(loss, bias), alpha0=np.full(3, 0.1))
                 assert result.w is not None
                 w_full = np.append(result.w, result.bias) if bias is not None else result.w
-                if loss in LOSSES:
+                primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
+
+
+def warm_up_formulations() -> None:
+    """Compile (or load) the kernels of dcd's other formulations, the unit ``dcd_formulations`` (built after
+    dcd's own): logistic regression, the SVR losses, the L1 penalty (newGLMNET, and CDN for the squared hinge)
+    and the linear one-class SVM."""
+    for arrays in _warm_up_problems():
+        for bias in (1.0, None):
+            for loss in ("logistic", *SVR_LOSSES):
+                result = solve_dcd(*arrays, n_features=2, params=_warm_up_settings(loss, bias), alpha0=np.full(3, 0.1))
+                if loss == "logistic":
+                    assert result.w is not None
+                    w_full = np.append(result.w, result.bias) if bias is not None else result.w
                     primal_objective(*arrays, w_full, C_neg=1.0, C_pos=1.0, loss=loss, bias=bias)
-                if loss in ("squared_hinge", "logistic"):  # the L1-regularized ones too (dcd_l1_glmnet)
-                    settings.penalty = "l1"
-                    solve_dcd(*arrays, n_features=2, params=settings)
+            for loss in ("squared_hinge", "logistic"):  # the L1-regularized ones (dcd_l1_glmnet)
+                settings = _warm_up_settings(loss, bias)
+                settings.penalty = "l1"
+                solve_dcd(*arrays, n_features=2, params=settings)
                 if loss == "squared_hinge":  # and CDN, which the squared hinge takes with many features (dcd_l1)
                     solve_l1(*arrays, n_features=2, C_neg=1.0, C_pos=1.0, B=bias or 0.0, params=settings)
-                if loss == "hinge" and bias is None:  # the linear one-class SVM (dcd_one_class)
-                    settings.loss = "one_class"
-                    solve_dcd(*arrays, n_features=2, params=settings)
+        # the linear one-class SVM (dcd_one_class): no bias
+        solve_dcd(*arrays, n_features=2, params=_warm_up_settings("one_class", None))
