@@ -125,6 +125,27 @@ def test_ocas_with_its_cuts_taking_back_pinned_rows_reaches_the_same_optimum(tmp
     assert abs(streamed.objective - in_memory.objective) <= 1e-4 * in_memory.objective
 
 
+def test_only_a_solver_that_guesses_its_cuts_reserves_room_for_the_guess(tmp_path, monkeypatch):
+    """The partial sums of a cut guessed in the pass for the outputs (a row of d + 1 a thread) are kept out of the
+    memory only for OCAS (``guess_cuts``); cpa's streamed data leaves that room to its pinned rows and cuts, and
+    refuses a guess it has no room for."""
+    monkeypatch.setattr(cut_data, "PARALLEL_NNZ", 1000)
+    monkeypatch.setattr(streamed_data, "BLOCK_NNZ", 4000)
+    n, d = 3000, 200
+    indptr, indices, data, _ = random_csr(n, d, 20, seed=2)
+    mapped_indices, mapped_data = mapped(tmp_path, indices, data)
+    memory = streamed_data.state_bytes(n, d, OCAS_ROW_BYTES) + 2 * 4000 * 8 + 2 * 8 * (d + 1) + 30 * 8 * (d + 1)
+    plain, guessing = (
+        prepare_data(indptr, mapped_indices, mapped_data, d, 1.0, 2, memory, OCAS_ROW_BYTES, guess_cuts=guess)
+        for guess in (False, True)
+    )
+    assert isinstance(plain, streamed_data.StreamedData) and isinstance(guessing, streamed_data.StreamedData)
+    assert guessing.reserved - plain.reserved == 8 * (d + 1) * guessing.n_threads
+    guess = cut_data.CutGuess(np.ones(n), np.zeros(n), 0.5, 1.0, np.zeros(n), False, np.zeros(d + 1))
+    with pytest.raises(ValueError, match="guess_cuts"):
+        plain.outputs(np.zeros(d + 1), np.zeros(n), guess)
+
+
 def test_cuts_past_the_memory_are_aggregated_and_the_optimum_is_reached(tmp_path, monkeypatch):
     """Out of core with memory for about 25 dense cuts in float64 (50 in float32) and every row on disk: past
     that, the two cuts with the smallest weights become their aggregate (a valid cut; w and the lower bound

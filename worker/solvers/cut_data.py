@@ -204,18 +204,23 @@ def prepare_data(
     n_processes: int,
     memory_bytes: int | None = None,
     row_bytes: int = ROW_STATE_BYTES,
+    guess_cuts: bool = False,
 ) -> RowData:
     """The data with its row chunks, for at most ``n_processes`` threads: no more than the cores of this
     process, and one per PARALLEL_NNZ non-zeros. ``memory_bytes`` (None: no limit) is what the solve may hold:
     data whose indices and values take more than that leaves for them, after the solve's vectors (``row_bytes``
     a row) and room for a few cuts (``streamed_data.memory_room``), is read from its files in passes
-    (``streamed_data.StreamedData``)."""
+    (``streamed_data.StreamedData``; ``guess_cuts``: the solver guesses its next cut in the pass for the outputs,
+    OCAS's ``CurrentCut.guess``, and room is kept for it)."""
     n_threads = int(max(1, min(int(n_processes), available_cores(), int(indptr[-1]) // PARALLEL_NNZ)))
     if memory_bytes is not None and csr_bytes(indices, data) > memory_room(
         indptr.shape[0] - 1, n_features, memory_bytes, row_bytes
     ):
         chunks = row_chunks(indptr)
-        return StreamedData(indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, row_bytes=row_bytes)
+        return StreamedData(
+            indptr, indices, data, n_features, B, chunks, n_threads, memory_bytes, row_bytes=row_bytes,
+            guess_cuts=guess_cuts,
+        )  # fmt: skip
     index_bytes = indices.itemsize
     if int(n_features) <= NARROW_MAX_D and indices.itemsize > 2 and 0 < int(indptr[-1]) <= NARROW_MAX_NNZ:
         indices = indices.astype(np.uint16)  # check_csr has seen every index below n_features

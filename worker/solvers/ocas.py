@@ -223,7 +223,7 @@ def solve_ocas(
     control = control if control is not None else SolverControl()
 
     start = time.perf_counter()
-    X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes, OCAS_ROW_BYTES)
+    X = prepare_data(indptr, indices, data, n_features, B, n_processes, memory_bytes, OCAS_ROW_BYTES, guess_cuts=True)
     try:
         store = choose(X, C, risk_at_zero=float(X.n))  # R(0) = n: rounded cuts' bound (cut_store)
         with threads(X.n_threads) as used:

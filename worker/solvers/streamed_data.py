@@ -112,6 +112,7 @@ class StreamedData:
         memory_bytes,
         block_nnz=None,
         row_bytes: int = ROW_STATE_BYTES,
+        guess_cuts: bool = False,
     ):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.n = self.indptr.shape[0] - 1
@@ -162,9 +163,11 @@ class StreamedData:
         self.memory_limit = int(memory_bytes)
         self.reserved = state_bytes(self.n, self.d, row_bytes) + 2 * biggest * per_nnz
         self.cut_bytes = 0
-        # OCAS's cut guessed in a gather (``outputs``): a partial sum over the features for each thread
+        # OCAS's cut guessed in a gather (``outputs``, ``guess_cuts``): a partial sum over the features for each
+        # thread (nothing reserved for a solver that guesses none: cpa)
         self._parts: np.ndarray | None = None
-        parts_bytes = 8 * (self.d + 1) * max(1, self.n_threads)
+        self.guess_cuts = bool(guess_cuts)
+        parts_bytes = 8 * (self.d + 1) * max(1, self.n_threads) if self.guess_cuts else 0
         self.reserved += parts_bytes
         self._no_indices = np.zeros(0, dtype=self._index_dtype)
         self._no_gaps = np.zeros(0, dtype=np.uint16)
@@ -337,6 +340,8 @@ class StreamedData:
         self.passes += 1
         parts = self._parts
         if guess is not None:
+            if not self.guess_cuts:
+                raise ValueError("outputs with a guess on data made without guess_cuts (no room was reserved for it)")
             if parts is None:
                 self._parts = parts = np.zeros((max(1, self.n_threads), self.d + 1))
             else:
