@@ -125,15 +125,17 @@ def ensure_solver(
     """Make the kernels of ``solver`` warm in this process (see the module docstring): those a job with ``params``
     (the model of the solver's params schema) needs, every formulation's when None; returns the units compiled
     here and their seconds. Raises UnitsStopped when ``should_stop()`` turns true while waiting."""
-    compiled = KERNELS.ensure(_needed(solver, params), should_stop=should_stop, on_wait=on_wait)
-    for name, seconds in compiled.items():
-        log.info("compiled %s in %.1f s", name, seconds)
-    return compiled
+    return _ensure(_needed(solver, params), should_stop=should_stop, on_wait=on_wait)
 
 
 def ensure_first() -> dict[str, float]:
     """Make ``first_units`` warm in this process (a worker, before it takes jobs); as ``ensure_solver``."""
-    compiled = KERNELS.ensure([unit.name for unit in first_units()])
+    return _ensure([unit.name for unit in first_units()])
+
+
+def _ensure(names: list[str], **waiting) -> dict[str, float]:
+    """``KERNELS.ensure`` of the units ``names`` (``waiting``: its should_stop and on_wait), each compile logged."""
+    compiled = KERNELS.ensure(names, **waiting)
     for name, seconds in compiled.items():
         log.info("compiled %s in %.1f s", name, seconds)
     return compiled
