@@ -42,7 +42,12 @@ def test_a_deleted_data_set_leaves_no_copy_in_the_cache(tmp_path):
             client.delete(keys.dataset(ids[1]))
         assert cached() == set(ids[1:])
         cluster.start_worker()
-        wait_for(lambda: cached() == {ids[2]}, timeout=120, interval=0.2, message="the sweep of the deleted copy")
-        assert not (copies / ".locks" / ids[1]).exists()
+        # (the sweep removes the copy, then its lock file: both are waited for, not read in between)
+        wait_for(
+            lambda: cached() == {ids[2]} and not (copies / ".locks" / ids[1]).exists(),
+            timeout=120,
+            interval=0.2,
+            message="the sweep of the deleted copy and its lock file",
+        )
     finally:
         cluster.stop()
