@@ -241,6 +241,10 @@ def test_the_printed_estimate_never_moves_by_more_than_2x_between_lines(tmp_path
     assert printed[1] == 98.0 and printed[3] == 98.0 and printed[4] == 49.0  # it follows, by halves and doubles
 
 
+TINY_ROWS = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n" for i in range(60)).encode()
+"""A 60-row data set in svmlight form, for the tests whose jobs wait on a unit's compile."""
+
+
 def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path):
     """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
     with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
@@ -253,7 +257,7 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
     worker = None
-    rows = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n" for i in range(60)).encode()
+    rows = TINY_ROWS
     smo = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}
     try:
         with file_lock(KERNELS.unit("smo").lock_path()) as held:
@@ -348,7 +352,7 @@ def test_dcd_c_svc_jobs_run_while_its_other_formulations_compile(redis_server, t
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
     worker = None
-    rows = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n" for i in range(60)).encode()
+    rows = TINY_ROWS
 
     def ended(http, job_id: str) -> dict:
         return wait_for(
