@@ -246,7 +246,8 @@ def test_l1_logistic_goes_on_over_the_hessian_where_the_inner_coordinate_descent
     column_counts(col_rows, 4000, counts)
     assert column_copy(col_ptr, col_rows, col_vals, counts, 4000, *rows)  # the rows, as the solver makes them
     D = rng.random(4000)
-    dcd_l1_glmnet._dense_hessian(*rows, D, H)
+    factors = np.column_stack([rng.random(4000), D])  # (each row's gradient factor, D_i)
+    dcd_l1_glmnet._dense_hessian(*rows, factors, H)
     with_bias = np.hstack([X, np.ones((4000, 1))])
     assert np.allclose(H, with_bias.T @ (D[:, None] * with_bias), rtol=1e-12)
 
