@@ -116,12 +116,12 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
             resume[2] = total
             return active, worst, total, False
         j = index[s]
-        start = col_ptr[j]
-        end = col_ptr[j + 1]
+        start = np.uint64(col_ptr[j])  # (unsigned indices: kernels.gather_dot)
+        end = np.uint64(col_ptr[j + 1])
         G = 0.0
         H = 0.0
         for p in range(start, end):
-            i = col_rows[p]
+            i = np.uint64(col_rows[p])
             if b[i] > 0.0:
                 v = col_vals[p]
                 c = costs[i]
@@ -155,7 +155,7 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
                 break
             change = 0.0  # the loss's change, summed row by row (a difference of two sums loses it near the optimum)
             for p in range(start, end):
-                i = col_rows[p]
+                i = np.uint64(col_rows[p])
                 old = b[i]
                 bi = old - z * col_vals[p]
                 change += costs[i] * ((bi * bi if bi > 0.0 else 0.0) - (old * old if old > 0.0 else 0.0))
@@ -167,7 +167,7 @@ def _pass(col_ptr, col_rows, col_vals, costs, xj_sq, b, w, index, active, shrink
             z = step * d
             w[j] = wj + z
             for p in range(start, end):
-                i = col_rows[p]
+                i = np.uint64(col_rows[p])
                 b[i] -= z * col_vals[p]
         s += 1
     resume[0] = -1.0

@@ -156,9 +156,8 @@ def _dense_hessian(row_ptr, row_cols, row_vals, factors, H):
             H[k, j] = H[j, k]
 
 
-# The column loops index with unsigned integers: numba adds a test for a negative index (counted from the end) to
-# every access through a signed one, which on w8a's columns made the gradient's pass 1.7x and the inner passes up to
-# 1.5x slower (a range from np.uint64 bounds, a row number as np.uint32 or np.uint64: the values are never negative).
+# The column loops index with unsigned integers (kernels.gather_dot): on w8a's columns the gradient's pass took 1.7x
+# and the inner passes up to 1.5x their time with signed ones.
 
 
 @njit(cache=True, inline="always")

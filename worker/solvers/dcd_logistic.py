@@ -132,11 +132,11 @@ def _pass(indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, inde
         i = index[s]
         yi = y[i]
         C = C_pos if yi > 0.0 else C_neg
-        start = indptr[i]
-        end = indptr[i + 1]
+        start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
+        end = np.uint64(indptr[i + 1])
         wx = w[nf] * B
         for p in range(start, end):
-            wx += w[indices[p]] * data[p]
+            wx += w[np.uint64(indices[p])] * data[p]
         b = yi * wx
         a = QD[i]
         ai = alpha[i]
@@ -156,7 +156,7 @@ def _pass(indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, inde
         alpha_c[i] = new_c
         if d != 0.0:
             for p in range(start, end):
-                w[indices[p]] += d * data[p]
+                w[np.uint64(indices[p])] += d * data[p]
             w[nf] += d * B
         s += 1
     resume[0] = -1.0

@@ -169,11 +169,11 @@ def _dcd_epoch(problem, dual_state, active_size, PGmax_old, PGmin_old, stop_at):
         else:
             U = U_neg
             Dii = D_neg
-        start = indptr[i]
-        end = indptr[i + 1]
+        start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
+        end = np.uint64(indptr[i + 1])
         wx = w[nf] * B
         for p in range(start, end):
-            wx += w[indices[p]] * data[p]
+            wx += w[np.uint64(indices[p])] * data[p]
         alpha_i = alpha[i]
         G = yi * wx - 1.0 + Dii * alpha_i
 
@@ -218,7 +218,7 @@ def _dcd_epoch(problem, dual_state, active_size, PGmax_old, PGmin_old, stop_at):
             alpha[i] = a_new
             if d != 0.0:
                 for p in range(start, end):
-                    w[indices[p]] += d * data[p]
+                    w[np.uint64(indices[p])] += d * data[p]
                 w[nf] += d * B
         s += 1
 

@@ -81,11 +81,11 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
             resume[2] = total
             return active, worst, total, False
         i = index[s]
-        start = indptr[i]
-        end = indptr[i + 1]
+        start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
+        end = np.uint64(indptr[i + 1])
         wx = w[nf] * B
         for p in range(start, end):
-            wx += w[indices[p]] * data[p]
+            wx += w[np.uint64(indices[p])] * data[p]
         b = beta[i]
         G = wx - y[i] + D * b
         Gp = G + epsilon
@@ -127,7 +127,7 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
         if d != 0.0:
             beta[i] = new
             for p in range(start, end):
-                w[indices[p]] += d * data[p]
+                w[np.uint64(indices[p])] += d * data[p]
             w[nf] += d * B
         s += 1
     resume[0] = -1.0

@@ -289,23 +289,30 @@ def kernel_diagonal(indptr, indices, data, sq, code, gamma, coef0, degree):
 @njit(cache=True)
 def scatter_row(indptr, indices, data, a, xbuf):
     """Copy row a into the dense work vector (which must be zero)."""
-    for k in range(indptr[a], indptr[a + 1]):
-        xbuf[indices[k]] = data[k]
+    for k in range(np.uint64(indptr[a]), np.uint64(indptr[a + 1])):
+        xbuf[np.uint64(indices[k])] = data[k]
 
 
 @njit(cache=True)
 def clear_row(indptr, indices, a, xbuf):
     """Zero the entries of the work vector that row a set."""
-    for k in range(indptr[a], indptr[a + 1]):
-        xbuf[indices[k]] = 0.0
+    for k in range(np.uint64(indptr[a]), np.uint64(indptr[a + 1])):
+        xbuf[np.uint64(indices[k])] = 0.0
 
 
 @njit(cache=True, inline="always")
 def gather_dot(indptr, indices, data, b, xbuf):
-    """<x_b, xbuf> over the stored entries of row b."""
+    """<x_b, xbuf> over the stored entries of row b.
+
+    Unsigned indices: numba adds, to every array access through a signed integer, a test for a negative index
+    (Python's count from the end). The loops over stored entries here and in the solvers' passes run over a range
+    of np.uint64 and read an entry's column (row) as np.uint64: the same arithmetic in the same order, without the
+    tests (measured in 2026-11: dcd's passes 0.65-0.88x of their time on a9a, w8a and sector, newGLMNET's 0.83x).
+    Such an index must never take part in a subtraction or meet a signed integer (numba makes uint64 with int64 a
+    float)."""
     acc = 0.0
-    for k in range(indptr[b], indptr[b + 1]):
-        acc += data[k] * xbuf[indices[k]]
+    for k in range(np.uint64(indptr[b]), np.uint64(indptr[b + 1])):
+        acc += data[k] * xbuf[np.uint64(indices[k])]
     return acc
 
 
