@@ -56,6 +56,7 @@ import numpy as np
 from numba import njit
 
 from worker.solvers.common import SolverControl, SolverResult, monotonic_s, rng_state, run_dual_passes, shuffle_prefix
+from worker.solvers.dcd_passes import PREFETCH_AHEAD, prefetch, prefetch_row_ahead
 
 INNER_TOL_START = 1e-2
 """Inner (Newton) tolerance of the first pass on |g'|."""
@@ -129,6 +130,13 @@ def _pass(indptr, indices, data, y, QD, B, C_neg, C_pos, alpha, alpha_c, w, inde
             resume[1] = gmax
             resume[2] = steps
             return gmax, steps, False
+        ahead = s + PREFETCH_AHEAD
+        if ahead < n:  # (as dcd's passes: the row a few steps on, while this one is worked)
+            j = prefetch_row_ahead(indptr, indices, data, index, ahead, n)
+            prefetch(alpha, j)
+            prefetch(alpha_c, j)
+            prefetch(QD, j)
+            prefetch(y, j)
         i = index[s]
         yi = y[i]
         C = C_pos if yi > 0.0 else C_neg

@@ -14,7 +14,7 @@ from numba.extending import intrinsic
 
 from worker.solvers.common import monotonic_s, shuffle_prefix
 
-_PREFETCH_AHEAD = 4  # the epoch prefetches the row it will visit this many steps later
+PREFETCH_AHEAD = 4  # the epoch prefetches the row it will visit this many steps later
 _CACHE_LINE = 64  # bytes
 
 
@@ -51,7 +51,7 @@ class DualState(NamedTuple):
 
 
 @intrinsic
-def _prefetch(typingctx, array, position):
+def prefetch(typingctx, array, position):
     """Hint the CPU to load array[position] into cache (LLVM's llvm.prefetch: read, high locality).
 
     The random permutation of Section 3.1 visits rows in random order, so each row of the CSR arrays
@@ -82,8 +82,27 @@ def _prefetch_span(array, start, end):
     can miss when start is not at a line's beginning)."""
     if end > start:
         for p in range(start, end, max(1, _CACHE_LINE // array.itemsize)):
-            _prefetch(array, p)
-        _prefetch(array, end - 1)
+            prefetch(array, p)
+        prefetch(array, end - 1)
+
+
+@njit(cache=True, inline="always")
+def prefetch_row_ahead(indptr, indices, data, index, ahead, count):
+    """Prefetch the entries of row index[ahead] (all of a long row: see "Speed" in the module docstring), and
+    indptr at the row ``PREFETCH_AHEAD`` further on; returns the row, whose own values the caller prefetches."""
+    j = index[ahead]
+    q = indptr[j]
+    q_end = indptr[j + 1]
+    prefetch(data, q)
+    prefetch(indices, q)
+    if q + 8 < q_end:
+        prefetch(data, q + 8)
+        if q + 16 < q_end:
+            _prefetch_span(data, q + 16, q_end)
+            _prefetch_span(indices, q + 16, q_end)
+    if ahead + PREFETCH_AHEAD < count:
+        prefetch(indptr, index[ahead + PREFETCH_AHEAD])
+    return j
 
 
 @njit(cache=True)
@@ -144,23 +163,12 @@ def _dcd_epoch(problem, dual_state, active_size, PGmax_old, PGmin_old, stop_at):
             resume[1] = PGmax_new
             resume[2] = PGmin_new
             return active_size, PGmax_new, PGmin_new, False
-        ahead = s + _PREFETCH_AHEAD
+        ahead = s + PREFETCH_AHEAD
         if ahead < active_size:
-            j = index[ahead]
-            q = indptr[j]
-            q_end = indptr[j + 1]
-            _prefetch(data, q)
-            _prefetch(indices, q)
-            if q + 8 < q_end:
-                _prefetch(data, q + 8)
-                if q + 16 < q_end:  # a long row: all of it (see "Speed" in the module docstring)
-                    _prefetch_span(data, q + 16, q_end)
-                    _prefetch_span(indices, q + 16, q_end)
-            _prefetch(alpha, j)
-            _prefetch(QD, j)
-            _prefetch(y, j)
-            if ahead + _PREFETCH_AHEAD < active_size:
-                _prefetch(indptr, index[ahead + _PREFETCH_AHEAD])
+            j = prefetch_row_ahead(indptr, indices, data, index, ahead, active_size)
+            prefetch(alpha, j)
+            prefetch(QD, j)
+            prefetch(y, j)
         i = index[s]
         yi = y[i]
         if yi > 0.0:

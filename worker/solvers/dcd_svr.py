@@ -54,6 +54,7 @@ from worker.solvers.common import (
     run_dual_passes,
     shuffle_prefix,
 )
+from worker.solvers.dcd_passes import PREFETCH_AHEAD, prefetch, prefetch_row_ahead
 
 LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 
@@ -80,6 +81,12 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
             resume[1] = worst
             resume[2] = total
             return active, worst, total, False
+        ahead = s + PREFETCH_AHEAD
+        if ahead < active:  # (as dcd's passes: the row a few steps on, while this one is worked)
+            j = prefetch_row_ahead(indptr, indices, data, index, ahead, active)
+            prefetch(beta, j)
+            prefetch(QD, j)
+            prefetch(y, j)
         i = index[s]
         start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
         end = np.uint64(indptr[i + 1])
