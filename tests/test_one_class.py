@@ -259,12 +259,13 @@ def test_the_linear_one_class_starts_on_the_rows_that_weigh_least_along_the_mean
 
 @pytest.mark.parametrize("density", [0.7, 0.1])
 def test_the_linear_one_class_reaches_the_same_optimum_from_dense_rows(monkeypatch, density):
-    """dcd's one-class keeps the rows dense too when at least half their entries are nonzero (``DENSE_AT_LEAST``:
+    """dcd's one-class keeps the rows dense too when at least half their entries are nonzero (``DENSE_ROWS_AT_LEAST``:
     its passes then sum each row's dot in SIMD lanes, about 4x faster on ijcnn1's 22 features); either way it
     reaches the same optimum and labels the rows alike."""
     from types import SimpleNamespace
 
     import worker.solvers.dcd_one_class as one_class
+    from worker.solvers import kernels
 
     rng = np.random.default_rng(11)
     X = sp.csr_matrix(np.abs(rng.normal(1.0, 1.0, size=(3000, 14))) * (rng.random((3000, 14)) < density))
@@ -274,7 +275,7 @@ def test_the_linear_one_class_reaches_the_same_optimum_from_dense_rows(monkeypat
     arrays = (X.indptr.astype(np.int64), X.indices, X.data)
     results = []
     for share in (0.0, 2.0):  # every data set dense, none dense
-        monkeypatch.setattr(one_class, "DENSE_AT_LEAST", share)
+        monkeypatch.setattr(kernels, "DENSE_ROWS_AT_LEAST", share)
         results.append(one_class.solve_one_class_linear(*arrays, 14, params))
     dense, sparse = results
     assert dense.stop_reason == sparse.stop_reason == "converged"

@@ -40,10 +40,9 @@ back for a full check (without the second, a tight run could converge a wrongly 
 rule is m - M < ``tol`` over every variable (LIBSVM's -e; default 0.01, LIBLINEAR -s 21's -e), then the gap must
 certify ``tol_rel`` (``common.run_dual_passes``: else tol is divided by 10 and the passes go on).
 
-Rows with at least ``DENSE_AT_LEAST`` of their entries nonzero (ijcnn1: 13 of 22) are also kept as a dense n x d
-array, written in the start's pass: a gradient is then a dot product of fixed length summed in SIMD lanes (a pass over
-ijcnn1's rows 0.27 ms against 0.85 from the sparse rows), and a step reads and moves w by the two dense rows only. The
-memory is at most 1.33x the sparse rows' (8 bytes a cell against 12 an entry). The gradient pass is a function of its
+Rows with at least ``kernels.DENSE_ROWS_AT_LEAST`` of their entries nonzero (ijcnn1: 13 of 22) are also kept as a
+dense n x d array, written in the start's pass: a gradient is then a dot product of fixed length summed in SIMD lanes,
+and a step reads and moves w by the two dense rows only. The gradient pass is a function of its
 own (``_gradients``): inlined into ``_outer`` it was compiled to vector gathers and scatters across rows, 1.5x slower
 on sparse rows and 4x on dense ones.
 
@@ -65,39 +64,20 @@ import numpy as np
 from numba import njit
 
 from worker.solvers.common import RECHECK_SHRUNK, SolverControl, SolverResult, run_dual_passes
-from worker.solvers.kernels import clear_row, gather_dot, scatter_row
+from worker.solvers.kernels import clear_row, dense_row_dot, dense_rows_dot, gather_dot, keeps_dense_rows, scatter_row
 from worker.solvers.smo.one_class import check_one_class
 
 _SAMPLE = 63  # keys sampled for a pivot of the selection
 _MAX_ROUNDS = 16  # splits before the selection sorts what is left
 PAIRS_PER_ACTIVE = 10  # an outer iteration steps on at most active / 10 pairs, the most violating ones
 START_SAMPLE = 1024  # rows (evenly spaced) whose sum ranks the rows for the start
-DENSE_AT_LEAST = 0.5  # rows are also kept dense when at least this share of their entries is nonzero
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _dense_dot(dense, i, v):
-    """<x_i, v> over a dense row, summed in any order (so that it runs in SIMD lanes)."""
-    total = 0.0
-    for j in range(v.size):
-        total += dense[i, j] * v[j]
-    return total
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _dense_rows_dot(dense, i, j):
-    """<x_i, x_j> over dense rows, summed in any order."""
-    total = 0.0
-    for f in range(dense.shape[1]):
-        total += dense[i, f] * dense[j, f]
-    return total
 
 
 @njit(cache=True, inline="always")  # (a call per row that numba does not inline costs more than the dot)
 def _dot(indptr, indices, data, dense, i, v):
     """<x_i, v>: from the dense rows when there are (``dense`` has rows), else from the sparse row."""
     if dense.shape[0] > 0:
-        return _dense_dot(dense, i, v)
+        return dense_row_dot(dense, i, v)
     return gather_dot(indptr, indices, data, i, v)
 
 
@@ -118,7 +98,7 @@ def _move(indptr, indices, data, dense, i, j, d, w):
 def _rows_dot(indptr, indices, data, dense, i, j, scratch):
     """<x_i, x_j> (sparse: x_i scattered into ``scratch``, zero again after)."""
     if dense.shape[0] > 0:
-        return _dense_rows_dot(dense, i, j)
+        return dense_rows_dot(dense, i, j)
     scatter_row(indptr, indices, data, i, scratch)
     dot = gather_dot(indptr, indices, data, j, scratch)
     clear_row(indptr, indices, i, scratch)
@@ -529,7 +509,7 @@ def solve_one_class_linear(indptr, indices, data, n_features: int, params, contr
     sq, w = np.empty(n), np.zeros(int(n_features))
     indices = np.asarray(indices)
     nnz = indptr[-1]
-    dense = np.empty((n if nnz >= DENSE_AT_LEAST * n * n_features else 0, int(n_features)))  # written by _start
+    dense = np.empty((n if keeps_dense_rows(nnz, n, n_features) else 0, int(n_features)))  # written by _start
     arrays = (indptr, indices, data, dense, sq)
     passes = _Passes(arrays, w, alpha, bool(params.shrinking))
     _start(indptr, indices, data, dense, nu * n, alpha, sq, w, passes.G, passes.work)

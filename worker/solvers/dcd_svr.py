@@ -55,16 +55,21 @@ from worker.solvers.common import (
     shuffle_prefix,
 )
 from worker.solvers.dcd_passes import PREFETCH_AHEAD, prefetch, prefetch_row_ahead
+from worker.solvers.kernels import dense_row_dot, fill_dense_row, keeps_dense_rows
 
 LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 
 
 @njit(cache=True)
-def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume, stop_at):
+def _pass(
+    indptr, indices, data, dense, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume, stop_at
+):
     """One pass over index[:active] (or a slice of one: ``resume`` = [next position, largest violation so far, their
     sum so far], position < 0 for a new pass, like ``dcd_passes._dcd_epoch``), shrinking (module docstring) against
-    ``shrink_at`` (inf: none). Returns (new active size, largest violation, summed violation, done)."""
+    ``shrink_at`` (inf: none); ``dense``: the rows as a dense array (``kernels.keeps_dense_rows``), or no rows.
+    Returns (new active size, largest violation, summed violation, done)."""
     nf = w.shape[0] - 1
+    kept_dense = dense.shape[0] > 0
     if resume[0] < 0.0:
         shuffle_prefix(index, active, rng)
         s = 0
@@ -82,7 +87,7 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
             resume[2] = total
             return active, worst, total, False
         ahead = s + PREFETCH_AHEAD
-        if ahead < active:  # (as dcd's passes: the row a few steps on, while this one is worked)
+        if ahead < active and not kept_dense:  # (as dcd's passes: the row a few steps on, while this one is worked)
             j = prefetch_row_ahead(indptr, indices, data, index, ahead, active)
             prefetch(beta, j)
             prefetch(QD, j)
@@ -90,9 +95,12 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
         i = index[s]
         start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
         end = np.uint64(indptr[i + 1])
-        wx = w[nf] * B
-        for p in range(start, end):
-            wx += w[np.uint64(indices[p])] * data[p]
+        if kept_dense:
+            wx = w[nf] * B + dense_row_dot(dense, i, w)
+        else:
+            wx = w[nf] * B
+            for p in range(start, end):
+                wx += w[np.uint64(indices[p])] * data[p]
         b = beta[i]
         G = wx - y[i] + D * b
         Gp = G + epsilon
@@ -133,12 +141,23 @@ def _pass(indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active
         d = new - b
         if d != 0.0:
             beta[i] = new
-            for p in range(start, end):
-                w[np.uint64(indices[p])] += d * data[p]
+            if kept_dense:
+                for f in range(nf):
+                    w[f] += d * dense[i, f]
+            else:
+                for p in range(start, end):
+                    w[np.uint64(indices[p])] += d * data[p]
             w[nf] += d * B
         s += 1
     resume[0] = -1.0
     return active, worst, total, True
+
+
+@njit(cache=True)
+def _dense_rows(indptr, indices, data, dense):
+    """Every row into ``dense`` (nothing when it has no rows)."""
+    for i in range(dense.shape[0]):
+        fill_dense_row(indptr, indices, data, i, dense)
 
 
 @njit(cache=True)
@@ -229,12 +248,31 @@ def solve_svr(
         _build_w(indptr, indices, data, B, beta, w)
     QD = np.empty(n)
     _diagonal(indptr, data, B, D, QD)
+    dense = np.empty((n if keeps_dense_rows(int(indptr[-1]), n, n_features) else 0, int(n_features)))
+    _dense_rows(indptr, indices, data, dense)
     index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng = rng_state(int(params.seed))
     passes = RelativeRulePasses(
         n,
         lambda active, shrink_at, resume, stop_at: _pass(
-            indptr, indices, data, y, QD, B, U, D, epsilon, beta, w, index, active, shrink_at, rng, resume, stop_at
+            indptr,
+            indices,
+            data,
+            dense,
+            y,
+            QD,
+            B,
+            U,
+            D,
+            epsilon,
+            beta,
+            w,
+            index,
+            active,
+            shrink_at,
+            rng,
+            resume,
+            stop_at,
         ),
     )
 

@@ -316,6 +316,45 @@ def gather_dot(indptr, indices, data, b, xbuf):
     return acc
 
 
+DENSE_ROWS_AT_LEAST = 0.5
+"""A coordinate descent over rows also keeps them as a dense n x d array when at least this share of their entries
+is nonzero (``keeps_dense_rows``): a row's dot product is then of fixed length and summed in SIMD lanes
+(``dense_row_dot``; a pass over ijcnn1's 22 features 0.27 ms against 0.85 from its sparse rows), in at most 1.33x
+the sparse rows' memory (8 bytes a cell against 12 an entry)."""
+
+
+def keeps_dense_rows(stored_values: int, rows: int, n_features: int) -> bool:
+    """Whether the rows are dense enough to be kept dense too (``DENSE_ROWS_AT_LEAST``)."""
+    return rows > 0 and stored_values >= DENSE_ROWS_AT_LEAST * rows * n_features
+
+
+@njit(cache=True)
+def fill_dense_row(indptr, indices, data, i, dense):
+    """dense[i] = row i (every cell written)."""
+    dense[i, :] = 0.0
+    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+        dense[i, np.uint64(indices[k])] = data[k]
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def dense_row_dot(dense, i, v):
+    """<x_i, v[:d]> over a dense row (d = its length; ``v`` may be longer), summed in any order (SIMD lanes). Not
+    inlined by numba: the summation's freedom is this function's alone (LLVM inlines it, the flags kept)."""
+    total = 0.0
+    for j in range(dense.shape[1]):
+        total += dense[i, j] * v[j]
+    return total
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def dense_rows_dot(dense, i, j):
+    """<x_i, x_j> over dense rows, summed in any order."""
+    total = 0.0
+    for f in range(dense.shape[1]):
+        total += dense[i, f] * dense[j, f]
+    return total
+
+
 @njit(cache=True)
 def _kernel_row(indptr, indices, data, sq, a, rows, start, stop, code, gamma, coef0, degree, xbuf, out):
     """out[t] = K(x_a, x_rows[t]) for t in [start, stop); xbuf is a zeroed work vector (left zeroed)."""
