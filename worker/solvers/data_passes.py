@@ -102,8 +102,8 @@ def compact_chunks(chunks, count_parts, values):
 def _gather_rows(indptr, indices, data, w, w_bias, i0, i1, out):
     for i in range(i0, i1):
         acc = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            acc += data[k] * w[indices[k]]
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):  # (unsigned indices: kernels.gather_dot)
+            acc += data[k] * w[np.uint64(indices[k])]
         out[i] = acc + w_bias
 
 
@@ -175,8 +175,8 @@ def gather_columns(colptr, col_rows, col_data, z, d, w_bias, out):
     for f in range(d):
         zf = z[f]
         if zf != 0.0:
-            for p in range(colptr[f], colptr[f + 1]):
-                out[col_rows[p]] += col_data[p] * zf
+            for p in range(np.uint64(colptr[f]), np.uint64(colptr[f + 1])):
+                out[np.uint64(col_rows[p])] += col_data[p] * zf
     for i in range(out.shape[0]):
         out[i] += w_bias
 
@@ -192,8 +192,8 @@ def scatter_rows(indptr, indices, data, coef, rows, n_rows, z):
     for q in range(n_rows):
         i = rows[q]
         c = coef[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            z[indices[k]] += c * data[k]
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            z[np.uint64(indices[k])] += c * data[k]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,8 +311,8 @@ def _scatter_guess_plain(indptr, indices, data, i0, i1, out, k, lam, y, o_b, pre
     for i in range(i0, i1):
         c = _guessed_change(out[i], y, o_b, previous, i, k, lam, rebuild)
         if c != 0.0:
-            for e in range(indptr[i], indptr[i + 1]):
-                z[indices[e]] += c * data[e]
+            for e in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                z[np.uint64(indices[e])] += c * data[e]
 
 
 @njit(cache=True, parallel=True)
