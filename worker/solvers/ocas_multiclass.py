@@ -79,17 +79,17 @@ def _outputs(indptr, indices, data, B, W, O):
             start = B * w[d]
             for i in range(n):
                 acc = start
-                for p in range(indptr[i], indptr[i + 1]):
-                    acc += data[p] * w[indices[p]]
+                for p in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):  # (unsigned: kernels.gather_dot)
+                    acc += data[p] * w[np.uint64(indices[p])]
                 O[i, k] = acc
         return
     for i in range(n):
         o = O[i]
         for k in range(K):
             o[k] = B * W[d, k]
-        for p in range(indptr[i], indptr[i + 1]):
+        for p in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
             v = data[p]
-            row = W[indices[p]]
+            row = W[np.uint64(indices[p])]
             for k in range(K):
                 o[k] += v * row[k]
 
@@ -202,10 +202,11 @@ def _cut(indptr, indices, data, B, yc, cost, violator, Z):
             continue
         yi = yc[i]
         c = cost[i]
-        for p in range(indptr[i], indptr[i + 1]):
+        for p in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
             v = c * data[p]
-            Z[indices[p], yi] += v
-            Z[indices[p], k] -= v
+            f = np.uint64(indices[p])
+            Z[f, yi] += v
+            Z[f, k] -= v
         Z[d, yi] += c * B
         Z[d, k] -= c * B
 
