@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack, contextmanager
 
 import httpx
 import pytest
@@ -245,52 +246,63 @@ TINY_ROWS = "".join(f"{1 if i % 2 else -1} 1:{i % 7 / 7:.3f} 2:{i % 3 / 3:.3f}\n
 """A 60-row data set in svmlight form, for the tests whose jobs wait on a unit's compile."""
 
 
-def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path):
-    """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
-    with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
-    (The test holds the smo unit's lock, as a builder compiling smo would.)"""
+@contextmanager
+def _service_while_a_unit_compiles(redis_url: str, db: int, tmp_path, unit: str):
+    """A private API and worker (the suite's workers are not there), the worker started while this test holds
+    ``unit``'s compile lock, as a builder compiling it would, and TINY_ROWS uploaded. Yields (base URL, data set id,
+    release): ``release()`` lets the unit be built; the processes are stopped at the end."""
     from core.compile_cache import file_lock
     from worker.runtime.warmup import KERNELS
 
-    env = private_service_env(redis_server.url, 4, tmp_path)  # the suite's workers are not there
+    env = private_service_env(redis_url, db, tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
     worker = None
-    rows = TINY_ROWS
-    smo = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}
     try:
-        with file_lock(KERNELS.unit("smo").lock_path()) as held:
-            assert held
+        with ExitStack() as lock:
+            assert lock.enter_context(file_lock(KERNELS.unit(unit).lock_path()))
             worker = start_worker(env)
             wait_ready(base, api)
             with httpx.Client(base_url=base, timeout=30) as http:
-                dataset = http.post("/v1/datasets", files={"file": ("d.svm", rows)}).json()["id"]
-                first = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()["id"]
+                dataset = http.post("/v1/datasets", files={"file": ("d.svm", TINY_ROWS)}).json()["id"]
+            yield base, dataset, lock.close
+    finally:
+        if worker is not None:
+            _terminate(worker)
+        _terminate(api)
 
-                def waiting(job_id):
-                    job = http.get(f"/v1/jobs/{job_id}").json()
-                    return job if job["progress"]["phase"] == "waiting for compilation" else None
 
-                job = wait_for(lambda: waiting(first), timeout=60, message="the smo job waiting for compilation")
-                assert job["status"] == "running" and job["progress"]["compiling"] == "smo"
-                assert job["progress"]["kernels"] == "smo"  # the earlier name, kept for one more version
-                assert http.post(f"/v1/jobs/{first}/cancel").status_code in (200, 202)
-                canceled = wait_for(
-                    lambda: (j := http.get(f"/v1/jobs/{first}").json())["status"] == "canceled" and j,
-                    timeout=30,
-                    message="the waiting job canceled",
-                )
-                assert canceled["model_id"] is None and canceled["error"]["code"] == "canceled"
-                assert "waiting for the solver's code to compile" in canceled["error"]["message"]
-                dcd = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()["id"]
-                second = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()[
-                    "id"
-                ]
-                wait_for(lambda: waiting(second), timeout=60, message="the second smo job waiting")
-                ready = http.get("/readyz").json()
-                assert ready["status"] == "ok" and "dcd" in ready["solvers_ready"]
-        with httpx.Client(base_url=base, timeout=30) as http:  # the lock is released: the job trains
+def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path):
+    """A worker takes jobs once dcd is warm; a job whose solver another process is still compiling waits,
+    with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
+    (The test holds the smo unit's lock, as a builder compiling smo would.)"""
+    smo = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}
+    with _service_while_a_unit_compiles(redis_server.url, 4, tmp_path, "smo") as (base, dataset, release):
+        with httpx.Client(base_url=base, timeout=30) as http:
+            first = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()["id"]
+
+            def waiting(job_id):
+                job = http.get(f"/v1/jobs/{job_id}").json()
+                return job if job["progress"]["phase"] == "waiting for compilation" else None
+
+            job = wait_for(lambda: waiting(first), timeout=60, message="the smo job waiting for compilation")
+            assert job["status"] == "running" and job["progress"]["compiling"] == "smo"
+            assert job["progress"]["kernels"] == "smo"  # the earlier name, kept for one more version
+            assert http.post(f"/v1/jobs/{first}/cancel").status_code in (200, 202)
+            canceled = wait_for(
+                lambda: (j := http.get(f"/v1/jobs/{first}").json())["status"] == "canceled" and j,
+                timeout=30,
+                message="the waiting job canceled",
+            )
+            assert canceled["model_id"] is None and canceled["error"]["code"] == "canceled"
+            assert "waiting for the solver's code to compile" in canceled["error"]["message"]
+            dcd = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()["id"]
+            second = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()["id"]
+            wait_for(lambda: waiting(second), timeout=60, message="the second smo job waiting")
+            ready = http.get("/readyz").json()
+            assert ready["status"] == "ok" and "dcd" in ready["solvers_ready"]
+            release()  # the lock is released: the job trains
             for job_id in (dcd, second):
                 done = wait_for(
                     lambda job_id=job_id: (j := http.get(f"/v1/jobs/{job_id}").json())["status"] == "succeeded" and j,
@@ -298,12 +310,6 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
                     message=f"job {job_id} to succeed",
                 )
                 assert done["model_id"]
-    finally:
-        if worker is not None:
-            _terminate(worker)
-        _terminate(api)
-        with redis.Redis.from_url(env["REDIS_URL"]) as client:
-            client.flushdb()
 
 
 def test_the_api_listens_once_the_upload_parser_is_ready(redis_server, tmp_path):
@@ -344,15 +350,6 @@ def test_dcd_c_svc_jobs_run_while_its_other_formulations_compile(redis_server, t
     regression, SVR, one-class and L1 are the unit ``dcd_formulations``, built after it: while another process
     compiles that one (the test holds its lock, as a builder would), the worker takes jobs and a hinge job trains; a
     logistic one waits, saying for which unit, and trains once the unit is there."""
-    from core.compile_cache import file_lock
-    from worker.runtime.warmup import KERNELS
-
-    env = private_service_env(redis_server.url, 5, tmp_path)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    api = start_api(env, port)
-    worker = None
-    rows = TINY_ROWS
 
     def ended(http, job_id: str) -> dict:
         return wait_for(
@@ -361,31 +358,22 @@ def test_dcd_c_svc_jobs_run_while_its_other_formulations_compile(redis_server, t
             message=f"job {job_id} to end",
         )
 
-    try:
-        with file_lock(KERNELS.unit("dcd_formulations").lock_path()) as held:
-            assert held
-            worker = start_worker(env)
-            wait_ready(base, api)
-            with httpx.Client(base_url=base, timeout=30) as http:
-                dataset = http.post("/v1/datasets", files={"file": ("d.svm", rows)}).json()["id"]
-                hinge = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()
-                assert ended(http, hinge["id"])["status"] == "succeeded"
-                logistic = http.post(
-                    "/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {"loss": "logistic"}}
-                ).json()["id"]
-                job = wait_for(
-                    lambda: (
-                        (j := http.get(f"/v1/jobs/{logistic}").json())["progress"]["phase"] == "waiting for compilation"
-                        and j
-                    ),
-                    timeout=60,
-                    message="the logistic job waiting for its kernels",
-                )
-                assert job["progress"]["compiling"] == "dcd_formulations"
-        with httpx.Client(base_url=base, timeout=30) as http:  # the lock is released: the job trains
+    with _service_while_a_unit_compiles(redis_server.url, 5, tmp_path, "dcd_formulations") as (base, dataset, release):
+        with httpx.Client(base_url=base, timeout=30) as http:
+            hinge = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()
+            assert ended(http, hinge["id"])["status"] == "succeeded"
+            logistic = http.post(
+                "/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {"loss": "logistic"}}
+            ).json()["id"]
+            job = wait_for(
+                lambda: (
+                    (j := http.get(f"/v1/jobs/{logistic}").json())["progress"]["phase"] == "waiting for compilation"
+                    and j
+                ),
+                timeout=60,
+                message="the logistic job waiting for its kernels",
+            )
+            assert job["progress"]["compiling"] == "dcd_formulations"
+            release()  # the lock is released: the job trains
             done = ended(http, logistic)
             assert done["status"] == "succeeded" and done["model_id"], done
-    finally:
-        if worker is not None:
-            _terminate(worker)
-        _terminate(api)

@@ -64,7 +64,15 @@ import numpy as np
 from numba import njit
 
 from worker.solvers.common import RECHECK_SHRUNK, SolverControl, SolverResult, run_dual_passes
-from worker.solvers.kernels import clear_row, dense_row_dot, dense_rows_dot, gather_dot, keeps_dense_rows, scatter_row
+from worker.solvers.kernels import (
+    clear_row,
+    dense_row_dot,
+    dense_rows_dot,
+    fill_dense_row,
+    gather_dot,
+    keeps_dense_rows,
+    scatter_row,
+)
 from worker.solvers.smo.one_class import check_one_class
 
 _SAMPLE = 63  # keys sampled for a pivot of the selection
@@ -235,16 +243,14 @@ def _start_rows(indptr, indices, data, dense, s, threshold, whole, rest, alpha, 
     ones = 0
     rest_placed = rest <= 0.0
     for i in range(n):
+        if fill:
+            fill_dense_row(indptr, indices, data, i, dense)
         norm = 0.0
         key = 0.0
-        if fill:
-            dense[i, :] = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             v = data[k]
             norm += v * v
             key += v * s[indices[k]]
-            if fill:
-                dense[i, indices[k]] = v
         sq[i] = norm
         keys_all[i] = key
         a = 0.0
