@@ -231,7 +231,7 @@ def monotonic_s():
 
 def rng_state(seed: int) -> np.ndarray:
     """A fresh splitmix64 state for kernels, from a non-negative integer seed."""
-    return np.array([np.uint64(seed & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(0x9E3779B97F4A7C15)], dtype=np.uint64)
+    return np.array([(seed & 0xFFFFFFFFFFFFFFFF) ^ 0x9E3779B97F4A7C15], dtype=np.uint64)  # (Python ints: 0.4 us, not 1)
 
 
 @njit(cache=True)
@@ -248,12 +248,12 @@ def rng_next(state):
 def rng_below(state, n):
     """A uniform integer in [0, n) (n >= 1): r mod n of a 64-bit draw r, drawing again while r < 2^64 mod n (so
     that the values kept are a whole number of runs of n, each residue equally often; OpenBSD's
-    arc4random_uniform does the same)."""
+    arc4random_uniform does the same). 2^64 mod n < n, so a draw of at least n is kept without computing it: one
+    division a draw, not two (a shuffle of a few hundred rows 0.7x of its time; the same values)."""
     bound = np.uint64(n)
-    threshold = (np.uint64(0) - bound) % bound
     while True:
         r = rng_next(state)
-        if r >= threshold:
+        if r >= bound or r >= (np.uint64(0) - bound) % bound:
             return np.int64(r % bound)
 
 

@@ -92,9 +92,9 @@ def _pass(
             prefetch(beta, j)
             prefetch(QD, j)
             prefetch(y, j)
-        i = index[s]
-        start = np.uint64(indptr[i])  # (unsigned indices: kernels.gather_dot)
-        end = np.uint64(indptr[i + 1])
+        i = np.uint64(index[s])  # (unsigned indices: kernels.gather_dot)
+        start = np.uint64(indptr[i])
+        end = np.uint64(indptr[i + np.uint64(1)])
         if kept_dense:
             wx = w[nf] * B + dense_row_dot(dense, i, w)
         else:
@@ -128,16 +128,17 @@ def _pass(
             worst = violation
         total += violation
         q = QD[i]
-        if q > 0.0:
-            if Gp < q * b:
-                d = -Gp / q
-            elif Gn > q * b:
-                d = -Gn / q
-            else:
-                d = -b
+        qb = q * b
+        if q > 0.0:  # the Newton step of the side whose condition fails (-Gp / q, -Gn / q), else to 0, as selects:
+            # rows come in random order, below, above or inside [Gn, Gp]'s band unpredictably (first pass 0.86x)
+            g = Gn if Gn > qb else Gp  # (Gp < qb implies Gn < qb)
+            d = -g / q
+            d = -b if Gp >= qb and Gn <= qb else d
         else:  # an empty row without bias: w'x_i = 0 whatever beta_i, only the linear terms count
             d = (U if Gp < 0.0 else (-U if Gn > 0.0 else 0.0)) - b
-        new = min(max(b + d, -U), U)
+        new = b + d
+        new = -U if new < -U else new
+        new = U if new > U else new
         d = new - b
         if d != 0.0:
             beta[i] = new
@@ -154,13 +155,6 @@ def _pass(
 
 
 @njit(cache=True)
-def _dense_rows(indptr, indices, data, dense):
-    """Every row into ``dense`` (nothing when it has no rows)."""
-    for i in range(dense.shape[0]):
-        fill_dense_row(indptr, indices, data, i, dense)
-
-
-@njit(cache=True)
 def _build_w(indptr, indices, data, B, beta, w):
     """w = sum_i beta_i [x_i; B] (a warm start's weights)."""
     nf = w.shape[0] - 1
@@ -173,13 +167,18 @@ def _build_w(indptr, indices, data, B, beta, w):
 
 
 @njit(cache=True)
-def _diagonal(indptr, data, B, D, QD):
-    """Qbar_ii = |x_i|^2 + B^2 + D_ii."""
+def _start(indptr, indices, data, B, D, QD, dense, index):
+    """Qbar_ii = |x_i|^2 + B^2 + D_ii; every row into ``dense`` when it has rows; index = 0, 1, ... (one call: on a
+    few hundred rows, as diabetes', a call's dispatch is a tenth of a pass)."""
+    kept_dense = dense.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         s = B * B + D
         for p in range(indptr[i], indptr[i + 1]):
             s += data[p] * data[p]
         QD[i] = s
+        if kept_dense:
+            fill_dense_row(indptr, indices, data, i, dense)
+        index[i] = i
 
 
 @njit(cache=True)
@@ -247,10 +246,9 @@ def solve_svr(
         np.clip(np.asarray(beta0, dtype=np.float64), -U, U, out=beta)
         _build_w(indptr, indices, data, B, beta, w)
     QD = np.empty(n)
-    _diagonal(indptr, data, B, D, QD)
     dense = np.empty((n if keeps_dense_rows(int(indptr[-1]), n, n_features) else 0, int(n_features)))
-    _dense_rows(indptr, indices, data, dense)
-    index = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    index = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    _start(indptr, indices, data, B, D, QD, dense, index)
     rng = rng_state(int(params.seed))
     passes = RelativeRulePasses(
         n,
