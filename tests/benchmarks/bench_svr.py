@@ -20,7 +20,8 @@ Issue 33, item 2 (the solver that dcd's regression losses run). For each data se
 
 * ours at the service's defaults (tol 0.1, tol_rel 0.01): solver seconds and objective.
 
-Medians of ``--repeats`` interleaved runs. Data: abalone_scale (../shared/data), scikit-learn's diabetes
+Medians of ``--repeats`` interleaved runs, Python's garbage collector off while a case runs (as timeit: a
+collection of the trace points' dicts landed inside the 0.05 ms runs that followed). Data: abalone_scale (../shared/data), scikit-learn's diabetes
 (targets / 100) and, when make_flights.py has written it, NYC's 2013 flights (327,346 rows, 138 features). Writes
 tests/benchmarks/results/bench_svr.json.
 
@@ -30,6 +31,7 @@ tests/benchmarks/results/bench_svr.json.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -152,6 +154,8 @@ def main() -> None:
         problem = liblinearutil.problem(y, X)
         for loss in SOLVER_TYPES:
             for C in (float(c) for c in args.C.split(",")):
+                gc.collect()  # (then no collection inside a timed call: both sides, as timeit; diabetes' runs are 0.05 ms)
+                gc.disable()
                 budget = SolverControl(deadline=time.monotonic() + args.tight_seconds)
                 tight = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C), budget)
                 reference = liblinear(X, y, problem, loss, C, "1e-8")[1]
@@ -194,6 +198,7 @@ def main() -> None:
                         "passes": defaults[0][2],
                     },
                 }
+                gc.enable()
                 case["ratio"] = case["ours_to_target"]["seconds"] / case["liblinear_default"]["seconds"]
                 case["ratio_at_liblinear_rule"] = case["ours_at_liblinear_rule"]["seconds"] / statistics.median(theirs)
                 cases.append(case)
