@@ -83,6 +83,9 @@ class SolverSpec:
     built too."""
     uses_formulation_units: Callable[[Any], bool] | None = None
     """Whether a job with these params (the model of ``params``) needs ``formulation_units``."""
+    formulation_names: str = ""
+    """What ``formulation_units`` train, as readiness names them while they compile (`hinge serve`'s lines, /readyz's
+    ``formulations_compiling``, the dashboard): the jobs that wait for them."""
     float32_input: bool = False
     """Reads float32 data sets as they are stored (else a float64 copy for the fit)."""
     warm_start: str | None = None
@@ -270,6 +273,7 @@ BUILT_IN = (
         compile_s=6.0,
         formulation_units=("dcd_formulations",),
         uses_formulation_units=_dcd_uses_formulations,
+        formulation_names="logistic regression, SVR, one-class and L1",
         float32_input=True,
         warm_start="dual",
         memory_bound=True,

@@ -349,10 +349,13 @@ class Supervisor:
             log(f"job {job_id} handed back to the queue")
 
 
-def _still_compiling(left: list[str]) -> list[str]:
-    """The solvers still compiling, as the readiness lines name them: the workers take dcd's C-SVC jobs first, so
-    dcd left means its other formulations (``dcd_formulations``, ``worker.runtime.warmup``)."""
-    return ["dcd's logistic, SVR, one-class and L1" if name == "dcd" else name for name in left]
+def _still_compiling(left: list[str], partly: list[str]) -> list[str]:
+    """The solvers still compiling, as the readiness lines name them: one whose default formulation is built
+    (``partly``: dcd once its C-SVC is, which the workers take first) by what is left of it, its spec's
+    ``formulation_names``."""
+    from core.solvers import SOLVERS
+
+    return [f"{name}'s {SOLVERS[name].formulation_names}" if name in partly else name for name in left]
 
 
 class Readiness:
@@ -424,7 +427,7 @@ class Readiness:
         beats = self._beats() if wanted else {}
         elapsed = time.monotonic() - self.started
         solvers = solver_readiness(beats)
-        left, ready_solvers, eta = solvers["left"], solvers["ready"], solvers["eta_s"]
+        left, partly, ready_solvers, eta = solvers["left"], solvers["partly"], solvers["ready"], solvers["eta_s"]
         if left and not self.announced:
             self.announced = True
             eta = self.steady_eta(eta)
@@ -440,14 +443,16 @@ class Readiness:
             if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
                 eta = self.steady_eta(eta)
                 self._say(
-                    f"  still compiling {', '.join(_still_compiling(left))} ({elapsed:.0f} s so far, about {eta:.0f} s left)"
+                    f"  still compiling {', '.join(_still_compiling(left, partly))} ({elapsed:.0f} s so far, about {eta:.0f} s left)"
                 )
         taking_jobs = sum(1 for b in beats.values() if b.get("ready"))
         if not self.ready and beats and taking_jobs >= wanted and self._api_up():
             self.ready = True
             url = self.supervisor.api_url
             later = (
-                f"; {', '.join(_still_compiling(left))} still compiling (their jobs wait in the queue)" if left else ""
+                f"; {', '.join(_still_compiling(left, partly))} still compiling (their jobs wait in the queue)"
+                if left
+                else ""
             )
             self._say(
                 f"ready: API on {url}, {wanted} worker{'s' if wanted != 1 else ''} "

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -271,7 +272,6 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     """kernel_state (what the heartbeat says): solvers ready once all their units are built; the seconds left
     lay the units left out on the compiles that run at once, each taking its reference seconds times the
     slowdown measured on the units built since the start, those being compiled counted from when they began."""
-    import time
 
     from worker.runtime.warmup import kernel_state
 
@@ -309,11 +309,49 @@ def test_the_estimate_follows_how_fast_this_machine_compiles(tmp_path):
     assert done["eta_s"] == 0.0 and done["left"] == [] and done["failed"] == []
 
 
+def test_a_solver_whose_default_formulation_is_built_is_partly_ready(tmp_path):
+    """kernel_state's ``partly``: a solver left whose own units (the plan's ``own``: dcd's C-SVC) are built while its
+    formulations' unit compiles; and solver_readiness (what /readyz and `hinge serve` read of the heartbeats) keeps it
+    among the solvers compiling, partly."""
+    from core.lifecycle import solver_readiness
+    from worker.runtime.warmup import kernel_state
+
+    def path(kind, name):
+        return str(tmp_path / kind / f"{name}.json")
+
+    plan = {
+        "units": {
+            name: {"marker": path("built", name), "building": path("building", name), "reference_s": 5.0}
+            for name in ("common", "dcd", "dcd_formulations", "smo")
+        },
+        "solvers": {"dcd": ["common", "dcd", "dcd_formulations"], "smo": ["common", "smo"]},
+        "own": {"dcd": ["common", "dcd"], "smo": ["common", "smo"]},
+        "past_slowdown": None,
+    }
+    (tmp_path / "built").mkdir()
+    since = time.time() - 10.0
+    nothing = kernel_state(plan, cores=2, builders=2, since=since)
+    assert nothing["left"] == ["dcd", "smo"] and nothing["partly"] == []
+    for name in ("common", "dcd"):
+        Path(path("built", name)).write_text(json.dumps({"seconds": 5.0, "built_at": since + 1}))
+    state = kernel_state(plan, cores=2, builders=2, since=since)
+    assert state["ready"] == [] and state["left"] == ["dcd", "smo"] and state["partly"] == ["dcd"]
+    beat = {
+        "ready": True,
+        "solvers": state["ready"],
+        "warming": {key: state[key] for key in ("done", "left", "partly")},
+    }
+    readiness = solver_readiness({"w1": beat, "w2": {"ready": True, "solvers": []}})
+    assert readiness["left"] == ["dcd", "smo"] and readiness["partly"] == ["dcd"] and readiness["ready"] == []
+    Path(path("built", "dcd_formulations")).write_text(json.dumps({"seconds": 5.0, "built_at": since + 2}))
+    done = kernel_state(plan, cores=2, builders=2, since=since)
+    assert done["ready"] == ["dcd"] and done["left"] == ["smo"] and done["partly"] == []
+
+
 def test_a_small_unit_compiled_slowly_does_not_make_the_estimate_jump(tmp_path):
     """The slowdown of the first units measured is weighed against the prior (an earlier compile's on this machine):
     a 0.5 s unit compiled in 3 s (6x, while every process started) moves it little; a large unit measured at 2x
     moves it most of the way."""
-    import time
 
     from worker.runtime.warmup import PRIOR_REFERENCE_S, kernel_state
 
@@ -344,7 +382,6 @@ def test_a_unit_a_builder_failed_to_compile_is_said_failed_not_compiling(tmp_pat
     """kernel_state: a solver one of whose units a builder failed to compile (its failed marker, for this code) is
     in ``failed``, neither ``left`` nor in the estimate, until someone compiles it again (its building marker: left
     again) or it is built."""
-    import time
 
     from worker.runtime.warmup import kernel_state
 

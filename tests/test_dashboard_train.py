@@ -317,6 +317,22 @@ def test_solvers_whose_kernels_still_compile(service, browser, datasets):  # noq
     assert page.text_content("#train-solver option[value=smo]") == "smo (compiling)"
     assert page.text_content("#train-solver option[value=dcd]") == "dcd"
     assert page.text_content("#train-compiling").startswith("smo's code is still compiling on this machine")
+    # dcd's C-SVC ready, its other formulations compiling: said so, the C-SVC not said to wait
+    partly = dict(warming, solvers_compiling=["dcd"], formulations_compiling={"dcd": "logistic regression, SVR"})
+    page.unroute("**/readyz")
+    page.route("**/readyz", lambda route: route.fulfill(status=200, json=partly))
+    page.wait_for_function("document.getElementById('health').textContent.includes('partly')", timeout=10_000)
+    assert page.text_content("#health") == "ready · 2 worker(s) · compiling dcd (partly) (about 42 s)"
+    assert page.text_content("#train-solver option[value=dcd]") == "dcd (partly compiling)"
+    page.select_option("#train-solver", "dcd")
+    assert page.text_content("#train-compiling").startswith(
+        "dcd's logistic regression, SVR are still compiling on this machine (about 42 s left for all solvers)"
+    )
+    assert "its other jobs start at once" in page.text_content("#train-compiling")
+    page.unroute("**/readyz")
+    page.route("**/readyz", lambda route: route.fulfill(status=200, json=warming))
+    page.wait_for_function("!document.getElementById('health').textContent.includes('partly')", timeout=10_000)
+    page.select_option("#train-solver", "smo")
     # a job that waits for it (its phase and the unit being compiled, from its progress)
     waiting = page.evaluate(
         """async () => (await import('/static/dashboard/status.js')).describeJob(

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from core.schemas.base import ReadinessDetails
+from core.solvers import SOLVERS
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import assert_error, stop_serve, wait_for, wait_http
@@ -93,8 +94,16 @@ def test_readyz_says_warming_with_the_solvers_left(redis_server):
             and details["kernels_eta_s"] == details["compile_eta_s"]
         )
         assert "compiling solver code" in error["message"] and "cpa, smo left" in error["message"]
+        # taking jobs with dcd's C-SVC built, its other formulations compiling: dcd among the solvers compiling,
+        # partly, with what of it compiles
+        partly = {"done": {"dcd": 12.0}, "left": ["dcd", "smo"], "partly": ["dcd"], "eta_s": 20.0}
+        client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=partly)), px=60_000)
+        health = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()
+        assert health["status"] == "ok" and health["solvers_compiling"] == ["dcd", "smo"], health
+        assert health["formulations_compiling"] == {"dcd": SOLVERS["dcd"].formulation_names}, health
         client.set(keys.worker_alive("w1"), json.dumps(dict(beat, ready=True, warming=None)), px=60_000)
-        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["status"] == "ok"
+        health = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()
+        assert health["status"] == "ok" and health["formulations_compiling"] == {}, health
     finally:
         _terminate(api)
         client.flushdb()
@@ -221,6 +230,34 @@ def test_serve_tells_what_compiles_at_least_every_15_s_and_is_ready_once_dcd_is(
     assert [line.split()[1] for line in said[4:8]] == others
     assert said[8].startswith("hinge: every solver ready")
     assert len(said) == 9
+
+
+def test_serve_names_what_still_compiles_of_a_solver_partly_ready(tmp_path, monkeypatch, capsys):
+    """Once dcd's C-SVC is built and its other formulations compile, hinge serve's lines name those (the spec's
+    ``formulation_names``), not dcd."""
+    from service import supervisor as cli
+
+    class Supervisor:
+        workers = [object()]
+        data_dir = tmp_path
+        api_url = "http://127.0.0.1:1"
+
+    readiness = cli.Readiness(Supervisor())
+    warming = {"done": {"dcd": 4.0}, "left": ["dcd", "smo"], "partly": ["dcd"], "eta_s": 30.0}
+    beats = [
+        {"w": {"ready": True, "solvers": [], "warming": warming}},
+        {"w": {"ready": True, "solvers": ["dcd", "smo"]}},
+    ]
+    monkeypatch.setattr(readiness, "_beats", lambda: beats.pop(0))
+    monkeypatch.setattr(readiness, "_api_up", lambda: True)
+    readiness.poll()
+    readiness.poll()
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hinge: ")]
+    names = SOLVERS["dcd"].formulation_names
+    assert any(line.startswith("hinge: ready: ") and f"dcd's {names}, smo still compiling" in line for line in said), (
+        said
+    )
+    assert said[-1].startswith("hinge: every solver ready")
 
 
 def test_the_printed_estimate_never_moves_by_more_than_2x_between_lines(tmp_path):

@@ -11,7 +11,7 @@ touching Redis) and a stop flag.
 Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready, solvers}`` with a TTL
 of ``worker_lease_s``: ``ready`` once the worker takes jobs, ``solvers`` the solvers whose kernels the
 machine's cache holds, and while some are still compiling ``warming`` = ``{done: {unit: seconds}, left:
-[solvers], eta_s}`` (read from the cache's markers, ``worker.runtime.warmup.kernel_state``; written at once on every
+[solvers], partly: [solvers left whose default formulation is built], eta_s}`` (read from the cache's markers, ``worker.runtime.warmup.kernel_state``; written at once on every
 change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``core.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
@@ -158,7 +158,7 @@ def run(
     while not gone():
         now = time.monotonic()
         state = kernels.look(now)
-        said = (bool(accepting.value), *(tuple(state.get(part, ())) for part in ("ready", "left", "failed")))
+        said = (bool(accepting.value), *(tuple(state.get(part, ())) for part in ("ready", "left", "partly", "failed")))
         if now >= next_beat or said != last_said:  # a worker taking jobs, a solver ready: published at once
             beat = {
                 "pid": parent_pid,
@@ -172,7 +172,7 @@ def run(
                 if state.get("failed"):
                     beat["solvers_failed"] = state["failed"]
                 if state["left"]:
-                    beat["warming"] = {key: state[key] for key in ("done", "left", "eta_s")}
+                    beat["warming"] = {key: state[key] for key in ("done", "left", "partly", "eta_s")}
             last_said = said
             try:
                 with client.pipeline(transaction=False) as pipe:

@@ -183,7 +183,7 @@ def warm_up_all() -> dict[str, float]:
 def kernel_plan() -> dict:
     """What the heartbeat needs to tell, without numba, which solvers this machine has built and how long the
     rest should take: ``{"units": {unit: {"marker", "building", "reference_s"}}, "solvers": {solver: [units]},
-    "past_slowdown"}``. ``past_slowdown``: measured over reference compile seconds of the units this machine
+    "own": {solver: [units of its default formulation]}, "past_slowdown"}``. ``past_slowdown``: measured over reference compile seconds of the units this machine
     compiled for an earlier version of the code (None if it never compiled any)."""
     past = [(seconds, unit.reference_s) for unit in UNITS if (seconds := unit.measured_s())]
     return {
@@ -197,6 +197,7 @@ def kernel_plan() -> dict:
             for unit in UNITS
         },
         "solvers": {solver: [unit.name for unit in solver_units(solver)] for solver in WARM_UP_ORDER},
+        "own": {solver: [unit.name for unit in KERNELS.closure(_own(solver))] for solver in WARM_UP_ORDER},
         "past_slowdown": sum(s for s, _ in past) / sum(r for _, r in past) if past else None,
     }
 
@@ -209,9 +210,11 @@ moves the estimate most of the way to what it measures."""
 
 
 def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
-    """From the markers: ``{"ready": [solvers], "left": [solvers], "failed": [solvers], "done": {unit: seconds},
-    "eta_s"}``; ``failed``: solvers a unit of which a builder failed to compile (for this code), nobody compiling it
-    now (they are not ``left``, nor in the estimate).
+    """From the markers: ``{"ready": [solvers], "left": [solvers], "partly": [solvers], "failed": [solvers], "done":
+    {unit: seconds}, "eta_s"}``; ``failed``: solvers a unit of which a builder failed to compile (for this code),
+    nobody compiling it now (they are not ``left``, nor in the estimate); ``partly``: solvers ``left`` whose default
+    formulation is built (the plan's ``own`` units: dcd's C-SVC while its other formulations compile), whose jobs of
+    it start at once.
 
     The estimate: each unit left takes its reference compile seconds times this machine's slowdown, which
     is measured over reference seconds of the units compiled since ``since`` (a time.time() instant: when
@@ -238,6 +241,8 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     }
     failed = [solver for solver, units in plan["solvers"].items() if solver not in ready and broken.intersection(units)]
     left = [solver for solver in plan["solvers"] if solver not in ready and solver not in failed]
+    own = plan.get("own", plan["solvers"])
+    partly = [solver for solver in left if all(name in done for name in own.get(solver, plan["solvers"][solver]))]
     if plan.get("past_slowdown"):
         prior = float(plan["past_slowdown"])
     else:
@@ -270,7 +275,7 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
         lanes.sort()
         lanes[0] += expected
     eta = max(lanes) if left or pending else 0.0
-    return {"ready": ready, "left": left, "failed": failed, "done": done, "eta_s": round(eta, 1)}
+    return {"ready": ready, "left": left, "partly": partly, "failed": failed, "done": done, "eta_s": round(eta, 1)}
 
 
 # -- the builder process -------------------------------------------------------------------------------

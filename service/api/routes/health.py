@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from core.lifecycle import live_worker_count, solver_readiness, worker_beats
 from core.schemas.base import ErrorResponse, ReadinessDetails
+from core.solvers import SOLVERS
 from core.storage import keys
 from core.storage.objects import ObjectStore, StoreError, StoreRefused
 from service.api.errors import error_response
@@ -35,6 +36,13 @@ class Health(BaseModel):
         default=None,
         description="Readiness: solvers whose code is still being compiled (the first run on a machine; their "
         "jobs wait in the queue, `progress.phase` `waiting for compilation`); null on /healthz.",
+    )
+    formulations_compiling: dict[str, str] | None = Field(
+        default=None,
+        description="Readiness: solvers of `solvers_compiling` whose default formulation is compiled (its jobs start "
+        "at once) while the code of their other formulations still compiles, with what those are (dcd: `logistic "
+        "regression, SVR, one-class and L1`: a hinge or squared-hinge job trains now, a logistic one waits in the "
+        "queue). Empty when none; null on /healthz.",
     )
     compile_eta_s: float | None = Field(
         default=None,
@@ -118,6 +126,7 @@ def readyz(request: Request) -> Health | JSONResponse:
         workers=workers,
         solvers_ready=ready,
         solvers_compiling=left,
+        formulations_compiling={name: SOLVERS[name].formulation_names for name in solvers["partly"]},
         compile_eta_s=eta,
         solvers_failed=failed,
         kernels_eta_s=eta,

@@ -31,7 +31,11 @@ function datasetName(id) {
 
 function jobContext(job) {
   const health = state.health || {};
-  return { dataset: state.datasets.get(job.dataset_id), compiling: health.solvers_compiling, compileEta: health.compile_eta_s };
+  // a solver compiling only partly (dcd's other formulations) is not said to hold a queued job back: a job of them
+  // that does wait says so by its phase once a worker has it
+  const partly = health.formulations_compiling || {};
+  const compiling = (health.solvers_compiling || []).filter((name) => !(name in partly));
+  return { dataset: state.datasets.get(job.dataset_id), compiling, compileEta: health.compile_eta_s };
 }
 
 // -- lists -------------------------------------------------------------------------------------------
@@ -110,13 +114,14 @@ async function readiness() {
   try {
     const response = await fetch("/readyz");
     const health = await response.json();
-    // ready: {status: "ok", workers, solvers_ready, solvers_compiling, compile_eta_s}; not ready: 503 in the
-    // error shape, the readiness in error.details (warming: solvers_compiling, compile_eta_s)
+    // ready: {status: "ok", workers, solvers_ready, solvers_compiling, formulations_compiling, compile_eta_s}; not
+    // ready: 503 in the error shape, the readiness in error.details (warming: solvers_compiling, compile_eta_s)
     const details = health.error ? health.error.details || {} : health;
     const status = health.error ? details.status || "unavailable" : health.status;
     state.health = { status, workers: details.workers, solvers_compiling: details.solvers_compiling || [],
-                     compile_eta_s: details.compile_eta_s };
-    const compiling = state.health.solvers_compiling;
+                     formulations_compiling: details.formulations_compiling || {}, compile_eta_s: details.compile_eta_s };
+    const partly = state.health.formulations_compiling;
+    const compiling = state.health.solvers_compiling.map((name) => (name in partly ? `${name} (partly)` : name));
     const building = compiling.length ? ` · compiling ${compiling.join(", ")} (about ${eta(state.health.compile_eta_s)})` : "";
     $("health").textContent = status === "ok" ? `ready · ${health.workers} worker(s)${building}` : `${status}: ${health.error ? health.error.message : ""}`;
     $("health").className = `pill ${status}`;

@@ -12,7 +12,7 @@ const OWN = ["kernel", "search"];
 const MAPS = ["class_weight"]; // {label: factor}: not a form field (send it through the API or hingectl)
 const LABELS = { max_seconds: "deadline, s", probability: "probabilities", cv_folds: "folds" };
 
-const form = { dataset: null, schema: null, compiling: [], compilingEta: null, onSubmitted: () => {} };
+const form = { dataset: null, schema: null, compiling: [], partly: {}, compilingEta: null, onSubmitted: () => {} };
 
 /** "N labels", or a regression's range of values (``labelsText``: loss epsilon_insensitive or svm_type epsilon_svr). */
 function labelsSummary(dataset) {
@@ -41,24 +41,30 @@ export async function openTrainForm(dataset, onSubmitted) {
   }
 }
 
-/** What /readyz says about the solvers' compiled code: the form names the solvers still compiling. */
+/** What /readyz says about the solvers' compiled code: the form names the solvers still compiling, and for one whose
+ * default formulation is ready (dcd's C-SVC) what still compiles of it. */
 export function setReadiness(health) {
   form.compiling = (health && health.solvers_compiling) || [];
+  form.partly = (health && health.formulations_compiling) || {};
   form.compilingEta = health ? health.compile_eta_s : null;
   if (form.schema) markCompiling();
 }
 
 function markCompiling() {
   for (const option of $("train-solver").options) {
-    option.textContent = form.compiling.includes(option.value) ? `${option.value} (compiling)` : option.value;
+    const state = !form.compiling.includes(option.value) ? "" : option.value in form.partly ? " (partly compiling)" : " (compiling)";
+    option.textContent = `${option.value}${state}`;
   }
   const solver = form.schema.solvers[$("train-solver").value];
   const compiling = form.compiling.includes(solver.name);
   const left = form.compilingEta ? ` (about ${Math.max(1, Math.round(form.compilingEta))} s left for all solvers)` : "";
-  $("train-note").innerHTML = `${esc(solver.description)}` + (compiling
-    ? `<br><span id="train-compiling" class="warn">${esc(solver.name)}'s code is still compiling on this machine${esc(left)}: ` +
-      "a job waits in the queue (waiting for compilation) and starts when it is ready.</span>"
-    : "");
+  const partly = form.partly[solver.name];
+  const note = partly
+    ? `${esc(solver.name)}'s ${esc(partly)} are still compiling on this machine${esc(left)}: a job of them waits in the ` +
+      "queue (waiting for compilation) and starts when they are ready; its other jobs start at once."
+    : `${esc(solver.name)}'s code is still compiling on this machine${esc(left)}: ` +
+      "a job waits in the queue (waiting for compilation) and starts when it is ready.";
+  $("train-note").innerHTML = `${esc(solver.description)}` + (compiling ? `<br><span id="train-compiling" class="warn">${note}</span>` : "");
 }
 
 // -- fields built from the schema ---------------------------------------------------------------------------
