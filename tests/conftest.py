@@ -5,6 +5,7 @@ No fakeredis, no synchronous RQ: the service under test is the one users run, in
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import signal
@@ -98,10 +99,34 @@ class RunningService:
             conn.close()
 
 
+# The suite's Redis (``redis_server``) by database: 0 is the shared ``service``'s; a test that runs a service or a store
+# of its own takes a database of its own here, one number each (a test on another's database empties it or leaves
+# records that the other cannot read: test_cli_serve's external-Redis test, on the shared one, left a data set whose
+# shards were in its own data directory).
+@enum.unique  # (a number given twice fails at import)
+class Database(enum.IntEnum):
+    """The databases of the suite's Redis that tests of their own use."""
+
+    READYZ_WARMING = 3
+    COMPILE_WAIT_SMO = 4
+    COMPILE_WAIT_FORMULATIONS = 5
+    KERNEL_CACHE = 6
+    SPLIT_TRAINING = 7
+    EXTERNAL_REDIS_SERVE = 8
+    TOY_SOLVER = 9
+    JOB_WAIT = 12
+    CORE_BUDGET = 13
+
+
+def database_url(redis_url: str, database: int) -> str:
+    """The URL of ``database`` of the Redis at ``redis_url`` (the URL's database wins over a client's ``db``)."""
+    return redis_url.rsplit("/", 1)[0] + f"/{int(database)}"
+
+
 def private_service_env(redis_url: str, database: int, data_dir, **extra: str) -> dict:
     """The environment of an API and workers of a test's own, on an emptied Redis database of their own
     (the suite's workers never see its jobs): the suite's settings plus ``extra``."""
-    url = redis_url.rsplit("/", 1)[0] + f"/{database}"
+    url = database_url(redis_url, database)
     client = redis.Redis.from_url(url)
     client.flushdb()
     client.close()

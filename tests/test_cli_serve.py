@@ -15,7 +15,7 @@ import redis
 
 from service.embedded_redis import free_port
 from tests.cluster import alive, descendants
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Database, database_url
 from tests.helpers import sparse_problem, stop_serve, to_svmlight, upload, wait_for, wait_http, wait_job
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
@@ -91,16 +91,13 @@ def test_serve_runs_everything_stops_cleanly_and_keeps_data(tmp_path):
     wait_for(lambda: not any(alive(pid) for pid in family), timeout=30, message="no orphans after SIGTERM")
 
 
-EXTERNAL_DATABASE = 8  # the suite's Redis, a database of its own (3-7, 12, 13: other tests')
-
-
 def test_serve_without_workers_and_with_external_redis(tmp_path, redis_server):
     """`hinge serve` with REDIS_URL set starts no Redis of its own. On a database of its own of the suite's Redis: on
     the shared service's, the data set it uploads (its shards in this test's data directory) stayed listed there
     after the test, a record whose objects the service cannot read (500 object_missing to a later test's evaluate)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{EXTERNAL_DATABASE}"
+    url = database_url(redis_server.url, Database.EXTERNAL_REDIS_SERVE)
     proc = serve(tmp_path / "d", port, workers=0, env_extra={"REDIS_URL": url})
     try:
         wait_http(base, "/healthz", proc)

@@ -11,20 +11,18 @@ import pytest
 import redis
 
 from core.storage import keys
+from tests.conftest import Database, database_url
 from worker.runtime import core_budget, subtasks
 from worker.runtime.core_budget import CoreLease
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
-BUDGET_DATABASE = 13
-"""The test Redis's database these tests empty (the shared service uses 0; other tests' services 1-12)."""
-
 
 @pytest.fixture()
 def client(redis_server):
     # a database of its own (the URL's database wins over a `db` argument: name it in the URL)
-    connection = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + f"/{BUDGET_DATABASE}")
-    assert connection.connection_pool.connection_kwargs["db"] == BUDGET_DATABASE
+    connection = redis.Redis.from_url(database_url(redis_server.url, Database.CORE_BUDGET))
+    assert connection.connection_pool.connection_kwargs["db"] == Database.CORE_BUDGET
     connection.flushdb()
     yield connection
     connection.flushdb()

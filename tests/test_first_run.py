@@ -20,7 +20,16 @@ import redis
 from core.schemas.base import ReadinessDetails
 from core.solvers import SOLVERS
 from service.embedded_redis import free_port
-from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
+from tests.conftest import (
+    ROOT,
+    Database,
+    _terminate,
+    database_url,
+    private_service_env,
+    start_api,
+    start_worker,
+    wait_ready,
+)
 from tests.helpers import assert_error, stop_serve, wait_for, wait_http
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
@@ -59,7 +68,7 @@ def test_logs_are_text_on_a_terminal_and_json_otherwise():
 
 def test_readyz_says_warming_with_the_solvers_left(redis_server):
     """A worker whose heartbeat says it is compiling: /readyz answers 503 `warming` and names what is left."""
-    url = redis_server.url.rsplit("/", 1)[0] + "/3"  # a database of its own: no real worker there
+    url = database_url(redis_server.url, Database.READYZ_WARMING)  # no real worker there
     client = redis.Redis.from_url(url)
     client.flushdb()
     env = dict(os.environ, REDIS_URL=url, PYTHONPATH=str(ROOT), HINGE_LOG_LEVEL="WARNING")
@@ -315,7 +324,11 @@ def test_a_job_waits_for_its_solvers_kernels_and_says_so(redis_server, tmp_path)
     with `progress.phase` `waiting for compilation`, then trains. A cancel while it waits ends it at once.
     (The test holds the smo unit's lock, as a builder compiling smo would.)"""
     smo = {"C": 1.0, "kernel": {"type": "rbf", "gamma": 0.5}}
-    with _service_while_a_unit_compiles(redis_server.url, 4, tmp_path, "smo") as (base, dataset, release):
+    with _service_while_a_unit_compiles(redis_server.url, Database.COMPILE_WAIT_SMO, tmp_path, "smo") as (
+        base,
+        dataset,
+        release,
+    ):
         with httpx.Client(base_url=base, timeout=30) as http:
             first = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "smo", "params": smo}).json()["id"]
 
@@ -353,7 +366,9 @@ def test_the_api_listens_once_the_upload_parser_is_ready(redis_server, tmp_path)
     """On a machine's first run the parser's kernels compile in the ingest processes: the API says so and starts
     listening only after, so that a first upload is parsed at once (one waited 10.8 s with no word). Here with an
     empty kernel cache of its own."""
-    env = private_service_env(redis_server.url, 6, tmp_path, HINGE_KERNEL_CACHE_DIR=str(tmp_path / "kernels"))
+    env = private_service_env(
+        redis_server.url, Database.KERNEL_CACHE, tmp_path, HINGE_KERNEL_CACHE_DIR=str(tmp_path / "kernels")
+    )
     port = free_port()
     api = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "api", "--port", str(port), "--no-access-log", "--log-level", "info"],
@@ -395,7 +410,9 @@ def test_dcd_c_svc_jobs_run_while_its_other_formulations_compile(redis_server, t
             message=f"job {job_id} to end",
         )
 
-    with _service_while_a_unit_compiles(redis_server.url, 5, tmp_path, "dcd_formulations") as (base, dataset, release):
+    with _service_while_a_unit_compiles(
+        redis_server.url, Database.COMPILE_WAIT_FORMULATIONS, tmp_path, "dcd_formulations"
+    ) as (base, dataset, release):
         with httpx.Client(base_url=base, timeout=30) as http:
             hinge = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd", "params": {}}).json()
             assert ended(http, hinge["id"])["status"] == "succeeded"

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from hinge_client import Client
+from tests.conftest import Database, database_url
 from tests.helpers import assert_error, sparse_problem, to_svmlight, upload, wait_job
 
 RUNS_UNTIL_STOPPED = {"C": 1000.0, "tol": 1e-12, "max_iter": 10_000_000}
@@ -140,17 +141,13 @@ def test_many_requests_wait_at_once_and_each_learns_its_own_end(service, http, s
         assert all(answer["id"] == job["id"] and answer["status"] == "succeeded" for answer in answers[i]), answers[i]
 
 
-WAIT_DATABASE = 12
-"""A database of its own for the watcher's unit tests (pub/sub channels are shared by every database)."""
-
-
 @pytest.fixture()
 def job_store(redis_server):
     import redis
 
     from core.storage.jobs import JobStore
 
-    connection = redis.Redis.from_url(redis_server.url.rsplit("/", 1)[0] + f"/{WAIT_DATABASE}")
+    connection = redis.Redis.from_url(database_url(redis_server.url, Database.JOB_WAIT))  # (pub/sub is shared by all)
     connection.flushdb()
     yield JobStore(connection)
     connection.flushdb()

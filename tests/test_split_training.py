@@ -20,7 +20,7 @@ import pytest
 
 from core.schemas.solver_params import CpaParams, OcasParams
 from service.embedded_redis import free_port
-from tests.conftest import ROOT, _terminate, private_service_env, start_api, start_worker, wait_ready
+from tests.conftest import ROOT, Database, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 from tests.test_out_of_core import random_csr
 from worker.solvers import cut_data, row_part
@@ -129,7 +129,7 @@ class SplitService:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{free_port()}"
         self.env = private_service_env(
-            redis_url, 7, data_dir, HINGE_DASK_SCHEDULER=self.address, HINGE_SHARD_BYTES="200000",
+            redis_url, Database.SPLIT_TRAINING, data_dir, HINGE_DASK_SCHEDULER=self.address, HINGE_SHARD_BYTES="200000",
             HINGE_NODE_TIMEOUT="15",
         )  # fmt: skip
         scheduler_port = self.address.rsplit(":", 1)[1]

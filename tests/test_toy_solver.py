@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from hinge_client import HingeClassifier
 from service.embedded_redis import free_port
-from tests.conftest import _terminate, private_service_env, start_api, start_worker, wait_ready
+from tests.conftest import Database, _terminate, private_service_env, start_api, start_worker, wait_ready
 from tests.helpers import sparse_problem, to_svmlight, wait_for
 
 
@@ -33,7 +33,7 @@ def hingectl(url: str, *args: str) -> tuple[int, str, str]:
 
 def test_a_toy_solver_registered_by_a_plugin_trains_searches_and_exports(redis_server, tmp_path):
     # a database of its own: the suite's workers know no toy
-    env = private_service_env(redis_server.url, 5, tmp_path, HINGE_SOLVER_PLUGINS="tests.toy.spec")
+    env = private_service_env(redis_server.url, Database.TOY_SOLVER, tmp_path, HINGE_SOLVER_PLUGINS="tests.toy.spec")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = start_api(env, port)
