@@ -60,16 +60,13 @@ log = logging.getLogger("hinge.lifecycle")
 def solver_readiness(beats: dict[str, dict]) -> dict:
     """What the workers' heartbeats say of the solvers, together: ``ready`` (some worker's machine has their code,
     in the beats' order), ``left`` (still compiling somewhere), ``partly`` (those of ``left`` whose default
-    formulation some machine has: dcd's C-SVC while its other formulations compile), ``failed`` (a background
+    formulation a machine compiling the rest has: dcd's C-SVC while its other formulations compile), ``failed`` (a background
     compile failed and no machine has them), ``eta_s`` (the longest estimate) and ``warming`` (how many workers are
     compiling)."""
     warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
     left = sorted({name for state in warming for name in state.get("left", [])})
     ready = list(dict.fromkeys(name for beat in beats.values() for name in beat.get("solvers", []) if name not in left))
-    built_somewhere = {name for beat in beats.values() for name in beat.get("solvers", [])}
-    partly = [
-        name for name in left if name in built_somewhere or any(name in state.get("partly", []) for state in warming)
-    ]
+    partly = [name for name in left if any(name in state.get("partly", []) for state in warming)]
     failed = sorted({name for beat in beats.values() for name in beat.get("solvers_failed", [])} - set(ready))
     eta = max((float(state.get("eta_s") or 0.0) for state in warming), default=0.0)
     return {"ready": ready, "left": left, "partly": partly, "failed": failed, "eta_s": eta, "warming": len(warming)}

@@ -83,7 +83,7 @@ class SolverSpec:
     built too."""
     uses_formulation_units: Callable[[Any], bool] | None = None
     """Whether a job with these params (the model of ``params``) needs ``formulation_units``."""
-    formulation_names: str = ""
+    formulation_names: str = "other formulations"
     """What ``formulation_units`` train, as readiness names them while they compile (`hinge serve`'s lines, /readyz's
     ``formulations_compiling``, the dashboard): the jobs that wait for them."""
     float32_input: bool = False

@@ -343,6 +343,9 @@ def test_a_solver_whose_default_formulation_is_built_is_partly_ready(tmp_path):
     }
     readiness = solver_readiness({"w1": beat, "w2": {"ready": True, "solvers": []}})
     assert readiness["left"] == ["dcd", "smo"] and readiness["partly"] == ["dcd"] and readiness["ready"] == []
+    # smo built on another machine while this one compiles it: compiling, not partly (it has no formulations)
+    readiness = solver_readiness({"w1": beat, "w2": {"ready": True, "solvers": ["smo"]}})
+    assert readiness["left"] == ["dcd", "smo"] and readiness["partly"] == ["dcd"]
     Path(path("built", "dcd_formulations")).write_text(json.dumps({"seconds": 5.0, "built_at": since + 2}))
     done = kernel_state(plan, cores=2, builders=2, since=since)
     assert done["ready"] == ["dcd"] and done["left"] == ["smo"] and done["partly"] == []
