@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
@@ -406,6 +407,14 @@ def wine() -> tuple[np.ndarray, np.ndarray]:
     return StandardScaler().fit_transform(X), np.array(["barolo", "grignolino", "barbera"])[y]
 
 
+_L1_LOGISTIC = (
+    {"l1_ratio": 1.0}
+    if tuple(int(part) for part in sklearn.__version__.split(".")[:2]) >= (1, 8)
+    else {"penalty": "l1"}
+)
+"""scikit-learn's L1 logistic regression: `l1_ratio=1` from 1.8 (which deprecates `penalty`, gone in 1.10)."""
+
+
 def test_penalty_l1_is_linear_svc_l1_with_sparse_coef(service):
     """penalty="l1" trains dcd's L1-regularized squared hinge (LIBLINEAR -s 5): some weights exactly zero, the
     service's model says penalty l1, and it predicts as LinearSVC(penalty="l1", dual=False)."""
@@ -425,7 +434,7 @@ def test_penalty_l1_is_linear_svc_l1_with_sparse_coef(service):
     logistic = HingeClassifier(penalty="l1", loss="log_loss", C=0.5, tol=1e-6, url=service.base_url).fit(X, y)
     assert logistic.model_["params"]["loss"] == "logistic" and 0 < np.sum(logistic.coef_ == 0.0) < logistic.coef_.size
     sklearn_l1 = OneVsRestClassifier(  # liblinear's one-vs-rest, as ours
-        LogisticRegression(penalty="l1", solver="liblinear", C=0.5, tol=1e-8, max_iter=10_000)
+        LogisticRegression(solver="liblinear", C=0.5, tol=1e-8, max_iter=10_000, **_L1_LOGISTIC)
     ).fit(X, y)
     assert np.mean(logistic.predict(X) == sklearn_l1.predict(X)) > 0.97
     assert np.allclose(logistic.predict_proba(X).sum(axis=1), 1.0)
