@@ -60,9 +60,9 @@ log = logging.getLogger("hinge.lifecycle")
 def solver_readiness(beats: dict[str, dict]) -> dict:
     """What the workers' heartbeats say of the solvers, together: ``ready`` (some worker's machine has their code,
     in the beats' order), ``left`` (still compiling somewhere), ``partly`` (those of ``left`` whose default
-    formulation a machine compiling the rest has: dcd's C-SVC while its other formulations compile), ``failed`` (a background
-    compile failed and no machine has them), ``eta_s`` (the longest estimate) and ``warming`` (how many workers are
-    compiling)."""
+    formulation a machine compiling the rest has: dcd's C-SVC while its other formulations compile), ``failed`` (a
+    background compile failed and no machine has them), ``eta_s`` (the longest estimate) and ``warming`` (how many
+    workers are compiling)."""
     warming = [beat["warming"] for beat in beats.values() if beat.get("warming")]
     left = sorted({name for state in warming for name in state.get("left", [])})
     ready = list(dict.fromkeys(name for beat in beats.values() for name in beat.get("solvers", []) if name not in left))

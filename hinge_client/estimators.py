@@ -164,7 +164,8 @@ class HingeClassifier(ClassifierMixin, _RemoteModel):
     penalty : the regularizer: "l2" (default, 0.5|w|^2) or "l1" (|w|_1, whose coef_ is sparse): with
         loss="squared_hinge" LIBLINEAR -s 5, as LinearSVC(penalty="l1", loss="squared_hinge", dual=False); with
         loss="log_loss" L1-regularized logistic regression, LIBLINEAR -s 6, as LogisticRegression(l1_ratio=1,
-        solver="liblinear") (penalty="l1" before scikit-learn 1.8; predict_proba with no calibration). "l1" is dcd's only (solver "dcd", or "auto" with no
+        solver="liblinear") (penalty="l1" before scikit-learn 1.8; predict_proba with no calibration). "l1" is dcd's
+        only (solver "dcd", or "auto" with no
         kernel) and needs one of those two losses (the default loss is "hinge"). With "l1", tol=None is LIBLINEAR's
         0.01.
     bias : value of the constant feature (dcd, cpa, ocas, sampled_cuts); None: no offset.

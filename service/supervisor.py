@@ -442,9 +442,8 @@ class Readiness:
                     self._say(f"  {name} compiled ({elapsed:.0f} s)")
             if left and time.monotonic() - self.last_line >= self.PROGRESS_EVERY_S:
                 eta = self.steady_eta(eta)
-                self._say(
-                    f"  still compiling {', '.join(_still_compiling(left, partly))} ({elapsed:.0f} s so far, about {eta:.0f} s left)"
-                )
+                compiling = ", ".join(_still_compiling(left, partly))
+                self._say(f"  still compiling {compiling} ({elapsed:.0f} s so far, about {eta:.0f} s left)")
         taking_jobs = sum(1 for b in beats.values() if b.get("ready"))
         if not self.ready and beats and taking_jobs >= wanted and self._api_up():
             self.ready = True

@@ -67,7 +67,8 @@ class DcdParams(CommonParams):
             "usage states, a tenth of that on newGLMNET's steps; default 0.01 as its -e). Its gap_rel comes from the Fenchel dual point of w scaled to feasibility, a "
             "loose bound (0.9 on a9a at 0.03% from the optimum): `tol_rel` is not required by default then (null), "
             "only when given. With `logistic`: L1-regularized logistic regression (LIBLINEAR's -s 6, "
-            'scikit-learn\'s LogisticRegression(l1_ratio=1, solver="liblinear"), penalty="l1" before 1.8) by newGLMNET (Yuan, Ho and Lin, JMLR 2012, as '
+            'scikit-learn\'s LogisticRegression(l1_ratio=1, solver="liblinear"), penalty="l1" before 1.8) by '
+            "newGLMNET (Yuan, Ho and Lin, JMLR 2012, as "
             "LIBLINEAR), with the same defaults (tol 0.01, LIBLINEAR's -e; the entropy dual's gap is as loose: 0.87 "
             "on a9a at 0.25% from the optimum). Other losses with `l1` are refused (422)."
         ),

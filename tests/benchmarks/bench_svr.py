@@ -21,8 +21,8 @@ Issue 33, item 2 (the solver that dcd's regression losses run). For each data se
 * ours at the service's defaults (tol 0.1, tol_rel 0.01): solver seconds and objective.
 
 Medians of ``--repeats`` interleaved runs, Python's garbage collector off while a case runs (as timeit: a
-collection of the trace points' dicts landed inside the 0.05 ms runs that followed). Data: abalone_scale (../shared/data), scikit-learn's diabetes
-(targets / 100) and, when make_flights.py has written it, NYC's 2013 flights (327,346 rows, 138 features). Writes
+collection of the trace points' dicts landed inside the 0.05 ms runs that followed). Data: abalone_scale
+(../shared/data), scikit-learn's diabetes (targets / 100) and, when make_flights.py has written it, NYC's 2013 flights (327,346 rows, 138 features). Writes
 tests/benchmarks/results/bench_svr.json.
 
     .venv/bin/python -m tests.benchmarks.bench_svr --repeats 5
@@ -154,7 +154,7 @@ def main() -> None:
         problem = liblinearutil.problem(y, X)
         for loss in SOLVER_TYPES:
             for C in (float(c) for c in args.C.split(",")):
-                gc.collect()  # (then no collection inside a timed call: both sides, as timeit; diabetes' runs are 0.05 ms)
+                gc.collect()  # then none inside a timed call, both sides (as timeit; diabetes' runs are 0.05 ms)
                 gc.disable()
                 budget = SolverControl(deadline=time.monotonic() + args.tight_seconds)
                 tight = solve_svr(*arrays(X), y, X.shape[1], settings(loss, C), budget)

@@ -11,8 +11,8 @@ touching Redis) and a stop flag.
 Every ``heartbeat_s`` it writes ``hinge:worker:<id>`` = ``{pid, host, job, ts, ready, solvers}`` with a TTL
 of ``worker_lease_s``: ``ready`` once the worker takes jobs, ``solvers`` the solvers whose kernels the
 machine's cache holds, and while some are still compiling ``warming`` = ``{done: {unit: seconds}, left:
-[solvers], partly: [solvers left whose default formulation is built], eta_s}`` (read from the cache's markers, ``worker.runtime.warmup.kernel_state``; written at once on every
-change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``core.lifecycle``). It
+[solvers], partly: [solvers left whose default formulation is built], eta_s}`` (read from the cache's markers,
+``worker.runtime.warmup.kernel_state``; written at once on every change, for /readyz and ``hinge serve``). Every ``reap_interval_s`` it runs a reaper pass (``core.lifecycle``). It
 checks its parent every 0.1 s (and gets SIGTERM from the kernel when the parent dies): the moment
 the worker is gone it deletes the liveness key, so the reaper sees the loss within one pass, and
 exits. SIGTERM while the worker lives (``docker stop``, Ctrl-C to the process group) is ignored: the

@@ -183,7 +183,8 @@ def warm_up_all() -> dict[str, float]:
 def kernel_plan() -> dict:
     """What the heartbeat needs to tell, without numba, which solvers this machine has built and how long the
     rest should take: ``{"units": {unit: {"marker", "building", "reference_s"}}, "solvers": {solver: [units]},
-    "own": {solver: [units of its default formulation]}, "past_slowdown"}``. ``past_slowdown``: measured over reference compile seconds of the units this machine
+    "own": {solver: [units of its default formulation]}, "past_slowdown"}``. ``past_slowdown``: measured over
+    reference compile seconds of the units this machine
     compiled for an earlier version of the code (None if it never compiled any)."""
     past = [(seconds, unit.reference_s) for unit in UNITS if (seconds := unit.measured_s())]
     return {
@@ -242,7 +243,7 @@ def kernel_state(plan: dict, cores: int, builders: int, since: float) -> dict:
     failed = [solver for solver, units in plan["solvers"].items() if solver not in ready and broken.intersection(units)]
     left = [solver for solver in plan["solvers"] if solver not in ready and solver not in failed]
     own = plan.get("own", plan["solvers"])
-    partly = [solver for solver in left if all(name in done for name in own.get(solver, plan["solvers"][solver]))]
+    partly = [solver for solver in left if all(name in done for name in own[solver])]
     if plan.get("past_slowdown"):
         prior = float(plan["past_slowdown"])
     else:
