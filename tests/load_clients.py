@@ -1,4 +1,5 @@
-"""HTTP clients that load the service from outside (asyncio + httpx), for the load and soak runs.
+"""HTTP clients that load the service from outside (asyncio + httpx, and a minimal HTTP/1.1 client for the
+predicting clients of the load runs), for the load and soak runs.
 
 Each client is a coroutine that loops until a monotonic instant and counts what it saw in a
 ``Tally``: requests by status class, 5xx and transport errors with the wall-clock instant they
@@ -12,6 +13,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import time
 
 import httpx
@@ -40,6 +42,16 @@ class Tally:
         self.predict_at: list[float] = []  # wall-clock instants of the predictions (for the soak's windows)
         self.server_errors_at: list[float] = []
         self.jobs: dict[str, int] = {}
+
+    def note_status(self, status: int, what: str) -> None:
+        """Count one answered request by its status (``what``: method, path and body, kept for a 5xx)."""
+        self.requests += 1
+        key = f"{status // 100}xx"
+        self.status[key] = self.status.get(key, 0) + 1
+        if status >= 500:
+            self.server_errors_at.append(time.time())
+            if len(self.errors) < 50:
+                self.errors.append(f"{what[:250]}")
 
     def note(self, response: httpx.Response | None, error: str | None = None) -> None:
         self.requests += 1
@@ -86,6 +98,59 @@ async def predictor(base: str, model_id: str, row: list, until: float, tally: Ta
             if response is not None and response.status_code == 200:
                 tally.predict_ms.append((time.perf_counter() - start) * 1000)
                 tally.predict_at.append(time.time())
+
+
+async def lean_predictor(base: str, model_id: str, row: list, until: float, tally: Tally) -> None:
+    """As ``predictor``, through a minimal HTTP/1.1 client: one kept-alive connection, the request's bytes built
+    once, the answer read by its Content-Length. 0.06 ms of CPU a request against httpx's 0.8 (the load generator
+    then takes less of the cores it shares with the service, as a client on another machine would take none); the
+    latency is measured the same way, from before the request is written to after the answer is read."""
+    host, port = base.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    body = json.dumps({"instances": [row]}).encode()
+    path = f"/v1/models/{model_id}/predict"
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    reader = writer = None
+    checked = False
+    while time.monotonic() < until:
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, int(port))
+                checked = False
+            start = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = None
+            for line in head.split(b"\r\n")[1:]:
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            if length is None:  # the API answers with a length; a chunked answer would be misread
+                raise ValueError(f"an answer without Content-Length: {head[:200]!r}")
+            answer = await reader.readexactly(length)
+            elapsed_ms = (time.perf_counter() - start) * 1000
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            tally.note(None, f"POST {path}: {type(exc).__name__} {exc}")
+            if writer is not None:
+                writer.close()
+            reader = writer = None
+            await asyncio.sleep(0.05)
+            continue
+        tally.note_status(status, f"POST {path}: {status} {answer[:200]!r}")
+        if status == 200 and not checked:  # the first answer of a connection read whole: one label, one score
+            predicted = json.loads(answer)
+            assert len(predicted["labels"]) == len(predicted["scores"]) == 1, predicted
+            checked = True
+        if status == 200:
+            tally.predict_ms.append(elapsed_ms)
+            tally.predict_at.append(time.time())
+        if b"connection: close" in head.lower():
+            writer.close()
+            reader = writer = None
+    if writer is not None:
+        writer.close()
 
 
 async def run_job(
@@ -199,7 +264,8 @@ def client_process(role: str, count: int, base: str, setup: dict, seconds: float
 
     def make(i: int, until: float):
         if role == "predict":
-            return predictor(base, setup["model_id"], setup["row"], until, tally)
+            lean = setup.get("predict_client") == "lean"
+            return (lean_predictor if lean else predictor)(base, setup["model_id"], setup["row"], until, tally)
         if role == "train":
             return trainer(base, setup["dataset_id"], until, tally, long_poll=bool(setup.get("long_poll")))
         if role == "train_all":
@@ -225,4 +291,5 @@ def client_process(role: str, count: int, base: str, setup: dict, seconds: float
         await asyncio.gather(*(make(i, until) for i in range(count)))
 
     asyncio.run(main())
-    out.put((role, tally.as_dict()))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    out.put((role, {**tally.as_dict(), "cpu_s": used.ru_utime + used.ru_stime}))
