@@ -32,7 +32,6 @@ without loading numba.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import fcntl
 import functools
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.numba_index import read_unreadable_indexes_as_empty
+from core.source_imports import sibling_imports
 
 log = logging.getLogger("hinge.kernels")
 
@@ -121,44 +121,11 @@ def seed_dir(package: str) -> Path | None:
 # -- when a kernel is valid ------------------------------------------------------------------------
 
 
-def _sibling_imports(package: str, module: str, tree: ast.AST, siblings: set[str]) -> set[str]:
-    """The modules of ``package`` that a module's syntax tree imports, anywhere in the file, by their names
-    relative to the package (``dcd``, ``smo.cache``; a subpackage's ``__init__`` is its own name, ``smo``)."""
-    found: set[str] = set()
-    prefix = package + "."
-
-    def add(dotted: str) -> None:  # the longest known module a dotted name (relative to the package) is in
-        parts = dotted.split(".")
-        while parts and ".".join(parts) not in siblings:
-            parts.pop()
-        if parts:
-            found.add(".".join(parts))
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith(prefix):
-                    add(alias.name[len(prefix) :])
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from . import x, from .x import y (``module`` is a module, not a package)
-                anchor = module.split(".")[: -node.level] if node.level <= module.count(".") + 1 else []
-                base = ".".join([*anchor, *([base] if base else [])])
-            elif base == package:
-                base = ""
-            elif base.startswith(prefix):
-                base = base[len(prefix) :]
-            else:
-                continue
-            for alias in node.names:
-                add(f"{base}.{alias.name}" if base else alias.name)
-    return found & siblings
-
-
 @functools.cache
 def module_fingerprints(package: str) -> dict[str, str]:
-    """Module name -> fingerprint, for a registered package (``fingerprints_of`` its folder)."""
-    return fingerprints_of(registered(package), package)
+    """Module name -> fingerprint, for a registered package (``fingerprints_of`` its folder; what each source
+    imports remembered beside the package's kernels, ``core.source_imports``)."""
+    return fingerprints_of(registered(package), package, package_cache_dir(package) / "imports.json")
 
 
 def _module_names(folder: Path) -> dict[str, Path]:
@@ -175,11 +142,12 @@ def _module_names(folder: Path) -> dict[str, Path]:
     return names
 
 
-def fingerprints_of(folder: Path, package: str) -> dict[str, str]:
+def fingerprints_of(folder: Path, package: str, memo: Path | None = None) -> dict[str, str]:
     """Module name -> SHA-256 over its source and the sources of every module of the package it imports,
-    transitively, for the modules in ``folder`` (the package ``package``; see ``_module_names``)."""
+    transitively, for the modules in ``folder`` (the package ``package``; see ``_module_names``); ``memo``: the
+    file remembering what each source imports (``core.source_imports``)."""
     sources = {name: path.read_bytes() for name, path in _module_names(folder).items()}
-    imports = {name: _sibling_imports(package, name, ast.parse(text), set(sources)) for name, text in sources.items()}
+    imports = sibling_imports(package, sources, memo)
     fingerprints = {}
     for name in sources:
         closure, todo = {name}, [name]

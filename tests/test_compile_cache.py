@@ -103,6 +103,34 @@ def test_fingerprints_follow_imports_and_only_them(tmp_path):
     assert "dcd" in before and "compile_cache" not in before, "every solver module and nothing else is fingerprinted"
 
 
+def test_what_a_source_imports_is_remembered_by_its_content(tmp_path, monkeypatch):
+    """The import graph behind the fingerprints is remembered in a memo file keyed by each source's content: the
+    same fingerprints as a parse, a second process start parses nothing, a changed source is parsed again (and
+    only it), and a memo that is damaged or of another format is ignored and rewritten."""
+    from core import source_imports
+
+    copy = tmp_path / "solvers"
+    shutil.copytree(SOLVER_PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    memo = tmp_path / "cache" / "imports.json"
+    parsed = fingerprints_of(copy, "worker.solvers")
+    assert fingerprints_of(copy, "worker.solvers", memo) == parsed and memo.is_file()
+    calls: list[str] = []
+    real = source_imports.imported_names
+    monkeypatch.setattr(source_imports, "imported_names", lambda *a: calls.append(a[1]) or real(*a))
+    assert fingerprints_of(copy, "worker.solvers", memo) == parsed and calls == []
+    team = copy / "smo" / "team.py"
+    team.write_text(team.read_text() + "\nfrom worker.solvers import dcd  # a new import\n")
+    changed = fingerprints_of(copy, "worker.solvers", memo)
+    assert calls == ["smo.team"]
+    monkeypatch.setattr(source_imports, "imported_names", real)
+    assert changed == fingerprints_of(copy, "worker.solvers")  # as a parse of every source
+    assert changed["smo.team"] != parsed["smo.team"] and changed["dcd"] == parsed["dcd"]
+    for damaged in ("{not json", json.dumps({"format": 0, "imports": {}}), json.dumps([1, 2])):
+        memo.write_text(damaged)
+        assert fingerprints_of(copy, "worker.solvers", memo) == changed
+        assert json.loads(memo.read_text())["format"] == source_imports.MEMO_FORMAT
+
+
 def test_a_change_to_a_callee_recompiles_its_callers_and_nothing_else(tmp_path):
     folder = make_package(tmp_path / "src")
     cache, log = tmp_path / "cache", tmp_path / "log.jsonl"
