@@ -87,6 +87,13 @@ def main() -> None:
         "tests/load_clients.py, lean_predictor: 0.06 ms of the load generator's CPU a request) or httpx (0.8 ms, "
         "more than three times the API's own 0.22 ms; the client of every run until stop 59).",
     )
+    parser.add_argument(
+        "--predict-rate",
+        type=float,
+        default=0.0,
+        help="With the lean client: the predictors together start at most this many requests a second, each on a "
+        "fixed schedule (0, the default: each asks again as soon as it is answered, as the issue's clients).",
+    )
     parser.add_argument("--label", default="")
     parser.add_argument("--root", default=None, help="Run the service from this checkout (compare a former version).")
     parser.add_argument(
@@ -123,6 +130,7 @@ def main() -> None:
         setup["predictor_nice"] = args.predictor_nice
         setup["long_poll"] = args.trainer_wait == "long"
         setup["predict_client"] = args.predict_client
+        setup["predict_rate"] = args.predict_rate
         ctx = multiprocessing.get_context("spawn")
         out = ctx.Queue()
         start_at = time.time() + 3.0
@@ -165,6 +173,7 @@ def main() -> None:
             "trainers": args.trainers,
             "trainer_wait": args.trainer_wait,
             "predict_client": args.predict_client,
+            "predict_rate": args.predict_rate,
             "uploaders": args.uploaders,
             "pollers": args.pollers,
             "mix": args.mix,
