@@ -11,7 +11,7 @@ httpx's 0.8, so that the load generator measures the service rather than its own
 and one-row predict latency (p50, p90, p99, max).
 
     python -m tests.benchmarks.bench_load [--seconds 60] [--api-processes 1] [--label NAME]
-        [--predictors 12 --trainers 3 --uploaders 1 --pollers 0] [--predict-client lean|httpx]
+        [--predictors 12 --trainers 3 --uploaders 1 --pollers 0] [--predict-client lean|httpx] [--predict-rate N]
         [--mix uploads]     # issue 22's mix: 12 predictors, 1 trainer, 1 poller (lists and traces, as a
                             # dashboard), 2 uploaders: 16 clients, twice the uploads of the default mix
 
