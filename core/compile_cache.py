@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.numba_index import read_unreadable_indexes_as_empty
-from core.source_imports import sibling_imports
+from core.source_imports import MEMO_FORMAT, sibling_imports
 
 log = logging.getLogger("hinge.kernels")
 
@@ -147,7 +147,13 @@ def fingerprints_of(folder: Path, package: str, memo: Path | None = None) -> dic
     transitively, for the modules in ``folder`` (the package ``package``; see ``_module_names``); ``memo``: the
     file remembering what each source imports (``core.source_imports``)."""
     sources = {name: path.read_bytes() for name, path in _module_names(folder).items()}
-    imports = sibling_imports(package, sources, memo)
+    record = read_marker(memo) if memo is not None else None
+    remembered = record.get("imports") if isinstance(record, dict) and record.get("format") == MEMO_FORMAT else None
+    remembered = remembered if isinstance(remembered, dict) else {}  # absent, damaged or of another format
+    imports, current = sibling_imports(package, sources, remembered)
+    if memo is not None and current != remembered:  # only the current sources' entries: the file does not grow
+        with contextlib.suppress(OSError):  # a cache folder it cannot write only costs the parse next time
+            _write_atomically(memo, json.dumps({"format": MEMO_FORMAT, "imports": current}, sort_keys=True))
     fingerprints = {}
     for name in sources:
         closure, todo = {name}, [name]
@@ -303,7 +309,8 @@ class CompileUnit:
 
 
 def read_marker(path: Path | str) -> dict | None:
-    """A marker's record ({unit, seconds, built_at, host}), or None when it is absent or unreadable."""
+    """A marker's record ({unit, seconds, built_at, host}; or another JSON file of the cache's), or None when it is
+    absent or unreadable."""
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):

@@ -1,26 +1,21 @@
-"""Which modules of a package each of its modules imports, read from the sources and remembered by content.
+"""Which modules of a package each of its modules imports, read from the sources, remembered by content.
 
 ``core.compile_cache`` stamps a module's kernels with the sources of every sibling it imports, transitively, so
 every process that loads or compiles kernels (each worker, upload parser and builder) needs that graph. Parsing
 the solvers' fifty modules took 0.2 CPU-s of each such process's start (``ast.parse`` builds every expression's
-node). What a source imports is therefore remembered in a small JSON file beside the kernels, keyed by the
-module's name and the SHA-256 of its source: a source that changes is parsed again; a memo that is missing,
-unreadable or not writable only costs the parse.
+node). What a source imports is therefore remembered by the cache (a memo file beside the kernels) under the
+module's name and the SHA-256 of its source: a source that changes is parsed again. This module only parses and
+keys; the cache reads and writes the memo.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
-import json
-import os
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 
 MEMO_FORMAT = 1
-"""The memo file's layout version: a file of another version is ignored (and rewritten)."""
+"""The layout version of the remembered entries (``sibling_imports``): a memo of another version is not used."""
 
 
 def _import_nodes(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -76,32 +71,15 @@ def siblings_named(names: list[str], siblings: set[str]) -> set[str]:
     return found
 
 
-def _read_memo(path: Path) -> dict[str, list[str]]:
-    with contextlib.suppress(OSError, ValueError):
-        memo = json.loads(path.read_text())
-        if isinstance(memo, dict) and memo.get("format") == MEMO_FORMAT and isinstance(memo.get("imports"), dict):
-            return memo["imports"]
-    return {}
-
-
-def _write_memo(path: Path, imports: dict[str, list[str]]) -> None:
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-        with os.fdopen(fd, "w") as out:
-            json.dump({"format": MEMO_FORMAT, "imports": imports}, out, sort_keys=True)
-        os.replace(tmp, path)  # atomic: a reader sees the old or the new memo; concurrent writers: the last wins
-
-
-def sibling_imports(package: str, sources: dict[str, bytes], memo: Path | None = None) -> dict[str, set[str]]:
+def sibling_imports(
+    package: str, sources: dict[str, bytes], remembered: Mapping[str, object] | None = None
+) -> tuple[dict[str, set[str]], dict[str, list[str]]]:
     """Module name -> the modules of ``package`` it imports (names relative to the package), for the modules
-    whose sources are given; ``memo``: the file that remembers each source's imported names by its content."""
-    remembered = _read_memo(memo) if memo is not None else {}
+    whose sources are given, and the entries to remember for them ({"module:sha256 of its source": imported
+    names}); ``remembered``: such entries from before, used for the sources they match, the others parsed."""
     keys = {module: f"{module}:{hashlib.sha256(source).hexdigest()}" for module, source in sources.items()}
     current: dict[str, list[str]] = {}
     for module, key in keys.items():
-        names = remembered.get(key)
+        names = (remembered or {}).get(key)
         current[key] = names if isinstance(names, list) else imported_names(package, module, sources[module])
-    if memo is not None and current != remembered:
-        _write_memo(memo, current)  # only the current sources' entries: the file does not grow with old ones
-    return {module: siblings_named(current[key], set(sources)) for module, key in keys.items()}
+    return {module: siblings_named(current[key], set(sources)) for module, key in keys.items()}, current

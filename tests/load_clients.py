@@ -15,6 +15,7 @@ import os
 import random
 import resource
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -43,32 +44,31 @@ class Tally:
         self.server_errors_at: list[float] = []
         self.jobs: dict[str, int] = {}
 
-    def note_status(self, status: int, what: str) -> None:
-        """Count one answered request by its status (``what``: method, path and body, kept for a 5xx)."""
+    def note_status(self, status: int, describe: Callable[[], str]) -> None:
+        """Count one answered request by its status; ``describe()`` (method, path, status and the answer's start)
+        is kept for a 5xx."""
         self.requests += 1
         key = f"{status // 100}xx"
         self.status[key] = self.status.get(key, 0) + 1
         if status >= 500:
             self.server_errors_at.append(time.time())
             if len(self.errors) < 50:
-                self.errors.append(f"{what[:250]}")
+                self.errors.append(describe())
 
     def note(self, response: httpx.Response | None, error: str | None = None) -> None:
-        self.requests += 1
+        """Count one httpx request: its answer (``note_status``), or None when the connection failed."""
         if response is None:
+            self.requests += 1
             self.status["transport_error"] = self.status.get("transport_error", 0) + 1
             self.errors.append(error or "transport error")
             self.server_errors_at.append(time.time())
             return
-        key = f"{response.status_code // 100}xx"
-        self.status[key] = self.status.get(key, 0) + 1
-        if response.status_code >= 500:
-            self.server_errors_at.append(time.time())
-            if len(self.errors) < 50:
-                self.errors.append(
-                    f"{response.request.method} {response.request.url.path}: {response.status_code} "
-                    f"{response.text[:200]}"
-                )
+        self.note_status(
+            response.status_code,
+            lambda: (
+                f"{response.request.method} {response.request.url.path}: {response.status_code} {response.text[:200]}"
+            ),
+        )
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -146,7 +146,7 @@ async def lean_predictor(
             reader = writer = None
             await asyncio.sleep(0.05)
             continue
-        tally.note_status(status, f"POST {path}: {status} {answer[:200]!r}")
+        tally.note_status(status, lambda: f"POST {path}: {status} {answer[:200]!r}")
         if status == 200 and not checked:  # the first answer of a connection read whole: one label, one score
             predicted = json.loads(answer)
             assert len(predicted["labels"]) == len(predicted["scores"]) == 1, predicted
