@@ -342,6 +342,31 @@ def test_tables_fit_with_their_created_column(service, browser, made, width):
     page.close()
 
 
+def test_a_refresh_leaves_unchanged_rows_alone_so_a_click_across_it_is_not_lost(service, browser, made):
+    """The lists are refreshed every 2.5 s; rows that would be written the same are kept, so a press and release that
+    straddle a refresh land on one element (a rebuilt row lost the click: the release fell on a new element)."""
+    model_id = made["models"]["binary"]
+    page, refused = open_dashboard(browser, service)
+    row = f"#models tr[data-id='{model_id}']"
+    page.wait_for_selector(row)
+    page.eval_on_selector(row, "tr => { tr.dataset.marked = 'yes'; }")
+    for _ in range(2):  # two refreshes of the lists
+        with page.expect_response(lambda response: "/v1/models?limit" in response.url):
+            pass
+    assert page.eval_on_selector(row, "tr => tr.dataset.marked") == "yes"
+    # pressed on the row, a refresh that changes nothing, released: the row is selected
+    box = page.locator(row).bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    with page.expect_response(lambda response: "/v1/models?limit" in response.url):
+        pass
+    page.mouse.up()
+    page.wait_for_function("id => document.getElementById('model-id').textContent === id", arg=model_id)
+    assert refused == [] and page.errors == [], (refused, page.errors)
+    page.close()
+
+
 def test_warnings_are_shown_in_the_job_and_model_views(service, browser, made):
     """Until the service sends `warnings` the page's requests are answered with them added (absent means none)."""
     model_id = made["models"]["binary"]

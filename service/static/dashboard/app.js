@@ -40,9 +40,17 @@ function jobContext(job) {
 
 // -- lists -------------------------------------------------------------------------------------------
 
+// each table's rows as last written: a refresh that would write the same rows leaves them alone, so a click whose
+// press and release straddle a refresh is not lost (the row under the pointer is the same element) and a hover or a
+// text selection in the table survives
+const filled = new Map();
+
 function fill(tableId, rows, render, onClick, selected) {
+  const html = rows.map((row) => `<tr data-id="${esc(row.id)}" class="${row.id === selected ? "selected" : ""}">${render(row)}</tr>`).join("");
+  if (filled.get(tableId) === html) return;
+  filled.set(tableId, html);
   const body = $(tableId).querySelector("tbody");
-  body.innerHTML = rows.map((row) => `<tr data-id="${esc(row.id)}" class="${row.id === selected ? "selected" : ""}">${render(row)}</tr>`).join("");
+  body.innerHTML = html;
   body.querySelectorAll("tr").forEach((tr) => tr.addEventListener("click", () => onClick(tr.dataset.id)));
 }
 
