@@ -40,18 +40,45 @@ function jobContext(job) {
 
 // -- lists -------------------------------------------------------------------------------------------
 
-// each table's rows as last written: a refresh that would write the same rows leaves them alone, so a click whose
-// press and release straddle a refresh is not lost (the row under the pointer is the same element) and a hover or a
-// text selection in the table survives
-const filled = new Map();
+const rendered = new WeakMap(); // a list row -> the cells last written into it (fill)
 
+// a pointer held down on the page: the lists wait for its release (fill)
+let pressed = false;
+window.addEventListener("pointerdown", () => { pressed = true; }, true);
+for (const type of ["pointerup", "pointercancel", "blur"]) window.addEventListener(type, () => { pressed = false; }, true);
+
+/**
+ * Write a list's rows, keeping each row's element from one refresh to the next (rows are matched by id): a row whose
+ * cells are unchanged is left alone, a changed one gets new cells in the same element, a new one is added, a gone one
+ * removed; while a pointer is held down the list is left as it is (the next refresh writes it). So a click whose press
+ * and release straddle the 2.5 s refresh lands on the row it was meant for (with the rows rebuilt under it, the
+ * release fell on a new element and no click was fired), and a hover or a text selection survives.
+ */
 function fill(tableId, rows, render, onClick, selected) {
-  const html = rows.map((row) => `<tr data-id="${esc(row.id)}" class="${row.id === selected ? "selected" : ""}">${render(row)}</tr>`).join("");
-  if (filled.get(tableId) === html) return;
-  filled.set(tableId, html);
+  if (pressed) return;
   const body = $(tableId).querySelector("tbody");
-  body.innerHTML = html;
-  body.querySelectorAll("tr").forEach((tr) => tr.addEventListener("click", () => onClick(tr.dataset.id)));
+  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+  let previous = null;
+  for (const row of rows) {
+    let tr = old.get(row.id);
+    if (tr) {
+      old.delete(row.id);
+    } else {
+      tr = document.createElement("tr");
+      tr.dataset.id = row.id;
+      tr.addEventListener("click", () => onClick(tr.dataset.id));
+    }
+    tr.className = row.id === selected ? "selected" : "";
+    const cells = render(row);
+    if (rendered.get(tr) !== cells) {
+      tr.innerHTML = cells;
+      rendered.set(tr, cells);
+    }
+    const place = previous ? previous.nextSibling : body.firstChild;
+    if (place !== tr) body.insertBefore(tr, place);
+    previous = tr;
+  }
+  old.forEach((tr) => tr.remove());
 }
 
 /** A model's solver, or where an imported model came from ("imported (libsvm)"). */
