@@ -40,6 +40,7 @@ import importlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -317,9 +318,21 @@ def read_marker(path: Path | str) -> dict | None:
         return None
 
 
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new file in ``path``'s folder to be renamed over it: (open descriptor, name). Made with the umask's mode as
+    numba's own files and the locks are (mkstemp's 0600 kept a marker from processes of another user sharing the
+    cache, a volume mounted in containers of different users)."""
+    while True:
+        tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    fd, tmp = _temp_beside(path)
     with os.fdopen(fd, "w") as out:
         out.write(text)
     os.replace(tmp, path)
@@ -525,7 +538,7 @@ class CompileUnits:
                 for path in files:
                     destination = target / path.relative_to(source)
                     destination.parent.mkdir(parents=True, exist_ok=True)
-                    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=destination.name + ".")
+                    fd, tmp = _temp_beside(destination)
                     os.close(fd)
                     shutil.copyfile(path, tmp)
                     os.replace(tmp, destination)

@@ -89,6 +89,24 @@ def records(log: Path) -> list[dict]:
 ENSURE_ALL = "from kpkg.units import KERNELS; KERNELS.ensure(['caller', 'alone'])"
 
 
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_cache_files_take_the_umask_as_numbas_own_do(tmp_path, umask, mode):
+    """Every file of a built cache (numba's kernels, the units' markers, the import memo, the locks) has the mode the
+    umask gives: a cache shared by processes of several users (a volume mounted in containers) reads everywhere
+    under the usual 022; the markers and the memo were 0600 (mkstemp's) whatever the umask."""
+    where = tmp_path / "src"
+    make_package(where)
+    cache = tmp_path / "cache"
+    code = f"import os; os.umask({umask:#o}); " + ENSURE_ALL
+    assert run(where, cache, code, tmp_path / "log").wait(120) == 0
+    files = [path for path in cache.rglob("*") if path.is_file()]
+    kinds = {path.suffix for path in files}
+    assert {".nbi", ".nbc", ".json", ".lock"} <= kinds, kinds
+    assert any(path.name == "imports.json" for path in files) and any(path.parent.name == "built" for path in files)
+    wrong = {str(path.relative_to(cache)): oct(path.stat().st_mode & 0o777) for path in files}
+    assert {name: m for name, m in wrong.items() if m != oct(mode)} == {}
+
+
 def test_fingerprints_follow_imports_and_only_them(tmp_path):
     """Changing smo/team.py changes the fingerprint of every solver module that imports it, directly or
     not, and of nothing else: dcd, cpa, ocas keep theirs (so their cached kernels stay valid). Modules of
