@@ -50,12 +50,12 @@ SHARED_UNITS = (
     _unit("ranking", (), 0.7),
     _unit("line_search", ("data_passes",), 2.3),
     _unit("ocas_multiclass", ("reduced_qp", "line_search", "cut_store"), 1.6),
-    CompileUnit("dcd_formulations", PACKAGE, "dcd", f"{PACKAGE}.dcd:warm_up_formulations", ("dcd",), 21.0),
+    CompileUnit("dcd_formulations", PACKAGE, "dcd", f"{PACKAGE}.dcd:warm_up_formulations", ("dcd",), 16.0),
 )
 """The units of modules several solvers call; ``requires`` names the units whose kernels a unit's warm-up also
 compiles. reference_s: cold compile seconds measured on a quiet 2-core machine (the estimate before any is
 measured; last measured 2026-11-30, one builder, 128 s for every unit: `python -m worker.runtime.warmup --build` on an
-empty `HINGE_KERNEL_CACHE_DIR`)."""
+empty `HINGE_KERNEL_CACHE_DIR`; dcd's two scaled by 2026-12-01's cut of their array variants, 0.53x and 0.76x)."""
 
 WARM_UP_ORDER = tuple(SOLVER_SPECS)
 """Solver names (``core.solvers``), in the order a worker makes them warm."""
