@@ -42,10 +42,11 @@ function jobContext(job) {
 
 const rendered = new WeakMap(); // a list row -> the cells last written into it (fill)
 
-// a pointer held down on the page: the lists wait for its release (fill)
-let pressed = false;
-window.addEventListener("pointerdown", () => { pressed = true; }, true);
-for (const type of ["pointerup", "pointercancel", "blur"]) window.addEventListener(type, () => { pressed = false; }, true);
+// when a pointer held down on the page was pressed (null: none is): the lists wait for its release (fill), for 5 s at
+// most (a release the page never saw does not freeze them)
+let pressedAt = null;
+window.addEventListener("pointerdown", () => { pressedAt = Date.now(); }, true);
+for (const type of ["pointerup", "pointercancel", "blur"]) window.addEventListener(type, () => { pressedAt = null; }, true);
 
 /**
  * Write a list's rows, keeping each row's element from one refresh to the next (rows are matched by id): a row whose
@@ -55,7 +56,7 @@ for (const type of ["pointerup", "pointercancel", "blur"]) window.addEventListen
  * release fell on a new element and no click was fired), and a hover or a text selection survives.
  */
 function fill(tableId, rows, render, onClick, selected) {
-  if (pressed) return;
+  if (pressedAt !== null && Date.now() - pressedAt < 5000) return;
   const body = $(tableId).querySelector("tbody");
   const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
   let previous = null;
