@@ -385,7 +385,9 @@ def test_a_refresh_keeps_the_rows_elements_so_a_click_across_it_is_not_lost(serv
     page.unroute("**/v1/models?limit*")
     page.evaluate("() => window.dispatchEvent(new PointerEvent('pointerdown'))")
     began = time.monotonic()
-    page.wait_for_function("row => !document.querySelector(row).textContent.includes('12345.7')", arg=row, timeout=15_000)
+    page.wait_for_function(
+        "row => !document.querySelector(row).textContent.includes('12345.7')", arg=row, timeout=15_000
+    )
     assert time.monotonic() - began >= 4.0
     assert refused == [] and page.errors == [], (refused, page.errors)
     page.close()
