@@ -135,7 +135,8 @@ def _svm_token_end(buf, p, end):
 @njit("int64(int64[::1], int64, int64, int64, int64, int64, int64)", cache=True)
 def _set_error(st, code, start, stop, line, line_start, aux):
     # one signature, given: called with the error codes as constants, numba compiled it once per code and call site
-    # (29 versions, a fifth of the parser's compile and of every parser process's kernel load)
+    # (29 versions, a fifth of the parser's first compile; a parser process's load of the cached kernels took as long
+    # either way)
     st[S_ERR] = code
     st[S_ERR_START] = start
     st[S_ERR_END] = stop
