@@ -189,11 +189,21 @@ def upload(http, content: bytes, filename: str = "data.svm", **params):
     return http.post("/v1/datasets", params=params, files={"file": (filename, content, "application/octet-stream")})
 
 
+FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
+"""A job's statuses once it has ended."""
+
+
 def wait_job(http, job_id: str, statuses=("succeeded", "failed", "canceled"), timeout: float = 120.0) -> dict:
-    """Poll a job until its status is one of ``statuses``; returns the job."""
+    """Wait until a job's status is one of ``statuses``; returns the job. For ended statuses it asks the API's long
+    poll (``?wait_s``: one request answered as the job ends); for others (``running``) it polls every 50 ms."""
+    long_poll = set(statuses) <= FINAL_STATUSES
+    end = time.monotonic() + timeout
+    read_timeout = getattr(getattr(http, "timeout", None), "read", None)  # a wait shorter than the client's patience
+    longest = 10.0 if read_timeout is None else max(0.5, min(10.0, read_timeout - 1.0))
 
     def done():
-        job = http.get(f"/v1/jobs/{job_id}").json()
+        params = {"wait_s": round(min(longest, max(0.0, end - time.monotonic())), 1)} if long_poll else None
+        job = http.get(f"/v1/jobs/{job_id}", params=params).json()
         return job if job["status"] in statuses else None
 
     return wait_for(done, timeout=timeout, interval=0.05, message=f"job {job_id} to reach {statuses}")

@@ -63,11 +63,17 @@ class ServeRun:
         env_extra: dict | None = None,
         extra_args: tuple[str, ...] = (),
         root: Path = ROOT,
+        preload_kernels: bool = True,
     ):
-        """``root``: the checkout whose code runs (another one compares a version before a change)."""
+        """``root``: the checkout whose code runs (another one compares a version before a change).
+        ``preload_kernels=False``: the workers load a solver's kernels with its first job instead of all five at their
+        start (HINGE_PRELOAD_KERNELS; about 1.2 CPU-s a worker), for a test whose service lives seconds and trains one
+        solver."""
         env = dict(os.environ)
         env.pop("REDIS_URL", None)
         env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+        if not preload_kernels:
+            env["HINGE_PRELOAD_KERNELS"] = "false"
         env.update(env_extra or {})
         self.base_url = f"http://127.0.0.1:{port}"
         master, slave = os.openpty()

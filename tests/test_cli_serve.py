@@ -24,6 +24,7 @@ pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_
 def serve(data_dir: Path, port: int, workers: int, env_extra: dict | None = None) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)
+    env["HINGE_PRELOAD_KERNELS"] = "false"  # its services live seconds: a solver's kernels load with its first job
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.Popen(

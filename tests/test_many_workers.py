@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.cluster import Cluster
-from tests.helpers import sparse_problem, to_svmlight, upload, wait_for
+from tests.helpers import sparse_problem, to_svmlight, upload, wait_job
 
 pytestmark = pytest.mark.service  # the kinds of tests: tests/conftest.py, TEST_KINDS
 
@@ -29,11 +31,8 @@ def test_thirty_jobs_three_workers_each_job_once(three_workers):
             for _ in range(30)
         ]
 
-        def all_done():
-            states = [http.get(f"/v1/jobs/{job_id}").json() for job_id in ids]
-            return states if all(s["status"] in ("succeeded", "failed", "canceled") for s in states) else None
-
-        states = wait_for(all_done, timeout=300, interval=0.2, message="30 jobs to finish")
+        end = time.monotonic() + 300
+        states = [wait_job(http, job_id, timeout=max(1.0, end - time.monotonic())) for job_id in ids]
     assert all(s["status"] == "succeeded" for s in states), [s for s in states if s["status"] != "succeeded"]
     records = [three_workers.job_record(job_id) for job_id in ids]
     assert all(int(r.get("attempts", 0)) == 1 for r in records), "each job ran exactly once"

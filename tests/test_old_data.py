@@ -29,7 +29,7 @@ OLD = Path(__file__).resolve().parent / "data" / "hinge-data-cfa9d22"
 def old_service(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("old-data")
     shutil.copytree(OLD / "redis", data_dir / "redis")
-    run = ServeRun(data_dir, free_port(), workers=1)
+    run = ServeRun(data_dir, free_port(), workers=1, preload_kernels=False)
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:

@@ -37,7 +37,7 @@ def start_with_running_job(
 ) -> tuple[ServeRun, dict]:
     """`hinge serve` with one worker running a long job (``quick_job_first``: after a short job that ended)."""
     env = {"HINGE_REDIS_MAXMEMORY": str(256 * 2**20), **(env_extra or {})}
-    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env, extra_args=extra_args)
+    run = ServeRun(data_dir, free_port(), workers=1, env_extra=env, extra_args=extra_args, preload_kernels=False)
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:
@@ -177,7 +177,7 @@ def test_requeue_policy_puts_the_job_back_and_a_restart_runs_it(data_dir):
     assert record["status"] == "queued" and "lost" not in record, record
 
     # After a restart the job runs again (here it is canceled once running) and the data are all there.
-    run = ServeRun(data_dir, free_port(), workers=1)
+    run = ServeRun(data_dir, free_port(), workers=1, preload_kernels=False)
     try:
         run.wait_ready()
         with httpx.Client(base_url=run.base_url, timeout=60) as http:

@@ -21,7 +21,7 @@ import pytest
 from core.schemas.solver_params import CpaParams, OcasParams
 from service.embedded_redis import free_port
 from tests.conftest import ROOT, Database, _terminate, private_service_env, start_api, start_worker, wait_ready
-from tests.helpers import sparse_problem, to_svmlight, wait_for
+from tests.helpers import sparse_problem, to_svmlight, wait_for, wait_job
 from tests.test_out_of_core import random_csr
 from worker.solvers import cut_data, row_part
 from worker.solvers.common import StopReason
@@ -193,11 +193,7 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
 
         def train(params: dict, solver: str = "ocas") -> tuple[dict, dict, list]:
             job = http.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": solver, "params": params}).json()
-            done = wait_for(
-                lambda: (s := http.get(f"/v1/jobs/{job['id']}").json())["status"] in ("succeeded", "failed") and s,
-                timeout=240,
-                message="the job",
-            )
+            done = wait_job(http, job["id"], statuses=("succeeded", "failed"), timeout=240)
             assert done["status"] == "succeeded", done
             trace = http.get(f"/v1/jobs/{job['id']}/trace").json()["points"]
             return done, http.get(f"/v1/models/{done['model_id']}").json(), trace
@@ -237,11 +233,7 @@ def test_a_job_split_over_two_nodes_trains_the_one_machine_model(split_service):
             "/v1/jobs",
             json={"dataset_id": small.json()["id"], "solver": "ocas", "params": {"distributed": {"nodes": 2}}},
         ).json()
-        done = wait_for(
-            lambda: (s := http.get(f"/v1/jobs/{job['id']}").json())["status"] in ("succeeded", "failed") and s,
-            timeout=120,
-            message="the one-shard job",
-        )
+        done = wait_job(http, job["id"], statuses=("succeeded", "failed"), timeout=120)
         one_shard = http.get(f"/v1/models/{done['model_id']}").json()
         assert one_shard["data_access"]["nodes"] == 1
         assert [w["code"] for w in one_shard["warnings"]] == ["fewer_nodes"], one_shard["warnings"]
@@ -261,17 +253,18 @@ def _long_split_job(http, name: str, seed: int, on_node_lost: str = "stop") -> s
     split = {"nodes": 2, "on_node_lost": on_node_lost}
     params = {"C": 100.0, "tol_rel": 1e-12, "max_inactive": 1, "max_iter": 100000, "distributed": split}
     job = http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
-    wait_for(lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="iterations")
+    wait_for(
+        lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3,
+        timeout=180,
+        interval=0.25,
+        message="iterations",
+    )
     return job
 
 
-def _ended(http, job: str, message: str, timeout: float) -> dict:
+def _ended(http, job: str, timeout: float) -> dict:
     """The job once it has ended (succeeded, failed or canceled)."""
-    return wait_for(
-        lambda: (s := http.get(f"/v1/jobs/{job}").json())["status"] in ("succeeded", "failed", "canceled") and s,
-        timeout=timeout,
-        message=message,
-    )
+    return wait_job(http, job, timeout=timeout)
 
 
 def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_service):
@@ -281,7 +274,7 @@ def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_
         assert http.get(f"/v1/jobs/{job}").json()["status"] == "running"
         split_service.kill_node(1)
         try:
-            done = _ended(http, job, "the job after its node was lost", timeout=120)
+            done = _ended(http, job, timeout=120)
         finally:
             split_service.restart_node(1)
         assert done["status"] == "succeeded", done
@@ -308,12 +301,17 @@ def test_a_hung_node_is_left_out_and_one_vs_rest_goes_on_to_the_one_machine_mode
             return http.post("/v1/jobs", json={"dataset_id": dataset, "solver": "ocas", "params": params}).json()["id"]
 
         job = submit({**common, "distributed": {"nodes": 2}})
-        wait_for(lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3, timeout=180, message="steps")
+        wait_for(
+            lambda: len(http.get(f"/v1/jobs/{job}/trace").json()["points"]) >= 3,
+            timeout=180,
+            interval=0.25,
+            message="steps",
+        )
         node = split_service.nodes[1]
         os.killpg(node.pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
-            done = _ended(http, job, "the job after its node hung", timeout=240)
+            done = _ended(http, job, timeout=240)
             waited = time.monotonic() - stopped
         finally:
             os.killpg(node.pid, signal.SIGCONT)
@@ -326,7 +324,7 @@ def test_a_hung_node_is_left_out_and_one_vs_rest_goes_on_to_the_one_machine_mode
         access = {key: value for key, value in model["data_access"].items() if value is not None}
         assert access == {"form": "split", "nodes": 1, "nodes_lost": 1}, access
         assert [w["code"] for w in model["warnings"]] == ["nodes_lost"], model["warnings"]
-        alone = _ended(http, submit(common), "the one-machine job", timeout=240)
+        alone = _ended(http, submit(common), timeout=240)
         one_machine = http.get(f"/v1/models/{alone['model_id']}").json()
         assert len(model["objectives"]) == 3
         for a, b in zip(model["objectives"], one_machine["objectives"], strict=True):  # both within 1e-4 of it
@@ -344,7 +342,7 @@ def test_a_cancel_reaches_a_job_waiting_on_a_hung_node(split_service):
             time.sleep(1.0)  # a call is waiting on the stopped node by now
             asked = time.monotonic()
             assert http.post(f"/v1/jobs/{job}/cancel").status_code == 202
-            done = _ended(http, job, "the job after its cancel", timeout=60)
+            done = _ended(http, job, timeout=60)
             waited = time.monotonic() - asked
         finally:
             os.killpg(node.pid, signal.SIGCONT)
