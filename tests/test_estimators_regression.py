@@ -25,7 +25,7 @@ from sklearn.svm import SVR, LinearSVR, NuSVR
 from sklearn.utils.estimator_checks import check_estimator
 
 from hinge_client import Client, HingeRegressor, HingeSearchCV, wait_for_cleanup
-from tests.test_client import SKIPPED_BY_SCIKIT_LEARN, counts, failure
+from tests.test_client import CHECKS_MAX_ITER, SKIPPED_BY_SCIKIT_LEARN, counts, failure
 from worker.training.folds import make_folds
 
 TIGHT = {"tol": 1e-6, "solver_params": {"tol_rel": 1e-9}}
@@ -57,8 +57,10 @@ counterpart: a regressor has no probabilities)."""
 @pytest.mark.parametrize(
     "make",
     [
-        lambda url: HingeRegressor(url=url),
-        lambda url: HingeRegressor(loss="squared_epsilon_insensitive", epsilon=0.0, fit_intercept=False, url=url),
+        lambda url: HingeRegressor(max_iter=CHECKS_MAX_ITER, url=url),
+        lambda url: HingeRegressor(
+            loss="squared_epsilon_insensitive", epsilon=0.0, fit_intercept=False, max_iter=CHECKS_MAX_ITER, url=url
+        ),
         lambda url: HingeRegressor(kernel="rbf", url=url),
         lambda url: HingeRegressor(nu=0.5, url=url),
     ],
@@ -67,7 +69,7 @@ counterpart: a regressor has no probabilities)."""
 def test_hinge_regressor_passes_check_estimator(service, make):
     """Every check passes (none expected to fail); three of them (check_fit_idempotent, check_fit_check_is_fitted,
     check_n_features_in) fit noise on features centred at 100, where dcd, like LinearSVR, stops at max_iter with a
-    ConvergenceWarning."""
+    ConvergenceWarning (at LinearSVR's default limit here, ``CHECKS_MAX_ITER``: tests/test_client.py says why)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = check_estimator(make(service.base_url), on_fail=None, on_skip=None, expected_failed_checks={})
