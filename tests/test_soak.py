@@ -19,10 +19,10 @@ def test_short_soak_under_chaos_loses_nothing(tmp_path):
         run.wait_ready()
         report = soak(
             run,
-            seconds=20,
+            seconds=14,  # three kills (4.5, 9, 13.5 s) and Redis's restart (7 s) within it
             clients={"predict": 2, "train_all": 2, "cancel": 1, "upload": 1, "poll": 1},
-            kill_every_s=7,
-            redis_restart_at_s=10,
+            kill_every_s=4.5,
+            redis_restart_at_s=7,
         )
         run.snapshot()
         run.stop_by("ctrl_c")
