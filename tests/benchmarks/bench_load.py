@@ -100,6 +100,11 @@ def main() -> None:
         "--log-level", default="warning", help="hinge serve's --log-level (info: every request logged)."
     )
     args = parser.parse_args()
+    if args.predict_rate and args.predict_client != "lean":
+        parser.error(
+            "--predict-rate paces the lean client only; with --predict-client httpx each predictor asks again as "
+            "soon as it is answered"
+        )
     if args.mix == "uploads":
         args.predictors, args.trainers, args.pollers, args.uploaders = 12, 1, 1, 2
 
