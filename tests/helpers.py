@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from core.schemas.base import ErrorResponse
+from core.storage.jobs import FINAL_STATES
 
 READY_TIMEOUT_S = float(os.environ.get("HINGE_TEST_READY_TIMEOUT", "600"))
 """How long the tests wait for a service to be ready (every kernel compiled, on a cold cache)."""
@@ -189,14 +190,10 @@ def upload(http, content: bytes, filename: str = "data.svm", **params):
     return http.post("/v1/datasets", params=params, files={"file": (filename, content, "application/octet-stream")})
 
 
-FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
-"""A job's statuses once it has ended."""
-
-
 def wait_job(http, job_id: str, statuses=("succeeded", "failed", "canceled"), timeout: float = 120.0) -> dict:
     """Wait until a job's status is one of ``statuses``; returns the job. For ended statuses it asks the API's long
     poll (``?wait_s``: one request answered as the job ends); for others (``running``) it polls every 50 ms."""
-    long_poll = set(statuses) <= FINAL_STATUSES
+    long_poll = set(statuses) <= {status.value for status in FINAL_STATES}
     end = time.monotonic() + timeout
     read_timeout = getattr(getattr(http, "timeout", None), "read", None)  # a wait shorter than the client's patience
     longest = 10.0 if read_timeout is None else max(0.5, min(10.0, read_timeout - 1.0))

@@ -262,11 +262,6 @@ def _long_split_job(http, name: str, seed: int, on_node_lost: str = "stop") -> s
     return job
 
 
-def _ended(http, job: str, timeout: float) -> dict:
-    """The job once it has ended (succeeded, failed or canceled)."""
-    return wait_job(http, job, timeout=timeout)
-
-
 def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_service):
     """``on_node_lost: stop``: the job ends at once with its best point so far."""
     with httpx.Client(base_url=split_service.base, timeout=60) as http:
@@ -274,7 +269,7 @@ def test_a_node_lost_mid_training_ends_the_job_with_the_best_model_so_far(split_
         assert http.get(f"/v1/jobs/{job}").json()["status"] == "running"
         split_service.kill_node(1)
         try:
-            done = _ended(http, job, timeout=120)
+            done = wait_job(http, job, timeout=120)
         finally:
             split_service.restart_node(1)
         assert done["status"] == "succeeded", done
@@ -311,7 +306,7 @@ def test_a_hung_node_is_left_out_and_one_vs_rest_goes_on_to_the_one_machine_mode
         os.killpg(node.pid, signal.SIGSTOP)
         stopped = time.monotonic()
         try:
-            done = _ended(http, job, timeout=240)
+            done = wait_job(http, job, timeout=240)
             waited = time.monotonic() - stopped
         finally:
             os.killpg(node.pid, signal.SIGCONT)
@@ -324,7 +319,7 @@ def test_a_hung_node_is_left_out_and_one_vs_rest_goes_on_to_the_one_machine_mode
         access = {key: value for key, value in model["data_access"].items() if value is not None}
         assert access == {"form": "split", "nodes": 1, "nodes_lost": 1}, access
         assert [w["code"] for w in model["warnings"]] == ["nodes_lost"], model["warnings"]
-        alone = _ended(http, submit(common), timeout=240)
+        alone = wait_job(http, submit(common), timeout=240)
         one_machine = http.get(f"/v1/models/{alone['model_id']}").json()
         assert len(model["objectives"]) == 3
         for a, b in zip(model["objectives"], one_machine["objectives"], strict=True):  # both within 1e-4 of it
@@ -342,7 +337,7 @@ def test_a_cancel_reaches_a_job_waiting_on_a_hung_node(split_service):
             time.sleep(1.0)  # a call is waiting on the stopped node by now
             asked = time.monotonic()
             assert http.post(f"/v1/jobs/{job}/cancel").status_code == 202
-            done = _ended(http, job, timeout=60)
+            done = wait_job(http, job, timeout=60)
             waited = time.monotonic() - asked
         finally:
             os.killpg(node.pid, signal.SIGCONT)
